@@ -1,0 +1,1 @@
+"""paraoracle: calibrate stage."""

@@ -1,0 +1,54 @@
+"""The cost API: the only way the predictor reads a profile (DESIGN.md, "Data flows one way").
+
+`calibrate` implements `CostModel` from a profile's coefficients; predictor code and its tests depend
+only on this protocol, so a hand-written synthetic cost model can stand in for a profile in tests.
+
+Conventions (SI): seconds, bytes, FLOPs. Message sizes are nccl-tests' S for each collective:
+  allreduce, broadcast, sendrecv, halo: the buffer each rank holds;
+  allgather: the gathered (output) buffer, n pieces; reduce_scatter: the input buffer, n pieces;
+  alltoall: each rank's whole send buffer (n pieces of S/n).
+A group is described by its size and the number of distinct nodes it spans (1 = intra-node).
+"""
+from __future__ import annotations
+
+from typing import Literal, Mapping, Protocol, runtime_checkable
+
+COMPUTE_OPS = ("gemm", "conv2d", "conv3d", "batchnorm", "relu", "maxpool", "avgpool", "add", "linear")
+PASSES = ("fwd", "bwd_data", "bwd_weight")
+COLLECTIVES = ("allreduce", "allgather", "reduce_scatter", "alltoall", "broadcast", "sendrecv", "halo")
+Bound = Literal["low", "high"]
+
+
+@runtime_checkable
+class CostModel(Protocol):
+    """Time and capacity figures of one machine, as the predictor needs them."""
+
+    #: memory of one device (GPU memory, or host memory for a CPU profile), bytes
+    device_memory_bytes: float
+    #: devices per node the profile describes (a predictor flag may override it)
+    devices_per_node: int
+    #: whether the profile is `published` (datasheet-derived) rather than `calibrated`
+    provenance: str
+
+    def compute_time_s(self, op: str, pass_: str, params: Mapping[str, int], dtype: str) -> float:
+        """Time of one call of `op` (see COMPUTE_OPS) for `pass_` (see PASSES) at the given shape.
+
+        params: gemm/linear {M, N, K}; conv2d {N, C, F, H, W, kernel, stride, padding};
+        conv3d adds D; memory-bound ops {N, C, H, W[, D]} (pooling adds kernel, stride).
+        Raises UserError naming the missing coefficient when the profile cannot cost this op."""
+
+    def memory_time_s(self, bytes_moved: float, *, where: Literal["device", "host"] = "device") -> float:
+        """Time of a streaming, memory-bound kernel moving `bytes_moved` (STREAM triad bandwidth)."""
+
+    def collective_time_s(self, op: str, size_bytes: float, group_size: int, nodes: int = 1) -> float:
+        """Time of one collective (see COLLECTIVES) of S = size_bytes over group_size ranks on `nodes` nodes.
+
+        group_size 1 costs 0. Sizes and group sizes outside the measured range follow the fitted
+        ring/tree formulas."""
+
+    def host_device_time_s(self, size_bytes: float, direction: Literal["h2d", "d2h"] = "h2d", pinned: bool = True) -> float:
+        """Time of one host<->device copy of size_bytes (0 on a CPU-only profile: there is no device)."""
+
+    def at_bound(self, bound: Bound) -> "CostModel":
+        """The same model with every coefficient at the low or high end of its confidence interval,
+        for prediction intervals ("low" = fastest plausible machine)."""

@@ -1,0 +1,1 @@
+"""paraoracle: predictor stage."""

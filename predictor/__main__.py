@@ -1,0 +1,5 @@
+import sys
+
+from predictor.cli import main
+
+sys.exit(main())

@@ -1,0 +1,84 @@
+"""Per-layer model description that every strategy model consumes (DESIGN.md `Layer` / `ModelGraph`).
+
+Shapes and FLOPs are per sample (ParaDL's |x_l|, |y_l| are per-sample element counts,
+../shared/reference/strategies.md §1); a strategy multiplies by its per-device batch. Shapes exclude the
+batch dimension: (C, H, W) for 2-D layers, (C, D, H, W) for 3-D, (features,) for linear layers.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+DTYPE_BYTES = {"float32": 4, "tf32": 4, "float16": 2, "bfloat16": 2, "fp32": 4, "fp16": 2, "bf16": 2}
+
+
+def dtype_bytes(dtype: str) -> int:
+    try:
+        return DTYPE_BYTES[dtype]
+    except KeyError:
+        raise ValueError(f"unknown dtype {dtype!r}; known: {', '.join(DTYPE_BYTES)}") from None
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One layer. op: conv2d, conv3d, linear, batchnorm, relu, maxpool, avgpool, add, concat, flatten,
+    dropout, softmax_loss (the set the cost models know; tracers report anything else by name).
+
+    inputs: names of the layers feeding this one ("" = the model input); lets residual/concat graphs keep
+    their structure. kernel/stride/padding are per spatial dimension (empty for non-spatial ops).
+    flops_*: per sample. params: trainable parameter count (weights + bias)."""
+
+    name: str
+    op: str
+    input_shape: tuple[int, ...]
+    output_shape: tuple[int, ...]
+    weight_shape: tuple[int, ...] = ()
+    params: int = 0
+    kernel: tuple[int, ...] = ()
+    stride: tuple[int, ...] = ()
+    padding: tuple[int, ...] = ()
+    groups: int = 1
+    flops_fwd: float = 0.0
+    flops_bwd_data: float = 0.0
+    flops_bwd_weight: float = 0.0
+    inputs: tuple[str, ...] = ()
+
+    @property
+    def input_elems(self) -> int:
+        return math.prod(self.input_shape)
+
+    @property
+    def output_elems(self) -> int:
+        return math.prod(self.output_shape)
+
+    @property
+    def channels_in(self) -> int:
+        return self.input_shape[0] if self.input_shape else 0
+
+    @property
+    def channels_out(self) -> int:
+        return self.output_shape[0] if self.output_shape else 0
+
+    @property
+    def halo_width(self) -> tuple[int, ...]:
+        """Rows/columns a spatial split needs from each neighbour per spatial dim: the kernel's reach beyond
+        a stride-aligned block, (k - 1) // 2 for 'same' padding (ParaDL code uses (K-1)/2, strategies.md §3)."""
+        return tuple(max(k - 1, 0) // 2 if p else max(k - s, 0) for k, s, p in zip(self.kernel, self.stride, self.padding))
+
+
+@dataclass(frozen=True)
+class ModelGraph:
+    """A model as an ordered list of layers (topological order) and its per-sample input shape."""
+
+    name: str
+    input_shape: tuple[int, ...]
+    layers: tuple[Layer, ...]
+    unsupported: tuple[str, ...] = field(default=())  # layer names/types a tracer could not describe
+
+    @property
+    def params(self) -> int:
+        return sum(layer.params for layer in self.layers)
+
+    @property
+    def flops_per_sample(self) -> float:
+        return sum(l.flops_fwd + l.flops_bwd_data + l.flops_bwd_weight for l in self.layers)

@@ -1,0 +1,1 @@
+"""paraoracle: profiler stage."""

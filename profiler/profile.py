@@ -1,0 +1,201 @@
+"""The versioned profile: one schema for loading, validating and atomically writing profile YAML.
+
+A profile holds raw benchmark samples (written by `profiler`) and fitted coefficients (written by
+`calibrate`). `coefficients` is validated by calibrate's own schema; here it is any mapping.
+Conventions: SI units, seconds and bytes; every sample keeps all its per-call times.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from profiler.errors import UserError
+
+SCHEMA_VERSION = 1
+
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+class Sample(BaseModel):
+    """One benchmark point: what ran (benchmark, variant, params), where, and every per-call time.
+
+    benchmark: gemm, conv2d, conv3d, batchnorm, relu, maxpool, add, stream, host_device,
+               allreduce, allgather, reduce_scatter, alltoall, broadcast, sendrecv, halo.
+    variant:   fwd | bwd_data | bwd_weight (compute); copy | scale | add | triad | dot (stream);
+               h2d_pinned | h2d_pageable | d2h_pinned | d2h_pageable; latency | throughput (collectives).
+    params:    shape (gemm M,N,K; conv N,C,F,H,W[,D],kernel,stride,padding), size_bytes (S as in
+               nccl-tests), group {size, ranks, hosts, nodes}, and anything else that identifies the point.
+    flops / bytes_moved: per call, so throughput and arithmetic intensity can be derived.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    benchmark: str
+    variant: str = ""
+    params: dict[str, Any] = Field(default_factory=dict)
+    device: str
+    dtype: str = "float32"
+    threads: int = Field(ge=1)
+    times_s: list[float] = Field(min_length=1)
+    flops: Optional[float] = Field(default=None, ge=0)
+    bytes_moved: Optional[float] = Field(default=None, ge=0)
+    extra: dict[str, Any] = Field(default_factory=dict)
+
+
+class GPUInfo(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    name: str
+    memory_bytes: Optional[float] = None
+    sm_clock_mhz: Optional[float] = None
+    mem_clock_mhz: Optional[float] = None
+    power_limit_w: Optional[float] = None
+    temperature_c: Optional[float] = None
+    throttle_reasons: list[str] = Field(default_factory=list)
+    pcie_generation: Optional[int] = None
+    pcie_width: Optional[int] = None
+    nvlink_links: Optional[int] = None
+
+
+class Machine(BaseModel):
+    """Machine metadata. `gpus_per_node` and `device_memory_bytes` are what the predictor needs."""
+
+    model_config = ConfigDict(extra="allow")
+
+    hostname: str
+    cpu_model: Optional[str] = None
+    cpu_cores: Optional[int] = None
+    memory_bytes: Optional[float] = None
+    gpus: list[GPUInfo] = Field(default_factory=list)
+    gpus_per_node: Optional[int] = None
+    nodes: int = 1
+    device_memory_bytes: Optional[float] = None
+    driver_version: Optional[str] = None
+    versions: dict[str, Optional[str]] = Field(default_factory=dict)
+
+
+class Provenance(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["calibrated", "published"]
+    source: str
+
+
+class CorrectionRef(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    path: str
+    sha256: str
+
+
+class Profile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int
+    machine: Machine
+    provenance: Provenance
+    created: str
+    settings: dict[str, Any] = Field(default_factory=dict)
+    samples: list[Sample] = Field(default_factory=list)
+    coefficients: dict[str, Any] = Field(default_factory=dict)
+    correction: Optional[CorrectionRef] = None
+
+
+def utc_now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+
+
+def _first_error(path: Path, err: ValidationError) -> str:
+    e = err.errors()[0]
+    where = ".".join(str(p) for p in e["loc"]) or "(top level)"
+    more = f" (and {err.error_count() - 1} more problems)" if err.error_count() > 1 else ""
+    return f"{path}: field '{where}': {e['msg']}{more}"
+
+
+def profile_from_dict(data: Any, path: Path | str = "<profile>") -> Profile:
+    """Validate a parsed profile mapping; UserError names the field on failure."""
+    path = Path(path)
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: not a profile (expected a YAML mapping at the top level)")
+    version = data.get("schema_version")
+    if version is None:
+        raise UserError(f"{path}: field 'schema_version' is missing (not a paraoracle profile?)")
+    if version != SCHEMA_VERSION:
+        raise UserError(f"{path}: field 'schema_version' is {version!r}; this paraoracle reads version {SCHEMA_VERSION}")
+    try:
+        return Profile.model_validate(data)
+    except ValidationError as err:
+        raise UserError(_first_error(path, err)) from None
+
+
+def load_profile(path: Path | str) -> Profile:
+    """Read and validate a profile YAML; every failure is a one-line UserError naming the file."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such profile file") from None
+    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as err:
+        raise UserError(f"{path}: cannot read profile ({err.__class__.__name__})") from None
+    try:
+        data = yaml.load(text, Loader=_Loader)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise UserError(f"{path}: corrupt YAML{where}") from None
+    return profile_from_dict(data, path)
+
+
+def dump_yaml(data: Any) -> str:
+    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, default_flow_style=None, width=120)
+
+
+def write_atomic(path: Path | str, text: str) -> None:
+    """Write text to path via a temp file in the same folder + rename, so readers never see half a file."""
+    path = Path(path)
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise UserError(f"{path}: folder '{folder}' does not exist")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    except OSError as err:
+        raise UserError(f"{path}: cannot write ({err.strerror})") from None
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def save_profile(profile: Profile, path: Path | str) -> None:
+    write_atomic(path, dump_yaml(profile.model_dump(mode="json", exclude_none=True)))
+
+
+def check_writable(path: Path | str, flag: str = "--out") -> Path:
+    """Fail early (before any benchmark runs) when `path` cannot be written."""
+    path = Path(path)
+    folder = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise UserError(f"{flag} {path}: is a folder, expected a file path")
+    if not folder.is_dir():
+        raise UserError(f"{flag} {path}: folder '{folder}' does not exist")
+    try:  # a real write probe: os.access says yes to root even on read-only mounts
+        fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".probe", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise UserError(f"{flag} {path}: not writable ({err.strerror})") from None
+    if path.exists() and not os.access(path, os.W_OK):
+        raise UserError(f"{flag} {path}: not writable")
+    return path

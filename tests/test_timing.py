@@ -1,0 +1,39 @@
+"""The timing harness: statistics by hand, adaptive stopping, and that it measures what it times."""
+import time
+
+import pytest
+
+from profiler.timing import Measurement, Timer, median_rel_ci
+
+
+def test_statistics_match_hand_values():
+    m = Measurement(times_s=[1.0, 2.0, 3.0, 4.0, 100.0], number=1, device="cpu", threads=1)
+    assert m.median_s == 3.0
+    assert m.min_s == 1.0
+    assert m.iqr_s == pytest.approx(4.0 - 2.0)
+    mean = 22.0
+    var = sum((t - mean) ** 2 for t in m.times_s) / 5
+    assert m.cv == pytest.approx(var**0.5 / mean)
+
+
+def test_median_ci_shrinks_with_identical_samples():
+    assert median_rel_ci([1.0] * 50) == 0.0
+    assert median_rel_ci([1.0, 2.0]) == float("inf")
+
+
+def test_timer_measures_a_sleep_and_keeps_every_sample():
+    m = Timer(lambda: time.sleep(0.002), warmup_s=0.005, min_samples=5, max_samples=8, budget_s=0.5).measure()
+    assert 0.0019 < m.median_s < 0.02
+    assert 5 <= len(m.times_s) <= 8
+    assert m.threads >= 1 and m.device == "cpu"
+
+
+def test_timer_batches_tiny_calls_and_converges():
+    m = Timer(lambda: None, min_sample_s=1e-4, target_rel_ci=0.5, budget_s=1.0).measure()
+    assert m.number > 1
+    assert m.stopped_by in {"converged", "budget", "max_samples"}
+
+
+def test_timer_rejects_bad_parameters():
+    with pytest.raises(ValueError):
+        Timer(lambda: None, min_samples=0)
