@@ -1,0 +1,256 @@
+"""Out-of-core training planner (KARMA-style): per block keep, swap or recompute, under a memory cap.
+
+KARMA (SC20, ../shared/reference/strategies.md §6) derives a strategy "combining layer swapping and
+redundant recomputing" from a concurrency analysis of out-of-core training; its equations are not public.
+This module implements the sketch of §6 as a precise schedule:
+
+* Forward: block i computes, and a swapped block's activations go device->host on a copy stream while the
+  next block computes. Backward (reverse order): a swapped block's activations come host->device while the
+  block after it runs its backward. Transfers are double-buffered: block i's transfer must be done by the
+  end of the neighbouring block's compute, so at most two blocks are in transit. The part of a transfer
+  longer than the compute it overlaps is exposed:
+      exposed_out_i = max(0, T_d2h(a_i) - FW_{i+1}),  exposed_in_i = max(0, T_h2d(a_i) - BW_{i+1})
+  (FW_G = BW_G = 0: the last block's activations are needed at once, so swapping it hides nothing).
+* Recompute: the block keeps its input and runs its forward again before its backward: + FW_i.
+* Iteration time  T = sum_i (FW_i + BW_i) + sum_{recompute} FW_i + sum_{swap} (exposed_out_i + exposed_in_i),
+  which is §6's sum_i max(T_comp,i, T_swap,i) with the overlap made explicit.
+* Device memory  static + sum_{keep} a_i + sum_{recompute} x_i + 2 max_{not kept} a_i  (x_i = input bytes;
+  the last term is the double buffer for a block being swapped in or rematerialised while the next one
+  arrives). Conservative: a recomputed block's input is counted even when the block before it is kept.
+
+The choice minimising T under the cap is a multiple-choice knapsack: for each candidate size of the
+transit buffer, blocks larger than it must be kept, and a dynamic programme over blocks with memory in
+`resolution` units (rounded up, so a plan found always fits) minimises the exposed time; lists of up to
+`EXHAUSTIVE_MAX_BLOCKS` blocks are searched exhaustively and exactly.
+
+Multi-node form (`data_parallel_iteration`): data parallelism on top; each block's gradients are
+all-reduced as soon as its backward ends, copied to the host, updated by the host optimizer (a streaming
+kernel at the host memory bandwidth) and its weights streamed back; the next iteration's forward of block i
+waits for block i's weights.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+from predictor.blocks import Block
+
+KEEP, SWAP, RECOMPUTE = "keep", "swap", "recompute"
+CHOICES = (KEEP, SWAP, RECOMPUTE)  # order = preference on equal time
+EXHAUSTIVE_MAX_BLOCKS = 8
+
+TransferTime = Callable[[float], float]  # bytes -> seconds
+
+#: bytes the optimizer step streams per fp32 parameter: read w, g (+ state), write w (+ state)
+OPTIMIZER_BYTES_PER_PARAM = {"sgd": 12, "momentum": 20, "adam": 28}
+#: optimizer state per parameter, in parameters (momentum: 1, Adam: 2)
+OPTIMIZER_STATE_PER_PARAM = {"sgd": 0, "momentum": 1, "adam": 2}
+
+
+@dataclass(frozen=True)
+class Link:
+    """Host<->device transfer time t = latency + bytes / bandwidth (one direction)."""
+
+    latency_s: float
+    bandwidth_bytes_per_s: float
+
+    def time_s(self, size_bytes: float) -> float:
+        return 0.0 if size_bytes <= 0 else self.latency_s + size_bytes / self.bandwidth_bytes_per_s
+
+
+@dataclass(frozen=True)
+class OutOfCorePlan:
+    """The chosen action per block and the single-device iteration time with its breakdown."""
+
+    choices: tuple[str, ...]
+    compute_s: float  # sum of forward and backward
+    recompute_s: float  # extra forward of recomputed blocks
+    exposed_transfer_s: float  # swap time not hidden behind compute
+    peak_bytes: float  # device memory: static + resident activations + transit buffer
+    swapped_bytes: float  # activation bytes sent to the host per iteration (each way)
+
+    @property
+    def iteration_s(self) -> float:
+        return self.compute_s + self.recompute_s + self.exposed_transfer_s
+
+
+def exposed_swap_s(blocks: Sequence[Block], i: int, d2h_s: TransferTime, h2d_s: TransferTime) -> float:
+    """Exposed time of swapping block i out in forward and back in backward (module docstring)."""
+    next_fwd_s = blocks[i + 1].fwd_s if i + 1 < len(blocks) else 0.0
+    next_bwd_s = blocks[i + 1].bwd_s if i + 1 < len(blocks) else 0.0
+    size = blocks[i].activation_bytes
+    return max(0.0, d2h_s(size) - next_fwd_s) + max(0.0, h2d_s(size) - next_bwd_s)
+
+
+def evaluate(blocks: Sequence[Block], choices: Sequence[str], d2h_s: TransferTime, h2d_s: TransferTime,
+             static_bytes: float = 0.0) -> OutOfCorePlan:
+    """Time and memory of a given per-block choice (module docstring formulas)."""
+    if len(choices) != len(blocks):
+        raise ValueError(f"{len(choices)} choices for {len(blocks)} blocks")
+    unknown = set(choices) - set(CHOICES)
+    if unknown:
+        raise ValueError(f"unknown choice(s) {sorted(unknown)}; known: {', '.join(CHOICES)}")
+    resident = sum(b.activation_bytes if c == KEEP else b.input_bytes if c == RECOMPUTE else 0.0
+                   for b, c in zip(blocks, choices))
+    transit = max((b.activation_bytes for b, c in zip(blocks, choices) if c != KEEP), default=0.0)
+    return OutOfCorePlan(
+        choices=tuple(choices),
+        compute_s=sum(b.fwd_s + b.bwd_s for b in blocks),
+        recompute_s=sum(b.fwd_s for b, c in zip(blocks, choices) if c == RECOMPUTE),
+        exposed_transfer_s=sum(exposed_swap_s(blocks, i, d2h_s, h2d_s) for i, c in enumerate(choices) if c == SWAP),
+        peak_bytes=static_bytes + resident + 2 * transit,
+        swapped_bytes=sum(b.activation_bytes for b, c in zip(blocks, choices) if c == SWAP),
+    )
+
+
+def plan(blocks: Sequence[Block], cap_bytes: float, d2h_s: TransferTime, h2d_s: TransferTime,
+         static_bytes: float = 0.0, resolution: int = 2048) -> OutOfCorePlan | None:
+    """The fastest keep/swap/recompute choice whose peak device memory is within cap_bytes, or None when
+    even swapping or recomputing everything does not fit. static_bytes: weights, gradients, optimizer
+    state and workspace the caller keeps on the device."""
+    blocks = list(blocks)
+    if not blocks:
+        return evaluate(blocks, (), d2h_s, h2d_s, static_bytes) if static_bytes <= cap_bytes else None
+    swap_s = [exposed_swap_s(blocks, i, d2h_s, h2d_s) for i in range(len(blocks))]
+    if len(blocks) <= EXHAUSTIVE_MAX_BLOCKS:
+        choices = _exhaustive(blocks, cap_bytes - static_bytes, swap_s)
+    else:
+        choices = _dynamic_programme(blocks, cap_bytes - static_bytes, swap_s, resolution)
+    return None if choices is None else evaluate(blocks, choices, d2h_s, h2d_s, static_bytes)
+
+
+def _option_costs(block: Block, swap_s: float) -> dict[str, tuple[float, float]]:
+    """choice -> (extra seconds, resident bytes)."""
+    return {KEEP: (0.0, block.activation_bytes), SWAP: (swap_s, 0.0), RECOMPUTE: (block.fwd_s, block.input_bytes)}
+
+
+def _exhaustive(blocks, budget_bytes, swap_s):
+    best, best_key = None, None
+    options = [_option_costs(b, s) for b, s in zip(blocks, swap_s)]
+    for choices in itertools.product(CHOICES, repeat=len(blocks)):
+        resident = sum(options[i][c][1] for i, c in enumerate(choices))
+        transit = max((b.activation_bytes for b, c in zip(blocks, choices) if c != KEEP), default=0.0)
+        if resident + 2 * transit > budget_bytes:
+            continue
+        key = (sum(options[i][c][0] for i, c in enumerate(choices)), [CHOICES.index(c) for c in choices])
+        if best_key is None or key < best_key:
+            best, best_key = choices, key
+    return best
+
+
+def _dynamic_programme(blocks, budget_bytes, swap_s, resolution):
+    """Multiple-choice knapsack per transit-buffer size; memory in units of budget/resolution, rounded up."""
+    if budget_bytes < 0:
+        return None
+    unit = budget_bytes / resolution if budget_bytes > 0 else 1.0
+
+    def units_of(size):
+        return math.ceil(size / unit - 1e-9) if size > 0 else 0
+
+    best, best_time = None, math.inf
+    for transit in sorted({0.0, *(b.activation_bytes for b in blocks)}):
+        room = math.floor((budget_bytes - 2 * transit) / unit + 1e-9)
+        if room < 0:
+            continue
+        dp = np.zeros(room + 1)  # dp[m]: least extra time of the blocks so far within m units
+        picks = []
+        for block, s in zip(blocks, swap_s):
+            new = np.full(room + 1, np.inf)
+            pick = np.zeros(room + 1, dtype=np.int8)
+            for k in range(len(CHOICES) - 1, -1, -1):  # the last assignment wins ties: KEEP preferred
+                if CHOICES[k] != KEEP and block.activation_bytes > transit:
+                    continue
+                extra_s, size = _option_costs(block, s)[CHOICES[k]]
+                units = units_of(size)
+                if units > room:
+                    continue
+                shifted = np.full(room + 1, np.inf)
+                shifted[units:] = dp[: room + 1 - units] + extra_s
+                better = shifted <= new
+                new = np.where(better, shifted, new)
+                pick = np.where(better, k, pick)
+            dp = new
+            picks.append(pick)
+        if dp[room] < best_time:
+            best_time = dp[room]
+            m, choices = room, []
+            for block, s, pick in zip(reversed(blocks), reversed(swap_s), reversed(picks)):
+                choice = CHOICES[pick[m]]
+                m -= units_of(_option_costs(block, s)[choice][1])
+                choices.append(choice)
+            best = tuple(reversed(choices))
+    return best
+
+
+@dataclass(frozen=True)
+class DataParallelOutOfCore:
+    """Multi-node out-of-core data parallelism: one device's plan plus the pipelined update."""
+
+    plan: OutOfCorePlan
+    backward_end_s: float  # end of the backward pass (forward + backward incl. recompute and exposure)
+    iteration_s: float  # when the next forward can run without waiting for weights
+    host_optimizer_bytes: float  # optimizer state kept in host memory
+
+    @property
+    def exposed_update_s(self) -> float:
+        """Gradient exchange, copies and host update not hidden behind the backward pass."""
+        return self.iteration_s - self.backward_end_s
+
+
+def data_parallel_iteration(single: OutOfCorePlan, blocks: Sequence[Block], *, allreduce_s: TransferTime,
+                            d2h_s: TransferTime, h2d_s: TransferTime, host_update_s: TransferTime,
+                            optimizer: str = "adam") -> DataParallelOutOfCore:
+    """Iteration time of out-of-core data parallelism with the gradient pipeline (KARMA multi-node form,
+    strategies.md §6), as a flow shop over blocks in backward order (G-1 .. 0) with one resource per stage:
+        ar_i  = max(d_i, ar_{i+1}) + T_ar(w_i)          (gradient all-reduce as soon as backward i ends)
+        c_i   = max(ar_i, c_{i+1}) + T_d2h(w_i)          (gradients to the host)
+        u_i   = max(c_i, u_{i+1}) + T_update(w_i)        (host optimizer: streaming at host bandwidth)
+        h_i   = max(u_i, h_{i+1}) + T_h2d(w_i)           (weights back to the device)
+    with d_i the end of block i's backward. The next forward starts at
+        S = max(d_0, max_i (h_i - sum_{j<i} FW_j)),
+    i.e. block i's forward must find its weights; S is the iteration time. allreduce_s / host_update_s take
+    the block's weight bytes (host_update_s is given the bytes its step streams). Copies of weights and
+    gradients share the copy engines with activation swaps; that contention is not modelled."""
+    if optimizer not in OPTIMIZER_BYTES_PER_PARAM:
+        raise ValueError(f"unknown optimizer {optimizer!r}; known: {', '.join(OPTIMIZER_BYTES_PER_PARAM)}")
+    n = len(blocks)
+    fwd_end_s = sum(b.fwd_s for b in blocks) + _forward_exposure_s(single, blocks, d2h_s)
+    backward_done = [0.0] * n
+    t = fwd_end_s
+    for i in range(n - 1, -1, -1):
+        t += blocks[i].bwd_s + _backward_extra_s(single, blocks, i, h2d_s)
+        backward_done[i] = t
+    ar = copy = update = back = 0.0
+    weights_back = [0.0] * n
+    for i in range(n - 1, -1, -1):
+        w = blocks[i].weight_bytes
+        ar = max(backward_done[i], ar) + allreduce_s(w)
+        copy = max(ar, copy) + d2h_s(w)
+        update = max(copy, update) + host_update_s(w / 4 * OPTIMIZER_BYTES_PER_PARAM[optimizer])
+        back = max(update, back) + h2d_s(w)
+        weights_back[i] = back
+    prefix_fwd = np.concatenate([[0.0], np.cumsum([b.fwd_s for b in blocks])[:-1]]) if n else []
+    start_next = max([backward_done[0] if n else 0.0, *(h - f for h, f in zip(weights_back, prefix_fwd))])
+    params = sum(b.weight_bytes for b in blocks) / 4
+    return DataParallelOutOfCore(plan=single, backward_end_s=backward_done[0] if n else 0.0,
+                                 iteration_s=start_next,
+                                 host_optimizer_bytes=params * 4 * OPTIMIZER_STATE_PER_PARAM[optimizer])
+
+
+def _forward_exposure_s(single: OutOfCorePlan, blocks, d2h_s) -> float:
+    return sum(max(0.0, d2h_s(b.activation_bytes) - (blocks[i + 1].fwd_s if i + 1 < len(blocks) else 0.0))
+               for i, (b, c) in enumerate(zip(blocks, single.choices)) if c == SWAP)
+
+
+def _backward_extra_s(single: OutOfCorePlan, blocks, i, h2d_s) -> float:
+    """Recompute and exposed swap-in charged to block i's backward."""
+    if single.choices[i] == RECOMPUTE:
+        return blocks[i].fwd_s
+    if single.choices[i] == SWAP:
+        next_bwd_s = blocks[i + 1].bwd_s if i + 1 < len(blocks) else 0.0
+        return max(0.0, h2d_s(blocks[i].activation_bytes) - next_bwd_s)
+    return 0.0

@@ -1,0 +1,111 @@
+"""Out-of-core planner: hand-computed toy plans, the closed-form iteration time, DP vs exhaustive."""
+import random
+
+import pytest
+
+import predictor.outofcore as ooc
+from predictor.blocks import Block
+from predictor.outofcore import KEEP, RECOMPUTE, SWAP, Link, data_parallel_iteration, evaluate, plan
+
+LINK = Link(latency_s=0.0, bandwidth_bytes_per_s=1.0)  # 1 byte per second: transfer time = bytes
+
+
+def toy():
+    """b0's transfers (4 s each way) hide behind b1 (fwd 4, bwd 8); b1's and b2's do not (they would
+    expose 3 + 2 = 5 s against a 4 s / 1 s recompute); b3 is last, nothing hides its swap."""
+    return [
+        Block("b0", fwd_s=1, bwd_s=2, activation_bytes=4, input_bytes=1),
+        Block("b1", fwd_s=4, bwd_s=8, activation_bytes=4, input_bytes=1),
+        Block("b2", fwd_s=1, bwd_s=2, activation_bytes=4, input_bytes=1),
+        Block("b3", fwd_s=1, bwd_s=2, activation_bytes=2, input_bytes=1),
+    ]
+
+
+COMPUTE_S = (1 + 2) + (4 + 8) + (1 + 2) + (1 + 2)  # 21
+
+
+def test_unlimited_cap_keeps_everything():
+    p = plan(toy(), cap_bytes=1e18, d2h_s=LINK.time_s, h2d_s=LINK.time_s)
+    assert p.choices == (KEEP,) * 4
+    assert p.iteration_s == pytest.approx(COMPUTE_S)
+    assert p.peak_bytes == pytest.approx(14)
+
+
+def test_cap_below_activation_total_swaps_where_hidden_and_recomputes_elsewhere():
+    # cap 12 < 14: resident 0 (swap b0) + 1 + 1 (recompute b1, b2) + 2 (keep b3) + 2 x 4 transit = 12
+    p = plan(toy(), cap_bytes=12, d2h_s=LINK.time_s, h2d_s=LINK.time_s)
+    assert p.choices == (SWAP, RECOMPUTE, RECOMPUTE, KEEP)
+    assert p.exposed_transfer_s == 0
+    assert p.recompute_s == pytest.approx(4 + 1)
+    assert p.iteration_s == pytest.approx(COMPUTE_S + 4 + 1)  # T = sum(FW+BW) + FW_1 + FW_2 = 26
+    assert p.peak_bytes == pytest.approx(12)
+    assert p.swapped_bytes == 4
+
+
+def test_static_bytes_count_against_the_cap():
+    p = plan(toy(), cap_bytes=112, d2h_s=LINK.time_s, h2d_s=LINK.time_s, static_bytes=100)
+    assert p.choices == (SWAP, RECOMPUTE, RECOMPUTE, KEEP)
+
+
+def test_smallest_cap_swaps_everything_with_closed_form_exposure():
+    # only swapping holds nothing resident: 2 x 4 transit = 8. Exposed: b0 0, b1 (4-1)+(4-2), b2 same, b3 2+2
+    p = plan(toy(), cap_bytes=8, d2h_s=LINK.time_s, h2d_s=LINK.time_s)
+    assert p.choices == (SWAP,) * 4
+    assert p.iteration_s == pytest.approx(COMPUTE_S + 0 + 5 + 5 + 4)
+
+
+def test_nothing_fits_returns_none():
+    assert plan(toy(), cap_bytes=7.9, d2h_s=LINK.time_s, h2d_s=LINK.time_s) is None
+
+
+def test_latency_makes_a_hidden_swap_exposed():
+    slow = Link(latency_s=1.0, bandwidth_bytes_per_s=1.0)  # b0 now takes 5 s: 1 s exposed each way
+    p = evaluate(toy(), (SWAP, KEEP, KEEP, KEEP), slow.time_s, slow.time_s)
+    assert p.exposed_transfer_s == pytest.approx(1 + 0)  # out: 5-4; in: 5-8 -> 0
+
+
+def test_evaluate_rejects_unknown_choice():
+    with pytest.raises(ValueError):
+        evaluate(toy(), ("keep", "keep", "keep", "spill"), LINK.time_s, LINK.time_s)
+
+
+def random_blocks(rng, n):
+    return [Block(f"b{i}", fwd_s=rng.randint(1, 6), bwd_s=rng.randint(2, 12), activation_bytes=rng.randint(1, 9),
+                  input_bytes=rng.randint(0, 3)) for i in range(n)]
+
+
+def test_dynamic_programme_matches_exhaustive_search(monkeypatch):
+    rng = random.Random(7)
+    for _ in range(25):
+        blocks = random_blocks(rng, rng.randint(2, 7))
+        cap = rng.randint(4, 40)
+        exact = plan(blocks, cap, LINK.time_s, LINK.time_s)
+        monkeypatch.setattr(ooc, "EXHAUSTIVE_MAX_BLOCKS", 0)
+        # integer sizes with a resolution equal to the budget: one unit per byte, no rounding
+        for resolution in (cap, 4 * cap):
+            dp = plan(blocks, cap, LINK.time_s, LINK.time_s, resolution=resolution)
+            assert (dp is None) == (exact is None)
+            if exact is not None:
+                assert dp.iteration_s == pytest.approx(exact.iteration_s)
+                assert dp.peak_bytes <= cap
+        coarse = plan(blocks, cap, LINK.time_s, LINK.time_s, resolution=3)  # rounding up: fits, never faster
+        if coarse is not None:
+            assert coarse.peak_bytes <= cap and coarse.iteration_s >= exact.iteration_s - 1e-9
+        monkeypatch.setattr(ooc, "EXHAUSTIVE_MAX_BLOCKS", 8)
+
+
+def test_data_parallel_pipeline_closed_form():
+    # two blocks, all kept: forward 1+1, backward of b1 ends at 2+2=4, of b0 at 6.
+    # per block weights 8 bytes: allreduce 1 s, d2h 8 s? use distinct costs to follow the flow shop.
+    blocks = [Block("b0", fwd_s=1, bwd_s=2, activation_bytes=1, weight_bytes=8),
+              Block("b1", fwd_s=1, bwd_s=2, activation_bytes=1, weight_bytes=8)]
+    single = evaluate(blocks, (KEEP, KEEP), LINK.time_s, LINK.time_s)
+    dp = data_parallel_iteration(single, blocks, allreduce_s=lambda b: 1.0, d2h_s=lambda b: 0.5,
+                                 h2d_s=lambda b: 0.5, host_update_s=lambda b: b / 56, optimizer="adam")
+    # adam streams 28 bytes/param; 8 bytes = 2 params -> 56 bytes -> 1 s of update per block
+    # b1: ar 4->5, d2h 5.5, update 6.5, h2d 7.0 ; b0: ar max(6,5)+1=7, d2h 7.5, update 8.5, h2d 9.0
+    # next forward: max(d_0=6, h_0 - 0 = 9.0, h_1 - FW_0 = 7.0 - 1) = 9.0
+    assert dp.backward_end_s == pytest.approx(6.0)
+    assert dp.iteration_s == pytest.approx(9.0)
+    assert dp.exposed_update_s == pytest.approx(3.0)
+    assert dp.host_optimizer_bytes == pytest.approx(4 * 2 * 4)  # 4 params x 2 states x 4 bytes

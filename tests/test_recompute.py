@@ -1,0 +1,52 @@
+"""Recompute (activation checkpointing) terms on hand-computed toy block lists."""
+import pytest
+
+from predictor.blocks import Block
+from predictor.recompute import checkpoint_terms, per_block_segments, sequential_segments, sqrt_segment_count
+
+
+def toy(n=4, fwd_s=1.0, act=10.0, inp=2.0):
+    return [Block(f"b{i}", fwd_s=fwd_s, bwd_s=2 * fwd_s, activation_bytes=act, input_bytes=inp) for i in range(n)]
+
+
+def test_sequential_segments_match_torch_checkpoint_sequential_layout():
+    # checkpoint_sequential(10 functions, 3): chunks of 3; [0,3) and [3,6) checkpointed, 6..9 run normally
+    assert sequential_segments(10, 3) == ((0, 3), (3, 6))
+    assert sequential_segments(4, 1) == ()
+    assert sequential_segments(2, 4) == ()
+    assert sqrt_segment_count(16) == 4 and sqrt_segment_count(1) == 1
+
+
+def test_no_segments_changes_nothing():
+    terms = checkpoint_terms(toy(), ())
+    assert terms.extra_fwd_s == 0 and terms.saved_bytes == 0 and terms.peak_activation_bytes == 40
+
+
+def test_two_segments_closed_form():
+    # [0,2) checkpointed: end of forward holds blocks 2,3 (20) + checkpoint (2) = 22;
+    # rematerialising [0,2) holds its checkpoint (2) + its blocks (20) = 22; one extra forward of 2 blocks
+    terms = checkpoint_terms(toy(), sequential_segments(4, 2))
+    assert terms.extra_fwd_s == pytest.approx(2.0)
+    assert terms.peak_activation_bytes == pytest.approx(22.0)
+    assert terms.saved_bytes == pytest.approx(18.0)
+
+
+def test_per_block_recompute_closed_form():
+    # blocks 0,1,2 each checkpointed: end of forward = block 3 (10) + 3 checkpoints (6) = 16;
+    # rematerialising block 2: checkpoints of 0,1 (4) + its own (2) + its activations (10) = 16
+    terms = checkpoint_terms(toy(), per_block_segments([2, 0, 1]))
+    assert terms.extra_fwd_s == pytest.approx(3.0)
+    assert terms.peak_activation_bytes == pytest.approx(16.0)
+
+
+def test_large_segment_peak_is_its_rematerialisation():
+    blocks = toy(n=6)
+    terms = checkpoint_terms(blocks, [(0, 5)])  # 50 bytes rematerialised + 2 checkpoint > 10 + 2 at end of fwd
+    assert terms.peak_activation_bytes == pytest.approx(52.0)
+
+
+def test_bad_segments_raise():
+    with pytest.raises(ValueError):
+        checkpoint_terms(toy(), [(0, 2), (1, 3)])
+    with pytest.raises(ValueError):
+        checkpoint_terms(toy(), [(2, 9)])
