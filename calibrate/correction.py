@@ -1,0 +1,522 @@
+"""Residual correction: learn what the analytical model misses from measured runs, prove it on held-out
+runs, and store it so that loading it from an untrusted file is safe.
+
+Target: r = log(measured_time_s / predicted_time_s); corrected time = predicted_time_s * exp(r_hat).
+Features: calibrate/correction_features.py.
+
+Model selection (fit_correction):
+  candidates ridge (standardised features), random forest, gradient boosting (scikit-learn), each scored
+  by grouped cross-validation under two schemes -- whole *models* held out, and whole *scenarios* held out
+  (GroupKFold; never random rows). Score = the worse scheme's mean accuracy, accuracy = 1 - |t - m| / m.
+  The best candidate is then gated per strategy: it is enabled for a strategy only when, under every
+  scheme, its held-out accuracy on that strategy's runs is at least the analytical model's. A disabled
+  strategy keeps the analytical figure, so the correction is never worse than analytical in CV. (The gate
+  is decided on the same CV folds it is reported on, so the "after" figures are slightly optimistic.)
+
+Storage (save_correction / load_correction): JSON with plain parameters only -- ridge as scaler mean,
+scale, coefficients and intercept; trees as node arrays (children, feature, threshold, leaf value),
+evaluated by evaluate_model below (tested against scikit-learn's predict). Nothing is unpickled. The
+profile references the file by path and sha256 (Profile.correction); the file records the identity
+(profile_identity) of the profile it was trained for. Loading refuses, with one-line UserErrors, a file
+whose sha256 differs from the reference (changed or tampered) and a file trained for another profile.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Literal, Mapping, Optional, Sequence, Union
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from calibrate.correction_features import (
+    NUMERIC_FEATURES,
+    feature_names,
+    feature_vector,
+    log_residual,
+    numeric_features,
+    strategy_of,
+)
+from profiler.errors import UserError
+from profiler.profile import CorrectionRef, Profile, utc_now_iso, write_atomic
+
+FORMAT = "paraoracle-correction"
+FORMAT_VERSION = 1
+CANDIDATES = ("ridge", "random_forest", "gradient_boosting")
+SCHEMES = ("models", "scenarios")  # what a CV fold holds out
+MAX_FOLDS = 5
+MAX_TREE_NODES = 2_000_000  # refuse absurd files before allocating
+
+
+# ---------------------------------------------------------------------------------------------------
+# Reading measured runs
+
+
+def read_runs(path: Path | str) -> list[dict[str, Any]]:
+    """Read runs JSONL (one record per line, see correction_features); UserError names file:line:field."""
+    path = Path(path)
+    try:
+        lines = path.read_text().splitlines()
+    except FileNotFoundError:
+        raise UserError(f"--runs {path}: no such file") from None
+    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as err:
+        raise UserError(f"--runs {path}: cannot read ({err.__class__.__name__})") from None
+    records = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise UserError(f"{path}:{number}: not valid JSON ({err.msg})") from None
+        if not isinstance(record, dict):
+            raise UserError(f"{path}:{number}: expected a JSON object per line")
+        try:
+            strategy_of(record)
+            numeric_features(record)
+            log_residual(record)
+        except ValueError as err:
+            raise UserError(f"{path}:{number}: {err}") from None
+        records.append(record)
+    if not records:
+        raise UserError(f"--runs {path}: no runs in the file")
+    return records
+
+
+def group_of(record: Mapping[str, Any], scheme: str) -> str:
+    """The CV group of a record: its model name, or its scenario id (defaulting to the model name)."""
+    model = str(record.get("model", "?"))
+    return model if scheme == "models" else str(record.get("scenario", model))
+
+
+# ---------------------------------------------------------------------------------------------------
+# Candidate models and their plain-parameter export
+
+
+def _make_estimator(kind: str, seed: int):
+    from sklearn.ensemble import GradientBoostingRegressor, RandomForestRegressor
+    from sklearn.linear_model import Ridge
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    if kind == "ridge":
+        return make_pipeline(StandardScaler(), Ridge(alpha=1.0))
+    if kind == "random_forest":
+        return RandomForestRegressor(n_estimators=100, max_depth=8, min_samples_leaf=2, random_state=seed)
+    if kind == "gradient_boosting":
+        return GradientBoostingRegressor(n_estimators=150, max_depth=3, learning_rate=0.05,
+                                         min_samples_leaf=3, random_state=seed)
+    raise ValueError(f"unknown candidate {kind!r}")
+
+
+def _tree_arrays(tree) -> dict[str, list]:
+    t = tree.tree_
+    return {
+        "children_left": t.children_left.tolist(),
+        "children_right": t.children_right.tolist(),
+        "feature": t.feature.tolist(),
+        "threshold": t.threshold.tolist(),
+        "value": t.value[:, 0, 0].tolist(),
+    }
+
+
+def export_model(kind: str, estimator) -> dict[str, Any]:
+    """A fitted candidate as plain parameters (lists and floats) that evaluate_model reads."""
+    if kind == "ridge":
+        scaler, ridge = estimator[0], estimator[1]
+        return {"kind": "ridge", "mean": scaler.mean_.tolist(), "scale": scaler.scale_.tolist(),
+                "coef": ridge.coef_.tolist(), "intercept": float(ridge.intercept_)}
+    if kind == "random_forest":
+        return {"kind": "trees", "base": 0.0, "weight": 1.0 / len(estimator.estimators_),
+                "trees": [_tree_arrays(t) for t in estimator.estimators_]}
+    if kind == "gradient_boosting":
+        base = float(np.asarray(estimator.init_.constant_).ravel()[0])
+        return {"kind": "trees", "base": base, "weight": float(estimator.learning_rate),
+                "trees": [_tree_arrays(t) for t in estimator.estimators_[:, 0]]}
+    raise ValueError(f"unknown candidate {kind!r}")
+
+
+def _evaluate_tree(tree: Mapping[str, list], X32: np.ndarray) -> np.ndarray:
+    left = np.asarray(tree["children_left"], dtype=np.int64)
+    right = np.asarray(tree["children_right"], dtype=np.int64)
+    feature = np.asarray(tree["feature"], dtype=np.int64)
+    threshold = np.asarray(tree["threshold"], dtype=np.float64)
+    value = np.asarray(tree["value"], dtype=np.float64)
+    node = np.zeros(len(X32), dtype=np.int64)
+    rows = np.arange(len(X32))
+    for _ in range(len(left)):  # children have larger indices (validated), so depth < node count
+        internal = left[node] >= 0
+        if not internal.any():
+            break
+        n, r = node[internal], rows[internal]
+        go_left = X32[r, feature[n]] <= threshold[n]
+        node[internal] = np.where(go_left, left[n], right[n])
+    return value[node]
+
+
+def evaluate_model(model: Mapping[str, Any], X: np.ndarray) -> np.ndarray:
+    """Predict log residuals from exported parameters.
+
+    Trees compare float32 features with float64 thresholds, exactly as scikit-learn's tree predict does,
+    so the result matches it bit for bit up to summation order."""
+    X = np.asarray(X, dtype=np.float64)
+    if model["kind"] == "ridge":
+        z = (X - np.asarray(model["mean"])) / np.asarray(model["scale"])
+        return z @ np.asarray(model["coef"]) + float(model["intercept"])
+    if model["kind"] == "trees":
+        X32 = X.astype(np.float32)
+        total = sum(_evaluate_tree(tree, X32) for tree in model["trees"])
+        return float(model["base"]) + float(model["weight"]) * np.asarray(total, dtype=np.float64)
+    if model["kind"] == "none":
+        return np.zeros(len(X))
+    raise ValueError(f"unknown model kind {model['kind']!r}")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Grouped cross-validation and model selection
+
+
+def accuracy(predicted_s: np.ndarray, measured_s: np.ndarray) -> np.ndarray:
+    """Per-run accuracy 1 - |predicted - measured| / measured (1 = exact; can go negative)."""
+    return 1.0 - np.abs(predicted_s - measured_s) / measured_s
+
+
+@dataclass(frozen=True)
+class Dataset:
+    X: np.ndarray
+    y: np.ndarray  # log(measured / predicted)
+    predicted_s: np.ndarray
+    measured_s: np.ndarray
+    strategy: np.ndarray  # per row
+    groups: dict[str, np.ndarray]  # scheme -> group label per row
+    strategies: tuple[str, ...]  # indicator order in X
+
+
+def build_dataset(records: Sequence[Mapping[str, Any]]) -> Dataset:
+    strategies = tuple(sorted({strategy_of(r) for r in records}))
+    return Dataset(
+        X=np.array([feature_vector(r, strategies) for r in records], dtype=np.float64),
+        y=np.array([log_residual(r) for r in records]),
+        predicted_s=np.array([float(r["predicted_time_s"]) for r in records]),
+        measured_s=np.array([float(r["measured_time_s"]) for r in records]),
+        strategy=np.array([strategy_of(r) for r in records]),
+        groups={s: np.array([group_of(r, s) for r in records]) for s in SCHEMES},
+        strategies=strategies,
+    )
+
+
+@dataclass
+class StrategyRow:
+    strategy: str
+    runs: int
+    analytical: float  # mean accuracy of the analytical model
+    corrected: dict[str, float]  # scheme -> held-out mean accuracy after the gated correction
+    enabled: bool
+
+
+@dataclass
+class CVReport:
+    """Held-out accuracy, per candidate (ungated) and, for the chosen one, per strategy (gated)."""
+
+    chosen: str
+    schemes: tuple[str, ...]
+    folds: dict[str, int]
+    candidates: dict[str, dict[str, float]]  # candidate -> scheme -> overall mean accuracy (ungated)
+    analytical_overall: float
+    corrected_overall: dict[str, float]  # scheme -> gated overall mean accuracy
+    strategies: list[StrategyRow] = field(default_factory=list)
+
+    @property
+    def headline(self) -> tuple[float, float, float]:
+        """(analytical overall, corrected overall under the worse scheme, worst per-strategy corrected)."""
+        worst_strategy = min(min(row.corrected.values()) for row in self.strategies)
+        return self.analytical_overall, min(self.corrected_overall.values()), worst_strategy
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "chosen": self.chosen, "schemes": list(self.schemes), "folds": self.folds,
+            "candidates": self.candidates, "analytical_overall": self.analytical_overall,
+            "corrected_overall": self.corrected_overall,
+            "strategies": [{"strategy": r.strategy, "runs": r.runs, "analytical": r.analytical,
+                            "corrected": r.corrected, "enabled": r.enabled} for r in self.strategies],
+        }
+
+    def table(self) -> str:
+        """The CV table as aligned text."""
+        heads = ["strategy", "runs", "analytical"] + [f"held-out {s}" for s in self.schemes] + ["correction"]
+        rows = [[r.strategy, str(r.runs), f"{r.analytical:.1%}"] + [f"{r.corrected[s]:.1%}" for s in self.schemes]
+                + ["on" if r.enabled else "off (CV: no gain)"] for r in self.strategies]
+        rows.append(["overall", str(sum(r.runs for r in self.strategies)), f"{self.analytical_overall:.1%}"]
+                    + [f"{self.corrected_overall[s]:.1%}" for s in self.schemes] + [""])
+        widths = [max(len(x) for x in col) for col in zip(heads, *rows)]
+        lines = ["  ".join(x.ljust(w) for x, w in zip(line, widths)).rstrip() for line in [heads, *rows]]
+        cands = ", ".join(f"{c} " + "/".join(f"{v[s]:.1%}" for s in self.schemes) for c, v in self.candidates.items())
+        folds = ", ".join(f"{s}: {n} folds" for s, n in self.folds.items())
+        return "\n".join([f"candidates (ungated held-out accuracy, {'/'.join(self.schemes)}): {cands}",
+                          f"chosen: {self.chosen}   grouped CV ({folds}); accuracy = 1 - |t - measured| / measured",
+                          *lines])
+
+
+def _held_out_predictions(data: Dataset, kind: str, scheme: str, seed: int) -> np.ndarray:
+    from sklearn.model_selection import GroupKFold
+
+    groups = data.groups[scheme]
+    folds = GroupKFold(n_splits=min(MAX_FOLDS, len(set(groups))))
+    out = np.empty(len(data.y))
+    for train, test in folds.split(data.X, data.y, groups):
+        estimator = _make_estimator(kind, seed).fit(data.X[train], data.y[train])
+        out[test] = evaluate_model(export_model(kind, estimator), data.X[test])
+    return out
+
+
+def cross_validate(data: Dataset, seed: int = 0) -> CVReport:
+    """Score every candidate by grouped CV, choose the best, gate it per strategy (module docstring)."""
+    schemes = tuple(s for s in SCHEMES if len(set(data.groups[s])) >= 2)
+    if not schemes:
+        raise UserError("runs: need runs of at least 2 models or 2 scenarios to hold whole groups out in cross-validation")
+    analytical = accuracy(data.predicted_s, data.measured_s)
+    held_out = {c: {s: _held_out_predictions(data, c, s, seed) for s in schemes} for c in CANDIDATES}
+    scores = {c: {s: float(accuracy(data.predicted_s * np.exp(held_out[c][s]), data.measured_s).mean())
+                  for s in schemes} for c in CANDIDATES}
+    chosen = max(CANDIDATES, key=lambda c: min(scores[c].values()))  # ties keep the simpler (earlier) one
+    corrected = {s: accuracy(data.predicted_s * np.exp(held_out[chosen][s]), data.measured_s) for s in schemes}
+    rows = []
+    gated = {s: analytical.copy() for s in schemes}
+    for strategy in data.strategies:
+        mask = data.strategy == strategy
+        enabled = all(corrected[s][mask].mean() >= analytical[mask].mean() for s in schemes)
+        for s in schemes:
+            if enabled:
+                gated[s][mask] = corrected[s][mask]
+        rows.append(StrategyRow(strategy, int(mask.sum()), float(analytical[mask].mean()),
+                                {s: float(gated[s][mask].mean()) for s in schemes}, enabled))
+    return CVReport(
+        chosen=chosen, schemes=schemes,
+        folds={s: min(MAX_FOLDS, len(set(data.groups[s]))) for s in schemes},
+        candidates=scores, analytical_overall=float(analytical.mean()),
+        corrected_overall={s: float(gated[s].mean()) for s in schemes}, strategies=rows,
+    )
+
+
+# ---------------------------------------------------------------------------------------------------
+# The stored correction (schema validated on load: the file may come from anyone)
+
+
+class _Tree(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    children_left: list[int]
+    children_right: list[int]
+    feature: list[int]
+    threshold: list[float]
+    value: list[float]
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        n = len(self.value)
+        if not 0 < n <= MAX_TREE_NODES or any(len(a) != n for a in (self.children_left, self.children_right,
+                                                                      self.feature, self.threshold)):
+            raise ValueError("tree arrays must be non-empty and of equal length")
+        for i, (lo, hi) in enumerate(zip(self.children_left, self.children_right)):
+            if (lo < 0) != (hi < 0) or (lo >= 0 and not (i < lo < n and i < hi < n)):
+                raise ValueError(f"tree node {i}: children must both be -1 or later nodes")
+        if not all(map(math.isfinite, self.value)):
+            raise ValueError("tree leaf values must be finite")
+        return self
+
+
+class _Ridge(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["ridge"]
+    mean: list[float]
+    scale: list[float]
+    coef: list[float]
+    intercept: float
+
+
+class _Trees(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["trees"]
+    base: float
+    weight: float
+    trees: list[_Tree] = Field(min_length=1)
+
+
+class _ProfileIdentity(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    sha256: str
+    hostname: str
+    created: str
+
+
+class _Domain(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    min: list[float]
+    max: list[float]
+
+
+class CorrectionFile(BaseModel):
+    """The on-disk correction (JSON)."""
+
+    model_config = ConfigDict(extra="forbid")
+    format: Literal["paraoracle-correction"]
+    format_version: int
+    trained: str
+    profile: _ProfileIdentity
+    runs: dict[str, Any]
+    target: Literal["log(measured_time_s / predicted_time_s)"]
+    features: list[str]
+    strategies: list[str]
+    enabled: dict[str, bool]
+    domain: _Domain
+    model: Union[_Ridge, _Trees] = Field(discriminator="kind")
+    cv: dict[str, Any]
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        n = len(self.features)
+        if self.features != list(feature_names(tuple(self.strategies))):
+            raise ValueError("features do not match this paraoracle's feature layout (retrain the correction)")
+        if len(self.domain.min) != len(NUMERIC_FEATURES) or len(self.domain.max) != len(NUMERIC_FEATURES):
+            raise ValueError("domain arrays must have one entry per numeric feature")
+        if isinstance(self.model, _Ridge):
+            if not len(self.model.mean) == len(self.model.scale) == len(self.model.coef) == n:
+                raise ValueError("ridge arrays must have one entry per feature")
+            if any(s == 0 or not math.isfinite(s) for s in self.model.scale):
+                raise ValueError("ridge scale entries must be finite and non-zero")
+        else:
+            if any(f >= n for t in self.model.trees for f in t.feature):
+                raise ValueError("a tree splits on a feature index beyond the feature list")
+        return self
+
+
+def profile_identity(profile: Profile) -> str:
+    """sha256 of the profile's content without its correction reference (so adding the reference does
+    not change the identity the correction was trained for)."""
+    content = profile.model_dump(mode="json", exclude={"correction"}, exclude_none=True)
+    return hashlib.sha256(json.dumps(content, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class CorrectedTime:
+    analytical_s: float
+    corrected_s: float
+    applied: bool  # False: strategy gated off by CV, or never seen in training
+    in_domain: bool
+    reasons: tuple[str, ...]  # why out of domain / not applied
+
+
+@dataclass(frozen=True)
+class Correction:
+    """A loaded, validated correction. apply() takes the same plain record the runs file holds."""
+
+    spec: CorrectionFile
+    path: Path
+
+    @cached_property
+    def _model_params(self) -> dict[str, Any]:
+        return self.spec.model.model_dump()
+
+    def apply(self, record: Mapping[str, Any]) -> CorrectedTime:
+        """Corrected iteration time for one prediction record (see correction_features).
+
+        Features outside the training range are clamped to it (no extrapolation) and reported as out of
+        domain; an unseen or CV-disabled strategy keeps the analytical figure."""
+        analytical_s = float(record["predicted_time_s"])
+        strategy = strategy_of(record)
+        numeric = numeric_features(record)
+        reasons = []
+        clamped = []
+        for name, lo, hi in zip(NUMERIC_FEATURES, self.spec.domain.min, self.spec.domain.max):
+            value = numeric[name]
+            tolerance = 1e-9 * max(1.0, abs(lo), abs(hi))
+            if value < lo - tolerance or value > hi + tolerance:
+                reasons.append(f"{name}={value:.4g} outside trained [{lo:.4g}, {hi:.4g}]")
+            clamped.append(min(max(value, lo), hi))
+        strategies = tuple(self.spec.strategies)
+        if strategy not in strategies:
+            reasons.append(f"strategy '{strategy}' not in the training runs")
+            return CorrectedTime(analytical_s, analytical_s, False, False, tuple(reasons))
+        if not self.spec.enabled.get(strategy, False):
+            return CorrectedTime(analytical_s, analytical_s, False, not reasons,
+                                 tuple(reasons) + (f"correction disabled for '{strategy}' by cross-validation",))
+        x = np.array([clamped + [1.0 if strategy == s else 0.0 for s in strategies]])
+        factor = float(np.exp(evaluate_model(self._model_params, x)[0]))
+        return CorrectedTime(analytical_s, analytical_s * factor, True, not reasons, tuple(reasons))
+
+
+def fit_correction(records: Sequence[Mapping[str, Any]], profile: Profile, *, runs_source: Mapping[str, Any],
+                   seed: int = 0) -> tuple[CorrectionFile, CVReport]:
+    """Cross-validate, choose, gate, then fit the chosen candidate on all runs."""
+    data = build_dataset(records)
+    report = cross_validate(data, seed)
+    estimator = _make_estimator(report.chosen, seed).fit(data.X, data.y)
+    numeric = data.X[:, : len(NUMERIC_FEATURES)]
+    spec = CorrectionFile(
+        format=FORMAT, format_version=FORMAT_VERSION, trained=utc_now_iso(),
+        profile=_ProfileIdentity(sha256=profile_identity(profile), hostname=profile.machine.hostname,
+                                 created=profile.created),
+        runs=dict(runs_source), target="log(measured_time_s / predicted_time_s)",
+        features=list(feature_names(data.strategies)), strategies=list(data.strategies),
+        enabled={r.strategy: r.enabled for r in report.strategies},
+        domain=_Domain(min=numeric.min(axis=0).tolist(), max=numeric.max(axis=0).tolist()),
+        model=export_model(report.chosen, estimator), cv=report.to_dict(),
+    )
+    return spec, report
+
+
+def save_correction(spec: CorrectionFile, path: Path | str, profile: Profile, profile_path: Path | str) -> CorrectionRef:
+    """Write the correction atomically and return the reference to put in the profile (path relative to
+    the profile's folder when it lies under it)."""
+    path = Path(path)
+    text = json.dumps(spec.model_dump(mode="json"), indent=1) + "\n"
+    write_atomic(path, text)
+    folder = Path(profile_path).resolve().parent
+    try:
+        ref_path = str(path.resolve().relative_to(folder))
+    except ValueError:
+        ref_path = str(path.resolve())
+    return CorrectionRef(path=ref_path, sha256=hashlib.sha256(text.encode()).hexdigest())
+
+
+def load_correction(profile: Profile, profile_path: Optional[Path | str] = None) -> Optional[Correction]:
+    """The profile's correction, or None when it has none. One-line UserError when the file is missing,
+    changed since it was referenced (sha256 mismatch), malformed, or trained for another profile."""
+    ref = profile.correction
+    if ref is None:
+        return None
+    where = f"profile {profile_path}" if profile_path else "profile"
+    path = Path(ref.path)
+    if not path.is_absolute() and profile_path is not None:
+        path = Path(profile_path).parent / path
+    try:
+        raw = path.read_bytes()
+    except (FileNotFoundError, IsADirectoryError, PermissionError) as err:
+        raise UserError(f"{where}: field 'correction.path': cannot read {path} ({err.__class__.__name__}); "
+                        "retrain with `predictor train-correction`") from None
+    if hashlib.sha256(raw).hexdigest() != ref.sha256:
+        raise UserError(f"{path}: sha256 does not match the profile's correction reference (the file was changed "
+                        "or tampered with after training); refusing it - retrain with `predictor train-correction`")
+    try:
+        spec = CorrectionFile.model_validate(json.loads(raw))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise UserError(f"{path}: not a valid correction file (corrupt JSON)") from None
+    except ValidationError as err:
+        e = err.errors()[0]
+        loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        raise UserError(f"{path}: not a valid correction file: field '{loc}': {e['msg']}") from None
+    if spec.format_version != FORMAT_VERSION:
+        raise UserError(f"{path}: field 'format_version' is {spec.format_version}; this paraoracle reads {FORMAT_VERSION}")
+    identity = profile_identity(profile)
+    if spec.profile.sha256 != identity:
+        raise UserError(f"{path}: trained for another profile (host {spec.profile.hostname}, created "
+                        f"{spec.profile.created}, identity {spec.profile.sha256[:12]}) - this profile's identity is "
+                        f"{identity[:12]}; refusing it - train one for this profile with `predictor train-correction`")
+    return Correction(spec=spec, path=path)
+
+
+def file_sha256(path: Path | str) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()

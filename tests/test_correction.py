@@ -1,0 +1,202 @@
+"""Residual correction: evaluator vs scikit-learn, recovery of a known residual, the per-strategy gate,
+safe storage (another profile's correction refused, a tampered file refused), the CLI, the domain flag."""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from calibrate.correction import (
+    CANDIDATES,
+    Correction,
+    build_dataset,
+    cross_validate,
+    evaluate_model,
+    export_model,
+    fit_correction,
+    load_correction,
+    profile_identity,
+    _make_estimator,
+)
+from calibrate.correction_features import NUMERIC_FEATURES, numeric_features, record_from_prediction, term_group
+from calibrate.correction_synthetic import synthetic_runs
+from predictor.cli import main as predictor_main
+from profiler.errors import UserError
+from profiler.profile import Machine, Profile, Provenance, Sample, load_profile, save_profile
+
+OVERHEAD_PER_CALL_S = 1e-3
+
+
+def make_profile(hostname: str = "node-a") -> Profile:
+    return Profile(
+        schema_version=1, machine=Machine(hostname=hostname, cpu_cores=2), created="2026-11-29T12:00:00+00:00",
+        provenance=Provenance(kind="calibrated", source="test"),
+        samples=[Sample(benchmark="gemm", device="cpu", threads=1, times_s=[1e-3, 1.1e-3], flops=2e6)],
+        coefficients={"compute": {"gemm": {"fp32": 1.5e10}}},
+    )
+
+
+def write_runs(path, runs) -> None:
+    path.write_text("".join(json.dumps(r) + "\n" for r in runs))
+
+
+@pytest.fixture(scope="module")
+def synthetic():
+    return synthetic_runs(models=6, overhead_per_call_s=OVERHEAD_PER_CALL_S, seed=1)
+
+
+@pytest.fixture
+def trained(tmp_path):
+    """A profile on disk with a correction trained by the CLI for it."""
+    profile_path = tmp_path / "profile.yaml"
+    save_profile(make_profile(), profile_path)
+    runs_path = tmp_path / "runs.jsonl"
+    write_runs(runs_path, synthetic_runs(models=3, overhead_per_call_s=OVERHEAD_PER_CALL_S, seed=2))
+    assert predictor_main(["train-correction", "--profile", str(profile_path), "--runs", str(runs_path)]) == 0
+    return profile_path
+
+
+@pytest.mark.parametrize("kind", CANDIDATES)
+def test_exported_parameters_predict_like_sklearn(kind):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 7)) * np.array([1, 10, 0.1, 1e3, 1, 1, 5])
+    y = np.sin(X[:, 0]) + 0.01 * X[:, 3] - X[:, 1] * X[:, 2]
+    estimator = _make_estimator(kind, seed=0).fit(X[:150], y[:150])
+    params = json.loads(json.dumps(export_model(kind, estimator)))  # through plain JSON, as stored
+    np.testing.assert_allclose(evaluate_model(params, X[150:]), estimator.predict(X[150:]), rtol=1e-9, atol=1e-12)
+
+
+def test_fixed_overhead_per_collective_call_is_recovered(synthetic):
+    report = cross_validate(build_dataset(synthetic))
+    analytical, corrected, worst = report.headline
+    assert corrected > analytical + 0.05  # the analytical model misses the overhead...
+    assert corrected > 0.97 and worst > 0.96  # ...and the held-out correction recovers it
+    # fit on these models, apply to unseen models: the implied overhead per call is the true one
+    spec, _ = fit_correction(synthetic, make_profile(), runs_source={})
+    correction = Correction(spec=spec, path=None)
+    fresh = synthetic_runs(models=3, overhead_per_call_s=OVERHEAD_PER_CALL_S, seed=7, model_prefix="unseen")
+    busy = [r for r in fresh if r["true_overhead_s"] > 0.1 * r["predicted_time_s"]]
+    per_call_s = [(correction.apply(r).corrected_s - r["predicted_time_s"]) / r["collective_calls"] for r in busy]
+    assert len(busy) > 20
+    assert np.median(per_call_s) == pytest.approx(OVERHEAD_PER_CALL_S, rel=0.15)
+
+
+def test_gate_never_lets_the_correction_hurt_a_strategy():
+    runs = synthetic_runs(models=4, overhead_per_call_s=OVERHEAD_PER_CALL_S, noise=0.0, seed=3)
+    for r in runs:  # the analytical model is exact for pipeline: any correction there can only hurt
+        if r["strategy"] == "pipeline":
+            r["measured_time_s"] = r["predicted_time_s"]
+    report = cross_validate(build_dataset(runs))
+    rows = {row.strategy: row for row in report.strategies}
+    assert rows["pipeline"].analytical == pytest.approx(1.0)
+    for row in rows.values():
+        assert all(v >= row.analytical - 1e-12 for v in row.corrected.values()), row
+    assert rows["spatial"].enabled and min(rows["spatial"].corrected.values()) > rows["spatial"].analytical + 0.05
+
+
+def test_trained_correction_loads_and_applies(trained):
+    profile = load_profile(trained)
+    assert profile.correction is not None and profile.correction.path == "profile.correction.json"
+    correction = load_correction(profile, trained)
+    runs = synthetic_runs(models=1, overhead_per_call_s=OVERHEAD_PER_CALL_S, seed=2)
+    run = next(r for r in runs if r["strategy"] == "spatial" and r["true_overhead_s"] > 0.1 * r["predicted_time_s"])
+    result = correction.apply(run)
+    assert result.applied and result.in_domain and result.reasons == ()
+    assert abs(result.corrected_s - run["measured_time_s"]) < abs(result.analytical_s - run["measured_time_s"])
+
+
+def test_correction_for_another_profile_is_refused(trained, tmp_path):
+    other = make_profile(hostname="node-b")
+    other.correction = load_profile(trained).correction
+    other_path = tmp_path / "other.yaml"
+    save_profile(other, other_path)  # same folder, so the reference resolves to the same file
+    with pytest.raises(UserError, match="trained for another profile"):
+        load_correction(load_profile(other_path), other_path)
+
+
+def test_tampered_correction_is_refused(trained):
+    path = trained.parent / "profile.correction.json"
+    data = json.loads(path.read_text())
+    data["enabled"] = {s: True for s in data["enabled"]}
+    path.write_text(json.dumps(data))
+    with pytest.raises(UserError, match="sha256 does not match .* tampered"):
+        load_correction(load_profile(trained), trained)
+
+
+def test_malformed_file_with_matching_hash_is_refused_not_evaluated(trained):
+    """Someone who also edits the profile's hash still cannot make the evaluator loop or index wildly."""
+    import hashlib
+
+    path = trained.parent / "profile.correction.json"
+    data = json.loads(path.read_text())
+    if data["model"]["kind"] == "trees":
+        data["model"]["trees"][0]["children_left"][0] = 0  # a cycle
+    else:
+        data["model"]["coef"].append(1.0)  # wrong length
+    text = json.dumps(data)
+    path.write_text(text)
+    profile = load_profile(trained)
+    profile.correction.sha256 = hashlib.sha256(text.encode()).hexdigest()
+    with pytest.raises(UserError, match="not a valid correction file"):
+        load_correction(profile, trained)
+
+
+def test_profile_identity_ignores_the_reference_and_survives_a_round_trip(trained):
+    profile = load_profile(trained)
+    assert profile.correction is not None
+    without = profile.model_copy(update={"correction": None})
+    assert profile_identity(profile) == profile_identity(without)
+    assert profile_identity(profile) != profile_identity(make_profile(hostname="node-b"))
+
+
+def test_out_of_domain_is_flagged_and_clamped(trained):
+    correction = load_correction(load_profile(trained), trained)
+    run = dict(synthetic_runs(models=1, seed=2)[0], devices=64, devices_per_node=64)
+    result = correction.apply(run)
+    assert not result.in_domain and any("log2_devices" in r for r in result.reasons)
+    assert math.isfinite(result.corrected_s)
+    unseen = correction.apply(dict(run, strategy="data+filter"))
+    assert not unseen.applied and unseen.corrected_s == unseen.analytical_s
+    assert any("data+filter" in r for r in unseen.reasons)
+
+
+def test_cli_bad_runs_is_one_line_exit_2(tmp_path, capsys):
+    profile_path = tmp_path / "p.yaml"
+    save_profile(make_profile(), profile_path)
+    runs = tmp_path / "runs.jsonl"
+    runs.write_text('{"strategy": "data", "predicted_time_s": 1.0, "measured_time_s": 1.1}\n{"strategy": "data", "predicted_time_s": -1}\n')
+    assert predictor_main(["train-correction", "--profile", str(profile_path), "--runs", str(runs)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "runs.jsonl:2" in err and "predicted_time_s" in err
+    assert load_profile(profile_path).correction is None
+
+
+def test_cli_one_group_only_is_refused(tmp_path, capsys):
+    profile_path = tmp_path / "p.yaml"
+    save_profile(make_profile(), profile_path)
+    runs = tmp_path / "runs.jsonl"
+    write_runs(runs, [dict(r, model="one", scenario="one") for r in synthetic_runs(models=1)])
+    assert predictor_main(["train-correction", "--profile", str(profile_path), "--runs", str(runs)]) == 2
+    assert "at least 2 models or 2 scenarios" in capsys.readouterr().err
+
+
+def test_features_from_a_prediction_record():
+    from predictor.plan import Plan, Prediction
+
+    plan = Plan(strategy="data+spatial", batch=32, devices=8, devices_per_node=4, p_data=2, p_spatial=4,
+                spatial_split=(2, 2))
+    prediction = Prediction(plan=plan, compute_fwd_s=1.0, compute_bwd_s=2.0, update_s=0.5,
+                            comm_exposed_s={"gradient": 0.25, "halo": 0.25}, comm_hidden_s={"gradient": 0.5}).finish()
+    record = record_from_prediction(prediction.to_dict(), model="net", threads=2)
+    features = numeric_features(record)
+    assert record["nodes"] == 2 and record["batch_per_device"] == 16
+    assert features["frac_compute"] == pytest.approx(3.0 / 4.0)
+    assert features["frac_gradient"] == pytest.approx(0.25 / 4.0)
+    assert features["frac_halo"] == pytest.approx(0.25 / 4.0)
+    assert features["frac_hidden"] == pytest.approx(0.5 / 4.0)
+    assert features["comm_over_compute"] == pytest.approx(0.5 / 3.0)
+    assert features["log2_p_spatial"] == pytest.approx(2.0)
+    assert set(features) == set(NUMERIC_FEATURES)
+    assert term_group("comm_redistribute_s") == "redistribute" and term_group("allgather_s") == "layer_collective"
