@@ -1,0 +1,110 @@
+"""Timing of one collective at one size on one group, in both regimes nccl-tests distinguishes
+(../shared/reference/microbenchmarks.md §1.1, §1.3 "Implication"):
+
+- latency: barrier, one timed op, then the maximum over ranks of each iteration's time (≈ nccl-tests
+  `-z 3 -I 1`; the right statistic for bulk-synchronous training);
+- throughput: barrier, m back-to-back ops, one synchronisation; per-op time = elapsed / m, maximum over
+  ranks (nccl-tests' default loop, which averages over ranks instead).
+
+Per-rank adaptive stopping would deadlock a collective (§3.2, "Multi-GPU"), so iteration counts are fixed
+per point from a warm-up estimate agreed by a MAX all-reduce. This is why collectives do not go through
+profiler.timing.Timer. Clocks: perf_counter on CPU (gloo calls block); CUDA events on GPU (NCCL enqueues
+on the current stream, §6.1 "Timing semantics").
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass(frozen=True)
+class PointBudget:
+    """How much time and how many iterations one (operation, size, group) point may take."""
+
+    seconds: float  # per regime, after warm-up
+    warmup_calls: int
+    latency_min: int
+    latency_max: int
+    throughput_samples: int
+    throughput_max_ops: int
+
+
+QUICK = PointBudget(seconds=0.03, warmup_calls=1, latency_min=3, latency_max=15, throughput_samples=3, throughput_max_ops=20)
+FULL = PointBudget(seconds=0.3, warmup_calls=5, latency_min=5, latency_max=100, throughput_samples=10, throughput_max_ops=100)
+
+
+@dataclass
+class PointTimes:
+    latency_s: list[float]  # per iteration, max over ranks
+    throughput_s: list[float]  # per sample, per op, max over ranks
+    ops_per_sample: int
+    warmup_estimate_s: float
+
+
+class _Clock:
+    """Seconds taken by `calls` runs of fn: perf_counter on CPU, CUDA events on GPU."""
+
+    def __init__(self, device: str):
+        self.cuda = str(device).startswith("cuda")
+        if self.cuda:
+            self.start = torch.cuda.Event(enable_timing=True)
+            self.end = torch.cuda.Event(enable_timing=True)
+
+    def sync(self) -> None:
+        if self.cuda:
+            torch.cuda.synchronize()
+
+    def time(self, fn: Callable[[], None], calls: int) -> float:
+        if self.cuda:
+            self.start.record()
+            for _ in range(calls):
+                fn()
+            self.end.record()
+            self.end.synchronize()
+            return self.start.elapsed_time(self.end) * 1e-3  # events report milliseconds
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        return time.perf_counter() - start
+
+
+def max_over_group(values: list[float], group, device: str) -> list[float]:
+    """Element-wise maximum of each rank's values across the group (a MAX all-reduce)."""
+    tensor = torch.tensor(values, dtype=torch.float64, device=device)
+    dist.all_reduce(tensor, op=dist.ReduceOp.MAX, group=group)
+    return tensor.tolist()
+
+
+def _clamp(value: float, low: int, high: int) -> int:
+    return int(min(high, max(low, math.ceil(value))))
+
+
+def measure_point(fn: Callable[[], None], group, device: str, budget: PointBudget) -> PointTimes:
+    """Warm up, then time fn in the latency and the throughput regime. Every group member must call this
+    with the same budget; all get the same result."""
+    clock = _Clock(device)
+    clock.sync()
+    warm = [clock.time(fn, 1) for _ in range(budget.warmup_calls)]
+    estimate_s = max(max_over_group([warm[-1]], group, device)[0], 1e-7)
+
+    iterations = _clamp(budget.seconds / estimate_s, budget.latency_min, budget.latency_max)
+    latency = []
+    for _ in range(iterations):
+        dist.barrier(group=group)
+        clock.sync()
+        latency.append(clock.time(fn, 1))
+
+    ops = _clamp(budget.seconds / (budget.throughput_samples * estimate_s), 1, budget.throughput_max_ops)
+    throughput = []
+    for _ in range(budget.throughput_samples):
+        dist.barrier(group=group)
+        clock.sync()
+        throughput.append(clock.time(fn, ops) / ops)
+
+    merged = max_over_group(latency + throughput, group, device)
+    return PointTimes(merged[:iterations], merged[iterations:], ops, estimate_s)

@@ -1,0 +1,173 @@
+"""What every rank runs: join the job, agree on groups, sweep (group, operation, size) points in the same
+order on every rank, and report to the supervising process (rank 0's results become Samples there).
+
+Reports are (kind, rank, payload) tuples put on a queue, kind one of "settings" (dict), "point" (label),
+"sample" (dict), "error" (message), "done" (None). Only rank 0 reports settings, points and samples; any
+rank may report an error.
+"""
+from __future__ import annotations
+
+import datetime
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import torch
+import torch.distributed as dist
+
+from kernels.collectives import OPERATIONS
+from profiler.comm import faults, layout
+from profiler.comm.factors import algbw_bytes_per_s, busbw_bytes_per_s, busbw_factor
+from profiler.comm.harness import FULL, QUICK, measure_point
+from profiler.errors import UserError
+
+ELEMENT_DTYPE = torch.float32
+Report = Callable[[str, object], None]
+
+
+@dataclass(frozen=True)
+class CommConfig:
+    """Everything a rank needs to take part; identical on every rank (all derive it from the same flags)."""
+
+    device: str  # "cpu" or "cuda"
+    backend: str  # "gloo" or "nccl"
+    ops: tuple[str, ...]
+    sizes_bytes: tuple[int, ...]  # requested S, doubling
+    quick: bool
+    timeout_s: float  # per collective
+    startup_timeout_s: float  # joining the job (rank 0 may run other benchmarks first under a launcher)
+    launcher: str  # "spawn", "torchrun" or "slurm"
+    master_addr: str
+    master_port: int
+    world_size: int
+
+
+def _watch_parent() -> None:
+    """A spawned rank exits as soon as the process that started it is gone: no orphans."""
+    parent = os.getppid()
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def _join(config: CommConfig, rank: int, local_rank: int) -> str:
+    """init_process_group; returns the device string this rank uses."""
+    device = "cpu"
+    if config.device == "cuda":
+        if local_rank >= torch.cuda.device_count():
+            raise UserError(f"rank {rank}: local rank {local_rank} has no GPU (this node has {torch.cuda.device_count()})")
+        torch.cuda.set_device(local_rank)
+        device = f"cuda:{local_rank}"
+    startup = datetime.timedelta(seconds=config.startup_timeout_s)
+    where = f"{config.master_addr}:{config.master_port}"
+    try:
+        if config.launcher == "torchrun":  # torchrun's agent already holds the store at MASTER_ADDR:MASTER_PORT
+            dist.init_process_group(config.backend, init_method="env://", timeout=startup)
+        else:
+            store = dist.TCPStore(config.master_addr, config.master_port, config.world_size, is_master=rank == 0,
+                                  timeout=datetime.timedelta(seconds=config.timeout_s))
+            store.set_timeout(startup)
+            dist.init_process_group(config.backend, store=store, rank=rank, world_size=config.world_size, timeout=startup)
+    except Exception as err:  # noqa: BLE001 - every start-up failure becomes one line naming the master
+        raise UserError(f"rank {rank}: cannot join the job at master {where} ({faults.short_cause(err)})") from None
+    return device
+
+
+def _points(config: CommConfig, groups: list[layout.Group]):
+    """(group, op, S, requested S) in one fixed order; sizes that round to an S already seen are skipped."""
+    element = torch.tensor([], dtype=ELEMENT_DTYPE).element_size()
+    for group in groups:
+        for op in config.ops:
+            kernel = OPERATIONS[op]
+            if group.size < kernel.min_group_size or (kernel.max_group_size and group.size > kernel.max_group_size):
+                continue
+            seen = set()
+            for requested in config.sizes_bytes:
+                size = kernel.message_bytes(requested, group.size, element)
+                if size not in seen:
+                    seen.add(size)
+                    yield group, op, size, requested
+
+
+def _samples(op, size, requested, group, times, config, device_label) -> list[dict]:
+    n = group.size
+    common = {
+        "params": {"size_bytes": size, "requested_size_bytes": requested,
+                   "count": size // torch.tensor([], dtype=ELEMENT_DTYPE).element_size(), "group": group.describe()},
+        "device": device_label, "dtype": "float32", "threads": torch.get_num_threads(), "bytes_moved": float(size),
+    }
+    out = []
+    for variant, values, how in (("latency", times.latency_s, "barrier, one op, max over ranks per iteration"),
+                                 ("throughput", times.throughput_s,
+                                  f"{times.ops_per_sample} back-to-back ops then one sync, per op, max over ranks")):
+        median = sorted(values)[len(values) // 2]
+        out.append({**common, "benchmark": op, "variant": variant, "times_s": values, "extra": {
+            "algbw_bytes_per_s": algbw_bytes_per_s(size, median),
+            "busbw_bytes_per_s": busbw_bytes_per_s(op, size, median, n),
+            "busbw_factor": busbw_factor(op, n), "backend": config.backend, "timing": how,
+        }})
+    return out
+
+
+def run_rank(config: CommConfig, rank: int, local_rank: int, report: Optional[Report]) -> None:
+    """The whole sweep on one rank. Raises UserError (CommFailure for a failed point)."""
+    report = report or (lambda kind, payload: None)
+    fault = faults.fault_from_env()
+    device = _join(config, rank, local_rank)
+    hosts = [None] * config.world_size
+    dist.all_gather_object(hosts, socket.gethostname())
+    groups = layout.plan_groups(hosts)
+    per_op = datetime.timedelta(seconds=config.timeout_s)
+    handles = {g.ranks: dist.new_group(list(g.ranks), timeout=per_op) for g in groups}
+    everyone = dist.new_group(list(range(config.world_size)), timeout=per_op)
+    budget = QUICK if config.quick else FULL
+    report("settings", {
+        "backend": config.backend, "launcher": config.launcher, "world_size": config.world_size,
+        "hosts": sorted(set(hosts)), "nodes": len(set(hosts)), "ranks_per_host": {h: hosts.count(h) for h in set(hosts)},
+        "groups": [g.describe() for g in groups], "operations": list(config.ops),
+        "sizes_bytes": [config.sizes_bytes[0], config.sizes_bytes[-1]], "regimes": ["latency", "throughput"],
+        "timeout_s": config.timeout_s, "dtype": "float32", "torch": torch.__version__,
+    })
+    for group, op, size, requested in _points(config, groups):
+        report("point", f"{op} at {size} B on {group.label()}")
+        faults.maybe_inject(fault, rank, op, size)
+        try:
+            if rank in group.ranks:
+                call = OPERATIONS[op].setup(size, handles[group.ranks], list(group.ranks), rank, device, ELEMENT_DTYPE)
+                times = measure_point(call, handles[group.ranks], device, budget)
+                del call
+                if rank == 0:
+                    for sample in _samples(op, size, requested, group, times, config, config.device):
+                        report("sample", sample)
+            if group.size < config.world_size:  # ranks outside the group wait here, under the same timeout
+                dist.barrier(group=everyone)
+        except UserError:
+            raise
+        except Exception as err:  # noqa: BLE001 - backend errors (peer gone, timeout) name the point
+            raise faults.CommFailure(op, size, group.label(), faults.short_cause(err)) from None
+    dist.destroy_process_group()
+    report("done", None)
+
+
+def spawned_rank(rank: int, config: CommConfig, queue, local_rank: Optional[int] = None) -> None:
+    """Entry point of a rank process started by the supervisor (spawn mode, or rank 0 under a launcher)."""
+    _watch_parent()
+    local_rank = rank if local_rank is None else local_rank
+
+    def report(kind, payload):
+        queue.put((kind, rank, payload))
+
+    try:
+        run_rank(config, rank, local_rank, report)
+    except UserError as err:
+        report("error", str(err))
+        queue.close()
+        queue.join_thread()
+        os._exit(1)  # skip destroy_process_group: it can hang on a broken group
