@@ -200,3 +200,24 @@ def test_features_from_a_prediction_record():
     assert features["log2_p_spatial"] == pytest.approx(2.0)
     assert set(features) == set(NUMERIC_FEATURES)
     assert term_group("comm_redistribute_s") == "redistribute" and term_group("allgather_s") == "layer_collective"
+
+
+def test_predictor_glue_applies_the_profile_correction(trained):
+    from predictor.corrected import corrected_times, prediction_record
+    from predictor.graph import Layer, ModelGraph
+    from predictor.plan import Plan, Prediction
+
+    graph = ModelGraph(name="tiny", input_shape=(3, 8, 8), layers=(
+        Layer("conv", "conv2d", (3, 8, 8), (4, 8, 8), weight_shape=(4, 3, 3, 3), params=112, kernel=(3, 3),
+              stride=(1, 1), padding=(1, 1), flops_fwd=1e5, flops_bwd_data=1e5, flops_bwd_weight=1e5),))
+    plan = Plan(strategy="spatial", batch=16, devices=4, devices_per_node=4, p_spatial=4, spatial_split=(2, 2))
+    feasible = Prediction(plan=plan, compute_fwd_s=0.1, compute_bwd_s=0.2, comm_exposed_s={"halo": 0.05}).finish()
+    infeasible = Prediction(plan=plan, feasible=False, reason="infeasible: test").finish()
+    record = prediction_record(feasible, graph, threads=1)
+    assert record["model"] == "tiny" and record["model_summary"] == {"layers": 1, "flops_per_sample": 3e5, "param_bytes": 448}
+    assert corrected_times([feasible], graph, make_profile()) is None  # no correction in the profile
+    profile = load_profile(trained)
+    first, second = corrected_times([feasible, infeasible], graph, profile, trained, threads=1)
+    assert second is None
+    assert first.analytical_s == pytest.approx(0.35) and first.applied
+    assert not first.in_domain  # a 1-layer model is far outside the synthetic training runs

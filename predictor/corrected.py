@@ -1,0 +1,43 @@
+"""Glue between predictor records and calibrate's residual correction (calibrate/correction.py).
+
+The same record feeds training and use, so the features match: `predictor validate` writes each run as
+`prediction_record(...)` plus `measured_time_s`, `model`, `scenario`; `predictor run` applies the
+profile's correction to `prediction_record(...)` of each prediction and shows both figures.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from calibrate.correction import CorrectedTime, Correction, load_correction
+from calibrate.correction_features import record_from_prediction
+from predictor.graph import ModelGraph, dtype_bytes
+from predictor.plan import Prediction
+from profiler.profile import Profile
+
+
+def model_summary(graph: ModelGraph, dtype: str) -> dict[str, float]:
+    """Model-shape features: layer count, FLOPs per sample (fwd + bwd), parameter bytes."""
+    return {"layers": len(graph.layers), "flops_per_sample": graph.flops_per_sample,
+            "param_bytes": graph.params * dtype_bytes(dtype)}
+
+
+def prediction_record(prediction: Prediction, graph: ModelGraph, **context: Any) -> dict[str, Any]:
+    """The correction's feature record of one prediction. context: threads, scenario, halo_bytes,
+    collective_calls, flops_per_device, measured_time_s, ... (calibrate/correction_features.py)."""
+    context.setdefault("model", graph.name)
+    context.setdefault("model_summary", model_summary(graph, prediction.plan.dtype))
+    return record_from_prediction(prediction.to_dict(), **context)
+
+
+def corrected_times(predictions: Sequence[Prediction], graph: ModelGraph, profile: Profile,
+                    profile_path: Optional[Path | str] = None, **context: Any) -> Optional[list[Optional[CorrectedTime]]]:
+    """The corrected figure of each prediction (None for an infeasible one), or None when the profile has
+    no correction. Raises UserError when the profile's correction is refused (see load_correction)."""
+    correction: Optional[Correction] = load_correction(profile, profile_path)
+    if correction is None:
+        return None
+    return [correction.apply(prediction_record(p, graph, **context))
+            if p.feasible and math.isfinite(p.iteration_s) and p.iteration_s > 0 else None
+            for p in predictions]
