@@ -1,0 +1,170 @@
+"""Cooperative-process model parallelism (Yu & Park, IEEE Access 2023) against GPipe on the same devices.
+
+Only the abstract of the paper is known (../shared/reference/strategies.md §7): a synchronisation step
+shares the weights beforehand; in the prediction step all processes compute the forward inputs of every
+process concurrently and the results reach their owners by all-to-all; no activations are stored. This
+module models that reading of it, with K processes each owning one contiguous stage:
+
+1. synchronisation: all-gather of every stage's weights (each process holds the whole model's weights);
+2. prediction: each process runs the forward of the whole model on N/K of the mini-batch (no autograd,
+   no bubble, micro-batch N/K), keeping the input of every stage for its samples; all-to-all sends stage
+   k's inputs to process k, which then holds its stage input for all N samples;
+3. backward pipeline: each stage recomputes its forward for a micro-batch from those inputs and runs its
+   backward; gradients flow stage to stage with M micro-batches. Because every stage's input is already
+   local, a stage recomputes its next micro-batch's forward while it waits, so only the backward pass and
+   the backward pass travels along the fill/drain chain; gradient sends are counted as in ParaDL's
+   pipeline form (each one exposed):
+       T_bwd = M (F + B)_max + (K - 1) B_max + (M + K - 2) T_p2p,max
+
+GPipe with re-materialisation (its default, §8), per micro-batch n = N/M, with the ParaDL pipeline form
+(§3: (p + S - 1) steps, the slowest stage sets the pace):
+       T = (M + K - 1)(F_max + (F + B)_max) + 2 (M + K - 2) T_p2p,max
+Memory per device: GPipe keeps its stage's boundary input for N samples plus one micro-batch of stage
+activations (or all N samples' activations without re-materialisation); the cooperative process keeps
+the whole model's weights, its stage input for N samples and two micro-batches of stage activations
+(one in backward, one recomputed ahead), and during prediction one layer's tensors for N/K samples plus
+its send buffer. Both keep their own stage's gradients and optimizer state.
+
+The trade-off this exposes: cooperative removes the forward bubble and shrinks the backward one, and its
+forward runs at micro-batch N/K instead of N/M (more efficient kernels); it pays an all-gather of the
+weights and an all-to-all of stage inputs every iteration and holds a full copy of the weights.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from predictor.blocks import Block
+
+BlocksAt = Callable[[int], Sequence[Block]]  # per-device samples -> one Block per layer at that batch
+Collective = Callable[[str, float, int], float]  # (op, nccl-tests size S in bytes, group size) -> seconds
+
+
+@dataclass(frozen=True)
+class PipelineCost:
+    """One iteration of a pipelined scheme on K devices. Times in seconds, memory in bytes per device."""
+
+    scheme: str  # "gpipe", "gpipe-no-remat" or "cooperative"
+    stages: int
+    micro_batches: int
+    compute_s: float  # forward + backward work on the critical path, without bubble or recompute
+    recompute_s: float
+    bubble_s: float
+    comm_s: float  # p2p + (cooperative) all-gather and all-to-all
+    memory_bytes: float  # busiest device: weights, grads, optimizer state, activations
+    activation_bytes: float  # the activation part of memory_bytes
+
+    @property
+    def iteration_s(self) -> float:
+        return self.compute_s + self.recompute_s + self.bubble_s + self.comm_s
+
+
+def balanced_partition(costs: Sequence[float], stages: int) -> list[tuple[int, int]]:
+    """Contiguous split of `costs` into `stages` non-empty ranges minimising the largest range sum
+    (linear-partition dynamic programme). The slowest stage sets a pipeline's pace (§3 "workload balancing")."""
+    n = len(costs)
+    if not 1 <= stages <= n:
+        raise ValueError(f"cannot split {n} layers into {stages} stages")
+    prefix = [0.0]
+    for c in costs:
+        prefix.append(prefix[-1] + c)
+    best = [[math.inf] * (n + 1) for _ in range(stages + 1)]
+    cut = [[0] * (n + 1) for _ in range(stages + 1)]
+    best[0][0] = 0.0
+    for k in range(1, stages + 1):
+        for j in range(k, n - (stages - k) + 1):
+            for i in range(k - 1, j):
+                value = max(best[k - 1][i], prefix[j] - prefix[i])
+                if value < best[k][j]:
+                    best[k][j], cut[k][j] = value, i
+    bounds, j = [], n
+    for k in range(stages, 0, -1):
+        bounds.append((cut[k][j], j))
+        j = cut[k][j]
+    return bounds[::-1]
+
+
+@dataclass(frozen=True)
+class _Stage:
+    fwd_s: float
+    bwd_s: float
+    activation_bytes: float
+    input_bytes: float  # boundary tensors entering the stage
+    weight_bytes: float
+
+
+def _stages(blocks: Sequence[Block], partition, boundary_bytes) -> list[_Stage]:
+    return [_Stage(fwd_s=sum(b.fwd_s for b in blocks[s:e]), bwd_s=sum(b.bwd_s for b in blocks[s:e]),
+                   activation_bytes=sum(b.activation_bytes for b in blocks[s:e]), input_bytes=boundary_bytes[k],
+                   weight_bytes=sum(b.weight_bytes for b in blocks[s:e]))
+            for k, (s, e) in enumerate(partition)]
+
+
+def _state_bytes(weight_bytes: float, optimizer_state_per_param: int) -> float:
+    """Gradients and optimizer state (fp32) of a stage's weights."""
+    return weight_bytes * (1 + optimizer_state_per_param)
+
+
+def gpipe(blocks_at: BlocksAt, batch: int, partition, boundary_bytes_per_sample: Sequence[float],
+          micro_batches: int, p2p_s: Callable[[float], float], *, remat: bool = True,
+          optimizer_state_per_param: int = 2) -> PipelineCost:
+    """GPipe iteration and memory (module docstring). boundary_bytes_per_sample[k]: bytes per sample
+    entering stage k (0 for the first); p2p_s(bytes) -> seconds of one stage-to-stage send."""
+    n = batch // micro_batches
+    stages = _stages(blocks_at(n), partition, [b * n for b in boundary_bytes_per_sample])
+    k, m = len(stages), micro_batches
+    f_max = max(s.fwd_s for s in stages)
+    b_max = max(s.bwd_s for s in stages)
+    back_max = max(s.bwd_s + (s.fwd_s if remat else 0.0) for s in stages)
+    p2p_max = max(p2p_s(s.input_bytes) for s in stages[1:]) if k > 1 else 0.0
+    step_s = f_max + back_max
+    memory = []
+    for s in stages:
+        acts = s.input_bytes * m + s.activation_bytes if remat else s.activation_bytes * m
+        memory.append((s.weight_bytes + _state_bytes(s.weight_bytes, optimizer_state_per_param) + acts, acts))
+    busiest = max(memory)
+    return PipelineCost(scheme="gpipe" if remat else "gpipe-no-remat", stages=k, micro_batches=m,
+                        compute_s=m * (f_max + b_max), recompute_s=m * (back_max - b_max),
+                        bubble_s=(k - 1) * step_s, comm_s=2 * (m + k - 2) * p2p_max,
+                        memory_bytes=busiest[0], activation_bytes=busiest[1])
+
+
+def cooperative(blocks_at: BlocksAt, batch: int, partition, boundary_bytes_per_sample: Sequence[float],
+                micro_batches: int, p2p_s: Callable[[float], float], collective_s: Collective, *,
+                optimizer_state_per_param: int = 2) -> PipelineCost:
+    """Cooperative-process iteration and memory (module docstring), K = len(partition) processes."""
+    k, m = len(partition), micro_batches
+    n = batch // m
+    stages = _stages(blocks_at(n), partition, [b * n for b in boundary_bytes_per_sample])
+    predict_blocks = blocks_at(max(1, batch // k))
+    predict_s = sum(b.fwd_s for b in predict_blocks)
+    weight_bytes = sum(b.weight_bytes for b in predict_blocks)
+    # each process sends stage j the inputs of its N/K samples: pieces of unequal size; the all-to-all
+    # is costed at K times the largest piece (nccl-tests S = each rank's whole send buffer)
+    piece_bytes = max(boundary_bytes_per_sample) * (batch / k)
+    alltoall_s = collective_s("alltoall", piece_bytes * k, k)
+    allgather_s = collective_s("allgather", weight_bytes, k)
+    b_max = max(s.bwd_s for s in stages)
+    step_max = max(s.fwd_s + s.bwd_s for s in stages)
+    grad_p2p_s = max(p2p_s(s.input_bytes) for s in stages[1:]) if k > 1 else 0.0
+    # prediction-step peak: one layer's input and output for N/K samples, plus the send buffer
+    predict_peak = max(b.input_bytes + b.activation_bytes for b in predict_blocks) + piece_bytes * k
+    memory = []
+    for s in stages:
+        stash = s.input_bytes * m  # stage input for all N samples
+        acts = stash + max(2 * s.activation_bytes, predict_peak)
+        memory.append((weight_bytes + _state_bytes(s.weight_bytes, optimizer_state_per_param) + acts, acts))
+    busiest = max(memory)
+    return PipelineCost(scheme="cooperative", stages=k, micro_batches=m,
+                        compute_s=predict_s + m * b_max, recompute_s=m * (step_max - b_max),
+                        bubble_s=(k - 1) * b_max, comm_s=allgather_s + alltoall_s + (m + k - 2) * grad_p2p_s,
+                        memory_bytes=busiest[0], activation_bytes=busiest[1])
+
+
+def best_micro_batches(evaluate: Callable[[int], PipelineCost], batch: int, memory_cap_bytes: float = math.inf,
+                       min_micro_batches: int = 1) -> PipelineCost | None:
+    """The fastest of `evaluate(M)` over the divisors M of `batch` that fit the memory cap."""
+    options = [evaluate(m) for m in range(min_micro_batches, batch + 1) if batch % m == 0]
+    fitting = [c for c in options if c.memory_bytes <= memory_cap_bytes]
+    return min(fitting, key=lambda c: c.iteration_s, default=None)
