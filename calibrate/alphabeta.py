@@ -1,0 +1,216 @@
+"""Piecewise alpha-beta (Hockney) fits minimising relative error, with detected break points,
+bootstrap confidence intervals and held-out quality.
+
+Model (microbenchmarks.md §4.1, §4.4): T(x) = alpha + x * beta on each segment, beta = 1 / bandwidth.
+Loss: relative error, i.e. least squares on (alpha + x*beta - t) / t (§4.4 step 4: "OLS on T is dominated
+by large messages, so alpha becomes noise"). Regimes (protocol/algorithm switches, cache vs DRAM) are
+found by searching every split into 1..3 contiguous segments and keeping the lowest BIC (§4.4 step 3:
+"fit segments with 1-3 breakpoints"). Confidence (§4.4 step 8): bootstrap over samples (pairs) and, inside
+each sample, over its raw per-call times; break points stay where the full-data fit put them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import numpy as np
+
+from calibrate.coefficients import Estimate, FitQuality, Segment, SegmentedFit
+
+#: bandwidth stored when a segment shows no measurable per-byte cost (beta fitted as 0)
+UNMEASURABLE_BANDWIDTH_BYTES_PER_S = 1e18
+MAX_SEGMENTS = 3
+MIN_SIZES_PER_SEGMENT = 3
+BOOTSTRAP_REPLICATES = 200
+CV_FOLDS = 5
+
+
+@dataclass(frozen=True)
+class Point:
+    """One sample: x (message bytes or bytes moved), its raw per-call times, and x scaling (bus factor)."""
+
+    x: float
+    times_s: np.ndarray
+
+    @property
+    def t(self) -> float:
+        return float(np.median(self.times_s))
+
+
+def fit_line(x: np.ndarray, t: np.ndarray) -> tuple[float, float]:
+    """(alpha_s, beta_s_per_x) >= 0 minimising sum(((alpha + beta x - t) / t)^2); exact 2-variable NNLS."""
+    w = 1.0 / t
+    a = np.column_stack([w, x * w])
+    y = np.ones_like(t)
+    if len(np.unique(x)) >= 2:
+        (alpha, beta), *_ = np.linalg.lstsq(a, y, rcond=None)
+        if alpha >= 0 and beta >= 0:
+            return float(alpha), float(beta)
+    candidates = [(float(np.dot(w, y) / np.dot(w, w)), 0.0)]  # latency only
+    xw = x * w
+    if np.dot(xw, xw) > 0:
+        candidates.append((0.0, float(np.dot(xw, y) / np.dot(xw, xw))))  # bandwidth only
+    return min(candidates, key=lambda ab: _rss(ab, x, t))
+
+
+def _rss(ab: tuple[float, float], x: np.ndarray, t: np.ndarray) -> float:
+    return float(np.sum(((ab[0] + ab[1] * x - t) / t) ** 2))
+
+
+def _segment_bounds(xs_sorted_unique: np.ndarray, splits: Sequence[int]) -> list[tuple[float, Optional[float]]]:
+    """Segment i covers [from, to); a boundary sits at the geometric mean of the two sizes around a split."""
+    edges = [float(np.sqrt(xs_sorted_unique[s - 1] * xs_sorted_unique[s])) if xs_sorted_unique[s - 1] > 0
+             else float(xs_sorted_unique[s]) for s in splits]
+    lows = [0.0] + edges
+    highs: list[Optional[float]] = edges + [None]
+    return list(zip(lows, highs))
+
+
+def _assign(x: np.ndarray, bounds: list[tuple[float, Optional[float]]]) -> np.ndarray:
+    edges = np.array([b[0] for b in bounds[1:]])
+    return np.searchsorted(edges, x, side="right")
+
+
+def detect_segments(x: np.ndarray, t: np.ndarray) -> list[tuple[float, Optional[float]]]:
+    """Best split of the size axis into 1..MAX_SEGMENTS contiguous segments by BIC on relative residuals."""
+    ux = np.unique(x)
+    n = len(x)
+    best = (np.inf, [])
+    for m in range(1, MAX_SEGMENTS + 1):
+        if len(ux) < m * MIN_SIZES_PER_SEGMENT:
+            break
+        for splits in _split_choices(len(ux), m):
+            bounds = _segment_bounds(ux, splits)
+            seg = _assign(x, bounds)
+            rss = sum(_rss(fit_line(x[seg == i], t[seg == i]), x[seg == i], t[seg == i]) for i in range(m))
+            k = 3 * m - 1  # alpha, beta per segment + each break point
+            bic = n * np.log(max(rss / n, 1e-300)) + k * np.log(n)
+            if bic < best[0] - 1e-9:
+                best = (bic, bounds)
+    if not best[1]:
+        return [(0.0, None)]
+    return best[1]
+
+
+def _split_choices(n_unique: int, m: int):
+    """All increasing split indices s_1 < ... < s_{m-1} leaving >= MIN_SIZES_PER_SEGMENT sizes per segment."""
+    k = MIN_SIZES_PER_SEGMENT
+
+    def rec(start: int, left: int):
+        if left == 0:
+            yield []
+            return
+        for s in range(start + k, n_unique - left * k + 1):
+            for rest in rec(s, left - 1):
+                yield [s] + rest
+
+    yield from rec(0, m - 1)
+
+
+def fit_segments(x: np.ndarray, t: np.ndarray, bounds) -> list[tuple[float, float]]:
+    seg = _assign(x, bounds)
+    return [fit_line(x[seg == i], t[seg == i]) for i in range(len(bounds))]
+
+
+def predict(x: np.ndarray, bounds, lines) -> np.ndarray:
+    seg = _assign(np.asarray(x, dtype=float), bounds)
+    alpha = np.array([lines[i][0] for i in seg])
+    beta = np.array([lines[i][1] for i in seg])
+    return alpha + beta * np.asarray(x, dtype=float)
+
+
+def relative_errors(pred: np.ndarray, t: np.ndarray) -> np.ndarray:
+    return np.abs(pred - t) / t
+
+
+def quality(pred: np.ndarray, t: np.ndarray, held_out: str, n_train: int) -> FitQuality:
+    """R² on log time (times span decades; raw R² would only see the largest) and relative errors."""
+    rel = relative_errors(pred, t)
+    lt, lp = np.log(t), np.log(np.maximum(pred, 1e-300))
+    ss_tot = float(np.sum((lt - lt.mean()) ** 2))
+    r2 = 1.0 - float(np.sum((lt - lp) ** 2)) / ss_tot if ss_tot > 0 and len(t) > 1 else None
+    return FitQuality(held_out=held_out, n_train=n_train, n_test=len(t), r2=r2,
+                      median_rel_error=float(np.median(rel)), max_rel_error=float(np.max(rel)))
+
+
+def cross_validate(x: np.ndarray, t: np.ndarray) -> Optional[FitQuality]:
+    """Interleaved K-fold over distinct sizes (the smallest and largest are never held out, so this
+    measures interpolation); segments are re-detected on every training fold."""
+    ux = np.unique(x)
+    interior = ux[1:-1]
+    if len(interior) < 1 or len(ux) < 3:
+        return None
+    folds = min(CV_FOLDS, len(interior))
+    preds, truth, n_train = [], [], []
+    for f in range(folds):
+        test_sizes = interior[f::folds]
+        test = np.isin(x, test_sizes)
+        bounds = detect_segments(x[~test], t[~test])
+        lines = fit_segments(x[~test], t[~test], bounds)
+        preds.append(predict(x[test], bounds, lines))
+        truth.append(t[test])
+        n_train.append(int((~test).sum()))
+    return quality(np.concatenate(preds), np.concatenate(truth),
+                   f"{folds}-fold over interior sizes", int(np.median(n_train)))
+
+
+def _estimate(value: float, replicates: np.ndarray) -> Estimate:
+    if len(replicates) == 0:
+        return Estimate.exact(value)
+    lo, hi = np.percentile(replicates, [2.5, 97.5])
+    return Estimate(value=value, low=float(min(lo, value)), high=float(max(hi, value)))
+
+
+def _bandwidth(beta: float) -> float:
+    return UNMEASURABLE_BANDWIDTH_BYTES_PER_S if beta <= 1.0 / UNMEASURABLE_BANDWIDTH_BYTES_PER_S else 1.0 / beta
+
+
+def bootstrap_lines(points: Sequence[Point], bounds, rng: np.random.Generator,
+                    replicates: int = BOOTSTRAP_REPLICATES) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per segment: arrays of bootstrap alpha and beta (pairs over samples + raw times inside each)."""
+    x = np.array([p.x for p in points])
+    seg = _assign(x, bounds)
+    out = [([], []) for _ in bounds]
+    for _ in range(replicates):
+        pick = rng.integers(0, len(points), len(points))
+        xb = x[pick]
+        tb = np.array([np.median(rng.choice(points[i].times_s, len(points[i].times_s))) for i in pick])
+        sb = seg[pick]
+        for i in range(len(bounds)):
+            sel = sb == i
+            if len(np.unique(xb[sel])) < 2:
+                continue  # a replicate that lost a segment's size spread says nothing about its slope
+            a, b = fit_line(xb[sel], tb[sel])
+            out[i][0].append(a)
+            out[i][1].append(b)
+    return [(np.array(a), np.array(b)) for a, b in out]
+
+
+def fit_alpha_beta(points: Sequence[Point], rng: np.random.Generator, sources: Sequence[str] = ()) -> SegmentedFit:
+    """Fit a SegmentedFit to samples (needs >= 2 distinct x; the caller checks and names what is missing)."""
+    x = np.array([p.x for p in points], dtype=float)
+    t = np.array([p.t for p in points], dtype=float)
+    bounds = detect_segments(x, t)
+    lines = fit_segments(x, t, bounds)
+    boots = bootstrap_lines(points, bounds, rng)
+    segments = []
+    for (lo, hi), (alpha, beta), (ba, bb) in zip(bounds, lines, boots):
+        bw = _bandwidth(beta)
+        bw_reps = np.array([_bandwidth(b) for b in bb])
+        segments.append(Segment(from_x=lo, to_x=hi, alpha_s=_estimate(alpha, ba),
+                                bandwidth_bytes_per_s=_estimate(bw, bw_reps)))
+    return SegmentedFit(segments=segments, sizes=[float(v) for v in np.unique(x)],
+                        quality=cross_validate(x, t), sources=list(sources))
+
+
+def segment_for(fit: SegmentedFit, x: float) -> Segment:
+    for seg in fit.segments:
+        if x >= seg.from_x and (seg.to_x is None or x < seg.to_x):
+            return seg
+    return fit.segments[0] if x < fit.segments[0].from_x else fit.segments[-1]
+
+
+def segment_time_s(seg: Segment, x: float, bound: Optional[str] = None) -> float:
+    """alpha + x / bandwidth; bound "low" = fastest plausible (alpha low, bandwidth high), "high" = slowest."""
+    other = {None: None, "low": "high", "high": "low"}[bound]
+    return seg.alpha_s.at(bound) + x / seg.bandwidth_bytes_per_s.at(other)

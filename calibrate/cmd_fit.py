@@ -1,0 +1,36 @@
+"""`profiler fit PROFILE [--out PATH]`: recompute a profile's coefficients from the samples it holds.
+
+By default PROFILE itself is rewritten (atomically: readers never see half a file); --out writes elsewhere
+and leaves PROFILE untouched."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from calibrate.fit import fit_profile
+from calibrate.report import fit_warnings
+from profiler.errors import UserError
+from profiler.profile import check_writable, load_profile, save_profile
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("profile", metavar="PROFILE", help="profile YAML with samples")
+    parser.add_argument("--out", metavar="PATH", help="where to write the refitted profile (default: PROFILE, atomically)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap and cross-validation draws")
+
+
+def run(args) -> int:
+    source = Path(args.profile)
+    profile = load_profile(source)
+    out = check_writable(args.out or source, "--out" if args.out else "PROFILE")
+    try:
+        fitted = fit_profile(profile, seed=args.seed)
+    except UserError as err:
+        raise UserError(f"{source}: {err}") from None
+    save_profile(fitted, out)
+    n = fitted.coefficients
+    print(f"fitted {len(n.get('compute', {}))} compute, {len(n.get('memory', {}))} memory, "
+          f"{len(n.get('host_device', {}))} host<->device and {len(n.get('collectives', []))} collective fits "
+          f"from {len(profile.samples)} samples -> {out}")
+    for warning in fit_warnings(fitted):
+        print(f"warning: {warning}")
+    return 0

@@ -1,0 +1,160 @@
+"""The coefficients schema: what `fit_profile` writes into `Profile.coefficients` and the cost model reads.
+
+Every fitted number is an `Estimate` (value + 95% bootstrap interval); every fit carries its held-out
+`FitQuality`. Published profiles use the same schema, with `sources` naming where each number comes from.
+Models are stored as plain numbers (segments, tree arrays), never pickles, so YAML loads them safely.
+
+Layout (keys of `Profile.coefficients`):
+  compute:     "op/pass/dtype" -> ComputeFit      (e.g. "conv2d/bwd_weight/float16")
+  memory:      "device|host/kernel" -> SegmentedFit  (STREAM copy/scale/add/triad/dot over bytes moved)
+  host_device: variant -> SegmentedFit           (h2d_pinned, d2h_pinned, h2d_pageable, d2h_pageable)
+  collectives: list[CollectiveFit]                (one per op, group size, node count: measured)
+  links:       op -> {"intra"|"inter": LinkModel} (per-step latency + bus bandwidth, for any group size)
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from profiler.errors import UserError
+
+COEFFICIENTS_VERSION = 1
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Estimate(_Strict):
+    """A coefficient with its 95% confidence interval (low <= value <= high, same unit as value)."""
+
+    value: float
+    low: float
+    high: float
+
+    @classmethod
+    def exact(cls, value: float) -> "Estimate":
+        return cls(value=value, low=value, high=value)
+
+    def at(self, bound: Optional[str]) -> float:
+        return {None: self.value, "low": self.low, "high": self.high}[bound]
+
+
+class FitQuality(_Strict):
+    """Goodness of fit on samples the fit did not see (`held_out` says which)."""
+
+    held_out: str
+    n_train: int
+    n_test: int
+    r2: Optional[float] = None
+    median_rel_error: float
+    max_rel_error: float
+
+
+class Segment(_Strict):
+    """Hockney line T = alpha + x / bandwidth on from_x <= x < to_x (x = message bytes or bytes moved).
+
+    For collectives the line is T = alpha + x * bus_factor(op, p) / bandwidth, so `bandwidth` is the bus
+    bandwidth of nccl-tests (microbenchmarks.md §1.2) and lines of different group sizes compare directly."""
+
+    from_x: float
+    to_x: Optional[float] = None
+    alpha_s: Estimate
+    bandwidth_bytes_per_s: Estimate
+
+
+class SegmentedFit(_Strict):
+    """A piecewise alpha-beta fit; break points were detected from the samples (BIC), not configured."""
+
+    segments: list[Segment] = Field(min_length=1)
+    sizes: list[float] = Field(default_factory=list)
+    quality: Optional[FitQuality] = None
+    sources: list[str] = Field(default_factory=list)
+
+
+class CollectiveFit(SegmentedFit):
+    op: str
+    variant: str = "throughput"
+    group_size: int = Field(ge=2)
+    nodes: int = Field(ge=1)
+
+
+class LinkModel(_Strict):
+    """Per-link parameters of one collective at one level (intra-node or inter-node), strategies.md §2.2:
+    alpha(p) = base_latency + intra_steps * step_latency (+ inter_steps * inter_step_latency), and
+    T = alpha(p) + S * bus_factor(op, p) / bus_bandwidth."""
+
+    base_latency_s: Estimate
+    step_latency_s: Estimate
+    inter_step_latency_s: Optional[Estimate] = None
+    bus_bandwidth_bytes_per_s: Estimate
+    measured_group_sizes: list[int] = Field(default_factory=list)
+    sources: list[str] = Field(default_factory=list)
+
+
+class Tree(_Strict):
+    """One regression tree as sklearn's `tree_` arrays (leaf: children_left == -1)."""
+
+    children_left: list[int]
+    children_right: list[int]
+    feature: list[int]
+    threshold: list[float]
+    value: list[float]
+
+
+class EfficiencyModel(_Strict):
+    """log(efficiency) = init + slope * features[0] + learning_rate * sum(tree(features)), clipped to <= 0.
+
+    The linear term in log work carries the trend beyond the sweep (trees alone extrapolate flat: smaller
+    split shapes would keep the efficiency of the smallest shape measured); trees fit the rest.
+    A published profile has neither: efficiency = exp(init) for every shape."""
+
+    features: list[str]
+    init: float
+    slope: float = 0.0
+    learning_rate: float = 1.0
+    trees: list[Tree] = Field(default_factory=list)
+
+
+class ComputeFit(_Strict):
+    """time(shape) = time_scale * (launch + max(work / (peak * efficiency(shape)), bytes / memory_bw)).
+
+    work is FLOPs (kind "flops": gemm, conv) or bytes moved (kind "bytes": memory-bound ops).
+    time_scale is 1 with a bootstrap interval of the fit's overall level (for at_bound)."""
+
+    kind: Literal["flops", "bytes"]
+    launch_s: Estimate
+    peak_per_s: float = Field(gt=0)
+    memory_bandwidth_bytes_per_s: Optional[float] = None
+    efficiency: EfficiencyModel
+    time_scale: Estimate
+    quality: Optional[FitQuality] = None
+    extrapolation: Optional[FitQuality] = None
+    n_samples: int = 0
+    sources: list[str] = Field(default_factory=list)
+
+
+class Coefficients(_Strict):
+    version: int = COEFFICIENTS_VERSION
+    compute: dict[str, ComputeFit] = Field(default_factory=dict)
+    memory: dict[str, SegmentedFit] = Field(default_factory=dict)
+    host_device: dict[str, SegmentedFit] = Field(default_factory=dict)
+    collectives: list[CollectiveFit] = Field(default_factory=list)
+    links: dict[str, dict[Literal["intra", "inter"], LinkModel]] = Field(default_factory=dict)
+    #: True on a CPU-only profile: "device" memory is host memory and there is no host<->device copy
+    device_is_host: bool = False
+    notes: list[str] = Field(default_factory=list)
+
+
+def parse_coefficients(data: dict, where: Path | str = "<profile>") -> Coefficients:
+    """Validate `Profile.coefficients`; one-line UserError naming the field on failure."""
+    if not data:
+        raise UserError(f"{where}: profile has no coefficients; run `profiler fit {where}` first")
+    try:
+        return Coefficients.model_validate(data)
+    except ValidationError as err:
+        e = err.errors()[0]
+        field = ".".join(str(p) for p in e["loc"])
+        raise UserError(f"{where}: field 'coefficients.{field}': {e['msg']}") from None

@@ -1,0 +1,178 @@
+"""Compute fits: time(shape) = launch + max(work / (peak * efficiency(shape)), bytes / memory bandwidth).
+
+The roofline form is the standard max(compute, memory) bound (microbenchmarks.md §3.6); the efficiency
+term is learned from the sweep by gradient-boosted shallow trees over shape features (calibrate.shapes),
+because achieved throughput depends on shape in ways no closed form captures (microbenchmarks.md §3.5:
+MAMF varies by tens of percent between shapes). Trees are exported as plain arrays (no pickle).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional, Sequence
+
+import numpy as np
+from sklearn.ensemble import GradientBoostingRegressor
+
+from calibrate.alphabeta import fit_line, quality
+from calibrate.coefficients import ComputeFit, EfficiencyModel, Estimate, FitQuality, Tree
+
+N_TREES = 40
+TREE_DEPTH = 2
+LEARNING_RATE = 0.15
+MIN_SAMPLES_FOR_TREES = 6
+CV_FOLDS = 5
+BOOTSTRAP_REPLICATES = 200
+
+
+@dataclass(frozen=True)
+class ComputePoint:
+    """One compute sample reduced to what the fit needs."""
+
+    work: float  # FLOPs (kind "flops") or bytes (kind "bytes")
+    bytes: float
+    features: tuple[float, ...]
+    times_s: np.ndarray
+    params: dict
+
+    @property
+    def t(self) -> float:
+        return float(np.median(self.times_s))
+
+
+def export_tree(tree) -> Tree:
+    t = tree.tree_
+    return Tree(children_left=t.children_left.tolist(), children_right=t.children_right.tolist(),
+                feature=t.feature.tolist(), threshold=t.threshold.tolist(), value=t.value.reshape(-1).tolist())
+
+
+def eval_tree(tree: Tree, x: np.ndarray) -> np.ndarray:
+    """Evaluate an exported tree on rows of x (sklearn semantics: go left when x[f] <= threshold)."""
+    out = np.empty(len(x))
+    for i, row in enumerate(x):
+        node = 0
+        while tree.children_left[node] != -1:
+            node = tree.children_left[node] if row[tree.feature[node]] <= tree.threshold[node] else tree.children_right[node]
+        out[i] = tree.value[node]
+    return out
+
+
+def efficiency(model: EfficiencyModel, x: np.ndarray) -> np.ndarray:
+    log_eff = model.init + model.slope * x[:, 0] if model.slope else np.full(len(x), model.init)
+    for tree in model.trees:
+        log_eff += model.learning_rate * eval_tree(tree, x)
+    return np.exp(np.minimum(log_eff, 0.0))
+
+
+def predict_times(fit: ComputeFit, work: np.ndarray, nbytes: np.ndarray, x: np.ndarray,
+                  bound: Optional[str] = None) -> np.ndarray:
+    """Per-call seconds (module docstring formula); bound "low"/"high" moves launch and level to their CI ends."""
+    compute_s = work / (fit.peak_per_s * efficiency(fit.efficiency, x))
+    if fit.memory_bandwidth_bytes_per_s:
+        compute_s = np.maximum(compute_s, nbytes / fit.memory_bandwidth_bytes_per_s)
+    return fit.time_scale.at(bound) * (fit.launch_s.at(bound) + compute_s)
+
+
+def _train(points: Sequence[ComputePoint], feature_names: list[str], kind: str,
+           memory_bw: Optional[float]) -> ComputeFit:
+    work = np.array([p.work for p in points])
+    t = np.array([p.t for p in points])
+    alpha, _ = fit_line(work, t)
+    launch = min(alpha, 0.5 * float(t.min()))
+    rate = work / (t - launch)
+    peak = float(rate.max())
+    log_eff = np.log(rate / peak)
+    trees: list[Tree] = []
+    x = np.array([p.features for p in points])
+    init, slope = float(np.mean(log_eff)), 0.0
+    if len(np.unique(x[:, 0])) >= 3:
+        slope, init = (float(v) for v in np.polyfit(x[:, 0], log_eff, 1))
+        slope = max(slope, 0.0)  # efficiency never improves as work shrinks
+        init = float(np.mean(log_eff - slope * x[:, 0]))
+    if len(points) >= MIN_SAMPLES_FOR_TREES:
+        gb = GradientBoostingRegressor(n_estimators=N_TREES, max_depth=TREE_DEPTH, learning_rate=LEARNING_RATE,
+                                       min_samples_leaf=2, random_state=0)
+        gb.fit(x, log_eff - init - slope * x[:, 0])
+        init += float(gb.init_.constant_.reshape(-1)[0])
+        trees = [export_tree(est[0]) for est in gb.estimators_]
+    return ComputeFit(kind=kind, launch_s=Estimate.exact(launch), peak_per_s=peak,
+                      memory_bandwidth_bytes_per_s=memory_bw if kind == "flops" else None,
+                      efficiency=EfficiencyModel(features=feature_names, init=init, slope=slope,
+                                                 learning_rate=LEARNING_RATE, trees=trees),
+                      time_scale=Estimate.exact(1.0), n_samples=len(points))
+
+
+def _predict_points(fit: ComputeFit, points: Sequence[ComputePoint]) -> np.ndarray:
+    return predict_times(fit, np.array([p.work for p in points]), np.array([p.bytes for p in points]),
+                         np.array([p.features for p in points]))
+
+
+def held_out_quality(points: Sequence[ComputePoint], train_mask: np.ndarray, label: str, feature_names, kind,
+                     memory_bw) -> Optional[FitQuality]:
+    """Train on points[train_mask], report errors on the rest."""
+    train = [p for p, m in zip(points, train_mask) if m]
+    test = [p for p, m in zip(points, train_mask) if not m]
+    if len(train) < 2 or not test:
+        return None
+    fit = _train(train, feature_names, kind, memory_bw)
+    return quality(_predict_points(fit, test), np.array([p.t for p in test]), label, len(train))
+
+
+def cross_validate(points, feature_names, kind, memory_bw, rng) -> Optional[FitQuality]:
+    n = len(points)
+    if n < 4:
+        return None
+    folds = min(CV_FOLDS, n)
+    order = rng.permutation(n)
+    preds, truth = np.empty(n), np.array([p.t for p in points])
+    for f in range(folds):
+        test_idx = order[f::folds]
+        mask = np.ones(n, bool)
+        mask[test_idx] = False
+        fit = _train([points[i] for i in np.flatnonzero(mask)], feature_names, kind, memory_bw)
+        preds[test_idx] = _predict_points(fit, [points[i] for i in test_idx])
+    return quality(preds, truth, f"{folds}-fold random", int(n * (folds - 1) / folds))
+
+
+def smallest_work_band(points: Sequence[ComputePoint]) -> tuple[np.ndarray, str]:
+    """Train mask that holds out the quarter of shapes with the least work: the small per-device shapes a
+    split creates, predicted from larger ones (an extrapolation, not an interpolation)."""
+    work = np.array([p.work for p in points])
+    cut = np.quantile(work, 0.25)
+    return work > cut, f"extrapolation: the {int((work <= cut).sum())} smallest-work shapes (<= {cut:.3g})"
+
+
+def _bootstrap_level(points, fit: ComputeFit, rng) -> tuple[Estimate, Estimate]:
+    """CIs of the launch overhead and of the overall time level (pairs + raw-time bootstrap)."""
+    work = np.array([p.work for p in points])
+    pred = _predict_points(fit, points)
+    launches, scales = [], []
+    for _ in range(BOOTSTRAP_REPLICATES):
+        pick = rng.integers(0, len(points), len(points))
+        tb = np.array([np.median(rng.choice(points[i].times_s, len(points[i].times_s))) for i in pick])
+        scales.append(np.median(tb / pred[pick]) / np.median(np.array([points[i].t for i in pick]) / pred[pick]))
+        if len(np.unique(work[pick])) >= 2:
+            launches.append(min(fit_line(work[pick], tb)[0], 0.5 * float(tb.min())))
+
+    def est(value, reps):
+        if not reps:
+            return Estimate.exact(value)
+        lo, hi = np.percentile(reps, [2.5, 97.5])
+        return Estimate(value=value, low=float(min(lo, value)), high=float(max(hi, value)))
+
+    return est(fit.launch_s.value, launches), est(1.0, scales)
+
+
+def fit_compute(points: Sequence[ComputePoint], feature_names: list[str], kind: str, memory_bw: Optional[float],
+                rng: np.random.Generator,
+                extrapolation_band: Optional[Callable[[Sequence[ComputePoint]], tuple[np.ndarray, str]]] = smallest_work_band,
+                ) -> ComputeFit:
+    """Fit one family (op, pass, dtype) with held-out quality, an extrapolation check and bootstrap CIs."""
+    fit = _train(points, feature_names, kind, memory_bw)
+    launch, scale = _bootstrap_level(points, fit, rng)
+    extrapolation = None
+    if extrapolation_band is not None and len(points) >= 8:
+        mask, label = extrapolation_band(points)
+        extrapolation = held_out_quality(points, mask, label, feature_names, kind, memory_bw)
+    return fit.model_copy(update={"launch_s": launch, "time_scale": scale,
+                                  "quality": cross_validate(points, feature_names, kind, memory_bw, rng),
+                                  "extrapolation": extrapolation})

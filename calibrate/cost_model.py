@@ -1,0 +1,131 @@
+"""`load_cost_model`: the `calibrate.cost_api.CostModel` of a calibrated or published profile.
+
+Formulas: compute (calibrate.compute), alpha-beta segments (calibrate.alphabeta), collective steps and bus
+factors (calibrate.collective_model). Lookups that the profile cannot answer raise UserError naming the
+missing coefficient; nothing falls back silently except where stated (linear costs as gemm: it is a GEMM).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal, Mapping, Optional, Union
+
+import numpy as np
+
+from calibrate import shapes
+from calibrate.alphabeta import segment_for, segment_time_s
+from calibrate.coefficients import CollectiveFit, Coefficients, parse_coefficients
+from calibrate.collective_model import bus_factor, latency_steps
+from calibrate.compute import predict_times
+from calibrate.cost_api import COLLECTIVES
+from profiler.errors import UserError
+from profiler.profile import Profile, load_profile
+
+#: ops costed with another op's fit because they run the same kernel
+SAME_KERNEL = {"linear": "gemm"}
+
+
+class ProfileCostModel:
+    """CostModel over validated coefficients; `bound` None = fitted values, "low"/"high" = CI ends."""
+
+    def __init__(self, coefficients: Coefficients, *, name: str, device_memory_bytes: float, devices_per_node: int,
+                 provenance: str, bound: Optional[str] = None):
+        self.coefficients = coefficients
+        self.name = name
+        self.device_memory_bytes = float(device_memory_bytes)
+        self.devices_per_node = int(devices_per_node)
+        self.provenance = provenance
+        self.bound = bound
+        self._measured = {(f.op, f.group_size, f.nodes): f for f in coefficients.collectives}
+
+    def at_bound(self, bound: Literal["low", "high"]) -> "ProfileCostModel":
+        if bound not in ("low", "high"):
+            raise UserError(f"bound must be 'low' or 'high', got {bound!r}")
+        return ProfileCostModel(self.coefficients, name=self.name, device_memory_bytes=self.device_memory_bytes,
+                                devices_per_node=self.devices_per_node, provenance=self.provenance, bound=bound)
+
+    # ------------------------------------------------------------------------------------------ compute
+    def compute_time_s(self, op: str, pass_: str, params: Mapping[str, int], dtype: str) -> float:
+        if (op, pass_) in shapes.ZERO_COST:
+            return 0.0
+        dtype = shapes.canonical_dtype(dtype)
+        fit = None
+        for candidate in (op, SAME_KERNEL.get(op)):
+            if candidate and f"{candidate}/{pass_}/{dtype}" in self.coefficients.compute:
+                fit = self.coefficients.compute[f"{candidate}/{pass_}/{dtype}"]
+                break
+        if fit is None:
+            raise UserError(f"profile {self.name} has no coefficient for {op} {pass_} {dtype}")
+        w = shapes.work(op, pass_, params, dtype)
+        amount = w["flops"] if fit.kind == "flops" else w["bytes"]
+        return float(predict_times(fit, np.array([amount]), np.array([w["bytes"]]), np.array([w["features"]]),
+                                   self.bound)[0])
+
+    # ------------------------------------------------------------------------------------------ memory
+    def memory_time_s(self, bytes_moved: float, *, where: Literal["device", "host"] = "device") -> float:
+        side = "host" if self.coefficients.device_is_host else where
+        key = f"{side}/triad"
+        fit = self.coefficients.memory.get(key)
+        if fit is None:
+            raise UserError(f"profile {self.name} has no coefficient for memory {key} (STREAM triad)")
+        return segment_time_s(segment_for(fit, bytes_moved), bytes_moved, self.bound)
+
+    def host_device_time_s(self, size_bytes: float, direction: Literal["h2d", "d2h"] = "h2d", pinned: bool = True) -> float:
+        if self.coefficients.device_is_host:
+            return 0.0
+        key = f"{direction}_{'pinned' if pinned else 'pageable'}"
+        fit = self.coefficients.host_device.get(key)
+        if fit is None:
+            raise UserError(f"profile {self.name} has no coefficient for host_device {key}")
+        return segment_time_s(segment_for(fit, size_bytes), size_bytes, self.bound)
+
+    # ------------------------------------------------------------------------------------------ collectives
+    def collective_source(self, op: str, group_size: int, nodes: int = 1) -> str:
+        """"measured" when this exact (op, group size, nodes) was fitted, else "extrapolated" (link model)."""
+        return "measured" if (op, group_size, nodes) in self._measured else "extrapolated"
+
+    def collective_time_s(self, op: str, size_bytes: float, group_size: int, nodes: int = 1) -> float:
+        if op not in COLLECTIVES:
+            raise UserError(f"unknown collective {op!r}; known: {', '.join(COLLECTIVES)}")
+        if group_size <= 1:
+            return 0.0
+        if nodes < 1 or nodes > group_size:
+            raise UserError(f"{op}: nodes must be between 1 and the group size {group_size}, got {nodes}")
+        x = size_bytes * bus_factor(op, group_size)
+        fit: Optional[CollectiveFit] = self._measured.get((op, group_size, nodes))
+        if fit is not None:
+            return segment_time_s(segment_for(fit, x), x, self.bound)
+        level = "inter" if nodes > 1 else "intra"
+        link = self.coefficients.links.get(op, {}).get(level)
+        if link is None:
+            raise UserError(f"profile {self.name} has no {level}-node coefficient for {op} "
+                            f"(needed for a group of {group_size} on {nodes} node(s))")
+        n_intra, n_inter = latency_steps(op, group_size, nodes)
+        b = self.bound
+        alpha = link.base_latency_s.at(b) + n_intra * link.step_latency_s.at(b)
+        if n_inter:
+            alpha += n_inter * (link.inter_step_latency_s.at(b) if link.inter_step_latency_s else 0.0)
+        other = {None: None, "low": "high", "high": "low"}[b]
+        return alpha + x / link.bus_bandwidth_bytes_per_s.at(other)
+
+
+def _device_memory_bytes(profile: Profile, name: str) -> float:
+    m = profile.machine
+    for value in (m.device_memory_bytes, m.gpus[0].memory_bytes if m.gpus else None, m.memory_bytes):
+        if value:
+            return float(value)
+    raise UserError(f"profile {name} has no machine.device_memory_bytes (nor GPU or host memory size)")
+
+
+def cost_model_from_profile(profile: Profile, name: str = "<profile>") -> ProfileCostModel:
+    coefficients = parse_coefficients(profile.coefficients, name)
+    m = profile.machine
+    devices = m.gpus_per_node or len(m.gpus) or int(profile.settings.get("ranks_per_node", 1) or 1)
+    return ProfileCostModel(coefficients, name=name, device_memory_bytes=_device_memory_bytes(profile, name),
+                            devices_per_node=devices, provenance=profile.provenance.kind)
+
+
+def load_cost_model(profile_or_path: Union[Profile, str, Path]) -> ProfileCostModel:
+    """CostModel of a Profile object or a profile file (UserError on anything missing or malformed)."""
+    if isinstance(profile_or_path, Profile):
+        return cost_model_from_profile(profile_or_path)
+    return cost_model_from_profile(load_profile(profile_or_path), str(profile_or_path))

@@ -1,0 +1,126 @@
+"""`fit_profile`: a profile's raw samples -> its coefficients (calibrate.coefficients schema).
+
+Families: compute (op/pass/dtype), STREAM memory bandwidth (host|device/kernel, cache and DRAM regimes as
+detected segments), host<->device copies (variant), collectives (op, group size, nodes) + per-link models.
+Deterministic: every bootstrap and fold draws from one generator seeded by `seed`.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Optional
+
+import numpy as np
+
+from calibrate import shapes
+from calibrate.alphabeta import Point, fit_alpha_beta
+from calibrate.coefficients import Coefficients, ComputeFit, SegmentedFit
+from calibrate.collective_fit import COLLECTIVE_BENCHMARKS, derive_links, fit_collectives
+from calibrate.compute import ComputePoint, fit_compute
+from profiler.errors import UserError
+from profiler.profile import Profile, Sample
+
+COMPUTE_BENCHMARKS = shapes.FLOP_OPS + shapes.MEMORY_OPS
+
+
+def memory_side(sample: Sample) -> str:
+    return "host" if sample.device.startswith("cpu") else "device"
+
+
+def _sizes_or_fail(what: str, points: list[Point]) -> None:
+    sizes = {p.x for p in points}
+    if len(sizes) < 2:
+        raise UserError(f"{what} has samples for only one size ({next(iter(sizes)):.0f} bytes); need >= 2")
+
+
+def fit_memory(samples: list[Sample], rng) -> dict[str, SegmentedFit]:
+    """STREAM per kernel and side; x = bytes moved per call, so segment bandwidths are STREAM bandwidths."""
+    groups: dict[str, list[Point]] = defaultdict(list)
+    for s in samples:
+        moved = s.bytes_moved if s.bytes_moved is not None else s.params.get("size_bytes")
+        if moved is None:
+            raise UserError(f"stream {s.variant} sample has neither bytes_moved nor params.size_bytes")
+        groups[f"{memory_side(s)}/{s.variant}"].append(Point(float(moved), np.asarray(s.times_s, float)))
+    out = {}
+    for key, points in sorted(groups.items()):
+        _sizes_or_fail(f"stream {key}", points)
+        out[key] = fit_alpha_beta(points, rng, sources=[f"measured: {len(points)} samples"])
+    return out
+
+
+def fit_host_device(samples: list[Sample], rng) -> dict[str, SegmentedFit]:
+    groups: dict[str, list[Point]] = defaultdict(list)
+    for s in samples:
+        size = s.params.get("size_bytes", s.bytes_moved)
+        if size is None:
+            raise UserError(f"host_device {s.variant} sample has no params.size_bytes")
+        groups[s.variant].append(Point(float(size), np.asarray(s.times_s, float)))
+    out = {}
+    for key, points in sorted(groups.items()):
+        _sizes_or_fail(f"host_device {key}", points)
+        out[key] = fit_alpha_beta(points, rng, sources=[f"measured: {len(points)} samples"])
+    return out
+
+
+def dram_bandwidth(memory: dict[str, SegmentedFit], side: str) -> Optional[float]:
+    """The large-size (DRAM) triad bandwidth of one side: the last detected segment."""
+    fit = memory.get(f"{side}/triad")
+    return fit.segments[-1].bandwidth_bytes_per_s.value if fit else None
+
+
+def compute_family(sample: Sample) -> str:
+    pass_ = shapes.VARIANT_PASS.get(sample.variant, sample.variant)
+    return f"{sample.benchmark}/{pass_}/{shapes.canonical_dtype(sample.dtype)}"
+
+
+def fit_compute_families(samples: list[Sample], memory_bw: Optional[float], rng) -> dict[str, ComputeFit]:
+    groups: dict[str, list[ComputePoint]] = defaultdict(list)
+    for s in samples:
+        key = compute_family(s)
+        op, pass_, dtype = key.split("/")
+        w = shapes.work(op, pass_, s.params, dtype)
+        amount = w["flops"] if shapes.op_kind(op) == "flops" else w["bytes"]
+        groups[key].append(ComputePoint(amount, w["bytes"], tuple(w["features"]), np.asarray(s.times_s, float),
+                                        dict(s.params)))
+    out = {}
+    for key, points in sorted(groups.items()):
+        op = key.split("/")[0]
+        out[key] = fit_compute(points, shapes.feature_names(op), shapes.op_kind(op), memory_bw, rng)
+        out[key] = out[key].model_copy(update={"sources": [f"measured: {len(points)} shapes"]})
+    return out
+
+
+def fit_coefficients(profile: Profile, seed: int = 0) -> Coefficients:
+    if not profile.samples:
+        raise UserError("profile has no samples; nothing to fit (run `profiler calibrate` to measure, "
+                        "or use a published profile as it is)")
+    rng = np.random.default_rng(seed)
+    by_kind: dict[str, list[Sample]] = defaultdict(list)
+    ignored: dict[str, int] = defaultdict(int)
+    for s in profile.samples:
+        if s.benchmark in COMPUTE_BENCHMARKS:
+            by_kind["compute"].append(s)
+        elif s.benchmark in ("stream", "host_device"):
+            by_kind[s.benchmark].append(s)
+        elif s.benchmark in COLLECTIVE_BENCHMARKS:
+            by_kind["collectives"].append(s)
+        else:
+            ignored[s.benchmark] += 1
+    device_is_host = not profile.machine.gpus and all(s.device.startswith("cpu") for s in profile.samples)
+    memory = fit_memory(by_kind["stream"], rng)
+    side = "host" if device_is_host else "device"
+    compute = fit_compute_families(by_kind["compute"], dram_bandwidth(memory, side), rng)
+    collectives = fit_collectives(by_kind["collectives"], rng)
+    links, notes = derive_links(collectives)
+    notes += [f"ignored {n} samples of unknown benchmark {name!r}" for name, n in sorted(ignored.items())]
+    coefficients = Coefficients(compute=compute, memory=memory, host_device=fit_host_device(by_kind["host_device"], rng),
+                                collectives=collectives, links=links, notes=notes, device_is_host=device_is_host)
+    if not (compute or memory or coefficients.host_device or collectives):
+        raise UserError(f"profile has {len(profile.samples)} samples but none of a benchmark calibrate fits "
+                        f"({', '.join(sorted(ignored))})")
+    return coefficients
+
+
+def fit_profile(profile: Profile, seed: int = 0) -> Profile:
+    """A copy of `profile` with `coefficients` fitted from its samples (UserError names what is missing)."""
+    coefficients = fit_coefficients(profile, seed)
+    return profile.model_copy(update={"coefficients": coefficients.model_dump(mode="json", exclude_none=True)})

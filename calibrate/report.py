@@ -1,0 +1,86 @@
+"""Readable lines about a profile's fits, for `profiler show`: one line per fit, and warnings for fits whose
+held-out median relative error exceeds WARN_MEDIAN_REL_ERROR."""
+from __future__ import annotations
+
+from typing import Optional
+
+from calibrate.coefficients import Coefficients, Estimate, FitQuality, Segment, parse_coefficients
+from profiler.profile import Profile
+
+WARN_MEDIAN_REL_ERROR = 0.10
+
+
+def _si(value: float, unit: str) -> str:
+    for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""), (1e-3, "m"), (1e-6, "u"), (1e-9, "n")):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g} {prefix}{unit}"
+    return f"{value:.3g} {unit}"
+
+
+def _est(e: Estimate, unit: str) -> str:
+    if e.low == e.high == e.value:
+        return _si(e.value, unit)
+    return f"{_si(e.value, unit)} [{_si(e.low, unit)}, {_si(e.high, unit)}]"
+
+
+def _quality(q: Optional[FitQuality], label: str = "held-out") -> str:
+    if q is None:
+        return f"{label}: too few samples to hold any out"
+    r2 = f"R2 {q.r2:.3f}, " if q.r2 is not None else ""
+    return (f"{label} ({q.held_out}, {q.n_test} samples): {r2}median err {q.median_rel_error:.1%}, "
+            f"max {q.max_rel_error:.1%}")
+
+
+def _segments(segments: list[Segment], x_unit: str) -> str:
+    parts = []
+    for s in segments:
+        where = f"from {_si(s.from_x, x_unit)}: " if len(segments) > 1 else ""
+        parts.append(f"{where}alpha {_est(s.alpha_s, 's')}, bw {_est(s.bandwidth_bytes_per_s, 'B/s')}")
+    return "; ".join(parts)
+
+
+def _coefficients(profile: Profile) -> Coefficients:
+    return parse_coefficients(profile.coefficients, "profile")
+
+
+def fit_lines(profile: Profile) -> list[str]:
+    """One line per fit: coefficient values with 95% CI, held-out R² and median/max relative error."""
+    c = _coefficients(profile)
+    lines = []
+    if profile.provenance.kind == "published":
+        lines.append(f"PUBLISHED profile (datasheet/literature figures, not measured here): {profile.provenance.source}")
+    for key, f in sorted(c.compute.items()):
+        unit = "FLOP/s" if f.kind == "flops" else "B/s"
+        line = (f"compute {key}: launch {_est(f.launch_s, 's')}, peak {_si(f.peak_per_s, unit)}, "
+                f"level x{f.time_scale.value:.2f} [{f.time_scale.low:.3f}, {f.time_scale.high:.3f}], "
+                f"{len(f.efficiency.trees)} trees; {_quality(f.quality)}")
+        if f.extrapolation is not None:
+            line += f"; {_quality(f.extrapolation, 'extrapolation')}"
+        lines.append(line)
+    for key, f in sorted(c.memory.items()):
+        lines.append(f"memory {key}: {_segments(f.segments, 'B')}; {_quality(f.quality)}")
+    for key, f in sorted(c.host_device.items()):
+        lines.append(f"host_device {key}: {_segments(f.segments, 'B')}; {_quality(f.quality)}")
+    for f in c.collectives:
+        lines.append(f"collective {f.op} p={f.group_size} nodes={f.nodes} ({f.variant}, measured): "
+                     f"{_segments(f.segments, 'B')}; {_quality(f.quality)}")
+    for op, levels in sorted(c.links.items()):
+        for level, link in levels.items():
+            inter = f", inter-node step {_est(link.inter_step_latency_s, 's')}" if link.inter_step_latency_s else ""
+            measured = ",".join(map(str, link.measured_group_sizes)) or "none"
+            lines.append(f"link {op} {level}: base {_est(link.base_latency_s, 's')}, step {_est(link.step_latency_s, 's')}"
+                         f"{inter}, bus bw {_est(link.bus_bandwidth_bytes_per_s, 'B/s')}; measured group sizes "
+                         f"{measured}, all others extrapolated by ring formulas")
+    lines += [f"note: {n}" for n in c.notes]
+    return lines
+
+
+def fit_warnings(profile: Profile) -> list[str]:
+    """Every fit whose held-out median relative error exceeds 10%."""
+    c = _coefficients(profile)
+    named = [(f"compute {k}", f.quality) for k, f in sorted(c.compute.items())]
+    named += [(f"memory {k}", f.quality) for k, f in sorted(c.memory.items())]
+    named += [(f"host_device {k}", f.quality) for k, f in sorted(c.host_device.items())]
+    named += [(f"collective {f.op} p={f.group_size} nodes={f.nodes}", f.quality) for f in c.collectives]
+    return [f"{name}: held-out median error {q.median_rel_error:.1%} > {WARN_MEDIAN_REL_ERROR:.0%}"
+            for name, q in named if q is not None and q.median_rel_error > WARN_MEDIAN_REL_ERROR]

@@ -1,0 +1,131 @@
+"""Work (FLOPs, bytes moved) and efficiency features of one compute call, from its shape parameters.
+
+The same function serves fitting (sample params) and prediction (cost-model params), so the features a
+model was trained on are exactly those it is queried with.
+
+FLOPs (microbenchmarks.md §3.1, 2 FLOPs per multiply-add): gemm/linear 2*M*N*K for every pass (dX = dY W^T
+and dW = X^T dY are GEMMs of the same size); convolution 2*N*F*C*prod(kernel)*prod(output spatial) for
+fwd, bwd_data and bwd_weight alike. Bytes: every operand read or written once (a lower bound the learned
+efficiency absorbs). Memory-bound ops count element reads+writes per pass (relu fwd: read x, write y).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+from profiler.errors import UserError
+
+DTYPE_BYTES = {"float64": 8, "float32": 4, "tf32": 4, "float16": 2, "bfloat16": 2, "float8": 1}
+DTYPE_ALIASES = {"fp32": "float32", "fp16": "float16", "half": "float16", "bf16": "bfloat16", "fp64": "float64",
+                 "double": "float64", "float": "float32", "fp8": "float8"}
+
+FLOP_OPS = ("gemm", "linear", "conv2d", "conv3d")
+MEMORY_OPS = ("batchnorm", "relu", "maxpool", "avgpool", "add")
+#: tensors read + written (in units of the input tensor) per memory-bound op and pass, compulsory traffic
+#: as profiler/bench_compute.py counts it: batchnorm fwd x->y, bwd dy,x->dx; relu fwd x->y, bwd dy,y->dx;
+#: add a,b->c. The backward of a memory-bound op is one call (`bwd`, costed as bwd_data; see ZERO_COST).
+_ELEMENT_PASSES = {
+    "relu": {"fwd": 2, "bwd_data": 3},
+    "add": {"fwd": 3},
+    "batchnorm": {"fwd": 2, "bwd_data": 3},
+}
+POOL_INDEX_BYTES = 8  # maxpool keeps int64 indices of the maxima
+#: (op, pass) with no kernel of its own: a memory-bound op's whole backward is measured as one call and
+#: costed as bwd_data (so bwd_weight is 0), and add's backward passes dy through without a kernel.
+ZERO_COST = {(op, "bwd_weight") for op in ("batchnorm", "relu", "maxpool", "avgpool", "add")} | {("add", "bwd_data")}
+#: sample variant -> pass (memory-bound benchmarks write one `bwd` variant)
+VARIANT_PASS = {"bwd": "bwd_data"}
+
+FLOP_FEATURES = ["log_flops", "log_intensity", "log_min_dim", "log_batch", "log_in_channels",
+                 "log_out_channels", "log_spatial", "kernel_volume"]
+BYTE_FEATURES = ["log_bytes", "log_batch", "log_channels", "log_spatial"]
+
+
+def canonical_dtype(dtype: str) -> str:
+    d = DTYPE_ALIASES.get(dtype, dtype)
+    if d not in DTYPE_BYTES:
+        raise UserError(f"unknown dtype {dtype!r}; known: {', '.join(DTYPE_BYTES)}")
+    return d
+
+
+def op_kind(op: str) -> str:
+    if op in FLOP_OPS:
+        return "flops"
+    if op in MEMORY_OPS:
+        return "bytes"
+    raise UserError(f"unknown compute op {op!r}; known: {', '.join(FLOP_OPS + MEMORY_OPS)}")
+
+
+def _int(params: Mapping[str, Any], key: str, op: str) -> int:
+    if key not in params:
+        raise UserError(f"{op} shape is missing '{key}' (got {', '.join(sorted(params)) or 'nothing'})")
+    value = params[key]
+    if isinstance(value, (list, tuple)):
+        value = value[0] if value else 0
+    return int(value)
+
+
+def _per_dim(params: Mapping[str, Any], key: str, dims: int, default: int) -> list[int]:
+    value = params.get(key, default)
+    if isinstance(value, (list, tuple)):
+        return [int(v) for v in value] if len(value) == dims else [int(value[0])] * dims
+    return [int(value)] * dims
+
+
+def _spatial(params: Mapping[str, Any], op: str, dims: int) -> list[int]:
+    keys = ["D", "H", "W"] if dims == 3 else ["H", "W"]
+    return [_int(params, k, op) for k in keys]
+
+
+def work(op: str, pass_: str, params: Mapping[str, Any], dtype: str) -> dict[str, float]:
+    """FLOPs, bytes and the efficiency features of one call (see module docstring for the formulas)."""
+    b = DTYPE_BYTES[canonical_dtype(dtype)]
+    kind = op_kind(op)
+    if op in ("gemm", "linear"):
+        m, n, k = (_int(params, key, op) for key in ("M", "N", "K"))
+        flops = 2.0 * m * n * k
+        nbytes = float(m * k + k * n + m * n) * b
+        return _flop_features(flops, nbytes, min(m, n, k), m, k, n, 1, 1)
+    dims = 3 if op.endswith("3d") else 2
+    batch, channels = _int(params, "N", op), _int(params, "C", op)
+    spatial = _spatial(params, op, dims)
+    if kind == "flops":
+        filters = _int(params, "F", op)
+        kernel = _per_dim(params, "kernel", dims, 1)
+        stride = _per_dim(params, "stride", dims, 1)
+        padding = _per_dim(params, "padding", dims, 0)
+        out = [max((s + 2 * p - k) // st + 1, 1) for s, k, st, p in zip(spatial, kernel, stride, padding)]
+        kvol, ovol = math.prod(kernel), math.prod(out)
+        flops = 2.0 * batch * filters * channels * kvol * ovol
+        nbytes = float(batch * channels * math.prod(spatial) + filters * channels * kvol + batch * filters * ovol) * b
+        return _flop_features(flops, nbytes, min(batch, channels, filters, min(out)), batch, channels, filters,
+                              ovol, kvol)
+    elems = batch * channels * math.prod(spatial)
+    if (op, pass_) in ZERO_COST:
+        raise UserError(f"{op} {pass_} has no kernel of its own (costs 0); it has no work to compute")
+    if op in ("maxpool", "avgpool"):
+        kernel = _per_dim(params, "kernel", dims, 2)
+        stride = _per_dim(params, "stride", dims, kernel[0])
+        padding = _per_dim(params, "padding", dims, 0)
+        out_elems = batch * channels * math.prod(max((s + 2 * p - k) // st + 1, 1)
+                                                 for s, k, st, p in zip(spatial, kernel, stride, padding))
+        index_bytes = POOL_INDEX_BYTES * out_elems if op == "maxpool" else 0
+        nbytes = float(elems + out_elems) * b + index_bytes
+    else:
+        nbytes = float(_ELEMENT_PASSES[op][pass_] * elems) * b
+    return {"flops": 0.0, "bytes": nbytes,
+            "features": [_log(nbytes), _log(batch), _log(channels), _log(math.prod(spatial))]}
+
+
+def _log(v: float) -> float:
+    return math.log10(max(v, 1.0))
+
+
+def _flop_features(flops, nbytes, min_dim, batch, c_in, c_out, spatial, kvol) -> dict[str, Any]:
+    return {"flops": flops, "bytes": nbytes,
+            "features": [_log(flops), math.log10(max(flops, 1.0) / max(nbytes, 1.0)), _log(min_dim), _log(batch),
+                         _log(c_in), _log(c_out), _log(spatial), float(kvol)]}
+
+
+def feature_names(op: str) -> list[str]:
+    return FLOP_FEATURES if op_kind(op) == "flops" else BYTE_FEATURES
