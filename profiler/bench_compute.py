@@ -1,0 +1,358 @@
+"""Compute microbenchmarks: GEMM, conv2d/conv3d (fwd, bwd_data, bwd_weight) and the memory-bound CNN ops
+(batchnorm, relu, maxpool, add), each point timed by profiler.timing.Timer and returned as a Sample.
+
+FLOPs (../shared/reference/microbenchmarks.md §3.1): GEMM 2MNK; convolution 2·N·F·prod(out)·C·prod(kernel)
+for each of fwd, bwd_data and bwd_weight (the three passes do the same multiply-adds). Bytes moved are the
+compulsory traffic of one call (every operand read once, every result written once), in the element size
+of the dtype; see the *_bytes functions for each op. These counts let the fitting stage derive throughput
+and arithmetic intensity for every sample.
+
+The shape grid is built from archetype layers of ResNet, VGG, Inception and a CosmoFlow-style 3-D net,
+each taken as-is and with one dimension shrunk the way a parallel strategy would split it (batch: data
+parallel, H/W: spatial, F: filter, C: channel), so an efficiency model fitted on it can predict split
+shapes. `--quick` keeps the archetypes and a subset of the splits; the full grid adds larger batches and
+all splits.
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+
+import torch
+
+from profiler.errors import UserError
+from profiler.cases import GRID_ENV, BenchCase
+
+GPU_DTYPES = ("float32", "tf32", "float16", "bfloat16")
+CPU_DTYPES = ("float32",)
+TORCH_DTYPES = {"float32": torch.float32, "tf32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+INDEX_BYTES = 8  # int64 max-pool indices
+
+
+# ---------------------------------------------------------------------------------------------- counting
+def element_bytes(dtype: str) -> int:
+    return torch.finfo(TORCH_DTYPES[dtype]).bits // 8
+
+
+def gemm_flops(M: int, N: int, K: int) -> int:
+    """C[M,N] = A[M,K] @ B[K,N]: 2MNK."""
+    return 2 * M * N * K
+
+
+def gemm_bytes(M: int, N: int, K: int, elem_bytes: int) -> int:
+    """Read A and B, write C once."""
+    return elem_bytes * (M * K + K * N + M * N)
+
+
+def conv_output_size(size: int, kernel: int, stride: int, padding: int) -> int:
+    return (size + 2 * padding - kernel) // stride + 1
+
+
+def conv_spatial(params: dict) -> tuple[list[int], list[int]]:
+    """(input spatial sizes, output spatial sizes), in (D,) H, W order."""
+    spatial_in = ([params["D"]] if "D" in params else []) + [params["H"], params["W"]]
+    k, s, p = params["kernel"], params["stride"], params["padding"]
+    return spatial_in, [conv_output_size(n, k, s, p) for n in spatial_in]
+
+
+def conv_flops(params: dict) -> int:
+    """2·N·F·prod(out)·C·kernel^d, the same for fwd, bwd_data and bwd_weight."""
+    spatial_in, spatial_out = conv_spatial(params)
+    d = len(spatial_in)
+    return 2 * params["N"] * params["F"] * math.prod(spatial_out) * params["C"] * params["kernel"] ** d
+
+
+def conv_bytes(params: dict, elem_bytes: int) -> int:
+    """Input, weight and output once each (fwd reads x, w and writes y; bwd_data reads dy, w and writes dx;
+    bwd_weight reads x, dy and writes dw: the same three tensors)."""
+    spatial_in, spatial_out = conv_spatial(params)
+    d = len(spatial_in)
+    n, c, f = params["N"], params["C"], params["F"]
+    return elem_bytes * (n * c * math.prod(spatial_in) + f * c * params["kernel"] ** d + n * f * math.prod(spatial_out))
+
+
+def activation_elems(params: dict) -> int:
+    return params["N"] * params["C"] * params["H"] * params["W"] * params.get("D", 1)
+
+
+def pool_output_elems(params: dict) -> int:
+    spatial_in = ([params["D"]] if "D" in params else []) + [params["H"], params["W"]]
+    out = [conv_output_size(n, params["kernel"], params["stride"], params["padding"]) for n in spatial_in]
+    return params["N"] * params["C"] * math.prod(out)
+
+
+def memory_op_counts(op: str, variant: str, params: dict, elem_bytes: int) -> tuple[int, int]:
+    """(flops, bytes_moved) of one call of a memory-bound op, compulsory traffic only.
+
+    batchnorm fwd (training): read x, write y; ~8 flops/element (mean, variance, normalise, affine).
+    batchnorm bwd: read dy and x, write dx; ~12 flops/element.
+    relu fwd: read x, write y; 1 flop/element. relu bwd: read dy and y, write dx; 1 flop/element.
+    add fwd: read a and b, write c; 1 flop/element.
+    maxpool fwd: read x, write y and its int64 indices; kernel^d comparisons per output.
+    maxpool bwd: read dy and the indices, write dx (input-sized).
+    """
+    n = activation_elems(params)
+    if op == "maxpool":
+        out = pool_output_elems(params)
+        window = params["kernel"] ** (3 if "D" in params else 2)
+        if variant == "fwd":
+            return out * window, elem_bytes * (n + out) + INDEX_BYTES * out
+        return n, elem_bytes * (out + n) + INDEX_BYTES * out
+    table = {
+        ("batchnorm", "fwd"): (8, 2),
+        ("batchnorm", "bwd"): (12, 3),
+        ("relu", "fwd"): (1, 2),
+        ("relu", "bwd"): (1, 3),
+        ("add", "fwd"): (1, 3),
+    }
+    flops_per_elem, tensors = table[(op, variant)]
+    return flops_per_elem * n, tensors * n * elem_bytes
+
+
+# ---------------------------------------------------------------------------------------------- grids
+# Archetype layers: (name, C, F, H=W, kernel, stride, padding, CPU batch). The CPU batch keeps one forward
+# call near 0.2-2 GFLOP; GPU grids multiply it.
+CONV2D_LAYERS = [
+    ("resnet_conv1_7x7s2", 3, 64, 224, 7, 2, 3, 2),
+    ("resnet_res2_3x3", 64, 64, 56, 3, 1, 1, 4),
+    ("resnet_res3_1x1", 256, 128, 28, 1, 1, 0, 4),
+    ("resnet_down_3x3s2", 128, 128, 56, 3, 2, 1, 4),
+    ("resnet_res4_3x3", 256, 256, 14, 3, 1, 1, 4),
+    ("resnet_res5_3x3", 512, 512, 7, 3, 1, 1, 4),
+    ("vgg_conv2_3x3", 64, 128, 112, 3, 1, 1, 1),
+    ("vgg_conv4_3x3", 256, 512, 28, 3, 1, 1, 1),
+    ("inception_5x5", 32, 64, 28, 5, 1, 2, 4),
+    ("inception_1x1", 192, 64, 28, 1, 1, 0, 4),
+]
+# CosmoFlow-style 3-D layers: (name, C, F, D=H=W, kernel, stride, padding, CPU batch).
+CONV3D_LAYERS = [
+    ("cosmo_conv1_3x3x3", 4, 16, 32, 3, 1, 1, 1),
+    ("cosmo_conv2_3x3x3", 16, 32, 32, 3, 1, 1, 1),
+    ("cosmo_conv3_3x3x3", 32, 64, 16, 3, 1, 1, 1),
+    ("cosmo_conv4_3x3x3", 64, 128, 8, 3, 1, 1, 2),
+    ("cosmo_down_2x2x2s2", 32, 32, 32, 2, 2, 0, 1),
+]
+QUICK_SPLIT_LAYERS = {"resnet_res2_3x3", "resnet_res4_3x3", "cosmo_conv2_3x3x3"}
+GEMM_SHAPES_QUICK = [(128, 128, 128), (256, 256, 256), (512, 512, 512), (1024, 1024, 1024),
+                     (64, 1024, 4096), (1024, 64, 4096), (4096, 1024, 64), (2048, 1024, 1024)]
+GEMM_SHAPES_FULL = GEMM_SHAPES_QUICK + [(2048, 2048, 2048), (256, 4096, 4096), (4096, 256, 4096),
+                                        (4096, 4096, 256), (1024, 1024, 8192), (32, 4096, 4096),
+                                        (4096, 4096, 4096), (8192, 8192, 8192)]
+GEMM_SHAPES_TINY = [(64, 64, 64), (128, 64, 256)]
+# Memory-bound op activations (N, C, H, W[, D]): one cache-resident, one well beyond a 32 MB LLC.
+MEMORY_OP_SHAPES_QUICK = [dict(N=4, C=64, H=28, W=28), dict(N=16, C=64, H=112, W=112)]
+MEMORY_OP_SHAPES_FULL = MEMORY_OP_SHAPES_QUICK + [dict(N=32, C=256, H=56, W=56), dict(N=8, C=256, H=14, W=14),
+                                                  dict(N=2, C=32, H=32, W=32, D=32)]
+MEMORY_OP_SHAPES_TINY = [dict(N=2, C=4, H=8, W=8)]
+MAXPOOL = dict(kernel=3, stride=2, padding=1)
+
+
+def split_variants(params: dict, all_splits: bool) -> list[tuple[str, dict]]:
+    """The layer itself and the shapes a 4-way split leaves on one device: batch/4 (data parallel),
+    H/2 and W/2 (spatial over 4 = 2x2), F/4 (filter), C/4 (channel). Splits that would leave a
+    dimension below 1 (or below the kernel, for spatial) are skipped."""
+    out = [("base", params)]
+    if not all_splits:
+        return out
+    candidates = [("batch", {"N": params["N"] // 4}), ("filter", {"F": params["F"] // 4}),
+                  ("channel", {"C": params["C"] // 4})]
+    spatial = {k: params[k] // 2 for k in ("H", "W")}
+    if min(spatial.values()) >= params["kernel"]:
+        candidates.append(("spatial", spatial))
+    for tag, change in candidates:
+        if min(change.values()) >= 1:
+            out.append((tag, {**params, **change}))
+    return out
+
+
+@dataclass(frozen=True)
+class GridChoice:
+    """Which grid to run: `quick` (CPU, < 90 s with memory), `full`, or `tiny` (tests)."""
+
+    name: str
+    batch_scales: tuple[int, ...]  # multiples of each archetype's CPU batch
+    split_scale: int  # the batch multiple whose split variants are run
+    dtypes: tuple[str, ...]
+
+
+def choose_grid(device: str, quick: bool) -> GridChoice:
+    tiny = os.environ.get(GRID_ENV, "")
+    if tiny not in ("", "tiny"):
+        raise UserError(f"environment variable {GRID_ENV}={tiny!r}: the only accepted value is 'tiny'")
+    dtypes = GPU_DTYPES if device.startswith("cuda") else CPU_DTYPES
+    if tiny:
+        return GridChoice("tiny", (1,), 1, dtypes[:1])
+    if device.startswith("cuda"):
+        return GridChoice("quick", (8,), 8, dtypes) if quick else GridChoice("full", (1, 8, 32), 8, dtypes)
+    return GridChoice("quick", (1,), 1, dtypes) if quick else GridChoice("full", (1, 4), 1, dtypes)
+
+
+# ---------------------------------------------------------------------------------------------- cases
+def _tensor(shape, dtype: str, device: str) -> torch.Tensor:
+    return torch.randn(*shape, dtype=TORCH_DTYPES[dtype], device=device)
+
+
+def gemm_case(M: int, N: int, K: int, dtype: str, device: str) -> BenchCase:
+    def build():
+        a, b = _tensor((M, K), dtype, device), _tensor((K, N), dtype, device)
+        c = torch.empty(M, N, dtype=TORCH_DTYPES[dtype], device=device)
+        return lambda: torch.matmul(a, b, out=c)
+
+    return BenchCase("gemm", "fwd", {"M": M, "N": N, "K": K}, dtype, gemm_flops(M, N, K),
+                       gemm_bytes(M, N, K, element_bytes(dtype)), build)
+
+
+def conv_cases(params: dict, dtype: str, device: str, tags: dict | None = None) -> list[BenchCase]:
+    """fwd, bwd_data and bwd_weight of one convolution, the backward passes through
+    aten.convolution_backward with an output mask, so each pass is timed alone."""
+    benchmark = "conv3d" if "D" in params else "conv2d"
+    d = 3 if "D" in params else 2
+    spatial_in, spatial_out = conv_spatial(params)
+    n, c, f, k = params["N"], params["C"], params["F"], params["kernel"]
+    stride, padding = [params["stride"]] * d, [params["padding"]] * d
+    conv = torch.nn.functional.conv3d if d == 3 else torch.nn.functional.conv2d
+    flops, nbytes = conv_flops(params), conv_bytes(params, element_bytes(dtype))
+
+    def builder(variant: str):
+        def build():
+            x = _tensor((n, c, *spatial_in), dtype, device)
+            w = _tensor((f, c, *[k] * d), dtype, device)
+            if variant == "fwd":
+                return lambda: conv(x, w, stride=stride, padding=padding)
+            dy = _tensor((n, f, *spatial_out), dtype, device)
+            mask = [variant == "bwd_data", variant == "bwd_weight", False]
+            return lambda: torch.ops.aten.convolution_backward(
+                dy, x, w, None, stride, padding, [1] * d, False, [0] * d, 1, mask)
+
+        return build
+
+    return [BenchCase(benchmark, v, dict(params), dtype, flops, nbytes, builder(v), dict(tags or {}))
+            for v in ("fwd", "bwd_data", "bwd_weight")]
+
+
+def memory_op_cases(shape: dict, dtype: str, device: str) -> list[BenchCase]:
+    d = 3 if "D" in shape else 2
+    dims = (shape["N"], shape["C"], *([shape["D"]] if d == 3 else []), shape["H"], shape["W"])
+    eb = element_bytes(dtype)
+    kernel, stride, padding = [MAXPOOL["kernel"]] * d, [MAXPOOL["stride"]] * d, [MAXPOOL["padding"]] * d
+    pool = torch.ops.aten.max_pool3d_with_indices if d == 3 else torch.ops.aten.max_pool2d_with_indices
+    pool_bwd = (torch.ops.aten.max_pool3d_with_indices_backward if d == 3
+                else torch.ops.aten.max_pool2d_with_indices_backward)
+
+    def bn_state():
+        ch = dict(dtype=TORCH_DTYPES[dtype], device=device)
+        return torch.ones(shape["C"], **ch), torch.zeros(shape["C"], **ch), torch.zeros(shape["C"], **ch), torch.ones(shape["C"], **ch)
+
+    def build_bn_fwd():
+        x = _tensor(dims, dtype, device)
+        w, b, rm, rv = bn_state()
+        return lambda: torch.ops.aten.native_batch_norm(x, w, b, rm, rv, True, 0.1, 1e-5)
+
+    def build_bn_bwd():
+        x, dy = _tensor(dims, dtype, device), _tensor(dims, dtype, device)
+        w, b, rm, rv = bn_state()
+        _, mean, invstd = torch.ops.aten.native_batch_norm(x, w, b, rm, rv, True, 0.1, 1e-5)
+        return lambda: torch.ops.aten.native_batch_norm_backward(dy, x, w, rm, rv, mean, invstd, True, 1e-5,
+                                                                 [True, True, True])
+
+    def build_relu_fwd():
+        x, y = _tensor(dims, dtype, device), torch.empty(dims, dtype=TORCH_DTYPES[dtype], device=device)
+        return lambda: torch.clamp(x, min=0, out=y)
+
+    def build_relu_bwd():
+        y, dy = torch.relu(_tensor(dims, dtype, device)), _tensor(dims, dtype, device)
+        return lambda: torch.ops.aten.threshold_backward(dy, y, 0)
+
+    def build_add():
+        a, b = _tensor(dims, dtype, device), _tensor(dims, dtype, device)
+        c = torch.empty(dims, dtype=TORCH_DTYPES[dtype], device=device)
+        return lambda: torch.add(a, b, out=c)
+
+    def build_pool_fwd():
+        x = _tensor(dims, dtype, device)
+        return lambda: pool(x, kernel, stride, padding)
+
+    def build_pool_bwd():
+        x = _tensor(dims, dtype, device)
+        y, idx = pool(x, kernel, stride, padding)
+        dy = torch.randn_like(y)
+        return lambda: pool_bwd(dy, x, kernel, stride, padding, [1] * d, False, idx)
+
+    pool_params = {**shape, **MAXPOOL}
+    cases = []
+    for op, variant, params, build in [
+        ("batchnorm", "fwd", shape, build_bn_fwd), ("batchnorm", "bwd", shape, build_bn_bwd),
+        ("relu", "fwd", shape, build_relu_fwd), ("relu", "bwd", shape, build_relu_bwd),
+        ("add", "fwd", shape, build_add),
+        ("maxpool", "fwd", pool_params, build_pool_fwd), ("maxpool", "bwd", pool_params, build_pool_bwd),
+    ]:
+        flops, nbytes = memory_op_counts(op, variant, params, eb)
+        cases.append(BenchCase(op, variant, dict(params), dtype, flops, nbytes, build))
+    return cases
+
+
+def _layer_params(layer: tuple, scale: int, three_d: bool) -> dict:
+    name, c, f, size, k, s, p, batch = layer
+    spatial = {"D": size, "H": size, "W": size} if three_d else {"H": size, "W": size}
+    return {"N": batch * scale, "C": c, "F": f, **spatial, "kernel": k, "stride": s, "padding": p}
+
+
+def plan_compute(device: str, quick: bool) -> list[BenchCase]:
+    """Every compute point of the chosen grid, in run order (dtype-major so flags change rarely)."""
+    grid = choose_grid(device, quick)
+    full = grid.name == "full"
+    cases: list[BenchCase] = []
+    for dtype in grid.dtypes:
+        first = len(cases)
+        if grid.name == "tiny":
+            gemms = GEMM_SHAPES_TINY
+            convs = [({}, {"N": 1, "C": 4, "F": 8, "H": 16, "W": 16, "kernel": 3, "stride": 1, "padding": 1}),
+                     ({}, {"N": 1, "C": 2, "F": 4, "D": 8, "H": 8, "W": 8, "kernel": 3, "stride": 1, "padding": 1})]
+            mem_shapes = MEMORY_OP_SHAPES_TINY
+        else:
+            gemms = GEMM_SHAPES_FULL if full else GEMM_SHAPES_QUICK
+            convs = []
+            for layers, three_d in ((CONV2D_LAYERS, False), (CONV3D_LAYERS, True)):
+                for layer in layers:
+                    for scale in grid.batch_scales:
+                        splits = scale == grid.split_scale and (full or layer[0] in QUICK_SPLIT_LAYERS)
+                        for tag, params in split_variants(_layer_params(layer, scale, three_d), splits):
+                            convs.append(({"layer": layer[0], "split": tag}, params))
+            mem_shapes = MEMORY_OP_SHAPES_FULL if full else MEMORY_OP_SHAPES_QUICK
+        cases += [gemm_case(M, N, K, dtype, device) for M, N, K in gemms]
+        for tags, params in convs:
+            cases += conv_cases(params, dtype, device, tags)
+        if dtype != "tf32":  # TF32 changes only matmul/conv math; memory-bound ops would repeat float32
+            for shape in mem_shapes:
+                cases += memory_op_cases(shape, dtype, device)
+        flags = dtype_flags(dtype, device)
+        for case in cases[first:]:
+            case.tags.update(flags)
+            case.build = _under_flags(case.build, flags)
+    return cases
+
+
+def _under_flags(build, flags: dict):
+    def build_with_flags():
+        apply_flags(flags)
+        return build()
+
+    return build_with_flags
+
+
+# ---------------------------------------------------------------------------------------------- flags
+def dtype_flags(dtype: str, device: str) -> dict:
+    """The backend flags a dtype runs under (microbenchmarks.md §3.4): TF32 only for the `tf32`
+    pseudo-dtype, cudnn.benchmark (autotuned algorithms) on GPU. Recorded with every sample."""
+    if not device.startswith("cuda"):
+        return {}
+    return {"matmul_allow_tf32": dtype == "tf32", "cudnn_allow_tf32": dtype == "tf32", "cudnn_benchmark": True}
+
+
+def apply_flags(flags: dict) -> None:
+    if not flags:
+        return
+    torch.backends.cuda.matmul.allow_tf32 = flags["matmul_allow_tf32"]
+    torch.backends.cudnn.allow_tf32 = flags["cudnn_allow_tf32"]
+    torch.backends.cudnn.benchmark = flags["cudnn_benchmark"]

@@ -1,0 +1,113 @@
+"""Memory benchmarks: STREAM copy/scale/add/triad/dot over array sizes from cache-resident to well beyond
+the last-level cache (CPU: torch in kernels/stream.py; GPU: the CUDA C kernels of kernels/stream.cu via
+cupy), and on GPU host<->device copies (pinned and pageable, both directions, a size sweep).
+
+Bytes are counted the STREAM way (../shared/reference/microbenchmarks.md §2.1): copy/scale 2 arrays,
+add/triad 3, dot 2, float64 elements, no write-allocate traffic. A host<->device copy of S bytes moves S.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+
+from kernels.stream import STREAM_OPS, CupyStream, TorchStream, stream_bytes, stream_flops
+from profiler.cases import GRID_ENV, BenchCase
+from profiler.errors import UserError
+
+DEFAULT_LLC_BYTES = 32 * 2**20
+MIN_LARGEST_ARRAY_BYTES = 64 * 2**20
+HOST_DEVICE_VARIANTS = ("h2d_pinned", "h2d_pageable", "d2h_pinned", "d2h_pageable")
+
+
+def cpu_last_level_cache_bytes(sysfs: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> int:
+    """Size of the highest-level CPU cache from sysfs (e.g. '32768K'); DEFAULT_LLC_BYTES when unreadable."""
+    best_level, best_bytes = -1, DEFAULT_LLC_BYTES
+    for index in sorted(sysfs.glob("index*")):
+        try:
+            level = int((index / "level").read_text())
+            text = (index / "size").read_text().strip()
+        except (OSError, ValueError):
+            continue
+        units = {"K": 2**10, "M": 2**20, "G": 2**30}
+        size = int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
+        if level > best_level:
+            best_level, best_bytes = level, size
+    return best_bytes
+
+
+def last_level_cache_bytes(device: str) -> int:
+    if device.startswith("cuda"):
+        return int(torch.cuda.get_device_properties(torch.device(device)).L2_cache_size)
+    return cpu_last_level_cache_bytes()
+
+
+def stream_sizes(llc_bytes: int, quick: bool, element_bytes: int = 8) -> list[int]:
+    """Array lengths (elements) from 32 KiB per array to at least 4x the last-level cache per array
+    (so the three arrays are >= 12x LLC), in steps of 4x (quick) or 2x (full)."""
+    largest_bytes = max(4 * llc_bytes, MIN_LARGEST_ARRAY_BYTES) * (1 if quick else 2)
+    step = 4 if quick else 2
+    sizes, n = [], 32 * 2**10 // element_bytes
+    while n * element_bytes < largest_bytes:
+        sizes.append(n)
+        n *= step
+    sizes.append(n)
+    return sizes
+
+
+def stream_cases(device: str, quick: bool) -> list[BenchCase]:
+    """Every STREAM point; arrays are (re)allocated per size and shared by that size's five kernels."""
+    if os.environ.get(GRID_ENV) == "tiny":
+        sizes = [2**10, 2**14]
+    else:
+        sizes = stream_sizes(last_level_cache_bytes(device), quick)
+    cuda = device.startswith("cuda")
+    cases = []
+    for n in sizes:
+        arrays: dict = {}
+
+        def build(op: str, n: int = n, arrays: dict = arrays):
+            if "stream" not in arrays:  # first kernel of this size allocates; the last one frees
+                arrays["stream"] = CupyStream(n) if cuda else TorchStream(n, device)
+            stream = arrays["stream"]
+            if op == STREAM_OPS[-1]:
+                arrays.clear()
+            return stream.kernel(op)
+
+        for op in STREAM_OPS:
+            cases.append(BenchCase("stream", op, {"n": n, "array_bytes": 8 * n}, "float64",
+                                   stream_flops(op, n), stream_bytes(op, n),
+                                   (lambda op=op, build=build: build(op)),
+                                   {"kernel": "cuda_c" if cuda else "torch"}))
+    return cases
+
+
+def host_device_sizes(quick: bool) -> list[int]:
+    """4 KiB to 256 MiB (quick: x4 steps to 64 MiB; full: x4 steps to 256 MiB and 1 GiB)."""
+    top = 64 * 2**20 if quick else 2**30
+    sizes, s = [], 4 * 2**10
+    while s <= top:
+        sizes.append(s)
+        s *= 4
+    return sizes
+
+
+def host_device_cases(device: str, quick: bool) -> list[BenchCase]:
+    """Copies between a host buffer (pinned or pageable) and device memory, timed on the device's stream."""
+    if not device.startswith("cuda"):
+        raise UserError("--only host_device: host<->device copies need --device cuda")
+    sizes = [4096, 2**20] if os.environ.get(GRID_ENV) == "tiny" else host_device_sizes(quick)
+    cases = []
+    for size in sizes:
+        for variant in HOST_DEVICE_VARIANTS:
+            def build(variant=variant, size=size):
+                host = torch.empty(size, dtype=torch.uint8, pin_memory=variant.endswith("pinned"))
+                dev = torch.empty(size, dtype=torch.uint8, device=device)
+                pinned = variant.endswith("pinned")
+                if variant.startswith("h2d"):
+                    return lambda: dev.copy_(host, non_blocking=pinned)
+                return lambda: host.copy_(dev, non_blocking=pinned)
+
+            cases.append(BenchCase("host_device", variant, {"size_bytes": size}, "uint8", None, size, build))
+    return cases

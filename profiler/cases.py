@@ -1,0 +1,55 @@
+"""A benchmark point (BenchCase) and how one is measured into a Sample; shared by every benchmark family
+that times a single-process callable (compute, memory, host<->device)."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+from profiler.profile import Sample
+from profiler.timing import Timer
+
+GRID_ENV = "PARAORACLE_GRID"  # "tiny": a test-only grid of a few small points per family (README, calibration)
+
+
+@dataclass
+class BenchCase:
+    """One benchmark point. `build` allocates the operands and returns the callable to time; it runs only
+    when the point is measured, so tensors live only while their point runs. `tags` (e.g. the archetype
+    layer, the split, TF32 flags) go to Sample.extra."""
+
+    benchmark: str
+    variant: str
+    params: dict
+    dtype: str
+    flops: Optional[int]
+    bytes_moved: Optional[int]
+    build: Callable[[], Callable[[], object]] = field(repr=False)
+    tags: dict = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        shape = ",".join(f"{k}={v}" for k, v in self.params.items())
+        return f"{self.benchmark} {self.variant} {self.dtype} {shape}"
+
+
+def measure_case(case: BenchCase, device: str, timer_kwargs: dict) -> Sample:
+    """Build the case, time it with the one harness, keep every per-call time."""
+    fn = case.build()
+    m = Timer(fn, device=device, label=case.label, **timer_kwargs).measure()
+    return Sample(benchmark=case.benchmark, variant=case.variant, params=case.params, device=device,
+                  dtype=case.dtype, threads=m.threads, times_s=m.times_s, flops=case.flops,
+                  bytes_moved=case.bytes_moved,
+                  extra={**case.tags, "calls_per_sample": m.number, "stopped_by": m.stopped_by})
+
+
+def timer_settings(device: str, quick: bool) -> dict:
+    """Timer keyword arguments per mode; recorded in the profile's settings."""
+    if os.environ.get(GRID_ENV) == "tiny":
+        return dict(warmup_s=0.005, budget_s=0.02, min_samples=3, max_samples=10, target_rel_ci=0.05)
+    if device.startswith("cuda"):
+        return dict(warmup_s=0.025, budget_s=0.1 if quick else 0.15, min_samples=5, max_samples=50,
+                    target_rel_ci=0.02)
+    if quick:
+        return dict(warmup_s=0.02, budget_s=0.1, min_samples=5, max_samples=30, target_rel_ci=0.03)
+    return dict(warmup_s=0.05, budget_s=0.5, min_samples=5, max_samples=100, target_rel_ci=0.02)

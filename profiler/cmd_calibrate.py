@@ -1,0 +1,198 @@
+"""`profiler calibrate`: run the microbenchmark sections on this machine and write a profile.
+
+Sections run in order: compute (GEMM, conv2d/3d, memory-bound ops), memory (STREAM), host_device (GPU
+only), collectives (profiler/comm/section.py; needs >= 2 ranks). Every check a user can fail (device,
+--only, --out, cupy on GPU) happens before the first benchmark. The samples are collected into a Profile
+(provenance `calibrated`), fitted (calibrate.fit.fit_profile) and written atomically. Ctrl-C, or a
+UserError inside a section, writes the samples so far to `<out>.partial` and exits 130 / 2.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from profiler import store
+from profiler.bench_compute import choose_grid, plan_compute
+from profiler.bench_memory import host_device_cases, last_level_cache_bytes, stream_cases
+from profiler.cases import BenchCase, measure_case, timer_settings
+from profiler.comm import section as collectives
+from profiler.errors import UserError
+from profiler.metadata import collect_machine
+from profiler.profile import SCHEMA_VERSION, Machine, Profile, Provenance, Sample, save_profile, utc_now_iso
+
+SECTIONS = ("compute", "memory", "host_device", "collectives")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+                        help="where to run the benchmarks (default auto: cuda when a GPU is visible, else cpu)")
+    parser.add_argument("--quick", action="store_true",
+                        help="a smaller grid (CPU: compute + memory in well under 90 s on 2 cores)")
+    parser.add_argument("--only", default=None,
+                        help=f"comma-separated sections to run (default: all the device has: {', '.join(SECTIONS)}; "
+                             "host_device only on cuda; collectives only with >= 2 ranks)")
+    parser.add_argument("--force", action="store_true", help="overwrite --out if it is an existing file")
+    parser.add_argument("--out", required=True,
+                        help="profile file to write, or an existing folder (then <hostname>-<UTC time>.yaml in it)")
+    collectives.add_arguments(parser)
+
+
+def resolve_device(requested: str) -> str:
+    if requested == "cuda" and not torch.cuda.is_available():
+        raise UserError("--device cuda: no CUDA GPU is visible to torch (torch.cuda.is_available() is False); "
+                        "use --device cpu")
+    if requested == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return requested
+
+
+def parse_sections(only: str | None, device: str) -> list[str]:
+    """The sections to run, in SECTIONS order; UserError names an unknown or impossible item."""
+    if only is None:
+        return [s for s in SECTIONS if s != "host_device" or device == "cuda"]
+    items = [item.strip() for item in only.split(",") if item.strip()]
+    if not items:
+        raise UserError(f"--only {only!r}: give at least one of {', '.join(SECTIONS)}")
+    for item in items:
+        if item not in SECTIONS:
+            raise UserError(f"--only: unknown section '{item}'; known: {', '.join(SECTIONS)}")
+    if "host_device" in items and device != "cuda":
+        raise UserError("--only host_device: host<->device copies need --device cuda")
+    return [s for s in SECTIONS if s in items]
+
+
+def check_gpu_prerequisites(sections: list[str], device: str) -> None:
+    if device == "cuda" and "memory" in sections and importlib.util.find_spec("cupy") is None:
+        raise UserError("--device cuda: the memory section compiles kernels/stream.cu with cupy, which is not "
+                        "installed (pip install cupy-cuda12x, or bash scripts/setup.sh)")
+
+
+@dataclass
+class Calibration:
+    """The samples and settings gathered so far, and how to turn them into a Profile."""
+
+    machine: Machine
+    created: str
+    settings: dict
+    samples: list[Sample] = field(default_factory=list)
+
+    def profile(self) -> Profile:
+        return Profile(schema_version=SCHEMA_VERSION, machine=self.machine,
+                       provenance=Provenance(kind="calibrated", source=f"profiler calibrate on {self.machine.hostname}"),
+                       created=self.created, settings=self.settings, samples=list(self.samples))
+
+
+def save_uninterrupted(profile: Profile, path: Path) -> None:
+    """Write atomically with Ctrl-C held off, so a second Ctrl-C cannot lose the file being written."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        save_profile(profile, path)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def plan_section(name: str, device: str, quick: bool) -> list[BenchCase]:
+    if name == "compute":
+        return plan_compute(device, quick)
+    if name == "memory":
+        return stream_cases(device, quick)
+    return host_device_cases(device, quick)
+
+
+def _progress(console: Console) -> Progress:
+    return Progress(TextColumn("[bold]{task.description:<12}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.fields[point]}"),
+                    console=console)
+
+
+def run_sections(cal: Calibration, plans: dict[str, list[BenchCase]], sections: list[str], args, device: str,
+                 console: Console) -> None:
+    """Measure every section in order, appending to cal.samples as each point completes."""
+    timer_kwargs = timer_settings(device, args.quick)
+    with _progress(console) as progress:
+        tasks = {name: progress.add_task(name, total=len(cases), point="") for name, cases in plans.items()}
+        if "collectives" in sections:
+            tasks["collectives"] = progress.add_task("collectives", total=None, point="")
+        for name in sections:
+            cal.settings["sections_started"].append(name)
+            if name == "collectives":
+                def sink(sample: Sample) -> None:
+                    cal.samples.append(sample)
+                    progress.update(tasks[name], advance=1, point=f"{sample.benchmark} {sample.params.get('size_bytes', '')}")
+
+                result = collectives.measure(args, device, args.quick, sink)
+                cal.settings["collectives"] = result
+                progress.update(tasks[name], total=progress.tasks[tasks[name]].completed,
+                                point="skipped" if "skipped" in result else "done")
+                continue
+            for case in plans[name]:
+                progress.update(tasks[name], point=case.label[:60])
+                cal.samples.append(measure_case(case, device, timer_kwargs))
+                progress.advance(tasks[name])
+            progress.update(tasks[name], point="done")
+
+
+def fit_or_warn(profile: Profile, path: Path, console: Console) -> Profile:
+    """calibrate.fit.fit_profile; a UserError only warns (the samples are still written). Any other failure
+    is a bug: the unfitted profile is written first so the measurements survive it."""
+    from calibrate.fit import fit_profile
+
+    try:
+        return fit_profile(profile)
+    except UserError as err:
+        console.print(f"profiler calibrate: warning: fit skipped: {err}", highlight=False)
+        return profile
+    except Exception:
+        save_uninterrupted(profile, path)
+        raise
+
+
+def run(args) -> int:
+    if collectives.is_worker_rank():
+        return collectives.run_worker(args)
+    device = resolve_device(args.device)
+    sections = parse_sections(args.only, device)
+    check_gpu_prerequisites(sections, device)
+    machine = collect_machine(device)
+    out = store.resolve_out(args.out, machine.hostname, args.force)
+    grid = choose_grid(device, args.quick)
+    settings = {
+        "command": "profiler calibrate " + " ".join(sys.argv[2:]),
+        "device": device, "quick": bool(args.quick), "grid": grid.name, "sections": sections,
+        "sections_started": [], "dtypes": list(grid.dtypes), "threads": torch.get_num_threads(),
+        "timer": timer_settings(device, args.quick), "conv_layout": "NCHW (contiguous)",
+        "last_level_cache_bytes": last_level_cache_bytes(device),
+    }
+    plans = {name: plan_section(name, device, args.quick) for name in sections if name != "collectives"}
+    settings["points"] = {name: len(cases) for name, cases in plans.items()}
+    cal = Calibration(machine=machine, created=utc_now_iso(), settings=settings)
+    console = Console(stderr=True, highlight=False)
+    started = time.perf_counter()
+    partial = store.partial_path(out)
+    try:
+        run_sections(cal, plans, sections, args, device, console)
+    except KeyboardInterrupt:
+        cal.settings.update(interrupted=True, duration_s=round(time.perf_counter() - started, 3))
+        save_uninterrupted(cal.profile(), partial)
+        print(f"profiler calibrate: interrupted; {len(cal.samples)} samples so far written to {partial}", file=sys.stderr)
+        return 130
+    except UserError as err:
+        cal.settings.update(failed=str(err), duration_s=round(time.perf_counter() - started, 3))
+        save_uninterrupted(cal.profile(), partial)
+        raise UserError(f"{cal.settings['sections_started'][-1]} section: {err} "
+                        f"({len(cal.samples)} samples so far written to {partial})") from None
+    cal.settings["duration_s"] = round(time.perf_counter() - started, 3)
+    profile = fit_or_warn(cal.profile(), out, console)
+    save_uninterrupted(profile, out)
+    fitted = "fitted" if profile.coefficients else "not fitted"
+    print(f"wrote {out}: {len(profile.samples)} samples ({fitted}) in {cal.settings['duration_s']:.1f} s")
+    return 0
