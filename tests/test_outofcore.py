@@ -109,3 +109,24 @@ def test_data_parallel_pipeline_closed_form():
     assert dp.iteration_s == pytest.approx(9.0)
     assert dp.exposed_update_s == pytest.approx(3.0)
     assert dp.host_optimizer_bytes == pytest.approx(4 * 2 * 4)  # 4 params x 2 states x 4 bytes
+
+
+def test_graph_blocks_group_at_weighted_layers_with_their_inputs_and_saved_tensors():
+    from predictor.block_costs import boundary_bytes_per_sample, graph_blocks, weight_layer_groups
+    from predictor.layercost import LayerCoster
+    from tests.outofcore_toys import FlatCostModel, residual_graph
+
+    graph = residual_graph()
+    assert weight_layer_groups(graph) == [(0, 2), (2, 5), (5, 6)]
+    blocks = graph_blocks(graph, LayerCoster(graph, FlatCostModel(call_s=1e-3), "fp32"), samples=2)
+    # per sample: conv1 saves the model input (32 elems), relu1 its output (32, also conv2's input);
+    # conv2's block (conv2, add, flatten) saves nothing new; fc saves its input (add's output, 32)
+    assert [b.activation_bytes for b in blocks] == [2 * 4 * 64, 0, 2 * 4 * 32]
+    # block 1 reads relu1 and the model input from outside: 2 x 32 elems per sample
+    assert [b.input_bytes for b in blocks] == [2 * 4 * 32, 2 * 4 * 64, 2 * 4 * 32]
+    assert [b.weight_bytes for b in blocks] == [4 * 36, 4 * 36, 4 * 330]
+    # every kernel call costs 1 ms x 2 samples; conv1 reads the model input so it has no data gradient:
+    # fwd conv1 + relu1, bwd conv1 weight + relu1 data
+    assert blocks[0].fwd_s == pytest.approx(2 * 2e-3) and blocks[0].bwd_s == pytest.approx(2 * 2e-3)
+    # the residual input crosses every boundary up to the add (layer 3); after it only add's output
+    assert boundary_bytes_per_sample(graph, [0, 2, 5], act_bytes=4) == [0.0, 4 * 64, 4 * 32]
