@@ -156,8 +156,11 @@ def plot_history(series: Sequence[Series], path: str, title: str) -> None:
                     fontsize=9,
                     fontweight="bold",
                 )
-        if max(highs) / max(min(lows), 1e-300) > 20:
+        low, high = min(lows), max(highs)
+        if high / max(low, 1e-300) > 20:
             ax.set_yscale("log")
+        else:  # show at least a 20% band so that noise of a few 0.1% does not look like a cliff
+            ax.set_ylim(min(low * 0.97, high * 0.8), high * 1.05)
         ax.set_title(panel_title, fontsize=11, loc="left")
         ax.set_ylabel(unit_label)
         ax.grid(True, alpha=0.3)
