@@ -6,6 +6,7 @@ reaches operation OP at message size >= BYTES (default: the first size). For tes
 from __future__ import annotations
 
 import os
+import re
 import time
 from dataclasses import dataclass
 
@@ -65,4 +66,6 @@ class CommFailure(UserError):
 def short_cause(err: BaseException) -> str:
     """First line of a backend error, trimmed (gloo/NCCL messages run to many lines)."""
     text = str(err).strip().splitlines()[0] if str(err).strip() else err.__class__.__name__
+    text = re.sub(r"^\[[^\]]*:\d+\]\s*", "", text)  # gloo's "[.../pair.cc:537] " source location
+    text = text.split(". This is typically")[0]  # gloo's generic advice after the cause
     return f"{err.__class__.__name__}: {text[:200]}"

@@ -123,6 +123,9 @@ def _args_device(args) -> str:
 
 def run_worker(args) -> int:
     """A non-zero rank under torchrun/srun: take part in every measurement, then exit (0, or 1 on failure)."""
+    only = getattr(args, "only", None)
+    if only is not None and "collectives" not in [item.strip() for item in str(only).split(",")]:
+        return 0  # rank 0 runs no collectives, so there is nothing to take part in
     place = launch.job_place(args.master_addr, args.master_port)
     try:
         config = _config(args, _args_device(args), bool(getattr(args, "quick", False)), place.launcher,
