@@ -1,0 +1,218 @@
+"""`profiler show PATH`: a readable summary of a profile — machine, provenance, what was measured, headline
+figures, and the fitted coefficients with their warnings.
+
+Headline figures use each sample's median per-call time: throughput = flops (or bytes moved) / median.
+STREAM "cache" is the best rate over sizes whose arrays fit in the last-level cache together, "DRAM" the
+rate at the largest size (>= 4x LLC per array). Collective bus bandwidth is nccl-tests' busbw
+(profiler/comm/factors.py; ../shared/reference/microbenchmarks.md §1.2).
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+from collections import Counter, defaultdict
+from typing import Optional
+
+from rich.console import Console
+from rich.table import Table
+
+from profiler.profile import Profile, Sample, load_profile
+
+COMPUTE_HEADLINES = (("gemm", "fwd"), ("conv2d", "fwd"), ("conv2d", "bwd_data"), ("conv2d", "bwd_weight"),
+                     ("conv3d", "fwd"), ("conv3d", "bwd_data"), ("conv3d", "bwd_weight"))
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("path", help="profile YAML to summarise")
+
+
+def rate_per_s(sample: Sample, amount: Optional[float]) -> Optional[float]:
+    """amount / median per-call time (None without an amount or a positive time)."""
+    median = statistics.median(sample.times_s)
+    return amount / median if amount and median > 0 else None
+
+
+def best_compute(profile: Profile) -> list[tuple[str, str, str, float, dict]]:
+    """(benchmark, variant, dtype, best FLOP/s, params of the best shape) for each headline op."""
+    best: dict[tuple[str, str, str], tuple[float, dict]] = {}
+    for s in profile.samples:
+        if (s.benchmark, s.variant) not in COMPUTE_HEADLINES:
+            continue
+        rate = rate_per_s(s, s.flops)
+        key = (s.benchmark, s.variant, s.dtype)
+        if rate is not None and (key not in best or rate > best[key][0]):
+            best[key] = (rate, s.params)
+    order = {h: i for i, h in enumerate(COMPUTE_HEADLINES)}
+    return [(b, v, d, rate, params) for (b, v, d), (rate, params) in
+            sorted(best.items(), key=lambda item: (order[item[0][:2]], item[0][2]))]
+
+
+def stream_figures(profile: Profile) -> list[tuple[str, str, Optional[float], Optional[float]]]:
+    """(side, kernel, cache bytes/s, DRAM bytes/s) per STREAM kernel and side (host/device)."""
+    llc = profile.settings.get("last_level_cache_bytes")
+    by_key: dict[tuple[str, str], list[Sample]] = defaultdict(list)
+    for s in profile.samples:
+        if s.benchmark == "stream":
+            by_key[("host" if s.device.startswith("cpu") else "device", s.variant)].append(s)
+    out = []
+    for (side, kernel), samples in sorted(by_key.items()):
+        samples.sort(key=lambda s: s.params.get("n", 0))
+        in_cache = [s for s in samples if llc and 3 * s.params.get("array_bytes", 0) <= llc]
+        cache = max((rate_per_s(s, s.bytes_moved) or 0 for s in in_cache), default=None)
+        dram = rate_per_s(samples[-1], samples[-1].bytes_moved) if len(samples) > 1 else None
+        out.append((side, kernel, cache, dram))
+    return out
+
+
+def host_device_figures(profile: Profile) -> list[tuple[str, float, float]]:
+    """(variant, best bytes/s, size at best) per host<->device copy variant."""
+    best: dict[str, tuple[float, float]] = {}
+    for s in profile.samples:
+        if s.benchmark == "host_device":
+            rate = rate_per_s(s, s.bytes_moved)
+            if rate is not None and (s.variant not in best or rate > best[s.variant][0]):
+                best[s.variant] = (rate, s.params.get("size_bytes", s.bytes_moved))
+    return [(v, rate, size) for v, (rate, size) in sorted(best.items())]
+
+
+def busbw_per_s(sample: Sample) -> Optional[float]:
+    """nccl-tests bus bandwidth of one collective sample: S / median time * factor(op, group size)."""
+    group = sample.params.get("group") or {}
+    size = sample.params.get("size_bytes", sample.bytes_moved)
+    try:
+        from profiler.comm.factors import busbw_factor
+
+        factor = busbw_factor(sample.benchmark, int(group.get("size", 0)))
+    except (ImportError, KeyError, ValueError):
+        return sample.extra.get("busbw_bytes_per_s")
+    return rate_per_s(sample, size * factor) if size else None
+
+
+def collective_figures(profile: Profile) -> list[tuple[str, int, int, float, float]]:
+    """(op, group size, nodes, max busbw, size at max) over the throughput samples of each op and group."""
+    best: dict[tuple[str, int, int], tuple[float, float]] = {}
+    for s in profile.samples:
+        group = s.params.get("group")
+        if not isinstance(group, dict) or s.variant == "latency":
+            continue
+        bw = busbw_per_s(s)
+        key = (s.benchmark, int(group.get("size", 0)), int(group.get("nodes", 1)))
+        if bw is not None and (key not in best or bw > best[key][0]):
+            best[key] = (bw, s.params.get("size_bytes", 0))
+    return [(op, n, nodes, bw, size) for (op, n, nodes), (bw, size) in sorted(best.items())]
+
+
+def _si(value: Optional[float], unit: str, scale: float = 1e9, prefix: str = "G") -> str:
+    return "-" if value is None else f"{value / scale:,.1f} {prefix}{unit}"
+
+
+def _bytes(n: float) -> str:
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.4g} {unit}"
+    return f"{n:g} B"
+
+
+def _shape(params: dict) -> str:
+    return ",".join(f"{k}={v}" for k, v in params.items())
+
+
+def machine_lines(profile: Profile) -> list[str]:
+    m = profile.machine
+    lines = [f"host {m.hostname}: {m.cpu_model or 'unknown CPU'}, {m.cpu_cores or '?'} cores, "
+             f"{_bytes(m.memory_bytes) if m.memory_bytes else '? memory'}; nodes {m.nodes}, "
+             f"devices per node {m.gpus_per_node}"]
+    for i, g in enumerate(m.gpus):
+        throttled = f", THROTTLED: {', '.join(g.throttle_reasons)}" if g.throttle_reasons else ""
+        lines.append(f"gpu {i}: {g.name}, {_bytes(g.memory_bytes) if g.memory_bytes else '? memory'}, "
+                     f"SM {g.sm_clock_mhz or '?'} MHz, mem {g.mem_clock_mhz or '?'} MHz, power limit "
+                     f"{g.power_limit_w or '?'} W, {g.temperature_c or '?'} C, PCIe gen {g.pcie_generation or '?'} "
+                     f"x{g.pcie_width or '?'}, NVLink links {g.nvlink_links if g.nvlink_links is not None else '?'}"
+                     f"{throttled}")
+    versions = ", ".join(f"{k} {v}" for k, v in m.versions.items() if v)
+    if m.driver_version:
+        versions = f"driver {m.driver_version}, {versions}"
+    if versions:
+        lines.append(f"software: {versions}")
+    return lines
+
+
+def measured_lines(profile: Profile) -> list[str]:
+    counts = Counter(s.benchmark for s in profile.samples)
+    dtypes = sorted({s.dtype for s in profile.samples})
+    st = profile.settings
+    how = ", ".join(f"{k} {st[k]}" for k in ("device", "grid", "threads", "duration_s") if k in st)
+    lines = [f"created {profile.created}; {len(profile.samples)} samples"
+             + (f": {', '.join(f'{b} {n}' for b, n in sorted(counts.items()))}" if counts else "")]
+    if dtypes:
+        lines.append(f"dtypes: {', '.join(dtypes)}" + (f"; {how}" if how else ""))
+    if st.get("interrupted"):
+        lines.append("INTERRUPTED: this is a partial profile (the run was stopped with Ctrl-C)")
+    if st.get("failed"):
+        lines.append(f"FAILED: partial profile; the run stopped on: {st['failed']}")
+    if isinstance(st.get("collectives"), dict) and "skipped" in st["collectives"]:
+        lines.append(f"collectives skipped: {st['collectives']['skipped']}")
+    return lines
+
+
+def render(profile: Profile, path: str, console: Console) -> None:
+    console.rule(f"[bold]{path}")
+    if profile.provenance.kind == "published":
+        console.print(f"[bold red]PUBLISHED profile: figures come from datasheets/literature, NOT from measurements "
+                      f"on this machine[/] (source: {profile.provenance.source})")
+    else:
+        console.print(f"provenance: calibrated ({profile.provenance.source})")
+    for line in machine_lines(profile) + measured_lines(profile):
+        console.print(line)
+
+    compute = best_compute(profile)
+    if compute:
+        table = Table(title="compute: best throughput (flops / median time)", title_justify="left")
+        for col in ("op", "pass", "dtype", "GFLOP/s"):
+            table.add_column(col)
+        table.add_column("at shape", overflow="fold")
+        for b, v, d, rate, params in compute:
+            table.add_row(b, v, d, f"{rate / 1e9:,.1f}", _shape(params))
+        console.print(table)
+    stream = stream_figures(profile)
+    if stream:
+        table = Table(title="memory: STREAM bandwidth (bytes moved / median time)", title_justify="left")
+        for col in ("side", "kernel", "cache GB/s", "DRAM GB/s (largest size)"):
+            table.add_column(col)
+        for side, kernel, cache, dram in stream:
+            table.add_row(side, kernel, _si(cache, "B/s").replace(" GB/s", ""), _si(dram, "B/s").replace(" GB/s", ""))
+        console.print(table)
+    copies = host_device_figures(profile)
+    if copies:
+        table = Table(title="host<->device copies: best bandwidth", title_justify="left")
+        for col in ("variant", "GB/s", "at size"):
+            table.add_column(col)
+        for variant, rate, size in copies:
+            table.add_row(variant, f"{rate / 1e9:,.1f}", _bytes(size))
+        console.print(table)
+    colls = collective_figures(profile)
+    if colls:
+        table = Table(title="collectives: max bus bandwidth (nccl-tests busbw)", title_justify="left")
+        for col in ("op", "ranks", "nodes", "busbw GB/s", "at size"):
+            table.add_column(col)
+        for op, n, nodes, bw, size in colls:
+            table.add_row(op, str(n), str(nodes), f"{bw / 1e9:,.2f}", _bytes(size))
+        console.print(table)
+
+    if profile.coefficients:
+        from calibrate.report import fit_lines, fit_warnings
+
+        console.rule("coefficients")
+        for line in fit_lines(profile):
+            console.print(line)
+        warnings = fit_warnings(profile)
+        for line in warnings:
+            console.print(f"[bold yellow]warning:[/] {line}")
+    else:
+        console.print("coefficients: none (run `profiler fit PATH` to fit them from the samples)")
+
+
+def run(args) -> int:
+    profile = load_profile(args.path)
+    render(profile, args.path, Console(highlight=False, soft_wrap=True))
+    return 0
