@@ -1,0 +1,213 @@
+"""Python API of the predictor (mirrors the CLI):
+
+    graph = load_model("resnet50")                      # zoo name, package.module:callable, file.py[:fn],
+                                                        # or a .yaml/.json layer spec
+    cm = load_cost_model("profiles/....yaml")           # calibrate's CostModel (or any CostModel)
+    pred = predict(graph, Plan("data", batch=256, devices=64, devices_per_node=4, p_data=64), cm)
+    preds = predict_all(graph, batch=256, devices=64, cost_model=cm)   # ranked, fastest fitting first
+    best = search(graph, cm, batch=256, max_devices=1024)
+
+Predictions carry a (low, high) interval from the profile's confidence intervals (cost_model.at_bound).
+"""
+from __future__ import annotations
+
+import glob
+import importlib
+import importlib.util
+import math
+import os
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import torch.nn as nn
+
+from calibrate.cost_api import CostModel
+from predictor import zoo
+from predictor.graph import ModelGraph
+from predictor.layerspec import load_layer_spec
+from predictor.plan import DTYPES, OPTIMIZERS, STRATEGIES, Plan, Prediction
+from predictor.strategies import evaluate
+from predictor.strategies.context import Context
+from predictor.trace import trace_module
+from profiler.errors import UserError
+
+REPO_PROFILES = Path(__file__).resolve().parent.parent / "profiles"
+
+
+# ---- model input -------------------------------------------------------------------------------------
+def load_model(name_or_path: str, input_shape: Sequence[int] | None = None, **knobs) -> ModelGraph:
+    """A ModelGraph from a zoo name (knobs: width, image, ...), a `package.module:callable`, a Python
+    file (`file.py` or `file.py:callable`) or a `.yaml`/`.yml`/`.json` layer spec. User callables return
+    an nn.Module; the input shape comes from `input_shape`, else the module's `input_shape` attribute."""
+    if name_or_path in zoo.ZOO:
+        try:
+            module, shape = zoo.build(name_or_path, **knobs)
+        except TypeError as err:
+            raise UserError(f"model {name_or_path}: bad knob: {err}") from None
+        return trace_module(module, tuple(input_shape or shape), name_or_path)
+    lower = name_or_path.lower()
+    if lower.endswith((".yaml", ".yml", ".json")):
+        if not os.path.exists(name_or_path):
+            raise UserError(f"layer spec {name_or_path} does not exist")
+        return load_layer_spec(name_or_path)
+    if ":" in name_or_path or lower.endswith(".py"):
+        module = _import_callable(name_or_path, knobs)
+        shape = input_shape or getattr(module, "input_shape", None)
+        if shape is None:
+            raise UserError(f"model {name_or_path}: give --input-shape (per-sample, e.g. 3,224,224)")
+        return trace_module(module, tuple(int(d) for d in shape), name_or_path)
+    raise UserError(f"unknown model {name_or_path!r}: not in the zoo ({', '.join(zoo.ZOO)}), "
+                    "not package.module:callable, a .py file or a .yaml/.json layer spec")
+
+
+def _import_callable(ref: str, knobs: dict) -> nn.Module:
+    target, _, attr = ref.rpartition(":") if ":" in ref else (ref, "", "")
+    try:
+        if target.endswith(".py"):
+            if not os.path.exists(target):
+                raise UserError(f"model file {target} does not exist")
+            spec = importlib.util.spec_from_file_location(Path(target).stem, target)
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            attr = attr or next((a for a in ("model", "build_model", "Model") if hasattr(mod, a)), "")
+        else:
+            mod = importlib.import_module(target)
+    except UserError:
+        raise
+    except Exception as err:  # noqa: BLE001 - the user's code failed to import
+        raise UserError(f"cannot import model {ref}: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}") from None
+    obj = getattr(mod, attr, None) if attr else None
+    if obj is None:
+        raise UserError(f"model {ref}: no callable {attr or '(model/build_model/Model)'} in {target}")
+    try:
+        built = obj if isinstance(obj, nn.Module) else obj(**knobs)
+    except Exception as err:  # noqa: BLE001
+        raise UserError(f"model {ref}: calling {attr} failed: {type(err).__name__}: {err}") from None
+    if not isinstance(built, nn.Module):
+        raise UserError(f"model {ref}: {attr} returned {type(built).__name__}, not a torch.nn.Module")
+    return built
+
+
+# ---- cost model -------------------------------------------------------------------------------------
+def default_profile() -> Path:
+    """The shipped reference profile used when --profile is not given (a published V100 one if present)."""
+    found = sorted(glob.glob(str(REPO_PROFILES / "*v100*.published.yaml"))) or \
+        sorted(glob.glob(str(REPO_PROFILES / "*.published.yaml")))
+    if not found:
+        raise UserError(f"no --profile given and no reference profile (*.published.yaml) in {REPO_PROFILES}")
+    return Path(found[0])
+
+
+def load_cost_model(path: str | os.PathLike | None) -> tuple[CostModel, Path]:
+    """calibrate's CostModel for a profile file (default: the shipped reference profile)."""
+    chosen = Path(path) if path else default_profile()
+    try:
+        from calibrate.cost_model import load_cost_model as _load
+    except ImportError as err:
+        raise UserError(f"cannot read profiles: calibrate.cost_model is not available ({err})") from None
+    return _load(str(chosen)), chosen
+
+
+# ---- plans ------------------------------------------------------------------------------------------
+def balanced_split(p: int, ndim: int) -> tuple[int, ...]:
+    """Factors of p over ndim spatial dims, as even as possible, larger factors on the last dims."""
+    factors = []
+    rest = p
+    for k in range(ndim, 0, -1):
+        f = max(d for d in range(1, rest + 1) if rest % d == 0 and d <= round(rest ** (1.0 / k) + 1e-9)) if k > 1 else rest
+        factors.append(f)
+        rest //= f
+    return tuple(sorted(factors))
+
+
+def default_plans(graph: ModelGraph, strategy: str, batch: int, devices: int, devices_per_node: int,
+                  dtype: str = "fp32", optimizer: str = "sgd", micro_batches: int | None = None,
+                  inner: int | None = None) -> list[Plan]:
+    """The plans `predictor run` evaluates for one strategy name: the pure strategy over all devices;
+    hybrids with the model-parallel group = one node (`inner`, ParaDL's df/ds mapping); pipeline with
+    every micro-batch count that divides the per-pipeline batch (or just `micro_batches`)."""
+    nd = len(graph.input_shape) - 1
+    base = dict(batch=batch, devices_per_node=devices_per_node, dtype=dtype, optimizer=optimizer)
+    g = inner or math.gcd(devices, devices_per_node)
+    if strategy == "serial":
+        return [Plan("serial", devices=1, **base)]
+    if strategy == "data":
+        return [Plan("data", devices=devices, p_data=devices, **base)]
+    if strategy == "spatial":
+        return [Plan("spatial", devices=devices, p_spatial=devices, spatial_split=balanced_split(devices, nd), **base)]
+    if strategy == "filter":
+        return [Plan("filter", devices=devices, p_filter=devices, **base)]
+    if strategy == "channel":
+        return [Plan("channel", devices=devices, p_channel=devices, **base)]
+    if strategy in ("pipeline", "data+pipeline"):
+        stages = devices if strategy == "pipeline" else g
+        p_data = devices // stages
+        per_pipe = batch // p_data if batch % p_data == 0 else batch
+        counts = [micro_batches] if micro_batches else [s for s in range(1, per_pipe + 1) if per_pipe % s == 0] or [1]
+        return [Plan(strategy, devices=devices, p_data=p_data, stages=stages, micro_batches=s, **base) for s in counts]
+    if devices % g:
+        return [Plan(strategy, devices=devices, p_data=devices, **base)]  # reported infeasible by evaluate
+    if strategy == "data+spatial":
+        return [Plan(strategy, devices=devices, p_data=devices // g, p_spatial=g, spatial_split=balanced_split(g, nd), **base)]
+    if strategy == "spatial-then-data":
+        return [Plan(strategy, devices=devices, p_data=devices // g, p_spatial=g, spatial_split=balanced_split(g, nd), **base)]
+    if strategy == "data+filter":
+        return [Plan(strategy, devices=devices, p_data=devices // g, p_filter=g, **base)]
+    if strategy == "data+channel":
+        return [Plan(strategy, devices=devices, p_data=devices // g, p_channel=g, **base)]
+    raise UserError(f"unknown strategy {strategy!r}; known: all, {', '.join(STRATEGIES)}")
+
+
+# ---- prediction -------------------------------------------------------------------------------------
+def _check_options(dtype: str, optimizer: str) -> None:
+    if dtype not in DTYPES:
+        raise UserError(f"unknown dtype {dtype!r}; known: {', '.join(DTYPES)}")
+    if optimizer not in OPTIMIZERS:
+        raise UserError(f"unknown optimizer {optimizer!r}; known: {', '.join(OPTIMIZERS)}")
+
+
+def predict(graph: ModelGraph, plan: Plan, cost_model: CostModel, *, interval: bool = True,
+            device_memory_bytes: float | None = None, context: Context | None = None) -> Prediction:
+    """Predict one plan. interval=True also evaluates it at the profile's low/high coefficient bounds."""
+    _check_options(plan.dtype, plan.optimizer)
+    ctx = context or Context(graph, cost_model)
+    pred = evaluate(ctx, plan, device_memory_bytes)
+    if interval and pred.feasible:
+        lows = evaluate(Context(graph, cost_model.at_bound("low")), plan, device_memory_bytes).iteration_s
+        highs = evaluate(Context(graph, cost_model.at_bound("high")), plan, device_memory_bytes).iteration_s
+        pred.interval_s = (min(lows, pred.iteration_s), max(highs, pred.iteration_s))
+    return pred
+
+
+def rank(predictions: Iterable[Prediction]) -> list[Prediction]:
+    """Feasible and fitting first (fastest first), then feasible but out of memory, then infeasible."""
+    return sorted(predictions, key=lambda p: (not p.feasible, not p.fits, p.iteration_s))
+
+
+def predict_all(graph: ModelGraph, batch: int, devices: int, cost_model: CostModel, *,
+                strategies: Sequence[str] = STRATEGIES, devices_per_node: int | None = None, dtype: str = "fp32",
+                optimizer: str = "sgd", micro_batches: int | None = None, interval: bool = True,
+                device_memory_bytes: float | None = None) -> list[Prediction]:
+    """One prediction per strategy (for pipelines, the best micro-batch count), ranked."""
+    _check_options(dtype, optimizer)
+    if batch <= 0 or devices <= 0:
+        raise UserError(f"batch ({batch}) and devices ({devices}) must be positive")
+    dpn = devices_per_node or cost_model.devices_per_node
+    if dpn <= 0:
+        raise UserError(f"devices per node must be positive, got {dpn}")
+    ctx = Context(graph, cost_model)
+    out = []
+    for name in strategies:
+        plans = default_plans(graph, name, batch, devices, dpn, dtype, optimizer, micro_batches)
+        preds = [evaluate(ctx, p, device_memory_bytes) for p in plans]
+        best = rank(preds)[0]
+        if interval and best.feasible:
+            best = predict(graph, best.plan, cost_model, device_memory_bytes=device_memory_bytes, context=ctx)
+        out.append(best)
+    return rank(out)
+
+
+def search(graph: ModelGraph, cost_model: CostModel, *, batch: int, max_devices: int, **options):
+    """Best configurations over strategies, splits, device counts and micro-batch counts (search.py)."""
+    from predictor.search import search as _search
+    return _search(graph, cost_model, batch=batch, max_devices=max_devices, **options)

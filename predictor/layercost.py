@@ -1,0 +1,157 @@
+"""Per-layer compute time at a per-device split shape, through the profile's compute model.
+
+ParaDL spreads one measured per-sample time by FLOP share and divides it by p (strategies.md §4.1, defect
+6 in §4.5). Here every layer is costed at the shape one device actually runs — local batch, spatial
+block, filter or channel slice — by `CostModel.compute_time_s`, so the efficiency lost to small split
+shapes shows up in the prediction.
+
+A `Split` says how a layer is cut on one device: `n` samples, spatial divisors per dim, filter (output
+channel) divisor, channel (input channel) divisor. Times are cached per (layer, split) in `LayerCoster`.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from calibrate.cost_api import CostModel
+from predictor.graph import Layer, ModelGraph
+
+MIXED_DTYPES = ("fp16", "bf16")
+DTYPE_NAMES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+ACT_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
+ELEMENTWISE_OPS = ("batchnorm", "relu", "add")
+FREE_OPS = ("flatten", "input")  # views: no kernel
+
+
+@dataclass(frozen=True)
+class Split:
+    n: int  # samples on this device
+    spatial: tuple[int, ...] = ()  # divisor per spatial dim (D,)H,W; () = not split
+    filter_div: int = 1  # output channels divided by
+    channel_div: int = 1  # input channels divided by
+
+
+def _div(x: int, d: int) -> int:
+    return -(-x // d) if d > 1 else x
+
+
+def local_dims(dims: tuple[int, ...], spatial: tuple[int, ...]) -> tuple[int, ...]:
+    if not spatial:
+        return dims
+    return tuple(_div(x, s) for x, s in zip(dims, spatial))
+
+
+def _pass_params(layer: Layer, split: Split) -> tuple[str, dict[str, int]] | None:
+    """The cost-model op and shape parameters of `layer` on one device (None: no kernel)."""
+    op = layer.op
+    n = split.n
+    if op in ("conv2d", "conv3d"):
+        c_in = _div(layer.input_shape[0], split.channel_div)
+        f_out = _div(layer.output_shape[0], split.filter_div)
+        dims = local_dims(layer.input_shape[1:], split.spatial)
+        kernel, stride, pad = layer.kernel, layer.stride, layer.padding
+        if len(set(kernel)) == 1 and len(set(stride)) == 1 and len(set(pad)) == 1 and layer.groups == 1:
+            params = {"N": n, "C": c_in, "F": f_out, "kernel": kernel[0], "stride": stride[0], "padding": pad[0]}
+            if op == "conv3d":
+                params.update(D=dims[0], H=dims[1], W=dims[2])
+            else:
+                params.update(H=dims[0], W=dims[1])
+            return op, params
+        # non-square or grouped kernels (Inception 1x7): the implicit GEMM the conv lowers to
+        out_dims = local_dims(layer.output_shape[1:], split.spatial)
+        return "gemm", {"M": n * math.prod(out_dims), "N": f_out, "K": (c_in // layer.groups) * math.prod(kernel)}
+    if op == "linear":
+        return "linear", {"M": n, "N": _div(layer.output_shape[0], split.filter_div),
+                          "K": _div(layer.input_shape[0], split.channel_div)}
+    if op in ("batchnorm", "relu", "add", "maxpool", "avgpool"):
+        shape = layer.input_shape if op in ("maxpool", "avgpool") else layer.output_shape
+        c = _div(shape[0], max(split.filter_div, split.channel_div))
+        dims = local_dims(shape[1:], split.spatial) if len(shape) > 1 else ()
+        params = {"N": n, "C": c}
+        names = ("D", "H", "W")[3 - len(dims):] if dims else ()
+        params.update(dict(zip(names, dims)))
+        params.setdefault("H", 1)
+        params.setdefault("W", 1)
+        if op in ("maxpool", "avgpool"):
+            params["kernel"] = layer.kernel[0] if layer.kernel else 1
+            params["stride"] = layer.stride[0] if layer.stride else 1
+        return op, params
+    return None
+
+
+def _elementwise_bytes(layer: Layer, split: Split, act_bytes: int) -> float:
+    """Bytes a copy-like op (concat, dropout, loss) moves on one device: read input + write output."""
+    div = max(split.filter_div, split.channel_div) * (math.prod(split.spatial) if split.spatial else 1)
+    return split.n * (layer.input_elems + layer.output_elems) * act_bytes / div
+
+
+class LayerCoster:
+    """Cached per-layer (fwd, bwd) seconds for one graph, cost model and dtype."""
+
+    def __init__(self, graph: ModelGraph, cost_model: CostModel, dtype: str):
+        self.graph = graph
+        self.cm = cost_model
+        self.dtype = dtype
+        self.cm_dtype = DTYPE_NAMES[dtype]
+        self.act_bytes = ACT_BYTES[dtype]
+        # layers fed only by the model input need no input gradient (autograd skips it)
+        self.first = [all(i == "" for i in (l.inputs or ("",))) for l in graph.layers]
+        self._cache: dict[tuple[int, Split], tuple[float, float]] = {}
+
+    def times(self, index: int, split: Split) -> tuple[float, float]:
+        """(forward_s, backward_s) of layer `index` at `split`; backward = bwd_data + bwd_weight."""
+        key = (index, split)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        layer = self.graph.layers[index]
+        spec = _pass_params(layer, split)
+        if spec is None:
+            if layer.op in FREE_OPS:
+                result = (0.0, 0.0)
+            else:  # concat, dropout, softmax_loss: memory-bound copies
+                t = self.cm.memory_time_s(_elementwise_bytes(layer, split, self.act_bytes))
+                result = (t, t)
+        else:
+            op, params = spec
+            fwd = self.cm.compute_time_s(op, "fwd", params, self.cm_dtype)
+            bwd = 0.0 if self.first[index] else self.cm.compute_time_s(op, "bwd_data", params, self.cm_dtype)
+            if layer.params:
+                bwd += self.cm.compute_time_s(op, "bwd_weight", params, self.cm_dtype)
+            result = (fwd, bwd)
+        self._cache[key] = result
+        return result
+
+    def sum_times(self, indices, split_of) -> tuple[float, float, list[float]]:
+        """Total forward and backward seconds over `indices` (split_of(i) -> Split), plus the per-layer
+        backward list in layer order (for bucket overlap)."""
+        fwd = bwd = 0.0
+        bwd_list = []
+        for i in indices:
+            f, b = self.times(i, split_of(i))
+            fwd += f
+            bwd += b
+            bwd_list.append(b)
+        return fwd, bwd, bwd_list
+
+
+# Bytes an optimizer step reads + writes per parameter (fp32 master weights and state):
+#   sgd: read w, g; write w                -> 3 fp32 words
+#   momentum: read w, g, m; write w, m     -> 5
+#   adam: read w, g, m, v; write w, m, v   -> 7
+# Mixed precision reads a half-precision gradient and also writes the half-precision weight copy.
+_UPDATE_WORDS = {"sgd": 3, "momentum": 5, "adam": 7}
+OPTIMIZER_STATE_WORDS = {"sgd": 0, "momentum": 1, "adam": 2}
+
+
+def update_bytes(params: float, optimizer: str, dtype: str) -> float:
+    """Bytes moved by one optimizer step over `params` parameters (a memory-bound streaming kernel)."""
+    words = _UPDATE_WORDS[optimizer]
+    if dtype in MIXED_DTYPES:
+        return params * (4 * (words - 1) + 2 + 2)  # half gradient in, half weight copy out
+    return params * 4 * words
+
+
+def update_time_s(cost_model: CostModel, params: float, optimizer: str, dtype: str) -> float:
+    """Weight update as memory-bound work (ParaDL drops WU entirely, strategies.md §4.3)."""
+    return cost_model.memory_time_s(update_bytes(params, optimizer, dtype)) if params else 0.0

@@ -1,0 +1,34 @@
+"""Device layout: which ranks form each group and how many nodes a group spans.
+
+Ranks are numbered node by node (devices_per_node consecutive ranks per node). A plan's inner
+model-parallel group is `inner` consecutive ranks (inside one node when it fits, as ParaDL maps df/ds,
+strategies.md §3); the data-parallel group takes one rank from each inner group (stride `inner`).
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+
+@lru_cache(maxsize=65536)
+def nodes_spanned(size: int, stride: int, devices_per_node: int, groups: int) -> int:
+    """Most nodes any of the `groups` groups spans; group g holds ranks start_g + k*stride, k < size.
+
+    Contiguous groups (stride 1) start at g*size; strided groups (stride = inner size) start at g."""
+    if size <= 1:
+        return 1
+    worst = 1
+    for g in range(groups):
+        start = g * size if stride == 1 else g
+        nodes = {(start + k * stride) // devices_per_node for k in range(size)}
+        worst = max(worst, len(nodes))
+        if worst == size:
+            break
+    return worst
+
+
+def inner_nodes(inner: int, p_data: int, devices_per_node: int) -> int:
+    return nodes_spanned(inner, 1, devices_per_node, min(p_data, devices_per_node))
+
+
+def data_nodes(p_data: int, inner: int, devices_per_node: int) -> int:
+    return nodes_spanned(p_data, inner, devices_per_node, min(inner, devices_per_node))

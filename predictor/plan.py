@@ -1,0 +1,182 @@
+"""The records that leave the predictor: `Plan` (what to run) and `Prediction` (what it will cost).
+
+A Plan is one parallelization of one training iteration: the degrees of each kind of parallelism and the
+device layout. Strategies are named; hybrids are a data-parallel outer split times one inner model split:
+
+    serial            p_data = 1, nothing split
+    data              p_data = devices
+    spatial           p_spatial = devices (split over H/W/D as `spatial_split`)
+    filter / channel  p_filter / p_channel = devices
+    pipeline          stages = devices, micro_batches S (GPipe)
+    data+spatial, data+filter, data+channel, data+pipeline
+                      p_data x (inner degree) = devices; inner groups are contiguous ranks (inside a node
+                      when they fit), data groups are strided across nodes (ParaDL df/ds mapping,
+                      ../shared/reference/strategies.md §3)
+    spatial-then-data per-layer mix: the first `spatial_layers` layers spatial over p_spatial devices,
+                      the rest data parallel over all devices (all-to-all at the switch)
+
+Out-of-core / cooperative strategies (another module) reuse Plan via `swap`, `recompute` and `extra`.
+Every time is seconds per training iteration (one global mini-batch); every memory figure is bytes on the
+busiest device.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Optional
+
+STRATEGIES = (
+    "serial", "data", "spatial", "filter", "channel", "pipeline",
+    "data+spatial", "data+filter", "data+channel", "data+pipeline", "spatial-then-data",
+)
+OPTIMIZERS = ("sgd", "momentum", "adam")
+DTYPES = ("fp32", "fp16", "bf16")  # fp16/bf16 = mixed precision (fp32 master weights and optimizer state)
+
+# Communication kinds reported separately (exposed and hidden) in Prediction.comm_*.
+COMM_KINDS = ("gradient", "layer_collective", "halo", "pipeline_p2p", "redistribute")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One way to run one training iteration. `batch` is the global mini-batch (samples per iteration)."""
+
+    strategy: str
+    batch: int
+    devices: int
+    devices_per_node: int
+    p_data: int = 1
+    p_spatial: int = 1
+    spatial_split: tuple[int, ...] = ()  # split factor per spatial dim, in shape order (D,)H,W; product = p_spatial
+    p_filter: int = 1
+    p_channel: int = 1
+    stages: int = 1
+    micro_batches: int = 1
+    spatial_layers: Optional[int] = None  # spatial-then-data: layers [0, k) spatial; None = as many as can split
+    dtype: str = "fp32"
+    optimizer: str = "sgd"
+    recompute: bool = False  # pipeline: keep only stage-boundary activations, recompute inside (GPipe)
+    recompute_segments: tuple[str, ...] = ()  # out-of-core: layer names recomputed instead of kept
+    swap: tuple[str, ...] = ()  # out-of-core: layer names whose activations are swapped to host
+    bucket_bytes: float = 25e6  # DDP gradient bucket size
+    extra: tuple[tuple[str, Any], ...] = ()  # strategy-specific knobs of add-on strategies (sorted pairs)
+
+    @property
+    def inner(self) -> int:
+        """Devices in one model-parallel group (1 for pure data parallelism)."""
+        return self.p_spatial * self.p_filter * self.p_channel * self.stages
+
+    @property
+    def samples_per_group(self) -> float:
+        return self.batch / self.p_data
+
+    def describe(self) -> str:
+        parts = []
+        if self.p_data > 1:
+            parts.append(f"d{self.p_data}")
+        if self.p_spatial > 1:
+            parts.append("s" + "x".join(map(str, self.spatial_split)))
+        if self.p_filter > 1:
+            parts.append(f"f{self.p_filter}")
+        if self.p_channel > 1:
+            parts.append(f"c{self.p_channel}")
+        if self.stages > 1:
+            parts.append(f"p{self.stages}/S{self.micro_batches}")
+        if self.strategy == "spatial-then-data" and self.spatial_layers is not None:
+            parts.append(f"k{self.spatial_layers}")
+        return " ".join(parts) or "1 device"
+
+
+@dataclass
+class Prediction:
+    """Predicted cost of one Plan. Times are seconds per iteration on the critical path:
+
+    iteration_s = compute_fwd_s + compute_bwd_s + update_s + sum(comm_exposed_s) + bubble_s + swap_s
+                  + recompute_s
+    comm_hidden_s is overlapped with compute (DDP buckets) and therefore not in iteration_s.
+    Memory terms are bytes on the busiest device; fits = memory_bytes <= device_memory_bytes.
+    """
+
+    plan: Plan
+    feasible: bool = True
+    reason: str = ""  # why infeasible ("infeasible: ..."), empty when feasible
+    compute_fwd_s: float = 0.0
+    compute_bwd_s: float = 0.0
+    update_s: float = 0.0
+    comm_exposed_s: dict[str, float] = field(default_factory=dict)
+    comm_hidden_s: dict[str, float] = field(default_factory=dict)
+    bubble_s: float = 0.0
+    swap_s: float = 0.0
+    recompute_s: float = 0.0
+    iteration_s: float = math.inf
+    interval_s: tuple[float, float] = (math.nan, math.nan)  # (low, high) from the profile's CIs
+    weights_bytes: float = 0.0
+    grads_bytes: float = 0.0
+    optimizer_bytes: float = 0.0
+    activations_bytes: float = 0.0
+    comm_buffers_bytes: float = 0.0  # halo rows, gathered activations, DDP buckets
+    workspace_bytes: float = 0.0
+    memory_bytes: float = 0.0
+    device_memory_bytes: float = math.inf
+    fits: bool = True
+    max_batch_fits: Optional[int] = None  # largest global batch that fits (same plan otherwise)
+    bottleneck: str = ""
+    throughput_samples_per_s: float = 0.0
+    details: dict[str, Any] = field(default_factory=dict)  # per-stage / per-layer extras (trace, reports)
+
+    @property
+    def comm_exposed_total_s(self) -> float:
+        return sum(self.comm_exposed_s.values())
+
+    @property
+    def comm_hidden_total_s(self) -> float:
+        return sum(self.comm_hidden_s.values())
+
+    def finish(self) -> "Prediction":
+        """Fill the derived fields (iteration time, memory total, fits, throughput, bottleneck)."""
+        if not self.feasible:
+            self.iteration_s = math.inf
+            self.fits = False
+            self.bottleneck = "infeasible"
+            return self
+        self.iteration_s = (self.compute_fwd_s + self.compute_bwd_s + self.update_s + self.comm_exposed_total_s
+                            + self.bubble_s + self.swap_s + self.recompute_s)
+        self.memory_bytes = (self.weights_bytes + self.grads_bytes + self.optimizer_bytes + self.activations_bytes
+                             + self.comm_buffers_bytes + self.workspace_bytes)
+        self.fits = self.memory_bytes <= self.device_memory_bytes
+        self.throughput_samples_per_s = self.plan.batch / self.iteration_s if self.iteration_s > 0 else math.inf
+        self.bottleneck = bottleneck_label(self)
+        return self
+
+    def epoch_s(self, dataset_size: int) -> float:
+        return math.ceil(dataset_size / self.plan.batch) * self.iteration_s
+
+    def gpu_hours(self, dataset_size: int, epochs: float = 1.0) -> float:
+        return self.epoch_s(dataset_size) * epochs * self.plan.devices / 3600.0
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["plan"] = asdict(self.plan)
+        out["comm_exposed_total_s"] = self.comm_exposed_total_s
+        out["comm_hidden_total_s"] = self.comm_hidden_total_s
+        return out
+
+
+_LABELS = {
+    "gradient": "gradient exchange",
+    "layer_collective": "layer-wise collectives",
+    "halo": "halo p2p",
+    "pipeline_p2p": "pipeline p2p",
+    "redistribute": "layer-wise collectives",
+}
+
+
+def bottleneck_label(pred: Prediction) -> str:
+    """The largest term of the iteration, or 'memory capacity' when the plan does not fit."""
+    if not pred.fits:
+        return "memory capacity"
+    terms = {"compute": pred.compute_fwd_s + pred.compute_bwd_s, "weight update": pred.update_s,
+             "pipeline bubble": pred.bubble_s, "swap": pred.swap_s, "recompute": pred.recompute_s}
+    for kind, t in pred.comm_exposed_s.items():
+        label = _LABELS.get(kind, kind)
+        terms[label] = terms.get(label, 0.0) + t
+    return max(terms.items(), key=lambda kv: kv[1])[0]

@@ -1,0 +1,80 @@
+"""Strategy cost and memory models: one module per strategy, hybrids composed from the same pieces.
+
+`evaluate(ctx, plan)` returns the Prediction terms for any Plan; a plan the strategy cannot run comes
+back `feasible=False` with the reason (never an exception). Add-on strategies (out-of-core, cooperative)
+register with `register(name, fn)`, fn(ctx, plan, pred) filling `pred` or raising Infeasible.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+from predictor.plan import Plan, Prediction
+from predictor.strategies import channel, data, filter as filter_, pipeline, spatial
+from predictor.strategies.context import Context, Infeasible
+
+Evaluator = Callable[[Context, Plan, Prediction], None]
+
+EVALUATORS: dict[str, Evaluator] = {
+    "serial": data.evaluate,
+    "data": data.evaluate,
+    "spatial": spatial.evaluate,
+    "filter": filter_.evaluate,
+    "channel": channel.evaluate,
+    "pipeline": pipeline.evaluate,
+    "data+spatial": spatial.evaluate,
+    "data+filter": filter_.evaluate,
+    "data+channel": channel.evaluate,
+    "data+pipeline": pipeline.evaluate,
+    "spatial-then-data": spatial.evaluate,
+}
+
+
+def register(name: str, fn: Evaluator) -> None:
+    EVALUATORS[name] = fn
+
+
+def _check_layout(plan: Plan) -> None:
+    if plan.batch < 1:
+        raise Infeasible(f"batch {plan.batch} < 1")
+    for name in ("p_data", "p_spatial", "p_filter", "p_channel", "stages", "micro_batches", "devices"):
+        if getattr(plan, name) < 1:
+            raise Infeasible(f"{name} {getattr(plan, name)} < 1")
+    if plan.p_data * plan.inner != plan.devices:
+        raise Infeasible(f"p_data {plan.p_data} x inner {plan.inner} != {plan.devices} devices")
+
+
+def evaluate(ctx: Context, plan: Plan, device_memory_bytes: float | None = None) -> Prediction:
+    """Predict one plan on ctx's cost model (no interval; see api.predict)."""
+    pred = Prediction(plan=plan)
+    pred.device_memory_bytes = ctx.cm.device_memory_bytes if device_memory_bytes is None else device_memory_bytes
+    try:
+        _check_layout(plan)
+        fn = EVALUATORS.get(plan.strategy)
+        if fn is None:
+            raise Infeasible(f"unknown strategy {plan.strategy!r}")
+        fn(ctx, plan, pred)
+    except Infeasible as why:
+        pred.feasible = False
+        pred.reason = f"infeasible: {why}"
+        return pred.finish()
+    pred.finish()
+    pred.max_batch_fits = max_batch(pred)
+    return pred
+
+
+def max_batch(pred: Prediction) -> int:
+    """Largest global batch that fits, from the batch-proportional memory terms (activations,
+    workspace, halo/boundary buffers), rounded down to what the plan's splits need."""
+    plan = pred.plan
+    fixed = pred.weights_bytes + pred.grads_bytes + pred.optimizer_bytes
+    ddp_copy = pred.grads_bytes if pred.comm_hidden_s.get("gradient", 0) + pred.comm_exposed_s.get("gradient", 0) > 0 else 0.0
+    fixed += ddp_copy
+    per_sample = (pred.memory_bytes - fixed) / plan.batch
+    if per_sample <= 0:
+        return 0
+    unit = plan.p_data * plan.micro_batches * (plan.p_spatial if plan.strategy == "spatial-then-data" else 1)
+    room = pred.device_memory_bytes - fixed
+    if room <= 0 or math.isinf(room):
+        return 0 if room <= 0 else plan.batch
+    return int(room // per_sample) // unit * unit

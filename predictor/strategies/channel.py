@@ -1,0 +1,73 @@
+"""Channel (input-channel) parallelism and data x channel (strategies.md §3 "Channel").
+
+Each of p_channel devices holds the C_l/p_channel input-channel slice of every conv/linear weight and
+the matching activation slice. A conv/linear on a channel slice produces a *partial sum* of the whole
+output, so:
+
+    forward:  allreduce of each conv/linear output y (S = n·|y|·δ) — ChainerMNX's choice, which leaves
+              the full output on every device; each then keeps its channel slice for the next layer
+    backward: allgather of the dL/dy slices (S = n·|y|·δ) — dL/dx_slice = W_sliceᵀ·dL/dy needs all of dL/dy
+
+These are different collectives from filter parallelism (allgather forward, reduce-scatter backward), so
+unlike ParaDL (§3 "Channel": identical formulas, defect 10) filter and channel predictions differ: an
+allreduce moves about twice a reduce-scatter's bytes. The layer(s) reading the model input (3 channels)
+run unsplit, as in ParaDL's experiments (channel parallelism from layer 2). Compute is costed at C/p.
+"""
+from __future__ import annotations
+
+from predictor.layercost import Split
+from predictor.layout import data_nodes, inner_nodes
+from predictor.plan import Plan, Prediction
+from predictor.strategies.context import Context, Infeasible
+from predictor.strategies.data import local_batch
+from predictor.strategies.filter import PARAMETRIC
+
+
+def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
+    p = plan.p_channel
+    n = local_batch(plan)
+    weighted = [i for i, l in enumerate(ctx.layers) if l.op in PARAMETRIC]
+    heads = {i for i in weighted if ctx.producer(ctx.layers[i].inputs[0] if ctx.layers[i].inputs else "") < 0}
+    split_layers = [i for i in weighted if i not in heads]
+    if not split_layers:
+        raise Infeasible("no conv/linear layer past the input to split by channels")
+    narrow = min(split_layers, key=lambda i: ctx.layers[i].channels_in)
+    if ctx.layers[narrow].channels_in < p:
+        raise Infeasible(f"p_channel {p} > {ctx.layers[narrow].channels_in} input channels of layer "
+                         f"{ctx.layers[narrow].name}")
+    act = ctx.act_size(plan.dtype)
+    whole = Split(n)
+    sliced = Split(n, channel_div=p)
+    # layers before the first split conv/linear see replicated activations; from then on, channel slices
+    first_split = min(split_layers)
+    fwd, bwd, bwd_list = ctx.compute(plan.dtype, ("channel", sliced, tuple(sorted(heads))), range(ctx.n_layers),
+                                     lambda i: whole if i in heads or i < first_split else sliced)
+    pred.compute_fwd_s, pred.compute_bwd_s = fwd, bwd
+
+    nodes = inner_nodes(p, plan.p_data, plan.devices_per_node)
+    reduce_s = gather_s = 0.0
+    for i in split_layers:
+        size = n * ctx.layers[i].output_elems * act
+        reduce_s += ctx.collective("allreduce", size, p, nodes)
+        gather_s += ctx.collective("allgather", size, p, nodes)
+    pred.comm_exposed_s["layer_collective"] = reduce_s + gather_s
+    pred.details.update(allreduce_s=reduce_s, allgather_s=gather_s, nodes_inner_group=nodes)
+
+    head_params = sum(ctx.params[i] for i in range(first_split))
+    local_params = head_params + (ctx.total_params - head_params) / p
+    pred.update_s = ctx.update_s(local_params, plan.optimizer, plan.dtype)
+    d_nodes = data_nodes(plan.p_data, p, plan.devices_per_node)
+    divisors = tuple(1 if i < first_split else p for i in range(ctx.n_layers))
+    exposed, hidden = ctx.gradient_sync(range(ctx.n_layers), bwd_list, divisors, plan.p_data, d_nodes,
+                                        plan.bucket_bytes)
+    pred.comm_exposed_s["gradient"], pred.comm_hidden_s["gradient"] = exposed, hidden
+    ctx.set_parameters(pred, local_params, plan, plan.p_data)
+
+    def share(t) -> float:
+        return 1.0 if t.producer < first_split else 1.0 / p
+
+    pred.activations_bytes = n * ctx.saved_bytes_per_sample(plan.dtype, ("channel", p), share)
+    largest = max(ctx.layers[i].output_elems for i in split_layers)
+    pred.comm_buffers_bytes += n * largest * act  # full-size partial output being allreduced
+    pred.workspace_bytes = 2 * n * ctx.largest_output * act / p
+

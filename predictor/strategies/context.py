@@ -1,0 +1,136 @@
+"""Shared state of strategy evaluation for one (graph, cost model): caches and the common pieces every
+strategy composes — local compute sums, the data-parallel gradient exchange, parameter memory.
+
+Caching is what makes the search fast: per-layer compute at a split shape, sums over layer ranges,
+collective times and DDP bucket layouts are computed once per distinct key and reused by every plan.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+from calibrate.cost_api import CostModel
+from predictor.graph import ModelGraph
+from predictor.layercost import ACT_BYTES, LayerCoster, Split, update_time_s
+from predictor.plan import Plan, Prediction
+from predictor.overlap import bucket_layout, overlap
+from predictor.memory import SavedTensor, parameter_bytes, saved_tensors
+
+
+class Infeasible(Exception):
+    """A plan that cannot run (a limit on p, divisibility); the message is the reason."""
+
+
+class Context:
+    def __init__(self, graph: ModelGraph, cost_model: CostModel):
+        self.graph = graph
+        self.cm = cost_model
+        self.layers = graph.layers
+        self.n_layers = len(graph.layers)
+        self.index = {l.name: i for i, l in enumerate(graph.layers)}
+        self.params = [l.params for l in graph.layers]
+        self.total_params = sum(self.params)
+        self.saved: tuple[SavedTensor, ...] = saved_tensors(graph)
+        self.spatial_ndim = len(graph.input_shape) - 1
+        self._costers: dict[str, LayerCoster] = {}
+        self._sums: dict = {}
+        self._coll: dict = {}
+        self._buckets: dict = {}
+        self.consumers = self._consumers()
+        self.largest_output = max((l.output_elems for l in graph.layers), default=0)
+
+    @staticmethod
+    def act_size(dtype: str) -> int:
+        """Bytes per activation element (half precision under mixed precision)."""
+        return ACT_BYTES[dtype]
+
+    # ---- graph structure -------------------------------------------------------------------------
+    def producer(self, name: str) -> int:
+        """Index of the layer whose storage `name` refers to (-1 = model input); flatten is a view."""
+        while name:
+            i = self.index[name]
+            if self.layers[i].op != "flatten":
+                return i
+            name = self.layers[i].inputs[0] if self.layers[i].inputs else ""
+        return -1
+
+    def _consumers(self) -> dict[int, list[int]]:
+        out: dict[int, list[int]] = {}
+        for i, layer in enumerate(self.layers):
+            for name in (layer.inputs or ("",)):
+                out.setdefault(self.producer(name), []).append(i)
+        return out
+
+    def tensor_elems(self, producer: int) -> int:
+        return math.prod(self.graph.input_shape) if producer < 0 else self.layers[producer].output_elems
+
+    def crossing(self, boundary: int) -> list[int]:
+        """Tensors (producer indices, -1 = input) produced before layer `boundary` and used at or after it."""
+        return [p for p, users in self.consumers.items() if p < boundary and any(u >= boundary for u in users)]
+
+    # ---- cached costs ----------------------------------------------------------------------------
+    def coster(self, dtype: str) -> LayerCoster:
+        c = self._costers.get(dtype)
+        if c is None:
+            c = self._costers[dtype] = LayerCoster(self.graph, self.cm, dtype)
+        return c
+
+    def compute(self, dtype: str, key, indices, split_of: Callable[[int], Split]) -> tuple[float, float, list[float]]:
+        """(fwd_s, bwd_s, per-layer bwd list) over `indices`, cached under `key` (must identify the splits)."""
+        full_key = (dtype, key)
+        hit = self._sums.get(full_key)
+        if hit is None:
+            hit = self._sums[full_key] = self.coster(dtype).sum_times(indices, split_of)
+        return hit
+
+    def collective(self, op: str, size_bytes: float, group: int, nodes: int) -> float:
+        if group <= 1 or size_bytes <= 0:
+            return 0.0
+        key = (op, size_bytes, group, nodes)
+        t = self._coll.get(key)
+        if t is None:
+            t = self._coll[key] = self.cm.collective_time_s(op, size_bytes, group, nodes)
+        return t
+
+    def update_s(self, params: float, optimizer: str, dtype: str) -> float:
+        key = ("update", params, optimizer, dtype)
+        t = self._sums.get(key)
+        if t is None:
+            t = self._sums[key] = update_time_s(self.cm, params, optimizer, dtype)
+        return t
+
+    # ---- common pieces ---------------------------------------------------------------------------
+    def gradient_sync(self, indices, bwd_list: list[float], param_div, group: int, nodes: int,
+                      bucket_bytes: float) -> tuple[float, float]:
+        """(exposed_s, hidden_s) of the DDP-bucketed fp32 gradient allreduce of layers `indices` over
+        `group` ranks on `nodes` nodes (overlap.py). param_div: one divisor of every layer's parameters,
+        or a tuple with one divisor per index."""
+        if group <= 1:
+            return 0.0, 0.0
+        bkey = (indices if isinstance(indices, range) else tuple(indices), param_div, bucket_bytes)
+        layout = self._buckets.get(bkey)
+        if layout is None:
+            divs = param_div if isinstance(param_div, tuple) else (param_div,) * len(indices)
+            layout = self._buckets[bkey] = bucket_layout(
+                [self.params[i] * 4.0 / d for i, d in zip(indices, divs)], bucket_bytes)
+        return overlap(layout, bwd_list, lambda size: self.collective("allreduce", size, group, nodes))
+
+    def saved_bytes_per_sample(self, dtype: str, key, share: Callable[[SavedTensor], float]) -> float:
+        """Bytes of saved-for-backward tensors per sample, each weighted by share(tensor) (the fraction
+        of it one device holds; 0 = not held), cached under `key`."""
+        full_key = ("saved", dtype, key)
+        hit = self._sums.get(full_key)
+        if hit is None:
+            act = ACT_BYTES[dtype]
+            hit = self._sums[full_key] = sum(t.elems * (t.bytes_per_elem or act) * share(t) for t in self.saved)
+        return hit
+
+    def set_parameters(self, pred: Prediction, params: float, plan: Plan, sync_group: int) -> None:
+        """Weights, gradients and optimizer state of `params` parameters on one device, plus DDP's bucket
+        copy of the gradients when they are allreduced over a group of more than one rank."""
+        pred.weights_bytes, pred.grads_bytes, pred.optimizer_bytes = parameter_bytes(params, plan.dtype,
+                                                                                      plan.optimizer)
+        if sync_group > 1:
+            pred.comm_buffers_bytes += pred.grads_bytes
+        pred.details["params_per_device"] = params
+

@@ -1,0 +1,134 @@
+"""Layer (pipeline) parallelism with the GPipe schedule, and data x pipeline (strategies.md §3
+"Layer/pipeline", §8).
+
+The layers are cut into K = `stages` contiguous stages balanced on their compute time at the micro-batch
+m = b/S (b = B/p_data, S = micro_batches): the cut minimises the slowest stage (binary search on the
+bottleneck time with greedy filling). With F, Bw the slowest stage's forward and backward time per
+micro-batch, GPipe runs S + K - 1 forward and S + K - 1 backward micro-steps:
+
+    compute = S·(F + Bw),  bubble = (K - 1)·(F + Bw)        -> (S + K - 1)·(F + Bw)  (ParaDL Table III)
+    p2p     = 2·(S + K - 2)·max_boundary T_sendrecv(m·|y_boundary|·δ)   (ParaDL Table III, K > 1)
+    recompute (optional, GPipe re-materialisation): + (S + K - 1)·F
+
+ParaDL's own pipeline code is unfinished (§4.3) and its memory uses the full batch; here each stage keeps
+its saved tensors for all S micro-batches (= b samples) or, with recompute, only the stage-input tensors
+of all micro-batches plus one micro-batch's activations. Gradients of a stage are allreduced over the
+p_data replicas after the stage's last backward (overlapped with that micro-batch's backward).
+"""
+from __future__ import annotations
+
+from itertools import accumulate
+
+from predictor.layercost import Split
+from predictor.layout import data_nodes
+from predictor.memory import parameter_bytes
+from predictor.plan import Plan, Prediction
+from predictor.strategies.context import Context, Infeasible
+from predictor.strategies.data import local_batch
+
+
+def partition(costs: list[float], stages: int) -> list[int]:
+    """Stage start indices for a contiguous split of `costs` into `stages` non-empty parts minimising
+    the largest part (binary search on the bound, greedy fill)."""
+    n = len(costs)
+    prefix = [0.0] + list(accumulate(costs))
+
+    def cuts(bound: float) -> list[int] | None:
+        starts = [0]
+        begin = 0
+        for i in range(n):
+            remaining_layers = n - i
+            remaining_stages = stages - len(starts)
+            if i > begin and (prefix[i + 1] - prefix[begin] > bound or remaining_layers == remaining_stages):
+                if remaining_stages == 0:
+                    return None
+                starts.append(i)
+                begin = i
+            if prefix[i + 1] - prefix[begin] > bound:
+                return None
+        return starts if len(starts) == stages else None
+
+    lo, hi = max(costs, default=0.0), prefix[-1]
+    best = cuts(hi) or _even(n, stages)
+    for _ in range(40):
+        if hi - lo <= 1e-9 * max(hi, 1e-30):
+            break
+        mid = (lo + hi) / 2
+        found = cuts(mid)
+        if found is None:
+            lo = mid
+        else:
+            hi, best = mid, found
+    return best
+
+
+def _even(n: int, stages: int) -> list[int]:
+    return [round(k * n / stages) for k in range(stages)]
+
+
+def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
+    K, S = plan.stages, plan.micro_batches
+    b = local_batch(plan)
+    if K > ctx.n_layers:
+        raise Infeasible(f"{K} stages > {ctx.n_layers} layers")
+    if S < 1 or b % S:
+        raise Infeasible(f"{b} samples per pipeline not divisible into {S} micro-batches")
+    m = b // S
+    act = ctx.act_size(plan.dtype)
+    coster = ctx.coster(plan.dtype)
+    split = Split(m)
+    key = ("pipeline", K, m)
+    cached = ctx._sums.get((plan.dtype, key))
+    if cached is None:
+        per_layer = [coster.times(i, split) for i in range(ctx.n_layers)]
+        starts = partition([f + bw for f, bw in per_layer], K)
+        bounds = list(zip(starts, starts[1:] + [ctx.n_layers]))
+        stage_fwd = [sum(per_layer[i][0] for i in range(a, z)) for a, z in bounds]
+        stage_bwd = [[per_layer[i][1] for i in range(a, z)] for a, z in bounds]
+        cached = ctx._sums[(plan.dtype, key)] = (bounds, stage_fwd, stage_bwd)
+    bounds, stage_fwd, stage_bwd = cached
+    F = max(stage_fwd)
+    Bw = max(sum(x) for x in stage_bwd)
+    pred.compute_fwd_s, pred.compute_bwd_s = S * F, S * Bw
+    pred.bubble_s = (K - 1) * (F + Bw)
+    if plan.recompute:
+        pred.recompute_s = (S + K - 1) * F
+
+    dpn = plan.devices_per_node
+    p2p = 0.0
+    boundary_elems = []
+    for k, (a, _) in enumerate(bounds[1:], start=1):
+        elems = sum(ctx.tensor_elems(t) for t in ctx.crossing(a))
+        boundary_elems.append(elems)
+        nodes = 1 if (k - 1) // dpn == k // dpn else 2
+        p2p = max(p2p, ctx.collective("sendrecv", m * elems * act, 2, nodes))
+    pred.comm_exposed_s["pipeline_p2p"] = 2 * (S + K - 2) * p2p if K > 1 else 0.0
+
+    stage_params = [sum(ctx.params[i] for i in range(a, z)) for a, z in bounds]
+    pred.update_s = max(ctx.update_s(p, plan.optimizer, plan.dtype) for p in stage_params)
+    d_nodes = data_nodes(plan.p_data, K, dpn)
+    exposed = hidden = 0.0
+    for k, (a, z) in enumerate(bounds):
+        e, h = ctx.gradient_sync(range(a, z), stage_bwd[k], 1, plan.p_data, d_nodes, plan.bucket_bytes)
+        if e >= exposed:
+            exposed, hidden = e, h
+    pred.comm_exposed_s["gradient"], pred.comm_hidden_s["gradient"] = exposed, hidden
+
+    # memory: the stage holding the most bytes
+    worst = None
+    for k, (a, z) in enumerate(bounds):
+        saved_per_sample = ctx.saved_bytes_per_sample(
+            plan.dtype, ("stage", K, m, k), lambda t: 1.0 if any(a <= s < z for s in t.savers) else 0.0)
+        incoming = sum(ctx.tensor_elems(t) for t in ctx.crossing(a)) if a > 0 else 0
+        outgoing = boundary_elems[k] if k < K - 1 else 0
+        activations = b * incoming * act + m * saved_per_sample if plan.recompute else b * saved_per_sample
+        buffers = 2 * m * (incoming + outgoing) * act  # send + receive of boundary activations
+        workspace = 2 * m * max(ctx.layers[i].output_elems for i in range(a, z)) * act
+        total = activations + buffers + workspace + sum(parameter_bytes(stage_params[k], plan.dtype, plan.optimizer))
+        if worst is None or total > worst[0]:
+            worst = (total, k, activations, buffers, workspace)
+    _, k, pred.activations_bytes, buffers, pred.workspace_bytes = worst
+    ctx.set_parameters(pred, stage_params[k], plan, plan.p_data)
+    pred.comm_buffers_bytes += buffers
+    pred.details.update(stage_bounds=bounds, stage_fwd_s=stage_fwd, stage_bwd_s=[sum(x) for x in stage_bwd],
+                        stage_params=stage_params, memory_stage=k, nodes_data_group=d_nodes)

@@ -1,0 +1,151 @@
+"""Spatial parallelism and its data hybrids (strategies.md §3 "Spatial", "Data+Spatial").
+
+A group of p_spatial devices splits every sample's H/W(/D) as `spatial_split` (one factor per spatial
+dim). A layer stays spatially split while its input and output are at least as large as the split in
+every dim; the *spatial region* is the prefix of such layers (ParaDL too splits only the first layers).
+Inside the region each conv/pool exchanges halos with its neighbours: forward on x, backward on dL/dy
+(eq. 10), per split dim d of factor s_d > 1 with halo width h (Layer.halo_width: (k-1)//2 for 'same'
+padding, k - stride for 'valid'):
+
+    fwd halo bytes   = n · C_in  · h              · Π_{e≠d} local_in_e  · δ    (sent per neighbour side)
+    bwd halo bytes   = n · C_out · ceil(h/stride) · Π_{e≠d} local_out_e · δ
+
+costed as the profile's `halo` collective over s_d ranks (S = bytes a rank sends to both neighbours
+= 2 × the above). Departures from ParaDL (§4.3, §4.5 item 8): H, W and D splits; C and the full
+perpendicular extent are counted; the whole per-device batch is used (not maxSamplePerNode); the
+backward exchange is on dL/dy; the first layer needs no backward halo (no input gradient).
+
+After the region:
+- `spatial` / `data+spatial`: the crossing tensors are allgathered (S = n·|y|·δ) and the rest of the
+  network runs replicated on the group's n samples;
+- `spatial-then-data` (per-layer mix): the crossing tensors are redistributed with an all-to-all (each
+  rank's send buffer n·|y|·δ/p_spatial, forward and backward) and the rest runs data parallel on
+  n/p_spatial samples per device.
+Weights are replicated on every device, so gradients are allreduced over all devices (DDP buckets).
+"""
+from __future__ import annotations
+
+import math
+
+from predictor.layercost import Split, local_dims
+from predictor.layout import inner_nodes, nodes_spanned
+from predictor.plan import Plan, Prediction
+from predictor.strategies.context import Context, Infeasible
+from predictor.strategies.data import local_batch
+
+
+def splittable(ctx: Context, index: int, split: tuple[int, ...]) -> bool:
+    layer = ctx.layers[index]
+    if len(layer.input_shape) != len(split) + 1 or len(layer.output_shape) != len(split) + 1:
+        return False
+    return all(x >= s for x, s in zip(layer.input_shape[1:], split)) and \
+        all(y >= s for y, s in zip(layer.output_shape[1:], split))
+
+
+def region_end(ctx: Context, split: tuple[int, ...], limit: int | None) -> int:
+    """Number of leading layers that stay spatially split (capped by `limit`)."""
+    end = 0
+    cap = ctx.n_layers if limit is None else min(limit, ctx.n_layers)
+    while end < cap and splittable(ctx, end, split):
+        end += 1
+    return end
+
+
+def halo_bytes(ctx: Context, index: int, n: int, split: tuple[int, ...], act: int) -> list[tuple[int, float, float]]:
+    """Per split dim of layer `index`: (factor, fwd bytes per neighbour side, bwd bytes per side)."""
+    layer = ctx.layers[index]
+    if not layer.kernel:
+        return []
+    widths = layer.halo_width
+    in_local = local_dims(layer.input_shape[1:], split)
+    out_local = local_dims(layer.output_shape[1:], split)
+    first = all(i == "" for i in (layer.inputs or ("",)))
+    out = []
+    for d, s in enumerate(split):
+        h = widths[d] if d < len(widths) else 0
+        if s <= 1 or h <= 0:
+            continue
+        fwd = n * layer.input_shape[0] * h * math.prod(x for e, x in enumerate(in_local) if e != d) * act
+        h_out = -(-h // max(layer.stride[d], 1))
+        bwd = 0.0 if first else n * layer.output_shape[0] * h_out * math.prod(
+            y for e, y in enumerate(out_local) if e != d) * act
+        out.append((s, fwd, bwd))
+    return out
+
+
+def _validate(ctx: Context, plan: Plan) -> tuple[int, ...]:
+    split = plan.spatial_split
+    if len(split) != ctx.spatial_ndim or math.prod(split) != plan.p_spatial:
+        raise Infeasible(f"spatial split {'x'.join(map(str, split)) or '-'} does not match p_spatial "
+                         f"{plan.p_spatial} over {ctx.spatial_ndim} spatial dims")
+    return split
+
+
+def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
+    split = _validate(ctx, plan)
+    n = local_batch(plan)
+    mix = plan.strategy == "spatial-then-data"
+    end = region_end(ctx, split, plan.spatial_layers if mix else None)
+    if end == 0:
+        first = ctx.layers[0]
+        raise Infeasible(f"layer {first.name} ({'x'.join(map(str, first.output_shape[1:])) or 'no spatial dims'}) "
+                         f"cannot be split {'x'.join(map(str, split))}")
+    if mix and n % plan.p_spatial:
+        raise Infeasible(f"{n} samples per spatial group not divisible by p_spatial {plan.p_spatial}")
+    act = ctx.act_size(plan.dtype)
+    dpn = plan.devices_per_node
+    inner_n = inner_nodes(plan.p_spatial, plan.p_data, dpn)
+    tail_n = n // plan.p_spatial if mix else n
+
+    local = Split(n, split)
+    tail = Split(tail_n)
+    key = ("spatial", n, split, end, tail_n)
+    fwd, bwd, bwd_list = ctx.compute(plan.dtype, key, range(ctx.n_layers),
+                                     lambda i: local if i < end else tail)
+    pred.compute_fwd_s, pred.compute_bwd_s = fwd, bwd
+
+    halo_fwd = halo_bwd = 0.0
+    halo_buffer = 0.0
+    for i in range(end):
+        for s, fb, bb in halo_bytes(ctx, i, n, split, act):
+            halo_fwd += ctx.collective("halo", 2 * fb, s, inner_n)
+            halo_bwd += ctx.collective("halo", 2 * bb, s, inner_n)
+            halo_buffer = max(halo_buffer, 4 * fb)  # send + receive, both sides
+    pred.comm_exposed_s["halo"] = halo_fwd + halo_bwd
+    pred.details["halo_fwd_s"], pred.details["halo_bwd_s"] = halo_fwd, halo_bwd
+
+    crossing = ctx.crossing(end) if end < ctx.n_layers else []
+    switch_s = 0.0
+    for p in crossing:
+        full = n * ctx.tensor_elems(p) * act
+        if mix:
+            switch_s += 2 * ctx.collective("alltoall", full / plan.p_spatial, plan.p_spatial, inner_n)
+        else:
+            switch_s += ctx.collective("allgather", full, plan.p_spatial, inner_n)
+    pred.comm_exposed_s["redistribute" if mix else "layer_collective"] = switch_s
+
+    everyone = nodes_spanned(plan.devices, 1, dpn, 1)
+    exposed, hidden = ctx.gradient_sync(range(ctx.n_layers), bwd_list, 1, plan.devices, everyone, plan.bucket_bytes)
+    pred.comm_exposed_s["gradient"], pred.comm_hidden_s["gradient"] = exposed, hidden
+    pred.update_s = ctx.update_s(ctx.total_params, plan.optimizer, plan.dtype)
+
+    ctx.set_parameters(pred, ctx.total_params, plan, plan.devices)
+    p_s = plan.p_spatial
+    crossing_set = set(crossing)
+
+    def share(t) -> float:
+        inside = t.producer < end
+        if not inside:  # tail tensor: tail_n of n samples
+            return tail_n / n
+        held = 1.0 / p_s if any(s < end for s in t.savers) else 0.0
+        if t.producer in crossing_set and any(s >= end for s in t.savers):
+            held += 1.0 / p_s if mix else 1.0  # redistributed / gathered copy kept by the tail
+        return held
+
+    pred.activations_bytes = n * ctx.saved_bytes_per_sample(plan.dtype, key, share)
+    pred.comm_buffers_bytes += halo_buffer
+    largest_inside = max(ctx.layers[i].output_elems for i in range(end)) / p_s
+    largest_tail = max((ctx.layers[i].output_elems for i in range(end, ctx.n_layers)), default=0) * tail_n / n
+    pred.workspace_bytes = 2 * n * max(largest_inside, largest_tail) * act
+    pred.details.update(spatial_layers=end, crossing=[ctx.layers[p].name if p >= 0 else "input" for p in crossing],
+                        nodes_inner_group=inner_n)

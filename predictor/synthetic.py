@@ -1,0 +1,71 @@
+"""A closed-form CostModel (FLOPs / peak, bytes / bandwidth, ring alpha-beta collectives).
+
+Used by the predictor's tests, where every term must be computable by hand, and by bench/bench_search.py
+when no profile is given. It is not a machine: nothing here is measured.
+
+    compute  = launch_s + flops / peak_flops_per_s        (flops of the op at the given shape, per pass)
+    memory   = bytes / memory_bytes_per_s
+    ring collectives over g ranks, link bandwidth B (intra_bytes_per_s if nodes == 1, else inter):
+      allreduce                     2(g-1)·alpha + 2(g-1)/g · S/B
+      allgather, reduce_scatter,
+      alltoall                      (g-1)·alpha + (g-1)/g · S/B
+      broadcast, sendrecv, halo     alpha + S/B
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Mapping
+
+
+def op_flops(op: str, params: Mapping[str, int]) -> float:
+    """FLOPs of one call (any pass) of `op` at `params` (cost_api conventions)."""
+    n = params.get("N", params.get("M", 1))
+    if op in ("conv2d", "conv3d"):
+        k, s, p = params["kernel"], params["stride"], params["padding"]
+        dims = [params[d] for d in (("D", "H", "W") if op == "conv3d" else ("H", "W"))]
+        out = math.prod((x + 2 * p - k) // s + 1 for x in dims)
+        return 2.0 * n * params["C"] * params["F"] * k ** len(dims) * out
+    if op in ("gemm", "linear"):
+        return 2.0 * params["M"] * params["N"] * params["K"]
+    elems = n * params["C"] * params.get("D", 1) * params.get("H", 1) * params.get("W", 1)
+    return float(elems)
+
+
+@dataclass(frozen=True)
+class SyntheticCostModel:
+    peak_flops_per_s: float = 1e13
+    launch_s: float = 1e-5
+    memory_bytes_per_s: float = 1e11
+    alpha_s: float = 1e-5
+    intra_bytes_per_s: float = 1e10
+    inter_bytes_per_s: float = 1e9
+    device_memory_bytes: float = 16e9
+    devices_per_node: int = 4
+    provenance: str = "synthetic"
+
+    def compute_time_s(self, op, pass_, params, dtype):
+        return self.launch_s + op_flops(op, params) / self.peak_flops_per_s
+
+    def memory_time_s(self, bytes_moved, *, where="device"):
+        return bytes_moved / self.memory_bytes_per_s
+
+    def collective_time_s(self, op, size_bytes, group_size, nodes=1):
+        g = group_size
+        if g <= 1:
+            return 0.0
+        bw = self.intra_bytes_per_s if nodes <= 1 else self.inter_bytes_per_s
+        if op == "allreduce":
+            return 2 * (g - 1) * self.alpha_s + 2 * (g - 1) / g * size_bytes / bw
+        if op in ("allgather", "reduce_scatter", "alltoall"):
+            return (g - 1) * self.alpha_s + (g - 1) / g * size_bytes / bw
+        return self.alpha_s + size_bytes / bw
+
+    def host_device_time_s(self, size_bytes, direction="h2d", pinned=True):
+        return size_bytes / self.intra_bytes_per_s
+
+    def at_bound(self, bound):
+        f = 0.9 if bound == "low" else 1.1
+        return replace(self, launch_s=self.launch_s * f, peak_flops_per_s=self.peak_flops_per_s / f,
+                       memory_bytes_per_s=self.memory_bytes_per_s / f, alpha_s=self.alpha_s * f,
+                       intra_bytes_per_s=self.intra_bytes_per_s / f, inter_bytes_per_s=self.inter_bytes_per_s / f)

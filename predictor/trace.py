@@ -1,0 +1,170 @@
+"""Trace a torch.nn.Module into a ModelGraph without allocating real tensors.
+
+torch.fx records the module's operations symbolically; the graph is then run on the meta device
+(shapes only, no memory) to get every tensor's shape. Each recorded operation becomes a `Layer` with
+per-sample shapes, parameter count, kernel/stride/padding (for halos) and FLOPs:
+
+    conv:   fwd = bwd_data = bwd_weight = 2 · (C_in/groups) · Π kernel · F · Π out_spatial
+    linear: fwd = bwd_data = bwd_weight = 2 · in · out
+    batchnorm 4|y| fwd, 4|y| bwd_data, 2|y| bwd_weight; relu, add, dropout |y|; pooling Π kernel · |y|
+    (FLOPs are reported, not used for time: time comes from the profile at the layer's shape).
+
+Operations the cost models do not know are collected in ModelGraph.unsupported by name, never dropped.
+"""
+from __future__ import annotations
+
+import math
+import operator
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.fx import Node, symbolic_trace
+from torch.fx.passes.shape_prop import ShapeProp
+
+from predictor.graph import Layer, ModelGraph
+from profiler.errors import UserError
+
+_MODULE_OPS = {
+    nn.Conv2d: "conv2d", nn.Conv3d: "conv3d", nn.Linear: "linear",
+    nn.BatchNorm2d: "batchnorm", nn.BatchNorm3d: "batchnorm", nn.BatchNorm1d: "batchnorm",
+    nn.ReLU: "relu", nn.MaxPool2d: "maxpool", nn.MaxPool3d: "maxpool",
+    nn.AvgPool2d: "avgpool", nn.AvgPool3d: "avgpool", nn.AdaptiveAvgPool2d: "avgpool", nn.AdaptiveAvgPool3d: "avgpool",
+    nn.Dropout: "dropout", nn.Dropout3d: "dropout", nn.Flatten: "flatten", nn.Identity: "flatten",
+}
+_FUNCTION_OPS = {
+    F.relu: "relu", torch.relu: "relu", operator.add: "add", operator.iadd: "add", torch.add: "add",
+    torch.cat: "concat", torch.flatten: "flatten", F.dropout: "dropout",
+}
+_METHOD_OPS = {"relu": "relu", "add": "add", "add_": "add", "view": "flatten", "reshape": "flatten",
+               "flatten": "flatten", "contiguous": "flatten"}
+_SHAPE_ONLY = {"size", "dim"}
+
+
+def _tuple(value, ndim: int) -> tuple[int, ...]:
+    if isinstance(value, int):
+        return (value,) * ndim
+    return tuple(int(v) for v in value)
+
+
+def _shape(node: Node) -> tuple[int, ...] | None:
+    meta = node.meta.get("tensor_meta")
+    if meta is None or not hasattr(meta, "shape"):
+        return None
+    return tuple(int(d) for d in meta.shape[1:])
+
+
+def _tensor_inputs(node: Node) -> list[Node]:
+    out: list[Node] = []
+
+    def visit(arg):
+        if isinstance(arg, Node):
+            if _shape(arg) is not None or arg.op == "placeholder":
+                out.append(arg)
+        elif isinstance(arg, (list, tuple)):
+            for a in arg:
+                visit(a)
+
+    visit(node.args)
+    return out
+
+
+def _flops(op: str, x: tuple[int, ...], y: tuple[int, ...], module, n_inputs: int) -> tuple[float, float, float]:
+    ye = math.prod(y)
+    if op in ("conv2d", "conv3d"):
+        f = 2.0 * (x[0] // module.groups) * math.prod(module.kernel_size) * ye
+        return f, f, f
+    if op == "linear":
+        f = 2.0 * module.in_features * module.out_features
+        return f, f, f
+    if op == "batchnorm":
+        return 4.0 * ye, 4.0 * ye, 2.0 * ye
+    if op in ("relu", "dropout"):
+        return float(ye), float(ye), 0.0
+    if op == "add":
+        return float(ye * (n_inputs - 1)), 0.0, 0.0
+    if op in ("maxpool", "avgpool"):
+        k = math.prod(x[1:]) / max(math.prod(y[1:]), 1) if module is None or isinstance(
+            module, (nn.AdaptiveAvgPool2d, nn.AdaptiveAvgPool3d)) else math.prod(_tuple(module.kernel_size, len(y) - 1))
+        return k * ye, float(ye), 0.0
+    return 0.0, 0.0, 0.0
+
+
+def _geometry(op: str, module, x: tuple[int, ...], y: tuple[int, ...]):
+    """kernel, stride, padding per spatial dim."""
+    nd = len(x) - 1
+    if op in ("conv2d", "conv3d"):
+        return module.kernel_size, module.stride, _tuple(module.padding, nd)
+    if isinstance(module, (nn.AdaptiveAvgPool2d, nn.AdaptiveAvgPool3d)):
+        k = tuple(i // max(o, 1) for i, o in zip(x[1:], y[1:]))
+        return k, k, (0,) * nd
+    if op in ("maxpool", "avgpool"):
+        k = _tuple(module.kernel_size, nd)
+        return k, _tuple(module.stride or module.kernel_size, nd), _tuple(module.padding, nd)
+    return (), (), ()
+
+
+def trace_module(module: nn.Module, input_shape: tuple[int, ...], name: str = "model") -> ModelGraph:
+    """Trace `module` (parameters may live anywhere; it is moved to the meta device) for one sample of
+    `input_shape` (without the batch dimension). Raises UserError when the module cannot be traced."""
+    if any(d <= 0 for d in input_shape):
+        raise UserError(f"input shape {input_shape} of {name} must be positive")
+    try:
+        module = module.to("meta")
+        gm = symbolic_trace(module)
+        ShapeProp(gm).propagate(torch.empty((2, *input_shape), device="meta"))
+    except UserError:
+        raise
+    except Exception as err:  # noqa: BLE001 - any tracing failure is the user's module
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise UserError(f"cannot trace model {name} (torch.fx on the meta device): {first}") from None
+    modules = dict(gm.named_modules())
+    layers: list[Layer] = []
+    unsupported: list[str] = []
+    names: dict[Node, str] = {}
+    for node in gm.graph.nodes:
+        if node.op == "placeholder":
+            names[node] = ""
+            continue
+        if node.op in ("output", "get_attr"):
+            continue
+        y = _shape(node)
+        inputs = _tensor_inputs(node)
+        module = None
+        if node.op == "call_module":
+            module = modules[node.target]
+            op = _MODULE_OPS.get(type(module))
+            label = f"{node.target} ({type(module).__name__})"
+            layer_name = str(node.target)
+        elif node.op == "call_function":
+            op = _FUNCTION_OPS.get(node.target)
+            label = f"{node.name} ({getattr(node.target, '__name__', node.target)})"
+            layer_name = node.name
+        else:  # call_method
+            if node.target in _SHAPE_ONLY:
+                continue
+            op = _METHOD_OPS.get(node.target)
+            label = f"{node.name} (.{node.target})"
+            layer_name = node.name
+        if y is None:
+            if op is None:
+                unsupported.append(label)
+            continue
+        if op is None:
+            unsupported.append(label)
+            op = "unsupported"
+        x = _shape(inputs[0]) if inputs and _shape(inputs[0]) is not None else tuple(input_shape)
+        params = sum(p.numel() for p in module.parameters(recurse=False)) if module is not None else 0
+        weight = tuple(module.weight.shape) if module is not None and getattr(module, "weight", None) is not None else ()
+        kernel, stride, padding = _geometry(op, module, x, y) if op in ("conv2d", "conv3d", "maxpool", "avgpool") else ((), (), ())
+        fwd, bwd_d, bwd_w = _flops(op, x, y, module, len(inputs))
+        layers.append(Layer(
+            name=layer_name, op=op, input_shape=x, output_shape=y, weight_shape=weight, params=params,
+            kernel=tuple(kernel), stride=tuple(stride), padding=tuple(padding),
+            groups=getattr(module, "groups", 1) if op in ("conv2d", "conv3d") else 1,
+            flops_fwd=fwd, flops_bwd_data=bwd_d, flops_bwd_weight=bwd_w,
+            inputs=tuple(names.get(i, "") for i in inputs)))
+        names[node] = layer_name
+    if not layers:
+        raise UserError(f"model {name} has no layers to predict")
+    return ModelGraph(name=name, input_shape=tuple(input_shape), layers=tuple(layers), unsupported=tuple(unsupported))

@@ -1,0 +1,34 @@
+"""CosmoFlow-style 3-D CNN (Mathuriya et al. 2018; MLPerf HPC CosmoFlow): conv3d + ReLU + max-pool
+blocks doubling channels, then three dense layers predicting 4 cosmological parameters.
+Knobs: width (first conv's filters, 32 in MLPerf), conv blocks, cube side (128 in MLPerf), fc width."""
+from __future__ import annotations
+
+import torch.nn as nn
+
+
+class CosmoFlow(nn.Module):
+    def __init__(self, width: int = 32, blocks: int = 5, image: int = 128, in_channels: int = 4, fc: int = 128,
+                 outputs: int = 4):
+        super().__init__()
+        layers = []
+        c = in_channels
+        side = image
+        for k in range(blocks):
+            f = width * 2 ** k
+            layers += [nn.Conv3d(c, f, 3, padding=1), nn.ReLU(), nn.MaxPool3d(2)]
+            c, side = f, side // 2
+        self.features = nn.Sequential(*layers)
+        self.flatten = nn.Flatten()
+        self.head = nn.Sequential(nn.Linear(c * side ** 3, fc), nn.ReLU(), nn.Dropout(0.5),
+                                  nn.Linear(fc, fc // 2), nn.ReLU(), nn.Dropout(0.5), nn.Linear(fc // 2, outputs))
+
+    def forward(self, x):
+        return self.head(self.flatten(self.features(x)))
+
+
+def cosmoflow(width: int = 32, blocks: int = 5, image: int = 128, in_channels: int = 4, fc: int = 128) -> CosmoFlow:
+    return CosmoFlow(width, blocks, image, in_channels, fc)
+
+
+def input_shape(image: int = 128, in_channels: int = 4, **_) -> tuple[int, ...]:
+    return (in_channels, image, image, image)
