@@ -5,7 +5,7 @@ Target: r = log(measured_time_s / predicted_time_s); corrected time = predicted_
 Features: calibrate/correction_features.py.
 
 Model selection (fit_correction):
-  candidates ridge (standardised features), random forest, gradient boosting (scikit-learn), each scored
+  candidates ridge (standardised features; alpha 1 and 10), random forest, gradient boosting (scikit-learn), each scored
   by grouped cross-validation under two schemes -- whole *models* held out, and whole *scenarios* held out
   (GroupKFold; never random rows). Score = the worse scheme's mean accuracy, accuracy = 1 - |t - m| / m.
   The best candidate is then gated per strategy: it is enabled for a strategy only when, under every
@@ -46,7 +46,7 @@ from profiler.profile import CorrectionRef, Profile, utc_now_iso, write_atomic
 
 FORMAT = "paraoracle-correction"
 FORMAT_VERSION = 1
-CANDIDATES = ("ridge", "random_forest", "gradient_boosting")
+CANDIDATES = ("ridge", "ridge_strong", "random_forest", "gradient_boosting")
 SCHEMES = ("models", "scenarios")  # what a CV fold holds out
 MAX_FOLDS = 5
 MAX_TREE_NODES = 2_000_000  # refuse absurd files before allocating
@@ -103,8 +103,8 @@ def _make_estimator(kind: str, seed: int):
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
-    if kind == "ridge":
-        return make_pipeline(StandardScaler(), Ridge(alpha=1.0))
+    if kind in ("ridge", "ridge_strong"):  # strong: for small run sets, where alpha 1 overfits
+        return make_pipeline(StandardScaler(), Ridge(alpha=1.0 if kind == "ridge" else 10.0))
     if kind == "random_forest":
         return RandomForestRegressor(n_estimators=100, max_depth=8, min_samples_leaf=2, random_state=seed)
     if kind == "gradient_boosting":
@@ -126,7 +126,7 @@ def _tree_arrays(tree) -> dict[str, list]:
 
 def export_model(kind: str, estimator) -> dict[str, Any]:
     """A fitted candidate as plain parameters (lists and floats) that evaluate_model reads."""
-    if kind == "ridge":
+    if kind in ("ridge", "ridge_strong"):
         scaler, ridge = estimator[0], estimator[1]
         return {"kind": "ridge", "mean": scaler.mean_.tolist(), "scale": scaler.scale_.tolist(),
                 "coef": ridge.coef_.tolist(), "intercept": float(ridge.intercept_)}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 
 import numpy as np
 import pytest
@@ -47,15 +48,24 @@ def synthetic():
     return synthetic_runs(models=6, overhead_per_call_s=OVERHEAD_PER_CALL_S, seed=1)
 
 
-@pytest.fixture
-def trained(tmp_path):
-    """A profile on disk with a correction trained by the CLI for it."""
-    profile_path = tmp_path / "profile.yaml"
+@pytest.fixture(scope="module")
+def trained_once(tmp_path_factory):
+    """A profile on disk with a correction trained by the CLI for it (trained once per module)."""
+    folder = tmp_path_factory.mktemp("trained")
+    profile_path = folder / "profile.yaml"
     save_profile(make_profile(), profile_path)
-    runs_path = tmp_path / "runs.jsonl"
+    runs_path = folder / "runs.jsonl"
     write_runs(runs_path, synthetic_runs(models=3, overhead_per_call_s=OVERHEAD_PER_CALL_S, seed=2))
     assert predictor_main(["train-correction", "--profile", str(profile_path), "--runs", str(runs_path)]) == 0
-    return profile_path
+    return folder
+
+
+@pytest.fixture
+def trained(trained_once, tmp_path):
+    """A private copy of the trained profile and its correction (tests may tamper with it)."""
+    for name in ("profile.yaml", "profile.correction.json"):
+        shutil.copy(trained_once / name, tmp_path / name)
+    return tmp_path / "profile.yaml"
 
 
 @pytest.mark.parametrize("kind", CANDIDATES)
