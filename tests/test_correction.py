@@ -225,6 +225,7 @@ def test_predictor_glue_applies_the_profile_correction(trained):
     infeasible = Prediction(plan=plan, feasible=False, reason="infeasible: test").finish()
     record = prediction_record(feasible, graph, threads=1)
     assert record["model"] == "tiny" and record["model_summary"] == {"layers": 1, "flops_per_sample": 3e5, "param_bytes": 448}
+    assert record["collective_calls"] == 2 and record["flops_per_device"] == pytest.approx(3e5 * 16 / 4)
     assert corrected_times([feasible], graph, make_profile()) is None  # no correction in the profile
     profile = load_profile(trained)
     first, second = corrected_times([feasible, infeasible], graph, profile, trained, threads=1)
