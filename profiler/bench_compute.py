@@ -130,10 +130,10 @@ CONV3D_LAYERS = [
     ("cosmo_conv1_3x3x3", 4, 16, 32, 3, 1, 1, 1),
     ("cosmo_conv2_3x3x3", 16, 32, 32, 3, 1, 1, 1),
     ("cosmo_conv3_3x3x3", 32, 64, 16, 3, 1, 1, 1),
-    ("cosmo_conv4_3x3x3", 64, 128, 8, 3, 1, 1, 2),
+    ("cosmo_conv4_3x3x3", 64, 128, 8, 3, 1, 1, 4),
     ("cosmo_down_2x2x2s2", 32, 32, 32, 2, 2, 0, 1),
 ]
-QUICK_SPLIT_LAYERS = {"resnet_res2_3x3", "resnet_res4_3x3", "cosmo_conv2_3x3x3"}
+QUICK_SPLIT_LAYERS = {"resnet_res2_3x3", "resnet_res4_3x3", "cosmo_conv4_3x3x3"}
 GEMM_SHAPES_QUICK = [(128, 128, 128), (256, 256, 256), (512, 512, 512), (1024, 1024, 1024),
                      (64, 1024, 4096), (1024, 64, 4096), (4096, 1024, 64), (2048, 1024, 1024)]
 GEMM_SHAPES_FULL = GEMM_SHAPES_QUICK + [(2048, 2048, 2048), (256, 4096, 4096), (4096, 256, 4096),
@@ -149,14 +149,15 @@ MAXPOOL = dict(kernel=3, stride=2, padding=1)
 
 
 def split_variants(params: dict, all_splits: bool) -> list[tuple[str, dict]]:
-    """The layer itself and the shapes a 4-way split leaves on one device: batch/4 (data parallel),
-    H/2 and W/2 (spatial over 4 = 2x2), F/4 (filter), C/4 (channel). Splits that would leave a
-    dimension below 1 (or below the kernel, for spatial) are skipped."""
+    """The layer itself and the shapes a 4-way split leaves on one device: batch/4, at least 1 (data
+    parallel), H/2 and W/2 (spatial over 4 = 2x2), F/4 (filter), C/4 (channel). Splits that would leave a
+    dimension below 1 (or below the kernel, for spatial) or change nothing are skipped."""
     out = [("base", params)]
     if not all_splits:
         return out
-    candidates = [("batch", {"N": params["N"] // 4}), ("filter", {"F": params["F"] // 4}),
-                  ("channel", {"C": params["C"] // 4})]
+    candidates = [("filter", {"F": params["F"] // 4}), ("channel", {"C": params["C"] // 4})]
+    if params["N"] > 1:
+        candidates.insert(0, ("batch", {"N": max(1, params["N"] // 4)}))
     spatial = {k: params[k] // 2 for k in ("H", "W")}
     if min(spatial.values()) >= params["kernel"]:
         candidates.append(("spatial", spatial))

@@ -176,6 +176,9 @@ def run(args) -> int:
     settings["points"] = {name: len(cases) for name, cases in plans.items()}
     cal = Calibration(machine=machine, created=utc_now_iso(), settings=settings)
     console = Console(stderr=True, highlight=False)
+    planned = ", ".join(f"{name} {len(cases)} points" for name, cases in plans.items())
+    console.print(f"profiler calibrate: {device}, {grid.name} grid: {planned or 'no single-process points'}"
+                  f"{', collectives' if 'collectives' in sections else ''} -> {out}")
     started = time.perf_counter()
     partial = store.partial_path(out)
     try:

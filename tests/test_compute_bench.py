@@ -1,0 +1,147 @@
+"""Compute benchmarks: FLOP and byte counts by hand, the shape grid's coverage, and that each case runs
+the operation it claims (checked against autograd / torch reference results)."""
+import math
+
+import pytest
+import torch
+
+from profiler import bench_compute as bc
+from profiler.cases import measure_case
+
+CONV = {"N": 2, "C": 3, "F": 4, "H": 9, "W": 7, "kernel": 3, "stride": 2, "padding": 1}
+
+
+def test_gemm_counts_by_hand():
+    assert bc.gemm_flops(2, 3, 4) == 2 * 2 * 3 * 4
+    assert bc.gemm_bytes(2, 3, 4, 4) == 4 * (2 * 4 + 4 * 3 + 2 * 3)
+
+
+def test_conv2d_counts_by_hand():
+    # output H = (9 + 2 - 3)//2 + 1 = 5, W = (7 + 2 - 3)//2 + 1 = 4
+    assert bc.conv_spatial(CONV) == ([9, 7], [5, 4])
+    assert bc.conv_flops(CONV) == 2 * 2 * 4 * (5 * 4) * 3 * 9
+    assert bc.conv_bytes(CONV, 2) == 2 * (2 * 3 * 9 * 7 + 4 * 3 * 9 + 2 * 4 * 5 * 4)
+
+
+def test_conv3d_counts_by_hand():
+    p = {"N": 1, "C": 2, "F": 5, "D": 4, "H": 4, "W": 4, "kernel": 2, "stride": 2, "padding": 0}
+    assert bc.conv_flops(p) == 2 * 1 * 5 * 8 * 2 * 8
+    assert bc.conv_bytes(p, 4) == 4 * (2 * 64 + 5 * 2 * 8 + 5 * 8)
+
+
+def test_memory_op_counts_by_hand():
+    p = {"N": 2, "C": 3, "H": 4, "W": 4}
+    n = 96
+    assert bc.memory_op_counts("relu", "fwd", p, 4) == (n, 2 * n * 4)
+    assert bc.memory_op_counts("relu", "bwd", p, 4) == (n, 3 * n * 4)
+    assert bc.memory_op_counts("add", "fwd", p, 2) == (n, 3 * n * 2)
+    assert bc.memory_op_counts("batchnorm", "fwd", p, 4) == (8 * n, 2 * n * 4)
+    assert bc.memory_op_counts("batchnorm", "bwd", p, 4) == (12 * n, 3 * n * 4)
+    pool = {**p, "kernel": 3, "stride": 2, "padding": 1}  # 4x4 -> 2x2 outputs
+    out = 2 * 3 * 2 * 2
+    assert bc.memory_op_counts("maxpool", "fwd", pool, 4) == (out * 9, 4 * (n + out) + 8 * out)
+    assert bc.memory_op_counts("maxpool", "bwd", pool, 4) == (n, 4 * (out + n) + 8 * out)
+
+
+def test_counts_agree_with_calibrates_shape_model():
+    """calibrate/shapes.py re-derives work from sample params; both sides must count the same bytes/FLOPs."""
+    shapes = pytest.importorskip("calibrate.shapes")
+    assert shapes.work("conv2d", "fwd", CONV, "float32")["flops"] == bc.conv_flops(CONV)
+    assert shapes.work("conv2d", "fwd", CONV, "float32")["bytes"] == bc.conv_bytes(CONV, 4)
+    pool = {"N": 2, "C": 3, "H": 4, "W": 4, **bc.MAXPOOL}
+    assert shapes.work("maxpool", "fwd", pool, "float32")["bytes"] == bc.memory_op_counts("maxpool", "fwd", pool, 4)[1]
+
+
+def test_split_variants_shrink_one_dimension_each():
+    base = {"N": 8, "C": 64, "F": 64, "H": 56, "W": 56, "kernel": 3, "stride": 1, "padding": 1}
+    variants = dict(bc.split_variants(base, True))
+    assert set(variants) == {"base", "batch", "filter", "channel", "spatial"}
+    assert variants["batch"]["N"] == 2 and variants["filter"]["F"] == 16 and variants["channel"]["C"] == 16
+    assert (variants["spatial"]["H"], variants["spatial"]["W"]) == (28, 28)
+    assert bc.split_variants(base, False) == [("base", base)]
+    tiny_c = {**base, "C": 3}  # C/4 would be 0: no channel split
+    assert "channel" not in dict(bc.split_variants(tiny_c, True))
+
+
+@pytest.mark.parametrize("quick", [True, False])
+def test_cpu_grid_is_diverse_enough_to_fit_split_shapes(quick):
+    cases = bc.plan_compute("cpu", quick)
+    kinds = {c.benchmark for c in cases}
+    assert {"gemm", "conv2d", "conv3d", "batchnorm", "relu", "maxpool", "add"} <= kinds
+    for bench in ("conv2d", "conv3d"):
+        convs = [c for c in cases if c.benchmark == bench]
+        assert {c.variant for c in convs} == {"fwd", "bwd_data", "bwd_weight"}
+        assert {"batch", "filter", "channel", "spatial"} <= {c.tags.get("split") for c in convs}
+        for dim in ("N", "C", "F", "H"):  # small and large variants of every dimension
+            values = {c.params[dim] for c in convs}
+            assert max(values) >= 4 * min(values), (bench, dim, values)
+    gemm_work = [c.flops for c in cases if c.benchmark == "gemm"]
+    assert max(gemm_work) >= 1000 * min(gemm_work)
+    assert {c.dtype for c in cases} == {"float32"}
+
+
+def test_gpu_grid_has_every_dtype_and_records_flags():
+    cases = bc.plan_compute("cuda", False)  # planning allocates nothing, so this runs on CPU
+    assert {c.dtype for c in cases} == set(bc.GPU_DTYPES)
+    tf32 = [c for c in cases if c.dtype == "tf32"]
+    assert tf32 and all(c.tags["matmul_allow_tf32"] and c.tags["cudnn_benchmark"] for c in tf32)
+    assert all(not c.tags["cudnn_allow_tf32"] for c in cases if c.dtype == "float32")
+    assert not any(c.dtype == "tf32" and c.benchmark == "relu" for c in cases)
+
+
+def test_tiny_grid_from_environment(monkeypatch):
+    monkeypatch.setenv(bc.GRID_ENV, "tiny")
+    assert bc.choose_grid("cpu", False).name == "tiny"
+    monkeypatch.setenv(bc.GRID_ENV, "huge")
+    with pytest.raises(bc.UserError, match="PARAORACLE_GRID"):
+        bc.choose_grid("cpu", False)
+
+
+def test_conv_cases_compute_the_passes_they_name():
+    torch.manual_seed(0)
+    fwd, bwd_data, bwd_weight = bc.conv_cases(CONV, "float32", "cpu")
+    assert fwd.build()().shape == (2, 4, 5, 4)
+    dx = bwd_data.build()()[0]
+    assert dx.shape == (2, 3, 9, 7)
+    dw = bwd_weight.build()()[1]
+    assert dw.shape == (4, 3, 3, 3)
+    # the backward output matches autograd for the same tensors
+    x = torch.randn(1, 2, 6, 6, requires_grad=True)
+    w = torch.randn(3, 2, 3, 3, requires_grad=True)
+    y = torch.nn.functional.conv2d(x, w, padding=1)
+    dy = torch.randn_like(y)
+    y.backward(dy)
+    dx, dw, _ = torch.ops.aten.convolution_backward(dy, x.detach(), w.detach(), None, [1, 1], [1, 1], [1, 1],
+                                                     False, [0, 0], 1, [True, True, False])
+    assert torch.allclose(dx, x.grad, atol=1e-5) and torch.allclose(dw, w.grad, atol=1e-4)
+
+
+def test_gemm_case_writes_the_product():
+    case = bc.gemm_case(8, 5, 3, "float32", "cpu")
+    out = case.build()()
+    assert out.shape == (8, 5)
+
+
+def test_measure_case_records_counts_and_every_time():
+    case = bc.gemm_case(32, 32, 32, "float32", "cpu")
+    s = measure_case(case, "cpu", dict(warmup_s=0.002, budget_s=0.01, min_samples=3, max_samples=5))
+    assert s.benchmark == "gemm" and s.variant == "fwd" and s.params == {"M": 32, "N": 32, "K": 32}
+    assert s.flops == 2 * 32**3 and s.bytes_moved == 4 * 3 * 32 * 32
+    assert 3 <= len(s.times_s) <= 5 and all(t > 0 for t in s.times_s)
+    assert s.extra["calls_per_sample"] >= 1
+
+
+def test_every_memory_op_case_runs():
+    for case in bc.memory_op_cases({"N": 1, "C": 2, "H": 6, "W": 6}, "float32", "cpu") + \
+            bc.memory_op_cases({"N": 1, "C": 2, "D": 4, "H": 4, "W": 4}, "float32", "cpu"):
+        result = case.build()()
+        assert result is not None, case.label
+        assert case.bytes_moved > 0 and case.flops > 0
+
+
+@pytest.mark.gpu
+def test_gpu_cases_run_in_every_dtype():
+    for dtype in bc.GPU_DTYPES:
+        case = bc.conv_cases({**CONV, "C": 8, "F": 8}, dtype, "cuda")[2]
+        s = measure_case(case, "cuda", dict(warmup_s=0.002, budget_s=0.01, min_samples=3, max_samples=5))
+        assert s.dtype == dtype and all(math.isfinite(t) and t > 0 for t in s.times_s)
