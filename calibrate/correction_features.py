@@ -91,6 +91,8 @@ def _number(record: Mapping[str, Any], key: str, default: float, where: str) -> 
 
 
 def _positive(record: Mapping[str, Any], key: str, default: float, where: str = "") -> float:
+    if default <= 0 and record.get(key) is None:
+        raise ValueError(f"field '{where}{key}' is missing")
     value = _number(record, key, default, where)
     if value <= 0:
         raise ValueError(f"field '{where}{key}' must be > 0, got {value!r}")
