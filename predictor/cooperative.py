@@ -48,16 +48,23 @@ class PipelineCost:
     scheme: str  # "gpipe", "gpipe-no-remat" or "cooperative"
     stages: int
     micro_batches: int
-    compute_s: float  # forward + backward work on the critical path, without bubble or recompute
+    forward_s: float  # forward work on the critical path (cooperative: the prediction step)
+    backward_s: float  # backward work on the critical path, without bubble or recompute
     recompute_s: float
     bubble_s: float
-    comm_s: float  # p2p + (cooperative) all-gather and all-to-all
-    memory_bytes: float  # busiest device: weights, grads, optimizer state, activations
-    activation_bytes: float  # the activation part of memory_bytes
+    p2p_s: float  # stage-to-stage sends
+    collectives_s: float  # cooperative: weight all-gather + all-to-all of stage inputs
+    weight_bytes: float  # weights held by the busiest device
+    state_bytes: float  # its gradients and optimizer state (its own stage)
+    activation_bytes: float  # its activations, stage inputs and buffers
 
     @property
     def iteration_s(self) -> float:
-        return self.compute_s + self.recompute_s + self.bubble_s + self.comm_s
+        return self.forward_s + self.backward_s + self.recompute_s + self.bubble_s + self.p2p_s + self.collectives_s
+
+    @property
+    def memory_bytes(self) -> float:
+        return self.weight_bytes + self.state_bytes + self.activation_bytes
 
 
 def balanced_partition(costs: Sequence[float], stages: int) -> list[tuple[int, int]]:
@@ -122,12 +129,13 @@ def gpipe(blocks_at: BlocksAt, batch: int, partition, boundary_bytes_per_sample:
     memory = []
     for s in stages:
         acts = s.input_bytes * m + s.activation_bytes if remat else s.activation_bytes * m
-        memory.append((s.weight_bytes + _state_bytes(s.weight_bytes, optimizer_state_per_param) + acts, acts))
-    busiest = max(memory)
+        state = _state_bytes(s.weight_bytes, optimizer_state_per_param)
+        memory.append((s.weight_bytes + state + acts, s.weight_bytes, state, acts))
+    _, weights, state, acts = max(memory)
     return PipelineCost(scheme="gpipe" if remat else "gpipe-no-remat", stages=k, micro_batches=m,
-                        compute_s=m * (f_max + b_max), recompute_s=m * (back_max - b_max),
-                        bubble_s=(k - 1) * step_s, comm_s=2 * (m + k - 2) * p2p_max,
-                        memory_bytes=busiest[0], activation_bytes=busiest[1])
+                        forward_s=m * f_max, backward_s=m * b_max, recompute_s=m * (back_max - b_max),
+                        bubble_s=(k - 1) * step_s, p2p_s=2 * (m + k - 2) * p2p_max, collectives_s=0.0,
+                        weight_bytes=weights, state_bytes=state, activation_bytes=acts)
 
 
 def cooperative(blocks_at: BlocksAt, batch: int, partition, boundary_bytes_per_sample: Sequence[float],
@@ -154,17 +162,20 @@ def cooperative(blocks_at: BlocksAt, batch: int, partition, boundary_bytes_per_s
     for s in stages:
         stash = s.input_bytes * m  # stage input for all N samples
         acts = stash + max(2 * s.activation_bytes, predict_peak)
-        memory.append((weight_bytes + _state_bytes(s.weight_bytes, optimizer_state_per_param) + acts, acts))
-    busiest = max(memory)
+        state = _state_bytes(s.weight_bytes, optimizer_state_per_param)
+        memory.append((state + acts, state, acts))
+    _, state, acts = max(memory)
     return PipelineCost(scheme="cooperative", stages=k, micro_batches=m,
-                        compute_s=predict_s + m * b_max, recompute_s=m * (step_max - b_max),
-                        bubble_s=(k - 1) * b_max, comm_s=allgather_s + alltoall_s + (m + k - 2) * grad_p2p_s,
-                        memory_bytes=busiest[0], activation_bytes=busiest[1])
+                        forward_s=predict_s, backward_s=m * b_max, recompute_s=m * (step_max - b_max),
+                        bubble_s=(k - 1) * b_max, p2p_s=(m + k - 2) * grad_p2p_s,
+                        collectives_s=allgather_s + alltoall_s,
+                        weight_bytes=weight_bytes, state_bytes=state, activation_bytes=acts)
 
 
 def best_micro_batches(evaluate: Callable[[int], PipelineCost], batch: int, memory_cap_bytes: float = math.inf,
-                       min_micro_batches: int = 1) -> PipelineCost | None:
-    """The fastest of `evaluate(M)` over the divisors M of `batch` that fit the memory cap."""
-    options = [evaluate(m) for m in range(min_micro_batches, batch + 1) if batch % m == 0]
+                       min_micro_batches: int = 1, max_micro_batches: int | None = None) -> PipelineCost | None:
+    """The fastest of `evaluate(M)` over the divisors M of `batch` in [min, max] that fit the memory cap."""
+    top = min(batch, max_micro_batches or batch)
+    options = [evaluate(m) for m in range(min_micro_batches, top + 1) if batch % m == 0]
     fitting = [c for c in options if c.memory_bytes <= memory_cap_bytes]
     return min(fitting, key=lambda c: c.iteration_s, default=None)

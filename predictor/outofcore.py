@@ -45,11 +45,6 @@ EXHAUSTIVE_MAX_BLOCKS = 8
 
 TransferTime = Callable[[float], float]  # bytes -> seconds
 
-#: bytes the optimizer step streams per fp32 parameter: read w, g (+ state), write w (+ state)
-OPTIMIZER_BYTES_PER_PARAM = {"sgd": 12, "momentum": 20, "adam": 28}
-#: optimizer state per parameter, in parameters (momentum: 1, Adam: 2)
-OPTIMIZER_STATE_PER_PARAM = {"sgd": 0, "momentum": 1, "adam": 2}
-
 
 @dataclass(frozen=True)
 class Link:
@@ -193,7 +188,6 @@ class DataParallelOutOfCore:
     plan: OutOfCorePlan
     backward_end_s: float  # end of the backward pass (forward + backward incl. recompute and exposure)
     iteration_s: float  # when the next forward can run without waiting for weights
-    host_optimizer_bytes: float  # optimizer state kept in host memory
 
     @property
     def exposed_update_s(self) -> float:
@@ -202,25 +196,24 @@ class DataParallelOutOfCore:
 
 
 def data_parallel_iteration(single: OutOfCorePlan, blocks: Sequence[Block], *, allreduce_s: TransferTime,
-                            d2h_s: TransferTime, h2d_s: TransferTime, host_update_s: TransferTime,
-                            optimizer: str = "adam") -> DataParallelOutOfCore:
+                            d2h_s: TransferTime, h2d_s: TransferTime,
+                            host_update_s: TransferTime) -> DataParallelOutOfCore:
     """Iteration time of out-of-core data parallelism with the gradient pipeline (KARMA multi-node form,
     strategies.md §6), as a flow shop over blocks in backward order (G-1 .. 0) with one resource per stage:
         ar_i  = max(d_i, ar_{i+1}) + T_ar(w_i)          (gradient all-reduce as soon as backward i ends)
         c_i   = max(ar_i, c_{i+1}) + T_d2h(w_i)          (gradients to the host)
         u_i   = max(c_i, u_{i+1}) + T_update(w_i)        (host optimizer: streaming at host bandwidth)
         h_i   = max(u_i, h_{i+1}) + T_h2d(w_i)           (weights back to the device)
-    with d_i the end of block i's backward. The next forward starts at
+    with d_i the end of block i's backward and w_i its weight (= gradient) bytes. The next forward starts at
         S = max(d_0, max_i (h_i - sum_{j<i} FW_j)),
-    i.e. block i's forward must find its weights; S is the iteration time. allreduce_s / host_update_s take
-    the block's weight bytes (host_update_s is given the bytes its step streams). Copies of weights and
-    gradients share the copy engines with activation swaps; that contention is not modelled."""
-    if optimizer not in OPTIMIZER_BYTES_PER_PARAM:
-        raise ValueError(f"unknown optimizer {optimizer!r}; known: {', '.join(OPTIMIZER_BYTES_PER_PARAM)}")
+    i.e. block i's forward must find its weights; S is the iteration time. Every callable takes w_i.
+    Copies of weights and gradients share the copy engines with activation swaps; that contention is not
+    modelled."""
     n = len(blocks)
-    fwd_end_s = sum(b.fwd_s for b in blocks) + _forward_exposure_s(single, blocks, d2h_s)
+    if n == 0:
+        return DataParallelOutOfCore(plan=single, backward_end_s=0.0, iteration_s=0.0)
+    t = sum(b.fwd_s for b in blocks) + _forward_exposure_s(single, blocks, d2h_s)
     backward_done = [0.0] * n
-    t = fwd_end_s
     for i in range(n - 1, -1, -1):
         t += blocks[i].bwd_s + _backward_extra_s(single, blocks, i, h2d_s)
         backward_done[i] = t
@@ -230,15 +223,12 @@ def data_parallel_iteration(single: OutOfCorePlan, blocks: Sequence[Block], *, a
         w = blocks[i].weight_bytes
         ar = max(backward_done[i], ar) + allreduce_s(w)
         copy = max(ar, copy) + d2h_s(w)
-        update = max(copy, update) + host_update_s(w / 4 * OPTIMIZER_BYTES_PER_PARAM[optimizer])
+        update = max(copy, update) + host_update_s(w)
         back = max(update, back) + h2d_s(w)
         weights_back[i] = back
-    prefix_fwd = np.concatenate([[0.0], np.cumsum([b.fwd_s for b in blocks])[:-1]]) if n else []
-    start_next = max([backward_done[0] if n else 0.0, *(h - f for h, f in zip(weights_back, prefix_fwd))])
-    params = sum(b.weight_bytes for b in blocks) / 4
-    return DataParallelOutOfCore(plan=single, backward_end_s=backward_done[0] if n else 0.0,
-                                 iteration_s=start_next,
-                                 host_optimizer_bytes=params * 4 * OPTIMIZER_STATE_PER_PARAM[optimizer])
+    prefix_fwd = itertools.accumulate((b.fwd_s for b in blocks[:-1]), initial=0.0)
+    start_next = max(backward_done[0], *(h - f for h, f in zip(weights_back, prefix_fwd)))
+    return DataParallelOutOfCore(plan=single, backward_end_s=backward_done[0], iteration_s=start_next)
 
 
 def _forward_exposure_s(single: OutOfCorePlan, blocks, d2h_s) -> float:

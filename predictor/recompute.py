@@ -90,3 +90,14 @@ def checkpoint_terms(blocks: Sequence[Block], segments: Sequence[Segment]) -> Re
         activation_bytes_without=sum(b.activation_bytes for b in blocks),
         segments=segments,
     )
+
+
+#: ops the validation runner builds no module for (predictor.runner.nets.build_layer): not in its chain
+NO_MODULE_OPS = ("dropout", "softmax_loss")
+
+
+def chain_segments(graph, n_segments: int) -> tuple[Segment, ...]:
+    """`sequential_segments` over the chain of modules the validation runner checkpoints (the graph's
+    layers minus those without a module), as [start, stop) ranges of graph layer indices."""
+    chain = [i for i, layer in enumerate(graph.layers) if layer.op not in NO_MODULE_OPS]
+    return tuple((chain[start], chain[stop - 1] + 1) for start, stop in sequential_segments(len(chain), n_segments))

@@ -42,7 +42,7 @@ def test_gpipe_closed_form():
 def test_gpipe_p2p_term():
     # 2 (M + K - 2) sends of the boundary (3 bytes x n = 6 bytes at 1 s/byte)
     c = gpipe(blocks_at, 8, PARTITION, BOUNDARY, 4, p2p_s=lambda b: b)
-    assert c.comm_s == pytest.approx(2 * 4 * 6.0)
+    assert c.p2p_s == pytest.approx(2 * 4 * 6.0)
 
 
 def test_cooperative_closed_form_beats_gpipe_without_comm():

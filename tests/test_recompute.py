@@ -50,3 +50,14 @@ def test_bad_segments_raise():
         checkpoint_terms(toy(), [(0, 2), (1, 3)])
     with pytest.raises(ValueError):
         checkpoint_terms(toy(), [(2, 9)])
+
+
+def test_chain_segments_skip_layers_without_a_module():
+    from predictor.graph import Layer, ModelGraph
+    from predictor.recompute import chain_segments
+    ops = ["conv2d", "relu", "dropout", "conv2d", "relu", "linear", "softmax_loss"]
+    graph = ModelGraph("chain", (1,), tuple(Layer(f"l{i}", op, (1,), (1,)) for i, op in enumerate(ops)))
+    # chain = layers 0,1,3,4,5; two segments of 2 -> the first [0,1] checkpointed -> layers [0, 2)
+    assert chain_segments(graph, 2) == ((0, 2),)
+    # five segments of 1 -> the first four chain layers (0, 1, 3, 4), each its own segment
+    assert chain_segments(graph, 5) == ((0, 1), (1, 2), (3, 4), (4, 5))

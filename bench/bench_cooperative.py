@@ -1,0 +1,151 @@
+"""Cooperative-process model parallelism vs GPipe on 4 devices: predicted vs published speed-up.
+
+Published (Yu & Park, IEEE Access 2023, abstract only; ../shared/reference/strategies.md §7): on four
+devices, cooperative is faster than GPipe by +15.3% (VGG16-bn), +34.5% (ResNet-50), +25.8% (Inception-v3),
+with training memory reduced by up to 75.0%. The paper's batch sizes, micro-batch counts, precision and
+GPipe settings are not in the abstract; this script states its own (flags) and reports, per model, each
+scheme at its fastest micro-batch count that fits the device memory.
+
+Speed-up is reported as T_gpipe / T_cooperative - 1 (the abstract's "+x%" is read as that).
+
+    python bench/bench_cooperative.py                        # V100 ABCI reference profile, batch 128
+    python bench/bench_cooperative.py --batch 64 --profile profiles/v100-dgx1-8gpu.published.yaml
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import torch.nn as nn  # noqa: E402
+
+from calibrate.cost_model import load_cost_model  # noqa: E402
+from predictor.api import load_model  # noqa: E402
+from predictor.block_costs import boundary_bytes_per_sample, graph_blocks, per_layer_groups  # noqa: E402
+from predictor.cooperative import balanced_partition, best_micro_batches, cooperative, gpipe  # noqa: E402
+from predictor.layercost import ACT_BYTES, OPTIMIZER_STATE_WORDS, LayerCoster  # noqa: E402
+from predictor.trace import trace_module  # noqa: E402
+from predictor.zoo.vgg import VGG  # noqa: E402
+
+PUBLISHED_SPEEDUP = {"vgg16_bn": 0.153, "resnet50": 0.345, "inception_v3": 0.258}
+ZOO_NAME = {"resnet50": "resnet50", "inception_v3": "inception_v3"}
+DEFAULT_PROFILE = Path(__file__).resolve().parent.parent / "profiles" / "v100-abci-4gpu.published.yaml"
+
+
+def vgg16_bn() -> nn.Module:
+    """The zoo's VGG16 with a BatchNorm2d after every convolution (torchvision's vgg16_bn layout)."""
+    model = VGG()
+    layers = []
+    for layer in model.features:
+        layers.append(layer)
+        if isinstance(layer, nn.Conv2d):
+            layers.append(nn.BatchNorm2d(layer.out_channels))
+    model.features = nn.Sequential(*layers)
+    return model
+
+
+class WithKernelOverhead:
+    """The profile's cost model plus a fixed overhead per kernel call (sensitivity knob, --kernel-overhead-us:
+    the published profiles carry no per-kernel launch figure, so small micro-batches cost nothing extra)."""
+
+    def __init__(self, cost_model, overhead_s: float):
+        self._cm = cost_model
+        self.overhead_s = overhead_s
+
+    def __getattr__(self, name):
+        return getattr(self._cm, name)
+
+    def compute_time_s(self, op, pass_, params, dtype):
+        return self._cm.compute_time_s(op, pass_, params, dtype) + self.overhead_s
+
+    def memory_time_s(self, bytes_moved, *, where="device"):
+        return self._cm.memory_time_s(bytes_moved, where=where) + self.overhead_s
+
+
+def model_graph(model: str):
+    if model == "vgg16_bn":
+        return trace_module(vgg16_bn(), (3, 224, 224), "vgg16_bn")
+    return load_model(ZOO_NAME[model])
+
+
+def compare(model: str, cost_model, batch: int, devices: int, dtype: str, optimizer: str,
+            gpipe_micro_batches: int | None) -> dict:
+    graph = model_graph(model)
+    coster = LayerCoster(graph, cost_model, dtype)
+    cache = {}
+
+    def blocks_at(samples):
+        if samples not in cache:
+            cache[samples] = graph_blocks(graph, coster, samples, per_layer_groups(graph))
+        return cache[samples]
+
+    reference = blocks_at(max(1, batch // devices))
+    partition = balanced_partition([b.fwd_s + b.bwd_s for b in reference], devices)
+    boundary = boundary_bytes_per_sample(graph, [s for s, _ in partition], ACT_BYTES[dtype])
+    state = OPTIMIZER_STATE_WORDS[optimizer]
+
+    def p2p(size):
+        return cost_model.collective_time_s("sendrecv", size, 2, 1)
+
+    def collective(op, size, group):
+        return cost_model.collective_time_s(op, size, group, 1)
+
+    cap = cost_model.device_memory_bytes
+    gpipe_counts = {"min_micro_batches": gpipe_micro_batches, "max_micro_batches": gpipe_micro_batches} \
+        if gpipe_micro_batches else {}
+    results = {
+        "gpipe": best_micro_batches(lambda m: gpipe(blocks_at, batch, partition, boundary, m, p2p,
+                                                    optimizer_state_per_param=state), batch, cap, **gpipe_counts),
+        "gpipe-no-remat": best_micro_batches(lambda m: gpipe(blocks_at, batch, partition, boundary, m, p2p, remat=False,
+                                                             optimizer_state_per_param=state), batch, cap,
+                                             **gpipe_counts),
+        "cooperative": best_micro_batches(lambda m: cooperative(blocks_at, batch, partition, boundary, m, p2p, collective,
+                                                                optimizer_state_per_param=state), batch, cap),
+    }
+    return results
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", default=str(DEFAULT_PROFILE))
+    parser.add_argument("--batch", type=int, default=128, help="global mini-batch (default 128)")
+    parser.add_argument("--devices", type=int, default=4)
+    parser.add_argument("--dtype", default="fp32", choices=sorted(ACT_BYTES))
+    parser.add_argument("--optimizer", default="sgd", choices=sorted(OPTIMIZER_STATE_WORDS))
+    parser.add_argument("--gpipe-micro-batches", type=int, default=None,
+                        help="fix GPipe's micro-batch count (e.g. 4K = 16, GPipe's guideline); default: its fastest")
+    parser.add_argument("--kernel-overhead-us", type=float, default=0.0,
+                        help="add this fixed time to every kernel call (sensitivity; default 0 = the profile as is)")
+    args = parser.parse_args(argv)
+    cm = load_cost_model(args.profile)
+    if args.kernel_overhead_us:
+        cm = WithKernelOverhead(cm, args.kernel_overhead_us * 1e-6)
+    print(f"profile {args.profile}; batch {args.batch}; {args.devices} devices; {args.dtype}; {args.optimizer}; "
+          f"GPipe micro-batches {args.gpipe_micro_batches or 'fastest'}; kernel overhead {args.kernel_overhead_us} us")
+    print(f"{'model':13} {'scheme':15} {'M':>4} {'iter ms':>9} {'fwd':>7} {'bwd':>7} {'recomp':>7} {'bubble':>7} "
+          f"{'comm':>6} {'mem GB':>7} {'act GB':>7}")
+    summary = []
+    for model, published in PUBLISHED_SPEEDUP.items():
+        results = compare(model, cm, args.batch, args.devices, args.dtype, args.optimizer, args.gpipe_micro_batches)
+        for scheme, c in results.items():
+            if c is None:
+                print(f"{model:13} {scheme:15} does not fit at any micro-batch count")
+                continue
+            print(f"{model:13} {scheme:15} {c.micro_batches:>4} {c.iteration_s * 1e3:9.1f} {c.forward_s * 1e3:7.1f} "
+                  f"{c.backward_s * 1e3:7.1f} {c.recompute_s * 1e3:7.1f} {c.bubble_s * 1e3:7.1f} "
+                  f"{(c.p2p_s + c.collectives_s) * 1e3:6.1f} {c.memory_bytes / 1e9:7.2f} {c.activation_bytes / 1e9:7.2f}")
+        g, n, c = results["gpipe"], results["gpipe-no-remat"], results["cooperative"]
+        if g and c:
+            no_remat = f"{c.memory_bytes / n.memory_bytes - 1:+.1%}" if n else "(does not fit)"
+            summary.append(f"{model:13} speed-up predicted {g.iteration_s / c.iteration_s - 1:+.1%}, published "
+                           f"{published:+.1%}; cooperative memory vs GPipe: {c.memory_bytes / g.memory_bytes - 1:+.1%} "
+                           f"(remat), {no_remat} (no remat; published: up to -75.0%)")
+    print("\ncooperative vs GPipe with re-materialisation (speed) and without (memory):")
+    print("\n".join(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,168 @@
+"""Prediction adapters of the out-of-core, recompute and cooperative models, registered as strategies.
+
+    serial+recompute, data+recompute   serial / data parallelism with activation checkpointing in
+                                       `checkpoint_segments` segments (Plan.extra; default sqrt(G)), laid
+                                       out as torch.utils.checkpoint.checkpoint_sequential over the
+                                       validation runner's chain (same names as the runner's labels)
+    outofcore                          data parallelism (p_data = devices, 1 = a single device) where each
+                                       block keeps, swaps or recomputes its activations as the planner
+                                       chooses under the device memory, gradients pipelined with backward,
+                                       optimizer step on the host (predictor.outofcore)
+    cooperative                        cooperative-process model parallelism over `stages` = devices with
+                                       `micro_batches` in its backward pipeline (predictor.cooperative)
+
+Each evaluator has the strategies' signature fn(ctx, plan, pred) and raises Infeasible with the reason.
+"""
+from __future__ import annotations
+
+
+from predictor import outofcore
+from predictor.block_costs import boundary_bytes_per_sample, graph_blocks, per_layer_groups
+from predictor.cooperative import balanced_partition, cooperative
+from predictor.layercost import OPTIMIZER_STATE_WORDS, update_bytes
+from predictor.layout import data_nodes, inner_nodes
+from predictor.memory import parameter_bytes
+from predictor.plan import Plan, Prediction
+from predictor.recompute import chain_segments, checkpoint_terms, sqrt_segment_count
+from predictor.strategies import data, register
+from predictor.strategies.context import Context, Infeasible
+
+ADDON_STRATEGIES = ("serial+recompute", "data+recompute", "outofcore", "cooperative")
+
+
+def _extra(plan: Plan, name: str, default):
+    return dict(plan.extra).get(name, default)
+
+
+def _blocks(ctx: Context, dtype: str, samples: int, per_layer: bool):
+    key = ("outofcore-blocks", dtype, samples, per_layer)
+    hit = ctx._sums.get(key)
+    if hit is None:
+        groups = per_layer_groups(ctx.graph) if per_layer else None
+        hit = ctx._sums[key] = graph_blocks(ctx.graph, ctx.coster(dtype), samples, groups)
+    return hit
+
+
+# ---- recompute -----------------------------------------------------------------------------------
+def evaluate_recompute(ctx: Context, plan: Plan, pred: Prediction) -> None:
+    """Serial or data parallelism, then checkpointing: + one forward of every checkpointed segment,
+    activations down to the checkpointed peak (predictor.recompute.checkpoint_terms)."""
+    data.evaluate(ctx, plan, pred)
+    chain_len = sum(1 for layer in ctx.layers if layer.op not in ("dropout", "softmax_loss"))
+    n_segments = int(_extra(plan, "checkpoint_segments", sqrt_segment_count(chain_len)))
+    if not 1 <= n_segments <= chain_len:
+        raise Infeasible(f"checkpoint_segments {n_segments} outside 1..{chain_len} layers")
+    blocks = _blocks(ctx, plan.dtype, data.local_batch(plan), per_layer=True)
+    terms = checkpoint_terms(blocks, chain_segments(ctx.graph, n_segments))
+    pred.recompute_s = terms.extra_fwd_s
+    pred.activations_bytes = max(0.0, pred.activations_bytes - terms.saved_bytes)
+    pred.details.update(checkpoint_segments=n_segments, recompute_saved_bytes=terms.saved_bytes)
+
+
+# ---- out-of-core data parallelism ----------------------------------------------------------------
+def evaluate_outofcore(ctx: Context, plan: Plan, pred: Prediction) -> None:
+    """KARMA-style out-of-core data parallelism (predictor.outofcore): device memory = weights + gradients
+    + workspace + planned activations; optimizer state lives on the host."""
+    if plan.inner != 1:
+        raise Infeasible("outofcore is data parallel only (p_data = devices)")
+    b = data.local_batch(plan)
+    cm = ctx.cm
+    blocks = _blocks(ctx, plan.dtype, b, per_layer=False)
+    weights, grads, _ = parameter_bytes(ctx.total_params, plan.dtype, plan.optimizer)
+    workspace = 2 * b * ctx.largest_output * ctx.act_size(plan.dtype)
+    static = weights + grads + workspace
+
+    def d2h(size):
+        return cm.host_device_time_s(size, "d2h")
+
+    def h2d(size):
+        return cm.host_device_time_s(size, "h2d")
+
+    single = outofcore.plan(blocks, pred.device_memory_bytes, d2h, h2d, static_bytes=static)
+    if single is None:
+        raise Infeasible(f"does not fit in {pred.device_memory_bytes / 1e9:.1f} GB even swapping every block "
+                         f"(weights, gradients and workspace take {static / 1e9:.1f} GB)")
+    nodes = data_nodes(plan.p_data, 1, plan.devices_per_node)
+
+    def host_update(weight_bytes):
+        return cm.memory_time_s(update_bytes(weight_bytes / 4, plan.optimizer, plan.dtype), where="host")
+
+    def allreduce(weight_bytes):
+        return ctx.collective("allreduce", weight_bytes, plan.p_data, nodes)
+
+    common = dict(d2h_s=d2h, h2d_s=h2d, host_update_s=host_update)
+    with_comm = outofcore.data_parallel_iteration(single, blocks, allreduce_s=allreduce, **common)
+    without_comm = outofcore.data_parallel_iteration(single, blocks, allreduce_s=lambda w: 0.0, **common)
+    pred.compute_fwd_s = sum(blk.fwd_s for blk in blocks)
+    pred.compute_bwd_s = sum(blk.bwd_s for blk in blocks)
+    pred.recompute_s = single.recompute_s
+    pred.swap_s = single.exposed_transfer_s
+    pred.update_s = without_comm.exposed_update_s
+    exposed_comm = with_comm.exposed_update_s - without_comm.exposed_update_s
+    pred.comm_exposed_s["gradient"] = exposed_comm
+    pred.comm_hidden_s["gradient"] = max(0.0, sum(allreduce(blk.weight_bytes) for blk in blocks) - exposed_comm)
+    pred.weights_bytes, pred.grads_bytes, pred.optimizer_bytes = weights, grads, 0.0
+    pred.workspace_bytes = workspace
+    pred.activations_bytes = single.peak_bytes - static
+    pred.details.update(
+        block_choices={blk.name: c for blk, c in zip(blocks, single.choices)},
+        swapped_bytes=single.swapped_bytes, nodes_data_group=nodes,
+        host_optimizer_bytes=ctx.total_params * 4.0 * OPTIMIZER_STATE_WORDS[plan.optimizer],
+        params_per_device=ctx.total_params)
+
+
+# ---- cooperative-process model parallelism -------------------------------------------------------
+def evaluate_cooperative(ctx: Context, plan: Plan, pred: Prediction) -> None:
+    """Cooperative processes over K = stages devices (predictor.cooperative)."""
+    k, m = plan.stages, plan.micro_batches
+    if plan.p_data != 1 or plan.inner != k:
+        raise Infeasible("cooperative runs stages = devices (no data or other split on top)")
+    if k > ctx.n_layers:
+        raise Infeasible(f"{k} stages > {ctx.n_layers} layers")
+    if plan.batch % m or plan.batch % k:
+        raise Infeasible(f"batch {plan.batch} not divisible by {m} micro-batches and {k} processes")
+    n = plan.batch // m
+    blocks_micro = _blocks(ctx, plan.dtype, n, per_layer=True)
+    partition = balanced_partition([blk.fwd_s + blk.bwd_s for blk in blocks_micro], k)
+    boundary = boundary_bytes_per_sample(ctx.graph, [start for start, _ in partition], ctx.act_size(plan.dtype))
+    nodes = inner_nodes(k, 1, plan.devices_per_node)
+
+    def p2p(size):
+        return ctx.collective("sendrecv", size, 2, min(nodes, 2))
+
+    def collective(op, size, group):
+        return ctx.collective(op, size, group, nodes)
+
+    cost = cooperative(lambda samples: _blocks(ctx, plan.dtype, samples, per_layer=True), plan.batch, partition,
+                       boundary, m, p2p, collective, optimizer_state_per_param=OPTIMIZER_STATE_WORDS[plan.optimizer])
+    stage_params = [sum(ctx.params[s:e]) for s, e in partition]
+    pred.compute_fwd_s, pred.compute_bwd_s = cost.forward_s, cost.backward_s
+    pred.recompute_s, pred.bubble_s = cost.recompute_s, cost.bubble_s
+    pred.comm_exposed_s["pipeline_p2p"] = cost.p2p_s
+    pred.comm_exposed_s["redistribute"] = cost.collectives_s
+    pred.update_s = max(ctx.update_s(p, plan.optimizer, plan.dtype) for p in stage_params)
+    weights, _, _ = parameter_bytes(ctx.total_params, plan.dtype, plan.optimizer)
+    _, grads, optimizer_state = parameter_bytes(max(stage_params), plan.dtype, plan.optimizer)
+    pred.weights_bytes, pred.grads_bytes, pred.optimizer_bytes = weights, grads, optimizer_state
+    pred.activations_bytes = cost.activation_bytes
+    pred.details.update(stage_bounds=partition, stage_params=stage_params, params_per_device=ctx.total_params)
+
+
+def addon_plans(strategy: str, batch: int, devices: int, devices_per_node: int, dtype: str, optimizer: str,
+                micro_batches: int | None = None) -> list[Plan]:
+    """The plans `predictor run` evaluates for an add-on strategy (cf. api.default_plans)."""
+    base = dict(batch=batch, devices_per_node=devices_per_node, dtype=dtype, optimizer=optimizer)
+    if strategy == "serial+recompute":
+        return [Plan(strategy, devices=1, **base)]
+    if strategy in ("data+recompute", "outofcore"):
+        return [Plan(strategy, devices=devices, p_data=devices, **base)]
+    if strategy == "cooperative":
+        counts = [micro_batches] if micro_batches else [s for s in range(1, batch + 1) if batch % s == 0]
+        return [Plan(strategy, devices=devices, stages=devices, micro_batches=s, **base) for s in counts]
+    raise ValueError(f"not an add-on strategy: {strategy!r}")
+
+
+register("serial+recompute", evaluate_recompute)
+register("data+recompute", evaluate_recompute)
+register("outofcore", evaluate_outofcore)
+register("cooperative", evaluate_cooperative)
