@@ -13,7 +13,7 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 from sklearn.ensemble import GradientBoostingRegressor
 
-from calibrate.alphabeta import fit_line, quality
+from calibrate.alphabeta import fit_line, quality, resample
 from calibrate.coefficients import ComputeFit, EfficiencyModel, Estimate, FitQuality, Tree
 
 N_TREES = 40
@@ -137,19 +137,21 @@ def smallest_work_band(points: Sequence[ComputePoint]) -> tuple[np.ndarray, str]
     """Train mask that holds out the quarter of shapes with the least work: the small per-device shapes a
     split creates, predicted from larger ones (an extrapolation, not an interpolation)."""
     work = np.array([p.work for p in points])
-    cut = np.quantile(work, 0.25)
-    return work > cut, f"extrapolation: the {int((work <= cut).sum())} smallest-work shapes (<= {cut:.3g})"
+    held = np.argsort(work, kind="stable")[: len(points) // 4]
+    mask = np.ones(len(points), bool)
+    mask[held] = False
+    return mask, f"extrapolation: the {len(held)} smallest-work shapes (<= {work[held].max():.3g})"
 
 
 def _bootstrap_level(points, fit: ComputeFit, rng) -> tuple[Estimate, Estimate]:
-    """CIs of the launch overhead and of the overall time level (pairs + raw-time bootstrap)."""
+    """CIs of the launch overhead and of the overall time level (bootstrap of calibrate.alphabeta.resample)."""
     work = np.array([p.work for p in points])
     pred = _predict_points(fit, points)
+    t = np.array([p.t for p in points])
     launches, scales = [], []
     for _ in range(BOOTSTRAP_REPLICATES):
-        pick = rng.integers(0, len(points), len(points))
-        tb = np.array([np.median(rng.choice(points[i].times_s, len(points[i].times_s))) for i in pick])
-        scales.append(np.median(tb / pred[pick]) / np.median(np.array([points[i].t for i in pick]) / pred[pick]))
+        pick, tb = resample(points, rng)
+        scales.append(np.median(tb / pred[pick]) / np.median(t[pick] / pred[pick]))
         if len(np.unique(work[pick])) >= 2:
             launches.append(min(fit_line(work[pick], tb)[0], 0.5 * float(tb.min())))
 

@@ -1,0 +1,309 @@
+"""Published reference profiles (`provenance: published`) built from ../shared/reference/hardware.md.
+
+Every number below carries its source (the section of hardware.md and the source it names, with that
+file's marks: verified / third-party / derived / unverified / assumed). Regenerate the files with
+
+    python -m calibrate.published [--out-dir profiles]
+
+The profiles have no samples; their coefficients use the calibrated schema (calibrate.coefficients) so the
+same cost model serves both. Intervals are degenerate (low = high = value) unless a source gives a range.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from calibrate.coefficients import (Coefficients, ComputeFit, EfficiencyModel, Estimate, LinkModel, Segment,
+                                    SegmentedFit)
+from calibrate.cost_api import COLLECTIVES
+from profiler.profile import (GPUInfo, Machine, Profile, Provenance, SCHEMA_VERSION, dump_yaml, write_atomic)
+
+GIB = 2**30
+HW = "hardware.md"
+
+
+@dataclass(frozen=True)
+class Fig:
+    """A published figure: value (SI), optional range, and where it comes from."""
+
+    value: float
+    source: str
+    low: float | None = None
+    high: float | None = None
+
+    def estimate(self) -> Estimate:
+        return Estimate(value=self.value, low=self.low if self.low is not None else self.value,
+                        high=self.high if self.high is not None else self.value)
+
+
+@dataclass(frozen=True)
+class GPU:
+    name: str
+    memory_bytes: Fig
+    clock_mhz: float
+    nvlink_links: int
+    pcie_generation: int
+    peak_flops: dict[str, Fig]       # dtype -> dense peak FLOP/s
+    achievable_fraction: dict[str, Fig]  # dtype -> achieved GEMM / peak
+    triad_bytes_per_s: Fig
+    h2d_bytes_per_s: Fig
+    d2h_bytes_per_s: Fig
+
+
+@dataclass(frozen=True)
+class Node:
+    file: str
+    title: str
+    gpu: GPU
+    gpus_per_node: int
+    cpu_model: str
+    cpu_cores: int
+    host_memory_bytes: float
+    node_source: str
+    allreduce_bus_bytes_per_s: Fig
+    other_collective_bus_bytes_per_s: Fig
+    p2p_bytes_per_s: Fig
+    base_latency_s: Fig
+    step_latency_s: Fig
+    inter_bus_bytes_per_s: Fig
+    inter_step_latency_s: Fig
+    notes: list[str] = field(default_factory=list)
+
+
+COPY_ALPHA = Fig(32.6e-6, f"microbenchmarks.md §4.4 step 5: relative-weighted fit of V100 PCIe memcpy, alpha = 32.6 us "
+                          f"(derived); the only published copy latency, assumed for every GPU")
+NCCL_BASE = Fig(5.6e-6, "microbenchmarks.md §4.4 step 6 / hardware.md A.6.3: nccl-tests#123 DGX A100 ring fit "
+                        "alpha ~ 5.6 us + 1.98 us x 2(n-1) (derived from verified points)")
+NCCL_STEP = Fig(1.98e-6, NCCL_BASE.source)
+NCCL_NET_STEP = Fig(14.0e-6, "microbenchmarks.md §4.2: NCCL tuning.cc hwLat NET Ring Simple = 14.0 us per "
+                             "inter-node step (verified constant)")
+
+V100 = GPU(
+    name="Tesla V100-SXM2-16GB",
+    memory_bytes=Fig(16 * GIB, f"{HW} A.2: HBM2 16 GB (binary GB, as nvidia-smi reports)"),
+    clock_mhz=1530, nvlink_links=6, pcie_generation=3,
+    peak_flops={
+        "float32": Fig(15.7e12, f"{HW} A.1: FP32 15.7 TFLOP/s at 1.53 GHz (Cornell CVW, third-party)"),
+        "float16": Fig(125e12, f"{HW} A.1: 125 Tensor TFLOPS (developer.nvidia.com, verified)"),
+        "bfloat16": Fig(10.65e12, f"{HW} A.1/A.3: no BF16 tensor cores; torch bf16 matmul measured 10.65 TFLOP/s "
+                                  f"@8192 (emulated; zzc0721/torch-performance-test-data#140, verified)"),
+    },
+    achievable_fraction={
+        "float32": Fig(14.51 / 15.7, f"{HW} A.3: FP32 14.51 TFLOP/s @10240 / 15.7 peak = 92% (derived)"),
+        "float16": Fig(97.4 / 125, f"{HW} A.3: FP16 torch matmul 97.4 TFLOP/s @8192 / 125 = 78% (derived)",
+                       low=83 / 125, high=97.4 / 125),
+        "bfloat16": Fig(1.0, f"{HW} A.3: the bf16 peak above is already the measured emulated rate"),
+    },
+    triad_bytes_per_s=Fig(814e9, f"{HW} A.2: gpu-benches gpu-stream V100 triad 814 GB/s (verified; form factor not "
+                                 f"stated)", low=802e9, high=866e9),
+    h2d_bytes_per_s=Fig(12.57e9, "microbenchmarks.md §4.4 step 5: V100 PCIe memcpy relative-weighted fit 12.57 GB/s; "
+                                 f"{HW} A.4: 12.35 GB/s at >= 512 MB (gpu-benches, V100-PCIe)", low=12.0e9, high=12.57e9),
+    d2h_bytes_per_s=Fig(12.35e9, f"{HW} A.4: no V100 D2H figure; assumed equal to H2D 12.35 GB/s (PCIe Gen3 x16 is "
+                                 f"symmetric)"),
+)
+
+A100 = GPU(
+    name="NVIDIA A100-SXM4-40GB",
+    memory_bytes=Fig(40 * GIB, f"{HW} A.2/A.5: HBM2 40 GB (binary GB), DGX A100 MLPerf v0.7 configuration"),
+    clock_mhz=1410, nvlink_links=12, pcie_generation=4,
+    peak_flops={
+        "float32": Fig(19.5e12, f"{HW} A.1: FP32 19.5 TFLOP/s (glennklockwood citing the datasheet, third-party)"),
+        "float16": Fig(312e12, f"{HW} A.1: FP16 tensor core 312 TFLOP/s dense (third-party)"),
+        "bfloat16": Fig(312e12, f"{HW} A.1: BF16 tensor core 312 TFLOP/s dense (third-party)"),
+    },
+    achievable_fraction={
+        "float32": Fig(13.5 / 19.5, f"{HW} A.3: A100-SXM4-40GB FP32 mixbench 13-14 TFLOP/s ~ 70% (derived)",
+                       low=13.0 / 19.5, high=14.0 / 19.5),
+        "float16": Fig(256.5 / 312, f"{HW} A.3: A100-SXM4-80GB FP16 cuBLASLt 256.5 TFLOP/s @16k^3 = 82% (Azure, "
+                                    f"verified)", low=221.8 / 312, high=256.5 / 312),
+        "bfloat16": Fig(271.2 / 312, f"{HW} A.3: A100 BF16 MAMF 271.2 TFLOP/s = 86.9% (stas00, verified)",
+                        low=267.9 / 312, high=271.2 / 312),
+    },
+    triad_bytes_per_s=Fig(1360e9, f"{HW} A.2: gpu-benches a100_40 triad 1360 GB/s (verified)", low=1360e9, high=1490e9),
+    h2d_bytes_per_s=Fig(25.13e9, f"{HW} A.4: nvbandwidth host_to_device_memcpy_sm A100-SXM4-40GB 512 MiB 25.13 GB/s "
+                                 f"(nvbandwidth#42, verified)", low=18.05e9, high=26.28e9),
+    d2h_bytes_per_s=Fig(25.13e9, f"{HW} A.4: the only A100 D2H figure (Azure 6.27 GB/s) is flagged anomalous; "
+                                 f"assumed equal to H2D"),
+)
+
+H100 = GPU(
+    name="NVIDIA H100-SXM5-80GB",
+    memory_bytes=Fig(80 * GIB, f"{HW} A.2: HBM3 80 GB (binary GB)"),
+    clock_mhz=1830, nvlink_links=18, pcie_generation=5,
+    peak_flops={
+        "float32": Fig(66.9e12, f"{HW} A.1: FP32 66.9 TFLOP/s (glennklockwood, third-party)"),
+        "float16": Fig(989.4e12, f"{HW} A.1: FP16 tensor core 989.4 TFLOP/s dense (third-party)"),
+        "bfloat16": Fig(989.4e12, f"{HW} A.1: BF16 tensor core 989.4 TFLOP/s dense (third-party)"),
+    },
+    achievable_fraction={
+        "float32": Fig(794.5 / 989.4, f"{HW} A.3: no published H100 FP32 GEMM figure; assumed the BF16 MAMF fraction "
+                                      f"80.3% (assumed)"),
+        "float16": Fig(794.5 / 989.4, f"{HW} A.3: H100 BF16 MAMF 794.5 TFLOP/s = 80.3% (stas00, verified); the caveat "
+                                      f"there says to use MAMF for FP16 too"),
+        "bfloat16": Fig(794.5 / 989.4, f"{HW} A.3: H100 BF16 MAMF 794.5 TFLOP/s = 80.3% (stas00, verified)",
+                        low=792.1 / 989.4, high=794.5 / 989.4),
+    },
+    triad_bytes_per_s=Fig(2970e9, f"{HW} A.2: Azure ND H100 v5 BabelStream triad 2.97 TB/s (verified)", low=2900e9,
+                          high=2970e9),
+    h2d_bytes_per_s=Fig(51e9, f"{HW} A.4: Azure ND H100 v5 H2D SM copy 51 GB/s (verified)", low=35.2e9, high=51e9),
+    d2h_bytes_per_s=Fig(52e9, f"{HW} A.4: Azure ND H100 v5 D2H SM copy 52 GB/s (verified)", low=52e9, high=52.8e9),
+)
+
+NODES = [
+    Node(file="v100-abci-4gpu.published.yaml", title="ABCI 1.0 compute node (V): 4 x V100-SXM2-16GB, 2 x IB EDR",
+         gpu=V100, gpus_per_node=4, cpu_model="2 x Intel Xeon Gold 6148", cpu_cores=40, host_memory_bytes=384e9,
+         node_source=f"{HW} A.5: mlcommons hpc_results_v0.7 Fujitsu ABCI system JSONs (verified)",
+         allreduce_bus_bytes_per_s=Fig(85.36e9, f"{HW} A.6.1: vTrain V100 4-GPU LUT busbw at 1 GiB 85.36 GB/s; no "
+                                                f"published 4xV100 ABCI table, topology of the proxy unknown (unverified)"),
+         other_collective_bus_bytes_per_s=Fig(85.36e9, "no figure for other collectives; assumed the all-reduce busbw"),
+         p2p_bytes_per_s=Fig(50e9, f"strategies.md §2.1: ParaDL's NVLink 50 GB/s; {HW} A.5: 2 links per pair is "
+                                   f"(unverified) for ABCI"),
+         base_latency_s=NCCL_BASE, step_latency_s=NCCL_STEP,
+         inter_bus_bytes_per_s=Fig(25e9, f"{HW} A.5 note: 2 x EDR 100 Gb/s = 25 GB/s injection per node (derived); "
+                                         f"no published nccl-tests figure; ParaDL assumes a 12.5 GB/s link",
+                                   low=12.5e9, high=25e9),
+         inter_step_latency_s=NCCL_NET_STEP),
+    Node(file="v100-dgx1-8gpu.published.yaml", title="DGX-1: 8 x V100-SXM2-16GB, hybrid cube-mesh NVLink, 4 x IB EDR",
+         gpu=V100, gpus_per_node=8, cpu_model="2 x Intel Xeon E5-2698 v4", cpu_cores=40, host_memory_bytes=512e9,
+         node_source=f"{HW} A.5: MLPerf v0.7 NVIDIA dgx1_ngc20.06_mxnet.json (verified)",
+         allreduce_bus_bytes_per_s=Fig(134.51e9, f"{HW} A.6.1: vTrain V100 8-GPU LUT busbw at 1 GiB 134.5 GB/s "
+                                                 f"(verified; DGX-1-like system likely but unverified)"),
+         other_collective_bus_bytes_per_s=Fig(134.51e9, "no figure for other collectives; assumed the all-reduce busbw"),
+         p2p_bytes_per_s=Fig(25e9, f"{HW} A.4/A.5: one NVLink 2 link, 25 GB/s per direction (some pairs have 2)",
+                             high=50e9),
+         base_latency_s=NCCL_BASE, step_latency_s=NCCL_STEP,
+         inter_bus_bytes_per_s=Fig(40e9, f"{HW} A.6.2: 4 x DGX-1 all-reduce busbw 'about 40 GB/s' (NVIDIA GTC 2017 "
+                                         f"slides via nccl-tests#29, unverified); 4 x EDR line rate 50 GB/s (derived)",
+                                   high=50e9),
+         inter_step_latency_s=NCCL_NET_STEP),
+    Node(file="a100-dgx-8gpu.published.yaml", title="DGX A100: 8 x A100-SXM4-40GB, NVSwitch, 8 x IB HDR 200",
+         gpu=A100, gpus_per_node=8, cpu_model="2 x AMD EPYC 7742", cpu_cores=128, host_memory_bytes=2e12,
+         node_source=f"{HW} A.5: MLPerf v0.7 dgxa100_ngc20.06_mxnet.json (verified)",
+         allreduce_bus_bytes_per_s=Fig(229.35e9, f"{HW} A.6.1: vTrain A100 8-GPU LUT busbw at 1 GiB 229.35 GB/s; "
+                                                 f"stas00 228.9-234.9, Azure 228.1-231.6 (verified)",
+                                       low=228.1e9, high=234.9e9),
+         other_collective_bus_bytes_per_s=Fig(229.35e9, "no A100 figure for other collectives; assumed the all-reduce "
+                                                        "busbw (on H200 ring ops match ring all-reduce within 2%)"),
+         p2p_bytes_per_s=Fig(237.5e9, f"{HW} A.4: p2pBandwidthLatencyTest bidirectional 430-520 GB/s (nccl-tests#149, "
+                                      f"verified), halved for one direction (derived)", low=215e9, high=260e9),
+         base_latency_s=NCCL_BASE, step_latency_s=NCCL_STEP,
+         inter_bus_bytes_per_s=Fig(192e9, f"{HW} A.6.2: DGX A100 8 x HDR multi-node all-reduce busBW 192 GB/s "
+                                          f"(NVIDIA staff in nccl#812, third-party)"),
+         inter_step_latency_s=NCCL_NET_STEP),
+    Node(file="h100-dgx-8gpu.published.yaml", title="DGX H100: 8 x H100-SXM5-80GB, NVSwitch gen 3, 8 x IB NDR 400",
+         gpu=H100, gpus_per_node=8, cpu_model="2 x Intel Xeon Platinum 8480C", cpu_cores=112, host_memory_bytes=2e12,
+         node_source=f"{HW} A.5: MLPerf v3.0 dgxh100_ngc23.04_mxnet.json (verified)",
+         allreduce_bus_bytes_per_s=Fig(478.9e9, f"{HW} A.6.1: Azure ND H100 v5 NVLS all-reduce busbw 478.9 GB/s at 8 GB "
+                                                f"(verified); NVIDIA staff ~480 (nccl-tests#212)",
+                                       low=466.4e9, high=480e9),
+         other_collective_bus_bytes_per_s=Fig(370e9, f"{HW} A.6.1: ~370 GB/s busBw for non-all-reduce collectives "
+                                                     f"(sjeaugey, nccl-tests#212, verified)", low=361.4e9, high=370e9),
+         p2p_bytes_per_s=Fig(378e9, f"{HW} A.4: P2P NVLink unidirectional 376-380 GB/s (nccl#1264, verified)",
+                             low=376e9, high=380e9),
+         base_latency_s=NCCL_BASE,
+         step_latency_s=Fig((26e-6 - 5.6e-6) / 14, f"{HW} A.6.3: Azure ND H100 v5 1 KB all-reduce ~26 us on 8 GPUs "
+                                                  f"(derived) = 5.6 us base + 14 steps x 1.46 us (derived)"),
+         inter_bus_bytes_per_s=Fig(320e9, f"{HW} A.6.2: 8xH100, 8 x 400 Gb RoCE, 4 nodes busbw 320 GB/s (nccl#1221, "
+                                          f"verified; RoCE proxy for DGX H100's IB NDR)", high=430e9),
+         inter_step_latency_s=NCCL_NET_STEP),
+]
+
+COMPUTE_OPS = ("gemm", "conv2d", "conv3d")
+MEMORY_OPS = {"batchnorm": ("fwd", "bwd_data"), "relu": ("fwd", "bwd_data"), "maxpool": ("fwd", "bwd_data"),
+              "avgpool": ("fwd", "bwd_data"), "add": ("fwd",)}
+LAUNCH_NOTE = ("no published per-kernel launch figure in ../shared/reference; launch overhead omitted (0 s), so "
+               "very small kernels are predicted optimistically")
+
+
+def _compute(gpu: GPU) -> dict[str, ComputeFit]:
+    out = {}
+    triad = gpu.triad_bytes_per_s
+    for dtype, peak in gpu.peak_flops.items():
+        frac = gpu.achievable_fraction[dtype]
+        scale = Estimate(value=1.0, low=frac.value / (frac.high or frac.value), high=frac.value / (frac.low or frac.value))
+        for op in COMPUTE_OPS:
+            for pass_ in ("fwd", "bwd_data", "bwd_weight"):
+                out[f"{op}/{pass_}/{dtype}"] = ComputeFit(
+                    kind="flops", launch_s=Estimate.exact(0.0), peak_per_s=peak.value,
+                    memory_bandwidth_bytes_per_s=triad.value,
+                    efficiency=EfficiencyModel(features=[], init=math.log(frac.value)), time_scale=scale,
+                    sources=[peak.source, frac.source, f"memory bound: {triad.source}", LAUNCH_NOTE,
+                             "convolutions assumed to reach the GEMM fraction (implicit-GEMM cuDNN kernels)"])
+        for op, passes in MEMORY_OPS.items():
+            for pass_ in passes:
+                out[f"{op}/{pass_}/{dtype}"] = ComputeFit(
+                    kind="bytes", launch_s=Estimate.exact(0.0), peak_per_s=triad.value,
+                    efficiency=EfficiencyModel(features=[], init=0.0),
+                    time_scale=Estimate(value=1.0, low=triad.value / (triad.high or triad.value),
+                                        high=triad.value / (triad.low or triad.value)),
+                    sources=[f"memory-bound at STREAM triad: {triad.source}", LAUNCH_NOTE])
+    return out
+
+
+def _line(alpha: Fig, bandwidth: Fig) -> SegmentedFit:
+    return SegmentedFit(segments=[Segment(from_x=0.0, alpha_s=alpha.estimate(), bandwidth_bytes_per_s=bandwidth.estimate())],
+                        sources=[alpha.source, bandwidth.source])
+
+
+def _links(node: Node) -> dict[str, dict[str, LinkModel]]:
+    links = {}
+    for op in COLLECTIVES:
+        intra_bw = {"allreduce": node.allreduce_bus_bytes_per_s, "sendrecv": node.p2p_bytes_per_s,
+                    "halo": node.p2p_bytes_per_s}.get(op, node.other_collective_bus_bytes_per_s)
+        common = dict(base_latency_s=node.base_latency_s.estimate(), step_latency_s=node.step_latency_s.estimate())
+        links[op] = {
+            "intra": LinkModel(**common, bus_bandwidth_bytes_per_s=intra_bw.estimate(),
+                               sources=[node.base_latency_s.source, node.step_latency_s.source, intra_bw.source]),
+            "inter": LinkModel(**common, inter_step_latency_s=node.inter_step_latency_s.estimate(),
+                               bus_bandwidth_bytes_per_s=node.inter_bus_bytes_per_s.estimate(),
+                               sources=[node.inter_step_latency_s.source, node.inter_bus_bytes_per_s.source,
+                                        "assumed for every collective: the node's inter-node bus bandwidth"]),
+        }
+    return links
+
+
+def build_profile(node: Node) -> Profile:
+    gpu = node.gpu
+    coefficients = Coefficients(
+        compute=_compute(gpu),
+        memory={"device/triad": _line(Fig(0.0, "STREAM latency not published; 0 s"), gpu.triad_bytes_per_s)},
+        host_device={"h2d_pinned": _line(COPY_ALPHA, gpu.h2d_bytes_per_s),
+                     "d2h_pinned": _line(COPY_ALPHA, gpu.d2h_bytes_per_s)},
+        links=_links(node),
+        notes=[f"published reference profile: {node.title}", node.node_source, gpu.memory_bytes.source,
+               "no host STREAM or pageable-copy figures: memory_time_s(where='host') and pageable copies are "
+               "not available from this profile"] + node.notes)
+    gpus = [GPUInfo(name=gpu.name, memory_bytes=gpu.memory_bytes.value, sm_clock_mhz=gpu.clock_mhz,
+                    nvlink_links=gpu.nvlink_links, pcie_generation=gpu.pcie_generation, pcie_width=16)
+            for _ in range(node.gpus_per_node)]
+    machine = Machine(hostname=f"published:{node.file.split('.')[0]}", cpu_model=node.cpu_model, cpu_cores=node.cpu_cores,
+                      memory_bytes=node.host_memory_bytes, gpus=gpus, gpus_per_node=node.gpus_per_node,
+                      device_memory_bytes=gpu.memory_bytes.value)
+    return Profile(schema_version=SCHEMA_VERSION, machine=machine,
+                   provenance=Provenance(kind="published", source=f"{node.title}; figures from "
+                                                                   f"../shared/reference/hardware.md (see sources)"),
+                   created="2026-11-29T00:00:00+00:00", coefficients=coefficients.model_dump(mode="json", exclude_none=True))
+
+
+def render(node: Node) -> str:
+    header = (f"# PUBLISHED reference profile: {node.title}\n"
+              f"# Not measured: built from published figures by `python -m calibrate.published`; do not edit by hand.\n"
+              f"# Every coefficient lists its sources; marks as in ../shared/reference/hardware.md.\n")
+    return header + dump_yaml(build_profile(node).model_dump(mode="json", exclude_none=True))
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description="write the published reference profiles")
+    parser.add_argument("--out-dir", default=str(Path(__file__).resolve().parent.parent / "profiles"))
+    args = parser.parse_args(argv)
+    for node in NODES:
+        path = Path(args.out_dir) / node.file
+        write_atomic(path, render(node))
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

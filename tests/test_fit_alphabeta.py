@@ -1,0 +1,78 @@
+"""Alpha-beta fits on synthetic samples from known coefficients: recovery, break detection, coverage."""
+import numpy as np
+import pytest
+
+from calibrate.alphabeta import Point, detect_segments, fit_alpha_beta, fit_line, segment_for, segment_time_s
+from calibrate.synthetic import noisy_times
+
+SIZES = [2.0**k for k in range(3, 27)]
+
+
+def points(time_s, rng, sizes=SIZES, noise=0.03, calls=9):
+    return [Point(s, np.array(noisy_times(time_s(s), rng, noise, calls))) for s in sizes]
+
+
+def test_fit_line_exact_on_noiseless_line():
+    x = np.array([1e3, 1e5, 1e7])
+    alpha, beta = fit_line(x, 10e-6 + x / 2e9)
+    assert alpha == pytest.approx(10e-6, rel=1e-9)
+    assert 1 / beta == pytest.approx(2e9, rel=1e-9)
+
+
+def test_fit_line_never_negative():
+    x = np.array([1e3, 1e4, 1e5, 1e6])
+    alpha, beta = fit_line(x, x / 1e9 * 1.0 - 1e-9 + 1e-12 * x)  # would need a negative intercept
+    assert alpha >= 0 and beta >= 0
+
+
+@pytest.mark.parametrize("alpha_s,bw", [(20e-6, 5e9), (3e-6, 80e9), (150e-6, 0.8e9)])
+def test_recovers_alpha_and_beta_within_5_percent(alpha_s, bw):
+    rng = np.random.default_rng(7)
+    fit = fit_alpha_beta(points(lambda s: alpha_s + s / bw, rng), rng)
+    assert len(fit.segments) == 1
+    seg = fit.segments[0]
+    assert seg.alpha_s.value == pytest.approx(alpha_s, rel=0.05)
+    assert seg.bandwidth_bytes_per_s.value == pytest.approx(bw, rel=0.05)
+    assert fit.quality.median_rel_error < 0.05
+
+
+def test_detects_an_injected_regime_break():
+    rng = np.random.default_rng(3)
+    knee = 2.0**16  # eager -> rendezvous: latency jumps, bandwidth doubles
+    truth = lambda s: 5e-6 + s / 2e9 if s < knee else 40e-6 + s / 4e9
+    fit = fit_alpha_beta(points(truth, rng), rng)
+    assert len(fit.segments) == 2
+    assert 2.0**15 < fit.segments[1].from_x <= knee
+    assert fit.segments[0].alpha_s.value == pytest.approx(5e-6, rel=0.05)
+    assert fit.segments[1].bandwidth_bytes_per_s.value == pytest.approx(4e9, rel=0.05)
+    for s in (1e3, 1e5, 1e7):
+        assert segment_time_s(segment_for(fit, s), s) == pytest.approx(truth(s), rel=0.05)
+
+
+def test_no_break_on_a_single_regime():
+    rng = np.random.default_rng(11)
+    for _ in range(5):
+        x = np.array(SIZES)
+        t = np.array([p.t for p in points(lambda s: 10e-6 + s / 3e9, rng)])
+        assert len(detect_segments(x, t)) == 1
+
+
+def test_bootstrap_intervals_cover_the_truth_in_90_percent_of_trials():
+    rng = np.random.default_rng(2026)
+    alpha_s, bw = 12e-6, 6e9
+    sizes = [2.0**k for k in range(6, 24, 2)]
+    trials, covered_alpha, covered_bw = 60, 0, 0
+    for _ in range(trials):
+        fit = fit_alpha_beta(points(lambda s: alpha_s + s / bw, rng, sizes=sizes, noise=0.05, calls=7), rng)
+        covered_alpha += fit.segments[0].alpha_s.low <= alpha_s <= fit.segments[0].alpha_s.high
+        covered_bw += fit.segments[-1].bandwidth_bytes_per_s.low <= bw <= fit.segments[-1].bandwidth_bytes_per_s.high
+    print(f"coverage over {trials} trials: alpha {covered_alpha / trials:.0%}, bandwidth {covered_bw / trials:.0%}")
+    assert covered_alpha / trials >= 0.90
+    assert covered_bw / trials >= 0.90
+
+
+def test_bounds_order_times():
+    rng = np.random.default_rng(5)
+    fit = fit_alpha_beta(points(lambda s: 8e-6 + s / 1e9, rng, noise=0.05), rng)
+    seg = segment_for(fit, 1e6)
+    assert segment_time_s(seg, 1e6, "low") <= segment_time_s(seg, 1e6) <= segment_time_s(seg, 1e6, "high")

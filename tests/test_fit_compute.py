@@ -1,0 +1,106 @@
+"""Compute fits on synthetic sweeps with a known efficiency curve: recovery, held-out bands, export."""
+import numpy as np
+import pytest
+import yaml
+
+from calibrate import shapes
+from calibrate.coefficients import ComputeFit
+from calibrate.compute import ComputePoint, efficiency, fit_compute, predict_times
+from calibrate.fit import fit_profile
+from calibrate.synthetic import conv_samples, noisy_times, profile_with
+
+PEAK, LAUNCH = 200e9, 20e-6
+
+
+def true_eff(flops):
+    return 0.85 * flops / (flops + 3e7)
+
+
+def true_time(flops, nbytes=0.0):
+    return LAUNCH + flops / (PEAK * true_eff(flops))
+
+
+def conv_grid(batches=(1, 2, 4, 8), channels=(8, 16, 32, 64, 128), sizes=(14, 28, 56)):
+    return [dict(N=n, C=c, F=64, H=h, W=h, kernel=3, stride=1, padding=1) for n in batches for c in channels for h in sizes]
+
+
+def points_of(params_list, rng, noise=0.03):
+    out = []
+    for params in params_list:
+        w = shapes.work("conv2d", "fwd", params, "float32")
+        out.append(ComputePoint(w["flops"], w["bytes"], tuple(w["features"]),
+                                np.array(noisy_times(true_time(w["flops"]), rng, noise, 7)), params))
+    return out
+
+
+def predict(fit, params_list):
+    ws = [shapes.work("conv2d", "fwd", p, "float32") for p in params_list]
+    return predict_times(fit, np.array([w["flops"] for w in ws]), np.array([w["bytes"] for w in ws]),
+                         np.array([w["features"] for w in ws]))
+
+
+def test_recovers_a_known_efficiency_curve_on_unseen_shapes():
+    rng = np.random.default_rng(0)
+    fit = fit_compute(points_of(conv_grid(), rng), shapes.FLOP_FEATURES, "flops", None, rng)
+    unseen = conv_grid(batches=(3, 6), channels=(24, 48, 96), sizes=(20, 40))
+    truth = np.array([true_time(shapes.work("conv2d", "fwd", p, "float32")["flops"]) for p in unseen])
+    rel = np.abs(predict(fit, unseen) - truth) / truth
+    print(f"unseen in-range shapes: median rel err {np.median(rel):.1%}, max {rel.max():.1%}")
+    assert np.median(rel) < 0.10 and rel.max() < 0.25
+    # achieved throughput (work / time) follows the true curve: it rises with work and saturates
+    flops = np.array([shapes.work("conv2d", "fwd", p, "float32")["flops"] for p in unseen])
+    order = np.argsort(flops)
+    achieved = flops[order] / predict(fit, unseen)[order]
+    true_achieved = flops[order] / truth[order]
+    assert np.corrcoef(np.log(achieved), np.log(true_achieved))[0, 1] > 0.95
+    assert fit.quality.median_rel_error < 0.10
+
+
+def test_holds_out_a_band_of_small_channel_shapes_and_stores_the_error():
+    rng = np.random.default_rng(1)
+    pts = points_of(conv_grid(), rng)
+
+    def small_channels(points):
+        mask = np.array([p.params["C"] > 32 for p in points])
+        return mask, "extrapolation: every conv with C <= 32, trained on C > 32"
+
+    fit = fit_compute(pts, shapes.FLOP_FEATURES, "flops", None, rng, extrapolation_band=small_channels)
+    ex = fit.extrapolation
+    assert ex.held_out.startswith("extrapolation: every conv with C <= 32")
+    assert ex.n_test == sum(p.params["C"] <= 32 for p in pts) and ex.n_train == len(pts) - ex.n_test
+    print(f"held-out band C <= 32: median rel err {ex.median_rel_error:.1%}, max {ex.max_rel_error:.1%}")
+    assert 0 < ex.median_rel_error < 0.30  # measured, not assumed: it is a real, nonzero number
+
+
+def test_default_extrapolation_band_is_the_smallest_work_quarter():
+    rng = np.random.default_rng(2)
+    fit = fit_compute(points_of(conv_grid(), rng), shapes.FLOP_FEATURES, "flops", None, rng)
+    assert fit.extrapolation.n_test == pytest.approx(len(conv_grid()) / 4, abs=2)
+    assert fit.extrapolation.held_out.startswith("extrapolation: the")
+
+
+def test_fit_is_stored_as_plain_yaml_and_reloads_to_the_same_predictions():
+    rng = np.random.default_rng(3)
+    samples = conv_samples(conv_grid(), lambda fl, b: true_time(fl), rng)
+    profile = fit_profile(profile_with(samples))
+    text = yaml.safe_dump(profile.coefficients)  # safe_dump refuses python objects: plain numbers only
+    reloaded = ComputeFit.model_validate(yaml.safe_load(text)["compute"]["conv2d/fwd/float32"])
+    original = ComputeFit.model_validate(profile.coefficients["compute"]["conv2d/fwd/float32"])
+    grid = conv_grid(batches=(5,), channels=(40,), sizes=(30,))
+    assert predict(reloaded, grid) == pytest.approx(predict(original, grid), rel=1e-12)
+    assert len(reloaded.efficiency.trees) > 0
+
+
+def test_efficiency_never_exceeds_one():
+    rng = np.random.default_rng(4)
+    fit = fit_compute(points_of(conv_grid(), rng), shapes.FLOP_FEATURES, "flops", None, rng)
+    huge = shapes.work("conv2d", "fwd", dict(N=512, C=512, F=512, H=56, W=56, kernel=3, stride=1, padding=1), "float32")
+    assert 0 < efficiency(fit.efficiency, np.array([huge["features"]]))[0] <= 1.0
+
+
+def test_memory_term_bounds_low_intensity_shapes():
+    rng = np.random.default_rng(5)
+    fit = fit_compute(points_of(conv_grid(), rng), shapes.FLOP_FEATURES, "flops", 1e9, rng)
+    w = shapes.work("conv2d", "fwd", dict(N=64, C=1, F=1, H=512, W=512, kernel=1, stride=1, padding=0), "float32")
+    t = predict_times(fit, np.array([w["flops"]]), np.array([w["bytes"]]), np.array([w["features"]]))[0]
+    assert t >= w["bytes"] / 1e9
