@@ -67,7 +67,7 @@ def test_gpu_fields_from_nvml_and_unsupported_queries_left_empty():
     assert g.compute_capability == "9.0"
 
 
-def test_cuda_machine_uses_gpu_memory(monkeypatch):
+def test_cuda_machine_uses_gpu_memory():
     m = metadata.collect_machine("cuda", nvml=FakeNVML())
     assert m.gpus_per_node == 2 and m.device_memory_bytes == 141e9 and m.driver_version == "570.1"
 

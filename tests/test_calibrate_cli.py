@@ -1,0 +1,153 @@
+"""`profiler calibrate` end to end on CPU: a tiny calibration, every bad input (one line on stderr, exit 2,
+no traceback), the store's no-overwrite rules, and Ctrl-C / in-section failures leaving PATH.partial."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from profiler import store
+from profiler.cli import main
+from profiler.cmd_calibrate import fit_or_warn, parse_sections
+from profiler.errors import UserError
+from profiler.profile import load_profile
+
+TINY = {**os.environ, "PARAORACLE_GRID": "tiny", "PYTHONUNBUFFERED": "1"}
+
+
+def cli(*args, env=TINY, timeout=240):
+    return subprocess.run([sys.executable, "-m", "profiler", *args], capture_output=True, text=True, env=env,
+                          timeout=timeout)
+
+
+def assert_one_line_error(result, *needles):
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    for needle in needles:
+        assert needle in lines[0]
+
+
+def test_tiny_calibration_writes_a_fitted_profile(tmp_path):
+    out = tmp_path / "tiny.yaml"
+    r = cli("calibrate", "--device", "cpu", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    profile = load_profile(out)
+    kinds = {s.benchmark for s in profile.samples}
+    assert {"gemm", "conv2d", "conv3d", "batchnorm", "relu", "maxpool", "add", "stream"} <= kinds
+    assert profile.provenance.kind == "calibrated"
+    assert profile.settings["grid"] == "tiny" and profile.settings["sections"] == ["compute", "memory", "collectives"]
+    assert "skipped" in profile.settings["collectives"]
+    assert profile.coefficients  # calibrate.fit ran
+    assert all(s.flops is not None and s.bytes_moved > 0 for s in profile.samples if s.benchmark != "stream")
+    assert not store.partial_path(out).exists()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU error")
+def test_device_cuda_without_gpu(tmp_path):
+    assert_one_line_error(cli("calibrate", "--device", "cuda", "--out", str(tmp_path / "x.yaml")), "--device cuda")
+
+
+@pytest.mark.parametrize("out", ["/proc/paraoracle-test.yaml", "/nonexistent-folder/x.yaml"])
+def test_unwritable_out_fails_before_benchmarking(out):
+    assert_one_line_error(cli("calibrate", "--device", "cpu", "--out", out), "--out")
+
+
+def test_unknown_only_item_is_named(tmp_path):
+    assert_one_line_error(cli("calibrate", "--device", "cpu", "--only", "compute,gpus", "--out", str(tmp_path / "x.yaml")),
+                          "--only", "gpus")
+
+
+def test_existing_file_refused_without_force(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("PARAORACLE_GRID", "tiny")
+    out = tmp_path / "p.yaml"
+    out.write_text("keep me")
+    assert main(["calibrate", "--device", "cpu", "--only", "memory", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "--force" in err and len(err.strip().splitlines()) == 1
+    assert out.read_text() == "keep me"
+    assert main(["calibrate", "--device", "cpu", "--only", "memory", "--force", "--out", str(out)]) == 0
+    assert {s.benchmark for s in load_profile(out).samples} == {"stream"}
+
+
+def test_folder_out_gets_a_timestamped_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("PARAORACLE_GRID", "tiny")
+    assert main(["calibrate", "--device", "cpu", "--only", "memory", "--out", str(tmp_path)]) == 0
+    assert main(["calibrate", "--device", "cpu", "--only", "memory", "--out", str(tmp_path)]) == 0
+    files = sorted(tmp_path.glob("*.yaml"))
+    assert len(files) == 2  # the second run, in the same second, did not overwrite the first
+    assert all(load_profile(f).samples for f in files)
+
+
+def test_store_names_and_refusals(tmp_path):
+    import datetime as dt
+
+    when = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
+    assert store.timestamped_name("gpu node/1", when) == "gpu_node_1-20260102T030405Z.yaml"
+    first = store.resolve_out(tmp_path, "h", False, when)
+    assert first == tmp_path / "h-20260102T030405Z.yaml"
+    first.write_text("x")
+    assert store.resolve_out(tmp_path, "h", False, when).name == "h-20260102T030405Z-2.yaml"
+    with pytest.raises(UserError, match="exists"):
+        store.resolve_out(first, "h", False)
+    assert store.resolve_out(first, "h", True) == first
+    assert store.partial_path(first).name == "h-20260102T030405Z.yaml.partial"
+
+
+def test_parse_sections():
+    assert parse_sections(None, "cpu") == ["compute", "memory", "collectives"]
+    assert parse_sections(None, "cuda") == ["compute", "memory", "host_device", "collectives"]
+    assert parse_sections("memory, compute", "cpu") == ["compute", "memory"]
+    with pytest.raises(UserError, match="host_device"):
+        parse_sections("host_device", "cpu")
+    with pytest.raises(UserError, match="at least one"):
+        parse_sections(",", "cpu")
+
+
+def test_ctrl_c_leaves_the_samples_in_partial(tmp_path):
+    out = tmp_path / "int.yaml"
+    env = {k: v for k, v in TINY.items() if k != "PARAORACLE_GRID"}  # the quick grid runs long enough
+    proc = subprocess.Popen([sys.executable, "-m", "profiler", "calibrate", "--device", "cpu", "--quick",
+                             "--only", "compute", "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    first_line = proc.stderr.readline()  # the plan line: benchmarking starts right after it
+    assert "compute" in first_line, first_line
+    time.sleep(4)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    assert "interrupted" in stderr.strip().splitlines()[-1]
+    partial = load_profile(store.partial_path(out))
+    assert partial.samples and partial.settings["interrupted"] is True
+    assert not out.exists()
+
+
+def test_failure_inside_a_section_leaves_partial_and_exits_2(tmp_path):
+    out = tmp_path / "fail.yaml"
+    # the collectives section rejects the operation list after the memory section has measured
+    r = cli("calibrate", "--device", "cpu", "--only", "memory,collectives", "--ranks", "2",
+            "--collectives", "nosuchop", "--out", str(out))
+    assert r.returncode == 2, r.stderr
+    assert "Traceback" not in r.stderr
+    last = r.stderr.strip().splitlines()[-1]
+    assert "collectives section" in last and "nosuchop" in last and ".partial" in last
+    partial = load_profile(store.partial_path(out))
+    assert {s.benchmark for s in partial.samples} == {"stream"}
+    assert not out.exists()
+
+
+def test_fit_failure_only_warns(tmp_path, capsys):
+    from rich.console import Console
+
+    from profiler.cmd_calibrate import Calibration
+    from profiler.metadata import collect_machine
+
+    empty = Calibration(machine=collect_machine("cpu"), created="2026-01-01T00:00:00+00:00", settings={}).profile()
+    kept = fit_or_warn(empty, tmp_path / "x.yaml", Console(stderr=True))
+    assert kept == empty and not kept.coefficients
+    assert "fit skipped" in capsys.readouterr().err

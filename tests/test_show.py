@@ -1,0 +1,86 @@
+"""`profiler show`: headline figures from a real tiny profile and by hand from synthetic samples; bad files
+give one line and exit 2."""
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from profiler import cmd_show
+from profiler.cli import main
+from profiler.profile import SCHEMA_VERSION, Machine, Profile, Provenance, Sample, save_profile
+
+
+def _profile(samples, kind="calibrated", settings=None, coefficients=None):
+    return Profile(schema_version=SCHEMA_VERSION, machine=Machine(hostname="h", cpu_cores=2, memory_bytes=8e9),
+                   provenance=Provenance(kind=kind, source="test"), created="2026-01-01T00:00:00+00:00",
+                   settings=settings or {}, samples=samples, coefficients=coefficients or {})
+
+
+def _s(benchmark, variant, times, **kw):
+    return Sample(benchmark=benchmark, variant=variant, device=kw.pop("device", "cpu"), threads=1, times_s=times, **kw)
+
+
+def test_headline_figures_by_hand():
+    samples = [
+        _s("gemm", "fwd", [1.0, 2.0, 3.0], params={"M": 1}, flops=4e9),  # median 2 s -> 2 GFLOP/s
+        _s("gemm", "fwd", [1.0], params={"M": 2}, flops=3e9),  # 3 GFLOP/s: the best
+        _s("conv3d", "fwd", [0.5], params={"N": 1}, flops=1e9),
+        _s("stream", "triad", [1e-6], params={"n": 1000, "array_bytes": 8000}, bytes_moved=24_000, dtype="float64"),
+        _s("stream", "triad", [0.1], params={"n": 10**8, "array_bytes": 8e8}, bytes_moved=2.4e9, dtype="float64"),
+        _s("host_device", "h2d_pinned", [0.01], params={"size_bytes": 10**8}, bytes_moved=1e8, device="cuda"),
+    ]
+    p = _profile(samples, settings={"last_level_cache_bytes": 32 * 2**20})
+    best = cmd_show.best_compute(p)
+    assert best[0][:3] == ("gemm", "fwd", "float32") and best[0][3] == pytest.approx(3e9)
+    assert best[1][0] == "conv3d" and best[1][3] == pytest.approx(2e9)
+    [(side, kernel, cache, dram)] = cmd_show.stream_figures(p)
+    assert (side, kernel) == ("host", "triad")
+    assert cache == pytest.approx(24e9) and dram == pytest.approx(24e9)
+    [(variant, rate, size)] = cmd_show.host_device_figures(p)
+    assert variant == "h2d_pinned" and rate == pytest.approx(1e10) and size == 1e8
+
+
+def test_collective_busbw_by_hand():
+    group = {"size": 4, "nodes": 1}
+    samples = [
+        _s("allreduce", "throughput", [0.01], params={"size_bytes": 1e8, "group": group}, bytes_moved=1e8),
+        _s("allreduce", "latency", [1e-6], params={"size_bytes": 1e8, "group": group}, bytes_moved=1e8),
+    ]
+    [(op, n, nodes, bw, size)] = cmd_show.collective_figures(_profile(samples))
+    # algbw = 1e8 / 0.01 = 1e10; busbw factor 2(n-1)/n = 1.5 (microbenchmarks.md §1.2); latency rows ignored
+    assert (op, n, nodes, size) == ("allreduce", 4, 1, 1e8) and bw == pytest.approx(1.5e10)
+
+
+def test_published_profile_is_flagged_loudly(tmp_path, capsys):
+    path = tmp_path / "pub.yaml"
+    save_profile(_profile([], kind="published"), path)
+    assert main(["show", str(path)]) == 0
+    assert "PUBLISHED profile" in capsys.readouterr().out
+
+
+def test_show_real_tiny_profile(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("PARAORACLE_GRID", "tiny")
+    path = tmp_path / "tiny.yaml"
+    assert main(["calibrate", "--device", "cpu", "--out", str(path)]) == 0
+    capsys.readouterr()
+    assert main(["show", str(path)]) == 0
+    out = capsys.readouterr().out
+    for needle in ("gemm", "conv2d", "conv3d", "STREAM", "triad", "coefficients", "collectives skipped"):
+        assert needle in out, needle
+
+
+@pytest.mark.parametrize("content,needle", [
+    ("schema_version: [unclosed", "corrupt YAML"),
+    (yaml.safe_dump({"schema_version": 999}), "schema_version"),
+    (yaml.safe_dump({"schema_version": SCHEMA_VERSION, "machine": {"hostname": "h"}}), "provenance"),
+])
+def test_bad_profiles_one_line_exit_2(tmp_path, content, needle):
+    path = tmp_path / "bad.yaml"
+    path.write_text(content)
+    r = subprocess.run([sys.executable, "-m", "profiler", "show", str(path)], capture_output=True, text=True,
+                       env=os.environ, timeout=120)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0] and str(path) in lines[0]
