@@ -1,0 +1,50 @@
+"""Config + graph -> this rank's Replica (the strategy implementation), on the right device and dtype."""
+from __future__ import annotations
+
+import torch
+
+from predictor.graph import ModelGraph
+from predictor.runner.channel import ChannelReplica
+from predictor.runner.config import RunConfig
+from predictor.runner.data import DataReplica
+from predictor.runner.filter import FilterReplica
+from predictor.runner.groups import subgroups
+from predictor.runner.nets import build_serial
+from predictor.runner.pipeline import PipelineReplica
+from predictor.runner.replica import Replica
+from predictor.runner.serial import SerialReplica
+from predictor.runner.spatial import SpatialReplica
+from profiler.errors import UserError
+
+TORCH_DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+                "float16": torch.float16, "fp16": torch.float16}
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    try:
+        return TORCH_DTYPES[name]
+    except KeyError:
+        raise UserError(f"dtype {name!r} is not supported by the runner (known: {', '.join(TORCH_DTYPES)})") from None
+
+
+def build_replica(cfg: RunConfig, graph: ModelGraph, device: str = "cpu", seed: int = 0) -> Replica:
+    """Every rank calls this with the same arguments; the world size must equal cfg.ranks."""
+    layers, modules = build_serial(graph, seed)
+    dtype = torch_dtype(cfg.dtype)
+    for module in modules:
+        module.to(device=device, dtype=dtype)
+    p_data, p_model = cfg.degrees
+    if p_data * p_model != cfg.ranks:
+        raise UserError(f"{cfg.label} on {cfg.ranks} ranks: {p_data} data x {p_model} model replicas do not fill them")
+    if cfg.strategy == "serial":
+        return SerialReplica(modules, recompute_segments=cfg.recompute_segments, offload=cfg.offload)
+    model_group, data_group = subgroups(p_data, p_model)
+    if cfg.strategy == "data":
+        return DataReplica(modules, data_group, p_data, cfg.recompute_segments, cfg.offload)
+    if cfg.recompute_segments or cfg.offload:
+        raise UserError(f"recompute/offload runs are implemented for serial and data, not {cfg.strategy}")
+    if cfg.strategy == "pipeline":
+        return PipelineReplica(layers, modules, model_group, p_model, cfg.micro_batches)
+    kind = {"spatial": SpatialReplica, "data+spatial": SpatialReplica, "filter": FilterReplica,
+            "data+filter": FilterReplica, "channel": ChannelReplica}[cfg.strategy]
+    return kind(layers, modules, model_group, p_model, data_group, p_data)

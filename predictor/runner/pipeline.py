@@ -1,0 +1,117 @@
+"""Pipeline (layer) parallelism with the GPipe schedule: the chain is cut into one contiguous stage per
+rank, the batch into S micro-batches; every stage runs all S forwards (receiving activations from the
+previous stage, sending its output to the next), then all S backwards in reverse order (receiving
+dL/dy from the next stage, sending dL/dx to the previous). Written as explicit send/recv rather than
+torch.distributed.pipelining, whose schedules target GPU/NCCL; the schedule is the one whose bubble is
+(p-1)/(S+p-1) (strategies.md §3 "Layer/pipeline", §8).
+
+Stage cut: contiguous stages minimising the largest stage's forward+backward FLOPs (`balanced_stages`);
+the cut is recorded with every run. Batch norm uses each micro-batch's statistics (as GPipe does), so with
+batch norm and S > 1 the loss differs slightly from the serial net's; the equivalence test uses a net
+without batch norm.
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn import functional as F
+
+from predictor.graph import Layer
+from predictor.runner.comm import CommClock
+from predictor.runner.replica import Replica
+from profiler.errors import UserError
+
+
+def balanced_stages(layers: list[Layer], stages: int) -> list[int]:
+    """Start index of each stage: contiguous split minimising the maximum stage cost (fwd + bwd FLOPs per
+    sample; layers without FLOPs cost 1 so that FLOP-less test graphs still split evenly). Exact DP."""
+    if stages > len(layers):
+        raise UserError(f"pipeline: {stages} stages but the net has only {len(layers)} layers")
+    cost = [max(l.flops_fwd + l.flops_bwd_data + l.flops_bwd_weight, 1.0) for l in layers]
+    n = len(cost)
+    prefix = [0.0]
+    for c in cost:
+        prefix.append(prefix[-1] + c)
+    inf = float("inf")
+    best = [[inf] * (n + 1) for _ in range(stages + 1)]
+    cut = [[0] * (n + 1) for _ in range(stages + 1)]
+    best[0][0] = 0.0
+    for s in range(1, stages + 1):
+        for end in range(s, n + 1):
+            for start in range(s - 1, end):
+                value = max(best[s - 1][start], prefix[end] - prefix[start])
+                if value < best[s][end]:
+                    best[s][end], cut[s][end] = value, start
+    starts, end = [], n
+    for s in range(stages, 0, -1):
+        end = cut[s][end]
+        starts.append(end)
+    return starts[::-1]
+
+
+def _timed(op, *args):
+    start = time.perf_counter()
+    op(*args)
+    CommClock.seconds += time.perf_counter() - start
+
+
+class PipelineReplica(Replica):
+    def __init__(self, layers: list[Layer], modules: list[nn.Module], group, stages: int, micro_batches: int):
+        starts = balanced_stages(layers, stages)
+        self.rank = dist.get_rank(group)
+        self.group, self.stages, self.micro_batches = group, stages, micro_batches
+        self.stage_starts = starts
+        ends = starts[1:] + [len(layers)]
+        begin, end = starts[self.rank], ends[self.rank]
+        super().__init__(modules[begin:end])
+        self.first_index = begin
+        self.in_shape = layers[begin].input_shape
+        self.out_shape = layers[end - 1].output_shape
+        self.is_first, self.is_last = self.rank == 0, self.rank == stages - 1
+
+    def local_batch(self, x, y):
+        if x.shape[0] % self.micro_batches:
+            raise UserError(f"pipeline: batch {x.shape[0]} is not divisible by {self.micro_batches} micro-batches")
+        return x, y
+
+    def _peer(self, offset: int) -> int:
+        return dist.get_global_rank(self.group, self.rank + offset)
+
+    def forward(self, x, y):
+        """All micro-batch forwards; returns the mean loss on the last stage (0 elsewhere)."""
+        self.saved = []
+        xs, ys = x.chunk(self.micro_batches), y.chunk(self.micro_batches)
+        total = torch.zeros((), dtype=torch.float32)
+        for xm, ym in zip(xs, ys):
+            if not self.is_first:
+                xm = torch.empty((xm.shape[0], *self.in_shape), dtype=x.dtype, device=x.device)
+                _timed(dist.recv, xm, self._peer(-1), self.group)
+                xm.requires_grad_(True)
+            out = xm
+            for module in self.modules:
+                out = module(out)
+            if self.is_last:
+                out = F.cross_entropy(out, ym) / self.micro_batches
+                total = total + out.detach()
+            else:
+                _timed(dist.send, out.detach().contiguous(), self._peer(1), self.group)
+            self.saved.append((xm, out))
+        return total
+
+    def backward(self, loss) -> None:
+        for xm, out in reversed(self.saved):
+            if self.is_last:
+                out.backward()
+            else:
+                grad = torch.empty_like(out)
+                _timed(dist.recv, grad, self._peer(1), self.group)
+                out.backward(grad)
+            if not self.is_first:
+                _timed(dist.send, xm.grad.contiguous(), self._peer(-1), self.group)
+        self.saved = []
+
+    def serial_grads(self):
+        return {f"{i + self.first_index}.{name}": p.grad for i, m in enumerate(self.modules) for name, p in m.named_parameters()}

@@ -1,0 +1,99 @@
+"""Every strategy's loss and gradients equal the serial net's (2 gloo ranks; 4 for the hybrids).
+
+Batch norm takes statistics over what one replica sees: the whole batch for the model-parallel strategies
+(spatial syncs them over its group), the local batch under data parallelism and the micro-batch in the
+pipeline, as in DDP and GPipe. Cases with a data-parallel part or micro-batches therefore use a net
+without batch norm, where the serial result is exact."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from predictor.runner.build import build_replica
+from predictor.runner.config import RunConfig
+from predictor.runner.launch import spawn_ranks
+from tests.runner_nets import net2d, net3d
+
+BATCH = 4
+
+
+def _serial(graph):
+    cfg = RunConfig(graph.name, "serial", 1, BATCH)
+    replica = build_replica(cfg, graph)
+    x, y = _batch(graph)
+    loss = replica.forward(x, y)
+    replica.backward(loss)
+    return float(loss.detach()), {k: v.clone() for k, v in replica.serial_grads().items()}
+
+
+def _batch(graph):
+    from predictor.runner.nets import synthetic_batch
+
+    return synthetic_batch(graph, BATCH, seed=1)
+
+
+def _distributed(rank, world, device, emit, cases):
+    import torch.distributed as dist
+
+    for index, (graph, cfg) in enumerate(cases):
+        replica = build_replica(cfg, graph, device)
+        x, y = replica.local_batch(*_batch(graph))
+        loss = replica.forward(x, y)
+        replica.backward(loss)
+        replica.sync_grads()
+        loss = loss.detach().reshape(1).clone()
+        if cfg.strategy == "pipeline":
+            dist.broadcast(loss, world - 1)
+        elif cfg.degrees[0] > 1:
+            dist.all_reduce(loss)
+            loss /= world
+        grads = {k: v.detach().numpy().copy() for k, v in replica.serial_grads().items()}  # plain arrays: ranks exit
+        emit((index, rank, float(loss), grads))
+
+
+CASES = [
+    ("data", net2d(bn=False), 2, {}),
+    ("spatial", net2d(), 2, {}),
+    ("spatial", net3d(), 2, {}),
+    ("filter", net2d(), 2, {}),
+    ("filter", net3d(), 2, {}),
+    ("channel", net2d(), 2, {}),
+    ("channel", net3d(), 2, {}),
+    ("pipeline", net2d(bn=False), 2, {"micro_batches": 2}),
+    ("data", net2d(bn=False), 2, {"recompute_segments": 2}),
+    ("data+spatial", net2d(bn=False), 4, {"p_model": 2}),
+    ("data+filter", net2d(bn=False), 4, {"p_model": 2}),
+]
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_every_strategy_matches_serial(ranks):
+    """One launch per world size runs every case (spawning ranks dominates the test's time)."""
+    torch.set_num_threads(1)
+    cases = [(graph, RunConfig(graph.name, strategy, n, BATCH, **extra)) for strategy, graph, n, extra in CASES if n == ranks]
+    results = list(spawn_ranks(ranks, _distributed, (cases,)))
+    assert len(results) == ranks * len(cases)
+    covered = {index: set() for index in range(len(cases))}
+    for index, rank, loss, grads in results:
+        graph, cfg = cases[index]
+        where = f"{cfg.label} {graph.name} rank {rank}"
+        serial_loss, serial_grads = _serial(graph)
+        assert loss == pytest.approx(serial_loss, rel=1e-5, abs=1e-6), where
+        assert grads, f"{where}: no gradients reported"
+        for name, grad in grads.items():
+            torch.testing.assert_close(torch.from_numpy(grad), serial_grads[name], rtol=1e-4, atol=1e-5,
+                                       msg=lambda m: f"{where} {name}: {m}")
+        covered[index] |= set(grads)
+    for index, names in covered.items():
+        assert names == set(_serial(cases[index][0])[1]), f"{cases[index][1].label}: parameters without a gradient"
+
+
+def test_serial_recompute_matches_serial():
+    graph = net2d()
+    serial_loss, serial_grads = _serial(graph)
+    replica = build_replica(RunConfig(graph.name, "serial", 1, BATCH, recompute_segments=3), graph)
+    loss = replica.forward(*_batch(graph))
+    replica.backward(loss)
+    assert float(loss) == pytest.approx(serial_loss, rel=1e-6)
+    for name, grad in replica.serial_grads().items():
+        torch.testing.assert_close(grad, serial_grads[name])
