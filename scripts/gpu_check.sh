@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# GPU readiness check, for a machine with an NVIDIA GPU (target: one H200, under 8 minutes in all).
+#   bash scripts/gpu_check.sh OUTDIR
+# Steps (each bounded by `timeout`, each logged to OUTDIR/<step>.log; a failed step does not stop later ones):
+#   setup      scripts/setup.sh (CUDA torch + cupy)
+#   gpu-tests  pytest -m gpu (CUDA timer, cupy STREAM kernels, GPU compute cases, ...)
+#   calibrate  full GPU calibration -> OUTDIR/h200.yaml (Ctrl-C'd at its limit: samples then in h200.yaml.partial)
+#   show       profiler show on it
+# Exit status: 0 when every step passed, 1 otherwise (the failed steps are listed at the end).
+set -uo pipefail
+OUT=${1:?usage: bash scripts/gpu_check.sh OUTDIR}
+mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)
+cd "$(dirname "$0")/.."
+FAILED=()
+
+step() {  # step NAME LIMIT_S COMMAND...: run with a time limit (SIGINT first, so calibrate keeps a .partial)
+  local name=$1 limit=$2 start rc
+  shift 2
+  start=$(date +%s)
+  echo "== $name (limit ${limit} s): $*"
+  timeout -s INT -k 15 "$limit" "$@" >"$OUT/$name.log" 2>&1
+  rc=$?
+  echo "   exit $rc after $(( $(date +%s) - start )) s; log $OUT/$name.log"
+  [ "$rc" -eq 0 ] || FAILED+=("$name")
+  return 0
+}
+
+nvidia-smi >"$OUT/nvidia-smi.txt" 2>&1 || echo "nvidia-smi failed: is this a GPU machine?"
+step setup 150 bash scripts/setup.sh
+if [ -x .venv/bin/python ]; then . .venv/bin/activate; fi
+python -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'gpus', torch.cuda.device_count())" | tee "$OUT/torch.txt"
+
+step gpu-tests 90 python -m pytest -q -m gpu -p no:cacheprovider
+NGPUS=$(python -c "import torch; print(torch.cuda.device_count())" 2>/dev/null || echo 0)
+RANKS=()
+if [ "${NGPUS:-0}" -gt 1 ]; then RANKS=(--ranks "$NGPUS"); fi  # NCCL collectives over every local GPU
+step calibrate 240 profiler calibrate --device cuda --force "${RANKS[@]}" --out "$OUT/h200.yaml"
+if [ -f "$OUT/h200.yaml" ]; then
+  step show 30 profiler show "$OUT/h200.yaml"
+elif [ -f "$OUT/h200.yaml.partial" ]; then
+  step show 30 profiler show "$OUT/h200.yaml.partial"
+fi
+
+# --- hooks: later stages append their GPU checks here, using "$OUT/h200.yaml" and step NAME LIMIT CMD ---
+# e.g. validation: step validate 120 predictor validate --profile "$OUT/h200.yaml" ...
+
+if [ "${#FAILED[@]}" -gt 0 ]; then
+  echo "FAILED steps: ${FAILED[*]} (logs in $OUT)"
+  exit 1
+fi
+echo "all GPU checks passed (logs in $OUT)"
