@@ -69,6 +69,7 @@ class Node:
     step_latency_s: Fig
     inter_bus_bytes_per_s: Fig
     inter_step_latency_s: Fig
+    inter_p2p_bytes_per_s: Fig
     notes: list[str] = field(default_factory=list)
 
 
@@ -164,7 +165,8 @@ NODES = [
          inter_bus_bytes_per_s=Fig(25e9, f"{HW} A.5 note: 2 x EDR 100 Gb/s = 25 GB/s injection per node (derived); "
                                          f"no published nccl-tests figure; ParaDL assumes a 12.5 GB/s link",
                                    low=12.5e9, high=25e9),
-         inter_step_latency_s=NCCL_NET_STEP),
+         inter_step_latency_s=NCCL_NET_STEP,
+         inter_p2p_bytes_per_s=Fig(25e9 / 4, f"{HW} A.5: 2 x EDR 100 Gb/s = 25 GB/s over 4 GPUs: per-GPU share of the node's NIC line rate when every GPU exchanges at once (derived)")),
     Node(file="v100-dgx1-8gpu.published.yaml", title="DGX-1: 8 x V100-SXM2-16GB, hybrid cube-mesh NVLink, 4 x IB EDR",
          gpu=V100, gpus_per_node=8, cpu_model="2 x Intel Xeon E5-2698 v4", cpu_cores=40, host_memory_bytes=512e9,
          node_source=f"{HW} A.5: MLPerf v0.7 NVIDIA dgx1_ngc20.06_mxnet.json (verified)",
@@ -177,7 +179,9 @@ NODES = [
          inter_bus_bytes_per_s=Fig(40e9, f"{HW} A.6.2: 4 x DGX-1 all-reduce busbw 'about 40 GB/s' (NVIDIA GTC 2017 "
                                          f"slides via nccl-tests#29, unverified); 4 x EDR line rate 50 GB/s (derived)",
                                    high=50e9),
-         inter_step_latency_s=NCCL_NET_STEP),
+         inter_step_latency_s=NCCL_NET_STEP,
+         inter_p2p_bytes_per_s=Fig(50e9 / 8, f"{HW} A.5: 4 x EDR 100 Gb/s = 50 GB/s over 8 GPUs: per-GPU share of the node's NIC line rate when every GPU exchanges at once (derived)",
+                                   high=12.5e9)),
     Node(file="a100-dgx-8gpu.published.yaml", title="DGX A100: 8 x A100-SXM4-40GB, NVSwitch, 8 x IB HDR 200",
          gpu=A100, gpus_per_node=8, cpu_model="2 x AMD EPYC 7742", cpu_cores=128, host_memory_bytes=2e12,
          node_source=f"{HW} A.5: MLPerf v0.7 dgxa100_ngc20.06_mxnet.json (verified)",
@@ -191,7 +195,8 @@ NODES = [
          base_latency_s=NCCL_BASE, step_latency_s=NCCL_STEP,
          inter_bus_bytes_per_s=Fig(192e9, f"{HW} A.6.2: DGX A100 8 x HDR multi-node all-reduce busBW 192 GB/s "
                                           f"(NVIDIA staff in nccl#812, third-party)"),
-         inter_step_latency_s=NCCL_NET_STEP),
+         inter_step_latency_s=NCCL_NET_STEP,
+         inter_p2p_bytes_per_s=Fig(200e9 / 8, f"{HW} A.5: 8 x HDR 200 Gb/s = 200 GB/s over 8 GPUs: per-GPU share of the node's NIC line rate when every GPU exchanges at once (derived)")),
     Node(file="h100-dgx-8gpu.published.yaml", title="DGX H100: 8 x H100-SXM5-80GB, NVSwitch gen 3, 8 x IB NDR 400",
          gpu=H100, gpus_per_node=8, cpu_model="2 x Intel Xeon Platinum 8480C", cpu_cores=112, host_memory_bytes=2e12,
          node_source=f"{HW} A.5: MLPerf v3.0 dgxh100_ngc23.04_mxnet.json (verified)",
@@ -207,7 +212,8 @@ NODES = [
                                                   f"(derived) = 5.6 us base + 14 steps x 1.46 us (derived)"),
          inter_bus_bytes_per_s=Fig(320e9, f"{HW} A.6.2: 8xH100, 8 x 400 Gb RoCE, 4 nodes busbw 320 GB/s (nccl#1221, "
                                           f"verified; RoCE proxy for DGX H100's IB NDR)", high=430e9),
-         inter_step_latency_s=NCCL_NET_STEP),
+         inter_step_latency_s=NCCL_NET_STEP,
+         inter_p2p_bytes_per_s=Fig(400e9 / 8, f"{HW} A.5: 8 x NDR 400 Gb/s = 400 GB/s over 8 GPUs: per-GPU share of the node's NIC line rate when every GPU exchanges at once (derived)")),
 ]
 
 COMPUTE_OPS = ("gemm", "conv2d", "conv3d")
@@ -252,14 +258,16 @@ def _links(node: Node) -> dict[str, dict[str, LinkModel]]:
     for op in COLLECTIVES:
         intra_bw = {"allreduce": node.allreduce_bus_bytes_per_s, "sendrecv": node.p2p_bytes_per_s,
                     "halo": node.p2p_bytes_per_s}.get(op, node.other_collective_bus_bytes_per_s)
+        inter_bw = node.inter_p2p_bytes_per_s if op in ("sendrecv", "halo") else node.inter_bus_bytes_per_s
         common = dict(base_latency_s=node.base_latency_s.estimate(), step_latency_s=node.step_latency_s.estimate())
         links[op] = {
             "intra": LinkModel(**common, bus_bandwidth_bytes_per_s=intra_bw.estimate(),
                                sources=[node.base_latency_s.source, node.step_latency_s.source, intra_bw.source]),
             "inter": LinkModel(**common, inter_step_latency_s=node.inter_step_latency_s.estimate(),
-                               bus_bandwidth_bytes_per_s=node.inter_bus_bytes_per_s.estimate(),
-                               sources=[node.inter_step_latency_s.source, node.inter_bus_bytes_per_s.source,
-                                        "assumed for every collective: the node's inter-node bus bandwidth"]),
+                               bus_bandwidth_bytes_per_s=inter_bw.estimate(),
+                               sources=[node.inter_step_latency_s.source, inter_bw.source] + (
+                                   [] if op in ("sendrecv", "halo", "allreduce") else
+                                   ["assumed: the node's inter-node all-reduce bus bandwidth"])),
         }
     return links
 

@@ -1,0 +1,120 @@
+"""The CostModel over fitted coefficients: measured vs extrapolated collectives, bounds, missing coefficients."""
+import numpy as np
+import pytest
+
+from calibrate.cost_api import CostModel
+from calibrate.cost_model import load_cost_model
+from calibrate.fit import fit_profile
+from calibrate.report import fit_lines, fit_warnings
+from calibrate.synthetic import collective_samples, conv_samples, hockney, profile_with, stream_samples
+from profiler.errors import UserError
+from profiler.profile import save_profile
+
+SIZES = [2.0**k for k in range(4, 25)]
+STEP_S, BASE_S, BUS_BW = 8e-6, 4e-6, 5e9
+
+
+def ring_alpha(p):  # alpha(p) = base + step * 2(p-1) for all-reduce
+    return BASE_S + STEP_S * 2 * (p - 1)
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    rng = np.random.default_rng(0)
+    samples = []
+    for p in (2, 4):
+        samples += collective_samples("allreduce", p, SIZES, hockney(ring_alpha(p), BUS_BW, "allreduce", p), rng)
+    samples += collective_samples("sendrecv", 2, SIZES, hockney(15e-6, 3e9, "sendrecv", 2), rng)
+    samples += stream_samples([2.0**k for k in range(14, 28)], lambda s: 1e-6 + s / 20e9, rng)
+    convs = [dict(N=n, C=c, F=32, H=h, W=h, kernel=3, stride=1, padding=1) for n in (1, 2, 4) for c in (8, 32, 64)
+             for h in (14, 28)]
+    samples += conv_samples(convs, lambda fl, b: 10e-6 + fl / 50e9, rng)
+    return fit_profile(profile_with(samples))
+
+
+def test_implements_the_protocol(fitted):
+    cm = load_cost_model(fitted)
+    assert isinstance(cm, CostModel)
+    assert cm.provenance == "calibrated" and cm.device_memory_bytes == 64e9
+
+
+def test_measured_group_uses_its_own_fit(fitted):
+    cm = load_cost_model(fitted)
+    assert cm.collective_source("allreduce", 4) == "measured"
+    s = 1e6
+    truth = ring_alpha(4) + s * 2 * 3 / 4 / BUS_BW
+    assert cm.collective_time_s("allreduce", s, 4) == pytest.approx(truth, rel=0.05)
+
+
+def test_unmeasured_group_size_follows_the_ring_formula(fitted):
+    cm = load_cost_model(fitted)
+    assert cm.collective_source("allreduce", 16) == "extrapolated"
+    for s in (1e3, 1e6, 1e8):
+        truth = ring_alpha(16) + s * 2 * 15 / 16 / BUS_BW
+        assert cm.collective_time_s("allreduce", s, 16) == pytest.approx(truth, rel=0.05)
+    assert cm.collective_time_s("allreduce", 1e6, 1) == 0.0
+
+
+def test_point_to_point_has_its_own_line(fitted):
+    cm = load_cost_model(fitted)
+    assert cm.collective_time_s("sendrecv", 1e6, 2) == pytest.approx(15e-6 + 1e6 / 3e9, rel=0.05)
+    assert cm.collective_time_s("sendrecv", 1e6, 8) == pytest.approx(15e-6 + 1e6 / 3e9, rel=0.05)
+
+
+def test_bounds_bracket_the_fitted_values(fitted):
+    cm = load_cost_model(fitted)
+    lo, hi = cm.at_bound("low"), cm.at_bound("high")
+    conv = dict(N=3, C=16, F=32, H=20, W=20, kernel=3, stride=1, padding=1)
+    for f in (lambda m: m.collective_time_s("allreduce", 1e5, 4), lambda m: m.collective_time_s("allreduce", 1e7, 32),
+              lambda m: m.memory_time_s(1e8), lambda m: m.compute_time_s("conv2d", "fwd", conv, "float32")):
+        assert f(lo) <= f(cm) <= f(hi)
+    assert lo.collective_time_s("allreduce", 1e7, 4) < hi.collective_time_s("allreduce", 1e7, 4)
+
+
+def test_missing_coefficients_name_what_is_missing(fitted):
+    cm = load_cost_model(fitted)
+    with pytest.raises(UserError, match="no coefficient for conv3d bwd_weight float16"):
+        cm.compute_time_s("conv3d", "bwd_weight", dict(N=1, C=1, F=1, D=4, H=4, W=4, kernel=3), "float16")
+    with pytest.raises(UserError, match="no inter-node coefficient for allreduce"):
+        cm.collective_time_s("allreduce", 1e6, 16, nodes=2)
+    with pytest.raises(UserError, match="unknown collective"):
+        cm.collective_time_s("allreduce_v2", 1e6, 4)
+
+
+def test_cpu_profile_has_no_host_device_copies(fitted):
+    cm = load_cost_model(fitted)
+    assert cm.host_device_time_s(1e9) == 0.0
+    assert cm.memory_time_s(1e9, where="device") == cm.memory_time_s(1e9, where="host")
+
+
+def test_zero_cost_passes(fitted):
+    cm = load_cost_model(fitted)
+    assert cm.compute_time_s("relu", "bwd_weight", dict(N=1, C=1, H=1, W=1), "float32") == 0.0
+
+
+def test_loads_from_a_file_and_reports(fitted, tmp_path):
+    path = tmp_path / "p.yaml"
+    save_profile(fitted, path)
+    cm = load_cost_model(path)
+    assert cm.collective_time_s("allreduce", 1e6, 2) > 0
+    lines = fit_lines(fitted)
+    assert any(l.startswith("collective allreduce p=4") and "median err" in l for l in lines)
+    assert any(l.startswith("link allreduce intra") and "measured group sizes 2,4" in l for l in lines)
+    assert fit_warnings(fitted) == []
+
+
+def test_warns_on_a_bad_fit():
+    rng = np.random.default_rng(9)
+    wobbly = lambda s: (20e-6 + s / 1e9) * (1.6 if int(np.log2(s)) % 2 else 0.6)  # no line fits this
+    profile = fit_profile(profile_with(collective_samples("allreduce", 2, SIZES, wobbly, rng)))
+    warnings = fit_warnings(profile)
+    assert len(warnings) == 1 and warnings[0].startswith("collective allreduce p=2 nodes=1: held-out median error")
+
+
+def test_corrupt_coefficients_are_a_user_error(fitted):
+    broken = fitted.model_copy(update={"coefficients": {**fitted.coefficients, "compute": {"gemm/fwd/float32": {"kind": "x"}}}})
+    with pytest.raises(UserError, match="coefficients.compute"):
+        load_cost_model(broken)
+    empty = fitted.model_copy(update={"coefficients": {}})
+    with pytest.raises(UserError, match="no coefficients"):
+        load_cost_model(empty)

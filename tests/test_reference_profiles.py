@@ -1,0 +1,68 @@
+"""The published reference profiles: loadable, marked published, sourced, and costing every op/pass/dtype."""
+from pathlib import Path
+
+import pytest
+
+from calibrate.cost_api import COLLECTIVES, PASSES
+from calibrate.cost_model import load_cost_model
+from calibrate.published import NODES, render
+from calibrate.report import fit_lines
+from profiler.profile import load_profile
+
+PROFILES = Path(__file__).resolve().parent.parent / "profiles"
+EXPECTED = {"v100-abci-4gpu.published.yaml": (4, 16), "v100-dgx1-8gpu.published.yaml": (8, 16),
+            "a100-dgx-8gpu.published.yaml": (8, 40), "h100-dgx-8gpu.published.yaml": (8, 80)}
+CONV2D = dict(N=32, C=64, F=64, H=56, W=56, kernel=3, stride=1, padding=1)
+SHAPES = {"gemm": dict(M=256, N=1024, K=1024), "linear": dict(M=256, N=1000, K=2048), "conv2d": CONV2D,
+          "conv3d": dict(N=2, C=16, F=32, D=32, H=32, W=32, kernel=3, stride=1, padding=1),
+          "batchnorm": dict(N=32, C=64, H=56, W=56), "relu": dict(N=32, C=64, H=56, W=56),
+          "maxpool": dict(N=32, C=64, H=56, W=56, kernel=2, stride=2), "avgpool": dict(N=32, C=64, H=56, W=56, kernel=2),
+          "add": dict(N=32, C=64, H=56, W=56)}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_profile_is_published_and_complete(name):
+    path = PROFILES / name
+    profile = load_profile(path)
+    assert profile.provenance.kind == "published" and not profile.samples
+    cm = load_cost_model(path)
+    devices, gib = EXPECTED[name]
+    assert cm.devices_per_node == devices and cm.device_memory_bytes == gib * 2**30 and cm.provenance == "published"
+    for op, params in SHAPES.items():
+        for pass_ in PASSES:
+            for dtype in ("float32", "float16", "bfloat16"):
+                t = cm.compute_time_s(op, pass_, params, dtype)
+                assert t >= 0 and (t > 0 or (op, pass_) in {(o, "bwd_weight") for o in SHAPES} | {("add", "bwd_data")})
+    for op in COLLECTIVES:
+        intra = cm.collective_time_s(op, 64e6, devices, 1)
+        inter = cm.collective_time_s(op, 64e6, 4 * devices, 4)
+        assert 0 < intra < inter, op
+        assert cm.collective_source(op, devices) == "extrapolated"
+    assert cm.host_device_time_s(1e9) > 0 and cm.memory_time_s(1e9) > 0
+    assert fit_lines(profile)[0].startswith("PUBLISHED profile")
+
+
+@pytest.mark.parametrize("node", NODES, ids=lambda n: n.file)
+def test_files_match_the_generator(node):
+    assert (PROFILES / node.file).read_text() == render(node), "run `python -m calibrate.published`"
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_every_coefficient_has_a_source(name):
+    c = load_profile(PROFILES / name).coefficients
+    fits = list(c["compute"].values()) + list(c["memory"].values()) + list(c["host_device"].values())
+    fits += [link for levels in c["links"].values() for link in levels.values()]
+    assert fits and all(f["sources"] for f in fits)
+
+
+def test_published_figures_reproduce_their_sources():
+    """Spot checks against hardware.md: the roofline at large GEMMs gives the quoted achieved throughput."""
+    a100 = load_cost_model(PROFILES / "a100-dgx-8gpu.published.yaml")
+    n = 16384
+    t = a100.compute_time_s("gemm", "fwd", dict(M=n, N=n, K=n), "float16")
+    assert 2 * n**3 / t == pytest.approx(256.5e12, rel=1e-6)  # Azure cuBLASLt FP16 @16k^3
+    s = 2**30
+    busbw = s * 2 * 7 / 8 / a100.collective_time_s("allreduce", s, 8)
+    assert busbw == pytest.approx(229.35e9, rel=0.01)  # vTrain LUT at 1 GiB, minus the latency term
+    h100 = load_cost_model(PROFILES / "h100-dgx-8gpu.published.yaml")
+    assert 1e9 / h100.memory_time_s(1e9) == pytest.approx(2970e9, rel=1e-9)
