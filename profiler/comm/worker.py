@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime
 import os
 import socket
+import statistics
 import threading
 import time
 from dataclasses import dataclass
@@ -107,7 +108,7 @@ def _samples(op, size, requested, group, times, config, device_label) -> list[di
     for variant, values, how in (("latency", times.latency_s, "barrier, one op, max over ranks per iteration"),
                                  ("throughput", times.throughput_s,
                                   f"{times.ops_per_sample} back-to-back ops then one sync, per op, max over ranks")):
-        median = sorted(values)[len(values) // 2]
+        median = statistics.median(values)
         out.append({**common, "benchmark": op, "variant": variant, "times_s": values, "extra": {
             "algbw_bytes_per_s": algbw_bytes_per_s(size, median),
             "busbw_bytes_per_s": busbw_bytes_per_s(op, size, median, n),
