@@ -175,7 +175,7 @@ def run(args) -> int:
     plans = {name: plan_section(name, device, args.quick) for name in sections if name != "collectives"}
     settings["points"] = {name: len(cases) for name, cases in plans.items()}
     cal = Calibration(machine=machine, created=utc_now_iso(), settings=settings)
-    console = Console(stderr=True, highlight=False)
+    console = Console(stderr=True, highlight=False, soft_wrap=True)
     planned = ", ".join(f"{name} {len(cases)} points" for name, cases in plans.items())
     console.print(f"profiler calibrate: {device}, {grid.name} grid: {planned or 'no single-process points'}"
                   f"{', collectives' if 'collectives' in sections else ''} -> {out}")
