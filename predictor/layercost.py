@@ -97,6 +97,14 @@ class LayerCoster:
         # layers fed only by the model input need no input gradient (autograd skips it)
         self.first = [all(i == "" for i in (l.inputs or ("",))) for l in graph.layers]
         self._cache: dict[tuple[int, Split], tuple[float, float]] = {}
+        self._calls: dict[tuple, float] = {}  # (op, pass, params) -> seconds: layers of equal shape share it
+
+    def _call(self, op: str, pass_: str, params: dict[str, int]) -> float:
+        key = (op, pass_, tuple(params.items()))
+        t = self._calls.get(key)
+        if t is None:
+            t = self._calls[key] = self.cm.compute_time_s(op, pass_, params, self.cm_dtype)
+        return t
 
     def times(self, index: int, split: Split) -> tuple[float, float]:
         """(forward_s, backward_s) of layer `index` at `split`; backward = bwd_data + bwd_weight."""
@@ -114,10 +122,10 @@ class LayerCoster:
                 result = (t, t)
         else:
             op, params = spec
-            fwd = self.cm.compute_time_s(op, "fwd", params, self.cm_dtype)
-            bwd = 0.0 if self.first[index] else self.cm.compute_time_s(op, "bwd_data", params, self.cm_dtype)
+            fwd = self._call(op, "fwd", params)
+            bwd = 0.0 if self.first[index] else self._call(op, "bwd_data", params)
             if layer.params:
-                bwd += self.cm.compute_time_s(op, "bwd_weight", params, self.cm_dtype)
+                bwd += self._call(op, "bwd_weight", params)
             result = (fwd, bwd)
         self._cache[key] = result
         return result

@@ -32,11 +32,15 @@ def bucket_layout(grad_bytes: Sequence[float], bucket_bytes: float) -> list[tupl
     return out
 
 
-def overlap(layout: Sequence[tuple[int, float]], bwd_s: Sequence[float],
+def ready_times(bwd_s: Sequence[float]) -> list[float]:
+    """Backward clock after each layer, walking from the last layer (bwd_s in forward order)."""
+    return list(accumulate(reversed(bwd_s)))
+
+
+def overlap(layout: Sequence[tuple[int, float]], ready: Sequence[float],
             allreduce_s: Callable[[float], float]) -> tuple[float, float]:
-    """(exposed_s, hidden_s) of the bucketed allreduce. bwd_s: per-layer backward seconds, forward order;
+    """(exposed_s, hidden_s) of the bucketed allreduce. ready: ready_times(per-layer backward seconds);
     allreduce_s(bytes): time of one allreduce of that many bytes over the data-parallel group."""
-    ready = list(accumulate(reversed(bwd_s)))
     total_bwd = ready[-1] if ready else 0.0
     comm_end = 0.0
     total = 0.0

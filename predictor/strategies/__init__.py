@@ -78,3 +78,7 @@ def max_batch(pred: Prediction) -> int:
     if room <= 0 or math.isinf(room):
         return 0 if room <= 0 else plan.batch
     return int(room // per_sample) // unit * unit
+
+
+# add-on strategies (out-of-core, recompute, cooperative) register themselves here: predictor/outofcore_strategies.py
+from predictor import outofcore_strategies  # noqa: E402,F401

@@ -13,7 +13,7 @@ from calibrate.cost_api import CostModel
 from predictor.graph import ModelGraph
 from predictor.layercost import ACT_BYTES, LayerCoster, Split, update_time_s
 from predictor.plan import Plan, Prediction
-from predictor.overlap import bucket_layout, overlap
+from predictor.overlap import bucket_layout, overlap, ready_times
 from predictor.memory import SavedTensor, parameter_bytes, saved_tensors
 
 
@@ -36,6 +36,8 @@ class Context:
         self._sums: dict = {}
         self._coll: dict = {}
         self._buckets: dict = {}
+        self._ready: dict = {}  # id(bwd list) -> (the list, its ready times); the list is kept alive here
+        self._crossing: dict[int, list[int]] = {}
         self.consumers = self._consumers()
         self.largest_output = max((l.output_elems for l in graph.layers), default=0)
 
@@ -66,7 +68,11 @@ class Context:
 
     def crossing(self, boundary: int) -> list[int]:
         """Tensors (producer indices, -1 = input) produced before layer `boundary` and used at or after it."""
-        return [p for p, users in self.consumers.items() if p < boundary and any(u >= boundary for u in users)]
+        hit = self._crossing.get(boundary)
+        if hit is None:
+            hit = self._crossing[boundary] = [p for p, users in self.consumers.items()
+                                              if p < boundary and any(u >= boundary for u in users)]
+        return hit
 
     # ---- cached costs ----------------------------------------------------------------------------
     def coster(self, dtype: str) -> LayerCoster:
@@ -81,6 +87,13 @@ class Context:
         hit = self._sums.get(full_key)
         if hit is None:
             hit = self._sums[full_key] = self.coster(dtype).sum_times(indices, split_of)
+        return hit
+
+    def cached(self, key, compute: Callable[[], object]):
+        """A value computed once per key (keys must identify everything the value depends on)."""
+        hit = self._sums.get(key)
+        if hit is None:
+            hit = self._sums[key] = compute()
         return hit
 
     def collective(self, op: str, size_bytes: float, group: int, nodes: int) -> float:
@@ -113,7 +126,10 @@ class Context:
             divs = param_div if isinstance(param_div, tuple) else (param_div,) * len(indices)
             layout = self._buckets[bkey] = bucket_layout(
                 [self.params[i] * 4.0 / d for i, d in zip(indices, divs)], bucket_bytes)
-        return overlap(layout, bwd_list, lambda size: self.collective("allreduce", size, group, nodes))
+        held = self._ready.get(id(bwd_list))
+        if held is None or held[0] is not bwd_list:
+            held = self._ready[id(bwd_list)] = (bwd_list, ready_times(bwd_list))
+        return overlap(layout, held[1], lambda size: self.collective("allreduce", size, group, nodes))
 
     def saved_bytes_per_sample(self, dtype: str, key, share: Callable[[SavedTensor], float]) -> float:
         """Bytes of saved-for-backward tensors per sample, each weighted by share(tensor) (the fraction

@@ -17,6 +17,7 @@ p_data replicas after the stage's last backward (overlapped with that micro-batc
 """
 from __future__ import annotations
 
+from bisect import bisect_right
 from itertools import accumulate
 
 from predictor.layercost import Split
@@ -29,29 +30,29 @@ from predictor.strategies.data import local_batch
 
 def partition(costs: list[float], stages: int) -> list[int]:
     """Stage start indices for a contiguous split of `costs` into `stages` non-empty parts minimising
-    the largest part (binary search on the bound, greedy fill)."""
+    the largest part: binary search on the bound; for a bound, each stage greedily takes as many layers
+    as fit (bisect on prefix sums) while leaving one layer for every later stage."""
     n = len(costs)
     prefix = [0.0] + list(accumulate(costs))
 
     def cuts(bound: float) -> list[int] | None:
-        starts = [0]
+        starts = []
         begin = 0
-        for i in range(n):
-            remaining_layers = n - i
-            remaining_stages = stages - len(starts)
-            if i > begin and (prefix[i + 1] - prefix[begin] > bound or remaining_layers == remaining_stages):
-                if remaining_stages == 0:
-                    return None
-                starts.append(i)
-                begin = i
-            if prefix[i + 1] - prefix[begin] > bound:
+        for k in range(stages):
+            starts.append(begin)
+            later = stages - k - 1
+            if later == 0:
+                return starts if prefix[n] - prefix[begin] <= bound else None
+            end = min(bisect_right(prefix, prefix[begin] + bound) - 1, n - later)
+            if end <= begin:
                 return None
-        return starts if len(starts) == stages else None
+            begin = end
+        return None
 
     lo, hi = max(costs, default=0.0), prefix[-1]
     best = cuts(hi) or _even(n, stages)
-    for _ in range(40):
-        if hi - lo <= 1e-9 * max(hi, 1e-30):
+    for _ in range(30):
+        if hi - lo <= 1e-6 * hi:
             break
         mid = (lo + hi) / 2
         found = cuts(mid)
@@ -118,7 +119,7 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     worst = None
     for k, (a, z) in enumerate(bounds):
         saved_per_sample = ctx.saved_bytes_per_sample(
-            plan.dtype, ("stage", K, m, k), lambda t: 1.0 if any(a <= s < z for s in t.savers) else 0.0)
+            plan.dtype, ("stage", a, z), lambda t: 1.0 if any(a <= s < z for s in t.savers) else 0.0)
         incoming = sum(ctx.tensor_elems(t) for t in ctx.crossing(a)) if a > 0 else 0
         outgoing = boundary_elems[k] if k < K - 1 else 0
         activations = b * incoming * act + m * saved_per_sample if plan.recompute else b * saved_per_sample

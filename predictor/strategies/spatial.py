@@ -73,6 +73,17 @@ def halo_bytes(ctx: Context, index: int, n: int, split: tuple[int, ...], act: in
     return out
 
 
+def _halo_totals(ctx: Context, n: int, split: tuple[int, ...], end: int, inner_n: int, act: int):
+    """(forward halo s, backward halo s, largest halo buffer bytes) over the spatial region."""
+    halo_fwd = halo_bwd = halo_buffer = 0.0
+    for i in range(end):
+        for s, fb, bb in halo_bytes(ctx, i, n, split, act):
+            halo_fwd += ctx.collective("halo", 2 * fb, s, min(s, inner_n))
+            halo_bwd += ctx.collective("halo", 2 * bb, s, min(s, inner_n))
+            halo_buffer = max(halo_buffer, 4 * fb)  # send + receive, both sides
+    return halo_fwd, halo_bwd, halo_buffer
+
+
 def _validate(ctx: Context, plan: Plan) -> tuple[int, ...]:
     split = plan.spatial_split
     if len(split) != ctx.spatial_ndim or math.prod(split) != plan.p_spatial:
@@ -104,13 +115,9 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
                                      lambda i: local if i < end else tail)
     pred.compute_fwd_s, pred.compute_bwd_s = fwd, bwd
 
-    halo_fwd = halo_bwd = 0.0
-    halo_buffer = 0.0
-    for i in range(end):
-        for s, fb, bb in halo_bytes(ctx, i, n, split, act):
-            halo_fwd += ctx.collective("halo", 2 * fb, s, inner_n)
-            halo_bwd += ctx.collective("halo", 2 * bb, s, inner_n)
-            halo_buffer = max(halo_buffer, 4 * fb)  # send + receive, both sides
+    halo_key = ("halo", plan.dtype, n, split, end, inner_n)
+    halo = ctx.cached(halo_key, lambda: _halo_totals(ctx, n, split, end, inner_n, act))
+    halo_fwd, halo_bwd, halo_buffer = halo
     pred.comm_exposed_s["halo"] = halo_fwd + halo_bwd
     pred.details["halo_fwd_s"], pred.details["halo_bwd_s"] = halo_fwd, halo_bwd
 

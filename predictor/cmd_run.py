@@ -1,0 +1,111 @@
+"""`predictor run`: predict every (or one) strategy for one model, batch and device count, ranked."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from profiler.errors import UserError
+
+STRATEGY_CHOICES = ("all", "serial", "data", "spatial", "filter", "channel", "pipeline", "data+spatial",
+                    "data+filter", "data+channel", "data+pipeline", "spatial-then-data")
+
+
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--profile", help="profile YAML (default: the shipped reference profile, named in the output)")
+    parser.add_argument("--model", required=True,
+                        help="zoo name (resnet50, resnet152, vgg16, inception_v3, alexnet, cosmoflow, resnet, "
+                             "small_cnn2d, small_cnn3d), package.module:callable, file.py[:callable] or a .yaml/.json layer spec")
+    parser.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE",
+                        help="zoo/callable knob, e.g. width=16, image=64 (repeatable)")
+    parser.add_argument("--input-shape", help="per-sample input shape for user modules, e.g. 3,224,224")
+    parser.add_argument("--gpus-per-node", type=int, help="devices per node (default: the profile's)")
+    parser.add_argument("--dtype", default="fp32", choices=("fp32", "fp16", "bf16"),
+                        help="fp16/bf16 = mixed precision (fp32 master weights)")
+    parser.add_argument("--optimizer", default="sgd", choices=("sgd", "momentum", "adam"))
+    parser.add_argument("--memory-cap", type=float, metavar="GB", help="device memory to plan for (default: the profile's)")
+    parser.add_argument("--dataset-size", type=int, help="samples per epoch: adds epoch time and GPU-hours")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_model_arguments(parser)
+    parser.add_argument("--batch", type=int, required=True, help="global mini-batch (samples per iteration)")
+    parser.add_argument("--gpus", type=int, required=True, help="number of devices")
+    parser.add_argument("--strategy", default="all", choices=STRATEGY_CHOICES)
+    parser.add_argument("--micro-batches", type=int, help="pipeline micro-batches (default: the best that divides the batch)")
+    parser.add_argument("--trace", metavar="FILE", help="write the top prediction's iteration as a Chrome/Perfetto trace")
+
+
+def _knobs(pairs: list[str]) -> dict:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UserError(f"--model-arg {pair!r}: expected KEY=VALUE")
+        try:
+            out[key] = json.loads(value)
+        except ValueError:
+            out[key] = value
+    return out
+
+
+def load_inputs(args):
+    """(graph, cost model, profile path) from the shared flags; validates sizes."""
+    from predictor.api import load_cost_model, load_model
+
+    for flag in ("batch", "gpus", "max_gpus", "gpus_per_node", "micro_batches", "dataset_size"):
+        value = getattr(args, flag, None)
+        if value is not None and value <= 0:
+            raise UserError(f"--{flag.replace('_', '-')} must be positive, got {value}")
+    if args.memory_cap is not None and args.memory_cap <= 0:
+        raise UserError(f"--memory-cap must be positive, got {args.memory_cap}")
+    shape = None
+    if args.input_shape:
+        try:
+            shape = tuple(int(d) for d in args.input_shape.split(","))
+        except ValueError:
+            raise UserError(f"--input-shape {args.input_shape!r}: expected integers like 3,224,224") from None
+    graph = load_model(args.model, shape, **_knobs(args.model_arg))
+    if graph.unsupported:
+        raise UserError(f"model {args.model} has layers the predictor cannot cost: {', '.join(graph.unsupported[:8])}"
+                        + (" ..." if len(graph.unsupported) > 8 else ""))
+    cost_model, path = load_cost_model(args.profile)
+    return graph, cost_model, path
+
+
+def run(args) -> int:
+    from rich.console import Console
+
+    from predictor.api import predict_all
+    from predictor.plan import STRATEGIES
+    from predictor.report import chrome_trace, memory_table, ranked_table, to_json
+
+    graph, cm, path = load_inputs(args)
+    strategies = STRATEGIES if args.strategy == "all" else (args.strategy,)
+    cap = args.memory_cap * 1e9 if args.memory_cap else None
+    preds = predict_all(graph, args.batch, args.gpus, cm, strategies=strategies, devices_per_node=args.gpus_per_node,
+                        dtype=args.dtype, optimizer=args.optimizer, micro_batches=args.micro_batches,
+                        device_memory_bytes=cap)
+    if args.strategy != "all" and not preds[0].feasible:
+        raise UserError(f"{args.strategy} on {args.gpus} devices with batch {args.batch}: {preds[0].reason}")
+    meta = {"profile": str(path), "profile_provenance": cm.provenance, "model": graph.name, "batch": args.batch,
+            "gpus": args.gpus, "params": graph.params}
+    if args.trace:
+        from profiler.profile import write_atomic
+        write_atomic(args.trace, json.dumps(chrome_trace(preds[0])))
+    if args.json:
+        print(to_json(preds, meta, args.dataset_size))
+        return 0
+    console = Console(width=max(Console().width, 200), file=sys.stdout)
+    console.print(f"profile: {path} ({cm.provenance})   model: {graph.name} ({graph.params / 1e6:.2f} M params, "
+                  f"{len(graph.layers)} layers)   batch {args.batch} on {args.gpus} devices")
+    console.print(ranked_table(preds, args.dataset_size, title="predicted training iteration, ranked"))
+    best = next((p for p in preds if p.feasible), None)
+    if best is not None:
+        console.print(memory_table(best))
+        console.print(f"recommended: {best.plan.strategy} ({best.plan.describe()}), {best.iteration_s:.4g} s/iteration, "
+                      f"bottleneck: {best.bottleneck}" + ("" if best.fits else "  (does NOT fit in memory)"))
+    if args.trace:
+        console.print(f"trace of the top row written to {args.trace}")
+    return 0

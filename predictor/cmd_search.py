@@ -1,0 +1,51 @@
+"""`predictor search`: best configurations over strategies, hybrid splits, device counts and micro-batches."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from predictor.cmd_run import add_model_arguments, load_inputs
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_model_arguments(parser)
+    parser.add_argument("--batch", type=int, required=True, help="global mini-batch (samples per iteration)")
+    parser.add_argument("--max-gpus", type=int, required=True, help="largest device count to consider (every integer up to it)")
+    parser.add_argument("--min-gpus", type=int, default=1, help="smallest device count to consider")
+    parser.add_argument("--objective", default="time", choices=("time", "cost"),
+                        help="time = iteration seconds; cost = device-seconds per sample (GPU-hours)")
+    parser.add_argument("--top", type=int, default=10, help="how many configurations to show")
+
+
+def run(args) -> int:
+    from rich.console import Console
+
+    from predictor.outofcore_strategies import swap_vs_model_parallel
+    from predictor.report import ranked_table, to_json
+    from predictor.search import search
+
+    graph, cm, path = load_inputs(args)
+    result = search(graph, cm, batch=args.batch, max_devices=args.max_gpus, min_devices=args.min_gpus,
+                    devices_per_node=args.gpus_per_node, dtype=args.dtype, optimizer=args.optimizer,
+                    memory_cap_bytes=args.memory_cap * 1e9 if args.memory_cap else None,
+                    objective=args.objective, top=args.top)
+    summary = {"profile": str(path), "profile_provenance": cm.provenance, "model": graph.name, "batch": args.batch,
+               "max_gpus": args.max_gpus, "objective": args.objective, "evaluated": result.evaluated,
+               "feasible": result.feasible, "fitting": result.fitting, "seconds": result.seconds,
+               "plans_per_s": result.plans_per_s,
+               "swap_vs_model_parallel": swap_vs_model_parallel(result.best_by_strategy)}
+    if args.json:
+        print(to_json(result.best, summary, args.dataset_size))
+        return 0
+    console = Console(width=max(Console().width, 200), file=sys.stdout)
+    console.print(f"profile: {path} ({cm.provenance})   model: {graph.name}   batch {args.batch}, "
+                  f"{args.min_gpus}..{args.max_gpus} devices, objective {args.objective}")
+    console.print(f"evaluated {result.evaluated} plans ({result.feasible} feasible, {result.fitting} fit in memory) "
+                  f"in {result.seconds:.2f} s = {result.plans_per_s:,.0f} plans/s")
+    if not result.best:
+        console.print("no configuration fits; raise --memory-cap or lower --batch")
+        return 1
+    console.print(ranked_table(result.best, args.dataset_size, title=f"best {len(result.best)} by {args.objective}"))
+    console.print(swap_vs_model_parallel(result.best_by_strategy))  # out-of-core section of the README
+    return 0

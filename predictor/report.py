@@ -1,0 +1,140 @@
+"""Output of predictions: the ranked rich table, JSON, and a Chrome/Perfetto trace of one iteration."""
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Sequence
+
+from rich.table import Table
+
+from predictor.plan import Prediction
+
+_SHORT = {"gradient": "grad", "layer_collective": "layer", "halo": "halo", "pipeline_p2p": "p2p",
+          "redistribute": "a2a"}
+
+
+def _t(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "-"
+    if seconds >= 1:
+        return f"{seconds:.3g} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.3g} ms"
+    return f"{seconds * 1e6:.3g} us"
+
+
+def _gb(b: float) -> str:
+    return f"{b / 1e9:.2f}"
+
+
+def comm_text(pred: Prediction) -> str:
+    parts = [f"{_SHORT.get(k, k)} {_t(v)}" for k, v in pred.comm_exposed_s.items() if v > 0]
+    return ", ".join(parts) or "-"
+
+
+def ranked_table(preds: Sequence[Prediction], dataset_size: int | None = None, title: str = "") -> Table:
+    table = Table(title=title, show_lines=False)
+    for col, just in (("#", "right"), ("strategy", "left"), ("split", "left"), ("iteration", "right"),
+                      ("interval", "right"), ("compute f+b", "right"), ("exposed comm", "left"),
+                      ("hidden", "right"), ("bubble", "right"), ("update", "right"), ("mem GB", "right"),
+                      ("fits", "center"), ("max batch", "right"), ("bottleneck", "left"), ("samples/s", "right")):
+        table.add_column(col, justify=just)
+    if dataset_size:
+        table.add_column("epoch", justify="right")
+        table.add_column("GPU-h", justify="right")
+    for k, p in enumerate(preds, 1):
+        if not p.feasible:
+            row = [str(k), p.plan.strategy, p.plan.describe(), p.reason] + [""] * 11
+        else:
+            row = [str(k), p.plan.strategy, p.plan.describe(), _t(p.iteration_s),
+                   f"{_t(p.interval_s[0])}-{_t(p.interval_s[1])}" if math.isfinite(p.interval_s[0]) else "-",
+                   _t(p.compute_fwd_s + p.compute_bwd_s), comm_text(p), _t(p.comm_hidden_total_s),
+                   _t(p.bubble_s) if p.bubble_s else "-", _t(p.update_s), _gb(p.memory_bytes),
+                   "yes" if p.fits else "OOM", str(p.max_batch_fits if p.max_batch_fits is not None else "-"),
+                   p.bottleneck, f"{p.throughput_samples_per_s:.4g}"]
+        if dataset_size:
+            row += ([_t(p.epoch_s(dataset_size)), f"{p.gpu_hours(dataset_size):.4g}"] if p.feasible else ["", ""])
+        table.add_row(*row)
+    return table
+
+
+def memory_table(pred: Prediction) -> Table:
+    table = Table(title=f"memory per device: {pred.plan.strategy} {pred.plan.describe()}")
+    table.add_column("term")
+    table.add_column("GB", justify="right")
+    for name in ("weights", "grads", "optimizer", "activations", "comm_buffers", "workspace"):
+        table.add_row(name, _gb(getattr(pred, f"{name}_bytes")))
+    table.add_row("total", _gb(pred.memory_bytes))
+    table.add_row("device", _gb(pred.device_memory_bytes))
+    return table
+
+
+def to_json(preds: Sequence[Prediction], meta: dict[str, Any], dataset_size: int | None = None) -> str:
+    rows = []
+    for p in preds:
+        d = p.to_dict()
+        if dataset_size and p.feasible:
+            d["epoch_s"] = p.epoch_s(dataset_size)
+            d["gpu_hours"] = p.gpu_hours(dataset_size)
+        rows.append(d)
+    return json.dumps({**meta, "predictions": rows}, indent=1, default=_json_default)
+
+
+def _json_default(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return str(value)
+
+
+def chrome_trace(pred: Prediction) -> dict[str, Any]:
+    """The predicted iteration as Chrome trace events (open in chrome://tracing or ui.perfetto.dev).
+
+    Pipelines get one compute lane per stage with the GPipe schedule; other plans one device's compute
+    lane and a communication lane (hidden gradient buckets drawn inside backward, exposed after it)."""
+    events: list[dict[str, Any]] = []
+    us = 1e6
+
+    def span(name, tid, start_s, dur_s, cat):
+        if dur_s > 0:
+            events.append({"name": name, "ph": "X", "pid": 0, "tid": tid, "ts": start_s * us, "dur": dur_s * us,
+                           "cat": cat})
+
+    plan = pred.plan
+    if plan.stages > 1 and "stage_fwd_s" in pred.details:
+        K, S = plan.stages, plan.micro_batches
+        F = max(pred.details["stage_fwd_s"])
+        B = max(pred.details["stage_bwd_s"])
+        for k in range(K):
+            for j in range(S):
+                span(f"fwd mb{j}", k, (j + k) * F, pred.details["stage_fwd_s"][k], "compute")
+                span(f"bwd mb{j}", k, (S + K - 1) * F + (j + K - 1 - k) * B, pred.details["stage_bwd_s"][k], "compute")
+        end = (S + K - 1) * (F + B)
+        span("pipeline p2p (exposed)", K, end, pred.comm_exposed_s.get("pipeline_p2p", 0), "comm")
+        end += pred.comm_exposed_s.get("pipeline_p2p", 0)
+        span("gradient allreduce (exposed)", K, end, pred.comm_exposed_s.get("gradient", 0), "comm")
+        end += pred.comm_exposed_s.get("gradient", 0)
+        for k in range(K):
+            span("update", k, end, pred.update_s, "compute")
+        names = {k: f"stage {k}" for k in range(K)} | {K: "communication"}
+    else:
+        t = 0.0
+        span("forward", 0, t, pred.compute_fwd_s, "compute")
+        t += pred.compute_fwd_s
+        for kind in ("halo", "layer_collective", "redistribute"):  # blocking, on the critical path
+            span(f"{kind} (exposed)", 1, t, pred.comm_exposed_s.get(kind, 0), "comm")
+            t += pred.comm_exposed_s.get(kind, 0)
+        span("backward", 0, t, pred.compute_bwd_s, "compute")
+        span("gradient allreduce (hidden)", 1, t, pred.comm_hidden_s.get("gradient", 0), "comm")
+        t += pred.compute_bwd_s
+        span("gradient allreduce (exposed)", 1, t, pred.comm_exposed_s.get("gradient", 0), "comm")
+        t += pred.comm_exposed_s.get("gradient", 0)
+        span("recompute", 0, t, pred.recompute_s, "compute")
+        t += pred.recompute_s
+        span("swap", 1, t, pred.swap_s, "comm")
+        t += pred.swap_s
+        span("update", 0, t, pred.update_s, "compute")
+        names = {0: "device 0 compute", 1: "device 0 communication"}
+    for tid, name in names.items():
+        events.append({"name": "thread_name", "ph": "M", "pid": 0, "tid": tid, "args": {"name": name}})
+    events.append({"name": "process_name", "ph": "M", "pid": 0, "args": {"name": f"{plan.strategy} {plan.describe()}"}})
+    return {"traceEvents": events, "displayTimeUnit": "ms"}
