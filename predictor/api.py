@@ -126,6 +126,9 @@ def default_plans(graph: ModelGraph, strategy: str, batch: int, devices: int, de
     """The plans `predictor run` evaluates for one strategy name: the pure strategy over all devices;
     hybrids with the model-parallel group = one node (`inner`, ParaDL's df/ds mapping); pipeline with
     every micro-batch count that divides the per-pipeline batch (or just `micro_batches`)."""
+    from predictor.outofcore_strategies import ADDON_STRATEGIES, addon_plans
+    if strategy in ADDON_STRATEGIES:  # out-of-core, recompute, cooperative (predictor/outofcore_strategies.py)
+        return addon_plans(strategy, batch, devices, devices_per_node, dtype, optimizer, micro_batches)
     nd = len(graph.input_shape) - 1
     base = dict(batch=batch, devices_per_node=devices_per_node, dtype=dtype, optimizer=optimizer)
     g = inner or math.gcd(devices, devices_per_node)

@@ -9,6 +9,8 @@ from profiler.errors import UserError
 
 STRATEGY_CHOICES = ("all", "serial", "data", "spatial", "filter", "channel", "pipeline", "data+spatial",
                     "data+filter", "data+channel", "data+pipeline", "spatial-then-data")
+# add-on strategies: predictor/outofcore_strategies.py ADDON_STRATEGIES (listed here to keep --help light)
+STRATEGY_CHOICES += ("serial+recompute", "data+recompute", "outofcore", "cooperative")
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
@@ -82,7 +84,8 @@ def run(args) -> int:
     from predictor.report import chrome_trace, memory_table, ranked_table, to_json
 
     graph, cm, path = load_inputs(args)
-    strategies = STRATEGIES if args.strategy == "all" else (args.strategy,)
+    from predictor.outofcore_strategies import ADDON_STRATEGIES
+    strategies = STRATEGIES + ADDON_STRATEGIES if args.strategy == "all" else (args.strategy,)
     cap = args.memory_cap * 1e9 if args.memory_cap else None
     preds = predict_all(graph, args.batch, args.gpus, cm, strategies=strategies, devices_per_node=args.gpus_per_node,
                         dtype=args.dtype, optimizer=args.optimizer, micro_batches=args.micro_batches,

@@ -18,14 +18,16 @@ from __future__ import annotations
 
 from predictor import outofcore
 from predictor.block_costs import boundary_bytes_per_sample, graph_blocks, per_layer_groups
-from predictor.cooperative import balanced_partition, cooperative
+from predictor.cooperative import cooperative
 from predictor.layercost import OPTIMIZER_STATE_WORDS, update_bytes
 from predictor.layout import data_nodes, inner_nodes
 from predictor.memory import parameter_bytes
 from predictor.plan import Plan, Prediction
 from predictor.recompute import chain_segments, checkpoint_terms, sqrt_segment_count
 from predictor.strategies import data, register
+from predictor.strategies.pipeline import partition as balanced_starts
 from predictor.strategies.context import Context, Infeasible
+from profiler.errors import UserError
 
 ADDON_STRATEGIES = ("serial+recompute", "data+recompute", "outofcore", "cooperative")
 
@@ -61,16 +63,23 @@ def evaluate_recompute(ctx: Context, plan: Plan, pred: Prediction) -> None:
 
 # ---- out-of-core data parallelism ----------------------------------------------------------------
 def evaluate_outofcore(ctx: Context, plan: Plan, pred: Prediction) -> None:
-    """KARMA-style out-of-core data parallelism (predictor.outofcore): device memory = weights + gradients
-    + workspace + planned activations; optimizer state lives on the host."""
+    """KARMA-style out-of-core data parallelism (predictor.outofcore). Plan.extra optimizer_on: "host"
+    (default; KARMA: optimizer state in host memory, gradients copied out, update at the host memory
+    bandwidth, weights streamed back, pipelined per block) or "device" (state and update on the device
+    after the backward pass, as in data parallelism; for profiles without a host memory bandwidth). Device memory = weights + gradients (+ optimizer state on the device) +
+    workspace + the planner's activations."""
     if plan.inner != 1:
         raise Infeasible("outofcore is data parallel only (p_data = devices)")
+    on = _extra(plan, "optimizer_on", "host")
+    if on not in ("host", "device"):
+        raise Infeasible(f"optimizer_on must be host or device, got {on!r}")
     b = data.local_batch(plan)
     cm = ctx.cm
     blocks = _blocks(ctx, plan.dtype, b, per_layer=False)
-    weights, grads, _ = parameter_bytes(ctx.total_params, plan.dtype, plan.optimizer)
+    weights, grads, state = parameter_bytes(ctx.total_params, plan.dtype, plan.optimizer)
+    state_on_device = state if on == "device" else 0.0
     workspace = 2 * b * ctx.largest_output * ctx.act_size(plan.dtype)
-    static = weights + grads + workspace
+    static = weights + grads + state_on_device + workspace
 
     def d2h(size):
         return cm.host_device_time_s(size, "d2h")
@@ -78,37 +87,48 @@ def evaluate_outofcore(ctx: Context, plan: Plan, pred: Prediction) -> None:
     def h2d(size):
         return cm.host_device_time_s(size, "h2d")
 
+    def update(weight_bytes):
+        return cm.memory_time_s(update_bytes(weight_bytes / 4, plan.optimizer, plan.dtype), where="host")
+
+    def no_copy(size):
+        return 0.0
+
     single = outofcore.plan(blocks, pred.device_memory_bytes, d2h, h2d, static_bytes=static)
     if single is None:
         raise Infeasible(f"does not fit in {pred.device_memory_bytes / 1e9:.1f} GB even swapping every block "
-                         f"(weights, gradients and workspace take {static / 1e9:.1f} GB)")
+                         f"(weights, gradients, optimizer state and workspace take {static / 1e9:.1f} GB)")
+    if on == "device" and set(single.choices) == {outofcore.KEEP}:
+        raise Infeasible("every block fits on the device: this is plain data parallelism")
     nodes = data_nodes(plan.p_data, 1, plan.devices_per_node)
-
-    def host_update(weight_bytes):
-        return cm.memory_time_s(update_bytes(weight_bytes / 4, plan.optimizer, plan.dtype), where="host")
 
     def allreduce(weight_bytes):
         return ctx.collective("allreduce", weight_bytes, plan.p_data, nodes)
 
-    common = dict(d2h_s=d2h, h2d_s=h2d, host_update_s=host_update)
-    with_comm = outofcore.data_parallel_iteration(single, blocks, allreduce_s=allreduce, **common)
-    without_comm = outofcore.data_parallel_iteration(single, blocks, allreduce_s=lambda w: 0.0, **common)
+    # on the device the update runs after the backward pass, as in data parallelism; on the host it is
+    # pipelined per block behind the gradient copies
+    stream = dict(d2h_s=d2h, h2d_s=h2d, host_update_s=update) if on == "host" else \
+        dict(d2h_s=no_copy, h2d_s=no_copy, host_update_s=no_copy)
+    try:
+        with_comm = outofcore.data_parallel_iteration(single, blocks, allreduce_s=allreduce, **stream)
+        without_comm = outofcore.data_parallel_iteration(single, blocks, allreduce_s=no_copy, **stream)
+    except UserError as missing:
+        raise Infeasible(f"optimizer on the host: {missing}") from None
     pred.compute_fwd_s = sum(blk.fwd_s for blk in blocks)
     pred.compute_bwd_s = sum(blk.bwd_s for blk in blocks)
     pred.recompute_s = single.recompute_s
     pred.swap_s = single.exposed_transfer_s
-    pred.update_s = without_comm.exposed_update_s
+    pred.update_s = without_comm.exposed_update_s if on == "host" else ctx.update_s(ctx.total_params, plan.optimizer,
+                                                                                     plan.dtype)
     exposed_comm = with_comm.exposed_update_s - without_comm.exposed_update_s
     pred.comm_exposed_s["gradient"] = exposed_comm
     pred.comm_hidden_s["gradient"] = max(0.0, sum(allreduce(blk.weight_bytes) for blk in blocks) - exposed_comm)
-    pred.weights_bytes, pred.grads_bytes, pred.optimizer_bytes = weights, grads, 0.0
+    pred.weights_bytes, pred.grads_bytes, pred.optimizer_bytes = weights, grads, state_on_device
     pred.workspace_bytes = workspace
     pred.activations_bytes = single.peak_bytes - static
     pred.details.update(
-        block_choices={blk.name: c for blk, c in zip(blocks, single.choices)},
+        optimizer_on=on, block_choices={blk.name: c for blk, c in zip(blocks, single.choices)},
         swapped_bytes=single.swapped_bytes, nodes_data_group=nodes,
-        host_optimizer_bytes=ctx.total_params * 4.0 * OPTIMIZER_STATE_WORDS[plan.optimizer],
-        params_per_device=ctx.total_params)
+        host_optimizer_bytes=state - state_on_device, params_per_device=ctx.total_params)
 
 
 # ---- cooperative-process model parallelism -------------------------------------------------------
@@ -123,7 +143,9 @@ def evaluate_cooperative(ctx: Context, plan: Plan, pred: Prediction) -> None:
         raise Infeasible(f"batch {plan.batch} not divisible by {m} micro-batches and {k} processes")
     n = plan.batch // m
     blocks_micro = _blocks(ctx, plan.dtype, n, per_layer=True)
-    partition = balanced_partition([blk.fwd_s + blk.bwd_s for blk in blocks_micro], k)
+    # the same stage cut as the pipeline (GPipe) strategy: balanced on compute at the micro-batch
+    starts = balanced_starts([blk.fwd_s + blk.bwd_s for blk in blocks_micro], k)
+    partition = list(zip(starts, starts[1:] + [ctx.n_layers]))
     boundary = boundary_bytes_per_sample(ctx.graph, [start for start, _ in partition], ctx.act_size(plan.dtype))
     nodes = inner_nodes(k, 1, plan.devices_per_node)
 
@@ -154,12 +176,62 @@ def addon_plans(strategy: str, batch: int, devices: int, devices_per_node: int, 
     base = dict(batch=batch, devices_per_node=devices_per_node, dtype=dtype, optimizer=optimizer)
     if strategy == "serial+recompute":
         return [Plan(strategy, devices=1, **base)]
-    if strategy in ("data+recompute", "outofcore"):
+    if strategy == "data+recompute":
         return [Plan(strategy, devices=devices, p_data=devices, **base)]
+    if strategy == "outofcore":
+        return [Plan(strategy, devices=devices, p_data=devices, extra=(("optimizer_on", on),), **base)
+                for on in ("host", "device")]
     if strategy == "cooperative":
         counts = [micro_batches] if micro_batches else [s for s in range(1, batch + 1) if batch % s == 0]
         return [Plan(strategy, devices=devices, stages=devices, micro_batches=s, **base) for s in counts]
     raise ValueError(f"not an add-on strategy: {strategy!r}")
+
+
+#: search families -> the add-on strategies they enumerate
+SEARCH_FAMILIES = {"recompute": ("serial+recompute", "data+recompute"), "outofcore": ("outofcore",),
+                   "cooperative": ("cooperative",)}
+
+
+def search_candidates(batch: int, devices: int, devices_per_node: int, dtype: str, optimizer: str,
+                      families) -> list[Plan]:
+    """Add-on plans for `predictor search` at one device count: recompute (data or serial) and out-of-core
+    data parallelism when the batch splits over the devices, cooperative over 2+ devices with every
+    micro-batch count dividing the batch."""
+    plans = []
+    if batch % devices == 0:
+        if "recompute" in families:
+            plans += addon_plans("serial+recompute" if devices == 1 else "data+recompute", batch, devices,
+                                 devices_per_node, dtype, optimizer)
+        if "outofcore" in families:
+            plans += addon_plans("outofcore", batch, devices, devices_per_node, dtype, optimizer)
+        if "cooperative" in families and devices > 1:
+            plans += addon_plans("cooperative", batch, devices, devices_per_node, dtype, optimizer)
+    return plans
+
+
+OUT_OF_CORE = ("outofcore", "data+recompute", "serial+recompute")
+
+
+def swap_vs_model_parallel(best_by_strategy: dict[str, Prediction]) -> str:
+    """One line saying whether the fastest fitting out-of-core plan (swap / recompute on data parallelism)
+    beats the fastest fitting model-parallel one (any plan with a model split: inner group > 1), from the
+    search's best prediction per strategy name."""
+    def fastest(keep):
+        return min((p for p in best_by_strategy.values() if keep(p.plan)), key=lambda p: p.iteration_s, default=None)
+
+    swap = fastest(lambda plan: plan.strategy in OUT_OF_CORE)
+    split = fastest(lambda plan: plan.inner > 1)
+    if swap is None and split is None:
+        return "neither out-of-core nor model-parallel plans fit"
+    if swap is None:
+        return f"no out-of-core plan fits; best model-parallel: {split.plan.strategy} ({split.plan.describe()})"
+    if split is None:
+        return f"no model-parallel plan fits; best out-of-core: {swap.plan.strategy} ({swap.plan.describe()})"
+    winner, loser = (swap, split) if swap.iteration_s <= split.iteration_s else (split, swap)
+    verb = "beats" if winner is swap else "loses to"
+    return (f"out-of-core {swap.plan.strategy} ({swap.plan.describe()}, {swap.iteration_s:.4g} s) {verb} "
+            f"model parallelism {split.plan.strategy} ({split.plan.describe()}, {split.iteration_s:.4g} s) "
+            f"by {loser.iteration_s / winner.iteration_s - 1:.0%}")
 
 
 register("serial+recompute", evaluate_recompute)
