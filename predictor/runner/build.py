@@ -44,7 +44,7 @@ def build_replica(cfg: RunConfig, graph: ModelGraph, device: str = "cpu", seed: 
     if cfg.recompute_segments or cfg.offload:
         raise UserError(f"recompute/offload runs are implemented for serial and data, not {cfg.strategy}")
     if cfg.strategy == "pipeline":
-        return PipelineReplica(layers, modules, model_group, p_model, cfg.micro_batches)
+        return PipelineReplica(layers, modules, model_group, p_model, cfg.micro_batches, cfg.stage_starts, graph)
     kind = {"spatial": SpatialReplica, "data+spatial": SpatialReplica, "filter": FilterReplica,
             "data+filter": FilterReplica, "channel": ChannelReplica}[cfg.strategy]
     return kind(layers, modules, model_group, p_model, data_group, p_data)

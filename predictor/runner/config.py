@@ -23,6 +23,7 @@ class RunConfig:
     recompute_segments: checkpoint segments (0 = keep all activations); offload: save activations on the
     host (GPU only)."""
 
+
     model: str
     strategy: str
     ranks: int
@@ -32,6 +33,8 @@ class RunConfig:
     p_model: int = 0
     recompute_segments: int = 0
     offload: bool = False
+    stage_starts: tuple[int, ...] = ()  # pipeline cut as graph layer indices (the predictor's); () = by FLOPs
+    knobs: tuple[tuple[str, object], ...] = ()  # zoo builder knobs (width, image, ...), sorted pairs
 
     @property
     def degrees(self) -> tuple[int, int]:
@@ -55,7 +58,8 @@ class RunConfig:
     @property
     def scenario(self) -> str:
         """Runs that compete for the same job (same model, global batch, devices, dtype)."""
-        return f"{self.model}/B{self.batch}/p{self.ranks}/{self.dtype}"
+        knobs = ",".join(f"{k}={v}" for k, v in self.knobs)
+        return f"{self.model}({knobs})/B{self.batch}/p{self.ranks}/{self.dtype}"
 
     def as_dict(self) -> dict:
         return asdict(self)

@@ -5,8 +5,8 @@ dL/dy from the next stage, sending dL/dx to the previous). Written as explicit s
 torch.distributed.pipelining, whose schedules target GPU/NCCL; the schedule is the one whose bubble is
 (p-1)/(S+p-1) (strategies.md §3 "Layer/pipeline", §8).
 
-Stage cut: contiguous stages minimising the largest stage's forward+backward FLOPs (`balanced_stages`);
-the cut is recorded with every run. Batch norm uses each micro-batch's statistics (as GPipe does), so with
+Stage cut: the predictor's (so the run measures the pipeline that was predicted), else contiguous stages
+balanced on forward+backward FLOPs; the cut is recorded with every run. Batch norm uses each micro-batch's statistics (as GPipe does), so with
 batch norm and S > 1 the loss differs slightly from the serial net's; the equivalence test uses a net
 without batch norm.
 """
@@ -19,37 +19,31 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn import functional as F
 
-from predictor.graph import Layer
+from predictor.graph import Layer, ModelGraph
 from predictor.runner.comm import CommClock
 from predictor.runner.replica import Replica
+from predictor.strategies.pipeline import partition
 from profiler.errors import UserError
 
 
-def balanced_stages(layers: list[Layer], stages: int) -> list[int]:
-    """Start index of each stage: contiguous split minimising the maximum stage cost (fwd + bwd FLOPs per
-    sample; layers without FLOPs cost 1 so that FLOP-less test graphs still split evenly). Exact DP."""
+def stage_starts(layers: list[Layer], stages: int, graph_starts: tuple[int, ...] = (), graph: ModelGraph | None = None) -> list[int]:
+    """Start index (into `layers`, the runner's chain) of each stage. `graph_starts`: the predictor's cut
+    (indices into graph.layers, Prediction.details["stage_bounds"]), so the run measures the predicted
+    pipeline; without it, the predictor's partition on per-layer forward+backward FLOPs."""
     if stages > len(layers):
         raise UserError(f"pipeline: {stages} stages but the net has only {len(layers)} layers")
-    cost = [max(l.flops_fwd + l.flops_bwd_data + l.flops_bwd_weight, 1.0) for l in layers]
-    n = len(cost)
-    prefix = [0.0]
-    for c in cost:
-        prefix.append(prefix[-1] + c)
-    inf = float("inf")
-    best = [[inf] * (n + 1) for _ in range(stages + 1)]
-    cut = [[0] * (n + 1) for _ in range(stages + 1)]
-    best[0][0] = 0.0
-    for s in range(1, stages + 1):
-        for end in range(s, n + 1):
-            for start in range(s - 1, end):
-                value = max(best[s - 1][start], prefix[end] - prefix[start])
-                if value < best[s][end]:
-                    best[s][end], cut[s][end] = value, start
-    starts, end = [], n
-    for s in range(stages, 0, -1):
-        end = cut[s][end]
-        starts.append(end)
-    return starts[::-1]
+    if graph_starts:
+        names = [graph.layers[i].name for i in graph_starts]
+        position = {layer.name: i for i, layer in enumerate(layers)}
+        starts = []
+        for graph_index, name in zip(graph_starts, names):
+            later = [position[l.name] for l in graph.layers[graph_index:] if l.name in position]
+            starts.append(later[0] if later else len(layers))
+        if len(set(starts)) != stages or starts[0] != 0 or starts[-1] >= len(layers):
+            raise UserError(f"pipeline: stage cut {graph_starts} leaves an empty stage in the runner's chain")
+        return starts
+    costs = [max(l.flops_fwd + l.flops_bwd_data + l.flops_bwd_weight, 1.0) for l in layers]
+    return partition(costs, stages)
 
 
 def _timed(op, *args):
@@ -59,8 +53,9 @@ def _timed(op, *args):
 
 
 class PipelineReplica(Replica):
-    def __init__(self, layers: list[Layer], modules: list[nn.Module], group, stages: int, micro_batches: int):
-        starts = balanced_stages(layers, stages)
+    def __init__(self, layers: list[Layer], modules: list[nn.Module], group, stages: int, micro_batches: int,
+                 graph_starts: tuple[int, ...] = (), graph: ModelGraph | None = None):
+        starts = stage_starts(layers, stages, graph_starts, graph)
         self.rank = dist.get_rank(group)
         self.group, self.stages, self.micro_batches = group, stages, micro_batches
         self.stage_starts = starts

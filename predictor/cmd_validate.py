@@ -1,0 +1,194 @@
+"""`predictor validate`: run a suite of real training configurations, predict each with the same profile,
+append every run (features + prediction terms + measurement) to a JSONL dataset, and report accuracy.
+
+    predictor validate --profile P [--suite NAME|FILE] --out runs.jsonl [--plot scatter.png]
+
+Each row is written and flushed as soon as its run is measured, so an interrupted validation keeps what
+it measured. Ranks are self-spawned on this machine (gloo on CPU, NCCL on GPU) with the calibration's
+threads per rank (the profile's compute samples); a mismatch is recorded in every row.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import time
+from collections import Counter
+from pathlib import Path
+
+from predictor.runner.config import RunConfig
+from predictor.runner.suite import SuiteRun, load_suite
+from profiler.errors import UserError
+from profiler.profile import check_writable, load_profile, utc_now_iso
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--profile", required=True, help="profile YAML the predictions use (calibrated on this machine)")
+    parser.add_argument("--suite", default="cpu_default", help="built-in suite name or suite YAML file (default cpu_default)")
+    parser.add_argument("--out", required=True, help="JSONL dataset; rows are appended, one per measured run")
+    parser.add_argument("--plot", help="PNG scatter of predicted vs measured time per strategy")
+    parser.add_argument("--threads", type=int, help="threads per rank (default: the profile's calibration threads)")
+    parser.add_argument("--iterations", type=int, help="timed iterations per run (default: the suite's)")
+    parser.add_argument("--warmup", type=int, help="warm-up iterations per run (default: the suite's)")
+
+
+def profile_threads(profile) -> int | None:
+    """The thread count most of the profile's compute samples were measured with."""
+    counts = Counter(s.threads for s in profile.samples if s.benchmark in ("gemm", "conv2d", "conv3d", "batchnorm", "relu", "maxpool"))
+    return counts.most_common(1)[0][0] if counts else None
+
+
+def file_sha256(path: str) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _sqrt_segments(graph) -> int:
+    from predictor.recompute import sqrt_segment_count
+
+    return sqrt_segment_count(sum(1 for l in graph.layers if l.op not in ("dropout", "softmax_loss")))
+
+
+def plan_for(run: SuiteRun, graph, devices_per_node: int, segments: int):
+    """The predictor's Plan describing exactly what the runner executes."""
+    from predictor.plan import Plan
+
+    dims = len(graph.input_shape) - 1
+    split = lambda p: (p,) + (1,) * (dims - 1)  # the runner splits the first spatial dimension only
+    base = dict(batch=run.batch, devices=run.ranks, devices_per_node=devices_per_node, dtype=run.dtype, optimizer="sgd")
+    p_model = run.p_model or 2
+    name = run.strategy
+    if run.addons:
+        name = f"{run.strategy}+{'+'.join(run.addons)}"
+    table = {
+        "serial": dict(),
+        "data": dict(p_data=run.ranks),
+        "spatial": dict(p_spatial=run.ranks, spatial_split=split(run.ranks)),
+        "filter": dict(p_filter=run.ranks),
+        "channel": dict(p_channel=run.ranks),
+        "pipeline": dict(stages=run.ranks, micro_batches=run.micro_batches),
+        "data+spatial": dict(p_data=run.ranks // p_model, p_spatial=p_model, spatial_split=split(p_model)),
+        "data+filter": dict(p_data=run.ranks // p_model, p_filter=p_model),
+    }
+    extra = (("checkpoint_segments", segments),) if "recompute" in run.addons else ()
+    return Plan(name, **base, **table[run.strategy], extra=extra)
+
+
+def model_summary(graph) -> dict:
+    from predictor.graph import dtype_bytes
+
+    return {"layers": len(graph.layers), "flops_per_sample": graph.flops_per_sample,
+            "param_bytes": graph.params * dtype_bytes("fp32"), "params": graph.params,
+            "input_shape": list(graph.input_shape)}
+
+
+def _predict(graph, plan, cost_model):
+    from predictor.api import predict
+
+    try:
+        return predict(graph, plan, cost_model, interval=False), ""
+    except UserError as err:
+        return None, str(err)
+
+
+def _row(run: SuiteRun, cfg: RunConfig, graph, plan, prediction, why, measured, context) -> dict:
+    from calibrate.correction_features import record_from_prediction
+
+    pred_dict = prediction.to_dict() if prediction is not None else None
+    predicted_s = pred_dict["iteration_s"] if pred_dict and prediction.feasible else None
+    if pred_dict and prediction.feasible:
+        row = record_from_prediction(pred_dict)
+    else:
+        row = {"strategy": plan.strategy, "predicted_time_s": None, "terms": {}}
+    row.update(
+        label=cfg.label, base_strategy=cfg.strategy, model=run.model, knobs=dict(run.knobs), scenario=cfg.scenario,
+        model_summary=model_summary(graph), devices=cfg.ranks, batch=cfg.batch,
+        batch_per_device=cfg.batch / cfg.degrees[0], dtype=cfg.dtype, micro_batches=cfg.micro_batches,
+        recompute_segments=cfg.recompute_segments, offload=cfg.offload, predicted_time_s=predicted_s,
+        prediction_error=why or (prediction.reason if prediction is not None and not prediction.feasible else ""),
+        predicted_memory_bytes=pred_dict["memory_bytes"] if predicted_s else None,
+        predicted_bottleneck=prediction.bottleneck if predicted_s else None,
+        prediction=pred_dict, measured=measured, measured_time_s=measured["measured_time_s"],
+        measured_iqr_s=measured["measured_iqr_s"], measured_peak_memory_bytes=measured["peak_memory_bytes"],
+        breakdown_s=measured["breakdown_s"], threads=measured["threads"], suite_line=run.line, **context)
+    if predicted_s:
+        row["accuracy"] = 1 - abs(predicted_s - row["measured_time_s"]) / row["measured_time_s"]
+    return row
+
+
+def run(args) -> int:
+    from predictor.api import load_cost_model, load_model
+    from predictor.runner.launch import spawn_ranks
+    from predictor.runner.worker import run_jobs
+    from predictor import validate_report
+
+    suite = load_suite(args.suite)
+    profile = load_profile(args.profile)
+    cost_model, profile_path = load_cost_model(args.profile)
+    check_writable(args.out)
+    if args.plot:
+        check_writable(args.plot, "--plot")
+    calibrated_threads = profile_threads(profile)
+    threads = args.threads or calibrated_threads or 1
+    warmup = suite.warmup if args.warmup is None else args.warmup
+    iterations = suite.iterations if args.iterations is None else args.iterations
+    if iterations < 1 or warmup < 0:
+        raise UserError("--iterations must be >= 1 and --warmup >= 0")
+    dpn = max(r.ranks for r in suite.runs)  # one machine: every rank on this node
+    graphs, jobs = {}, []
+    for run_ in suite.runs:
+        key = (run_.model, run_.knobs)
+        if key not in graphs:
+            try:
+                graphs[key] = load_model(run_.model, **dict(run_.knobs))
+            except UserError as err:
+                raise UserError(f"suite {suite.path}:{run_.line}: {err}") from None
+        graph = graphs[key]
+        segments = (run_.recompute_segments or _sqrt_segments(graph)) if "recompute" in run_.addons else 0
+        plan = plan_for(run_, graph, dpn, segments)
+        prediction, why = _predict(graph, plan, cost_model)
+        bounds = (prediction.details.get("stage_bounds") if prediction is not None else None) or []
+        cfg = RunConfig(run_.model, run_.strategy, run_.ranks, run_.batch, run_.micro_batches, run_.dtype, run_.p_model,
+                        segments, "offload" in run_.addons, tuple(int(b[0]) for b in bounds), run_.knobs)
+        jobs.append((run_, cfg, graph, plan, prediction, why))
+    context = {
+        "profile": str(profile_path), "profile_sha256": file_sha256(args.profile), "profile_threads": calibrated_threads,
+        "threads_match": calibrated_threads == threads, "cpu_count": os.cpu_count(), "suite": suite.path,
+        "host": profile.machine.hostname, "profile_kind": profile.provenance.kind,
+    }
+    rows = []
+    start = time.perf_counter()
+    print(f"validate: {len(jobs)} runs from {suite.path}, {threads} thread(s) per rank "
+          f"(profile calibrated with {calibrated_threads}), {warmup} warm-up + {iterations} timed iterations", flush=True)
+    with open(args.out, "a") as out:
+        for world in sorted({cfg.ranks for _, cfg, *_ in jobs}):
+            batch = [(i, job[1], job[2]) for i, job in enumerate(jobs) if job[1].ranks == world]
+            oversubscribed = world * threads > (os.cpu_count() or 1)
+            for kind, index, payload in spawn_ranks(world, run_jobs, (batch, warmup, iterations), threads=threads):
+                run_, cfg, graph, plan, prediction, why = jobs[index]
+                if kind == "skipped":
+                    print(f"  skipped {cfg.label} {cfg.scenario}: {payload}", flush=True)
+                    continue
+                row = _row(run_, cfg, graph, plan, prediction, why, payload,
+                           {**context, "oversubscribed": oversubscribed, "timestamp": utc_now_iso()})
+                out.write(json.dumps(_finite(row), default=str) + "\n")
+                out.flush()
+                rows.append(row)
+                print(validate_report.progress_line(row), flush=True)
+    print(f"validate: {len(rows)} runs measured in {time.perf_counter() - start:.0f} s; appended to {args.out}")
+    print(validate_report.render(rows))
+    if args.plot and rows:
+        validate_report.scatter(rows, args.plot)
+        print(f"scatter: {args.plot}")
+    return 0
+
+
+def _finite(value):
+    """JSON has no inf/nan: non-finite floats (an infeasible plan's time) become null."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value

@@ -1,0 +1,117 @@
+"""Accuracy of predictions against measured runs: per-run accuracy, mean per strategy and overall,
+ranking agreement per scenario, a text table and a PNG scatter.
+
+accuracy = 1 - |predicted - measured| / measured (issue 6; ParaDL reports projection/empirical instead,
+strategies.md §5.2). A scenario is the set of runs sharing model, global batch, devices and dtype; the
+ranking agrees when the strategy predicted fastest is the one measured fastest.
+Rows are the JSONL records of `predictor validate` (fields label, scenario, predicted_time_s,
+measured_time_s, ...).
+"""
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+
+
+def accuracy(predicted_s: float, measured_s: float) -> float:
+    return 1.0 - abs(predicted_s - measured_s) / measured_s
+
+
+def _predicted(rows):
+    return [r for r in rows if r.get("predicted_time_s") and r.get("measured_time_s")]
+
+
+def per_strategy_accuracy(rows) -> dict[str, tuple[float, int]]:
+    """label -> (mean accuracy, runs)."""
+    groups = defaultdict(list)
+    for r in _predicted(rows):
+        groups[r["label"]].append(accuracy(r["predicted_time_s"], r["measured_time_s"]))
+    return {label: (statistics.fmean(values), len(values)) for label, values in sorted(groups.items())}
+
+
+def overall_accuracy(rows) -> float | None:
+    values = [accuracy(r["predicted_time_s"], r["measured_time_s"]) for r in _predicted(rows)]
+    return statistics.fmean(values) if values else None
+
+
+def ranking(rows) -> list[dict]:
+    """Per scenario with >= 2 predicted runs: predicted best, measured best, agreement."""
+    groups = defaultdict(list)
+    for r in _predicted(rows):
+        groups[r["scenario"]].append(r)
+    out = []
+    for scenario, members in sorted(groups.items()):
+        if len({m["label"] for m in members}) < 2:
+            continue
+        best_pred = min(members, key=lambda m: m["predicted_time_s"])["label"]
+        best_meas = min(members, key=lambda m: m["measured_time_s"])["label"]
+        out.append({"scenario": scenario, "predicted_best": best_pred, "measured_best": best_meas,
+                    "agree": best_pred == best_meas, "runs": len(members)})
+    return out
+
+
+def _fmt_s(value) -> str:
+    return "-" if value is None else f"{value * 1e3:9.2f}"
+
+
+def progress_line(row: dict) -> str:
+    acc = f"{row['accuracy']:6.1%}" if row.get("accuracy") is not None else "   n/a"
+    why = f"  ({row['prediction_error']})" if row.get("prediction_error") else ""
+    return (f"  {row['label']:<18} {row['scenario']:<48} predicted {_fmt_s(row.get('predicted_time_s'))} ms  "
+            f"measured {_fmt_s(row['measured_time_s'])} ms (IQR {row['measured_iqr_s'] * 1e3:.2f})  accuracy {acc}{why}")
+
+
+def render(rows) -> str:
+    lines = [f"{'strategy':<18} {'scenario':<48} {'pred ms':>9} {'meas ms':>9} {'IQR ms':>7} {'acc':>7} "
+             f"{'pred MB':>8} {'meas MB':>8}"]
+    for r in rows:
+        acc = f"{r['accuracy']:7.1%}" if r.get("accuracy") is not None else "    n/a"
+        pm = f"{r['predicted_memory_bytes'] / 1e6:8.1f}" if r.get("predicted_memory_bytes") else "       -"
+        lines.append(f"{r['label']:<18} {r['scenario']:<48} {_fmt_s(r.get('predicted_time_s'))} {_fmt_s(r['measured_time_s'])} "
+                     f"{r['measured_iqr_s'] * 1e3:7.2f} {acc} {pm} {r['measured_peak_memory_bytes'] / 1e6:8.1f}")
+    lines.append("")
+    lines.append("mean accuracy per strategy:")
+    for label, (mean, n) in per_strategy_accuracy(rows).items():
+        lines.append(f"  {label:<18} {mean:7.1%}  ({n} runs)")
+    overall = overall_accuracy(rows)
+    lines.append(f"  {'overall':<18} {overall:7.1%}" if overall is not None else "  overall: no predicted runs")
+    ranks = ranking(rows)
+    if ranks:
+        agree = sum(r["agree"] for r in ranks)
+        lines.append("")
+        lines.append(f"ranking agreement: {agree}/{len(ranks)} scenarios ({agree / len(ranks):.0%})")
+        for r in ranks:
+            mark = "ok  " if r["agree"] else "MISS"
+            lines.append(f"  {mark} {r['scenario']:<48} predicted best {r['predicted_best']:<14} measured best {r['measured_best']}")
+    return "\n".join(lines)
+
+
+def scatter(rows, path: str) -> None:
+    """Predicted vs measured iteration time, one colour per strategy, log-log with the y = x line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 6))
+    groups = defaultdict(list)
+    for r in _predicted(rows):
+        groups[r["label"]].append((r["measured_time_s"], r["predicted_time_s"]))
+    values = [v for pts in groups.values() for p in pts for v in p]
+    for label, pts in sorted(groups.items()):
+        ax.scatter([p[0] for p in pts], [p[1] for p in pts], label=label, s=22)
+    if values:
+        lo, hi = min(values) / 1.5, max(values) * 1.5
+        ax.plot([lo, hi], [lo, hi], color="grey", lw=1, ls="--", label="predicted = measured")
+        ax.set_xlim(lo, hi)
+        ax.set_ylim(lo, hi)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("measured iteration time (s)")
+    ax.set_ylabel("predicted iteration time (s)")
+    overall = overall_accuracy(rows)
+    ax.set_title("predictor validate" + (f": mean accuracy {overall:.1%}" if overall is not None else ""))
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
