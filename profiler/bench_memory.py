@@ -17,6 +17,7 @@ from profiler.cases import GRID_ENV, BenchCase
 from profiler.errors import UserError
 
 DEFAULT_LLC_BYTES = 32 * 2**20
+DEFAULT_GPU_L2_BYTES = 60 * 2**20  # H100/H200 L2 is 50-60 MB
 MIN_LARGEST_ARRAY_BYTES = 64 * 2**20
 HOST_DEVICE_VARIANTS = ("h2d_pinned", "h2d_pageable", "d2h_pinned", "d2h_pageable")
 
@@ -39,7 +40,8 @@ def cpu_last_level_cache_bytes(sysfs: Path = Path("/sys/devices/system/cpu/cpu0/
 
 def last_level_cache_bytes(device: str) -> int:
     if device.startswith("cuda"):
-        return int(torch.cuda.get_device_properties(torch.device(device)).L2_cache_size)
+        props = torch.cuda.get_device_properties(torch.device(device))
+        return int(getattr(props, "L2_cache_size", 0) or DEFAULT_GPU_L2_BYTES)
     return cpu_last_level_cache_bytes()
 
 

@@ -48,7 +48,7 @@ def timer_settings(device: str, quick: bool) -> dict:
     if os.environ.get(GRID_ENV) == "tiny":
         return dict(warmup_s=0.005, budget_s=0.02, min_samples=3, max_samples=10, target_rel_ci=0.05)
     if device.startswith("cuda"):
-        return dict(warmup_s=0.025, budget_s=0.1 if quick else 0.15, min_samples=5, max_samples=50,
+        return dict(warmup_s=0.025, budget_s=0.1, min_samples=5, max_samples=50,
                     target_rel_ci=0.02)
     if quick:
         return dict(warmup_s=0.02, budget_s=0.1, min_samples=5, max_samples=30, target_rel_ci=0.03)

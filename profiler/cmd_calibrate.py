@@ -136,7 +136,12 @@ def run_sections(cal: Calibration, plans: dict[str, list[BenchCase]], sections: 
                 continue
             for case in plans[name]:
                 progress.update(tasks[name], point=case.label[:60])
-                cal.samples.append(measure_case(case, device, timer_kwargs))
+                try:
+                    cal.samples.append(measure_case(case, device, timer_kwargs))
+                except RuntimeError as err:  # a backend that cannot run this point (no kernel, out of memory)
+                    reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
+                    cal.settings.setdefault("failed_points", {})[case.label] = reason
+                    console.print(f"profiler calibrate: warning: {case.label}: skipped ({reason})")
                 progress.advance(tasks[name])
             progress.update(tasks[name], point="done")
 
@@ -193,6 +198,10 @@ def run(args) -> int:
         save_uninterrupted(cal.profile(), partial)
         raise UserError(f"{cal.settings['sections_started'][-1]} section: {err} "
                         f"({len(cal.samples)} samples so far written to {partial})") from None
+    except Exception as err:  # a bug: keep the measurements, then show the traceback
+        cal.settings.update(failed=repr(err), duration_s=round(time.perf_counter() - started, 3))
+        save_uninterrupted(cal.profile(), partial)
+        raise
     cal.settings["duration_s"] = round(time.perf_counter() - started, 3)
     profile = fit_or_warn(cal.profile(), out, console)
     save_uninterrupted(profile, out)

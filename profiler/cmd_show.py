@@ -150,6 +150,9 @@ def measured_lines(profile: Profile) -> list[str]:
         lines.append("INTERRUPTED: this is a partial profile (the run was stopped with Ctrl-C)")
     if st.get("failed"):
         lines.append(f"FAILED: partial profile; the run stopped on: {st['failed']}")
+    if st.get("failed_points"):
+        lines.append(f"{len(st['failed_points'])} points could not run (see settings.failed_points), e.g. "
+                     f"{next(iter(st['failed_points'].items()))}")
     if isinstance(st.get("collectives"), dict) and "skipped" in st["collectives"]:
         lines.append(f"collectives skipped: {st['collectives']['skipped']}")
     return lines

@@ -151,3 +151,25 @@ def test_fit_failure_only_warns(tmp_path, capsys):
     kept = fit_or_warn(empty, tmp_path / "x.yaml", Console(stderr=True))
     assert kept == empty and not kept.coefficients
     assert "fit skipped" in capsys.readouterr().err
+
+
+def test_a_point_the_backend_cannot_run_is_recorded_and_skipped(tmp_path):
+    import argparse
+
+    from rich.console import Console
+
+    from profiler.cases import BenchCase
+    from profiler.cmd_calibrate import Calibration, run_sections
+    from profiler.metadata import collect_machine
+
+    def unsupported():
+        raise RuntimeError("no kernel image is available for execution on the device\nmore detail")
+
+    good = BenchCase("add", "fwd", {"N": 1, "C": 1, "H": 2, "W": 2}, "float32", 4, 48, lambda: (lambda: None))
+    bad = BenchCase("relu", "fwd", {"N": 1, "C": 1, "H": 2, "W": 2}, "float32", 4, 32, unsupported)
+    cal = Calibration(machine=collect_machine("cpu"), created="2026-01-01T00:00:00+00:00",
+                      settings={"sections_started": []})
+    args = argparse.Namespace(quick=True)
+    run_sections(cal, {"compute": [bad, good]}, ["compute"], args, "cpu", Console(stderr=True))
+    assert [s.benchmark for s in cal.samples] == ["add"]
+    assert cal.settings["failed_points"] == {bad.label: "no kernel image is available for execution on the device"}
