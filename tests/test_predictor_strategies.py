@@ -1,0 +1,265 @@
+"""Every strategy's compute, communication and memory terms on a tiny 3-layer net, against closed forms.
+
+Net (per sample): input (2, 8, 8) -> conv1 3x3 pad 1, 4 filters, no bias (72 params) -> relu1 ->
+conv2 3x3 pad 1, 4 filters, no bias (144) -> flatten (256) -> fc 256->2, no bias (512). 728 params.
+Synthetic cost model: compute = FLOPs / 1e9, memory = bytes / 1e9, ring alpha-beta with alpha = 1 us,
+1 GB/s inside a node, 0.1 GB/s across nodes (predictor/synthetic.py).
+"""
+import math
+
+import pytest
+
+from predictor.graph import ModelGraph
+from predictor.layerspec import load_layer_spec
+from predictor.plan import Plan
+from predictor.strategies import evaluate
+from predictor.strategies.context import Context
+from predictor.strategies.pipeline import partition
+from predictor.strategies.spatial import halo_bytes
+from predictor.synthetic import SyntheticCostModel
+
+PEAK = 1e9
+ALPHA = 1e-6
+INTRA = 1e9
+INTER = 1e8
+PARAMS = 72 + 144 + 512
+
+SPEC = """
+name: tiny
+input: [2, 8, 8]
+layers:
+  - {name: conv1, op: conv2d, filters: 4, kernel: 3, padding: 1, bias: false}
+  - {name: relu1, op: relu}
+  - {name: conv2, op: conv2d, filters: 4, kernel: 3, padding: 1, bias: false}
+  - {name: flat, op: flatten}
+  - {name: fc, op: linear, out: 2, bias: false}
+"""
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> ModelGraph:
+    path = tmp_path_factory.mktemp("spec") / "tiny.yaml"
+    path.write_text(SPEC)
+    return load_layer_spec(path)
+
+
+@pytest.fixture(scope="module")
+def cm():
+    return SyntheticCostModel(peak_flops_per_s=PEAK, launch_s=0.0, memory_bytes_per_s=1e9, alpha_s=ALPHA,
+                              intra_bytes_per_s=INTRA, inter_bytes_per_s=INTER, device_memory_bytes=1e9,
+                              devices_per_node=4)
+
+
+def run(graph, cm, **kw):
+    kw.setdefault("devices_per_node", 4)
+    pred = evaluate(Context(graph, cm), Plan(**kw))
+    assert pred.feasible, pred.reason
+    return pred
+
+
+def ring_allreduce(g, s, bw=INTRA):
+    return 2 * (g - 1) * ALPHA + 2 * (g - 1) / g * s / bw
+
+
+def ring_gather(g, s, bw=INTRA):  # allgather, reduce-scatter, all-to-all
+    return (g - 1) * ALPHA + (g - 1) / g * s / bw
+
+
+def p2p(s, bw=INTRA):  # sendrecv, halo
+    return ALPHA + s / bw
+
+
+def conv_flops(n, c, f, h, w):
+    return 2 * n * c * f * 9 * h * w
+
+
+def test_graph_shapes(tiny):
+    assert tiny.params == PARAMS
+    assert [l.output_shape for l in tiny.layers] == [(4, 8, 8), (4, 8, 8), (4, 8, 8), (256,), (2,)]
+
+
+def test_serial_and_data(tiny, cm):
+    n = 4  # B = 8 over 2 replicas
+    fwd = (conv_flops(n, 2, 4, 8, 8) + n * 256 + conv_flops(n, 4, 4, 8, 8) + 2 * n * 2 * 256) / PEAK
+    # conv1 has no input gradient (fed by the model input): only its weight gradient
+    bwd = (conv_flops(n, 2, 4, 8, 8) + n * 256 + 2 * conv_flops(n, 4, 4, 8, 8) + 2 * 2 * n * 2 * 256) / PEAK
+    pred = run(tiny, cm, strategy="data", batch=8, devices=2, p_data=2)
+    assert pred.compute_fwd_s == pytest.approx(fwd)
+    assert pred.compute_bwd_s == pytest.approx(bwd)
+    assert pred.update_s == pytest.approx(PARAMS * 12 / 1e9)  # SGD: read w, g, write w (fp32)
+    # one 25 MB bucket holds every gradient: ready only at the end of backward -> all exposed
+    assert pred.comm_exposed_s["gradient"] == pytest.approx(ring_allreduce(2, PARAMS * 4))
+    assert pred.comm_hidden_s["gradient"] == pytest.approx(0.0)
+    assert pred.iteration_s == pytest.approx(fwd + bwd + PARAMS * 12 / 1e9 + ring_allreduce(2, PARAMS * 4))
+    # memory: w, g, DDP bucket copy; saved: input (128) by conv1, relu1 out (256) by relu1+conv2, conv2 out by fc
+    assert pred.weights_bytes == pred.grads_bytes == PARAMS * 4
+    assert pred.optimizer_bytes == 0
+    assert pred.comm_buffers_bytes == PARAMS * 4
+    assert pred.activations_bytes == n * (128 + 256 + 256) * 4
+    assert pred.workspace_bytes == 2 * n * 256 * 4
+    serial = run(tiny, cm, strategy="serial", batch=8, devices=1)
+    assert serial.comm_exposed_total_s == 0 and serial.comm_buffers_bytes == 0
+    assert serial.activations_bytes == 2 * pred.activations_bytes
+
+
+def test_optimizers_and_mixed_precision(tiny, cm):
+    adam = run(tiny, cm, strategy="serial", batch=8, devices=1, optimizer="adam")
+    assert adam.optimizer_bytes == PARAMS * 8
+    assert adam.update_s == pytest.approx(PARAMS * 28 / 1e9)  # read w, g, m, v; write w, m, v
+    momentum = run(tiny, cm, strategy="serial", batch=8, devices=1, optimizer="momentum")
+    assert momentum.update_s == pytest.approx(PARAMS * 20 / 1e9)
+    half = run(tiny, cm, strategy="serial", batch=8, devices=1, dtype="bf16")
+    fp32 = run(tiny, cm, strategy="serial", batch=8, devices=1)
+    assert half.weights_bytes == PARAMS * 6  # fp32 master + half copy
+    assert half.activations_bytes == fp32.activations_bytes / 2
+
+
+def test_bucket_overlap_hides_early_buckets(tiny, cm):
+    n = 4
+    pred = run(tiny, cm, strategy="data", batch=8, devices=2, p_data=2, bucket_bytes=2048)
+    bwd_fc = 2 * 2 * n * 2 * 256 / PEAK
+    total_bwd = pred.compute_bwd_s
+    # bucket 1 = fc's 2048 bytes, ready after fc's backward; bucket 2 = conv2 + conv1 (864 bytes) at the end
+    end1 = bwd_fc + ring_allreduce(2, 2048)
+    end2 = max(end1, total_bwd) + ring_allreduce(2, 864)
+    assert pred.comm_exposed_s["gradient"] == pytest.approx(end2 - total_bwd)
+    assert pred.comm_hidden_s["gradient"] == pytest.approx(ring_allreduce(2, 2048) + ring_allreduce(2, 864) - (end2 - total_bwd))
+
+
+def test_data_group_across_nodes_uses_inter_node_links(tiny, cm):
+    # 4 devices, 2 per node: filter pairs inside a node, data pairs (ranks 0 and 2) across nodes
+    pred = run(tiny, cm, strategy="data+filter", batch=8, devices=4, devices_per_node=2, p_data=2, p_filter=2)
+    assert pred.comm_exposed_s["gradient"] == pytest.approx(ring_allreduce(2, PARAMS * 4 / 2, INTER))
+    assert pred.details["nodes_inner_group"] == 1
+
+
+def test_spatial_halo_and_gather(tiny, cm):
+    n = 8
+    pred = run(tiny, cm, strategy="spatial", batch=8, devices=2, p_spatial=2, spatial_split=(1, 2))
+    assert pred.details["spatial_layers"] == 3  # conv1, relu1, conv2; flatten cannot be split
+    # compute: conv1, relu1, conv2 on 8 x 4 blocks; fc replicated on all 8 samples
+    fwd = (conv_flops(n, 2, 4, 8, 4) + n * 4 * 32 + conv_flops(n, 4, 4, 8, 4) + 2 * n * 2 * 256) / PEAK
+    assert pred.compute_fwd_s == pytest.approx(fwd)
+    # halo, W split in 2, width 1: forward rows of x = n*C*1*H*4 bytes per side; backward on dL/dy (not conv1)
+    halo_fwd = p2p(2 * n * 2 * 1 * 8 * 4) + p2p(2 * n * 4 * 1 * 8 * 4)
+    halo_bwd = p2p(2 * n * 4 * 1 * 8 * 4)
+    assert pred.details["halo_fwd_s"] == pytest.approx(halo_fwd)
+    assert pred.details["halo_bwd_s"] == pytest.approx(halo_bwd)
+    assert pred.comm_exposed_s["halo"] == pytest.approx(halo_fwd + halo_bwd)
+    assert pred.comm_exposed_s["layer_collective"] == pytest.approx(ring_gather(2, n * 256 * 4))
+    # activations: input and relu1 out halved; conv2 out saved by fc gathered (full)
+    assert pred.activations_bytes == pytest.approx(n * (128 / 2 + 256 / 2 + 256) * 4)
+
+
+def test_halo_volume_matches_kernel_geometry(tmp_path):
+    path = tmp_path / "k5.yaml"
+    path.write_text("input: [3, 16, 16]\nlayers:\n"
+                    "  - {name: c5, op: conv2d, filters: 6, kernel: 5, padding: 2}\n"
+                    "  - {name: c3s2, op: conv2d, filters: 6, kernel: 3, stride: 2, padding: 1}\n"
+                    "  - {name: valid, op: conv2d, filters: 6, kernel: 3, padding: 0}\n")
+    ctx = Context(load_layer_spec(path), SyntheticCostModel())
+    # 5x5 'same': 2 rows/cols per side; split H by 2, W by 4 -> local 8 x 4; first layer: no backward halo
+    assert halo_bytes(ctx, 0, 1, (2, 4), 4) == [(2, 3 * 2 * 4 * 4, 0.0), (4, 3 * 2 * 8 * 4, 0.0)]
+    # 3x3 stride 2: 1 input row forward; backward dL/dy rows = ceil(1/2) = 1 on the 4 x 2 local output
+    assert halo_bytes(ctx, 1, 1, (2, 4), 4) == [(2, 6 * 1 * 4 * 4, 6 * 1 * 2 * 4), (4, 6 * 1 * 8 * 4, 6 * 1 * 4 * 4)]
+    # 3x3 'valid': k - stride = 2 rows from the neighbour
+    assert halo_bytes(ctx, 2, 1, (2, 1), 4)[0][1] == 6 * 2 * 8 * 4
+
+
+def test_filter_and_channel_use_different_collectives(tiny, cm):
+    n = 8
+    filt = run(tiny, cm, strategy="filter", batch=8, devices=2, p_filter=2)
+    # filter: allgather of conv2's input (relu1 out) and fc's input (conv2 out) forward + the loss input;
+    # reduce-scatter of the same two input gradients backward
+    gathers = 2 * ring_gather(2, n * 256 * 4) + ring_gather(2, n * 2 * 4)
+    scatters = 2 * ring_gather(2, n * 256 * 4)
+    assert filt.details["allgather_s"] == pytest.approx(gathers)
+    assert filt.details["reduce_scatter_s"] == pytest.approx(scatters)
+    assert filt.comm_exposed_s["layer_collective"] == pytest.approx(gathers + scatters)
+    assert filt.weights_bytes == PARAMS * 4 / 2  # weights / p, not / p^2 (ParaDL's bug)
+    fwd = (conv_flops(n, 2, 2, 8, 8) + n * 2 * 64 + conv_flops(n, 4, 2, 8, 8) + 2 * n * 1 * 256) / PEAK
+    assert filt.compute_fwd_s == pytest.approx(fwd)
+
+    chan = run(tiny, cm, strategy="channel", batch=8, devices=2, p_channel=2)
+    # channel: conv1 (reads the 2-channel input) unsplit; conv2 and fc split by input channels:
+    # allreduce of their partial outputs forward, allgather of dL/dy backward
+    reduces = ring_allreduce(2, n * 256 * 4) + ring_allreduce(2, n * 2 * 4)
+    gathers_c = ring_gather(2, n * 256 * 4) + ring_gather(2, n * 2 * 4)
+    assert chan.details["allreduce_s"] == pytest.approx(reduces)
+    assert chan.details["allgather_s"] == pytest.approx(gathers_c)
+    fwd_c = (conv_flops(n, 2, 4, 8, 8) + n * 256 + conv_flops(n, 2, 4, 8, 8) + 2 * n * 2 * 128) / PEAK
+    assert chan.compute_fwd_s == pytest.approx(fwd_c)
+    assert chan.weights_bytes == (72 + (144 + 512) / 2) * 4
+    assert chan.comm_exposed_s["layer_collective"] != pytest.approx(filt.comm_exposed_s["layer_collective"])
+
+
+def test_pipeline_matches_gpipe_bubble(tiny, cm):
+    m = 4  # B = 8, S = 2 micro-batches
+    layer = {  # (fwd, bwd) FLOPs per micro-batch
+        "conv1": (conv_flops(m, 2, 4, 8, 8), conv_flops(m, 2, 4, 8, 8)),
+        "relu1": (m * 256, m * 256),
+        "conv2": (conv_flops(m, 4, 4, 8, 8), 2 * conv_flops(m, 4, 4, 8, 8)),
+        "fc": (2 * m * 2 * 256, 4 * m * 2 * 256),
+    }
+    # the balanced cut: [conv1, relu1] | [conv2, flatten, fc]
+    f1, b1 = (layer["conv1"][0] + layer["relu1"][0]) / PEAK, (layer["conv1"][1] + layer["relu1"][1]) / PEAK
+    f2, b2 = (layer["conv2"][0] + layer["fc"][0]) / PEAK, (layer["conv2"][1] + layer["fc"][1]) / PEAK
+    F, B = max(f1, f2), max(b1, b2)
+    S, K = 2, 2
+    pred = run(tiny, cm, strategy="pipeline", batch=8, devices=2, stages=2, micro_batches=2)
+    assert pred.details["stage_bounds"] == [(0, 2), (2, 5)]
+    assert pred.compute_fwd_s + pred.compute_bwd_s + pred.bubble_s == pytest.approx((S + K - 1) * (F + B))
+    assert pred.bubble_s / (pred.compute_fwd_s + pred.compute_bwd_s + pred.bubble_s) == pytest.approx((K - 1) / (S + K - 1))
+    assert pred.comm_exposed_s["pipeline_p2p"] == pytest.approx(2 * (S + K - 2) * p2p(m * 256 * 4))
+    assert pred.update_s == pytest.approx((144 + 512) * 12 / 1e9)
+    # memory of the busier stage 2: saved relu1 out (received) + conv2 out for all S micro-batches (= 8
+    # samples), its 656 parameters, send/receive buffers of the boundary, activation-gradient workspace
+    assert pred.details["memory_stage"] == 1
+    assert pred.weights_bytes == 656 * 4
+    assert pred.activations_bytes == 8 * (256 + 256) * 4
+    assert pred.comm_buffers_bytes == 2 * m * 256 * 4
+    assert pred.workspace_bytes == 2 * m * 256 * 4
+    recompute = run(tiny, cm, strategy="pipeline", batch=8, devices=2, stages=2, micro_batches=2, recompute=True)
+    assert recompute.recompute_s == pytest.approx((S + K - 1) * F)
+
+
+def test_partition_minimises_the_slowest_stage():
+    assert partition([1, 1, 1, 1, 4], 2) == [0, 4]
+    costs = [5, 1, 1, 1, 1, 1]
+    starts = partition(costs, 3)
+    parts = [costs[a:z] for a, z in zip(starts, starts[1:] + [len(costs)])]
+    assert len(parts) == 3 and all(parts) and max(map(sum, parts)) == 5
+    assert partition([3, 1, 2, 2, 1, 3], 3) == [0, 2, 4]
+
+
+def test_spatial_then_data_redistributes(tiny, cm):
+    pred = run(tiny, cm, strategy="spatial-then-data", batch=8, devices=2, p_spatial=2, spatial_split=(1, 2))
+    n = 8
+    assert pred.comm_exposed_s["redistribute"] == pytest.approx(2 * ring_gather(2, n * 256 * 4 / 2))
+    # fc runs data parallel on n / 2 samples instead of replicated on n
+    fwd = (conv_flops(n, 2, 4, 8, 4) + n * 4 * 32 + conv_flops(n, 4, 4, 8, 4) + 2 * (n // 2) * 2 * 256) / PEAK
+    assert pred.compute_fwd_s == pytest.approx(fwd)
+
+
+@pytest.mark.parametrize("kw, reason", [
+    (dict(strategy="data", batch=6, devices=4, p_data=4), "not divisible"),
+    (dict(strategy="filter", batch=8, devices=4, p_filter=4), "filters"),
+    (dict(strategy="channel", batch=8, devices=8, p_channel=8), "input channels"),
+    (dict(strategy="spatial", batch=8, devices=16, p_spatial=16, spatial_split=(1, 16)), "cannot be split"),
+    (dict(strategy="pipeline", batch=8, devices=6, stages=6), "stages"),
+    (dict(strategy="pipeline", batch=8, devices=2, stages=2, micro_batches=3), "micro-batches"),
+    (dict(strategy="data", batch=8, devices=4, p_data=2), "!="),
+])
+def test_limits_are_infeasible_not_crashes(tiny, cm, kw, reason):
+    pred = evaluate(Context(tiny, cm), Plan(devices_per_node=4, **kw))
+    assert not pred.feasible and pred.reason.startswith("infeasible:") and reason in pred.reason
+    assert math.isinf(pred.iteration_s)
+
+
+def test_out_of_memory_flag_and_largest_batch(tiny, cm):
+    small = SyntheticCostModel(peak_flops_per_s=PEAK, launch_s=0.0, device_memory_bytes=40_000)
+    pred = evaluate(Context(tiny, small), Plan("serial", batch=16, devices=1, devices_per_node=4))
+    per_sample = (640 + 2 * 256) * 4  # saved tensors + workspace
+    assert pred.memory_bytes == PARAMS * 8 + 16 * per_sample
+    assert not pred.fits and pred.bottleneck == "memory capacity"
+    assert pred.max_batch_fits == (40_000 - PARAMS * 8) // per_sample
