@@ -10,8 +10,13 @@ Sources (../shared/reference):
     all-reduce, nNodes-1 otherwise; a point-to-point exchange spanning nodes has 1 inter-node step.
   alpha(p) = a0 + a1 * steps (+ a2 * inter-steps): microbenchmarks.md §4.4 step 6 (nccl-tests#123 fit
     alpha ~ 5.6 us + 1.98 us * 2(n-1)).
+  tree all-reduce: NCCL's latency baseLat + 2((nRanks/nNodes - 1) intraLat + log2(nNodes) interLat)
+    (microbenchmarks.md §4.2), with the ring's bandwidth (NCCL: tree algbw = 0.5 busBw, ring p/(2(p-1))
+    busBw, equal for large p). NCCL takes the faster algorithm; so does the extrapolation.
 """
 from __future__ import annotations
+
+import math
 
 from profiler.errors import UserError
 
@@ -46,3 +51,12 @@ def latency_steps(op: str, group_size: int, nodes: int = 1) -> tuple[int, int]:
     else:
         total, inter = p - 1, nodes - 1
     return total - inter, inter
+
+
+def tree_latency_steps(op: str, group_size: int, nodes: int = 1) -> tuple[int, int] | None:
+    """(intra, inter) latency steps of NCCL's tree all-reduce, or None for ops without a tree algorithm."""
+    _check(op)
+    if op != "allreduce":
+        return None
+    per_node = max(group_size // max(nodes, 1), 1)
+    return 2 * (per_node - 1), 2 * math.ceil(math.log2(nodes)) if nodes > 1 else 0

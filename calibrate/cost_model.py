@@ -14,7 +14,7 @@ import numpy as np
 from calibrate import shapes
 from calibrate.alphabeta import segment_for, segment_time_s
 from calibrate.coefficients import CollectiveFit, Coefficients, parse_coefficients
-from calibrate.collective_model import bus_factor, latency_steps
+from calibrate.collective_model import bus_factor, latency_steps, tree_latency_steps
 from calibrate.compute import predict_times
 from calibrate.cost_api import COLLECTIVES
 from profiler.errors import UserError
@@ -99,11 +99,11 @@ class ProfileCostModel:
         if link is None:
             raise UserError(f"profile {self.name} has no {level}-node coefficient for {op} "
                             f"(needed for a group of {group_size} on {nodes} node(s))")
-        n_intra, n_inter = latency_steps(op, group_size, nodes)
         b = self.bound
-        alpha = link.base_latency_s.at(b) + n_intra * link.step_latency_s.at(b)
-        if n_inter:
-            alpha += n_inter * (link.inter_step_latency_s.at(b) if link.inter_step_latency_s else 0.0)
+        step_s, inter_step_s = link.step_latency_s.at(b), link.inter_step_latency_s.at(b) if link.inter_step_latency_s else 0.0
+        algorithms = [latency_steps(op, group_size, nodes), tree_latency_steps(op, group_size, nodes)]
+        alpha = link.base_latency_s.at(b) + min(n_intra * step_s + n_inter * inter_step_s
+                                                for n_intra, n_inter in filter(None, algorithms))
         other = {None: None, "low": "high", "high": "low"}[b]
         return alpha + x / link.bus_bandwidth_bytes_per_s.at(other)
 

@@ -70,7 +70,7 @@ def fit_lines(profile: Profile) -> list[str]:
             measured = ",".join(map(str, link.measured_group_sizes)) or "none"
             lines.append(f"link {op} {level}: base {_est(link.base_latency_s, 's')}, step {_est(link.step_latency_s, 's')}"
                          f"{inter}, bus bw {_est(link.bus_bandwidth_bytes_per_s, 'B/s')}; measured group sizes "
-                         f"{measured}, all others extrapolated by ring formulas")
+                         f"{measured}, others extrapolated by ring/tree formulas")
     lines += [f"note: {n}" for n in c.notes]
     return lines
 

@@ -118,3 +118,35 @@ def test_corrupt_coefficients_are_a_user_error(fitted):
     empty = fitted.model_copy(update={"coefficients": {}})
     with pytest.raises(UserError, match="no coefficients"):
         load_cost_model(empty)
+
+
+def test_inter_node_link_from_multi_node_groups():
+    """Multi-node samples give the inter-node step latency; unmeasured (p, nodes) follow min(ring, tree)."""
+    rng = np.random.default_rng(4)
+    inter_step_s, inter_bw = 30e-6, 2e9
+
+    def alpha(p, nodes):
+        from calibrate.collective_model import latency_steps
+        n_intra, n_inter = latency_steps("allreduce", p, nodes)
+        return BASE_S + STEP_S * n_intra + inter_step_s * n_inter
+
+    samples = []
+    for p in (2, 4):
+        samples += collective_samples("allreduce", p, SIZES, hockney(ring_alpha(p), BUS_BW, "allreduce", p), rng)
+    for p, nodes in ((4, 2), (8, 4)):
+        samples += collective_samples("allreduce", p, SIZES, hockney(alpha(p, nodes), inter_bw, "allreduce", p), rng,
+                                      nodes=nodes)
+    cm = load_cost_model(fit_profile(profile_with(samples)))
+    link = cm.coefficients.links["allreduce"]["inter"]
+    assert link.inter_step_latency_s.value == pytest.approx(inter_step_s, rel=0.10)
+    assert link.bus_bandwidth_bytes_per_s.value == pytest.approx(inter_bw, rel=0.05)
+    assert cm.collective_source("allreduce", 8, 2) == "extrapolated"
+    bandwidth_s = 1e5 * 2 * 7 / 8 / inter_bw
+    ring = alpha(8, 2) + bandwidth_s  # 12 intra + 2 inter steps
+    tree = BASE_S + STEP_S * 6 + inter_step_s * 2 + bandwidth_s  # 2(4-1) intra + 2 log2(2) inter steps
+    assert tree < ring
+    assert cm.collective_time_s("allreduce", 1e5, 8, 2) == pytest.approx(tree, rel=0.03)
+    # at 256 nodes NCCL's tree latency (2 log2(nodes) inter-node steps) beats the ring's 2(nodes - 1)
+    s, p, nodes = 1e3, 512, 256
+    tree = BASE_S + STEP_S * 2 * 1 + inter_step_s * 2 * 8 + s * 2 * (p - 1) / p / inter_bw
+    assert cm.collective_time_s("allreduce", s, p, nodes) == pytest.approx(tree, rel=0.10)
