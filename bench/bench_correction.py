@@ -29,7 +29,7 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     try:
-        records = synthetic_runs(seed=args.seed, overhead_per_call_s=1e-3) if args.synthetic else read_runs(args.runs)
+        records = synthetic_runs(seed=args.seed, overhead_per_call_s=1e-3) if args.synthetic else read_runs(args.runs)[0]
         start = time.perf_counter()
         report = cross_validate(build_dataset(records), seed=args.seed)
     except UserError as err:

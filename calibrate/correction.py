@@ -56,8 +56,10 @@ MAX_TREE_NODES = 2_000_000  # refuse absurd files before allocating
 # Reading measured runs
 
 
-def read_runs(path: Path | str) -> list[dict[str, Any]]:
-    """Read runs JSONL (one record per line, see correction_features); UserError names file:line:field."""
+def read_runs(path: Path | str) -> tuple[list[dict[str, Any]], int]:
+    """Read runs JSONL (one record per line, see correction_features): (usable runs, runs skipped because
+    they have no analytical prediction or no measurement, e.g. an infeasible plan). UserError names
+    file:line:field."""
     path = Path(path)
     try:
         lines = path.read_text().splitlines()
@@ -65,7 +67,7 @@ def read_runs(path: Path | str) -> list[dict[str, Any]]:
         raise UserError(f"--runs {path}: no such file") from None
     except (IsADirectoryError, PermissionError, UnicodeDecodeError) as err:
         raise UserError(f"--runs {path}: cannot read ({err.__class__.__name__})") from None
-    records = []
+    records, skipped = [], 0
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -75,6 +77,9 @@ def read_runs(path: Path | str) -> list[dict[str, Any]]:
             raise UserError(f"{path}:{number}: not valid JSON ({err.msg})") from None
         if not isinstance(record, dict):
             raise UserError(f"{path}:{number}: expected a JSON object per line")
+        if record.get("predicted_time_s") is None or record.get("measured_time_s") is None:
+            skipped += 1
+            continue
         try:
             strategy_of(record)
             numeric_features(record)
@@ -83,8 +88,8 @@ def read_runs(path: Path | str) -> list[dict[str, Any]]:
             raise UserError(f"{path}:{number}: {err}") from None
         records.append(record)
     if not records:
-        raise UserError(f"--runs {path}: no runs in the file")
-    return records
+        raise UserError(f"--runs {path}: no runs with both a prediction and a measurement")
+    return records, skipped
 
 
 def group_of(record: Mapping[str, Any], scheme: str) -> str:

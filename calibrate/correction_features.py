@@ -17,9 +17,11 @@ works on plain mappings only. Fields (SI units; only the first four are required
     model_summary       {layers, flops_per_sample, param_bytes}
     plan                {p_data, p_spatial, p_filter, p_channel, stages, micro_batches}
     devices, devices_per_node, nodes, batch_per_device, dtype, threads
+    cpu_count           cores of the machine the ranks share (CPU runs; gives the oversubscription
+                        devices x threads / cpu_count, 0 when absent)
     halo_bytes          bytes exchanged per device per iteration by spatial halos
-    flops_per_device    FLOPs one device computes per iteration
-    collective_calls    collective/point-to-point calls per device per iteration
+    flops_per_device    FLOPs one device computes per iteration (default: estimated, see below)
+    collective_calls    communication calls per device per iteration (default: estimated_collective_calls)
 
 Missing optional fields count as their neutral value (1 device, degree 1, 0 bytes), so a record from
 an older writer still yields a vector; the domain check in calibrate/correction.py then flags values
@@ -64,6 +66,7 @@ NUMERIC_FEATURES: tuple[str, ...] = (
     "log2_batch_per_device",
     "dtype_bytes",
     "log2_threads",
+    "cpu_oversubscription",
     "halo_bytes_per_flop",
     "collective_calls_per_s",
     "log_layers",
@@ -134,26 +137,56 @@ def numeric_features(record: Mapping[str, Any]) -> dict[str, float]:
     dtype = record.get("dtype", "float32")
     if dtype not in DTYPE_BYTES:
         raise ValueError(f"field 'dtype' is {dtype!r}; known: {', '.join(DTYPE_BYTES)}")
-    flops_per_device = _number(record, "flops_per_device", 0.0, "")
+    devices = _positive(record, "devices", 1)
+    p_data = _positive(plan, "p_data", 1, "plan.")
+    batch_per_device = _positive(record, "batch_per_device", 1)
+    threads = _positive(record, "threads", 1)
+    cpu_count = _number(record, "cpu_count", 0.0, "")
+    flops_per_sample = _number(summary, "flops_per_sample", 0.0, "model_summary.")
+    flops_per_device = _number(record, "flops_per_device", flops_per_sample * batch_per_device * p_data / devices, "")
     halo_bytes = _number(record, "halo_bytes", 0.0, "")
+    calls = record.get("collective_calls")
+    calls = estimated_collective_calls(record) if calls is None else _number(record, "collective_calls", 0.0, "")
     features = {
         "log_predicted_s": math.log(predicted_s),
         **{f"frac_{g}": group_s[g] / predicted_s for g in group_s},
         "comm_over_compute": comm_s / group_s["compute"] if group_s["compute"] > 0 else 0.0,
-        "log2_devices": math.log2(_positive(record, "devices", 1)),
-        "devices_per_node": _positive(record, "devices_per_node", _positive(record, "devices", 1)),
+        "log2_devices": math.log2(devices),
+        "devices_per_node": _positive(record, "devices_per_node", devices),
         "nodes": _positive(record, "nodes", 1),
         **{f"log2_{d}": math.log2(_positive(plan, d, 1, "plan.")) for d in PLAN_DEGREES},
-        "log2_batch_per_device": math.log2(_positive(record, "batch_per_device", 1)),
+        "log2_batch_per_device": math.log2(batch_per_device),
         "dtype_bytes": float(DTYPE_BYTES[dtype]),
-        "log2_threads": math.log2(_positive(record, "threads", 1)),
+        "log2_threads": math.log2(threads),
+        "cpu_oversubscription": devices * threads / cpu_count if cpu_count > 0 else 0.0,
         "halo_bytes_per_flop": halo_bytes / flops_per_device if flops_per_device > 0 else 0.0,
-        "collective_calls_per_s": _number(record, "collective_calls", 0.0, "") / predicted_s,
+        "collective_calls_per_s": calls / predicted_s,
         "log_layers": math.log1p(_number(summary, "layers", 0.0, "model_summary.")),
-        "log_flops_per_sample": math.log1p(_number(summary, "flops_per_sample", 0.0, "model_summary.")),
+        "log_flops_per_sample": math.log1p(flops_per_sample),
         "log_param_bytes": math.log1p(_number(summary, "param_bytes", 0.0, "model_summary.")),
     }
     return {name: features[name] for name in NUMERIC_FEATURES}
+
+
+def estimated_collective_calls(record: Mapping[str, Any]) -> float:
+    """Communication calls one device makes per iteration, estimated from the plan degrees and the model
+    summary alone (so runs files and live predictions give the same figure): one gradient all-reduce per
+    DDP bucket (param_bytes / bucket_bytes, default 25 MB, as DDP); per layer of a spatially,
+    filter- or channel-split model, one exchange forward and one backward; per pipeline micro-batch, one
+    send/receive forward and one backward. A feature for per-call overheads the analytical model leaves
+    out, not a cost."""
+    plan = _mapping(record, "plan")
+    summary = _mapping(record, "model_summary")
+    layers = _number(summary, "layers", 0.0, "model_summary.")
+    calls = 0.0
+    if _positive(plan, "p_data", 1, "plan.") > 1:
+        param_bytes = _number(summary, "param_bytes", 0.0, "model_summary.")
+        calls += max(1.0, math.ceil(param_bytes / _positive(plan, "bucket_bytes", 25e6, "plan.")))
+    if any(_positive(plan, d, 1, "plan.") > 1 for d in ("p_spatial", "p_filter", "p_channel")):
+        calls += 2 * layers
+    if _positive(plan, "stages", 1, "plan.") > 1:
+        calls += 2 * _positive(plan, "micro_batches", 1, "plan.")
+    return calls
 
 
 def feature_names(strategies: tuple[str, ...]) -> tuple[str, ...]:
@@ -183,7 +216,7 @@ def record_from_prediction(prediction: Mapping[str, Any], **context: Any) -> dic
         "strategy": plan["strategy"],
         "predicted_time_s": float(prediction["iteration_s"]),
         "terms": terms,
-        "plan": {d: int(plan.get(d, 1)) for d in PLAN_DEGREES},
+        "plan": {d: int(plan.get(d, 1)) for d in PLAN_DEGREES} | {"bucket_bytes": float(plan.get("bucket_bytes", 25e6))},
         "devices": devices,
         "devices_per_node": per_node,
         "nodes": -(-devices // per_node),

@@ -25,7 +25,9 @@ def run(args: argparse.Namespace) -> int:
     profile = load_profile(args.profile)
     out = check_writable(args.out or default_out(args.profile), "--out")
     check_writable(args.profile, "--profile")
-    records = read_runs(args.runs)
+    records, skipped = read_runs(args.runs)
+    if skipped:
+        print(f"skipped {skipped} runs without an analytical prediction or a measurement")
     spec, report = fit_correction(records, profile, seed=args.seed,
                                   runs_source={"path": str(args.runs), "sha256": file_sha256(args.runs), "rows": len(records)})
     print(report.table())

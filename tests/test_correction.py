@@ -176,7 +176,7 @@ def test_cli_bad_runs_is_one_line_exit_2(tmp_path, capsys):
     profile_path = tmp_path / "p.yaml"
     save_profile(make_profile(), profile_path)
     runs = tmp_path / "runs.jsonl"
-    runs.write_text('{"strategy": "data", "predicted_time_s": 1.0, "measured_time_s": 1.1}\n{"strategy": "data", "predicted_time_s": -1}\n')
+    runs.write_text('{"strategy": "data", "predicted_time_s": 1.0, "measured_time_s": 1.1}\n{"strategy": "data", "predicted_time_s": -1, "measured_time_s": 1.0}\n')
     assert predictor_main(["train-correction", "--profile", str(profile_path), "--runs", str(runs)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "runs.jsonl:2" in err and "predicted_time_s" in err
@@ -225,10 +225,32 @@ def test_predictor_glue_applies_the_profile_correction(trained):
     infeasible = Prediction(plan=plan, feasible=False, reason="infeasible: test").finish()
     record = prediction_record(feasible, graph, threads=1)
     assert record["model"] == "tiny" and record["model_summary"] == {"layers": 1, "flops_per_sample": 3e5, "param_bytes": 448}
-    assert record["collective_calls"] == 2 and record["flops_per_device"] == pytest.approx(3e5 * 16 / 4)
+    features = numeric_features(dict(record, threads=2, cpu_count=4))
+    assert features["collective_calls_per_s"] == pytest.approx(2 / 0.35)  # one halo exchange fwd + one bwd
+    assert features["cpu_oversubscription"] == pytest.approx(4 * 2 / 4)
     assert corrected_times([feasible], graph, make_profile()) is None  # no correction in the profile
     profile = load_profile(trained)
     first, second = corrected_times([feasible, infeasible], graph, profile, trained, threads=1)
     assert second is None
     assert first.analytical_s == pytest.approx(0.35) and first.applied
     assert not first.in_domain  # a 1-layer model is far outside the synthetic training runs
+
+
+def test_runs_without_a_prediction_are_skipped(tmp_path):
+    from calibrate.correction import read_runs
+
+    runs = tmp_path / "runs.jsonl"
+    runs.write_text('{"strategy": "data", "predicted_time_s": 1.0, "measured_time_s": 1.1}\n'
+                    '{"strategy": "spatial", "predicted_time_s": null, "measured_time_s": 1.0}\n\n')
+    records, skipped = read_runs(runs)
+    assert [r["strategy"] for r in records] == ["data"] and skipped == 1
+
+
+def test_estimated_collective_calls():
+    from calibrate.correction_features import estimated_collective_calls
+
+    summary = {"layers": 10, "param_bytes": 60e6}
+    assert estimated_collective_calls({"plan": {"p_data": 4}, "model_summary": summary}) == 3  # 25 MB buckets
+    assert estimated_collective_calls({"plan": {"p_filter": 2}, "model_summary": summary}) == 20
+    assert estimated_collective_calls({"plan": {"stages": 4, "micro_batches": 8}, "model_summary": summary}) == 16
+    assert estimated_collective_calls({"plan": {}, "model_summary": summary}) == 0
