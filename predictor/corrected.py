@@ -47,3 +47,29 @@ def corrected_times(predictions: Sequence[Prediction], graph: ModelGraph, profil
     return [correction.apply(prediction_record(p, graph, **context))
             if p.feasible and math.isfinite(p.iteration_s) and p.iteration_s > 0 else None
             for p in predictions]
+
+
+def correction_rows(predictions: Sequence[Prediction], results: Sequence[Optional[CorrectedTime]]) -> list[dict[str, Any]]:
+    """Plain rows (for JSON and the table): strategy, split, analytical and corrected seconds, whether the
+    correction applied, whether the prediction lies inside the training domain, and why not."""
+    return [{"strategy": p.plan.strategy, "split": p.plan.describe(), "analytical_s": r.analytical_s,
+             "corrected_s": r.corrected_s, "applied": r.applied, "in_domain": r.in_domain, "notes": list(r.reasons)}
+            for p, r in zip(predictions, results) if r is not None]
+
+
+def correction_table(rows: Sequence[dict[str, Any]], title: str = "residual correction (trained on measured runs)"):
+    """Analytical and corrected iteration time side by side, out-of-domain predictions flagged."""
+    from rich.table import Table
+
+    from predictor.report import _t
+
+    table = Table(title=title)
+    for col, just in (("strategy", "left"), ("split", "left"), ("analytical", "right"), ("corrected", "right"),
+                      ("domain", "center"), ("notes", "left")):
+        table.add_column(col, justify=just)
+    for row in rows:
+        corrected = _t(row["corrected_s"]) if row["applied"] else f"{_t(row['corrected_s'])} (not applied)"
+        notes = "; ".join(row["notes"][:2]) + (f"; +{len(row['notes']) - 2} more" if len(row["notes"]) > 2 else "")
+        table.add_row(row["strategy"], row["split"], _t(row["analytical_s"]), corrected,
+                      "in" if row["in_domain"] else "OUT", notes)
+    return table

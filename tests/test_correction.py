@@ -254,3 +254,21 @@ def test_estimated_collective_calls():
     assert estimated_collective_calls({"plan": {"p_filter": 2}, "model_summary": summary}) == 20
     assert estimated_collective_calls({"plan": {"stages": 4, "micro_batches": 8}, "model_summary": summary}) == 16
     assert estimated_collective_calls({"plan": {}, "model_summary": summary}) == 0
+
+
+def test_correction_table_flags_out_of_domain():
+    from rich.console import Console
+
+    from calibrate.correction import CorrectedTime
+    from predictor.corrected import correction_rows, correction_table
+    from predictor.plan import Plan, Prediction
+
+    plan = Plan(strategy="data", batch=8, devices=2, devices_per_node=2, p_data=2)
+    preds = [Prediction(plan=plan, compute_fwd_s=1.0).finish()] * 2
+    results = [CorrectedTime(1.0, 1.2, True, True, ()), CorrectedTime(1.0, 1.0, False, False, ("log2_devices=6 outside",))]
+    rows = correction_rows(preds, results)
+    assert [r["corrected_s"] for r in rows] == [1.2, 1.0] and rows[1]["notes"] == ["log2_devices=6 outside"]
+    console = Console(width=200, record=True)
+    console.print(correction_table(rows))
+    text = console.export_text()
+    assert "1.2 s" in text and "OUT" in text and "not applied" in text
