@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 from collections import Counter, defaultdict
 from typing import Optional
 
@@ -114,7 +115,11 @@ def _bytes(n: float) -> str:
 
 
 def _shape(params: dict) -> str:
-    return ",".join(f"{k}={v}" for k, v in params.items())
+    """Compact shape: `N=4 C=64 F=64 H=56 W=56 k3/s1/p1`."""
+    dims = " ".join(f"{k}={v}" for k, v in params.items() if k not in ("kernel", "stride", "padding"))
+    if "kernel" in params:
+        dims += f" k{params['kernel']}/s{params.get('stride', 1)}/p{params.get('padding', 0)}"
+    return dims
 
 
 def machine_lines(profile: Profile) -> list[str]:
@@ -217,5 +222,6 @@ def render(profile: Profile, path: str, console: Console) -> None:
 
 def run(args) -> int:
     profile = load_profile(args.path)
-    render(profile, args.path, Console(highlight=False, soft_wrap=True))
+    width = None if sys.stdout.isatty() else 140  # logs and pipes: wide enough for every table unwrapped
+    render(profile, args.path, Console(highlight=False, soft_wrap=True, width=width))
     return 0
