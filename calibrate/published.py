@@ -61,6 +61,7 @@ class Node:
     cpu_model: str
     cpu_cores: int
     host_memory_bytes: float
+    host_memory_bytes_per_s: Fig
     node_source: str
     allreduce_bus_bytes_per_s: Fig
     other_collective_bus_bytes_per_s: Fig
@@ -155,6 +156,7 @@ H100 = GPU(
 NODES = [
     Node(file="v100-abci-4gpu.published.yaml", title="ABCI 1.0 compute node (V): 4 x V100-SXM2-16GB, 2 x IB EDR",
          gpu=V100, gpus_per_node=4, cpu_model="2 x Intel Xeon Gold 6148", cpu_cores=40, host_memory_bytes=384e9,
+         host_memory_bytes_per_s=Fig(2 * 6 * 21.33e9, "2 sockets x 6 channels DDR4-2666 x 21.33 GB/s: theoretical peak, not a STREAM measurement, shared by every process on the node (unverified: vendor memory-channel spec, not in ../shared/reference)"),
          node_source=f"{HW} A.5: mlcommons hpc_results_v0.7 Fujitsu ABCI system JSONs (verified)",
          allreduce_bus_bytes_per_s=Fig(85.36e9, f"{HW} A.6.1: vTrain V100 4-GPU LUT busbw at 1 GiB 85.36 GB/s; no "
                                                 f"published 4xV100 ABCI table, topology of the proxy unknown (unverified)"),
@@ -169,6 +171,7 @@ NODES = [
          inter_p2p_bytes_per_s=Fig(25e9 / 4, f"{HW} A.5: 2 x EDR 100 Gb/s = 25 GB/s over 4 GPUs: per-GPU share of the node's NIC line rate when every GPU exchanges at once (derived)")),
     Node(file="v100-dgx1-8gpu.published.yaml", title="DGX-1: 8 x V100-SXM2-16GB, hybrid cube-mesh NVLink, 4 x IB EDR",
          gpu=V100, gpus_per_node=8, cpu_model="2 x Intel Xeon E5-2698 v4", cpu_cores=40, host_memory_bytes=512e9,
+         host_memory_bytes_per_s=Fig(2 * 4 * 19.2e9, "2 sockets x 4 channels DDR4-2400 x 19.2 GB/s: theoretical peak, not a STREAM measurement, shared by every process on the node (unverified: vendor memory-channel spec, not in ../shared/reference)"),
          node_source=f"{HW} A.5: MLPerf v0.7 NVIDIA dgx1_ngc20.06_mxnet.json (verified)",
          allreduce_bus_bytes_per_s=Fig(134.51e9, f"{HW} A.6.1: vTrain V100 8-GPU LUT busbw at 1 GiB 134.5 GB/s "
                                                  f"(verified; DGX-1-like system likely but unverified)"),
@@ -184,6 +187,7 @@ NODES = [
                                    high=12.5e9)),
     Node(file="a100-dgx-8gpu.published.yaml", title="DGX A100: 8 x A100-SXM4-40GB, NVSwitch, 8 x IB HDR 200",
          gpu=A100, gpus_per_node=8, cpu_model="2 x AMD EPYC 7742", cpu_cores=128, host_memory_bytes=2e12,
+         host_memory_bytes_per_s=Fig(2 * 8 * 25.6e9, "2 sockets x 8 channels DDR4-3200 x 25.6 GB/s: theoretical peak, not a STREAM measurement, shared by every process on the node (unverified: vendor memory-channel spec, not in ../shared/reference)"),
          node_source=f"{HW} A.5: MLPerf v0.7 dgxa100_ngc20.06_mxnet.json (verified)",
          allreduce_bus_bytes_per_s=Fig(229.35e9, f"{HW} A.6.1: vTrain A100 8-GPU LUT busbw at 1 GiB 229.35 GB/s; "
                                                  f"stas00 228.9-234.9, Azure 228.1-231.6 (verified)",
@@ -199,6 +203,7 @@ NODES = [
          inter_p2p_bytes_per_s=Fig(200e9 / 8, f"{HW} A.5: 8 x HDR 200 Gb/s = 200 GB/s over 8 GPUs: per-GPU share of the node's NIC line rate when every GPU exchanges at once (derived)")),
     Node(file="h100-dgx-8gpu.published.yaml", title="DGX H100: 8 x H100-SXM5-80GB, NVSwitch gen 3, 8 x IB NDR 400",
          gpu=H100, gpus_per_node=8, cpu_model="2 x Intel Xeon Platinum 8480C", cpu_cores=112, host_memory_bytes=2e12,
+         host_memory_bytes_per_s=Fig(2 * 8 * 38.4e9, "2 sockets x 8 channels DDR5-4800 x 38.4 GB/s: theoretical peak, not a STREAM measurement, shared by every process on the node (unverified: vendor memory-channel spec, not in ../shared/reference)"),
          node_source=f"{HW} A.5: MLPerf v3.0 dgxh100_ngc23.04_mxnet.json (verified)",
          allreduce_bus_bytes_per_s=Fig(478.9e9, f"{HW} A.6.1: Azure ND H100 v5 NVLS all-reduce busbw 478.9 GB/s at 8 GB "
                                                 f"(verified); NVIDIA staff ~480 (nccl-tests#212)",
@@ -216,6 +221,7 @@ NODES = [
          inter_p2p_bytes_per_s=Fig(400e9 / 8, f"{HW} A.5: 8 x NDR 400 Gb/s = 400 GB/s over 8 GPUs: per-GPU share of the node's NIC line rate when every GPU exchanges at once (derived)")),
 ]
 
+NO_STREAM_LATENCY = Fig(0.0, "STREAM latency not published; 0 s")
 COMPUTE_OPS = ("gemm", "conv2d", "conv3d")
 MEMORY_OPS = {"batchnorm": ("fwd", "bwd_data"), "relu": ("fwd", "bwd_data"), "maxpool": ("fwd", "bwd_data"),
               "avgpool": ("fwd", "bwd_data"), "add": ("fwd",)}
@@ -276,13 +282,14 @@ def build_profile(node: Node) -> Profile:
     gpu = node.gpu
     coefficients = Coefficients(
         compute=_compute(gpu),
-        memory={"device/triad": _line(Fig(0.0, "STREAM latency not published; 0 s"), gpu.triad_bytes_per_s)},
+        memory={"device/triad": _line(NO_STREAM_LATENCY, gpu.triad_bytes_per_s),
+                "host/triad": _line(NO_STREAM_LATENCY, node.host_memory_bytes_per_s)},
         host_device={"h2d_pinned": _line(COPY_ALPHA, gpu.h2d_bytes_per_s),
                      "d2h_pinned": _line(COPY_ALPHA, gpu.d2h_bytes_per_s)},
         links=_links(node),
         notes=[f"published reference profile: {node.title}", node.node_source, gpu.memory_bytes.source,
-               "no host STREAM or pageable-copy figures: memory_time_s(where='host') and pageable copies are "
-               "not available from this profile"] + node.notes)
+               "no pageable-copy figures: pageable host<->device copies are not available from this profile",
+               "host memory bandwidth is the theoretical channel peak (no published host STREAM figure)"] + node.notes)
     gpus = [GPUInfo(name=gpu.name, memory_bytes=gpu.memory_bytes.value, sm_clock_mhz=gpu.clock_mhz,
                     nvlink_links=gpu.nvlink_links, pcie_generation=gpu.pcie_generation, pcie_width=16)
             for _ in range(node.gpus_per_node)]

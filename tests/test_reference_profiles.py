@@ -39,6 +39,7 @@ def test_profile_is_published_and_complete(name):
         assert 0 < intra < inter, op
         assert cm.collective_source(op, devices) == "extrapolated"
     assert cm.host_device_time_s(1e9) > 0 and cm.memory_time_s(1e9) > 0
+    assert cm.memory_time_s(1e9, where="host") > cm.memory_time_s(1e9)  # host DRAM is slower than HBM
     assert fit_lines(profile)[0].startswith("PUBLISHED profile")
 
 

@@ -1,0 +1,63 @@
+"""Fit quality on a real calibration: held-out median relative error of every fit against the issue's
+targets (collectives <= 10%, compute <= 15%), the stored extrapolation errors, and the fit's own run time.
+
+    python bench/bench_fit.py                      # quick CPU calibration with 2 ranks, then the figures
+    python bench/bench_fit.py --profile PATH       # figures for an existing profile (refitted, not rewritten)
+
+Prints figures only; asserts nothing (accuracy depends on how quiet the machine was while calibrating).
+"""
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from calibrate.coefficients import parse_coefficients
+from calibrate.fit import fit_profile
+from profiler.profile import load_profile
+
+TARGETS = {"collective": 0.10, "compute": 0.15}
+
+
+def calibrate(out: Path) -> None:
+    cmd = [sys.executable, "-m", "profiler", "calibrate", "--device", "cpu", "--quick", "--ranks", "2", "--out", str(out)]
+    print("running:", " ".join(cmd), flush=True)
+    subprocess.run(cmd, check=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--profile", help="existing profile with samples (default: calibrate now)")
+    args = parser.parse_args()
+    if args.profile:
+        path = Path(args.profile)
+    else:
+        path = Path(tempfile.mkdtemp()) / "quick.yaml"
+        calibrate(path)
+    profile = load_profile(path)
+    start = time.perf_counter()
+    fitted = fit_profile(profile)
+    fit_s = time.perf_counter() - start
+    c = parse_coefficients(fitted.coefficients, path)
+    print(f"\nprofile {path}: {len(profile.samples)} samples, fit in {fit_s:.1f} s")
+    rows = [("compute", k, f.quality, f.extrapolation) for k, f in sorted(c.compute.items())]
+    rows += [("memory", k, f.quality, None) for k, f in sorted(c.memory.items())]
+    rows += [("collective", f"{f.op} p={f.group_size} nodes={f.nodes}", f.quality, None) for f in c.collectives]
+    print(f"{'family':<11}{'fit':<34}{'held-out median':>16}{'max':>9}{'target':>8}  {'ok':<4}{'extrapolation median':>21}")
+    for family, name, q, ex in rows:
+        target = TARGETS.get(family)
+        if q is None:
+            print(f"{family:<11}{name:<34}{'(too few samples)':>16}")
+            continue
+        ok = "" if target is None else ("yes" if q.median_rel_error <= target else "NO")
+        tgt = f"{target:.0%}" if target else "-"
+        extra = f"{ex.median_rel_error:.1%} ({ex.n_test})" if ex else ""
+        print(f"{family:<11}{name:<34}{q.median_rel_error:>16.1%}{q.max_rel_error:>9.1%}{tgt:>8}  {ok:<4}{extra:>21}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
