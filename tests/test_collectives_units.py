@@ -102,3 +102,25 @@ def test_port_in_use_and_foreign_address_are_one_line_errors():
     with pytest.raises(UserError, match="cannot resolve"):
         launch.check_local_port("no-such-host.invalid", None)
     assert launch.check_local_port("127.0.0.1", None) > 0
+
+
+def _args(*flags):
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return parser.parse_args(list(flags))
+
+
+def test_preflight_rejects_bad_flags_before_anything_starts(monkeypatch):
+    from profiler.comm.section import preflight
+
+    for name in ("RANK", "WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(UserError, match="--collectives gather: unknown operation"):
+        preflight(_args("--collectives", "allreduce,gather"), "cpu", True)
+    with pytest.raises(UserError, match="--backend nccl needs a cuda device"):
+        preflight(_args("--backend", "nccl", "--ranks", "2"), "cpu", True)
+    preflight(_args("--ranks", "2"), "cpu", True)  # fine: a free port exists
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(UserError, match="--ranks 2: not allowed under torchrun"):
+        preflight(_args("--ranks", "2"), "cpu", True)

@@ -4,6 +4,7 @@
   --master-port, --collectives, --max-message-bytes;
 - is_worker_rank(): True in a torchrun/srun job on every rank but 0;
 - run_worker(args) -> int: what those ranks do (take part, exit);
+- preflight(args, device, quick): every flag check, nothing started (call before the first benchmark);
 - measure(args, device, quick, sink) -> dict: on rank 0, runs the sweep (spawning --ranks local ranks, or
   joining the launcher's job), passes each Sample to sink as it arrives, returns settings to record.
   A failure raises UserError naming operation, size and group, after sink has had everything measured.
@@ -137,22 +138,35 @@ def run_worker(args) -> int:
     return 0
 
 
-def measure(args, device: str, quick: bool, sink) -> dict:
-    """Rank 0: measure every collective, group and size; sink(Sample) as results arrive; return settings."""
+def preflight(args, device: str, quick: bool) -> None:
+    """Every check of the collectives flags a user can fail, without starting anything: call it before the
+    first benchmark of any section so a bad flag costs nothing. measure() repeats it."""
     launcher = launch.launched_job()
-    kind = _device_kind(device)
+    _config(args, device, quick, launcher or "spawn", args.master_addr or "127.0.0.1", args.master_port or 0, 2)
     if launcher is not None:
         place = launch.job_place(args.master_addr, args.master_port)
         if args.ranks > 1:
             raise UserError(f"--ranks {args.ranks}: not allowed under {launcher}, which already started {place.world_size} ranks")
+        return
+    if args.ranks < 2:
+        return
+    if _device_kind(device) == "cuda" and args.ranks > torch.cuda.device_count():
+        raise UserError(f"--ranks {args.ranks}: this node has {torch.cuda.device_count()} GPU(s); one rank per GPU")
+    launch.check_local_port(args.master_addr or "127.0.0.1", args.master_port)
+
+
+def measure(args, device: str, quick: bool, sink) -> dict:
+    """Rank 0: measure every collective, group and size; sink(Sample) as results arrive; return settings."""
+    preflight(args, device, quick)
+    launcher = launch.launched_job()
+    if launcher is not None:
+        place = launch.job_place(args.master_addr, args.master_port)
         if place.world_size < 2:
             return _skipped(f"the {launcher} job has 1 rank")
         config = _config(args, device, quick, launcher, place.master_addr, place.master_port, place.world_size)
         return supervise(config, [place.rank], sink, local_ranks=[place.local_rank])
     if args.ranks < 2:
         return _skipped("1 rank (use --ranks N, torchrun or srun for N >= 2 ranks)")
-    if kind == "cuda" and args.ranks > torch.cuda.device_count():
-        raise UserError(f"--ranks {args.ranks}: this node has {torch.cuda.device_count()} GPU(s); one rank per GPU")
     addr = args.master_addr or "127.0.0.1"
     port = launch.check_local_port(addr, args.master_port)
     config = _config(args, device, quick, "spawn", addr, port, args.ranks)
