@@ -115,7 +115,7 @@ def test_preflight_rejects_bad_flags_before_anything_starts(monkeypatch):
 
     for name in ("RANK", "WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS"):
         monkeypatch.delenv(name, raising=False)
-    with pytest.raises(UserError, match="--collectives gather: unknown operation"):
+    with pytest.raises(UserError, match=r"--collectives allreduce,gather: unknown operation\(s\) gather"):
         preflight(_args("--collectives", "allreduce,gather"), "cpu", True)
     with pytest.raises(UserError, match="--backend nccl needs a cuda device"):
         preflight(_args("--backend", "nccl", "--ranks", "2"), "cpu", True)
