@@ -162,3 +162,18 @@ def test_torchrun_launch(tmp_path):
     assert {(s.benchmark, s.params["size_bytes"]) for s in profile.samples} == \
         {(op, 4 * 2**i) for op in ("allreduce", "halo") for i in range(11)}
     assert leftover_processes(tag) == []
+
+
+def test_four_ranks_on_two_stand_in_nodes_measure_intra_inter_and_mixed_groups(tmp_path):
+    out = tmp_path / "four.yaml"
+    code, err, _, tag = calibrate(out, "--ranks", "4", "--collectives", "allreduce,sendrecv", "--max-message-bytes", "64",
+                                  env_extra={"PARAORACLE_HOSTS": "a,a,b,b"})
+    assert code == 0, err[-2000:]
+    profile = load_profile(out)
+    groups = {(s.benchmark, tuple(s.params["group"]["ranks"])): s.params["group"] for s in profile.samples}
+    assert groups[("allreduce", (0, 1))]["kind"] == "intra"
+    assert groups[("allreduce", (0, 2))]["kind"] == "inter" and groups[("allreduce", (0, 2))]["nodes"] == 2
+    assert groups[("allreduce", (0, 1, 2, 3))]["kind"] == "mixed"
+    assert {ranks for op, ranks in groups if op == "sendrecv"} == {(0, 1), (0, 2)}  # pairs only
+    assert profile.settings["collectives"]["nodes"] == 2
+    assert leftover_processes(tag) == []

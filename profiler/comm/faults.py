@@ -1,18 +1,22 @@
 """Failure messages, and the fault-injection hook the fault tests use.
 
 PARAORACLE_FAULT="rank:R,op:OP[,size:BYTES][,mode:exit|hang]" makes rank R exit (code 3) or hang when it
-reaches operation OP at message size >= BYTES (default: the first size). For tests only; unset in real use.
+reaches operation OP at message size >= BYTES (default: the first size).
+PARAORACLE_HOSTS="a,a,b,b" makes rank r report host name number r, so one machine can stand in for several
+nodes (intra- vs inter-node groups). Both are for tests only; unset in real use.
 """
 from __future__ import annotations
 
 import os
 import re
+import socket
 import time
 from dataclasses import dataclass
 
 from profiler.errors import UserError
 
 FAULT_ENV = "PARAORACLE_FAULT"
+HOSTS_ENV = "PARAORACLE_HOSTS"
 
 
 @dataclass(frozen=True)
@@ -53,6 +57,12 @@ def maybe_inject(fault: Fault | None, rank: int, op: str, size_bytes: int) -> No
         os._exit(3)
     while True:  # hang: the peers' timeouts and the launcher's watchdog must end the run
         time.sleep(3600)
+
+
+def host_name(rank: int) -> str:
+    """This rank's host name, or its stand-in from PARAORACLE_HOSTS."""
+    stand_ins = [h.strip() for h in os.environ.get(HOSTS_ENV, "").split(",") if h.strip()]
+    return stand_ins[rank] if rank < len(stand_ins) else socket.gethostname()
 
 
 class CommFailure(UserError):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime
 import os
-import socket
 import statistics
 import threading
 import time
@@ -123,7 +122,7 @@ def run_rank(config: CommConfig, rank: int, local_rank: int, report: Optional[Re
     fault = faults.fault_from_env()
     device = _join(config, rank, local_rank)
     hosts = [None] * config.world_size
-    dist.all_gather_object(hosts, socket.gethostname())
+    dist.all_gather_object(hosts, faults.host_name(rank))
     groups = layout.plan_groups(hosts)
     per_op = datetime.timedelta(seconds=config.timeout_s)
     handles = {g.ranks: dist.new_group(list(g.ranks), timeout=per_op) for g in groups}
