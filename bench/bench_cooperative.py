@@ -24,8 +24,9 @@ import torch.nn as nn  # noqa: E402
 from calibrate.cost_model import load_cost_model  # noqa: E402
 from predictor.api import load_model  # noqa: E402
 from predictor.block_costs import boundary_bytes_per_sample, graph_blocks, per_layer_groups  # noqa: E402
-from predictor.cooperative import balanced_partition, best_micro_batches, cooperative, gpipe  # noqa: E402
+from predictor.cooperative import best_micro_batches, cooperative, gpipe  # noqa: E402
 from predictor.layercost import ACT_BYTES, OPTIMIZER_STATE_WORDS, LayerCoster  # noqa: E402
+from predictor.strategies.pipeline import partition as balanced_starts  # noqa: E402
 from predictor.trace import trace_module  # noqa: E402
 from predictor.zoo.vgg import VGG  # noqa: E402
 
@@ -81,8 +82,10 @@ def compare(model: str, cost_model, batch: int, devices: int, dtype: str, optimi
             cache[samples] = graph_blocks(graph, coster, samples, per_layer_groups(graph))
         return cache[samples]
 
+    # one stage cut for both schemes: balanced on compute at N/K samples (the pipeline strategy's partition)
     reference = blocks_at(max(1, batch // devices))
-    partition = balanced_partition([b.fwd_s + b.bwd_s for b in reference], devices)
+    starts = balanced_starts([b.fwd_s + b.bwd_s for b in reference], devices)
+    partition = list(zip(starts, starts[1:] + [len(reference)]))
     boundary = boundary_bytes_per_sample(graph, [s for s, _ in partition], ACT_BYTES[dtype])
     state = OPTIMIZER_STATE_WORDS[optimizer]
 

@@ -17,7 +17,8 @@ module models that reading of it, with K processes each owning one contiguous st
        T_bwd = M (F + B)_max + (K - 1) B_max + (M + K - 2) T_p2p,max
 
 GPipe with re-materialisation (its default, §8), per micro-batch n = N/M, with the ParaDL pipeline form
-(§3: (p + S - 1) steps, the slowest stage sets the pace):
+(§3: (p + S - 1) steps, the slowest stage sets the pace; stages are contiguous layer ranges, cut by the
+caller, e.g. with predictor.strategies.pipeline.partition as the pipeline strategy does):
        T = (M + K - 1)(F_max + (F + B)_max) + 2 (M + K - 2) T_p2p,max
 Memory per device: GPipe keeps its stage's boundary input for N samples plus one micro-batch of stage
 activations (or all N samples' activations without re-materialisation); the cooperative process keeps
@@ -65,31 +66,6 @@ class PipelineCost:
     @property
     def memory_bytes(self) -> float:
         return self.weight_bytes + self.state_bytes + self.activation_bytes
-
-
-def balanced_partition(costs: Sequence[float], stages: int) -> list[tuple[int, int]]:
-    """Contiguous split of `costs` into `stages` non-empty ranges minimising the largest range sum
-    (linear-partition dynamic programme). The slowest stage sets a pipeline's pace (§3 "workload balancing")."""
-    n = len(costs)
-    if not 1 <= stages <= n:
-        raise ValueError(f"cannot split {n} layers into {stages} stages")
-    prefix = [0.0]
-    for c in costs:
-        prefix.append(prefix[-1] + c)
-    best = [[math.inf] * (n + 1) for _ in range(stages + 1)]
-    cut = [[0] * (n + 1) for _ in range(stages + 1)]
-    best[0][0] = 0.0
-    for k in range(1, stages + 1):
-        for j in range(k, n - (stages - k) + 1):
-            for i in range(k - 1, j):
-                value = max(best[k - 1][i], prefix[j] - prefix[i])
-                if value < best[k][j]:
-                    best[k][j], cut[k][j] = value, i
-    bounds, j = [], n
-    for k in range(stages, 0, -1):
-        bounds.append((cut[k][j], j))
-        j = cut[k][j]
-    return bounds[::-1]
 
 
 @dataclass(frozen=True)

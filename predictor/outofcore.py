@@ -14,14 +14,18 @@ This module implements the sketch of §6 as a precise schedule:
 * Recompute: the block keeps its input and runs its forward again before its backward: + FW_i.
 * Iteration time  T = sum_i (FW_i + BW_i) + sum_{recompute} FW_i + sum_{swap} (exposed_out_i + exposed_in_i),
   which is §6's sum_i max(T_comp,i, T_swap,i) with the overlap made explicit.
-* Device memory  static + sum_{keep} a_i + sum_{recompute} x_i + 2 max_{not kept} a_i  (x_i = input bytes;
-  the last term is the double buffer for a block being swapped in or rematerialised while the next one
-  arrives). Conservative: a recomputed block's input is counted even when the block before it is kept.
+* Device memory  static + sum_{keep} a_i + sum_{recompute} x_i + transit, x_i = input bytes, where
+      transit = max_i (n_i a_i + n_{i+1} a_{i+1}),  n_i = 1 when block i is not kept
+  is the double buffer: a not-kept block's activations are on the device while the next block computes
+  (forward, swap-out) or while the block after it runs its backward and it arrives (backward, swap-in or
+  rematerialisation), so two neighbours can be there at once. Conservative: a recomputed block's input is
+  counted even when the block before it is kept.
 
-The choice minimising T under the cap is a multiple-choice knapsack: for each candidate size of the
-transit buffer, blocks larger than it must be kept, and a dynamic programme over blocks with memory in
-`resolution` units (rounded up, so a plan found always fits) minimises the exposed time; lists of up to
-`EXHAUSTIVE_MAX_BLOCKS` blocks are searched exhaustively and exactly.
+The choice minimising T under the cap is a multiple-choice knapsack with a pairwise side constraint: for
+each candidate transit size T (a single block or a neighbouring pair), a block may leave the device only
+if it, and it with a not-kept predecessor, fit in T; a dynamic programme over blocks (state: memory used
+in `resolution` units, rounded up so a plan found always fits, and whether the previous block was kept)
+minimises the exposed time. Lists of up to `EXHAUSTIVE_MAX_BLOCKS` blocks are searched exhaustively.
 
 Multi-node form (`data_parallel_iteration`): data parallelism on top; each block's gradients are
 all-reduced as soon as its backward ends, copied to the host, updated by the host optimizer (a streaming
@@ -81,6 +85,12 @@ def exposed_swap_s(blocks: Sequence[Block], i: int, d2h_s: TransferTime, h2d_s: 
     return max(0.0, d2h_s(size) - next_fwd_s) + max(0.0, h2d_s(size) - next_bwd_s)
 
 
+def transit_bytes(blocks: Sequence[Block], choices: Sequence[str]) -> float:
+    """The double buffer: the most bytes two neighbouring not-kept blocks hold at once (module docstring)."""
+    away = [b.activation_bytes if c != KEEP else 0.0 for b, c in zip(blocks, choices)]
+    return max((a + b for a, b in zip(away, away[1:] + [0.0])), default=0.0)
+
+
 def evaluate(blocks: Sequence[Block], choices: Sequence[str], d2h_s: TransferTime, h2d_s: TransferTime,
              static_bytes: float = 0.0) -> OutOfCorePlan:
     """Time and memory of a given per-block choice (module docstring formulas)."""
@@ -91,13 +101,12 @@ def evaluate(blocks: Sequence[Block], choices: Sequence[str], d2h_s: TransferTim
         raise ValueError(f"unknown choice(s) {sorted(unknown)}; known: {', '.join(CHOICES)}")
     resident = sum(b.activation_bytes if c == KEEP else b.input_bytes if c == RECOMPUTE else 0.0
                    for b, c in zip(blocks, choices))
-    transit = max((b.activation_bytes for b, c in zip(blocks, choices) if c != KEEP), default=0.0)
     return OutOfCorePlan(
         choices=tuple(choices),
         compute_s=sum(b.fwd_s + b.bwd_s for b in blocks),
         recompute_s=sum(b.fwd_s for b, c in zip(blocks, choices) if c == RECOMPUTE),
         exposed_transfer_s=sum(exposed_swap_s(blocks, i, d2h_s, h2d_s) for i, c in enumerate(choices) if c == SWAP),
-        peak_bytes=static_bytes + resident + 2 * transit,
+        peak_bytes=static_bytes + resident + transit_bytes(blocks, choices),
         swapped_bytes=sum(b.activation_bytes for b, c in zip(blocks, choices) if c == SWAP),
     )
 
@@ -128,8 +137,7 @@ def _exhaustive(blocks, budget_bytes, swap_s):
     options = [_option_costs(b, s) for b, s in zip(blocks, swap_s)]
     for choices in itertools.product(CHOICES, repeat=len(blocks)):
         resident = sum(options[i][c][1] for i, c in enumerate(choices))
-        transit = max((b.activation_bytes for b, c in zip(blocks, choices) if c != KEEP), default=0.0)
-        if resident + 2 * transit > budget_bytes:
+        if resident + transit_bytes(blocks, choices) > budget_bytes:
             continue
         key = (sum(options[i][c][0] for i, c in enumerate(choices)), [CHOICES.index(c) for c in choices])
         if best_key is None or key < best_key:
@@ -138,7 +146,8 @@ def _exhaustive(blocks, budget_bytes, swap_s):
 
 
 def _dynamic_programme(blocks, budget_bytes, swap_s, resolution):
-    """Multiple-choice knapsack per transit-buffer size; memory in units of budget/resolution, rounded up."""
+    """Knapsack per transit size (module docstring); memory in units of budget/resolution, rounded up.
+    dp[k][m]: least extra time of the blocks so far within m units, k = 1 when the last one is not kept."""
     if budget_bytes < 0:
         return None
     unit = budget_bytes / resolution if budget_bytes > 0 else 1.0
@@ -146,37 +155,46 @@ def _dynamic_programme(blocks, budget_bytes, swap_s, resolution):
     def units_of(size):
         return math.ceil(size / unit - 1e-9) if size > 0 else 0
 
+    acts = [b.activation_bytes for b in blocks]
+    transits = sorted({0.0, *acts, *(a + b for a, b in zip(acts, acts[1:]))})
+    options = [_option_costs(b, s) for b, s in zip(blocks, swap_s)]
     best, best_time = None, math.inf
-    for transit in sorted({0.0, *(b.activation_bytes for b in blocks)}):
-        room = math.floor((budget_bytes - 2 * transit) / unit + 1e-9)
+    for transit in transits:
+        room = math.floor((budget_bytes - transit) / unit + 1e-9)
         if room < 0:
             continue
-        dp = np.zeros(room + 1)  # dp[m]: least extra time of the blocks so far within m units
-        picks = []
-        for block, s in zip(blocks, swap_s):
-            new = np.full(room + 1, np.inf)
-            pick = np.zeros(room + 1, dtype=np.int8)
+        dp = [np.zeros(room + 1), np.full(room + 1, np.inf)]
+        picks = []  # per block, per new state k: (choice index, previous state) arrays
+        for i, block in enumerate(blocks):
+            new = [np.full(room + 1, np.inf), np.full(room + 1, np.inf)]
+            pick = [np.zeros(room + 1, dtype=np.int8), np.zeros(room + 1, dtype=np.int8)]
+            came = [np.zeros(room + 1, dtype=np.int8), np.zeros(room + 1, dtype=np.int8)]
             for k in range(len(CHOICES) - 1, -1, -1):  # the last assignment wins ties: KEEP preferred
-                if CHOICES[k] != KEEP and block.activation_bytes > transit:
-                    continue
-                extra_s, size = _option_costs(block, s)[CHOICES[k]]
+                away = CHOICES[k] != KEEP
+                extra_s, size = options[i][CHOICES[k]]
                 units = units_of(size)
-                if units > room:
+                if units > room or (away and block.activation_bytes > transit):
                     continue
-                shifted = np.full(room + 1, np.inf)
-                shifted[units:] = dp[: room + 1 - units] + extra_s
-                better = shifted <= new
-                new = np.where(better, shifted, new)
-                pick = np.where(better, k, pick)
+                for prev in (0, 1):
+                    if away and prev and acts[i - 1] + block.activation_bytes > transit:
+                        continue
+                    shifted = np.full(room + 1, np.inf)
+                    shifted[units:] = dp[prev][: room + 1 - units] + extra_s
+                    state = int(away)
+                    better = shifted <= new[state]
+                    new[state] = np.where(better, shifted, new[state])
+                    pick[state] = np.where(better, k, pick[state])
+                    came[state] = np.where(better, prev, came[state])
             dp = new
-            picks.append(pick)
-        if dp[room] < best_time:
-            best_time = dp[room]
+            picks.append((pick, came))
+        state = 0 if dp[0][room] <= dp[1][room] else 1
+        if dp[state][room] < best_time:
+            best_time = dp[state][room]
             m, choices = room, []
-            for block, s, pick in zip(reversed(blocks), reversed(swap_s), reversed(picks)):
-                choice = CHOICES[pick[m]]
-                m -= units_of(_option_costs(block, s)[choice][1])
+            for (pick, came), option in zip(reversed(picks), reversed(options)):
+                choice = CHOICES[pick[state][m]]
                 choices.append(choice)
+                state, m = int(came[state][m]), m - units_of(option[choice][1])
             best = tuple(reversed(choices))
     return best
 

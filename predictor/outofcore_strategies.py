@@ -95,8 +95,8 @@ def evaluate_outofcore(ctx: Context, plan: Plan, pred: Prediction) -> None:
 
     single = outofcore.plan(blocks, pred.device_memory_bytes, d2h, h2d, static_bytes=static)
     if single is None:
-        raise Infeasible(f"does not fit in {pred.device_memory_bytes / 1e9:.1f} GB even swapping every block "
-                         f"(weights, gradients, optimizer state and workspace take {static / 1e9:.1f} GB)")
+        raise Infeasible(f"does not fit in {pred.device_memory_bytes / 1e9:.3g} GB even swapping every block "
+                         f"(weights, gradients, optimizer state and workspace take {static / 1e9:.3g} GB)")
     if on == "device" and set(single.choices) == {outofcore.KEEP}:
         raise Infeasible("every block fits on the device: this is plain data parallelism")
     nodes = data_nodes(plan.p_data, 1, plan.devices_per_node)

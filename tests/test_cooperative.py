@@ -2,7 +2,7 @@
 import pytest
 
 from predictor.blocks import Block
-from predictor.cooperative import balanced_partition, best_micro_batches, cooperative, gpipe
+from predictor.cooperative import best_micro_batches, cooperative, gpipe
 
 PARTITION = [(0, 2), (2, 4)]
 BOUNDARY = [0.0, 3.0]  # bytes per sample entering each stage
@@ -16,14 +16,6 @@ def blocks_at(n):
 
 def no_comm(*args):
     return 0.0
-
-
-def test_balanced_partition():
-    assert balanced_partition([1, 1, 1, 1], 2) == [(0, 2), (2, 4)]
-    assert balanced_partition([4, 1, 1, 1, 1], 2) == [(0, 1), (1, 5)]
-    assert balanced_partition([1, 2, 3], 3) == [(0, 1), (1, 2), (2, 3)]
-    with pytest.raises(ValueError):
-        balanced_partition([1, 2], 3)
 
 
 def test_gpipe_closed_form():
@@ -78,3 +70,22 @@ def test_best_micro_batches_respects_the_memory_cap():
     capped = best_micro_batches(run, 8, memory_cap_bytes=150)
     assert capped.micro_batches == 4 and capped.iteration_s == pytest.approx(160.0)
     assert best_micro_batches(run, 8, memory_cap_bytes=100) is None
+
+
+def test_cooperative_strategy_closed_form_on_a_conv_chain():
+    from predictor.api import predict
+    from predictor.plan import Plan
+    from tests.outofcore_toys import FlatCostModel, conv_chain_graph
+
+    plan = Plan("cooperative", batch=8, devices=2, devices_per_node=2, stages=2, micro_batches=4)
+    pred = predict(conv_chain_graph(), plan, FlatCostModel(call_s=1e-3), interval=False)
+    # per micro-batch of 2 samples (1 ms per call per sample): conv0 f2 b2 (no data gradient), relu f2 b2,
+    # conv f2 b4, fc f2 b4, flatten free; balanced cut after conv2: stage 0 F 10 B 14, stage 1 F 8 B 12 (ms)
+    assert pred.details["stage_bounds"] == [(0, 5), (5, 10)]
+    # prediction: whole forward on 4 samples = 9 calls x 4 ms = 36; backward pipeline
+    # M (F + B)_max + (K - 1) B_max = 4 x 24 + 14 = 110; collectives cost 0 in this model
+    assert pred.compute_fwd_s == pytest.approx(36e-3)
+    assert pred.iteration_s - pred.update_s == pytest.approx(36e-3 + 110e-3)
+    # each process holds every stage's weights, its own stage's gradients
+    assert pred.weights_bytes == pytest.approx(4 * pred.details["params_per_device"])
+    assert pred.grads_bytes == pytest.approx(4 * max(pred.details["stage_params"]))

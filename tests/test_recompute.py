@@ -61,3 +61,37 @@ def test_chain_segments_skip_layers_without_a_module():
     assert chain_segments(graph, 2) == ((0, 2),)
     # five segments of 1 -> the first four chain layers (0, 1, 3, 4), each its own segment
     assert chain_segments(graph, 5) == ((0, 1), (1, 2), (3, 4), (4, 5))
+
+
+def test_recompute_strategy_closed_form_on_a_conv_chain():
+    from predictor.api import predict
+    from predictor.plan import Plan
+    from tests.outofcore_toys import FlatCostModel, conv_chain_graph
+
+    graph, cost = conv_chain_graph(), FlatCostModel(call_s=1e-3)
+    serial = predict(graph, Plan("serial", batch=8, devices=1, devices_per_node=1), cost, interval=False)
+    rc = predict(graph, Plan("serial+recompute", batch=8, devices=1, devices_per_node=1,
+                             extra=(("checkpoint_segments", 2),)), cost, interval=False)
+    # 10 chain layers, 2 segments of 5: conv0 relu0 conv1 relu1 conv2 are checkpointed; their forward (5 calls
+    # of 1 ms x 8 samples) runs again
+    assert rc.recompute_s == pytest.approx(5 * 8e-3)
+    assert rc.iteration_s == pytest.approx(serial.iteration_s + 5 * 8e-3)
+    # per sample (fp32): saved tensors are the input and each ReLU output, 2048 elems = 8192 B each -> 40960 B.
+    # checkpointed: end of forward = relu2 + relu3 + checkpoint = 24576; rematerialising the segment =
+    # checkpoint + conv0's saved input + relu0 + relu1 = 32768 (the model input counted twice: conservative)
+    assert serial.activations_bytes == pytest.approx(8 * 40960)
+    assert rc.activations_bytes == pytest.approx(8 * 32768)
+    assert rc.details["checkpoint_segments"] == 2
+
+
+def test_recompute_strategy_default_is_sqrt_segments_and_rejects_bad_counts():
+    from predictor.api import predict
+    from predictor.plan import Plan
+    from tests.outofcore_toys import FlatCostModel, conv_chain_graph
+
+    graph, cost = conv_chain_graph(), FlatCostModel()
+    rc = predict(graph, Plan("data+recompute", batch=8, devices=2, devices_per_node=2, p_data=2), cost, interval=False)
+    assert rc.details["checkpoint_segments"] == 3  # round(sqrt(10))
+    bad = predict(graph, Plan("serial+recompute", batch=8, devices=1, devices_per_node=1,
+                              extra=(("checkpoint_segments", 11),)), cost, interval=False)
+    assert not bad.feasible and "checkpoint_segments 11" in bad.reason
