@@ -145,3 +145,24 @@ def test_gpu_cases_run_in_every_dtype():
         case = bc.conv_cases({**CONV, "C": 8, "F": 8}, dtype, "cuda")[2]
         s = measure_case(case, "cuda", dict(warmup_s=0.002, budget_s=0.01, min_samples=3, max_samples=5))
         assert s.dtype == dtype and all(math.isfinite(t) and t > 0 for t in s.times_s)
+
+
+@pytest.mark.gpu
+def test_cuda_timer_agrees_with_a_synchronised_host_clock():
+    """CUDA-event per-call times and a host clock around the same synchronised calls describe the same work
+    (loose factor: launch overhead and the L2 flush differ between the two)."""
+    import time
+
+    from profiler.timing import Timer
+
+    a = torch.randn(4096, 4096, device="cuda")
+    fn = lambda: torch.matmul(a, a)  # noqa: E731
+    m = Timer(fn, device="cuda", warmup_s=0.01, budget_s=0.2).measure()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(10):
+        fn()
+    torch.cuda.synchronize()
+    host_s = (time.perf_counter() - start) / 10
+    assert m.device == "cuda" and len(m.times_s) >= 3
+    assert host_s / 3 < m.median_s < host_s * 3
