@@ -10,7 +10,7 @@ from profiler.errors import UserError
 STRATEGY_CHOICES = ("all", "serial", "data", "spatial", "filter", "channel", "pipeline", "data+spatial",
                     "data+filter", "data+channel", "data+pipeline", "spatial-then-data")
 # add-on strategies: predictor/outofcore_strategies.py ADDON_STRATEGIES (listed here to keep --help light)
-STRATEGY_CHOICES += ("serial+recompute", "data+recompute", "outofcore", "cooperative")
+STRATEGY_CHOICES += ("serial+recompute", "data+recompute", "serial+offload", "data+offload", "outofcore", "cooperative")
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
@@ -94,6 +94,13 @@ def run(args) -> int:
         raise UserError(f"{args.strategy} on {args.gpus} devices with batch {args.batch}: {preds[0].reason}")
     meta = {"profile": str(path), "profile_provenance": cm.provenance, "model": graph.name, "batch": args.batch,
             "gpus": args.gpus, "params": graph.params}
+    # --- residual correction (issue 7: calibrate/correction.py via predictor/corrected.py) ---
+    from predictor.corrected import corrected_times, correction_rows, correction_table
+    from profiler.profile import load_profile
+    corrected = corrected_times(preds, graph, load_profile(path), path)
+    if corrected is not None:
+        meta["correction"] = correction_rows(preds, corrected)
+    # --- end residual correction ---
     if args.trace:
         from profiler.profile import write_atomic
         write_atomic(args.trace, json.dumps(chrome_trace(preds[0])))
@@ -104,6 +111,8 @@ def run(args) -> int:
     console.print(f"profile: {path} ({cm.provenance})   model: {graph.name} ({graph.params / 1e6:.2f} M params, "
                   f"{len(graph.layers)} layers)   batch {args.batch} on {args.gpus} devices")
     console.print(ranked_table(preds, args.dataset_size, title="predicted training iteration, ranked"))
+    if corrected is not None:  # residual correction (issue 7): analytical vs corrected, out-of-domain flagged
+        console.print(correction_table(meta["correction"]))
     best = next((p for p in preds if p.feasible), None)
     if best is not None:
         console.print(memory_table(best))

@@ -4,6 +4,8 @@
                                        `checkpoint_segments` segments (Plan.extra; default sqrt(G)), laid
                                        out as torch.utils.checkpoint.checkpoint_sequential over the
                                        validation runner's chain (same names as the runner's labels)
+    serial+offload, data+offload       every saved activation to host memory and back, unoverlapped
+                                       (torch.autograd.graph.save_on_cpu, the runner's `offload`)
     outofcore                          data parallelism (p_data = devices, 1 = a single device) where each
                                        block keeps, swaps or recomputes its activations as the planner
                                        chooses under the device memory, gradients pipelined with backward,
@@ -29,7 +31,8 @@ from predictor.strategies.pipeline import partition as balanced_starts
 from predictor.strategies.context import Context, Infeasible
 from profiler.errors import UserError
 
-ADDON_STRATEGIES = ("serial+recompute", "data+recompute", "outofcore", "cooperative")
+ADDON_STRATEGIES = ("serial+recompute", "data+recompute", "serial+offload", "data+offload", "outofcore",
+                    "cooperative")
 
 
 def _extra(plan: Plan, name: str, default):
@@ -59,6 +62,20 @@ def evaluate_recompute(ctx: Context, plan: Plan, pred: Prediction) -> None:
     pred.recompute_s = terms.extra_fwd_s
     pred.activations_bytes = max(0.0, pred.activations_bytes - terms.saved_bytes)
     pred.details.update(checkpoint_segments=n_segments, recompute_saved_bytes=terms.saved_bytes)
+
+
+# ---- offload (torch.autograd.graph.save_on_cpu) --------------------------------------------------
+def evaluate_offload(ctx: Context, plan: Plan, pred: Prediction) -> None:
+    """Serial or data parallelism with every saved activation offloaded to pinned host memory, as the
+    validation runner's `offload` does with torch.autograd.graph.save_on_cpu: its pack/unpack copies run on
+    the compute stream, so nothing overlaps: + T_d2h(a_l) + T_h2d(a_l) per layer, and activations on the
+    device drop to the largest layer's (being produced, or just brought back for its backward)."""
+    data.evaluate(ctx, plan, pred)
+    blocks = _blocks(ctx, plan.dtype, data.local_batch(plan), per_layer=True)
+    pred.swap_s = sum(ctx.cm.host_device_time_s(blk.activation_bytes, "d2h")
+                      + ctx.cm.host_device_time_s(blk.activation_bytes, "h2d") for blk in blocks)
+    pred.activations_bytes = max((blk.activation_bytes for blk in blocks), default=0.0)
+    pred.details["offloaded_bytes"] = sum(blk.activation_bytes for blk in blocks)
 
 
 # ---- out-of-core data parallelism ----------------------------------------------------------------
@@ -174,9 +191,9 @@ def addon_plans(strategy: str, batch: int, devices: int, devices_per_node: int, 
                 micro_batches: int | None = None) -> list[Plan]:
     """The plans `predictor run` evaluates for an add-on strategy (cf. api.default_plans)."""
     base = dict(batch=batch, devices_per_node=devices_per_node, dtype=dtype, optimizer=optimizer)
-    if strategy == "serial+recompute":
+    if strategy in ("serial+recompute", "serial+offload"):
         return [Plan(strategy, devices=1, **base)]
-    if strategy == "data+recompute":
+    if strategy in ("data+recompute", "data+offload"):
         return [Plan(strategy, devices=devices, p_data=devices, **base)]
     if strategy == "outofcore":
         return [Plan(strategy, devices=devices, p_data=devices, extra=(("optimizer_on", on),), **base)
@@ -209,7 +226,7 @@ def search_candidates(batch: int, devices: int, devices_per_node: int, dtype: st
     return plans
 
 
-OUT_OF_CORE = ("outofcore", "data+recompute", "serial+recompute")
+OUT_OF_CORE = ("outofcore", "data+recompute", "serial+recompute", "data+offload", "serial+offload")
 
 
 def swap_vs_model_parallel(best_by_strategy: dict[str, Prediction]) -> str:
@@ -236,5 +253,7 @@ def swap_vs_model_parallel(best_by_strategy: dict[str, Prediction]) -> str:
 
 register("serial+recompute", evaluate_recompute)
 register("data+recompute", evaluate_recompute)
+register("serial+offload", evaluate_offload)
+register("data+offload", evaluate_offload)
 register("outofcore", evaluate_outofcore)
 register("cooperative", evaluate_cooperative)

@@ -200,3 +200,12 @@ def test_search_offers_outofcore_and_cooperative_and_says_which_wins():
     expected = "beats" if swap.iteration_s <= split.iteration_s else "loses to"
     assert verdict.startswith(f"out-of-core {swap.plan.strategy}") and f" {expected} model parallelism " \
         f"{split.plan.strategy}" in verdict
+
+
+def test_offload_strategy_adds_every_copy_unoverlapped():
+    serial = _predict("serial", 1e9)
+    off = _predict("serial+offload", 1e9)
+    # per sample 5 saved tensors of 8192 B (input + 4 ReLU outputs) x 8 samples, out and back at 1 GB/s
+    assert off.swap_s == pytest.approx(2 * 5 * 8 * 8192 / 1e9)
+    assert off.iteration_s == pytest.approx(serial.iteration_s + off.swap_s)
+    assert off.activations_bytes == pytest.approx(8 * 8192)  # the largest layer's saved tensor
