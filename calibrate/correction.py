@@ -429,7 +429,8 @@ class Correction:
         """Corrected iteration time for one prediction record (see correction_features).
 
         Features outside the training range are clamped to it (no extrapolation) and reported as out of
-        domain; an unseen or CV-disabled strategy keeps the analytical figure."""
+        domain; an unseen or CV-disabled strategy keeps the analytical figure (and says so first in
+        `reasons`)."""
         analytical_s = float(record["predicted_time_s"])
         strategy = strategy_of(record)
         numeric = numeric_features(record)
@@ -443,11 +444,11 @@ class Correction:
             clamped.append(min(max(value, lo), hi))
         strategies = tuple(self.spec.strategies)
         if strategy not in strategies:
-            reasons.append(f"strategy '{strategy}' not in the training runs")
-            return CorrectedTime(analytical_s, analytical_s, False, False, tuple(reasons))
+            return CorrectedTime(analytical_s, analytical_s, False, False,
+                                 (f"strategy '{strategy}' not in the training runs", *reasons))
         if not self.spec.enabled.get(strategy, False):
             return CorrectedTime(analytical_s, analytical_s, False, not reasons,
-                                 tuple(reasons) + (f"correction disabled for '{strategy}' by cross-validation",))
+                                 (f"correction disabled for '{strategy}' by cross-validation", *reasons))
         x = np.array([clamped + [1.0 if strategy == s else 0.0 for s in strategies]])
         factor = float(np.exp(evaluate_model(self._model_params, x)[0]))
         return CorrectedTime(analytical_s, analytical_s * factor, True, not reasons, tuple(reasons))

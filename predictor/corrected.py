@@ -69,7 +69,7 @@ def correction_table(rows: Sequence[dict[str, Any]], title: str = "residual corr
         table.add_column(col, justify=just)
     for row in rows:
         corrected = _t(row["corrected_s"]) if row["applied"] else f"{_t(row['corrected_s'])} (not applied)"
-        notes = "; ".join(row["notes"][:2]) + (f"; +{len(row['notes']) - 2} more" if len(row["notes"]) > 2 else "")
+        notes = "; ".join(row["notes"][:1]) + (f"; +{len(row['notes']) - 1} more" if len(row["notes"]) > 1 else "")
         table.add_row(row["strategy"], row["split"], _t(row["analytical_s"]), corrected,
                       "in" if row["in_domain"] else "OUT", notes)
     return table

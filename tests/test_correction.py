@@ -272,3 +272,27 @@ def test_correction_table_flags_out_of_domain():
     console.print(correction_table(rows))
     text = console.export_text()
     assert "1.2 s" in text and "OUT" in text and "not applied" in text
+
+
+def test_predictor_run_shows_corrected_figure_and_refuses_tampered_file(tmp_path, capsys):
+    from pathlib import Path
+
+    source = sorted(Path(__file__).resolve().parents[1].glob("profiles/*.published.yaml"))
+    if not source:
+        pytest.skip("no shipped reference profile")
+    profile_path = tmp_path / "ref.yaml"
+    shutil.copy(source[0], profile_path)
+    runs = tmp_path / "runs.jsonl"
+    write_runs(runs, synthetic_runs(models=2, overhead_per_call_s=OVERHEAD_PER_CALL_S, seed=5))
+    assert predictor_main(["train-correction", "--profile", str(profile_path), "--runs", str(runs)]) == 0
+    capsys.readouterr()
+    argv = ["run", "--profile", str(profile_path), "--model", "small_cnn2d", "--batch", "32", "--gpus", "2",
+            "--strategy", "spatial"]
+    assert predictor_main(argv) == 0
+    out = capsys.readouterr().out
+    assert "residual correction" in out and "analytical" in out and "corrected" in out and "OUT" in out
+    correction_path = tmp_path / "ref.correction.json"
+    correction_path.write_text(correction_path.read_text().replace('"enabled": {', '"enabled": {"x": true, ', 1))
+    assert predictor_main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "tampered" in err
