@@ -93,6 +93,7 @@ def spawn_ranks(world: int, target: Callable, args: tuple = (), threads: int = 1
             else:
                 os.environ[k] = v
     done = 0
+    finished = False
     try:
         while done < world:
             try:
@@ -111,9 +112,10 @@ def spawn_ranks(world: int, target: Callable, args: tuple = (), threads: int = 1
                 done += 1
                 continue
             yield message
+        finished = True
     finally:
-        for p in procs:
-            p.join(timeout=10)
+        for p in procs:  # on an error or Ctrl-C the ranks are stopped at once
+            p.join(timeout=10 if finished else 0)
             if p.is_alive():
                 p.terminate()
                 p.join()

@@ -12,6 +12,8 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn import functional as F
 
+from profiler.errors import UserError
+
 
 class Replica:
     """Base: a replicated chain of modules trained on this rank's slice of the batch."""
@@ -31,6 +33,8 @@ class Replica:
         """This rank's share of the global batch (the data-parallel slice)."""
         if self.p_data == 1:
             return x, y
+        if x.shape[0] % self.p_data:
+            raise UserError(f"batch {x.shape[0]} is not divisible by {self.p_data} data-parallel replicas")
         return x.chunk(self.p_data)[self.data_index()].contiguous(), y.chunk(self.p_data)[self.data_index()]
 
     def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

@@ -19,12 +19,12 @@ def run_jobs(rank: int, world: int, device: str, emit, jobs, warmup: int, iterat
     for index, cfg, graph in jobs:
         try:
             replica = build_replica(cfg, graph, device)
+            x, y = synthetic_batch(graph, cfg.batch, seed=index, dtype=torch_dtype(cfg.dtype), device=device)
+            x, y = replica.local_batch(x, y)
         except UserError as err:
             if rank == 0:
                 emit(("skipped", index, str(err)))
             continue
-        x, y = synthetic_batch(graph, cfg.batch, seed=index, dtype=torch_dtype(cfg.dtype), device=device)
-        x, y = replica.local_batch(x, y)
         result = measure(replica, x, y, device=device, warmup=warmup, iterations=iterations)
         result.update(threads=torch.get_num_threads(), world=world, device=device, backend=dist.get_backend(),
                       pid_cpu_count=os.cpu_count())
