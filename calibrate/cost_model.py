@@ -2,7 +2,13 @@
 
 Formulas: compute (calibrate.compute), alpha-beta segments (calibrate.alphabeta), collective steps and bus
 factors (calibrate.collective_model). Lookups that the profile cannot answer raise UserError naming the
-missing coefficient; nothing falls back silently except where stated (linear costs as gemm: it is a GEMM).
+missing coefficient. Substitutions, all exact or stated:
+  - linear costs as gemm (it is one);
+  - a GEMM's backward passes, when only its forward was benchmarked, cost as the forward GEMMs they are:
+    for Y = X W with X (M x K), W (K x N): dX = dY W^T is a GEMM (M, N'=K, K'=N) and dW = X^T dY is a GEMM
+    (M'=K, N'=N, K'=M) (microbenchmarks.md §3.1: 2 M N K FLOPs each);
+  - avgpool, when not benchmarked, costs as maxpool (same window traffic, minus maxpool's index bytes:
+    slightly pessimistic).
 """
 from __future__ import annotations
 
@@ -20,8 +26,14 @@ from calibrate.cost_api import COLLECTIVES
 from profiler.errors import UserError
 from profiler.profile import Profile, load_profile
 
-#: ops costed with another op's fit because they run the same kernel
-SAME_KERNEL = {"linear": "gemm"}
+#: ops costed with another op's fit when their own is missing (module docstring)
+SAME_KERNEL = {"linear": "gemm", "avgpool": "maxpool"}
+
+
+def gemm_backward_as_forward(pass_: str, params: Mapping[str, int]) -> dict:
+    """The forward-GEMM shape of a GEMM backward pass (module docstring)."""
+    m, n, k = params["M"], params["N"], params["K"]
+    return {"bwd_data": {"M": m, "N": k, "K": n}, "bwd_weight": {"M": k, "N": n, "K": m}}[pass_]
 
 
 class ProfileCostModel:
@@ -48,11 +60,14 @@ class ProfileCostModel:
         if (op, pass_) in shapes.ZERO_COST:
             return 0.0
         dtype = shapes.canonical_dtype(dtype)
+        compute = self.coefficients.compute
         fit = None
         for candidate in (op, SAME_KERNEL.get(op)):
-            if candidate and f"{candidate}/{pass_}/{dtype}" in self.coefficients.compute:
-                fit = self.coefficients.compute[f"{candidate}/{pass_}/{dtype}"]
+            if candidate and f"{candidate}/{pass_}/{dtype}" in compute:
+                fit = compute[f"{candidate}/{pass_}/{dtype}"]
                 break
+        if fit is None and op in ("gemm", "linear") and pass_ != "fwd" and f"gemm/fwd/{dtype}" in compute:
+            fit, params, pass_ = compute[f"gemm/fwd/{dtype}"], gemm_backward_as_forward(pass_, params), "fwd"
         if fit is None:
             raise UserError(f"profile {self.name} has no coefficient for {op} {pass_} {dtype}")
         w = shapes.work(op, pass_, params, dtype)

@@ -150,3 +150,22 @@ def test_inter_node_link_from_multi_node_groups():
     s, p, nodes = 1e3, 512, 256
     tree = BASE_S + STEP_S * 2 * 1 + inter_step_s * 2 * 8 + s * 2 * (p - 1) / p / inter_bw
     assert cm.collective_time_s("allreduce", s, p, nodes) == pytest.approx(tree, rel=0.10)
+
+
+def test_gemm_backward_costs_as_the_transposed_forward_gemm():
+    rng = np.random.default_rng(6)
+    from calibrate.synthetic import noisy_times
+    from profiler.profile import Sample
+    shapes_ = [(m, n, k) for m in (64, 256, 1024) for n in (64, 512) for k in (128, 1024)]
+    # a machine whose GEMM speed depends only on the inner dimension K, so the transposition matters
+    time_s = lambda m, n, k: 2 * m * n * k / (1e9 * k / 128)
+    samples = [Sample(benchmark="gemm", variant="fwd", device="cpu", threads=1, params=dict(M=m, N=n, K=k),
+                      times_s=noisy_times(time_s(m, n, k), rng, 0.02, 5)) for m, n, k in shapes_]
+    cm = load_cost_model(fit_profile(profile_with(samples)))
+    m, n, k = 256, 64, 1024
+    assert cm.compute_time_s("linear", "bwd_data", dict(M=m, N=n, K=k), "float32") == pytest.approx(
+        cm.compute_time_s("gemm", "fwd", dict(M=m, N=k, K=n), "float32"))
+    assert cm.compute_time_s("gemm", "bwd_weight", dict(M=m, N=n, K=k), "float32") == pytest.approx(
+        cm.compute_time_s("gemm", "fwd", dict(M=k, N=n, K=m), "float32"))
+    with pytest.raises(UserError, match="no coefficient for gemm bwd_data float16"):
+        cm.compute_time_s("gemm", "bwd_data", dict(M=m, N=n, K=k), "float16")
