@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 import torch
 
-from profiler.errors import UserError
 from profiler.cases import GRID_ENV, BenchCase
+from profiler.errors import UserError
 
 GPU_DTYPES = ("float32", "tf32", "float16", "bfloat16")
 CPU_DTYPES = ("float32",)

@@ -8,7 +8,7 @@ bash scripts/setup.sh
 . .venv/bin/activate
 
 mkdir -p out
-PROFILE="out/this-machine-$(hostname | tr -c 'A-Za-z0-9._-\n' '_')-$(date -u +%Y%m%dT%H%M%SZ).yaml"
+PROFILE="out/this-machine-$(hostname | tr -c 'A-Za-z0-9._\n-' '_')-$(date -u +%Y%m%dT%H%M%SZ).yaml"
 DEVICE=cpu  # the quick grid is the CPU grid; use `profiler calibrate --device cuda` for a GPU profile
 
 profiler calibrate --device "$DEVICE" --quick --out "$PROFILE"
