@@ -25,7 +25,9 @@ The choice minimising T under the cap is a multiple-choice knapsack with a pairw
 each candidate transit size T (a single block or a neighbouring pair), a block may leave the device only
 if it, and it with a not-kept predecessor, fit in T; a dynamic programme over blocks (state: memory used
 in `resolution` units, rounded up so a plan found always fits, and whether the previous block was kept)
-minimises the exposed time. Lists of up to `EXHAUSTIVE_MAX_BLOCKS` blocks are searched exhaustively.
+minimises the exposed time. Lists of up to `EXHAUSTIVE_MAX_BLOCKS` blocks are searched exhaustively; long
+lists try at most `MAX_TRANSIT_CANDIDATES` transit sizes (a coarser set can only miss a plan, never
+return one that does not fit).
 
 Multi-node form (`data_parallel_iteration`): data parallelism on top; each block's gradients are
 all-reduced as soon as its backward ends, copied to the host, updated by the host optimizer (a streaming
@@ -46,6 +48,7 @@ from predictor.blocks import Block
 KEEP, SWAP, RECOMPUTE = "keep", "swap", "recompute"
 CHOICES = (KEEP, SWAP, RECOMPUTE)  # order = preference on equal time
 EXHAUSTIVE_MAX_BLOCKS = 8
+MAX_TRANSIT_CANDIDATES = 48  # transit sizes the DP tries (all of them when there are fewer)
 
 TransferTime = Callable[[float], float]  # bytes -> seconds
 
@@ -157,6 +160,9 @@ def _dynamic_programme(blocks, budget_bytes, swap_s, resolution):
 
     acts = [b.activation_bytes for b in blocks]
     transits = sorted({0.0, *acts, *(a + b for a, b in zip(acts, acts[1:]))})
+    if len(transits) > MAX_TRANSIT_CANDIDATES:  # evenly spaced ranks, the largest kept: still feasible plans
+        step = (len(transits) - 1) / (MAX_TRANSIT_CANDIDATES - 1)
+        transits = sorted({transits[round(k * step)] for k in range(MAX_TRANSIT_CANDIDATES)})
     options = [_option_costs(b, s) for b, s in zip(blocks, swap_s)]
     best, best_time = None, math.inf
     for transit in transits:

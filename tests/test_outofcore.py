@@ -107,6 +107,11 @@ def test_dynamic_programme_matches_exhaustive_search(monkeypatch):
         coarse = plan(blocks, cap, LINK.time_s, LINK.time_s, resolution=3)  # rounding up: fits, never faster
         if coarse is not None:
             assert coarse.peak_bytes <= cap and coarse.iteration_s >= exact.iteration_s - 1e-9
+        monkeypatch.setattr(ooc, "MAX_TRANSIT_CANDIDATES", 3)  # fewer transit sizes: same guarantee
+        few = plan(blocks, cap, LINK.time_s, LINK.time_s, resolution=cap)
+        if few is not None:
+            assert few.peak_bytes <= cap and few.iteration_s >= exact.iteration_s - 1e-9
+        monkeypatch.setattr(ooc, "MAX_TRANSIT_CANDIDATES", 48)
         monkeypatch.setattr(ooc, "EXHAUSTIVE_MAX_BLOCKS", 8)
 
 
