@@ -1,6 +1,7 @@
 """Memory benchmarks: STREAM copy/scale/add/triad/dot over array sizes from cache-resident to well beyond
 the last-level cache (CPU: torch in kernels/stream.py; GPU: the CUDA C kernels of kernels/stream.cu via
-cupy), and on GPU host<->device copies (pinned and pageable, both directions, a size sweep).
+cupy, or torch ops on the device where cupy cannot compile them, recorded in each sample's `extra`), and
+on GPU host<->device copies (pinned and pageable, both directions, a size sweep).
 
 Bytes are counted the STREAM way (../shared/reference/microbenchmarks.md §2.1): copy/scale 2 arrays,
 add/triad 3, dot 2, float64 elements, no write-allocate traffic. A host<->device copy of S bytes moves S.
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Optional
 
 import torch
 
@@ -58,20 +60,32 @@ def stream_sizes(llc_bytes: int, quick: bool, element_bytes: int = 8) -> list[in
     return sizes
 
 
+def gpu_stream_kernels() -> tuple[str, Optional[str]]:
+    """("cuda_c", None) when cupy can compile and launch kernels/stream.cu here; otherwise ("torch", why),
+    and the GPU STREAM points run as torch ops on the device instead."""
+    try:
+        CupyStream(1024).kernel("triad")()
+    except Exception as err:  # cupy missing, NVRTC missing or failing, driver mismatch: all mean "no CUDA C"
+        return "torch", f"{type(err).__name__}: {(str(err).strip().splitlines() or [''])[0][:160]}"
+    return "cuda_c", None
+
+
 def stream_cases(device: str, quick: bool) -> list[BenchCase]:
     """Every STREAM point; arrays are (re)allocated per size and shared by that size's five kernels."""
     if os.environ.get(GRID_ENV) == "tiny":
         sizes = [2**10, 2**14]
     else:
         sizes = stream_sizes(last_level_cache_bytes(device), quick)
-    cuda = device.startswith("cuda")
+    kernels, fallback_reason = gpu_stream_kernels() if device.startswith("cuda") else ("torch", None)
+    tags = {"kernel": kernels, **({"cuda_c_unavailable": fallback_reason} if fallback_reason else {})}
+    cuda_c = kernels == "cuda_c"
     cases = []
     for n in sizes:
         arrays: dict = {}
 
         def build(op: str, n: int = n, arrays: dict = arrays):
             if "stream" not in arrays:  # first kernel of this size allocates; the last one frees
-                arrays["stream"] = CupyStream(n) if cuda else TorchStream(n, device)
+                arrays["stream"] = CupyStream(n) if cuda_c else TorchStream(n, device)
             stream = arrays["stream"]
             if op == STREAM_OPS[-1]:
                 arrays.clear()
@@ -80,8 +94,7 @@ def stream_cases(device: str, quick: bool) -> list[BenchCase]:
         for op in STREAM_OPS:
             cases.append(BenchCase("stream", op, {"n": n, "array_bytes": 8 * n}, "float64",
                                    stream_flops(op, n), stream_bytes(op, n),
-                                   (lambda op=op, build=build: build(op)),
-                                   {"kernel": "cuda_c" if cuda else "torch"}))
+                                   (lambda op=op, build=build: build(op)), dict(tags)))
     return cases
 
 

@@ -97,3 +97,12 @@ def test_gpu_stream_and_copies_measure(monkeypatch):
     for case in bm.stream_cases("cuda", quick=True)[:5] + bm.host_device_cases("cuda", quick=True):
         s = measure_case(case, "cuda", timer)
         assert all(t > 0 for t in s.times_s), case.label
+
+
+def test_gpu_stream_falls_back_to_torch_when_cuda_c_cannot_run(monkeypatch):
+    class Broken:
+        def __init__(self, n):
+            raise ImportError("No module named 'cupy'")
+
+    monkeypatch.setattr(bm, "CupyStream", Broken)
+    assert bm.gpu_stream_kernels() == ("torch", "ImportError: No module named 'cupy'")
