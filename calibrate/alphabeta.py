@@ -27,6 +27,8 @@ BOOTSTRAP_REPLICATES = 200
 #: none in 40 while still finding a 2 -> 3 GB/s bandwidth change in 40 of 40 (tests/test_fit_alphabeta.py).
 BREAK_PENALTY = 6.0
 CV_FOLDS = 5
+#: floor on a sample's time: relative-error weights are 1/t, and a coarse clock can report 0
+MIN_TIME_S = 1e-12
 MIN_CALLS_FOR_WITHIN = 3
 
 
@@ -39,7 +41,7 @@ class Point:
 
     @property
     def t(self) -> float:
-        return float(np.median(self.times_s))
+        return max(float(np.median(self.times_s)), MIN_TIME_S)
 
 
 def fit_line(x: np.ndarray, t: np.ndarray) -> tuple[float, float]:
@@ -182,7 +184,7 @@ def resample(points: Sequence, rng: np.random.Generator) -> tuple[np.ndarray, np
         pick = np.arange(len(points))
     else:
         pick = rng.integers(0, len(points), len(points))
-    return pick, np.array([np.median(rng.choice(points[i].times_s, len(points[i].times_s))) for i in pick])
+    return pick, np.maximum([np.median(rng.choice(points[i].times_s, len(points[i].times_s))) for i in pick], MIN_TIME_S)
 
 
 def bootstrap_lines(points: Sequence[Point], bounds, rng: np.random.Generator,

@@ -13,7 +13,7 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 from sklearn.ensemble import GradientBoostingRegressor
 
-from calibrate.alphabeta import fit_line, quality, resample
+from calibrate.alphabeta import MIN_TIME_S, fit_line, quality, resample
 from calibrate.coefficients import ComputeFit, EfficiencyModel, Estimate, FitQuality, Tree
 
 N_TREES = 40
@@ -36,7 +36,7 @@ class ComputePoint:
 
     @property
     def t(self) -> float:
-        return float(np.median(self.times_s))
+        return max(float(np.median(self.times_s)), MIN_TIME_S)
 
 
 def export_tree(tree) -> Tree:

@@ -2,6 +2,7 @@
 held-out median relative error exceeds WARN_MEDIAN_REL_ERROR."""
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 from calibrate.coefficients import Coefficients, Estimate, FitQuality, Segment, parse_coefficients
@@ -23,9 +24,9 @@ def _est(e: Estimate, unit: str) -> str:
     return f"{_si(e.value, unit)} [{_si(e.low, unit)}, {_si(e.high, unit)}]"
 
 
-def _quality(q: Optional[FitQuality], label: str = "held-out") -> str:
+def _quality(q: Optional[FitQuality], label: str = "held-out", published: bool = False) -> str:
     if q is None:
-        return f"{label}: too few samples to hold any out"
+        return "published figures, not fitted" if published else f"{label}: too few samples to hold any out"
     r2 = f"R2 {q.r2:.3f}, " if q.r2 is not None else ""
     return (f"{label} ({q.held_out}, {q.n_test} samples): {r2}median err {q.median_rel_error:.1%}, "
             f"max {q.max_rel_error:.1%}")
@@ -46,21 +47,24 @@ def _coefficients(profile: Profile) -> Coefficients:
 def fit_lines(profile: Profile) -> list[str]:
     """One line per fit: coefficient values with 95% CI, held-out R² and median/max relative error."""
     c = _coefficients(profile)
+    published = profile.provenance.kind == "published"
     lines = []
-    if profile.provenance.kind == "published":
+    if published:
         lines.append(f"PUBLISHED profile (datasheet/literature figures, not measured here): {profile.provenance.source}")
     for key, f in sorted(c.compute.items()):
         unit = "FLOP/s" if f.kind == "flops" else "B/s"
+        shape_model = (f"{len(f.efficiency.trees)} trees" if f.efficiency.trees
+                       else f"efficiency {math.exp(min(f.efficiency.init, 0.0)):.1%} for every shape")
         line = (f"compute {key}: launch {_est(f.launch_s, 's')}, peak {_si(f.peak_per_s, unit)}, "
                 f"level x{f.time_scale.value:.2f} [{f.time_scale.low:.3f}, {f.time_scale.high:.3f}], "
-                f"{len(f.efficiency.trees)} trees; {_quality(f.quality)}")
+                f"{shape_model}; {_quality(f.quality, published=published)}")
         if f.extrapolation is not None:
             line += f"; {_quality(f.extrapolation, 'extrapolation')}"
         lines.append(line)
     for key, f in sorted(c.memory.items()):
-        lines.append(f"memory {key}: {_segments(f.segments, 'B')}; {_quality(f.quality)}")
+        lines.append(f"memory {key}: {_segments(f.segments, 'B')}; {_quality(f.quality, published=published)}")
     for key, f in sorted(c.host_device.items()):
-        lines.append(f"host_device {key}: {_segments(f.segments, 'B')}; {_quality(f.quality)}")
+        lines.append(f"host_device {key}: {_segments(f.segments, 'B')}; {_quality(f.quality, published=published)}")
     for f in c.collectives:
         lines.append(f"collective {f.op} p={f.group_size} nodes={f.nodes} ({f.variant}, measured): "
                      f"{_segments(f.segments, 'B')}; {_quality(f.quality)}")
@@ -71,6 +75,8 @@ def fit_lines(profile: Profile) -> list[str]:
             lines.append(f"link {op} {level}: base {_est(link.base_latency_s, 's')}, step {_est(link.step_latency_s, 's')}"
                          f"{inter}, bus bw {_est(link.bus_bandwidth_bytes_per_s, 'B/s')}; measured group sizes "
                          f"{measured}, others extrapolated by ring/tree formulas")
+    if published:
+        lines.append("sources: every coefficient lists its own `sources` in the profile file")
     lines += [f"note: {n}" for n in c.notes]
     return lines
 
