@@ -10,7 +10,10 @@ and the DDP buffers (§4.5 item 7). Here each term is the tensor PyTorch actuall
   conv/linear/batchnorm/pooling save their input, ReLU its output, max-pool also int64 indices of its
   output, dropout a bool mask; add/concat/flatten save nothing (a flatten is a view of its producer);
 - comm buffers: DDP's bucket copy of the gradients (data groups > 1), halo rows, gathered inputs;
-- workspace: the activation gradients in flight during backward (dL/dy and dL/dx of the largest layer).
+- workspace: the activation gradients in flight during backward. Backward of layer l holds dL/dy_l and
+  dL/dx_l while every saved tensor with a saver at or before l is still alive (later ones are freed), so
+  the peak is max(all saved, max_l [saved alive at l + gradients at l]); workspace is what that peak adds
+  to "all saved" (often the first, largest layers: their gradients are live while their inputs are).
 """
 from __future__ import annotations
 
@@ -84,6 +87,24 @@ def activation_bytes(graph: ModelGraph, samples: float, act_bytes: int, divisor,
     return total
 
 
-def largest_output_elems(graph: ModelGraph, layers=None) -> int:
-    chosen = graph.layers if layers is None else [graph.layers[i] for i in layers]
-    return max((l.output_elems for l in chosen), default=0)
+def backward_peak_extra(graph: ModelGraph, saved: tuple[SavedTensor, ...], act_bytes: int, share,
+                        grad_share) -> float:
+    """Per-sample bytes the backward peak adds on top of all saved tensors (see the module docstring).
+
+    share(t): fraction of saved tensor t on one device; grad_share(i): fraction of layer i's activation
+    gradients on one device."""
+    weighted = [(min(t.savers), t.elems * (t.bytes_per_elem or act_bytes) * share(t)) for t in saved]
+    total = sum(b for _, b in weighted)
+    alive_until = [0.0] * (len(graph.layers) + 1)  # bytes of tensors whose first saver is layer i
+    for first, b in weighted:
+        alive_until[first] += b
+    alive = 0.0
+    worst = total
+    for i, layer in enumerate(graph.layers):
+        alive += alive_until[i]
+        if layer.op in ("flatten",):
+            continue
+        first = all(x == "" for x in (layer.inputs or ("",)))
+        grads = (layer.output_elems + (0 if first else layer.input_elems)) * act_bytes * grad_share(i)
+        worst = max(worst, alive + grads)
+    return worst - total

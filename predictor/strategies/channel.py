@@ -69,5 +69,6 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     pred.activations_bytes = n * ctx.saved_bytes_per_sample(plan.dtype, ("channel", p), share)
     largest = max(ctx.layers[i].output_elems for i in split_layers)
     pred.comm_buffers_bytes += n * largest * act  # full-size partial output being allreduced
-    pred.workspace_bytes = 2 * n * ctx.largest_output * act / p
+    pred.workspace_bytes = n * ctx.workspace_per_sample(plan.dtype, ("channel", p), share,
+                                                        lambda i: 1.0 if i < first_split else 1.0 / p)
 

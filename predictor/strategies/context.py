@@ -14,7 +14,7 @@ from predictor.graph import ModelGraph
 from predictor.layercost import ACT_BYTES, LayerCoster, Split, update_time_s
 from predictor.plan import Plan, Prediction
 from predictor.overlap import bucket_layout, overlap, ready_times
-from predictor.memory import SavedTensor, parameter_bytes, saved_tensors
+from predictor.memory import SavedTensor, backward_peak_extra, parameter_bytes, saved_tensors
 
 
 class Infeasible(Exception):
@@ -140,6 +140,12 @@ class Context:
             act = ACT_BYTES[dtype]
             hit = self._sums[full_key] = sum(t.elems * (t.bytes_per_elem or act) * share(t) for t in self.saved)
         return hit
+
+    def workspace_per_sample(self, dtype: str, key, share: Callable[[SavedTensor], float],
+                             grad_share: Callable[[int], float]) -> float:
+        """Per-sample bytes the backward peak adds over all saved tensors (memory.backward_peak_extra)."""
+        return self.cached(("workspace", dtype, key),
+                           lambda: backward_peak_extra(self.graph, self.saved, ACT_BYTES[dtype], share, grad_share))
 
     def set_parameters(self, pred: Prediction, params: float, plan: Plan, sync_group: int) -> None:
         """Weights, gradients and optimizer state of `params` parameters on one device, plus DDP's bucket

@@ -31,5 +31,5 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     pred.comm_exposed_s["gradient"], pred.comm_hidden_s["gradient"] = exposed, hidden
     ctx.set_parameters(pred, ctx.total_params, plan, plan.p_data)
     pred.activations_bytes = b * ctx.saved_bytes_per_sample(plan.dtype, "all", lambda t: 1.0)
-    pred.workspace_bytes = 2 * b * ctx.largest_output * ctx.act_size(plan.dtype)
+    pred.workspace_bytes = b * ctx.workspace_per_sample(plan.dtype, "all", lambda t: 1.0, lambda i: 1.0)
     pred.details["nodes_data_group"] = nodes

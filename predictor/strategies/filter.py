@@ -70,4 +70,6 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     pred.activations_bytes = n * ctx.saved_bytes_per_sample(plan.dtype, ("filter", p), share)
     largest_gather = max((ctx.tensor_elems(t) for t in gathered), default=0)
     pred.comm_buffers_bytes += n * largest_gather * act  # full-size dL/dx before its reduce-scatter
-    pred.workspace_bytes = 2 * n * ctx.largest_output * act / p
+    # activation gradients: full-size dL/dx of a gathered input, 1/p slices elsewhere
+    pred.workspace_bytes = n * ctx.workspace_per_sample(
+        plan.dtype, ("filter", p), share, lambda i: 1.0 if ctx.layers[i].op in PARAMETRIC else 1.0 / p)

@@ -151,8 +151,7 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
 
     pred.activations_bytes = n * ctx.saved_bytes_per_sample(plan.dtype, key, share)
     pred.comm_buffers_bytes += halo_buffer
-    largest_inside = max(ctx.layers[i].output_elems for i in range(end)) / p_s
-    largest_tail = max((ctx.layers[i].output_elems for i in range(end, ctx.n_layers)), default=0) * tail_n / n
-    pred.workspace_bytes = 2 * n * max(largest_inside, largest_tail) * act
+    pred.workspace_bytes = n * ctx.workspace_per_sample(plan.dtype, key, share,
+                                                        lambda i: 1.0 / p_s if i < end else tail_n / n)
     pred.details.update(spatial_layers=end, crossing=[ctx.layers[p].name if p >= 0 else "input" for p in crossing],
                         nodes_inner_group=inner_n)
