@@ -201,7 +201,13 @@ def run(args) -> int:
         save_uninterrupted(cal.profile(), partial)
         raise
     cal.settings["duration_s"] = round(time.perf_counter() - started, 3)
-    profile = fit_or_warn(cal.profile(), out, console)
+    try:
+        profile = fit_or_warn(cal.profile(), out, console)
+    except KeyboardInterrupt:  # every benchmark ran: keep them all, unfitted, in the real output
+        save_uninterrupted(cal.profile(), out)
+        print(f"profiler calibrate: interrupted while fitting; wrote {out} with all {len(cal.samples)} samples, "
+              f"not fitted (run `profiler fit {out}`)", file=sys.stderr)
+        return 130
     save_uninterrupted(profile, out)
     fitted = "fitted" if profile.coefficients else "not fitted"
     print(f"wrote {out}: {len(profile.samples)} samples ({fitted}) in {cal.settings['duration_s']:.1f} s")

@@ -84,3 +84,12 @@ def test_bad_profiles_one_line_exit_2(tmp_path, content, needle):
     assert r.returncode == 2 and "Traceback" not in r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0] and str(path) in lines[0]
+
+
+def test_partial_profiles_say_so(tmp_path, capsys):
+    path = tmp_path / "p.yaml.partial"
+    settings = {"interrupted": True, "failed_points": {"relu fwd bfloat16 N=1": "no kernel"}}
+    save_profile(_profile([_s("gemm", "fwd", [1.0], params={"M": 1}, flops=1.0)], settings=settings), path)
+    assert main(["show", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "INTERRUPTED" in out and "1 points could not run" in out and "profiler fit" in out
