@@ -173,3 +173,18 @@ def test_a_point_the_backend_cannot_run_is_recorded_and_skipped(tmp_path):
     run_sections(cal, {"compute": [bad, good]}, ["compute"], args, "cpu", Console(stderr=True))
     assert [s.benchmark for s in cal.samples] == ["add"]
     assert cal.settings["failed_points"] == {bad.label: "no kernel image is available for execution on the device"}
+
+
+def test_ctrl_c_while_fitting_keeps_every_sample_unfitted(tmp_path, monkeypatch, capsys):
+    from profiler import cmd_calibrate
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setenv("PARAORACLE_GRID", "tiny")
+    monkeypatch.setattr(cmd_calibrate, "fit_or_warn", interrupted)
+    out = tmp_path / "p.yaml"
+    assert main(["calibrate", "--device", "cpu", "--only", "memory", "--out", str(out)]) == 130
+    profile = load_profile(out)
+    assert len(profile.samples) == profile.settings["points"]["memory"] and not profile.coefficients
+    assert "profiler fit" in capsys.readouterr().err
