@@ -120,7 +120,8 @@ def run_sections(cal: Calibration, plans: dict[str, list[BenchCase]], sections: 
             if name == "collectives":
                 def sink(sample: Sample) -> None:
                     cal.samples.append(sample)
-                    progress.update(tasks[name], advance=1, point=f"{sample.benchmark} {sample.params.get('size_bytes', '')}")
+                    point = f"{sample.benchmark} {sample.params.get('size_bytes', '')}"
+                    progress.update(tasks[name], advance=1, point=point)
 
                 result = collectives.measure(args, device, args.quick, sink)
                 cal.settings["collectives"] = result
@@ -135,6 +136,8 @@ def run_sections(cal: Calibration, plans: dict[str, list[BenchCase]], sections: 
                     reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
                     cal.settings.setdefault("failed_points", {})[case.label] = reason
                     console.print(f"profiler calibrate: warning: {case.label}: skipped ({reason})")
+                    if device.startswith("cuda"):
+                        torch.cuda.empty_cache()  # an out-of-memory point must not starve the next ones
                 progress.advance(tasks[name])
             progress.update(tasks[name], point="done")
 
@@ -147,7 +150,7 @@ def fit_or_warn(profile: Profile, path: Path, console: Console) -> Profile:
     try:
         return fit_profile(profile)
     except UserError as err:
-        console.print(f"profiler calibrate: warning: fit skipped: {err}", highlight=False)
+        console.print(f"profiler calibrate: warning: fit skipped: {err}")
         return profile
     except Exception:
         save_uninterrupted(profile, path)
