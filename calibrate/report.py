@@ -32,10 +32,13 @@ def _quality(q: Optional[FitQuality], label: str = "held-out", published: bool =
             f"max {q.max_rel_error:.1%}")
 
 
-def _segments(segments: list[Segment], x_unit: str) -> str:
+def _segments(segments: list[Segment], x_unit: str, regimes: tuple[str, str] = ("", "")) -> str:
+    """regimes: names of the first and last segment (e.g. cache-resident, DRAM) when there are several."""
     parts = []
-    for s in segments:
-        where = f"from {_si(s.from_x, x_unit)}: " if len(segments) > 1 else ""
+    for i, s in enumerate(segments):
+        name = regimes[0] if i == 0 else regimes[1] if i == len(segments) - 1 else ""
+        name = f"{name} " if name else ""
+        where = f"{name}from {_si(s.from_x, x_unit)}: " if len(segments) > 1 else ""
         parts.append(f"{where}alpha {_est(s.alpha_s, 's')}, bw {_est(s.bandwidth_bytes_per_s, 'B/s')}")
     return "; ".join(parts)
 
@@ -62,7 +65,8 @@ def fit_lines(profile: Profile) -> list[str]:
             line += f"; {_quality(f.extrapolation, 'extrapolation')}"
         lines.append(line)
     for key, f in sorted(c.memory.items()):
-        lines.append(f"memory {key}: {_segments(f.segments, 'B')}; {_quality(f.quality, published=published)}")
+        regimes = _segments(f.segments, "B", ("cache-resident", "DRAM"))
+        lines.append(f"memory {key}: {regimes}; {_quality(f.quality, published=published)}")
     for key, f in sorted(c.host_device.items()):
         lines.append(f"host_device {key}: {_segments(f.segments, 'B')}; {_quality(f.quality, published=published)}")
     for f in c.collectives:

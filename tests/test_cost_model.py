@@ -169,3 +169,14 @@ def test_gemm_backward_costs_as_the_transposed_forward_gemm():
         cm.compute_time_s("gemm", "fwd", dict(M=k, N=n, K=m), "float32"))
     with pytest.raises(UserError, match="no coefficient for gemm bwd_data float16"):
         cm.compute_time_s("gemm", "bwd_data", dict(M=m, N=n, K=k), "float16")
+
+
+def test_stream_regimes_cache_and_dram():
+    rng = np.random.default_rng(8)
+    truth = lambda s: 2e-6 + s / (50e9 if s < 1e6 else 10e9)  # cache-resident below 1 MB, DRAM above
+    profile = fit_profile(profile_with(stream_samples([2.0**k for k in range(12, 30)], truth, rng)))
+    cm = load_cost_model(profile)
+    for s in (1e5, 3e8):
+        assert cm.memory_time_s(s) == pytest.approx(truth(s), rel=0.05)
+    line = next(l for l in fit_lines(profile) if l.startswith("memory host/triad"))
+    assert "cache-resident from 0 B" in line and "DRAM from" in line
