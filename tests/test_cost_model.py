@@ -180,3 +180,25 @@ def test_stream_regimes_cache_and_dram():
         assert cm.memory_time_s(s) == pytest.approx(truth(s), rel=0.05)
     line = next(l for l in fit_lines(profile) if l.startswith("memory host/triad"))
     assert "cache-resident from 0 B" in line and "DRAM from" in line
+
+
+def test_gpu_profile_host_device_copies_and_device_memory():
+    from calibrate.synthetic import noisy_times
+    from profiler.profile import GPUInfo, Sample
+    rng = np.random.default_rng(10)
+    sizes = [2.0**k for k in range(10, 30)]
+    samples = [Sample(benchmark="host_device", variant=v, device="cuda:0", threads=1, params={"size_bytes": int(s)},
+                      times_s=noisy_times(10e-6 + s / bw, rng, 0.03, 9), bytes_moved=s)
+               for v, bw in (("h2d_pinned", 25e9), ("d2h_pinned", 20e9)) for s in sizes]
+    samples += stream_samples(sizes, lambda s: 3e-6 + s / 1.5e12, rng, device="cuda:0")
+    profile = profile_with(samples)
+    profile.machine.gpus = [GPUInfo(name="test GPU", memory_bytes=40e9)]
+    cm = load_cost_model(fit_profile(profile))
+    assert cm.device_memory_bytes == 40e9
+    assert cm.host_device_time_s(1e8, "h2d") == pytest.approx(10e-6 + 1e8 / 25e9, rel=0.05)
+    assert cm.host_device_time_s(1e8, "d2h") == pytest.approx(10e-6 + 1e8 / 20e9, rel=0.05)
+    assert cm.memory_time_s(1e9) == pytest.approx(3e-6 + 1e9 / 1.5e12, rel=0.05)
+    with pytest.raises(UserError, match="no coefficient for host_device h2d_pageable"):
+        cm.host_device_time_s(1e8, "h2d", pinned=False)
+    with pytest.raises(UserError, match="no coefficient for memory host/triad"):
+        cm.memory_time_s(1e9, where="host")
