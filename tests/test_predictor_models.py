@@ -1,0 +1,114 @@
+"""Model input: zoo modules, the meta-device tracer, user callables and files, the layer spec."""
+import json
+import math
+
+import pytest
+
+from predictor.api import load_model
+from profiler.errors import UserError
+
+# parameter counts of the torchvision definitions (Inception-v3 without its auxiliary classifier)
+PARAMS = {"resnet50": 25_557_032, "resnet152": 60_192_808, "vgg16": 138_357_544, "alexnet": 61_100_840,
+          "inception_v3": 23_834_568}
+
+
+@pytest.mark.parametrize("name", sorted(PARAMS))
+def test_zoo_matches_reference_parameter_counts(name):
+    graph = load_model(name)
+    assert graph.params == PARAMS[name]
+    assert not graph.unsupported
+
+
+def test_resnet50_flops_and_shapes():
+    graph = load_model("resnet50")
+    # 4.09 G multiply-adds per 224x224 image in conv + fc layers = 8.18 GFLOP
+    gemm_flops = sum(l.flops_fwd for l in graph.layers if l.op in ("conv2d", "linear"))
+    assert gemm_flops == pytest.approx(8.18e9, rel=0.01)
+    conv1 = graph.layers[0]
+    assert (conv1.op, conv1.input_shape, conv1.output_shape, conv1.kernel, conv1.stride) == \
+        ("conv2d", (3, 224, 224), (64, 112, 112), (7, 7), (2, 2))
+    assert conv1.halo_width == (3, 3)
+    assert conv1.flops_bwd_weight == conv1.flops_fwd
+    adds = [l for l in graph.layers if l.op == "add"]
+    assert len(adds) == 16 and all(len(l.inputs) == 2 for l in adds)
+
+
+def test_cosmoflow_is_3d_and_scales_down():
+    graph = load_model("cosmoflow", width=4, blocks=3, image=32, fc=32)
+    conv = graph.layers[0]
+    assert conv.op == "conv3d" and conv.input_shape == (4, 32, 32, 32) and conv.halo_width == (1, 1, 1)
+    assert graph.params == sum(l.params for l in graph.layers) > 0
+
+
+def test_user_file_and_package_callables(tmp_path):
+    path = tmp_path / "mynet.py"
+    path.write_text("import torch.nn as nn\n"
+                    "def model(width=4):\n"
+                    "    net = nn.Sequential(nn.Conv2d(3, width, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(width * 64, 2))\n"
+                    "    net.input_shape = (3, 8, 8)\n"
+                    "    return net\n")
+    graph = load_model(f"{path}:model", width=6)
+    assert [l.op for l in graph.layers] == ["conv2d", "relu", "flatten", "linear"]
+    assert graph.layers[0].output_shape == (6, 8, 8)
+    packaged = load_model("predictor.zoo.small:small_cnn2d", input_shape=(3, 32, 32))
+    assert packaged.params == load_model("small_cnn2d").params
+
+
+def test_unsupported_layers_are_reported_by_name(tmp_path):
+    path = tmp_path / "gelu.py"
+    path.write_text("import torch.nn as nn\n"
+                    "def model():\n"
+                    "    return nn.Sequential(nn.Conv2d(3, 4, 3), nn.GELU(), nn.Flatten())\n")
+    graph = load_model(f"{path}:model", input_shape=(3, 8, 8))
+    assert graph.unsupported == ("1 (GELU)",)
+
+
+def test_untraceable_module_is_a_user_error(tmp_path):
+    path = tmp_path / "branchy.py"
+    path.write_text("import torch.nn as nn\n"
+                    "class Net(nn.Module):\n"
+                    "    def __init__(self):\n"
+                    "        super().__init__(); self.conv = nn.Conv2d(3, 4, 3)\n"
+                    "    def forward(self, x):\n"
+                    "        return self.conv(x) if x.sum() > 0 else x\n"
+                    "def model():\n"
+                    "    return Net()\n")
+    with pytest.raises(UserError, match="cannot trace model"):
+        load_model(f"{path}:model", input_shape=(3, 8, 8))
+
+
+def test_unknown_model_and_missing_callable():
+    with pytest.raises(UserError, match="unknown model 'resnet51'"):
+        load_model("resnet51")
+    with pytest.raises(UserError, match="cannot import model"):
+        load_model("no_such_package.mod:fn", input_shape=(3, 8, 8))
+
+
+def test_layer_spec_json_with_residual_and_concat(tmp_path):
+    spec = {"name": "branches", "input": [3, 16, 16], "layers": [
+        {"name": "a", "op": "conv2d", "filters": 8, "kernel": 3, "padding": 1},
+        {"name": "b", "op": "conv2d", "filters": 8, "kernel": 3, "padding": 1, "inputs": [""]},
+        {"name": "sum", "op": "add", "inputs": ["a", "b"]},
+        {"name": "cat", "op": "concat", "inputs": ["sum", "a"]},
+        {"name": "pool", "op": "maxpool", "kernel": 2},
+        {"name": "flat", "op": "flatten"},
+        {"name": "fc", "op": "linear", "out": 10}]}
+    path = tmp_path / "branches.json"
+    path.write_text(json.dumps(spec))
+    graph = load_model(str(path))
+    shapes = {l.name: l.output_shape for l in graph.layers}
+    assert shapes["cat"] == (16, 16, 16) and shapes["pool"] == (16, 8, 8) and shapes["flat"] == (1024,)
+    assert graph.params == (8 * 3 * 9 + 8) * 2 + 1024 * 10 + 10
+    assert math.isclose(graph.layers[0].flops_fwd, 2 * 3 * 9 * 8 * 256)
+
+
+@pytest.mark.parametrize("layers, message", [
+    ([{"name": "x", "op": "gelu"}], "unsupported op 'gelu'"),
+    ([{"name": "c", "op": "conv2d", "filters": 0}], "filters must be a positive integer"),
+    ([{"name": "s", "op": "add", "inputs": ["nope"]}], "input 'nope' is not an earlier layer"),
+])
+def test_layer_spec_errors_name_the_layer(tmp_path, layers, message):
+    path = tmp_path / "bad.yaml"
+    path.write_text(json.dumps({"input": [3, 8, 8], "layers": layers}))
+    with pytest.raises(UserError, match=message):
+        load_model(str(path))
