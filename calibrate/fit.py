@@ -77,8 +77,12 @@ def fit_compute_families(samples: list[Sample], memory_bw: Optional[float], rng)
     for s in samples:
         key = compute_family(s)
         op, pass_, dtype = key.split("/")
+        if (op, pass_) in shapes.ZERO_COST:
+            continue  # costed as 0 (calibrate.shapes.ZERO_COST); nothing to fit
         w = shapes.work(op, pass_, s.params, dtype)
         amount = w["flops"] if shapes.op_kind(op) == "flops" else w["bytes"]
+        if amount <= 0:
+            raise UserError(f"{s.benchmark} {s.variant} sample with params {s.params} does no work (0 FLOPs/bytes)")
         groups[key].append(ComputePoint(amount, w["bytes"], tuple(w["features"]), np.asarray(s.times_s, float),
                                         dict(s.params)))
     out = {}

@@ -74,8 +74,8 @@ class Node:
     notes: list[str] = field(default_factory=list)
 
 
-COPY_ALPHA = Fig(32.6e-6, f"microbenchmarks.md §4.4 step 5: relative-weighted fit of V100 PCIe memcpy, alpha = 32.6 us "
-                          f"(derived); the only published copy latency, assumed for every GPU")
+COPY_ALPHA = Fig(32.6e-6, "microbenchmarks.md §4.4 step 5: relative-weighted fit of V100 PCIe memcpy, alpha = 32.6 us "
+                          "(derived); the only published copy latency, assumed for every GPU")
 NCCL_BASE = Fig(5.6e-6, "microbenchmarks.md §4.4 step 6 / hardware.md A.6.3: nccl-tests#123 DGX A100 ring fit "
                         "alpha ~ 5.6 us + 1.98 us x 2(n-1) (derived from verified points)")
 NCCL_STEP = Fig(1.98e-6, NCCL_BASE.source)
