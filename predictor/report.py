@@ -38,7 +38,7 @@ def ranked_table(preds: Sequence[Prediction], dataset_size: int | None = None, t
                       ("interval", "right"), ("compute f+b", "right"), ("exposed comm", "left"),
                       ("hidden", "right"), ("bubble", "right"), ("update", "right"), ("mem GB", "right"),
                       ("fits", "center"), ("max batch", "right"), ("bottleneck", "left"), ("samples/s", "right")):
-        table.add_column(col, justify=just)
+        table.add_column(col, justify=just, no_wrap=col in ("strategy", "split", "iteration"))
     if dataset_size:
         table.add_column("epoch", justify="right")
         table.add_column("GPU-h", justify="right")
