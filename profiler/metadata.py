@@ -114,10 +114,13 @@ def software_versions() -> dict[str, Optional[str]]:
         paraoracle = importlib_metadata.version("paraoracle")
     except importlib_metadata.PackageNotFoundError:
         paraoracle = None
-    try:
-        cupy = importlib_metadata.version("cupy-cuda12x")
-    except importlib_metadata.PackageNotFoundError:
-        cupy = None
+    cupy = None
+    for distribution in ("cupy-cuda12x", "cupy-cuda13x", "cupy-cuda11x", "cupy"):
+        try:
+            cupy = importlib_metadata.version(distribution)
+            break
+        except importlib_metadata.PackageNotFoundError:
+            continue
     return {
         "python": platform.python_version(),
         "torch": torch.__version__,
