@@ -12,7 +12,9 @@ false-alarm; annotate changes with environment diffs):
 3. The family effect is the DerSimonian-Laird random-effects mean of d over its points (a geometric mean
    of time ratios, weighted by precision): a noisy point counts less, and when points disagree more than
    their own noise explains (a disturbance that hit one point only) the between-point variance widens the
-   interval instead of raising an alarm. The effect is taken as normal on the log scale: z = mean / SE.
+   interval instead of raising an alarm. Families of >= 5 points first drop points whose effect is a gross
+   outlier (> 4 robust SDs from the median effect). The effect is taken as normal on the log scale:
+   z = mean / SE.
 4. Multiple testing: Bonferroni over the families compared, so the chance that *any* family of an
    unchanged machine is flagged is <= alpha (default 5%).
 5. A family has *drifted* when it is significant and its coefficient moved by at least `min_effect`
@@ -45,6 +47,8 @@ LOCATION_QUANTILE = 0.10
 # Floor on each point's variance of d (log scale): run-to-run repeatability is ~1-2% at best
 # (microbenchmarks.md §5.3), so a point never claims less than 1% noise, even with tied or single samples.
 POINT_VARIANCE_FLOOR = 0.01**2
+OUTLIER_MIN_POINTS = 5
+OUTLIER_MADS = 4.0
 
 CATEGORY_LABELS = {
     "compute": "compute throughput",
@@ -214,6 +218,17 @@ def _bootstrap_log_location(times_s: np.ndarray, n_boot: int, rng: np.random.Gen
     return np.log(np.quantile(times_s[idx], LOCATION_QUANTILE, axis=1))
 
 
+def _not_outliers(d: np.ndarray) -> np.ndarray:
+    """Mask of the points kept for the family estimate: with >= OUTLIER_MIN_POINTS points, a point whose
+    effect lies more than OUTLIER_MADS robust standard deviations (1.4826 MAD) from the median effect is
+    dropped — one point hit by a burst of interference in one run; a real change moves every point."""
+    if len(d) < OUTLIER_MIN_POINTS:
+        return np.ones(len(d), dtype=bool)
+    center = np.median(d)
+    spread = 1.4826 * float(np.median(np.abs(d - center)))
+    return np.abs(d - center) <= max(OUTLIER_MADS * spread, math.sqrt(POINT_VARIANCE_FLOOR))
+
+
 def random_effects_mean(d: np.ndarray, var: np.ndarray) -> tuple[float, float]:
     """DerSimonian-Laird random-effects mean of per-point effects `d` with within-point variances `var`.
 
@@ -260,7 +275,8 @@ def compare_points(
             np.var(_bootstrap_log_location(new[k].times_s, n_boot, rng) - _bootstrap_log_location(old[k].times_s, n_boot, rng), ddof=1)
             for k in keys
         ])
-        mean_d, se = random_effects_mean(d, np.maximum(var, POINT_VARIANCE_FLOOR))
+        kept = _not_outliers(d)
+        mean_d, se = random_effects_mean(d[kept], np.maximum(var[kept], POINT_VARIANCE_FLOOR))
         p_value = min(1.0, 2 * (1 - normal.cdf(abs(mean_d) / se)) * n_families)
         first = old[keys[0]]
         ratio = math.exp(mean_d)

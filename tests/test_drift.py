@@ -14,7 +14,7 @@ import pytest
 from calibrate import drift
 from profiler.profile import Machine, Profile, Provenance, Sample, load_profile
 
-DATA = Path(__file__).parent / "data" / "drift_cpu_profile.yaml"
+DATA = Path(__file__).parent / "data" / "drift_cpu_profile.yaml"  # bench/drift_testdata.py: 40 samples per point
 PAIRS = 100
 
 

@@ -1,0 +1,67 @@
+"""False-alarm rate and detection power of `profiler drift` on real profiles re-sampled into pairs.
+
+For each profile: PAIRS pairs of pseudo-profiles of an unchanged machine (each point's samples split into
+two random halves when a point has >= 10 samples, else each pseudo-profile drawn with replacement), then
+the same with a 15% slow-down injected into one family at a time. Prints the rates.
+
+    python bench/drift_resampling.py [PROFILE.yaml ...] [--pairs 200]
+
+Defaults to the two profiles committed under tests/data (40 samples per point; a real `--quick` calibration).
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import time
+from pathlib import Path
+
+import numpy as np
+
+from calibrate import drift
+from profiler.profile import load_profile
+
+DATA = Path(__file__).resolve().parent.parent / "tests" / "data"
+DEFAULTS = [DATA / "drift_cpu_profile.yaml", DATA / "drift_quick_cpu_profile.yaml"]
+
+
+def pseudo_pair(points, rng, scale_family=None, scale=1.15):
+    old, new = {}, {}
+    for key, point in points.items():
+        times = point.times_s
+        if len(times) >= 10:
+            shuffled = rng.permutation(times)
+            a, b = shuffled[: len(times) // 2], shuffled[len(times) // 2 :]
+        else:
+            a, b = rng.choice(times, len(times)), rng.choice(times, len(times))
+        old[key], new[key] = copy.copy(point), copy.copy(point)
+        old[key].times_s = a
+        new[key].times_s = b * (scale if point.family == scale_family else 1.0)
+    return old, new
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("profiles", nargs="*", default=DEFAULTS)
+    parser.add_argument("--pairs", type=int, default=200)
+    args = parser.parse_args()
+    rng = np.random.default_rng(2026)
+    for path in args.profiles:
+        points = drift.points_of(load_profile(path).samples)
+        families = sorted({p.family for p in points.values()})
+        samples = np.median([len(p.times_s) for p in points.values()])
+        started = time.perf_counter()
+        alarms = sum(bool(drift.compare_points(*pseudo_pair(points, rng), rng=rng).drifted) for _ in range(args.pairs))
+        print(f"{path}: {len(points)} points, {len(families)} families, median {samples:.0f} samples per point")
+        print(f"  false alarms (unchanged machine): {alarms}/{args.pairs} = {alarms / args.pairs:.1%} "
+              f"({(time.perf_counter() - started) / args.pairs * 1e3:.0f} ms per comparison)")
+        per_family = max(20, args.pairs // 5)
+        for family in families:
+            right = sum(
+                [f.family for f in drift.compare_points(*pseudo_pair(points, rng, family), rng=rng).drifted] == [family]
+                for _ in range(per_family)
+            )
+            print(f"  15% slow-down in {family:32s} detected and named alone: {right}/{per_family} = {right / per_family:.0%}")
+
+
+if __name__ == "__main__":
+    main()
