@@ -36,6 +36,8 @@ class BenchCase:
 def measure_case(case: BenchCase, device: str, timer_kwargs: dict) -> Sample:
     """Build the case, time it with the one harness, keep every per-call time."""
     fn = case.build()
+    if device.startswith("cuda"):
+        fn()  # cudnn.benchmark autotunes on a shape's first call, which can outlast the timer's warm-up
     m = Timer(fn, device=device, label=case.label, **timer_kwargs).measure()
     return Sample(benchmark=case.benchmark, variant=case.variant, params=case.params, device=device,
                   dtype=case.dtype, threads=m.threads, times_s=m.times_s, flops=case.flops,
