@@ -88,6 +88,9 @@ def _train(points: Sequence[ComputePoint], feature_names: list[str], kind: str,
     launch = LAUNCH_RULES[launch_rule](work, t)
     rate = work / (t - launch)
     peak = float(rate.max())
+    if kind == "flops" and memory_bw:
+        # the memory floor must not contradict a measurement (a cache-resident shape beats DRAM bandwidth)
+        memory_bw = max(memory_bw, float(np.max(np.array([p.bytes for p in points]) / (t - launch))))
     log_eff = np.log(rate / peak)
     trees: list[Tree] = []
     x = np.array([p.features for p in points])
