@@ -81,10 +81,14 @@ def test_times_are_positive_and_grow_with_size(quick_run):
             by_size = {s.params["size_bytes"]: s for s in profile.samples if s.benchmark == op and s.variant == variant}
             assert all(t > 0 for s in by_size.values() for t in s.times_s)
             sizes = sorted(by_size)
-            # within noise: 4x more bytes in the bandwidth-bound range costs more, and 16 MiB far more than 4 B
-            for small in (s for s in sizes if s >= 2**20 and 4 * s in by_size):
-                assert median(by_size[4 * small]) > median(by_size[small]), (op, variant, small)
-            assert median(by_size[sizes[-1]]) > 2 * median(by_size[sizes[0]]), (op, variant)
+            medians = [median(by_size[size]) for size in sizes]
+            # plausible for loopback gloo: above a microsecond, below a second per op
+            assert all(1e-6 < m < 1.0 for m in medians), (op, variant, medians)
+            # size-monotone within noise (a loaded 2-core machine; small sizes are flat, latency-bound):
+            # 8x more bytes in the bandwidth-bound range costs more, and 16 MiB far more than 4 B
+            for small in (s for s in sizes if s >= 2**19 and 8 * s in by_size):
+                assert median(by_size[8 * small]) > median(by_size[small]), (op, variant, small)
+            assert medians[-1] > 2 * medians[0], (op, variant)
 
 
 def test_samples_record_group_layout_and_bandwidths(quick_run):

@@ -34,7 +34,7 @@ class PointBudget:
     throughput_max_ops: int
 
 
-QUICK = PointBudget(seconds=0.03, warmup_calls=1, latency_min=3, latency_max=15, throughput_samples=3, throughput_max_ops=20)
+QUICK = PointBudget(seconds=0.04, warmup_calls=1, latency_min=5, latency_max=15, throughput_samples=5, throughput_max_ops=20)
 FULL = PointBudget(seconds=0.3, warmup_calls=5, latency_min=5, latency_max=100, throughput_samples=10, throughput_max_ops=100)
 
 

@@ -89,12 +89,11 @@ def _watch(procs, ranks, reports, sink, config: CommConfig, state) -> None:
         if state["terminated"]:
             _drain(reports, sink, state)
             raise UserError(f"collectives stopped by SIGTERM while measuring {state['point']} (the launcher ends the job when another rank fails)")
-        broken = [(r, c) for r, c in zip(ranks, codes) if c not in (None, 0)]
-        if broken or state["errors"]:
+        if state["errors"] or any(c not in (None, 0) for c in codes):
             failed_at = failed_at or now
-            if 0 in state["errors"] or all(c is not None for c in codes) or now - failed_at > ERROR_GRACE_S:
+            if all(c is not None for c in codes) or now - failed_at > ERROR_GRACE_S:
                 _drain(reports, sink, state)
-                raise UserError(_failure_message(state, broken))
+                raise UserError(_failure_message(state, dict(zip(ranks, codes))))
         started = state["point"].startswith("start-up")
         allowed_s = config.timeout_s + (STARTUP_SLACK_S + config.timeout_s if started else 10.0)
         if now - last_progress > allowed_s:
@@ -102,13 +101,15 @@ def _watch(procs, ranks, reports, sink, config: CommConfig, state) -> None:
             raise UserError(f"collective {state['point']}: no progress for {allowed_s:.0f} s (a rank hung?); stopped all ranks")
 
 
-def _failure_message(state, broken) -> str:
-    exits = "; ".join(f"rank {r} exited with code {c}" for r, c in broken)
+def _failure_message(state, codes: dict[int, int | None]) -> str:
+    """Rank 0's message when it has one (it names the point), and what became of the ranks that said nothing."""
+    fates = [f"rank {r} exited with code {c}" if c is not None else f"rank {r} still running (hung?), killed"
+             for r, c in sorted(codes.items()) if r not in state["errors"] and c != 0]
     if 0 in state["errors"]:
         message = state["errors"][0]
     elif state["errors"]:
         rank, text = sorted(state["errors"].items())[0]
-        message = f"while measuring {state['point']}: {text}"
+        message = f"while measuring {state['point']}: rank {rank}: {text}"
     else:
         message = f"collective {state['point']} failed"
-    return f"{message}" + (f" ({exits})" if exits else "")
+    return message + (f" ({'; '.join(fates)})" if fates else "")
