@@ -5,7 +5,9 @@ append every run (features + prediction terms + measurement) to a JSONL dataset,
 
 Each row is written and flushed as soon as its run is measured, so an interrupted validation keeps what
 it measured. Ranks are self-spawned on this machine (gloo on CPU, NCCL on GPU) with the calibration's
-threads per rank (the profile's compute samples); a mismatch is recorded in every row.
+threads per rank (the profile's compute samples); a mismatch is recorded in every row. Under torchrun or
+srun (RANK/WORLD_SIZE or SLURM_PROCID/SLURM_NTASKS set) every rank runs the command and the suite's runs
+whose `ranks` equal the world size are measured; rank 0 writes the dataset and the report.
 """
 from __future__ import annotations
 
@@ -163,7 +165,7 @@ def _row(run: SuiteRun, cfg: RunConfig, graph, plan, prediction, why, measured, 
 
 def run(args) -> int:
     from predictor.api import load_cost_model, load_model
-    from predictor.runner.launch import spawn_ranks
+    from predictor.runner.launch import external_launch, init_process_group, spawn_ranks
     from predictor.runner.worker import run_jobs
     from predictor import validate_report
 
@@ -206,30 +208,54 @@ def run(args) -> int:
     }
     rows = []
     start = time.perf_counter()
-    print(f"validate: {len(jobs)} runs from {suite.path}, {threads} thread(s) per rank "
-          f"(profile calibrated with {calibrated_threads}), {warmup} warm-up + {iterations} timed iterations"
-          + (f"; linear backward costed as gemm fwd ({adapter}: the profile has no gemm bwd fits)" if adapter else ""), flush=True)
-    with open(args.out, "a") as out:
-        for world in sorted({cfg.ranks for _, cfg, *_ in jobs}):
+    launched = external_launch()
+    leader = launched is None or launched[0] == 0
+    if leader:
+        print(f"validate: {len(jobs)} runs from {suite.path}, {threads} thread(s) per rank "
+              f"(profile calibrated with {calibrated_threads}), {warmup} warm-up + {iterations} timed iterations"
+              + (f"; linear backward costed as gemm fwd ({adapter}: the profile has no gemm bwd fits)" if adapter else ""), flush=True)
+    with open(args.out, "a") if leader else open(os.devnull, "w") as out:
+        def record(message, world: int) -> None:
+            kind, index, payload = message
+            run_, cfg, graph, plan, prediction, why = jobs[index]
+            if kind == "skipped":
+                print(f"  skipped {cfg.label} {cfg.scenario}: {payload}", flush=True)
+                return
+            row = _row(run_, cfg, graph, plan, prediction, why, payload,
+                       {**context, "oversubscribed": world * threads > (os.cpu_count() or 1), "timestamp": utc_now_iso()})
+            out.write(json.dumps(_finite(row), default=str) + "\n")
+            out.flush()
+            rows.append(row)
+            print(validate_report.progress_line(row), flush=True)
+
+        if launched is None:  # self-spawned local ranks, one launch per world size
+            for world in sorted({cfg.ranks for _, cfg, *_ in jobs}):
+                batch = [(i, job[1], job[2]) for i, job in enumerate(jobs) if job[1].ranks == world]
+                for message in spawn_ranks(world, run_jobs, (batch, warmup, iterations), threads=threads):
+                    record(message, world)
+        else:  # under torchrun/srun: run the suite's runs of this world size; rank 0 writes
+            rank, world, _ = launched
             batch = [(i, job[1], job[2]) for i, job in enumerate(jobs) if job[1].ranks == world]
-            oversubscribed = world * threads > (os.cpu_count() or 1)
-            for kind, index, payload in spawn_ranks(world, run_jobs, (batch, warmup, iterations), threads=threads):
-                run_, cfg, graph, plan, prediction, why = jobs[index]
-                if kind == "skipped":
-                    print(f"  skipped {cfg.label} {cfg.scenario}: {payload}", flush=True)
-                    continue
-                row = _row(run_, cfg, graph, plan, prediction, why, payload,
-                           {**context, "oversubscribed": oversubscribed, "timestamp": utc_now_iso()})
-                out.write(json.dumps(_finite(row), default=str) + "\n")
-                out.flush()
-                rows.append(row)
-                print(validate_report.progress_line(row), flush=True)
+            if leader and len(batch) < len(jobs):
+                print(f"validate: world size {world}: running the {len(batch)} runs with ranks: {world}, "
+                      f"skipping {len(jobs) - len(batch)} others", flush=True)
+            run_jobs(rank, world, init_process_group(rank, world, threads), lambda m: record(m, world), batch, warmup, iterations)
+            torch_dist_shutdown()
+    if not leader:
+        return 0
     print(f"validate: {len(rows)} runs measured in {time.perf_counter() - start:.0f} s; appended to {args.out}")
     print(validate_report.render(rows))
     if args.plot and rows:
         validate_report.scatter(rows, args.plot)
         print(f"scatter: {args.plot}")
     return 0
+
+
+def torch_dist_shutdown() -> None:
+    import torch.distributed as dist
+
+    dist.barrier()
+    dist.destroy_process_group()
 
 
 def _finite(value):

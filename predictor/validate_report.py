@@ -58,7 +58,8 @@ def progress_line(row: dict) -> str:
     acc = f"{row['accuracy']:6.1%}" if row.get("accuracy") is not None else "   n/a"
     why = f"  ({row['prediction_error']})" if row.get("prediction_error") else ""
     return (f"  {row['label']:<18} {row['scenario']:<48} predicted {_fmt_s(row.get('predicted_time_s'))} ms  "
-            f"measured {_fmt_s(row['measured_time_s'])} ms (IQR {row['measured_iqr_s'] * 1e3:.2f})  accuracy {acc}{why}")
+            f"measured {_fmt_s(row['measured_time_s'])} ms (IQR {row['measured_iqr_s'] * 1e3:.2f})  accuracy {acc}  "
+            f"load {row['measured'].get('loadavg_1m', 0):.1f}{why}")
 
 
 def render(rows) -> str:

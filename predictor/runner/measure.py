@@ -2,7 +2,9 @@
 
 Timing: every iteration starts after a barrier; each rank times forward, backward, gradient sync and
 optimizer update with perf_counter (CUDA-synchronised on GPU); the iteration time is the slowest rank's
-(max over ranks per iteration). We report the median and IQR over the timed iterations. `comm_s` is the
+(max over ranks per iteration). We report the median and IQR over the timed iterations, and two signs of
+a busy machine: the 1-minute load average and each rank's CPU seconds per wall second over the timed loop
+(`cpu_busy_fraction`, the smallest over ranks). `comm_s` is the
 time spent inside the runner's own collectives and p2p (comm.CommClock: halos, gathers, all-reduces,
 pipeline send/recv, gradient sync of model-parallel runs); DDP's bucketed all-reduce runs inside backward
 and is not separated (comm_s excludes it; `ddp` rows say so).
@@ -100,13 +102,18 @@ def measure(replica: Replica, x, y, *, device: str, warmup: int, iterations: int
     for _ in range(warmup):
         _step(replica, optimizer, x, y, device)
     rows = []
+    wall_start, cpu_start = time.perf_counter(), time.process_time()
     for _ in range(iterations):
         if distributed:
             dist.barrier(group)
         rows.append(_step(replica, optimizer, x, y, device))
+    # CPU seconds this process got per wall second of the timed loop: well under the thread count means
+    # the rank waited (communication, or other processes holding the cores)
+    busy = torch.tensor([(time.process_time() - cpu_start) / (time.perf_counter() - wall_start)], dtype=torch.float64)
     table = torch.tensor(rows, dtype=torch.float64)
     if distributed:
         dist.all_reduce(table, op=dist.ReduceOp.MAX, group=group)
+        dist.all_reduce(busy, op=dist.ReduceOp.MIN, group=group)
     columns = {name: table[:, i].tolist() for i, name in enumerate(PHASES)}
     q1, median, q3 = _quantiles(columns["iteration_s"])
     result = {
@@ -117,6 +124,8 @@ def measure(replica: Replica, x, y, *, device: str, warmup: int, iterations: int
         "warmup": warmup,
         "iteration_times_s": columns["iteration_s"],
         "breakdown_s": {name: statistics.median(columns[name]) for name in PHASES[1:]},
+        "cpu_busy_fraction": float(busy[0]),  # min over ranks
+        "loadavg_1m": os.getloadavg()[0],
     }
     result.update(_peak_memory(replica, optimizer, x, y, device, group if distributed else None, distributed))
     return result
