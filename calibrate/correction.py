@@ -5,9 +5,11 @@ Target: r = log(measured_time_s / predicted_time_s); corrected time = predicted_
 Features: calibrate/correction_features.py.
 
 Model selection (fit_correction):
-  candidates ridge (standardised features; alpha 1 and 10), random forest, gradient boosting (scikit-learn), each scored
+  candidates per-strategy means (ridge on the strategy indicators only), ridge (standardised features;
+  alpha 1 and 10), random forest, gradient boosting (scikit-learn), each scored
   by grouped cross-validation under two schemes -- whole *models* held out, and whole *scenarios* held out
-  (GroupKFold; never random rows). Score = the worse scheme's mean accuracy, accuracy = 1 - |t - m| / m.
+  (GroupKFold; never random rows; held-out features clamped to the training range exactly as in use).
+  Score = the worse scheme's mean accuracy, accuracy = 1 - |t - m| / m.
   The best candidate is then gated per strategy: it is enabled for a strategy only when, under every
   scheme, its held-out accuracy on that strategy's runs is at least the analytical model's. A disabled
   strategy keeps the analytical figure, so the correction is never worse than analytical in CV. (The gate
@@ -46,7 +48,7 @@ from profiler.profile import CorrectionRef, Profile, utc_now_iso, write_atomic
 
 FORMAT = "paraoracle-correction"
 FORMAT_VERSION = 1
-CANDIDATES = ("ridge", "ridge_strong", "random_forest", "gradient_boosting")
+CANDIDATES = ("strategy_means", "ridge", "ridge_strong", "random_forest", "gradient_boosting")  # simplest first
 SCHEMES = ("models", "scenarios")  # what a CV fold holds out
 MAX_FOLDS = 5
 MAX_TREE_NODES = 2_000_000  # refuse absurd files before allocating
@@ -102,12 +104,29 @@ def group_of(record: Mapping[str, Any], scheme: str) -> str:
 # Candidate models and their plain-parameter export
 
 
+class StrategyMeans:
+    """Ridge on the strategy indicators alone (alpha 1): each strategy's mean log residual, shrunk towards
+    the overall mean -- the robust candidate when there are few runs per strategy."""
+
+    def fit(self, X: np.ndarray, y: np.ndarray) -> "StrategyMeans":
+        from sklearn.linear_model import Ridge
+
+        self.n_features_ = X.shape[1]
+        self.ridge_ = Ridge(alpha=1.0).fit(X[:, len(NUMERIC_FEATURES):], y)
+        return self
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        return self.ridge_.predict(X[:, len(NUMERIC_FEATURES):])
+
+
 def _make_estimator(kind: str, seed: int):
     from sklearn.ensemble import GradientBoostingRegressor, RandomForestRegressor
     from sklearn.linear_model import Ridge
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
+    if kind == "strategy_means":
+        return StrategyMeans()
     if kind in ("ridge", "ridge_strong"):  # strong: for small run sets, where alpha 1 overfits
         return make_pipeline(StandardScaler(), Ridge(alpha=1.0 if kind == "ridge" else 10.0))
     if kind == "random_forest":
@@ -131,6 +150,10 @@ def _tree_arrays(tree) -> dict[str, list]:
 
 def export_model(kind: str, estimator) -> dict[str, Any]:
     """A fitted candidate as plain parameters (lists and floats) that evaluate_model reads."""
+    if kind == "strategy_means":
+        n, first = estimator.n_features_, len(NUMERIC_FEATURES)
+        return {"kind": "ridge", "mean": [0.0] * n, "scale": [1.0] * n,
+                "coef": [0.0] * first + estimator.ridge_.coef_.tolist(), "intercept": float(estimator.ridge_.intercept_)}
     if kind in ("ridge", "ridge_strong"):
         scaler, ridge = estimator[0], estimator[1]
         return {"kind": "ridge", "mean": scaler.mean_.tolist(), "scale": scaler.scale_.tolist(),
@@ -272,9 +295,13 @@ def _held_out_predictions(data: Dataset, kind: str, scheme: str, seed: int) -> n
     groups = data.groups[scheme]
     folds = GroupKFold(n_splits=min(MAX_FOLDS, len(set(groups))))
     out = np.empty(len(data.y))
+    numeric = len(NUMERIC_FEATURES)
     for train, test in folds.split(data.X, data.y, groups):
         estimator = _make_estimator(kind, seed).fit(data.X[train], data.y[train])
-        out[test] = evaluate_model(export_model(kind, estimator), data.X[test])
+        X_test = data.X[test].copy()  # held-out features clamped to the training range, as Correction.apply does
+        X_test[:, :numeric] = np.clip(X_test[:, :numeric], data.X[train, :numeric].min(axis=0),
+                                      data.X[train, :numeric].max(axis=0))
+        out[test] = evaluate_model(export_model(kind, estimator), X_test)
     return out
 
 

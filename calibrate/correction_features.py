@@ -128,9 +128,9 @@ def numeric_features(record: Mapping[str, Any]) -> dict[str, float]:
     group_s = {g: 0.0 for g, _ in TERM_GROUPS} | {"other": 0.0}
     for name, seconds in terms.items():
         value = _number(terms, name, 0.0, "terms.")
-        if value < 0:
+        if value < -1e-9 * predicted_s:  # tolerate rounding residue such as -1e-19
             raise ValueError(f"field 'terms.{name}' must be >= 0, got {value!r}")
-        group_s[term_group(str(name))] += value
+        group_s[term_group(str(name))] += max(value, 0.0)
     comm_s = sum(group_s[g] for g in COMM_GROUPS)
     plan = _mapping(record, "plan")
     summary = _mapping(record, "model_summary")

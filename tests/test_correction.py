@@ -71,8 +71,10 @@ def trained(trained_once, tmp_path):
 @pytest.mark.parametrize("kind", CANDIDATES)
 def test_exported_parameters_predict_like_sklearn(kind):
     rng = np.random.default_rng(0)
-    X = rng.normal(size=(200, 7)) * np.array([1, 10, 0.1, 1e3, 1, 1, 5])
-    y = np.sin(X[:, 0]) + 0.01 * X[:, 3] - X[:, 1] * X[:, 2]
+    numeric = rng.normal(size=(200, len(NUMERIC_FEATURES))) * np.geomspace(1e-3, 1e3, len(NUMERIC_FEATURES))
+    indicators = np.eye(3)[rng.integers(0, 3, size=200)]  # three strategies, one-hot
+    X = np.hstack([numeric, indicators])
+    y = np.sin(X[:, 0]) + 0.01 * X[:, 3] - X[:, 1] * X[:, 2] + indicators @ np.array([0.1, -0.2, 0.3])
     estimator = _make_estimator(kind, seed=0).fit(X[:150], y[:150])
     params = json.loads(json.dumps(export_model(kind, estimator)))  # through plain JSON, as stored
     np.testing.assert_allclose(evaluate_model(params, X[150:]), estimator.predict(X[150:]), rtol=1e-9, atol=1e-12)
