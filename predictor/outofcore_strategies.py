@@ -229,6 +229,16 @@ def search_candidates(batch: int, devices: int, devices_per_node: int, dtype: st
 OUT_OF_CORE = ("outofcore", "data+recompute", "serial+recompute", "data+offload", "serial+offload")
 
 
+def _what(pred: Prediction) -> str:
+    """The plan's split plus, for the planner, what it does with the blocks and where the optimizer runs."""
+    text = pred.plan.describe()
+    choices = pred.details.get("block_choices")
+    if choices:
+        counts = ", ".join(f"{n} {c}" for c in outofcore.CHOICES if (n := sum(v == c for v in choices.values())))
+        text += f"; blocks: {counts}; optimizer on the {pred.details['optimizer_on']}"
+    return text
+
+
 def swap_vs_model_parallel(best_by_strategy: dict[str, Prediction]) -> str:
     """One line saying whether the fastest fitting out-of-core plan (swap / recompute on data parallelism)
     beats the fastest fitting model-parallel one (any plan with a model split: inner group > 1), from the
@@ -246,7 +256,7 @@ def swap_vs_model_parallel(best_by_strategy: dict[str, Prediction]) -> str:
         return f"no model-parallel plan fits; best out-of-core: {swap.plan.strategy} ({swap.plan.describe()})"
     winner, loser = (swap, split) if swap.iteration_s <= split.iteration_s else (split, swap)
     verb = "beats" if winner is swap else "loses to"
-    return (f"out-of-core {swap.plan.strategy} ({swap.plan.describe()}, {swap.iteration_s:.4g} s) {verb} "
+    return (f"out-of-core {swap.plan.strategy} ({_what(swap)}, {swap.iteration_s:.4g} s) {verb} "
             f"model parallelism {split.plan.strategy} ({split.plan.describe()}, {split.iteration_s:.4g} s) "
             f"by {loser.iteration_s / winner.iteration_s - 1:.0%}")
 
