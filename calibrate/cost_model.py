@@ -112,8 +112,9 @@ class ProfileCostModel:
         level = "inter" if nodes > 1 else "intra"
         link = self.coefficients.links.get(op, {}).get(level)
         if link is None:
+            hint = "; calibrate with ranks on >= 2 nodes to measure it" if level == "inter" else ""
             raise UserError(f"profile {self.name} has no {level}-node coefficient for {op} "
-                            f"(needed for a group of {group_size} on {nodes} node(s))")
+                            f"(needed for a group of {group_size} on {nodes} node(s)){hint}")
         b = self.bound
         step_s, inter_step_s = link.step_latency_s.at(b), link.inter_step_latency_s.at(b) if link.inter_step_latency_s else 0.0
         algorithms = [latency_steps(op, group_size, nodes), tree_latency_steps(op, group_size, nodes)]
