@@ -32,10 +32,23 @@ def _batch(graph):
     return synthetic_batch(graph, BATCH, seed=1)
 
 
+def _zero_halo(x, dim, before, after, group):
+    """A wrong spatial implementation: zeros instead of the neighbours' rows (no exchange)."""
+    shape = list(x.shape)
+    shape[dim] = before
+    head = x.new_zeros(shape)
+    shape[dim] = after
+    return torch.cat([head, x, x.new_zeros(shape)], dim=dim)
+
+
 def _distributed(rank, world, device, emit, cases):
     import torch.distributed as dist
 
+    from predictor.runner import comm
+
+    exchange = comm.halo_extend
     for index, (graph, cfg) in enumerate(cases):
+        comm.halo_extend = _zero_halo if cfg.model.endswith("-broken") else exchange
         replica = build_replica(cfg, graph, device)
         x, y = replica.local_batch(*_batch(graph))
         loss = replica.forward(x, y)
@@ -63,6 +76,7 @@ CASES = [
     ("data", net2d(bn=False), 2, {"recompute_segments": 2}),
     ("data+spatial", net2d(bn=False), 4, {"p_model": 2}),
     ("data+filter", net2d(bn=False), 4, {"p_model": 2}),
+    ("spatial", net2d(), 2, {"model": "tiny2d-broken"}),  # control: the check catches a missing halo
 ]
 
 
@@ -70,7 +84,8 @@ CASES = [
 def test_every_strategy_matches_serial(ranks):
     """One launch per world size runs every case (spawning ranks dominates the test's time)."""
     torch.set_num_threads(1)
-    cases = [(graph, RunConfig(graph.name, strategy, n, BATCH, **extra)) for strategy, graph, n, extra in CASES if n == ranks]
+    cases = [(graph, RunConfig(extra.get("model", graph.name), strategy, n, BATCH, **{k: v for k, v in extra.items() if k != "model"}))
+             for strategy, graph, n, extra in CASES if n == ranks]
     results = list(spawn_ranks(ranks, _distributed, (cases,)))
     assert len(results) == ranks * len(cases)
     covered = {index: set() for index in range(len(cases))}
@@ -78,6 +93,10 @@ def test_every_strategy_matches_serial(ranks):
         graph, cfg = cases[index]
         where = f"{cfg.label} {graph.name} rank {rank}"
         serial_loss, serial_grads = _serial(graph)
+        if cfg.model.endswith("-broken"):
+            assert loss != pytest.approx(serial_loss, rel=1e-5), f"{where}: a zero halo went unnoticed"
+            covered.pop(index, None)
+            continue
         assert loss == pytest.approx(serial_loss, rel=1e-5, abs=1e-6), where
         assert grads, f"{where}: no gradients reported"
         for name, grad in grads.items():
@@ -94,6 +113,29 @@ def test_serial_recompute_matches_serial():
     replica = build_replica(RunConfig(graph.name, "serial", 1, BATCH, recompute_segments=3), graph)
     loss = replica.forward(*_batch(graph))
     replica.backward(loss)
-    assert float(loss) == pytest.approx(serial_loss, rel=1e-6)
+    assert float(loss.detach()) == pytest.approx(serial_loss, rel=1e-6)
     for name, grad in replica.serial_grads().items():
         torch.testing.assert_close(grad, serial_grads[name])
+
+
+def test_offload_needs_a_gpu_without_one():
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    from profiler.errors import UserError
+
+    with pytest.raises(UserError, match="CUDA"):
+        build_replica(RunConfig("tiny2d", "serial", 1, BATCH, offload=True), net2d())
+
+
+@pytest.mark.gpu
+def test_offload_matches_serial_on_gpu():
+    torch.backends.cudnn.allow_tf32 = False  # fp32 convolutions, comparable with the CPU serial net
+    graph = net2d()
+    serial_loss, serial_grads = _serial(graph)
+    replica = build_replica(RunConfig(graph.name, "serial", 1, BATCH, offload=True), graph, device="cuda")
+    x, y = _batch(graph)
+    loss = replica.forward(x.cuda(), y.cuda())
+    replica.backward(loss)
+    assert float(loss.detach()) == pytest.approx(serial_loss, rel=1e-4)
+    for name, grad in replica.serial_grads().items():
+        torch.testing.assert_close(grad.cpu(), serial_grads[name], rtol=1e-3, atol=1e-4)
