@@ -29,6 +29,15 @@ def per_strategy_accuracy(rows) -> dict[str, tuple[float, int]]:
     return {label: (statistics.fmean(values), len(values)) for label, values in sorted(groups.items())}
 
 
+def per_strategy_memory_accuracy(rows) -> dict[str, float]:
+    """label -> mean accuracy of the predicted peak memory (busiest device) against the measured peak."""
+    groups = defaultdict(list)
+    for r in rows:
+        if r.get("predicted_memory_bytes") and r.get("measured_peak_memory_bytes"):
+            groups[r["label"]].append(accuracy(r["predicted_memory_bytes"], r["measured_peak_memory_bytes"]))
+    return {label: statistics.fmean(values) for label, values in groups.items()}
+
+
 def overall_accuracy(rows) -> float | None:
     values = [accuracy(r["predicted_time_s"], r["measured_time_s"]) for r in _predicted(rows)]
     return statistics.fmean(values) if values else None
@@ -71,9 +80,11 @@ def render(rows) -> str:
         lines.append(f"{r['label']:<18} {r['scenario']:<48} {_fmt_s(r.get('predicted_time_s'))} {_fmt_s(r['measured_time_s'])} "
                      f"{r['measured_iqr_s'] * 1e3:7.2f} {acc} {pm} {r['measured_peak_memory_bytes'] / 1e6:8.1f}")
     lines.append("")
-    lines.append("mean accuracy per strategy:")
+    lines.append("mean accuracy per strategy (time; peak memory):")
+    memory = per_strategy_memory_accuracy(rows)
     for label, (mean, n) in per_strategy_accuracy(rows).items():
-        lines.append(f"  {label:<18} {mean:7.1%}  ({n} runs)")
+        mem = f"{memory[label]:7.1%}" if label in memory else "    n/a"
+        lines.append(f"  {label:<18} {mean:7.1%}  ({n} runs)   memory {mem}")
     overall = overall_accuracy(rows)
     lines.append(f"  {'overall':<18} {overall:7.1%}" if overall is not None else "  overall: no predicted runs")
     ranks = ranking(rows)
