@@ -143,5 +143,5 @@ def cost_model_from_profile(profile: Profile, name: str = "<profile>") -> Profil
 def load_cost_model(profile_or_path: Union[Profile, str, Path]) -> ProfileCostModel:
     """CostModel of a Profile object or a profile file (UserError on anything missing or malformed)."""
     if isinstance(profile_or_path, Profile):
-        return cost_model_from_profile(profile_or_path)
+        return cost_model_from_profile(profile_or_path, f"of {profile_or_path.machine.hostname}")
     return cost_model_from_profile(load_profile(profile_or_path), str(profile_or_path))
