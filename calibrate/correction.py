@@ -483,7 +483,14 @@ class Correction:
 
 def fit_correction(records: Sequence[Mapping[str, Any]], profile: Profile, *, runs_source: Mapping[str, Any],
                    seed: int = 0) -> tuple[CorrectionFile, CVReport]:
-    """Cross-validate, choose, gate, then fit the chosen candidate on all runs."""
+    """Cross-validate, choose, gate, then fit the chosen candidate on all runs. Runs that record the
+    `profile_identity` they were predicted with must have been predicted with this profile."""
+    identity = profile_identity(profile)
+    others = [r for r in records if r.get("profile_identity") not in (None, identity)]
+    if others:
+        raise UserError(f"runs: {len(others)} of {len(records)} runs were predicted with another profile "
+                        f"(profile_identity {str(others[0]['profile_identity'])[:12]}, this one {identity[:12]}); "
+                        "validate again with this profile")
     data = build_dataset(records)
     report = cross_validate(data, seed)
     estimator = _make_estimator(report.chosen, seed).fit(data.X, data.y)

@@ -22,6 +22,8 @@ works on plain mappings only. Fields (SI units; only the first four are required
     halo_bytes          bytes exchanged per device per iteration by spatial halos
     flops_per_device    FLOPs one device computes per iteration (default: estimated, see below)
     collective_calls    communication calls per device per iteration (default: estimated_collective_calls)
+    profile_identity    calibrate.correction.profile_identity of the profile the prediction used (optional;
+                        when present, train-correction refuses runs predicted with another profile)
 
 Missing optional fields count as their neutral value (1 device, degree 1, 0 bytes), so a record from
 an older writer still yields a vector; the domain check in calibrate/correction.py then flags values

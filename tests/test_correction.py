@@ -298,3 +298,11 @@ def test_predictor_run_shows_corrected_figure_and_refuses_tampered_file(tmp_path
     assert predictor_main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "tampered" in err
+
+
+def test_runs_predicted_with_another_profile_are_refused():
+    runs = synthetic_runs(models=2, seed=4)
+    mine, other = make_profile(), make_profile(hostname="node-b")
+    runs[3]["profile_identity"] = profile_identity(other)
+    with pytest.raises(UserError, match="1 of 60 runs were predicted with another profile"):
+        fit_correction(runs, mine, runs_source={})
