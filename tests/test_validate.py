@@ -3,7 +3,6 @@ an interrupted validation keeps the rows already measured; the report's accuracy
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys

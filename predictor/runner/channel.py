@@ -13,13 +13,12 @@ group. Biases are added after the sum, on this rank's channels (the last layer's
 """
 from __future__ import annotations
 
-import torch
 from torch import nn
 from torch.nn import functional as F
 
 from predictor.graph import Layer
 from predictor.runner import comm
-from predictor.runner.filter import _shard_channels, shard_parameter
+from predictor.runner.filter import shard_channels, shard_parameter
 from predictor.runner.nets import WEIGHT_OPS
 from predictor.runner.replica import Replica
 from profiler.errors import UserError
@@ -80,7 +79,7 @@ class ChannelReplica(Replica):
             elif layer.op in WEIGHT_OPS:
                 module = _ChannelSplit(module, model_group, p_model, index, last=i == last)
             elif layer.op == "batchnorm":
-                _shard_channels(module, p_model, index)
+                shard_channels(module, p_model, index)
             self.chain.append(module)
 
     def parameters(self):

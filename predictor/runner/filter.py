@@ -25,7 +25,7 @@ def shard_parameter(param: torch.Tensor, dim: int, parts: int, index: int) -> nn
     return nn.Parameter(param.detach().chunk(parts, dim=dim)[index].clone())
 
 
-def _shard_channels(module: nn.Module, parts: int, index: int) -> None:
+def shard_channels(module: nn.Module, parts: int, index: int) -> None:
     """Keep this rank's output channels of a conv/linear/batch norm (weights, bias, running stats)."""
     for name in ("weight", "bias"):
         param = getattr(module, name, None)
@@ -52,7 +52,7 @@ class FilterReplica(Replica):
                 if layer.channels_out % p_model:
                     raise UserError(f"filter split over {p_model} ranks: layer {layer.name} has {layer.channels_out} "
                                     f"output channels, not divisible by {p_model}")
-                _shard_channels(module, p_model, index)
+                shard_channels(module, p_model, index)
             self.gather_before.append(layer.op in WEIGHT_OPS and seen_weight_layer)
             seen_weight_layer = seen_weight_layer or layer.op in WEIGHT_OPS
         self.shards = {f"{i}.{n}" for i, m in enumerate(modules) for n, _ in m.named_parameters()}

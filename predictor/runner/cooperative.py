@@ -1,0 +1,127 @@
+"""Cooperative-process model parallelism, measured: the schedule `predictor/cooperative.py` predicts.
+
+Every rank builds the whole serial net (nets.build_serial) and owns one contiguous stage (the pipeline's
+cut, pipeline.stage_starts); the optimizer updates only the owned stage. One training step:
+
+1. synchronisation: every stage's weights are broadcast from their owner, so each rank holds all of them;
+2. prediction: each rank runs the whole forward on its N/K slice of the batch without autograd, keeping
+   the input of every stage; point-to-point exchanges (an all-to-all) give each rank its stage's input for
+   all N samples (stage 0 reads the batch itself);
+3. backward pipeline: for each of the M micro-batches a stage runs its forward from those inputs with
+   autograd, then (last stage) the loss and backward, or waits for dL/dy from the next stage; it sends
+   dL/dx to the previous one. A stage computes its next micro-batch's forward while the next stage is
+   still busy, which is the "recompute ahead" the cost model assumes.
+
+Batch norm sees the N/K slice in the prediction step and the micro-batch in the training step.
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn import functional as F
+from torch.nn.utils import parameters_to_vector, vector_to_parameters
+
+from predictor.graph import Layer, ModelGraph
+from predictor.runner.comm import CommClock
+from predictor.runner.pipeline import _timed, stage_starts
+from predictor.runner.replica import Replica
+from profiler.errors import UserError
+
+
+class CooperativeReplica(Replica):
+    def __init__(self, layers: list[Layer], modules: list[nn.Module], group, stages: int, micro_batches: int,
+                 graph_starts: tuple[int, ...] = (), graph: ModelGraph | None = None):
+        starts = stage_starts(layers, stages, graph_starts, graph)
+        ends = starts[1:] + [len(layers)]
+        self.rank = dist.get_rank(group)
+        self.group, self.stages, self.micro_batches = group, stages, micro_batches
+        self.bounds = list(zip(starts, ends))
+        self.all_modules = modules
+        begin, end = self.bounds[self.rank]
+        super().__init__(modules[begin:end])
+        self.first_index = begin
+        self.stage_input_shapes = [layers[b].input_shape for b, _ in self.bounds]
+        self.is_first, self.is_last = self.rank == 0, self.rank == stages - 1
+
+    def _peer(self, rank: int) -> int:
+        return dist.get_global_rank(self.group, rank)
+
+    def local_batch(self, x, y):
+        if x.shape[0] % self.stages or x.shape[0] % self.micro_batches:
+            raise UserError(f"cooperative: batch {x.shape[0]} must divide into {self.stages} processes and "
+                            f"{self.micro_batches} micro-batches")
+        return x, y
+
+    def _synchronise(self) -> None:
+        for owner, (begin, end) in enumerate(self.bounds):
+            params = [p for m in self.all_modules[begin:end] for p in m.parameters()]
+            if not params:
+                continue
+            flat = parameters_to_vector(params).detach()
+            _timed(dist.broadcast, flat, self._peer(owner), self.group)
+            if owner != self.rank:
+                with torch.no_grad():
+                    vector_to_parameters(flat, params)
+
+    def _predict_stage_input(self, x) -> torch.Tensor:
+        """This rank's stage input for the whole batch (prediction step + exchange)."""
+        mine = x.chunk(self.stages)[self.rank]
+        inputs = []
+        with torch.no_grad():
+            h = mine
+            for begin, end in self.bounds[:-1]:
+                inputs.append(h)
+                for module in self.all_modules[begin:end]:
+                    h = module(h)
+            inputs.append(h)
+        if self.is_first:
+            received = None
+        else:
+            received = [inputs[self.rank] if r == self.rank else
+                        torch.empty((mine.shape[0], *self.stage_input_shapes[self.rank]), dtype=x.dtype, device=x.device)
+                        for r in range(self.stages)]
+        requests = []
+        t0 = time.perf_counter()
+        for stage in range(1, self.stages):
+            if stage != self.rank:
+                requests.append(dist.isend(inputs[stage].contiguous(), self._peer(stage), self.group))
+        if received is not None:
+            for r in range(self.stages):
+                if r != self.rank:
+                    requests.append(dist.irecv(received[r], self._peer(r), self.group))
+        for request in requests:
+            request.wait()
+        CommClock.seconds += time.perf_counter() - t0
+        return x if self.is_first else torch.cat(received)
+
+    def forward(self, x, y):
+        """The whole step (gradients are ready on return); the mean loss on the last stage, 0 elsewhere."""
+        self._synchronise()
+        stage_input = self._predict_stage_input(x)
+        total = torch.zeros((), dtype=torch.float32)
+        for xm, ym in zip(stage_input.chunk(self.micro_batches), y.chunk(self.micro_batches)):
+            xm = xm.detach().requires_grad_(not self.is_first)
+            out = xm
+            for module in self.modules:
+                out = module(out)
+            if self.is_last:
+                loss = F.cross_entropy(out, ym) / self.micro_batches
+                total = total + loss.detach()
+                loss.backward()
+            else:
+                grad = torch.empty_like(out)
+                _timed(dist.recv, grad, self._peer(self.rank + 1), self.group)
+                out.backward(grad)
+            if not self.is_first:
+                _timed(dist.send, xm.grad.contiguous(), self._peer(self.rank - 1), self.group)
+        return total
+
+    def backward(self, loss) -> None:
+        """Done inside forward (the backward pipeline is part of the cooperative step)."""
+
+    def serial_grads(self):
+        return {f"{i + self.first_index}.{name}": p.grad for i, m in enumerate(self.modules)
+                for name, p in m.named_parameters()}
