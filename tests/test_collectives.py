@@ -168,6 +168,7 @@ def test_torchrun_launch(tmp_path):
     assert leftover_processes(tag) == []
 
 
+@pytest.mark.slow
 def test_four_ranks_on_two_stand_in_nodes_measure_intra_inter_and_mixed_groups(tmp_path):
     out = tmp_path / "four.yaml"
     code, err, _, tag = calibrate(out, "--ranks", "4", "--collectives", "allreduce,sendrecv", "--max-message-bytes", "64",

@@ -88,7 +88,7 @@ def _watch(procs, ranks, reports, sink, config: CommConfig, state) -> None:
             return
         if state["terminated"]:
             _drain(reports, sink, state)
-            raise UserError(f"collectives stopped by SIGTERM while measuring {state['point']} (the launcher ends the job when another rank fails)")
+            raise UserError(f"collectives stopped by SIGTERM while measuring {state['point']} (torchrun sends it when another rank fails)")
         if state["errors"] or any(c not in (None, 0) for c in codes):
             failed_at = failed_at or now
             if all(c is not None for c in codes) or now - failed_at > ERROR_GRACE_S:

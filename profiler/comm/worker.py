@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import signal
 import statistics
 import threading
 import time
@@ -159,6 +160,7 @@ def run_rank(config: CommConfig, rank: int, local_rank: int, report: Optional[Re
 def spawned_rank(rank: int, config: CommConfig, queue, local_rank: Optional[int] = None) -> None:
     """Entry point of a rank process started by the supervisor (spawn mode, or rank 0 under a launcher)."""
     _watch_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group; the supervisor ends us
     local_rank = rank if local_rank is None else local_rank
 
     def report(kind, payload):
