@@ -33,7 +33,7 @@ def run(args) -> int:
     summary = {"profile": str(path), "profile_provenance": cm.provenance, "model": graph.name, "batch": args.batch,
                "max_gpus": args.max_gpus, "objective": args.objective, "evaluated": result.evaluated,
                "feasible": result.feasible, "fitting": result.fitting, "seconds": result.seconds,
-               "plans_per_s": result.plans_per_s,
+               "cpu_seconds": result.cpu_seconds, "plans_per_s": result.plans_per_s,
                "swap_vs_model_parallel": swap_vs_model_parallel(result.best_by_strategy)}
     if args.json:
         print(to_json(result.best, summary, args.dataset_size))

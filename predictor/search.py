@@ -37,12 +37,17 @@ class SearchResult:
     evaluated: int  # plans costed
     feasible: int  # of which runnable (limits, divisibility)
     fitting: int  # of which within the memory cap
-    seconds: float
+    seconds: float  # wall clock
+    cpu_seconds: float  # this process's CPU time (what "on one core" means on a shared machine)
     best_by_strategy: dict = None  # strategy name -> fastest fitting Prediction (for swap vs model parallel)
 
     @property
     def plans_per_s(self) -> float:
         return self.evaluated / self.seconds if self.seconds > 0 else math.inf
+
+    @property
+    def plans_per_cpu_s(self) -> float:
+        return self.evaluated / self.cpu_seconds if self.cpu_seconds > 0 else math.inf
 
 
 def divisors(n: int) -> list[int]:
@@ -103,7 +108,7 @@ def search(graph: ModelGraph, cost_model: CostModel, *, batch: int, max_devices:
     heap: list[tuple[float, int, Prediction]] = []
     evaluated = feasible = fitting = 0
     best_by_strategy: dict[str, Prediction] = {}
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     for plan in candidates(graph, batch, range(min_devices, max_devices + 1), dpn, dtype, optimizer, strategies):
         pred = evaluate(ctx, plan, cap)
         evaluated += 1
@@ -121,12 +126,12 @@ def search(graph: ModelGraph, cost_model: CostModel, *, batch: int, max_devices:
             heapq.heappush(heap, item)
         elif -score > heap[0][0]:
             heapq.heapreplace(heap, item)
-    seconds = time.perf_counter() - start
+    seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
     best = [item[2] for item in sorted(heap, key=lambda it: -it[0])]
     if interval:
         low, high = Context(graph, cost_model.at_bound("low")), Context(graph, cost_model.at_bound("high"))
         for pred in best:
             pred.interval_s = (min(evaluate(low, pred.plan, cap).iteration_s, pred.iteration_s),
                                max(evaluate(high, pred.plan, cap).iteration_s, pred.iteration_s))
-    return SearchResult(best, evaluated, feasible, fitting, seconds, best_by_strategy)
+    return SearchResult(best, evaluated, feasible, fitting, seconds, cpu_seconds, best_by_strategy)
 

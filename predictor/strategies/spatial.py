@@ -44,6 +44,10 @@ def splittable(ctx: Context, index: int, split: tuple[int, ...]) -> bool:
 
 def region_end(ctx: Context, split: tuple[int, ...], limit: int | None) -> int:
     """Number of leading layers that stay spatially split (capped by `limit`)."""
+    return ctx.cached(("region", split, limit), lambda: _region_end(ctx, split, limit))
+
+
+def _region_end(ctx: Context, split: tuple[int, ...], limit: int | None) -> int:
     end = 0
     cap = ctx.n_layers if limit is None else min(limit, ctx.n_layers)
     while end < cap and splittable(ctx, end, split):
