@@ -150,6 +150,7 @@ def _row(run: SuiteRun, cfg: RunConfig, graph, plan, prediction, why, measured, 
     row.update(
         label=cfg.label, base_strategy=cfg.strategy, model=run.model, knobs=dict(run.knobs), scenario=cfg.scenario,
         model_summary=model_summary(graph), devices=cfg.ranks, batch=cfg.batch,
+        flops_per_device=graph.flops_per_sample * cfg.batch / cfg.ranks,  # model FLOPs, evenly shared
         batch_per_device=cfg.batch / cfg.degrees[0], dtype=cfg.dtype, micro_batches=cfg.micro_batches,
         recompute_segments=cfg.recompute_segments, offload=cfg.offload, predicted_time_s=predicted_s,
         prediction_error=why or (prediction.reason if prediction is not None and not prediction.feasible else ""),
