@@ -133,7 +133,7 @@ def run_rank(config: CommConfig, rank: int, local_rank: int, report: Optional[Re
         "backend": config.backend, "launcher": config.launcher, "world_size": config.world_size,
         "hosts": sorted(set(hosts)), "nodes": len(set(hosts)), "ranks_per_host": {h: hosts.count(h) for h in set(hosts)},
         "groups": [g.describe() for g in groups], "operations": list(config.ops),
-        "sizes_bytes": [config.sizes_bytes[0], config.sizes_bytes[-1]], "regimes": ["latency", "throughput"],
+        "size_range_bytes": [config.sizes_bytes[0], config.sizes_bytes[-1]], "regimes": ["latency", "throughput"],
         "timeout_s": config.timeout_s, "dtype": "float32", "torch": torch.__version__,
     })
     for group, op, size, requested in _points(config, groups):
