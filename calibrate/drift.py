@@ -118,6 +118,8 @@ def classify(sample: Sample) -> tuple[str, str, str]:
 def _work(sample: Sample, category: str) -> tuple[float | None, str]:
     if category == "collective_alpha":
         return None, "s"
+    if category in ("memory", "host_device") and sample.bytes_moved:
+        return float(sample.bytes_moved), "B/s"
     if sample.flops:
         return float(sample.flops), "FLOP/s"
     if sample.bytes_moved:
@@ -175,8 +177,8 @@ class FamilyChange:
     kind: str
     unit: str
     points: int
-    old_value: float
-    new_value: float
+    old_value: float  # headline of OLD's points (drift.headline_value)
+    new_value: float  # old_value moved by the estimated change (raw headlines weigh noisy points equally)
     time_ratio: float  # weighted geometric mean over points of t_new / t_old
     change: float
     change_ci: tuple[float, float]
@@ -292,7 +294,7 @@ def compare_points(
                 unit="s" if first.kind == "latency" else first.work_unit,
                 points=len(keys),
                 old_value=headline_value([old[k] for k in keys]),
-                new_value=headline_value([new[k] for k in keys]),
+                new_value=headline_value([old[k] for k in keys]) * (1 + change),
                 time_ratio=ratio,
                 change=change,
                 change_ci=(bounds[0], bounds[1]),
@@ -359,6 +361,8 @@ def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
 
 
 IDENTITY_FIELDS = {"hostname", "cpu_model"}
+# settings that differ between any two runs and say nothing about the machine
+RUN_SETTINGS = {"command", "duration_s", "sections_started", "points", "out", "created"}
 
 
 def metadata_diffs(old: Profile, new: Profile) -> list[MetadataDiff]:
@@ -371,6 +375,8 @@ def metadata_diffs(old: Profile, new: Profile) -> list[MetadataDiff]:
         fa, fb = _flatten(a), _flatten(b)
         for name in sorted(set(fa) | set(fb)):
             if section == "machine" and (name in IDENTITY_FIELDS or name.endswith(".name")):
+                continue
+            if section == "settings" and name.split(".")[0] in RUN_SETTINGS:
                 continue
             if fa.get(name) != fb.get(name):
                 diffs.append(MetadataDiff(name if section == "machine" else f"settings.{name}", fa.get(name), fb.get(name)))
@@ -447,6 +453,9 @@ class CoefficientChange:
 
 
 def _interval(node: Mapping[str, Any]) -> tuple[float, float] | None:
+    low, high = node.get("low"), node.get("high")
+    if isinstance(low, (int, float)) and isinstance(high, (int, float)):
+        return float(low), float(high)
     for name in ("interval", "ci", "ci95"):
         value = node.get(name)
         if isinstance(value, (list, tuple)) and len(value) == 2 and all(isinstance(v, (int, float)) for v in value):
@@ -471,11 +480,15 @@ def _coefficient_leaves(node: Any, prefix: str = "") -> dict[str, tuple[float, t
 
 
 def coefficient_changes(old: Mapping[str, Any], new: Mapping[str, Any], min_effect: float = DEFAULT_MIN_EFFECT) -> list[CoefficientChange]:
-    """Fitted coefficients (any `{value, interval}` leaf present in both) that moved by >= min_effect."""
+    """Fitted coefficients that moved by >= min_effect with disjoint confidence intervals, largest first.
+
+    Any leaf `{value, low, high}` (or `{value, interval: [lo, hi]}`) present in both trees counts, so this
+    does not depend on the fit's layout; zero-valued coefficients (e.g. a launch overhead fitted to 0) and
+    coefficients without an interval are skipped — their relative change means nothing."""
     a, b = _coefficient_leaves(old), _coefficient_leaves(new)
     out = []
     for name in sorted(set(a) & set(b)):
         change = CoefficientChange(name, a[name][0], b[name][0], a[name][1], b[name][1])
-        if abs(change.change) >= min_effect:
+        if change.old and change.new and change.intervals_overlap is False and abs(change.change) >= min_effect:
             out.append(change)
-    return out
+    return sorted(out, key=lambda c: -abs(math.log(c.new / c.old)) if c.new / c.old > 0 else 0.0)

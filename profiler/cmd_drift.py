@@ -14,6 +14,7 @@ from calibrate import drift
 from profiler.errors import UserError
 from profiler.profile import Profile, load_profile
 
+COEFFICIENTS_SHOWN = 10
 REFERENCE_WORKLOAD = {"model": "resnet50", "batch": 64, "gpus": 1, "strategy": "data"}
 
 _UNITS = {"FLOP/s": (1e9, "GFLOP/s"), "B/s": (1e9, "GB/s"), "1/s": (1.0, "calls/s"), "s": (1e-6, "µs")}
@@ -110,7 +111,8 @@ def _report_dict(report: drift.DriftReport, old: Profile, new: Profile, args, mi
         ],
         "metadata_differences": [{"field": d.field, "old": d.old, "new": d.new} for d in diffs],
         "coefficient_changes": [
-            {"name": c.name, "old": c.old, "new": c.new, "change": c.change, "intervals_overlap": c.intervals_overlap}
+            {"name": c.name, "old": c.old, "new": c.new, "change": c.change, "old_interval": c.old_interval,
+             "new_interval": c.new_interval}
             for c in coeffs
         ],
         "reference_workload": prediction,
@@ -136,7 +138,7 @@ def _print_text(report: drift.DriftReport, old: Profile, new: Profile, args, mis
     if not significant:
         print("\nno significant change in any family", file=out)
     else:
-        rows = [("", "family", "points", "old", "new", "change", "interval", "confidence")]
+        rows = [("", "family", "points", "old", "new (est.)", "change", "interval", "confidence")]
         for f in sorted(significant, key=lambda f: -abs(f.change)):
             rows.append((
                 "DRIFT" if f.drifted else "small",
@@ -164,11 +166,12 @@ def _print_text(report: drift.DriftReport, old: Profile, new: Profile, args, mis
     if significant and unchanged:
         print(f"\n{unchanged} other families: no significant change", file=out)
     if coeffs:
-        print(f"\nfitted coefficients that moved by >= {report.min_effect:.0%} (informational; significance is "
-              "decided on raw samples above):", file=out)
-        for c in coeffs:
-            overlap = "" if c.intervals_overlap is None else ("  intervals overlap" if c.intervals_overlap else "  intervals disjoint")
-            print(f"  {c.name}: {c.old:.4g} -> {c.new:.4g} ({c.change:+.1%}){overlap}", file=out)
+        shown = coeffs[:COEFFICIENTS_SHOWN]
+        print(f"\nfitted coefficients that moved by >= {report.min_effect:.0%} with disjoint confidence intervals "
+              f"(informational; drift is decided on raw samples above){'' if len(coeffs) == len(shown) else f', largest {len(shown)} of {len(coeffs)}'}:",
+              file=out)
+        for c in shown:
+            print(f"  {c.name}: {c.old:.4g} -> {c.new:.4g} ({c.change:+.1%})", file=out)
     if prediction is not None:
         print(f"\nreference workload ({prediction['workload']}):", file=out)
         if prediction.get("skipped"):

@@ -199,12 +199,16 @@ def test_thread_count_change_is_a_cause():
 
 
 def test_coefficient_changes_format_agnostic():
-    old = {"compute": {"gemm": {"float32": {"peak": {"value": 100.0, "interval": [95, 105]}}}}, "memory": {"triad": {"value": 50.0}}}
-    new = {"compute": {"gemm": {"float32": {"peak": {"value": 80.0, "interval": [78, 82]}}}}, "memory": {"triad": {"value": 51.0}}}
-    (change,) = drift.coefficient_changes(old, new)
-    assert change.name == "compute.gemm.float32.peak"
-    assert change.change == pytest.approx(-0.2)
-    assert change.intervals_overlap is False
+    old = {"compute": {"gemm": {"float32": {"peak": {"value": 100.0, "interval": [95, 105]}}}},
+           "memory": {"triad": {"bw": {"value": 50.0, "low": 49.0, "high": 51.0}, "launch_s": {"value": 0.0, "low": 0, "high": 0}},
+                      "copy": {"bw": {"value": 50.0, "low": 40.0, "high": 60.0}}}}
+    new = {"compute": {"gemm": {"float32": {"peak": {"value": 80.0, "interval": [78, 82]}}}},
+           "memory": {"triad": {"bw": {"value": 40.0, "low": 39.0, "high": 41.0}, "launch_s": {"value": 1e-6, "low": 0, "high": 2e-6}},
+                      "copy": {"bw": {"value": 45.0, "low": 35.0, "high": 55.0}}}}
+    changes = drift.coefficient_changes(old, new)
+    # zero-valued launch overhead and the copy bandwidth (intervals overlap) are not reported
+    assert [c.name for c in changes] == ["compute.gemm.float32.peak", "memory.triad.bw"]
+    assert changes[0].change == pytest.approx(-0.2) and changes[0].intervals_overlap is False
 
 
 def test_random_effects_mean_closed_form():
