@@ -99,7 +99,7 @@ V100 = GPU(
         "bfloat16": Fig(1.0, f"{HW} A.3: the bf16 peak above is already the measured emulated rate"),
     },
     triad_bytes_per_s=Fig(814e9, f"{HW} A.2: gpu-benches gpu-stream V100 triad 814 GB/s (verified; form factor not "
-                                 f"stated)", low=802e9, high=866e9),
+                                 f"stated); interval: its scale 802 to read 866 GB/s", low=802e9, high=866e9),
     h2d_bytes_per_s=Fig(12.57e9, "microbenchmarks.md §4.4 step 5: V100 PCIe memcpy relative-weighted fit 12.57 GB/s; "
                                  f"{HW} A.4: 12.35 GB/s at >= 512 MB (gpu-benches, V100-PCIe)", low=12.0e9, high=12.57e9),
     d2h_bytes_per_s=Fig(12.35e9, f"{HW} A.4: no V100 D2H figure; assumed equal to H2D 12.35 GB/s (PCIe Gen3 x16 is "
@@ -123,9 +123,10 @@ A100 = GPU(
         "bfloat16": Fig(271.2 / 312, f"{HW} A.3: A100 BF16 MAMF 271.2 TFLOP/s = 86.9% (stas00, verified)",
                         low=267.9 / 312, high=271.2 / 312),
     },
-    triad_bytes_per_s=Fig(1360e9, f"{HW} A.2: gpu-benches a100_40 triad 1360 GB/s (verified)", low=1360e9, high=1490e9),
+    triad_bytes_per_s=Fig(1360e9, f"{HW} A.2: gpu-benches a100_40 triad 1360 GB/s (verified); interval up to its "
+                                 f"read 1490 GB/s", low=1360e9, high=1490e9),
     h2d_bytes_per_s=Fig(25.13e9, f"{HW} A.4: nvbandwidth host_to_device_memcpy_sm A100-SXM4-40GB 512 MiB 25.13 GB/s "
-                                 f"(nvbandwidth#42, verified)", low=18.05e9, high=26.28e9),
+                                 f"(nvbandwidth#42, verified); interval: 18.05 GB/s at 10 GiB to Azure's 26.28 GB/s", low=18.05e9, high=26.28e9),
     d2h_bytes_per_s=Fig(25.13e9, f"{HW} A.4: the only A100 D2H figure (Azure 6.27 GB/s) is flagged anomalous; "
                                  f"assumed equal to H2D"),
 )
@@ -147,9 +148,11 @@ H100 = GPU(
         "bfloat16": Fig(794.5 / 989.4, f"{HW} A.3: H100 BF16 MAMF 794.5 TFLOP/s = 80.3% (stas00, verified)",
                         low=792.1 / 989.4, high=794.5 / 989.4),
     },
-    triad_bytes_per_s=Fig(2970e9, f"{HW} A.2: Azure ND H100 v5 BabelStream triad 2.97 TB/s (verified)", low=2900e9,
+    triad_bytes_per_s=Fig(2970e9, f"{HW} A.2: Azure ND H100 v5 BabelStream triad 2.97 TB/s (verified); interval "
+                                 f"from its copy 2.90 TB/s", low=2900e9,
                           high=2970e9),
-    h2d_bytes_per_s=Fig(51e9, f"{HW} A.4: Azure ND H100 v5 H2D SM copy 51 GB/s (verified)", low=35.2e9, high=51e9),
+    h2d_bytes_per_s=Fig(51e9, f"{HW} A.4: Azure ND H100 v5 H2D SM copy 51 GB/s (verified); low end: another "
+                                 f"cluster's 35.2 GB/s", low=35.2e9, high=51e9),
     d2h_bytes_per_s=Fig(52e9, f"{HW} A.4: Azure ND H100 v5 D2H SM copy 52 GB/s (verified)", low=52e9, high=52.8e9),
 )
 
