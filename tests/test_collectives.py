@@ -182,3 +182,24 @@ def test_four_ranks_on_two_stand_in_nodes_measure_intra_inter_and_mixed_groups(t
     assert {ranks for op, ranks in groups if op == "sendrecv"} == {(0, 1), (0, 2)}  # pairs only
     assert profile.settings["collectives"]["nodes"] == 2
     assert leftover_processes(tag) == []
+
+
+@pytest.mark.gpu
+def test_nccl_path_on_gpus(tmp_path):
+    """The NCCL path: one rank per GPU (at most 4 here); a single GPU has no group, so it is skipped with a message."""
+    import torch
+
+    gpus = min(torch.cuda.device_count(), 4)
+    out = tmp_path / "gpu.yaml"
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS")}
+    done = subprocess.run([sys.executable, "-m", "profiler", "calibrate", "--device", "cuda", "--quick", "--only",
+                           "collectives", "--ranks", str(gpus), "--max-message-bytes", str(2**20), "--out", str(out)],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    profile = load_profile(out)
+    if gpus == 1:
+        assert "collectives skipped: 1 rank" in done.stderr and profile.samples == []
+        return
+    assert profile.settings["collectives"]["backend"] == "nccl"
+    assert {s.benchmark for s in profile.samples} == set(OPERATIONS)
+    assert all(t > 0 for s in profile.samples for t in s.times_s)
