@@ -89,3 +89,43 @@ def test_cooperative_strategy_closed_form_on_a_conv_chain():
     # each process holds every stage's weights, its own stage's gradients
     assert pred.weights_bytes == pytest.approx(4 * pred.details["params_per_device"])
     assert pred.grads_bytes == pytest.approx(4 * max(pred.details["stage_params"]))
+
+
+def _cooperative_rank(rank, world, device, emit, graph, micro_batches):
+    import torch.distributed as dist
+
+    from predictor.runner.cooperative import CooperativeReplica
+    from predictor.runner.nets import build_serial, synthetic_batch
+
+    layers, modules = build_serial(graph, seed=0)
+    replica = CooperativeReplica(layers, modules, dist.group.WORLD, world, micro_batches)
+    x, y = replica.local_batch(*synthetic_batch(graph, 4, seed=1))
+    loss = replica.forward(x, y).reshape(1).clone()
+    dist.broadcast(loss, world - 1)
+    emit((rank, float(loss), {k: v.detach().numpy().copy() for k, v in replica.serial_grads().items()}))
+
+
+def test_cooperative_runner_matches_the_serial_net():
+    """The measured cooperative step (prediction, exchange, backward pipeline) gives the serial net's loss
+    and gradients (2 gloo ranks, a net without batch norm, 2 micro-batches)."""
+    from predictor.runner.launch import spawn_ranks
+    from predictor.runner.nets import build_serial, synthetic_batch
+    from tests.runner_nets import net2d
+    from torch.nn import functional as F
+
+    graph = net2d(bn=False)
+    layers, modules = build_serial(graph, seed=0)
+    x, y = synthetic_batch(graph, 4, seed=1)
+    out = x
+    for module in modules:
+        out = module(out)
+    serial_loss = F.cross_entropy(out, y)
+    serial_loss.backward()
+    serial = {f"{i}.{name}": p.grad for i, m in enumerate(modules) for name, p in m.named_parameters()}
+    seen = {}
+    for rank, loss, grads in spawn_ranks(2, _cooperative_rank, (graph, 2)):
+        assert loss == pytest.approx(float(serial_loss.detach()), rel=1e-5)
+        seen.update(grads)
+    assert set(seen) == set(serial)
+    for key, grad in seen.items():
+        assert grad == pytest.approx(serial[key].numpy(), rel=1e-4, abs=1e-6), key
