@@ -15,7 +15,9 @@ from profiler.errors import UserError
 from profiler.profile import Profile, load_profile
 
 COEFFICIENTS_SHOWN = 10
-REFERENCE_WORKLOAD = {"model": "resnet50", "batch": 64, "gpus": 1, "strategy": "data"}
+REFERENCE_MODEL = "resnet50"
+REFERENCE_BATCH_PER_DEVICE = 32
+REFERENCE_WORKLOAD = f"ResNet-50, data parallel, {REFERENCE_BATCH_PER_DEVICE} samples per device, fp32, SGD"
 
 _UNITS = {"FLOP/s": (1e9, "GFLOP/s"), "B/s": (1e9, "GB/s"), "1/s": (1.0, "calls/s"), "s": (1e-6, "µs")}
 
@@ -53,21 +55,32 @@ def _load_pair(args: argparse.Namespace) -> tuple[Profile, Profile, list[str]]:
     return old, new, mismatch
 
 
-def reference_prediction(profile_path: str) -> tuple[float | None, str]:
-    """Iteration time of the reference workload predicted from one profile, or (None, why not).
+def reference_predictions(old_path: str, new_path: str) -> dict:
+    """Iteration time of the reference workload (ResNet-50, data parallel over one node's devices,
+    REFERENCE_BATCH_PER_DEVICE samples per device, fp32, SGD) predicted from each profile; or why not.
 
-    This is the one place `profiler` reaches into `predictor`, lazily, so drift works without it."""
+    This is the one place `profiler` reaches into `predictor`, imported lazily so drift works without it."""
     try:
         from predictor import api  # noqa: PLC0415 - optional, see docstring
-    except ImportError:
-        return None, "the predictor API (predictor.api) is not available"
-    predict = getattr(api, "predict_iteration_s", None)
-    if predict is None:
-        return None, "predictor.api has no predict_iteration_s()"
+        from predictor.plan import Plan  # noqa: PLC0415
+    except ImportError as err:
+        return {"workload": REFERENCE_WORKLOAD, "skipped": f"the predictor is not available ({err})"}
     try:
-        return float(predict(profile_path, **REFERENCE_WORKLOAD)), ""
+        graph = api.load_model(REFERENCE_MODEL)
+        times, devices = [], 1
+        for path in (old_path, new_path):
+            cost_model, _ = api.load_cost_model(path)
+            devices = max(1, int(cost_model.devices_per_node))
+            plan = Plan("data", batch=REFERENCE_BATCH_PER_DEVICE * devices, devices=devices,
+                        devices_per_node=devices, p_data=devices)
+            prediction = api.predict(graph, plan, cost_model, interval=False)
+            if not prediction.feasible:
+                return {"workload": REFERENCE_WORKLOAD, "skipped": f"{path}: reference workload infeasible"}
+            times.append(prediction.iteration_s)
     except UserError as err:
-        return None, str(err)
+        return {"workload": REFERENCE_WORKLOAD, "skipped": str(err)}
+    workload = f"{REFERENCE_WORKLOAD} over {devices} device{'s' if devices > 1 else ''}"
+    return {"workload": workload, "old_s": times[0], "new_s": times[1], "change": times[1] / times[0] - 1}
 
 
 def _fmt_value(value: float, unit: str) -> str:
@@ -184,17 +197,6 @@ def _print_text(report: drift.DriftReport, old: Profile, new: Profile, args, mis
     print(f"\nverdict: {verdict} (exit {1 if report.drifted else 0})", file=out)
 
 
-def _reference(args) -> dict | None:
-    if args.no_predict:
-        return None
-    workload = ", ".join(f"{k} {v}" for k, v in REFERENCE_WORKLOAD.items())
-    old_s, why_old = reference_prediction(args.old)
-    new_s, why_new = reference_prediction(args.new)
-    if old_s is None or new_s is None:
-        return {"workload": workload, "skipped": why_old or why_new}
-    return {"workload": workload, "old_s": old_s, "new_s": new_s, "change": new_s / old_s - 1}
-
-
 def run(args: argparse.Namespace) -> int:
     _check_options(args)
     old, new, mismatch = _load_pair(args)
@@ -203,7 +205,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"{args.old} and {args.new} have no benchmark point in common; nothing to compare")
     diffs = drift.attribute_causes(report, old, new)
     coeffs = drift.coefficient_changes(old.coefficients, new.coefficients, args.min_effect)
-    prediction = _reference(args)
+    prediction = None if args.no_predict else reference_predictions(args.old, args.new)
     if args.json:
         print(json.dumps(_report_dict(report, old, new, args, mismatch, diffs, coeffs, prediction), indent=2, default=str))
     else:
