@@ -26,18 +26,3 @@ class Block:
             if getattr(self, name) < 0:
                 raise ValueError(f"block {self.name!r}: {name} must be >= 0, got {getattr(self, name)}")
 
-
-def total_fwd_s(blocks) -> float:
-    return sum(b.fwd_s for b in blocks)
-
-
-def total_bwd_s(blocks) -> float:
-    return sum(b.bwd_s for b in blocks)
-
-
-def total_activation_bytes(blocks) -> float:
-    return sum(b.activation_bytes for b in blocks)
-
-
-def total_weight_bytes(blocks) -> float:
-    return sum(b.weight_bytes for b in blocks)
