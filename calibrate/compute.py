@@ -3,7 +3,9 @@
 The roofline form is the standard max(compute, memory) bound (microbenchmarks.md §3.6); the efficiency
 term is learned from the sweep by gradient-boosted shallow trees over shape features (calibrate.shapes),
 because achieved throughput depends on shape in ways no closed form captures (microbenchmarks.md §3.5:
-MAMF varies by tens of percent between shapes). Trees are exported as plain arrays (no pickle).
+MAMF varies by tens of percent between shapes). The trees are monotone in every size feature
+(calibrate.shapes.MONOTONE: sklearn's `monotonic_cst`; arithmetic intensity and kernel size are free),
+so a smaller batch, channel count or spatial size never raises the predicted efficiency by itself. Trees are exported as plain arrays (no pickle).
 """
 from __future__ import annotations
 
@@ -11,10 +13,11 @@ from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
 import numpy as np
-from sklearn.ensemble import GradientBoostingRegressor
+from sklearn.tree import DecisionTreeRegressor
 
 from calibrate.alphabeta import MIN_TIME_S, fit_line, quality, resample
 from calibrate.coefficients import ComputeFit, EfficiencyModel, Estimate, FitQuality, Tree
+from calibrate.shapes import MONOTONE
 
 N_TREES = 40
 TREE_DEPTH = 2
@@ -81,6 +84,19 @@ def intercept_launch(work: np.ndarray, t: np.ndarray) -> float:
 LAUNCH_RULES = {"intercept": intercept_launch, "none": lambda work, t: 0.0}
 
 
+def boost(x: np.ndarray, y: np.ndarray, monotone: list[int]) -> tuple[list[Tree], float]:
+    """Least-squares gradient boosting of monotone depth-limited trees: (exported trees, constant)."""
+    base = float(np.mean(y))
+    fitted = np.full(len(y), base)
+    trees = []
+    for _ in range(N_TREES):
+        tree = DecisionTreeRegressor(max_depth=TREE_DEPTH, min_samples_leaf=2, monotonic_cst=monotone, random_state=0)
+        tree.fit(x, y - fitted)
+        fitted += LEARNING_RATE * tree.predict(x)
+        trees.append(export_tree(tree))
+    return trees, base
+
+
 def _train(points: Sequence[ComputePoint], feature_names: list[str], kind: str,
            memory_bw: Optional[float], launch_rule: str = "intercept") -> ComputeFit:
     work = np.array([p.work for p in points])
@@ -100,11 +116,8 @@ def _train(points: Sequence[ComputePoint], feature_names: list[str], kind: str,
         slope = max(slope, 0.0)  # efficiency never improves as work shrinks
         init = float(np.mean(log_eff - slope * x[:, 0]))
     if len(points) >= MIN_SAMPLES_FOR_TREES:
-        gb = GradientBoostingRegressor(n_estimators=N_TREES, max_depth=TREE_DEPTH, learning_rate=LEARNING_RATE,
-                                       min_samples_leaf=2, random_state=0)
-        gb.fit(x, log_eff - init - slope * x[:, 0])
-        init += float(gb.init_.constant_.reshape(-1)[0])
-        trees = [export_tree(est[0]) for est in gb.estimators_]
+        trees, base = boost(x, log_eff - init - slope * x[:, 0], [MONOTONE[f] for f in feature_names])
+        init += base
     return ComputeFit(kind=kind, launch_s=Estimate.exact(launch), peak_per_s=peak,
                       memory_bandwidth_bytes_per_s=memory_bw if kind == "flops" else None,
                       efficiency=EfficiencyModel(features=feature_names, init=init, slope=slope,

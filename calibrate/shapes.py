@@ -39,6 +39,10 @@ VARIANT_PASS = {"bwd": "bwd_data"}
 FLOP_FEATURES = ["log_flops", "log_intensity", "log_min_dim", "log_batch", "log_in_channels",
                  "log_out_channels", "log_spatial", "kernel_volume"]
 BYTE_FEATURES = ["log_bytes", "log_batch", "log_channels", "log_spatial"]
+#: efficiency never rises when a size shrinks (+1 = non-decreasing in that feature, 0 = free), so a split
+#: shape is never predicted more efficient than the shape it came from
+MONOTONE = {"log_flops": 1, "log_bytes": 1, "log_min_dim": 1, "log_batch": 1, "log_in_channels": 1,
+            "log_out_channels": 1, "log_channels": 1, "log_spatial": 1, "log_intensity": 0, "kernel_volume": 0}
 
 
 def canonical_dtype(dtype: str) -> str:

@@ -109,3 +109,16 @@ def test_memory_term_bounds_low_intensity_shapes():
     w = shapes.work("conv2d", "fwd", dict(N=64, C=1, F=1, H=512, W=512, kernel=1, stride=1, padding=0), "float32")
     t = predict_times(fit, np.array([w["flops"]]), np.array([w["bytes"]]), np.array([w["features"]]))[0]
     assert t >= w["bytes"] / bw
+
+
+def test_efficiency_is_monotone_in_every_size_feature():
+    rng = np.random.default_rng(6)
+    fit = fit_compute(points_of(conv_grid(), rng, noise=0.15), shapes.FLOP_FEATURES, "flops", None, rng)
+    names = fit.efficiency.features
+    base = np.array([p.features for p in points_of(conv_grid(), rng)])
+    for j, name in enumerate(names):
+        if not shapes.MONOTONE[name]:
+            continue
+        bigger = base.copy()
+        bigger[:, j] += 0.3
+        assert np.all(efficiency(fit.efficiency, bigger) >= efficiency(fit.efficiency, base) - 1e-12), name
