@@ -191,7 +191,9 @@ def predict_all(graph: ModelGraph, batch: int, devices: int, cost_model: CostMod
                 strategies: Sequence[str] = STRATEGIES, devices_per_node: int | None = None, dtype: str = "fp32",
                 optimizer: str = "sgd", micro_batches: int | None = None, interval: bool = True,
                 device_memory_bytes: float | None = None) -> list[Prediction]:
-    """One prediction per strategy (for pipelines, the best micro-batch count), ranked."""
+    """One prediction per strategy (for pipelines, the best micro-batch count), ranked. A strategy the
+    profile cannot cost (missing coefficient) comes back infeasible with the message; if none can be
+    costed, that UserError is raised."""
     _check_options(dtype, optimizer)
     if batch <= 0 or devices <= 0:
         raise UserError(f"batch ({batch}) and devices ({devices}) must be positive")
@@ -200,13 +202,20 @@ def predict_all(graph: ModelGraph, batch: int, devices: int, cost_model: CostMod
         raise UserError(f"devices per node must be positive, got {dpn}")
     ctx = Context(graph, cost_model)
     out = []
+    missing: list[UserError] = []
     for name in strategies:
         plans = default_plans(graph, name, batch, devices, dpn, dtype, optimizer, micro_batches)
-        preds = [evaluate(ctx, p, device_memory_bytes) for p in plans]
-        best = rank(preds)[0]
-        if interval and best.feasible:
-            best = predict(graph, best.plan, cost_model, device_memory_bytes=device_memory_bytes, context=ctx)
+        try:
+            preds = [evaluate(ctx, p, device_memory_bytes) for p in plans]
+            best = rank(preds)[0]
+            if interval and best.feasible:
+                best = predict(graph, best.plan, cost_model, device_memory_bytes=device_memory_bytes, context=ctx)
+        except UserError as err:  # the profile cannot cost this strategy (a missing coefficient)
+            missing.append(err)
+            best = Prediction(plan=plans[0], feasible=False, reason=f"infeasible: {err}").finish()
         out.append(best)
+    if len(missing) == len(out):
+        raise missing[0]
     return rank(out)
 
 

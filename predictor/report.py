@@ -44,7 +44,8 @@ def ranked_table(preds: Sequence[Prediction], dataset_size: int | None = None, t
         table.add_column("GPU-h", justify="right")
     for k, p in enumerate(preds, 1):
         if not p.feasible:
-            row = [str(k), p.plan.strategy, p.plan.describe(), p.reason] + [""] * 11
+            row = [str(k), p.plan.strategy, p.plan.describe(), "infeasible", "", "",
+                   p.reason.removeprefix("infeasible: ")] + [""] * 8
         else:
             row = [str(k), p.plan.strategy, p.plan.describe(), _t(p.iteration_s),
                    f"{_t(p.interval_s[0])}-{_t(p.interval_s[1])}" if math.isfinite(p.interval_s[0]) else "-",

@@ -15,3 +15,4 @@ profiler calibrate --device "$DEVICE" --quick --out "$PROFILE"
 profiler show "$PROFILE"
 
 # --- later stages: append below, using "$PROFILE" -------------------------------------------------
+predictor run --profile "$PROFILE" --model resnet50 --batch 64 --gpus 2 --gpus-per-node 2 --strategy all --dataset-size 1281167
