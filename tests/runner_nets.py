@@ -48,3 +48,9 @@ def net2d(bn: bool = True) -> ModelGraph:
 def net3d() -> ModelGraph:
     return chain("tiny3d", (2, 8, 4, 4), [("conv", 4, 3, 1, 1), ("bn",), ("relu",), ("maxpool", 2),
                                           ("conv", 4, 3, 1, 1), ("relu",), ("flatten",), ("linear", 4)])
+
+
+def net2d_strided() -> ModelGraph:
+    """Stride-2 and 1x1 convolutions (halo only before the slab for the stride-2 conv)."""
+    return chain("strided2d", (3, 8, 8), [("conv", 4, 3, 1, 1), ("relu",), ("conv", 8, 3, 2, 1), ("bn",), ("relu",),
+                                          ("conv", 8, 1, 1, 0), ("flatten",), ("linear", 4)])

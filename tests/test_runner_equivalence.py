@@ -12,7 +12,7 @@ import torch
 from predictor.runner.build import build_replica
 from predictor.runner.config import RunConfig
 from predictor.runner.launch import spawn_ranks
-from tests.runner_nets import net2d, net3d
+from tests.runner_nets import net2d, net2d_strided, net3d
 
 BATCH = 4
 
@@ -68,6 +68,8 @@ CASES = [
     ("data", net2d(bn=False), 2, {}),
     ("spatial", net2d(), 2, {}),
     ("spatial", net3d(), 2, {}),
+    ("spatial", net2d_strided(), 2, {}),
+    ("channel", net2d_strided(), 2, {}),
     ("filter", net2d(), 2, {}),
     ("filter", net3d(), 2, {}),
     ("channel", net2d(), 2, {}),
