@@ -74,12 +74,12 @@ class Node:
     notes: list[str] = field(default_factory=list)
 
 
-COPY_ALPHA = Fig(32.6e-6, "microbenchmarks.md §4.4 step 5: relative-weighted fit of V100 PCIe memcpy, alpha = 32.6 us "
+COPY_ALPHA = Fig(32.6e-6, "microbenchmarks.md section 4.4 step 5: relative-weighted fit of V100 PCIe memcpy, alpha = 32.6 us "
                           "(derived); the only published copy latency, assumed for every GPU")
-NCCL_BASE = Fig(5.6e-6, "microbenchmarks.md §4.4 step 6 / hardware.md A.6.3: nccl-tests#123 DGX A100 ring fit "
+NCCL_BASE = Fig(5.6e-6, "microbenchmarks.md section 4.4 step 6 / hardware.md A.6.3: nccl-tests#123 DGX A100 ring fit "
                         "alpha ~ 5.6 us + 1.98 us x 2(n-1) (derived from verified points)")
 NCCL_STEP = Fig(1.98e-6, NCCL_BASE.source)
-NCCL_NET_STEP = Fig(14.0e-6, "microbenchmarks.md §4.2: NCCL tuning.cc hwLat NET Ring Simple = 14.0 us per "
+NCCL_NET_STEP = Fig(14.0e-6, "microbenchmarks.md section 4.2: NCCL tuning.cc hwLat NET Ring Simple = 14.0 us per "
                              "inter-node step (verified constant)")
 
 V100 = GPU(
@@ -100,7 +100,7 @@ V100 = GPU(
     },
     triad_bytes_per_s=Fig(814e9, f"{HW} A.2: gpu-benches gpu-stream V100 triad 814 GB/s (verified; form factor not "
                                  f"stated); interval: its scale 802 to read 866 GB/s", low=802e9, high=866e9),
-    h2d_bytes_per_s=Fig(12.57e9, "microbenchmarks.md §4.4 step 5: V100 PCIe memcpy relative-weighted fit 12.57 GB/s; "
+    h2d_bytes_per_s=Fig(12.57e9, "microbenchmarks.md section 4.4 step 5: V100 PCIe memcpy relative-weighted fit 12.57 GB/s; "
                                  f"{HW} A.4: 12.35 GB/s at >= 512 MB (gpu-benches, V100-PCIe)", low=12.0e9, high=12.57e9),
     d2h_bytes_per_s=Fig(12.35e9, f"{HW} A.4: no V100 D2H figure; assumed equal to H2D 12.35 GB/s (PCIe Gen3 x16 is "
                                  f"symmetric)"),
@@ -164,7 +164,7 @@ NODES = [
          allreduce_bus_bytes_per_s=Fig(85.36e9, f"{HW} A.6.1: vTrain V100 4-GPU LUT busbw at 1 GiB 85.36 GB/s; no "
                                                 f"published 4xV100 ABCI table, topology of the proxy unknown (unverified)"),
          other_collective_bus_bytes_per_s=Fig(85.36e9, "no figure for other collectives; assumed the all-reduce busbw"),
-         p2p_bytes_per_s=Fig(50e9, f"strategies.md §2.1: ParaDL's NVLink 50 GB/s; {HW} A.5: 2 links per pair is "
+         p2p_bytes_per_s=Fig(50e9, f"strategies.md section 2.1: ParaDL's NVLink 50 GB/s; {HW} A.5: 2 links per pair is "
                                    f"(unverified) for ABCI"),
          base_latency_s=NCCL_BASE, step_latency_s=NCCL_STEP,
          inter_bus_bytes_per_s=Fig(25e9, f"{HW} A.5 note: 2 x EDR 100 Gb/s = 25 GB/s injection per node (derived); "
