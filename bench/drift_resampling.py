@@ -6,7 +6,8 @@ the same with a 15% slow-down injected into one family at a time. Prints the rat
 
     python bench/drift_resampling.py [PROFILE.yaml ...] [--pairs 200]
 
-Defaults to the two profiles committed under tests/data (40 samples per point; a real `--quick` calibration).
+Defaults to the profiles committed under tests/data: 40 samples per point on a quiet and on a heavily
+loaded machine (bench/drift_testdata.py), and a real `profiler calibrate --device cpu --quick` profile.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from calibrate import drift
 from profiler.profile import load_profile
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data"
-DEFAULTS = [DATA / "drift_cpu_profile.yaml", DATA / "drift_quick_cpu_profile.yaml"]
+DEFAULTS = [DATA / "drift_cpu_profile.yaml", DATA / "drift_cpu_profile_loaded.yaml", DATA / "drift_quick_cpu_profile.yaml"]
 
 
 def pseudo_pair(points, rng, scale_family=None, scale=1.15):

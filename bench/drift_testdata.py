@@ -5,6 +5,10 @@ split one point's samples into two halves. This script times a dozen CPU points 
 STREAM copy/triad) with the project's Timer, 40 samples each, and writes them as a profile.
 
     python bench/drift_testdata.py tests/data/drift_cpu_profile.yaml
+
+The committed drift_cpu_profile.yaml was taken at a quiet moment (load average 0.15) by the first version
+of this script (GEMM points keyed `shape: [M, N, K]`, machine block filled from torch); the committed
+drift_cpu_profile_loaded.yaml by this version under load average ~9 on the 2-core VM.
 """
 from __future__ import annotations
 

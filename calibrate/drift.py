@@ -8,7 +8,9 @@ false-alarm; annotate changes with environment diffs):
    host<->device bandwidth per direction, and per collective and group size its latency (alpha: messages
    <= ALPHA_MAX_BYTES) and its bandwidth (beta: larger messages).
 2. Per point, d = log(t_new / t_old) where t is the LOCATION_QUANTILE (10th percentile) of the per-call
-   times, and its variance comes from bootstrapping each profile's samples of the point independently.
+   times. Its variance is the larger of the bootstrap variance (each profile's samples of the point
+   resampled independently) and the normal-theory variance of a sample quantile (a floor for few samples
+   and heavy tails, where the bootstrap is too optimistic).
 3. The family effect is the DerSimonian-Laird random-effects mean of d over its points (a geometric mean
    of time ratios, weighted by precision): a noisy point counts less, and when points disagree more than
    their own noise explains (a disturbance that hit one point only) the between-point variance widens the
@@ -220,6 +222,18 @@ def _bootstrap_log_location(times_s: np.ndarray, n_boot: int, rng: np.random.Gen
     return np.log(np.quantile(times_s[idx], LOCATION_QUANTILE, axis=1))
 
 
+def _quantile_variance(times_s: np.ndarray) -> float:
+    """Large-sample variance of the LOCATION_QUANTILE of log times if they were normal:
+    q(1-q) / phi(Phi^-1(q))^2 * var(log t) / n (Cramer, asymptotic variance of a sample quantile).
+    A floor under the bootstrap, which underestimates badly with few samples or heavy tails."""
+    if len(times_s) < 2:
+        return 0.0
+    q = LOCATION_QUANTILE
+    normal = NormalDist()
+    factor = q * (1 - q) / normal.pdf(normal.inv_cdf(q)) ** 2
+    return factor * float(np.var(np.log(times_s), ddof=1)) / len(times_s)
+
+
 def _not_outliers(d: np.ndarray) -> np.ndarray:
     """Mask of the points kept for the family estimate: with >= OUTLIER_MIN_POINTS points, a point whose
     effect lies more than OUTLIER_MADS robust standard deviations (1.4826 MAD) from the median effect is
@@ -274,7 +288,10 @@ def compare_points(
     for family, keys in sorted(by_family.items()):
         d = np.array([_log_location(new[k].times_s) - _log_location(old[k].times_s) for k in keys])
         var = np.array([
-            np.var(_bootstrap_log_location(new[k].times_s, n_boot, rng) - _bootstrap_log_location(old[k].times_s, n_boot, rng), ddof=1)
+            max(
+                np.var(_bootstrap_log_location(new[k].times_s, n_boot, rng) - _bootstrap_log_location(old[k].times_s, n_boot, rng), ddof=1),
+                _quantile_variance(new[k].times_s) + _quantile_variance(old[k].times_s),
+            )
             for k in keys
         ])
         kept = _not_outliers(d)

@@ -14,7 +14,9 @@ import pytest
 from calibrate import drift
 from profiler.profile import Machine, Profile, Provenance, Sample, load_profile
 
-DATA = Path(__file__).parent / "data" / "drift_cpu_profile.yaml"  # bench/drift_testdata.py: 40 samples per point
+DATA = Path(__file__).parent / "data" / "drift_cpu_profile.yaml"  # bench/drift_testdata.py, quiet machine
+# the same script on the same VM under ~4x CPU oversubscription (load average 9 on 2 cores): CVs up to 1.4
+LOADED = Path(__file__).parent / "data" / "drift_cpu_profile_loaded.yaml"
 PAIRS = 100
 
 
@@ -52,6 +54,14 @@ def test_false_alarm_rate_on_unchanged_machine(real_points, min_effect):
     for _ in range(PAIRS):
         old, new = split_pair(real_points, rng)
         alarms += bool(drift.compare_points(old, new, min_effect=min_effect, n_boot=200, rng=rng).drifted)
+    assert alarms / PAIRS <= 0.05
+
+
+def test_false_alarm_rate_on_a_heavily_loaded_machine():
+    """Pairs from a profile measured under heavy background load (heavy tails, bimodal points): still <= 5%."""
+    points = drift.points_of(load_profile(LOADED).samples)
+    rng = np.random.default_rng(23)
+    alarms = sum(bool(drift.compare_points(*split_pair(points, rng), n_boot=200, rng=rng).drifted) for _ in range(PAIRS))
     assert alarms / PAIRS <= 0.05
 
 
