@@ -91,9 +91,11 @@ def _watch(procs, ranks, reports, sink, config: CommConfig, state) -> None:
             raise UserError(f"collectives stopped by SIGTERM while measuring {state['point']} (torchrun sends it when another rank fails)")
         if state["errors"] or any(c not in (None, 0) for c in codes):
             failed_at = failed_at or now
-            if all(c is not None for c in codes) or now - failed_at > ERROR_GRACE_S:
+            exited = dict(zip(ranks, codes))
+            rank0_said_why = 0 in state["errors"] and exited.get(0) is not None  # its message names the point
+            if rank0_said_why or all(c is not None for c in codes) or now - failed_at > ERROR_GRACE_S:
                 _drain(reports, sink, state)
-                raise UserError(_failure_message(state, dict(zip(ranks, codes))))
+                raise UserError(_failure_message(state, exited))
         started = state["point"].startswith("start-up")
         allowed_s = config.timeout_s + (STARTUP_SLACK_S + config.timeout_s if started else 10.0)
         if now - last_progress > allowed_s:
