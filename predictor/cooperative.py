@@ -6,7 +6,7 @@ process concurrently and the results reach their owners by all-to-all; no activa
 module models that reading of it, with K processes each owning one contiguous stage:
 
 1. synchronisation: all-gather of every stage's weights (each process holds the whole model's weights);
-2. prediction: each process runs the forward of the whole model on N/K of the mini-batch (no autograd,
+2. prediction: each process runs the forward of stages 0..K-2 on N/K of the mini-batch (no autograd,
    no bubble, micro-batch N/K), keeping the input of every stage for its samples; all-to-all sends stage
    k's inputs to process k, which then holds its stage input for all N samples;
 3. backward pipeline: each stage recomputes its forward for a micro-batch from those inputs and runs its
@@ -14,7 +14,7 @@ module models that reading of it, with K processes each owning one contiguous st
    local, a stage recomputes its next micro-batch's forward while it waits, so only the backward pass and
    the backward pass travels along the fill/drain chain; gradient sends are counted as in ParaDL's
    pipeline form (each one exposed):
-       T_bwd = M (F + B)_max + (K - 1) B_max + (M + K - 2) T_p2p,max
+       T = F_{0..K-2}(N/K) + M (F + B)_max + (K - 1) B_max + (M + K - 2) T_p2p,max + T_ag(W) + T_a2a
 
 GPipe with re-materialisation (its default, §8), per micro-batch n = N/M, with the ParaDL pipeline form
 (§3: (p + S - 1) steps, the slowest stage sets the pace; stages are contiguous layer ranges, cut by the
@@ -121,9 +121,10 @@ def cooperative(blocks_at: BlocksAt, batch: int, partition, boundary_bytes_per_s
     k, m = len(partition), micro_batches
     n = batch // m
     stages = _stages(blocks_at(n), partition, [b * n for b in boundary_bytes_per_sample])
-    predict_blocks = blocks_at(max(1, batch // k))
+    slice_blocks = blocks_at(max(1, batch // k))
+    weight_bytes = sum(b.weight_bytes for b in slice_blocks)
+    predict_blocks = slice_blocks[: partition[-1][0]]  # the last stage's output is nobody's input
     predict_s = sum(b.fwd_s for b in predict_blocks)
-    weight_bytes = sum(b.weight_bytes for b in predict_blocks)
     # each process sends stage j the inputs of its N/K samples: pieces of unequal size; the all-to-all
     # is costed at K times the largest piece (nccl-tests S = each rank's whole send buffer)
     piece_bytes = max(boundary_bytes_per_sample) * (batch / k)
@@ -133,7 +134,7 @@ def cooperative(blocks_at: BlocksAt, batch: int, partition, boundary_bytes_per_s
     step_max = max(s.fwd_s + s.bwd_s for s in stages)
     grad_p2p_s = max(p2p_s(s.input_bytes) for s in stages[1:]) if k > 1 else 0.0
     # prediction-step peak: one layer's input and output for N/K samples, plus the send buffer
-    predict_peak = max(b.input_bytes + b.activation_bytes for b in predict_blocks) + piece_bytes * k
+    predict_peak = max((b.input_bytes + b.activation_bytes for b in predict_blocks), default=0.0) + piece_bytes * k
     memory = []
     for s in stages:
         stash = s.input_bytes * m  # stage input for all N samples

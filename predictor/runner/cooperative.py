@@ -4,8 +4,8 @@ Every rank builds the whole serial net (nets.build_serial) and owns one contiguo
 cut, pipeline.stage_starts); the optimizer updates only the owned stage. One training step:
 
 1. synchronisation: every stage's weights are broadcast from their owner, so each rank holds all of them;
-2. prediction: each rank runs the whole forward on its N/K slice of the batch without autograd, keeping
-   the input of every stage; point-to-point exchanges (an all-to-all) give each rank its stage's input for
+2. prediction: each rank runs the forward of stages 0..K-2 on its N/K slice of the batch without
+   autograd, keeping the input of every stage; point-to-point exchanges (an all-to-all) give each rank its stage's input for
    all N samples (stage 0 reads the batch itself);
 3. backward pipeline: for each of the M micro-batches a stage runs its forward from those inputs with
    autograd, then (last stage) the loss and backward, or waits for dL/dy from the next stage; it sends
@@ -69,14 +69,13 @@ class CooperativeReplica(Replica):
     def _predict_stage_input(self, x) -> torch.Tensor:
         """This rank's stage input for the whole batch (prediction step + exchange)."""
         mine = x.chunk(self.stages)[self.rank]
-        inputs = []
+        inputs = [mine]  # inputs[k]: the input of stage k for this rank's samples
         with torch.no_grad():
             h = mine
             for begin, end in self.bounds[:-1]:
-                inputs.append(h)
                 for module in self.all_modules[begin:end]:
                     h = module(h)
-            inputs.append(h)
+                inputs.append(h)
         if self.is_first:
             received = None
         else:
