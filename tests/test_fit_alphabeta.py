@@ -76,3 +76,23 @@ def test_bounds_order_times():
     fit = fit_alpha_beta(points(lambda s: 8e-6 + s / 1e9, rng, noise=0.05), rng)
     seg = segment_for(fit, 1e6)
     assert segment_time_s(seg, 1e6, "low") <= segment_time_s(seg, 1e6) <= segment_time_s(seg, 1e6, "high")
+
+
+def test_detects_two_breaks_like_nccl_protocol_switches():
+    """LL (low latency, half bandwidth) -> LL128 -> Simple (high latency, full bandwidth), as in
+    microbenchmarks.md §4.3; sizes 8 B .. 1 GiB, two points per octave."""
+    rng = np.random.default_rng(12)
+    sizes = sorted({round(2.0 ** (k / 2)) for k in range(6, 61)})
+
+    def truth(s):
+        if s < 2**14:
+            return 6e-6 + s / 20e9
+        if s < 2**21:
+            return 14e-6 + s / 80e9
+        return 40e-6 + s / 100e9
+
+    fit = fit_alpha_beta(points(truth, rng, sizes=sizes, noise=0.02), rng)
+    assert len(fit.segments) == 3
+    assert 2**13 < fit.segments[1].from_x <= 2**14 * 1.5 and 2**20 < fit.segments[2].from_x <= 2**21 * 1.5
+    assert fit.segments[2].bandwidth_bytes_per_s.value == pytest.approx(100e9, rel=0.05)
+    assert fit.quality.median_rel_error < 0.03
