@@ -11,7 +11,7 @@ channel) divisor, channel (input channel) divisor. Times are cached per (layer, 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from calibrate.cost_api import CostModel
 from predictor.graph import Layer, ModelGraph
@@ -23,8 +23,9 @@ ELEMENTWISE_OPS = ("batchnorm", "relu", "add")
 FREE_OPS = ("flatten", "input")  # views: no kernel
 
 
-@dataclass(frozen=True)
-class Split:
+class Split(NamedTuple):
+    """A NamedTuple rather than a dataclass: it is hashed millions of times as a cache key in a search."""
+
     n: int  # samples on this device
     spatial: tuple[int, ...] = ()  # divisor per spatial dim (D,)H,W; () = not split
     filter_div: int = 1  # output channels divided by
@@ -135,8 +136,11 @@ class LayerCoster:
         backward list in layer order (for bucket overlap)."""
         fwd = bwd = 0.0
         bwd_list = []
+        cache = self._cache
         for i in indices:
-            f, b = self.times(i, split_of(i))
+            split = split_of(i)
+            hit = cache.get((i, split))
+            f, b = hit if hit is not None else self.times(i, split)
             fwd += f
             bwd += b
             bwd_list.append(b)

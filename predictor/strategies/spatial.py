@@ -153,9 +153,10 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
             held += 1.0 / p_s if mix else 1.0  # redistributed / gathered copy kept by the tail
         return held
 
-    pred.activations_bytes = n * ctx.saved_bytes_per_sample(plan.dtype, key, share)
+    mem_key = ("spatial-memory", end, p_s, mix, tail_n / n)  # what share() depends on
+    pred.activations_bytes = n * ctx.saved_bytes_per_sample(plan.dtype, mem_key, share)
     pred.comm_buffers_bytes += halo_buffer
-    pred.workspace_bytes = n * ctx.workspace_per_sample(plan.dtype, key, share,
+    pred.workspace_bytes = n * ctx.workspace_per_sample(plan.dtype, mem_key, share,
                                                         lambda i: 1.0 / p_s if i < end else tail_n / n)
     pred.details.update(spatial_layers=end, crossing=[ctx.layers[p].name if p >= 0 else "input" for p in crossing],
                         nodes_inner_group=inner_n)
