@@ -16,6 +16,7 @@ import importlib
 import importlib.util
 import math
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -126,9 +127,13 @@ def default_plans(graph: ModelGraph, strategy: str, batch: int, devices: int, de
     """The plans `predictor run` evaluates for one strategy name: the pure strategy over all devices;
     hybrids with the model-parallel group = one node (`inner`, ParaDL's df/ds mapping); pipeline with
     every micro-batch count that divides the per-pipeline batch (or just `micro_batches`)."""
-    from predictor.outofcore_strategies import ADDON_STRATEGIES, addon_plans
+    from predictor.outofcore_strategies import ADDON_STRATEGIES, SPLIT_RECOMPUTE, addon_plans
     if strategy in ADDON_STRATEGIES:  # out-of-core, recompute, cooperative (predictor/outofcore_strategies.py)
         return addon_plans(strategy, batch, devices, devices_per_node, dtype, optimizer, micro_batches)
+    if strategy in SPLIT_RECOMPUTE:  # the base strategy's plans, with checkpointing
+        return [replace(p, strategy=strategy) for p in default_plans(
+            graph, strategy.removesuffix("+recompute"), batch, devices, devices_per_node, dtype, optimizer,
+            micro_batches, inner)]
     nd = len(graph.input_shape) - 1
     base = dict(batch=batch, devices_per_node=devices_per_node, dtype=dtype, optimizer=optimizer)
     g = inner or math.gcd(devices, devices_per_node)

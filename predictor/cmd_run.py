@@ -10,7 +10,9 @@ from profiler.errors import UserError
 STRATEGY_CHOICES = ("all", "serial", "data", "spatial", "filter", "channel", "pipeline", "data+spatial",
                     "data+filter", "data+channel", "data+pipeline", "spatial-then-data")
 # add-on strategies: predictor/outofcore_strategies.py ADDON_STRATEGIES (listed here to keep --help light)
-STRATEGY_CHOICES += ("serial+recompute", "data+recompute", "serial+offload", "data+offload", "outofcore", "cooperative")
+STRATEGY_CHOICES += ("serial+recompute", "data+recompute", "serial+offload", "data+offload", "outofcore", "cooperative",
+                     "spatial+recompute", "filter+recompute", "channel+recompute", "data+spatial+recompute",
+                     "data+filter+recompute", "data+channel+recompute")
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:

@@ -4,6 +4,8 @@
                                        `checkpoint_segments` segments (Plan.extra; default sqrt(G)), laid
                                        out as torch.utils.checkpoint.checkpoint_sequential over the
                                        validation runner's chain (same names as the runner's labels)
+    spatial+recompute, filter+recompute, channel+recompute and their data+ hybrids: the same
+                                       checkpointing on a model-parallel strategy, costed proportionally
     serial+offload, data+offload       every saved activation to host memory and back, unoverlapped
                                        (torch.autograd.graph.save_on_cpu, the runner's `offload`)
     outofcore                          data parallelism (p_data = devices, 1 = a single device) where each
@@ -17,6 +19,8 @@ Each evaluator has the strategies' signature fn(ctx, plan, pred) and raises Infe
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 
 from predictor import outofcore
 from predictor.block_costs import boundary_bytes_per_sample, graph_blocks, per_layer_groups
@@ -26,13 +30,16 @@ from predictor.layout import data_nodes, inner_nodes
 from predictor.memory import parameter_bytes
 from predictor.plan import Plan, Prediction
 from predictor.recompute import chain_segments, checkpoint_terms, sqrt_segment_count
-from predictor.strategies import data, register
+from predictor.strategies import EVALUATORS, data, register
 from predictor.strategies.pipeline import partition as balanced_starts
 from predictor.strategies.context import Context, Infeasible
 from profiler.errors import UserError
 
 ADDON_STRATEGIES = ("serial+recompute", "data+recompute", "serial+offload", "data+offload", "outofcore",
                     "cooperative")
+#: model-parallel strategies with checkpointing (pipeline has its own re-materialisation flag)
+SPLIT_RECOMPUTE = tuple(f"{name}+recompute" for name in ("spatial", "filter", "channel", "data+spatial",
+                                                           "data+filter", "data+channel"))
 
 
 def _extra(plan: Plan, name: str, default):
@@ -62,6 +69,27 @@ def evaluate_recompute(ctx: Context, plan: Plan, pred: Prediction) -> None:
     pred.recompute_s = terms.extra_fwd_s
     pred.activations_bytes = max(0.0, pred.activations_bytes - terms.saved_bytes)
     pred.details.update(checkpoint_segments=n_segments, recompute_saved_bytes=terms.saved_bytes)
+
+
+def evaluate_split_recompute(ctx: Context, plan: Plan, pred: Prediction) -> None:
+    """A model-parallel strategy with checkpointing: the base strategy, then the same segments as
+    `evaluate_recompute` costed proportionally — recompute = (checkpointed share of the unsplit forward)
+    x the strategy's forward compute; activations x (1 - saved share). Exact when the strategy divides every
+    layer's work and saved tensors by the same factor; an approximation otherwise (filter and channel keep
+    some inputs whole)."""
+    base = plan.strategy.removesuffix("+recompute")
+    EVALUATORS[base](ctx, replace(plan, strategy=base), pred)
+    chain_len = sum(1 for layer in ctx.layers if layer.op not in ("dropout", "softmax_loss"))
+    n_segments = int(_extra(plan, "checkpoint_segments", sqrt_segment_count(chain_len)))
+    if not 1 <= n_segments <= chain_len:
+        raise Infeasible(f"checkpoint_segments {n_segments} outside 1..{chain_len} layers")
+    blocks = _blocks(ctx, plan.dtype, data.local_batch(plan), per_layer=True)
+    terms = checkpoint_terms(blocks, chain_segments(ctx.graph, n_segments))
+    total_fwd_s = sum(blk.fwd_s for blk in blocks)
+    pred.recompute_s = pred.compute_fwd_s * (terms.extra_fwd_s / total_fwd_s if total_fwd_s else 0.0)
+    saved_share = terms.saved_bytes / terms.activation_bytes_without if terms.activation_bytes_without else 0.0
+    pred.details.update(checkpoint_segments=n_segments, recompute_saved_bytes=pred.activations_bytes * saved_share)
+    pred.activations_bytes *= 1 - saved_share
 
 
 # ---- offload (torch.autograd.graph.save_on_cpu) --------------------------------------------------
@@ -263,6 +291,8 @@ def swap_vs_model_parallel(best_by_strategy: dict[str, Prediction]) -> str:
 
 register("serial+recompute", evaluate_recompute)
 register("data+recompute", evaluate_recompute)
+for _name in SPLIT_RECOMPUTE:
+    register(_name, evaluate_split_recompute)
 register("serial+offload", evaluate_offload)
 register("data+offload", evaluate_offload)
 register("outofcore", evaluate_outofcore)
