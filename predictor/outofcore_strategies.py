@@ -132,8 +132,11 @@ def evaluate_outofcore(ctx: Context, plan: Plan, pred: Prediction) -> None:
     def h2d(size):
         return cm.host_device_time_s(size, "h2d")
 
+    # the replicas on one node update their copies on the same host memory at once: they share its bandwidth
+    sharing = min(plan.p_data, plan.devices_per_node)
+
     def update(weight_bytes):
-        return cm.memory_time_s(update_bytes(weight_bytes / 4, plan.optimizer, plan.dtype), where="host")
+        return cm.memory_time_s(sharing * update_bytes(weight_bytes / 4, plan.optimizer, plan.dtype), where="host")
 
     def no_copy(size):
         return 0.0

@@ -214,3 +214,14 @@ def test_offload_strategy_adds_every_copy_unoverlapped():
     assert off.swap_s == pytest.approx(2 * 5 * 8 * 8192 / 1e9)
     assert off.iteration_s == pytest.approx(serial.iteration_s + off.swap_s)
     assert off.activations_bytes == pytest.approx(8 * 8192)  # the largest layer's saved tensor
+
+
+def test_host_updates_of_one_node_share_its_memory_bandwidth():
+    # one replica per device, 2 devices per node: each host step streams twice the bytes' worth of time
+    one = _predict("outofcore", 1e9, optimizer="adam", devices=1)
+    two = _predict("outofcore", 1e9, optimizer="adam", devices=2, batch=16)
+    # the first block (conv0, 576 params = 2304 B) finishes backward last and is needed first: its chain is
+    # exposed: gradients out (2304 B at 1 GB/s) + Adam step (28 B/param, x replicas on the node) + weights back
+    chain_s = lambda replicas: 2304e-9 + replicas * 576 * 28e-9 + 2304e-9  # noqa: E731
+    assert one.update_s == pytest.approx(chain_s(1))
+    assert two.update_s == pytest.approx(chain_s(2))
