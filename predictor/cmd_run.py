@@ -115,6 +115,9 @@ def run(args) -> int:
     console.print(ranked_table(preds, args.dataset_size, title="predicted training iteration, ranked"))
     if corrected is not None:  # residual correction (issue 7): analytical vs corrected, out-of-domain flagged
         console.print(correction_table(meta["correction"]))
+    from predictor.outofcore_strategies import breakdown  # swap / recompute / planner choices (out-of-core)
+    for line in filter(None, map(breakdown, preds)):
+        console.print(line)
     best = next((p for p in preds if p.feasible), None)
     if best is not None:
         console.print(memory_table(best))

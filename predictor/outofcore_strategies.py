@@ -270,6 +270,18 @@ def _what(pred: Prediction) -> str:
     return text
 
 
+def breakdown(pred: Prediction) -> str | None:
+    """One line with what the iteration table leaves out for these strategies (swap, recompute, the
+    planner's choices), or None for a prediction without them."""
+    if not pred.feasible or not (pred.swap_s or pred.recompute_s or "block_choices" in pred.details):
+        return None
+    text = (f"{pred.plan.strategy} ({_what(pred)}): compute {pred.compute_fwd_s + pred.compute_bwd_s:.4g} s, "
+            f"recompute {pred.recompute_s:.4g} s, exposed swap {pred.swap_s:.4g} s")
+    if pred.details.get("host_optimizer_bytes"):
+        text += f", optimizer state on the host {pred.details['host_optimizer_bytes'] / 1e9:.3g} GB"
+    return text
+
+
 def swap_vs_model_parallel(best_by_strategy: dict[str, Prediction]) -> str:
     """One line saying whether the fastest fitting out-of-core plan (swap / recompute on data parallelism)
     beats the fastest fitting model-parallel one (any plan with a model split: inner group > 1), from the

@@ -225,3 +225,10 @@ def test_host_updates_of_one_node_share_its_memory_bandwidth():
     chain_s = lambda replicas: 2304e-9 + replicas * 576 * 28e-9 + 2304e-9  # noqa: E731
     assert one.update_s == pytest.approx(chain_s(1))
     assert two.update_s == pytest.approx(chain_s(2))
+
+
+def test_breakdown_line_names_the_planner_choices():
+    from predictor.outofcore_strategies import breakdown
+    line = breakdown(_predict("outofcore", 0.6e6, extra=(("optimizer_on", "device"),)))
+    assert line.startswith("outofcore (d1; blocks: ") and "swap" in line and "exposed swap 0 s" in line
+    assert breakdown(_predict("serial", 1e9)) is None
