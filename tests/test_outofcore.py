@@ -230,5 +230,6 @@ def test_host_updates_of_one_node_share_its_memory_bandwidth():
 def test_breakdown_line_names_the_planner_choices():
     from predictor.outofcore_strategies import breakdown
     line = breakdown(_predict("outofcore", 0.6e6, extra=(("optimizer_on", "device"),)))
-    assert line.startswith("outofcore (d1; blocks: ") and "swap" in line and "exposed swap 0 s" in line
+    assert line.startswith("outofcore (1 device; blocks: 3 keep, 2 swap; optimizer on the device)")
+    assert line.endswith("recompute 0 s, exposed swap 0 s")  # both swaps hide behind compute
     assert breakdown(_predict("serial", 1e9)) is None
