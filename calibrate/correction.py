@@ -5,7 +5,7 @@ Target: r = log(measured_time_s / predicted_time_s); corrected time = predicted_
 Features: calibrate/correction_features.py.
 
 Model selection (fit_correction):
-  candidates per-strategy means (ridge on the strategy indicators only), ridge (standardised features;
+  candidates per-strategy factors (StrategyFactors: the accuracy-optimal constant per strategy), ridge (standardised features;
   alpha 1 and 10), random forest, gradient boosting (scikit-learn), each scored
   by grouped cross-validation under two schemes -- whole *models* held out, and whole *scenarios* held out
   (GroupKFold; never random rows; held-out features clamped to the training range exactly as in use).
@@ -48,7 +48,7 @@ from profiler.profile import CorrectionRef, Profile, utc_now_iso, write_atomic
 
 FORMAT = "paraoracle-correction"
 FORMAT_VERSION = 1
-CANDIDATES = ("strategy_means", "ridge", "ridge_strong", "random_forest", "gradient_boosting")  # simplest first
+CANDIDATES = ("strategy_factors", "ridge", "ridge_strong", "random_forest", "gradient_boosting")  # simplest first
 SCHEMES = ("models", "scenarios")  # what a CV fold holds out
 MAX_FOLDS = 5
 MAX_TREE_NODES = 2_000_000  # refuse absurd files before allocating
@@ -104,19 +104,38 @@ def group_of(record: Mapping[str, Any], scheme: str) -> str:
 # Candidate models and their plain-parameter export
 
 
-class StrategyMeans:
-    """Ridge on the strategy indicators alone (alpha 1): each strategy's mean log residual, shrunk towards
-    the overall mean -- the robust candidate when there are few runs per strategy."""
+def accuracy_optimal_factor(ratios: np.ndarray) -> float:
+    """The constant f that maximises the mean accuracy 1 - |f p - m| / m over runs with ratios r = m / p:
+    it minimises sum |f - r| / r, i.e. the median of r weighted by 1 / r (lower than the mean of log r
+    when the ratios spread, since over-predicting costs without bound and under-predicting at most 1)."""
+    order = np.argsort(ratios)
+    r = ratios[order]
+    cumulative = np.cumsum(1.0 / r)
+    return float(r[np.searchsorted(cumulative, 0.5 * cumulative[-1])])
 
-    def fit(self, X: np.ndarray, y: np.ndarray) -> "StrategyMeans":
-        from sklearn.linear_model import Ridge
 
+class StrategyFactors:
+    """One multiplicative factor per strategy, each the accuracy-optimal constant of its runs
+    (accuracy_optimal_factor), shrunk in log space towards the factor of all runs with weight
+    runs / (runs + 1); a strategy not seen in training gets the all-runs factor. The robust candidate when
+    there are few runs per strategy. Exported as a ridge model on the strategy indicators."""
+
+    def fit(self, X: np.ndarray, y: np.ndarray) -> "StrategyFactors":
+        first = len(NUMERIC_FEATURES)
+        ratios = np.exp(y)
         self.n_features_ = X.shape[1]
-        self.ridge_ = Ridge(alpha=1.0).fit(X[:, len(NUMERIC_FEATURES):], y)
+        self.intercept_ = math.log(accuracy_optimal_factor(ratios))
+        coef = []
+        for column in range(first, X.shape[1]):
+            mask = X[:, column] > 0.5
+            runs = int(mask.sum())
+            own = math.log(accuracy_optimal_factor(ratios[mask])) if runs else self.intercept_
+            coef.append(runs / (runs + 1.0) * (own - self.intercept_))
+        self.coef_ = np.array([0.0] * first + coef)
         return self
 
     def predict(self, X: np.ndarray) -> np.ndarray:
-        return self.ridge_.predict(X[:, len(NUMERIC_FEATURES):])
+        return X @ self.coef_ + self.intercept_
 
 
 def _make_estimator(kind: str, seed: int):
@@ -125,8 +144,8 @@ def _make_estimator(kind: str, seed: int):
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
-    if kind == "strategy_means":
-        return StrategyMeans()
+    if kind == "strategy_factors":
+        return StrategyFactors()
     if kind in ("ridge", "ridge_strong"):  # strong: for small run sets, where alpha 1 overfits
         return make_pipeline(StandardScaler(), Ridge(alpha=1.0 if kind == "ridge" else 10.0))
     if kind == "random_forest":
@@ -150,10 +169,10 @@ def _tree_arrays(tree) -> dict[str, list]:
 
 def export_model(kind: str, estimator) -> dict[str, Any]:
     """A fitted candidate as plain parameters (lists and floats) that evaluate_model reads."""
-    if kind == "strategy_means":
-        n, first = estimator.n_features_, len(NUMERIC_FEATURES)
-        return {"kind": "ridge", "mean": [0.0] * n, "scale": [1.0] * n,
-                "coef": [0.0] * first + estimator.ridge_.coef_.tolist(), "intercept": float(estimator.ridge_.intercept_)}
+    if kind == "strategy_factors":
+        n = estimator.n_features_
+        return {"kind": "ridge", "mean": [0.0] * n, "scale": [1.0] * n, "coef": estimator.coef_.tolist(),
+                "intercept": estimator.intercept_}
     if kind in ("ridge", "ridge_strong"):
         scaler, ridge = estimator[0], estimator[1]
         return {"kind": "ridge", "mean": scaler.mean_.tolist(), "scale": scaler.scale_.tolist(),

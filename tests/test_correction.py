@@ -306,3 +306,15 @@ def test_runs_predicted_with_another_profile_are_refused():
     runs[3]["profile_identity"] = profile_identity(other)
     with pytest.raises(UserError, match="1 of 60 runs were predicted with another profile"):
         fit_correction(runs, mine, runs_source={})
+
+
+def test_accuracy_optimal_factor_maximises_mean_accuracy():
+    from calibrate.correction import accuracy, accuracy_optimal_factor
+
+    rng = np.random.default_rng(11)
+    for _ in range(5):
+        ratios = np.exp(rng.normal(1.0, 0.8, size=int(rng.integers(1, 12))))
+        best = accuracy_optimal_factor(ratios)
+        grid = np.geomspace(ratios.min() / 2, ratios.max() * 2, 4001)
+        scores = [accuracy(f * np.ones_like(ratios), ratios).mean() for f in grid]
+        assert accuracy(best * np.ones_like(ratios), ratios).mean() >= max(scores) - 1e-12
