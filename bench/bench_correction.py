@@ -1,5 +1,6 @@
 """Held-out accuracy of the residual correction, before (analytical) and after, per strategy and overall.
 
+    python bench/bench_correction.py                        # the newest out/validate-*.jsonl (bench_validate.py)
     python bench/bench_correction.py --runs runs.jsonl      # measured runs from `predictor validate --out`
     python bench/bench_correction.py --synthetic            # synthetic runs with a known overhead (a demo)
 
@@ -14,7 +15,8 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
 
 from calibrate.correction import build_dataset, cross_validate, read_runs  # noqa: E402
 from calibrate.correction_synthetic import synthetic_runs  # noqa: E402
@@ -23,11 +25,18 @@ from profiler.errors import UserError  # noqa: E402
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    source = parser.add_mutually_exclusive_group(required=True)
+    source = parser.add_mutually_exclusive_group()
     source.add_argument("--runs", type=Path, help="runs JSONL from `predictor validate --out`")
     source.add_argument("--synthetic", action="store_true", help="synthetic runs: 1 ms overhead per collective call")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
+    if not args.synthetic and args.runs is None:
+        found = sorted(REPO.glob("out/validate-*.jsonl"))
+        if not found:
+            print("bench_correction: error: no --runs given and no out/validate-*.jsonl (run bench/bench_validate.py)",
+                  file=sys.stderr)
+            return 2
+        args.runs = found[-1]
     try:
         records = synthetic_runs(seed=args.seed, overhead_per_call_s=1e-3) if args.synthetic else read_runs(args.runs)[0]
         start = time.perf_counter()
