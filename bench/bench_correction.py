@@ -31,7 +31,7 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     if not args.synthetic and args.runs is None:
-        found = sorted(REPO.glob("out/validate-*.jsonl"))
+        found = sorted(REPO.glob("out/validate-*.jsonl"), key=lambda p: p.stat().st_mtime)
         if not found:
             print("bench_correction: error: no --runs given and no out/validate-*.jsonl (run bench/bench_validate.py)",
                   file=sys.stderr)
