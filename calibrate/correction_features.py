@@ -14,7 +14,7 @@ works on plain mappings only. Fields (SI units; only the first four are required
     measured_time_s     float  measured median iteration time (> 0); only needed for training
     model               str    model name (a CV group)
     scenario            str    scenario id (a CV group; defaults to the model name)
-    model_summary       {layers, flops_per_sample, param_bytes}
+    model_summary       {layers, flops_per_sample, param_bytes, input_shape (per sample, e.g. [3, 32, 32])}
     plan                {p_data, p_spatial, p_filter, p_channel, stages, micro_batches}
     devices, devices_per_node, nodes, batch_per_device, dtype, threads
     cpu_count           cores of the machine the ranks share (CPU runs; gives the oversubscription
@@ -72,6 +72,7 @@ NUMERIC_FEATURES: tuple[str, ...] = (
     "halo_bytes_per_flop",
     "collective_calls_per_s",
     "layers_per_s",
+    "spatial_dims",
     "log_layers",
     "log_flops_per_sample",
     "log_param_bytes",
@@ -110,6 +111,16 @@ def _mapping(record: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
         raise ValueError(f"field '{key}' must be a mapping, got {type(value).__name__}")
     return value
+
+
+def _spatial_dims(summary: Mapping[str, Any]) -> float:
+    """2 for (C, H, W) inputs, 3 for (C, D, H, W); 0 when model_summary.input_shape is absent."""
+    shape = summary.get("input_shape")
+    if shape is None:
+        return 0.0
+    if not isinstance(shape, (list, tuple)) or not shape:
+        raise ValueError("field 'model_summary.input_shape' must be a non-empty list")
+    return float(len(shape) - 1)
 
 
 def strategy_of(record: Mapping[str, Any]) -> str:
@@ -165,6 +176,7 @@ def numeric_features(record: Mapping[str, Any]) -> dict[str, float]:
         "halo_bytes_per_flop": halo_bytes / flops_per_device if flops_per_device > 0 else 0.0,
         "collective_calls_per_s": calls / predicted_s,
         "layers_per_s": _number(summary, "layers", 0.0, "model_summary.") / predicted_s,
+        "spatial_dims": _spatial_dims(summary),
         "log_layers": math.log1p(_number(summary, "layers", 0.0, "model_summary.")),
         "log_flops_per_sample": math.log1p(flops_per_sample),
         "log_param_bytes": math.log1p(_number(summary, "param_bytes", 0.0, "model_summary.")),

@@ -21,9 +21,9 @@ from profiler.profile import Profile
 
 def model_summary(graph: ModelGraph) -> dict[str, float]:
     """Model-shape features as `predictor validate` records them: layer count, FLOPs per sample (fwd +
-    bwd), parameter bytes in fp32 (master weights, whatever the compute dtype)."""
+    bwd), parameter bytes in fp32 (master weights, whatever the compute dtype), per-sample input shape."""
     return {"layers": len(graph.layers), "flops_per_sample": graph.flops_per_sample,
-            "param_bytes": graph.params * dtype_bytes("fp32")}
+            "param_bytes": graph.params * dtype_bytes("fp32"), "input_shape": list(graph.input_shape)}
 
 
 def prediction_record(prediction: Prediction, graph: ModelGraph, **context: Any) -> dict[str, Any]:

@@ -226,7 +226,8 @@ def test_predictor_glue_applies_the_profile_correction(trained):
     feasible = Prediction(plan=plan, compute_fwd_s=0.1, compute_bwd_s=0.2, comm_exposed_s={"halo": 0.05}).finish()
     infeasible = Prediction(plan=plan, feasible=False, reason="infeasible: test").finish()
     record = prediction_record(feasible, graph, threads=1)
-    assert record["model"] == "tiny" and record["model_summary"] == {"layers": 1, "flops_per_sample": 3e5, "param_bytes": 448}
+    assert record["model"] == "tiny" and record["model_summary"] == {"layers": 1, "flops_per_sample": 3e5, "param_bytes": 448,
+                                                         "input_shape": [3, 8, 8]}
     features = numeric_features(dict(record, threads=2, cpu_count=4))
     assert features["collective_calls_per_s"] == pytest.approx(2 / 0.35)  # one halo exchange fwd + one bwd
     assert features["cpu_oversubscription"] == pytest.approx(4 * 2 / 4)
