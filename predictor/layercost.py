@@ -97,7 +97,12 @@ class LayerCoster:
         self.act_bytes = ACT_BYTES[dtype]
         # layers fed only by the model input need no input gradient (autograd skips it)
         self.first = [all(i == "" for i in (l.inputs or ("",))) for l in graph.layers]
-        self._cache: dict[tuple[int, Split], tuple[float, float]] = {}
+        # layers identical in everything the cost depends on share one cache entry (ResNet repeats blocks)
+        signatures: dict[tuple, int] = {}
+        self.signature = [signatures.setdefault(
+            (l.op, l.input_shape, l.output_shape, l.kernel, l.stride, l.padding, l.groups, bool(l.params), first),
+            len(signatures)) for l, first in zip(graph.layers, self.first)]
+        self._cache: dict[tuple[int, Split], tuple[float, float]] = {}  # (signature, split) -> times
         self._calls: dict[tuple, float] = {}  # (op, pass, params) -> seconds: layers of equal shape share it
 
     def _call(self, op: str, pass_: str, params: dict[str, int]) -> float:
@@ -109,7 +114,7 @@ class LayerCoster:
 
     def times(self, index: int, split: Split) -> tuple[float, float]:
         """(forward_s, backward_s) of layer `index` at `split`; backward = bwd_data + bwd_weight."""
-        key = (index, split)
+        key = (self.signature[index], split)
         hit = self._cache.get(key)
         if hit is not None:
             return hit
@@ -137,9 +142,10 @@ class LayerCoster:
         fwd = bwd = 0.0
         bwd_list = []
         cache = self._cache
+        signature = self.signature
         for i in indices:
             split = split_of(i)
-            hit = cache.get((i, split))
+            hit = cache.get((signature[i], split))
             f, b = hit if hit is not None else self.times(i, split)
             fwd += f
             bwd += b

@@ -115,8 +115,13 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     local = Split(n, split)
     tail = Split(tail_n)
     key = ("spatial", n, split, end, tail_n)
-    fwd, bwd, bwd_list = ctx.compute(plan.dtype, key, range(ctx.n_layers),
-                                     lambda i: local if i < end else tail)
+
+    def combined():  # region at the split shape + the unsplit tail (shared by every split ending at `end`)
+        rf, rb, rl = ctx.compute(plan.dtype, ("region", n, split, end), range(end), lambda i: local)
+        tf, tb, tl = ctx.compute(plan.dtype, ("tail", tail_n, end), range(end, ctx.n_layers), lambda i: tail)
+        return rf + tf, rb + tb, rl + tl
+
+    fwd, bwd, bwd_list = ctx.cached((plan.dtype, key), combined)
     pred.compute_fwd_s, pred.compute_bwd_s = fwd, bwd
 
     halo_key = ("halo", plan.dtype, n, split, end, inner_n)
