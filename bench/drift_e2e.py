@@ -60,8 +60,10 @@ def main() -> int:
     for name, busy in runs.items():
         paths[name] = folder / f"{name}.yaml"
         paths[name].unlink(missing_ok=True)
+        load_before = os.getloadavg()[0]
         took = calibrate(paths[name], busy)
-        print(f"calibration {name} ({busy} busy processes): {took:.0f} s -> {paths[name]}", flush=True)
+        print(f"calibration {name} ({busy} busy processes): {took:.0f} s -> {paths[name]} "
+              f"(1-min load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after)", flush=True)
 
     ok = True
     for new, expect in (("B", 1), ("C", 0)):

@@ -44,7 +44,7 @@ DEFAULT_ALPHA = 0.05
 DEFAULT_BOOTSTRAP = 400
 # The per-point statistic: this quantile of the per-call times. Interference from other processes adds time
 # to some calls (upper tail, often a second mode); the low quantile tracks the machine's unimpeded speed and
-# is far more repeatable than the median on a shared machine (tests/test_drift.py measures both).
+# is far more repeatable than the median on a shared machine (figures: README, drift section).
 LOCATION_QUANTILE = 0.10
 # Floor on each point's variance of d (log scale): run-to-run repeatability is ~1-2% at best
 # (microbenchmarks.md §5.3), so a point never claims less than 1% noise, even with tied or single samples.
@@ -117,10 +117,16 @@ def classify(sample: Sample) -> tuple[str, str, str]:
     return f"{bench} {sample.variant} {device_kind}".strip(), "other", "rate"
 
 
+MEMORY_BOUND_OPS = ("batchnorm", "relu", "maxpool", "avgpool", "add")
+
+
 def _work(sample: Sample, category: str) -> tuple[float | None, str]:
+    """Work per call that turns a time into the family's rate: bytes for bandwidth-bound benchmarks
+    (STREAM, copies, memory-bound layers), FLOPs for the rest."""
     if category == "collective_alpha":
         return None, "s"
-    if category in ("memory", "host_device") and sample.bytes_moved:
+    bandwidth_bound = category in ("memory", "host_device") or sample.benchmark in MEMORY_BOUND_OPS
+    if bandwidth_bound and sample.bytes_moved:
         return float(sample.bytes_moved), "B/s"
     if sample.flops:
         return float(sample.flops), "FLOP/s"

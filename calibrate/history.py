@@ -119,7 +119,7 @@ def panel_of(s: Series) -> tuple[str, str]:
     _, unit_label = _SCALES[s.unit]
     title = CATEGORY_LABELS.get(s.category, s.category)
     if s.category == "compute" and s.unit == "B/s":
-        title = "memory-bound ops (bytes moved)"
+        title = "memory-bound layers: bandwidth (bytes moved)"
     return title, unit_label
 
 

@@ -92,7 +92,7 @@ def _fmt_confidence(p_value: float) -> str:
     return ">99.9%" if p_value < 1e-3 else f"{1 - p_value:.1%}"
 
 
-def _report_dict(report: drift.DriftReport, old: Profile, new: Profile, args, mismatch, diffs, coeffs, prediction) -> dict:
+def _report_dict(report: drift.DriftReport, new: Profile, args, mismatch, diffs, coeffs, prediction) -> dict:
     return {
         "old": args.old,
         "new": args.new,
@@ -132,7 +132,7 @@ def _report_dict(report: drift.DriftReport, old: Profile, new: Profile, args, mi
     }
 
 
-def _print_text(report: drift.DriftReport, old: Profile, new: Profile, args, mismatch, diffs, coeffs, prediction) -> None:
+def _print_text(report: drift.DriftReport, old: Profile, new: Profile, args, mismatch, coeffs, prediction) -> None:
     out = sys.stdout
     ident = drift.identity(new)
     print(f"profiler drift: {args.old} ({old.created}) -> {args.new} ({new.created})", file=out)
@@ -207,7 +207,7 @@ def run(args: argparse.Namespace) -> int:
     coeffs = drift.coefficient_changes(old.coefficients, new.coefficients, args.min_effect)
     prediction = None if args.no_predict else reference_predictions(args.old, args.new)
     if args.json:
-        print(json.dumps(_report_dict(report, old, new, args, mismatch, diffs, coeffs, prediction), indent=2, default=str))
+        print(json.dumps(_report_dict(report, new, args, mismatch, diffs, coeffs, prediction), indent=2, default=str))
     else:
-        _print_text(report, old, new, args, mismatch, diffs, coeffs, prediction)
+        _print_text(report, old, new, args, mismatch, coeffs, prediction)
     return 1 if report.drifted else 0
