@@ -16,7 +16,8 @@ works on plain mappings only. Fields (SI units; only the first four are required
     scenario            str    scenario id (a CV group; defaults to the model name)
     model_summary       {layers, flops_per_sample, param_bytes, input_shape (per sample, e.g. [3, 32, 32])}
     plan                {p_data, p_spatial, p_filter, p_channel, stages, micro_batches}
-    devices, devices_per_node, nodes, batch_per_device, dtype, threads
+    devices, nodes, batch_per_device, dtype, threads (devices_per_node, the node's capacity, is recorded
+                        but not a feature: devices / nodes is the layout that ran)
     cpu_count           cores of the machine the ranks share (CPU runs; gives the oversubscription
                         devices x threads / cpu_count, 0 when absent)
     halo_bytes          bytes exchanged per device per iteration by spatial halos
@@ -62,7 +63,7 @@ NUMERIC_FEATURES: tuple[str, ...] = (
     "frac_other",
     "comm_over_compute",
     "log2_devices",
-    "devices_per_node",
+    "devices_per_used_node",
     "nodes",
     *(f"log2_{d}" for d in PLAN_DEGREES),
     "log2_batch_per_device",
@@ -152,6 +153,7 @@ def numeric_features(record: Mapping[str, Any]) -> dict[str, float]:
     if dtype not in DTYPE_BYTES:
         raise ValueError(f"field 'dtype' is {dtype!r}; known: {', '.join(DTYPE_BYTES)}")
     devices = _positive(record, "devices", 1)
+    nodes = _positive(record, "nodes", 1)
     p_data = _positive(plan, "p_data", 1, "plan.")
     batch_per_device = _positive(record, "batch_per_device", 1)
     threads = _positive(record, "threads", 1)
@@ -166,8 +168,8 @@ def numeric_features(record: Mapping[str, Any]) -> dict[str, float]:
         **{f"frac_{g}": group_s[g] / predicted_s for g in group_s},
         "comm_over_compute": comm_s / group_s["compute"] if group_s["compute"] > 0 else 0.0,
         "log2_devices": math.log2(devices),
-        "devices_per_node": _positive(record, "devices_per_node", devices),
-        "nodes": _positive(record, "nodes", 1),
+        "devices_per_used_node": devices / nodes,  # the layout that ran, not the node's capacity
+        "nodes": nodes,
         **{f"log2_{d}": math.log2(_positive(plan, d, 1, "plan.")) for d in PLAN_DEGREES},
         "log2_batch_per_device": math.log2(batch_per_device),
         "dtype_bytes": float(DTYPE_BYTES[dtype]),
