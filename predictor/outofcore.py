@@ -14,20 +14,21 @@ This module implements the sketch of §6 as a precise schedule:
 * Recompute: the block keeps its input and runs its forward again before its backward: + FW_i.
 * Iteration time  T = sum_i (FW_i + BW_i) + sum_{recompute} FW_i + sum_{swap} (exposed_out_i + exposed_in_i),
   which is §6's sum_i max(T_comp,i, T_swap,i) with the overlap made explicit.
-* Device memory  static + sum_{keep} a_i + sum_{recompute} x_i + transit, x_i = input bytes, where
-      transit = max_i (n_i a_i + n_{i+1} a_{i+1}),  n_i = 1 when block i is not kept
-  is the double buffer: a not-kept block's activations are on the device while the next block computes
-  (forward, swap-out) or while the block after it runs its backward and it arrives (backward, swap-in or
-  rematerialisation), so two neighbours can be there at once. Conservative: a recomputed block's input is
-  counted even when the block before it is kept.
+* Device memory: each block holds r_i from its forward until its backward ends (r = a_i kept, x_i = its
+  input when recomputed, 0 when swapped). Following the backward pass, while block i is in use (its own
+  activations back on the device, swapped in or rematerialised) the blocks before it still hold theirs and a
+  swapped block i-1 is arriving, so the peak is
+      static + max( sum_i r_i,  max_i [ sum_{j<i} r_j + r_i + n_i a_i + s_{i-1} a_{i-1} ] )
+  with n_i = 1 when block i is not kept and s_{i-1} = 1 when block i-1 is swapped (the same sum bounds the
+  forward pass, where block i-1 leaves while block i computes). Conservative: a recomputed block's input is
+  counted even when the block before it is kept. A recomputed block of several layers is a checkpointed
+  segment (`plan` works on any grouping of layers into blocks).
 
-The choice minimising T under the cap is a multiple-choice knapsack with a pairwise side constraint: for
-each candidate transit size T (a single block or a neighbouring pair), a block may leave the device only
-if it, and it with a not-kept predecessor, fit in T; a dynamic programme over blocks (state: memory used
-in `resolution` units, rounded up so a plan found always fits, and whether the previous block was kept)
-minimises the exposed time. Lists of up to `EXHAUSTIVE_MAX_BLOCKS` blocks are searched exhaustively; long
-lists try at most `MAX_TRANSIT_CANDIDATES` transit sizes (a coarser set can only miss a plan, never
-return one that does not fit).
+The choice minimising T under the cap is a multiple-choice knapsack whose side constraints only involve
+the memory held by the blocks before i: a dynamic programme over blocks in forward order (state: that
+memory in `resolution` units, rounded up so a plan found always fits, and the previous block's choice)
+checks each block's peak and minimises the exposed time. Lists of up to `EXHAUSTIVE_MAX_BLOCKS` blocks are
+searched exhaustively.
 
 Multi-node form (`data_parallel_iteration`): data parallelism on top; each block's gradients are
 all-reduced as soon as its backward ends, copied to the host, updated by the host optimizer (a streaming
@@ -48,7 +49,6 @@ from predictor.blocks import Block
 KEEP, SWAP, RECOMPUTE = "keep", "swap", "recompute"
 CHOICES = (KEEP, SWAP, RECOMPUTE)  # order = preference on equal time
 EXHAUSTIVE_MAX_BLOCKS = 8
-MAX_TRANSIT_CANDIDATES = 48  # transit sizes the DP tries (all of them when there are fewer)
 
 TransferTime = Callable[[float], float]  # bytes -> seconds
 
@@ -72,7 +72,7 @@ class OutOfCorePlan:
     compute_s: float  # sum of forward and backward
     recompute_s: float  # extra forward of recomputed blocks
     exposed_transfer_s: float  # swap time not hidden behind compute
-    peak_bytes: float  # device memory: static + resident activations + transit buffer
+    peak_bytes: float  # device memory at the worst moment (module docstring)
     swapped_bytes: float  # activation bytes sent to the host per iteration (each way)
 
     @property
@@ -88,10 +88,16 @@ def exposed_swap_s(blocks: Sequence[Block], i: int, d2h_s: TransferTime, h2d_s: 
     return max(0.0, d2h_s(size) - next_fwd_s) + max(0.0, h2d_s(size) - next_bwd_s)
 
 
-def transit_bytes(blocks: Sequence[Block], choices: Sequence[str]) -> float:
-    """The double buffer: the most bytes two neighbouring not-kept blocks hold at once (module docstring)."""
-    away = [b.activation_bytes if c != KEEP else 0.0 for b, c in zip(blocks, choices)]
-    return max((a + b for a, b in zip(away, away[1:] + [0.0])), default=0.0)
+def activation_peak_bytes(blocks: Sequence[Block], choices: Sequence[str]) -> float:
+    """Activation bytes on the device at the worst moment of the iteration (module docstring)."""
+    held = peak = 0.0
+    for i, (block, choice) in enumerate(zip(blocks, choices)):
+        resident = _option_costs(block, 0.0)[choice][1]
+        in_use = block.activation_bytes if choice != KEEP else 0.0
+        arriving = blocks[i - 1].activation_bytes if i > 0 and choices[i - 1] == SWAP else 0.0
+        peak = max(peak, held + resident + in_use + arriving)
+        held += resident
+    return max(peak, held)
 
 
 def evaluate(blocks: Sequence[Block], choices: Sequence[str], d2h_s: TransferTime, h2d_s: TransferTime,
@@ -102,14 +108,12 @@ def evaluate(blocks: Sequence[Block], choices: Sequence[str], d2h_s: TransferTim
     unknown = set(choices) - set(CHOICES)
     if unknown:
         raise ValueError(f"unknown choice(s) {sorted(unknown)}; known: {', '.join(CHOICES)}")
-    resident = sum(b.activation_bytes if c == KEEP else b.input_bytes if c == RECOMPUTE else 0.0
-                   for b, c in zip(blocks, choices))
     return OutOfCorePlan(
         choices=tuple(choices),
         compute_s=sum(b.fwd_s + b.bwd_s for b in blocks),
         recompute_s=sum(b.fwd_s for b, c in zip(blocks, choices) if c == RECOMPUTE),
         exposed_transfer_s=sum(exposed_swap_s(blocks, i, d2h_s, h2d_s) for i, c in enumerate(choices) if c == SWAP),
-        peak_bytes=static_bytes + resident + transit_bytes(blocks, choices),
+        peak_bytes=static_bytes + activation_peak_bytes(blocks, choices),
         swapped_bytes=sum(b.activation_bytes for b, c in zip(blocks, choices) if c == SWAP),
     )
 
@@ -139,8 +143,7 @@ def _exhaustive(blocks, budget_bytes, swap_s):
     best, best_key = None, None
     options = [_option_costs(b, s) for b, s in zip(blocks, swap_s)]
     for choices in itertools.product(CHOICES, repeat=len(blocks)):
-        resident = sum(options[i][c][1] for i, c in enumerate(choices))
-        if resident + transit_bytes(blocks, choices) > budget_bytes:
+        if activation_peak_bytes(blocks, choices) > budget_bytes:
             continue
         key = (sum(options[i][c][0] for i, c in enumerate(choices)), [CHOICES.index(c) for c in choices])
         if best_key is None or key < best_key:
@@ -149,8 +152,9 @@ def _exhaustive(blocks, budget_bytes, swap_s):
 
 
 def _dynamic_programme(blocks, budget_bytes, swap_s, resolution):
-    """Knapsack per transit size (module docstring); memory in units of budget/resolution, rounded up.
-    dp[k][m]: least extra time of the blocks so far within m units, k = 1 when the last one is not kept."""
+    """Knapsack over blocks in forward order (module docstring); memory in units of budget/resolution,
+    rounded up. dp[k][m]: least extra time of the blocks so far holding m units, k = the last block's
+    choice index."""
     if budget_bytes < 0:
         return None
     unit = budget_bytes / resolution if budget_bytes > 0 else 1.0
@@ -158,51 +162,42 @@ def _dynamic_programme(blocks, budget_bytes, swap_s, resolution):
     def units_of(size):
         return math.ceil(size / unit - 1e-9) if size > 0 else 0
 
-    acts = [b.activation_bytes for b in blocks]
-    transits = sorted({0.0, *acts, *(a + b for a, b in zip(acts, acts[1:]))})
-    if len(transits) > MAX_TRANSIT_CANDIDATES:  # evenly spaced ranks, the largest kept: still feasible plans
-        step = (len(transits) - 1) / (MAX_TRANSIT_CANDIDATES - 1)
-        transits = sorted({transits[round(k * step)] for k in range(MAX_TRANSIT_CANDIDATES)})
+    room = resolution if budget_bytes > 0 else 0
+    held = np.arange(room + 1)  # units held by the blocks before this one, per dp index
     options = [_option_costs(b, s) for b, s in zip(blocks, swap_s)]
-    best, best_time = None, math.inf
-    for transit in transits:
-        room = math.floor((budget_bytes - transit) / unit + 1e-9)
-        if room < 0:
-            continue
-        dp = [np.zeros(room + 1), np.full(room + 1, np.inf)]
-        picks = []  # per block, per new state k: (choice index, previous state) arrays
-        for i, block in enumerate(blocks):
-            new = [np.full(room + 1, np.inf), np.full(room + 1, np.inf)]
-            pick = [np.zeros(room + 1, dtype=np.int8), np.zeros(room + 1, dtype=np.int8)]
-            came = [np.zeros(room + 1, dtype=np.int8), np.zeros(room + 1, dtype=np.int8)]
-            for k in range(len(CHOICES) - 1, -1, -1):  # the last assignment wins ties: KEEP preferred
-                away = CHOICES[k] != KEEP
-                extra_s, size = options[i][CHOICES[k]]
-                units = units_of(size)
-                if units > room or (away and block.activation_bytes > transit):
-                    continue
-                for prev in (0, 1):
-                    if away and prev and acts[i - 1] + block.activation_bytes > transit:
-                        continue
-                    shifted = np.full(room + 1, np.inf)
-                    shifted[units:] = dp[prev][: room + 1 - units] + extra_s
-                    state = int(away)
-                    better = shifted <= new[state]
-                    new[state] = np.where(better, shifted, new[state])
-                    pick[state] = np.where(better, k, pick[state])
-                    came[state] = np.where(better, prev, came[state])
-            dp = new
-            picks.append((pick, came))
-        state = 0 if dp[0][room] <= dp[1][room] else 1
-        if dp[state][room] < best_time:
-            best_time = dp[state][room]
-            m, choices = room, []
-            for (pick, came), option in zip(reversed(picks), reversed(options)):
-                choice = CHOICES[pick[state][m]]
-                choices.append(choice)
-                state, m = int(came[state][m]), m - units_of(option[choice][1])
-            best = tuple(reversed(choices))
-    return best
+    n_states = len(CHOICES)
+    start = np.full(room + 1, np.inf)
+    start[0] = 0.0
+    dp = [start] + [np.full(room + 1, np.inf)] * (n_states - 1)  # nothing held, as after a kept block
+    came_from = []  # per block, per state (= its choice): the previous block's state per memory level
+    for i, block in enumerate(blocks):
+        new = [np.full(room + 1, np.inf) for _ in range(n_states)]
+        came = [np.zeros(room + 1, dtype=np.int8) for _ in range(n_states)]
+        for k, choice in enumerate(CHOICES):
+            extra_s, size = options[i][choice]
+            units = units_of(size)
+            in_use = units_of(block.activation_bytes) if choice != KEEP else 0
+            for prev in range(n_states - 1, -1, -1):  # the last assignment wins ties: a kept predecessor
+                arriving = units_of(blocks[i - 1].activation_bytes) if i > 0 and CHOICES[prev] == SWAP else 0
+                fits = held + units + in_use + arriving <= room  # this block's peak, per held level
+                shifted = np.full(room + 1, np.inf)
+                if units <= room:
+                    shifted[units:] = np.where(fits[: room + 1 - units], dp[prev][: room + 1 - units], np.inf) + extra_s
+                better = shifted <= new[k]
+                new[k] = np.where(better, shifted, new[k])
+                came[k] = np.where(better, prev, came[k])
+        dp = new
+        came_from.append(came)
+    ends = [(float(dp[k].min()), k, int(dp[k].argmin())) for k in range(n_states)]
+    best_time, state, m = min(ends)  # ties: KEEP, then the least memory
+    if math.isinf(best_time):
+        return None
+    choices = []
+    for came, option in zip(reversed(came_from), reversed(options)):
+        choice = CHOICES[state]
+        choices.append(choice)
+        state, m = int(came[state][m]), m - units_of(option[choice][1])
+    return tuple(reversed(choices))
 
 
 @dataclass(frozen=True)
