@@ -79,12 +79,14 @@ def halo_bytes(ctx: Context, index: int, n: int, split: tuple[int, ...], act: in
 
 def _halo_totals(ctx: Context, n: int, split: tuple[int, ...], end: int, inner_n: int, act: int):
     """(forward halo s, backward halo s, largest halo buffer bytes) over the spatial region."""
+    per_sample = ctx.cached(("halo-bytes", split, act),  # halo bytes are linear in the batch
+                            lambda: [halo_bytes(ctx, i, 1, split, act) for i in range(region_end(ctx, split, None))])
     halo_fwd = halo_bwd = halo_buffer = 0.0
     for i in range(end):
-        for s, fb, bb in halo_bytes(ctx, i, n, split, act):
-            halo_fwd += ctx.collective("halo", 2 * fb, s, min(s, inner_n))
-            halo_bwd += ctx.collective("halo", 2 * bb, s, min(s, inner_n))
-            halo_buffer = max(halo_buffer, 4 * fb)  # send + receive, both sides
+        for s, fb, bb in per_sample[i]:
+            halo_fwd += ctx.collective("halo", 2 * n * fb, s, min(s, inner_n))
+            halo_bwd += ctx.collective("halo", 2 * n * bb, s, min(s, inner_n))
+            halo_buffer = max(halo_buffer, 4 * n * fb)  # send + receive, both sides
     return halo_fwd, halo_bwd, halo_buffer
 
 
