@@ -162,6 +162,8 @@ def run(args) -> int:
         return collectives.run_worker(args)
     device = resolve_device(args.device)
     sections = parse_sections(args.only, device)
+    if "collectives" in sections:
+        collectives.preflight(args, device, args.quick)  # bad collectives flags fail before any benchmark runs
     machine = collect_machine(device)
     out = store.resolve_out(args.out, machine.hostname, args.force)
     grid = choose_grid(device, args.quick)
