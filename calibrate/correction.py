@@ -439,8 +439,9 @@ class CorrectionFile(BaseModel):
             if any(s == 0 or not math.isfinite(s) for s in self.model.scale):
                 raise ValueError("ridge scale entries must be finite and non-zero")
         else:
-            if any(f >= n for t in self.model.trees for f in t.feature):
-                raise ValueError("a tree splits on a feature index beyond the feature list")
+            for tree in self.model.trees:
+                if any(lo >= 0 and not 0 <= f < n for lo, f in zip(tree.children_left, tree.feature)):
+                    raise ValueError("a tree splits on a feature index outside the feature list")
         return self
 
 
@@ -561,7 +562,7 @@ def load_correction(profile: Profile, profile_path: Optional[Path | str] = None)
                         "or tampered with after training); refusing it - retrain with `predictor train-correction`")
     try:
         spec = CorrectionFile.model_validate(json.loads(raw))
-    except (json.JSONDecodeError, UnicodeDecodeError):
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
         raise UserError(f"{path}: not a valid correction file (corrupt JSON)") from None
     except ValidationError as err:
         e = err.errors()[0]

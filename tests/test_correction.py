@@ -143,13 +143,27 @@ def test_malformed_file_with_matching_hash_is_refused_not_evaluated(trained):
 
     path = trained.parent / "profile.correction.json"
     data = json.loads(path.read_text())
-    if data["model"]["kind"] == "trees":
-        data["model"]["trees"][0]["children_left"][0] = 0  # a cycle
-    else:
-        data["model"]["coef"].append(1.0)  # wrong length
-    text = json.dumps(data)
-    path.write_text(text)
+    tree = {"children_left": [1, -1, -1], "children_right": [2, -1, -1], "feature": [0, -2, -2],
+            "threshold": [0.5, -2.0, -2.0], "value": [0.0, 0.1, 0.2]}
+    bad_models = [
+        {"kind": "trees", "base": 0.0, "weight": 1.0, "trees": [dict(tree, children_left=[0, -1, -1])]},  # a cycle
+        {"kind": "trees", "base": 0.0, "weight": 1.0, "trees": [dict(tree, feature=[-5, -2, -2])]},  # bad index
+        {"kind": "trees", "base": 0.0, "weight": 1.0, "trees": [dict(tree, value=[0.0, 0.1])]},  # ragged
+        dict(data["model"], coef=[1.0]) if data["model"]["kind"] == "ridge" else {"kind": "ridge"},
+    ]
     profile = load_profile(trained)
+    text = json.dumps(dict(data, model={"kind": "trees", "base": 0.0, "weight": 1.0, "trees": [tree]}))
+    path.write_text(text)
+    profile.correction.sha256 = hashlib.sha256(text.encode()).hexdigest()
+    assert load_correction(profile, trained).spec.model.trees[0].value == [0.0, 0.1, 0.2]  # the well-formed one loads
+    for model in bad_models:
+        text = json.dumps(dict(data, model=model))
+        path.write_text(text)
+        profile.correction.sha256 = hashlib.sha256(text.encode()).hexdigest()
+        with pytest.raises(UserError, match="not a valid correction file"):
+            load_correction(profile, trained)
+    text = "[" * 100000 + "]" * 100000  # nesting deep enough to exhaust the JSON parser's recursion
+    path.write_text(text)
     profile.correction.sha256 = hashlib.sha256(text.encode()).hexdigest()
     with pytest.raises(UserError, match="not a valid correction file"):
         load_correction(profile, trained)
