@@ -188,10 +188,12 @@ def _dynamic_programme(blocks, budget_bytes, swap_s, resolution):
                 came[k] = np.where(better, prev, came[k])
         dp = new
         came_from.append(came)
-    ends = [(float(dp[k].min()), k, int(dp[k].argmin())) for k in range(n_states)]
-    best_time, state, m = min(ends)  # ties: KEEP, then the least memory
+    best_time = min(float(dp[k].min()) for k in range(n_states))
     if math.isinf(best_time):
         return None
+    # among the fastest plans, the one holding the most (swapping nothing it need not), ending in KEEP first
+    state, m = max(((k, int(np.flatnonzero(dp[k] <= best_time)[-1])) for k in range(n_states)
+                    if dp[k].min() <= best_time), key=lambda km: (km[1], -km[0]))
     choices = []
     for came, option in zip(reversed(came_from), reversed(options)):
         choice = CHOICES[state]

@@ -155,7 +155,8 @@ def evaluate_outofcore(ctx: Context, plan: Plan, pred: Prediction) -> None:
         found = outofcore.plan(blocks, pred.device_memory_bytes, d2h, h2d, static_bytes=static)
         if found is not None:
             candidates.append((found.iteration_s, merge, found, blocks))
-    _, merge, single, blocks = min(candidates, key=lambda c: c[:2], default=(None, None, None, None))
+    # fastest to the nanosecond, then the finest blocks (finer weight streaming for the host optimizer)
+    _, merge, single, blocks = min(candidates, key=lambda c: (round(c[0], 9), c[1]), default=(None,) * 4)
     if single is None:
         raise Infeasible(f"does not fit in {pred.device_memory_bytes / 1e9:.3g} GB even swapping every block "
                          f"(weights, gradients, optimizer state and workspace take {static / 1e9:.3g} GB)")

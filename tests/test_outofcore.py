@@ -24,6 +24,12 @@ def toy():
 COMPUTE_S = (1 + 2) + (4 + 8) + (1 + 2) + (1 + 2)  # 21
 
 
+def test_unlimited_cap_keeps_everything_in_the_dynamic_programme_too(monkeypatch):
+    monkeypatch.setattr(ooc, "EXHAUSTIVE_MAX_BLOCKS", 0)
+    p = plan(toy() * 3, cap_bytes=1e6, d2h_s=LINK.time_s, h2d_s=LINK.time_s)
+    assert p.choices == (KEEP,) * 12  # b0's swap would be free too; nothing is moved that need not be
+
+
 def test_unlimited_cap_keeps_everything():
     p = plan(toy(), cap_bytes=1e18, d2h_s=LINK.time_s, h2d_s=LINK.time_s)
     assert p.choices == (KEEP,) * 4
