@@ -132,10 +132,19 @@ def _device_memory_bytes(profile: Profile, name: str) -> float:
     raise UserError(f"profile {name} has no machine.device_memory_bytes (nor GPU or host memory size)")
 
 
+def _devices_per_node(profile: Profile) -> int:
+    """GPUs per node; on a CPU profile a "device" is a rank, so the most ranks the collectives ran on one host."""
+    m = profile.machine
+    if m.gpus:
+        return int(m.gpus_per_node or len(m.gpus))
+    ranks_per_host = (profile.settings.get("collectives") or {}).get("ranks_per_host") or {}
+    return max([int(n) for n in ranks_per_host.values()] + [int(m.gpus_per_node or 1)])
+
+
 def cost_model_from_profile(profile: Profile, name: str = "<profile>") -> ProfileCostModel:
     coefficients = parse_coefficients(profile.coefficients, name)
     m = profile.machine
-    devices = m.gpus_per_node or len(m.gpus) or int(profile.settings.get("ranks_per_node", 1) or 1)
+    devices = _devices_per_node(profile)
     return ProfileCostModel(coefficients, name=name, device_memory_bytes=_device_memory_bytes(profile, name),
                             devices_per_node=devices, provenance=profile.provenance.kind)
 
