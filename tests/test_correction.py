@@ -83,8 +83,8 @@ def test_exported_parameters_predict_like_sklearn(kind):
 def test_fixed_overhead_per_collective_call_is_recovered(synthetic):
     report = cross_validate(build_dataset(synthetic))
     analytical, corrected, worst = report.headline
-    assert corrected > analytical + 0.05  # the analytical model misses the overhead...
-    assert corrected > 0.97 and worst > 0.96  # ...and the held-out correction recovers it
+    assert 1 - corrected < 0.25 * (1 - analytical)  # held out, the correction removes most of the error...
+    assert corrected > 0.97 and worst > 0.96  # ...on every strategy
     # fit on these models, apply to unseen models: the implied overhead per call is the true one
     spec, _ = fit_correction(synthetic, make_profile(), runs_source={})
     correction = Correction(spec=spec, path=None)
