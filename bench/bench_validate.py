@@ -39,15 +39,12 @@ def layer_table(profile: str, model: str, knobs: dict, batch: int) -> None:
     import torch
 
     from predictor.api import load_cost_model, load_model
-    from predictor.cmd_validate import GemmBackwardAsForward, _needs_gemm_adapter
     from predictor.layercost import LayerCoster, Split
     from predictor.runner.nets import build_serial
 
     torch.set_num_threads(1)
     graph = load_model(model, **knobs)
     cost_model, _ = load_cost_model(profile)
-    if _needs_gemm_adapter(cost_model):
-        cost_model = GemmBackwardAsForward(cost_model)
     coster = LayerCoster(graph, cost_model, "fp32")
     index = {layer.name: i for i, layer in enumerate(graph.layers)}
     layers, modules = build_serial(graph)

@@ -76,51 +76,6 @@ def plan_for(run: SuiteRun, graph, devices_per_node: int, segments: int):
     return Plan(name, **base, **table[run.strategy], extra=extra)
 
 
-class GemmBackwardAsForward:
-    """Cost model wrapper for profiles without GEMM backward coefficients (the CPU quick grid benchmarks
-    gemm fwd only): a linear layer's backward passes are GEMMs too, dX = dY W is gemm(M, K, N) and
-    dW = dY^T X is gemm(N, K, M), so they are costed with the gemm fwd fit at those shapes. Used only when
-    the profile lacks linear/gemm bwd coefficients; rows record `cost_model_adapter` when it is used."""
-
-    NAME = "gemm-bwd-as-fwd"
-
-    def __init__(self, inner):
-        self.inner = inner
-        self.device_memory_bytes = inner.device_memory_bytes
-        self.devices_per_node = inner.devices_per_node
-        self.provenance = inner.provenance
-
-    def compute_time_s(self, op, pass_, params, dtype):
-        try:
-            return self.inner.compute_time_s(op, pass_, params, dtype)
-        except UserError:
-            if op not in ("linear", "gemm") or pass_ not in ("bwd_data", "bwd_weight"):
-                raise
-        m, n, k = params["M"], params["N"], params["K"]
-        shape = {"M": m, "N": k, "K": n} if pass_ == "bwd_data" else {"M": n, "N": k, "K": m}
-        return self.inner.compute_time_s("gemm", "fwd", shape, dtype)
-
-    def memory_time_s(self, bytes_moved, *, where="device"):
-        return self.inner.memory_time_s(bytes_moved, where=where)
-
-    def collective_time_s(self, op, size_bytes, group_size, nodes=1):
-        return self.inner.collective_time_s(op, size_bytes, group_size, nodes)
-
-    def host_device_time_s(self, size_bytes, direction="h2d", pinned=True):
-        return self.inner.host_device_time_s(size_bytes, direction, pinned)
-
-    def at_bound(self, bound):
-        return GemmBackwardAsForward(self.inner.at_bound(bound))
-
-
-def _needs_gemm_adapter(cost_model, dtype: str = "float32") -> bool:
-    try:
-        cost_model.compute_time_s("linear", "bwd_data", {"M": 8, "N": 8, "K": 8}, dtype)
-        return False
-    except UserError:
-        return True
-
-
 def model_summary(graph) -> dict:
     from predictor.graph import dtype_bytes
 
@@ -173,9 +128,6 @@ def run(args) -> int:
     suite = load_suite(args.suite)
     profile = load_profile(args.profile)
     cost_model, profile_path = load_cost_model(args.profile)
-    adapter = ""
-    if _needs_gemm_adapter(cost_model):
-        cost_model, adapter = GemmBackwardAsForward(cost_model), GemmBackwardAsForward.NAME
     check_writable(args.out)
     if args.plot:
         check_writable(args.plot, "--plot")
@@ -205,7 +157,7 @@ def run(args) -> int:
     context = {
         "profile": str(profile_path), "profile_sha256": file_sha256(args.profile), "profile_threads": calibrated_threads,
         "threads_match": calibrated_threads == threads, "cpu_count": os.cpu_count(), "suite": suite.path,
-        "host": profile.machine.hostname, "profile_kind": profile.provenance.kind, "cost_model_adapter": adapter,
+        "host": profile.machine.hostname, "profile_kind": profile.provenance.kind,
     }
     rows = []
     start = time.perf_counter()
@@ -213,8 +165,7 @@ def run(args) -> int:
     leader = launched is None or launched[0] == 0
     if leader:
         print(f"validate: {len(jobs)} runs from {suite.path}, {threads} thread(s) per rank "
-              f"(profile calibrated with {calibrated_threads}), {warmup} warm-up + {iterations} timed iterations"
-              + (f"; linear backward costed as gemm fwd ({adapter}: the profile has no gemm bwd fits)" if adapter else ""), flush=True)
+              f"(profile calibrated with {calibrated_threads}), {warmup} warm-up + {iterations} timed iterations", flush=True)
     with open(args.out, "a") if leader else open(os.devnull, "w") as out:
         def record(message, world: int) -> None:
             kind, index, payload = message
