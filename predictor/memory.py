@@ -76,17 +76,6 @@ def parameter_bytes(params: float, dtype: str, optimizer: str) -> tuple[float, f
     return weights, params * 4.0, params * 4.0 * OPTIMIZER_STATE_WORDS[optimizer]
 
 
-def activation_bytes(graph: ModelGraph, samples: float, act_bytes: int, divisor, layers=None) -> float:
-    """Bytes of saved tensors for `samples` samples. divisor(tensor) -> how many devices share it;
-    `layers` (a set of layer indices) restricts to tensors saved by those layers (a pipeline stage)."""
-    total = 0.0
-    for t in saved_tensors(graph):
-        if layers is not None and not any(s in layers for s in t.savers):
-            continue
-        total += samples * t.elems * (t.bytes_per_elem or act_bytes) / divisor(t)
-    return total
-
-
 def backward_peak_extra(graph: ModelGraph, saved: tuple[SavedTensor, ...], act_bytes: int, share,
                         grad_share) -> float:
     """Per-sample bytes the backward peak adds on top of all saved tensors (see the module docstring).

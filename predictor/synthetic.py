@@ -1,7 +1,7 @@
 """A closed-form CostModel (FLOPs / peak, bytes / bandwidth, ring alpha-beta collectives).
 
-Used by the predictor's tests, where every term must be computable by hand, and by bench/bench_search.py
-when no profile is given. It is not a machine: nothing here is measured.
+Used by the predictor's tests, where every term must be computable by hand. It is not a machine:
+nothing here is measured, and no CLI uses it.
 
     compute  = launch_s + flops / peak_flops_per_s        (flops of the op at the given shape, per pass)
     memory   = bytes / memory_bytes_per_s
