@@ -15,8 +15,9 @@ false-alarm; annotate changes with environment diffs):
    of time ratios, weighted by precision): a noisy point counts less, and when points disagree more than
    their own noise explains (a disturbance that hit one point only) the between-point variance widens the
    interval instead of raising an alarm. Families of >= 5 points first drop points whose effect is a gross
-   outlier (> 4 robust SDs from the median effect). The effect is taken as normal on the log scale:
-   z = mean / SE.
+   outlier (> 4 robust SDs from the median effect). The effect is tested on the log scale with
+   t = mean / SE against Student's t with the within-point degrees of freedom (sum of n_old + n_new - 2),
+   since the variances come from few samples per point.
 4. Multiple testing: Bonferroni over the families compared, so the chance that *any* family of an
    unchanged machine is flagged is <= alpha (default 5%).
 5. A family has *drifted* when it is significant and its coefficient moved by at least `min_effect`
@@ -34,6 +35,7 @@ from statistics import NormalDist
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
+from scipy.stats import t as student_t
 
 from calibrate.cost_api import COLLECTIVES, COMPUTE_OPS
 from profiler.profile import Profile, Sample
@@ -288,8 +290,6 @@ def compare_points(
         by_family.setdefault(old[key].family, []).append(key)
 
     n_families = max(1, len(by_family))
-    normal = NormalDist()
-    z_crit = normal.inv_cdf(1 - alpha / (2 * n_families))
     families = []
     for family, keys in sorted(by_family.items()):
         d = np.array([_log_location(new[k].times_s) - _log_location(old[k].times_s) for k in keys])
@@ -302,7 +302,10 @@ def compare_points(
         ])
         kept = _not_outliers(d)
         mean_d, se = random_effects_mean(d[kept], np.maximum(var[kept], POINT_VARIANCE_FLOOR))
-        p_value = min(1.0, 2 * (1 - normal.cdf(abs(mean_d) / se)) * n_families)
+        # Student t with the within-point degrees of freedom: the variances come from few samples
+        dof = max(1, sum(len(old[k].times_s) + len(new[k].times_s) - 2 for k, keep in zip(keys, kept) if keep))
+        p_value = min(1.0, 2 * float(student_t.sf(abs(mean_d) / se, dof)) * n_families)
+        z_crit = float(student_t.ppf(1 - alpha / (2 * n_families), dof))
         first = old[keys[0]]
         ratio = math.exp(mean_d)
         lo_ratio, hi_ratio = math.exp(mean_d - z_crit * se), math.exp(mean_d + z_crit * se)
