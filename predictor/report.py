@@ -78,13 +78,18 @@ def to_json(preds: Sequence[Prediction], meta: dict[str, Any], dataset_size: int
             d["epoch_s"] = p.epoch_s(dataset_size)
             d["gpu_hours"] = p.gpu_hours(dataset_size)
         rows.append(d)
-    return json.dumps({**meta, "predictions": rows}, indent=1, default=_json_default)
+    return json.dumps(_finite({**meta, "predictions": rows}), indent=1, default=str, allow_nan=False)
 
 
-def _json_default(value):
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return str(value)
+def _finite(value):
+    """Strict JSON: infinite/NaN floats (infeasible plans) become null."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 def chrome_trace(pred: Prediction) -> dict[str, Any]:
