@@ -265,3 +265,17 @@ def test_out_of_memory_flag_and_largest_batch(tiny, cm):
     assert pred.memory_bytes == PARAMS * 8 + 16 * per_sample
     assert not pred.fits and pred.bottleneck == "memory capacity"
     assert pred.max_batch_fits == (40_000 - PARAMS * 8) // per_sample
+
+
+@pytest.mark.parametrize("kw", [
+    dict(strategy="data", batch=8, devices=2, p_data=2, bucket_bytes=2048),
+    dict(strategy="spatial", batch=8, devices=2, p_spatial=2, spatial_split=(1, 2)),
+    dict(strategy="pipeline", batch=8, devices=2, stages=2, micro_batches=2),
+])
+def test_chrome_trace_spans_the_predicted_iteration(tiny, cm, kw):
+    from predictor.report import chrome_trace
+
+    pred = run(tiny, cm, **kw)
+    spans = [e for e in chrome_trace(pred)["traceEvents"] if e["ph"] == "X"]
+    assert min(e["ts"] for e in spans) == 0
+    assert max(e["ts"] + e["dur"] for e in spans) == pytest.approx(pred.iteration_s * 1e6)
