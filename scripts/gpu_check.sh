@@ -6,6 +6,8 @@
 #   gpu-tests  pytest -m gpu (CUDA timer, cupy STREAM kernels, GPU compute cases, ...)
 #   calibrate  full GPU calibration -> OUTDIR/h200.yaml (Ctrl-C'd at its limit: samples then in h200.yaml.partial)
 #   show       profiler show on it
+#   collectives NCCL collectives over every local GPU (skipped with a message on one GPU)
+#   validate   predictor validate on the gpu_smoke suite (serial, recompute, offload) -> validate.jsonl/.png
 # Exit status: 0 when every step passed, 1 otherwise (the failed steps are listed at the end).
 set -uo pipefail
 OUT=${1:?usage: bash scripts/gpu_check.sh OUTDIR}
@@ -26,23 +28,28 @@ step() {  # step NAME LIMIT_S COMMAND...: run with a time limit (SIGINT first, s
 }
 
 nvidia-smi >"$OUT/nvidia-smi.txt" 2>&1 || echo "nvidia-smi failed: is this a GPU machine?"
-step setup 150 bash scripts/setup.sh
+step setup 90 bash scripts/setup.sh
 if [ -x .venv/bin/python ]; then . .venv/bin/activate; fi
 python -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'gpus', torch.cuda.device_count())" | tee "$OUT/torch.txt"
 
-step gpu-tests 90 python -m pytest -q -m gpu -p no:cacheprovider
+step gpu-tests 60 python -m pytest -q -m gpu -p no:cacheprovider
 NGPUS=$(python -c "import torch; print(torch.cuda.device_count())" 2>/dev/null || echo 0)
 RANKS=()
 if [ "${NGPUS:-0}" -gt 1 ]; then RANKS=(--ranks "$NGPUS"); fi  # NCCL collectives over every local GPU
-step calibrate 240 profiler calibrate --device cuda --force "${RANKS[@]}" --out "$OUT/h200.yaml"
+step calibrate 200 profiler calibrate --device cuda --force "${RANKS[@]}" --out "$OUT/h200.yaml"
 if [ -f "$OUT/h200.yaml" ]; then
   step show 30 profiler show "$OUT/h200.yaml"
 elif [ -f "$OUT/h200.yaml.partial" ]; then
   step show 30 profiler show "$OUT/h200.yaml.partial"
 fi
 
-# --- hooks: later stages append their GPU checks here, using "$OUT/h200.yaml" and step NAME LIMIT CMD ---
-# e.g. validation: step validate 120 predictor validate --profile "$OUT/h200.yaml" ...
+# 1 GPU: collectives print "collectives skipped: 1 rank"; several: NCCL over every local GPU
+step collectives 45 profiler calibrate --device cuda --quick --only collectives --ranks "${NGPUS:-1}" \
+  --max-message-bytes 16777216 --force --out "$OUT/collectives.yaml"
+PROFILE="$OUT/h200.yaml"; [ -f "$PROFILE" ] || PROFILE="$OUT/h200.yaml.partial"
+# validation: serial, recompute and activation offload (save_on_cpu) measured against predictions
+step validate 90 predictor validate --profile "$PROFILE" --suite gpu_smoke --out "$OUT/validate.jsonl" \
+  --plot "$OUT/validate.png"
 
 if [ "${#FAILED[@]}" -gt 0 ]; then
   echo "FAILED steps: ${FAILED[*]} (logs in $OUT)"
