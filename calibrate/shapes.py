@@ -90,7 +90,7 @@ def work(op: str, pass_: str, params: Mapping[str, Any], dtype: str) -> dict[str
         flops = 2.0 * m * n * k
         nbytes = float(m * k + k * n + m * n) * b
         return _flop_features(flops, nbytes, min(m, n, k), m, k, n, 1, 1)
-    dims = 3 if op.endswith("3d") else 2
+    dims = 3 if op.endswith("3d") or (kind == "bytes" and "D" in params) else 2  # 3-D pooling/BN carry D
     batch, channels = _int(params, "N", op), _int(params, "C", op)
     spatial = _spatial(params, op, dims)
     if kind == "flops":

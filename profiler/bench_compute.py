@@ -124,6 +124,11 @@ CONV2D_LAYERS = [
     ("vgg_conv4_3x3", 256, 512, 28, 3, 1, 1, 1),
     ("inception_5x5", 32, 64, 28, 5, 1, 2, 4),
     ("inception_1x1", 192, 64, 28, 1, 1, 0, 4),
+    # narrow layers: what a filter/channel split of a 64-filter layer leaves on one device, and the
+    # down-scaled nets validation runs on CPU (few channels, large images: poor CPU efficiency)
+    ("narrow_3to8_3x3", 3, 8, 64, 3, 1, 1, 8),
+    ("narrow_8to16_3x3", 8, 16, 32, 3, 1, 1, 16),
+    ("narrow_16to32_3x3", 16, 32, 32, 3, 1, 1, 8),
 ]
 # CosmoFlow-style 3-D layers: (name, C, F, D=H=W, kernel, stride, padding, CPU batch).
 CONV3D_LAYERS = [
@@ -132,6 +137,8 @@ CONV3D_LAYERS = [
     ("cosmo_conv3_3x3x3", 32, 64, 16, 3, 1, 1, 1),
     ("cosmo_conv4_3x3x3", 64, 128, 8, 3, 1, 1, 4),
     ("cosmo_down_2x2x2s2", 32, 32, 32, 2, 2, 0, 1),
+    ("narrow3d_1to4_3x3x3", 1, 4, 16, 3, 1, 1, 8),
+    ("narrow3d_4to8_3x3x3", 4, 8, 16, 3, 1, 1, 8),
 ]
 QUICK_SPLIT_LAYERS = {"resnet_res2_3x3", "resnet_res4_3x3", "cosmo_conv4_3x3x3"}
 GEMM_SHAPES_QUICK = [(128, 128, 128), (256, 256, 256), (512, 512, 512), (1024, 1024, 1024),
@@ -141,7 +148,9 @@ GEMM_SHAPES_FULL = GEMM_SHAPES_QUICK + [(2048, 2048, 2048), (256, 4096, 4096), (
                                         (4096, 4096, 4096), (8192, 8192, 8192)]
 GEMM_SHAPES_TINY = [(64, 64, 64), (128, 64, 256)]
 # Memory-bound op activations (N, C, H, W[, D]): one cache-resident, one well beyond a 32 MB LLC.
-MEMORY_OP_SHAPES_QUICK = [dict(N=4, C=64, H=28, W=28), dict(N=16, C=64, H=112, W=112)]
+# 3-D shapes too: 3-D pooling and normalisation kernels are separate (and slower) code paths.
+MEMORY_OP_SHAPES_QUICK = [dict(N=4, C=64, H=28, W=28), dict(N=16, C=64, H=112, W=112),
+                          dict(N=8, C=8, D=16, H=16, W=16)]
 MEMORY_OP_SHAPES_FULL = MEMORY_OP_SHAPES_QUICK + [dict(N=32, C=256, H=56, W=56), dict(N=8, C=256, H=14, W=14),
                                                   dict(N=2, C=32, H=32, W=32, D=32)]
 MEMORY_OP_SHAPES_TINY = [dict(N=2, C=4, H=8, W=8)]

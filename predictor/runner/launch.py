@@ -2,8 +2,7 @@
 torchrun/srun already started (detected from their environment variables).
 
 Self-spawned ranks report back through a queue: `spawn_ranks` yields every message the ranks `emit`, as it
-arrives, so the caller can write each measured run at once. Workers set glibc's mmap threshold so freed
-tensors return to the OS and the RSS-based CPU peak-memory measurement sees them (measure.py).
+arrives, so the caller can write each measured run at once.
 """
 from __future__ import annotations
 
@@ -18,9 +17,6 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from profiler.errors import UserError
-
-WORKER_ENV = {"MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "65536"}
-
 
 def external_launch() -> tuple[int, int, int] | None:
     """(rank, world, local_rank) when started by torchrun (RANK/WORLD_SIZE) or srun (SLURM_PROCID/NTASKS)."""
@@ -79,19 +75,10 @@ def spawn_ranks(world: int, target: Callable, args: tuple = (), threads: int = 1
     ctx = mp.get_context("spawn")
     messages = ctx.Queue()
     port = _free_port()
-    saved = {k: os.environ.get(k) for k in WORKER_ENV}
-    os.environ.update(WORKER_ENV)
-    try:
-        procs = [ctx.Process(target=_worker, args=(r, world, port, threads, messages, target, args), daemon=True)
-                 for r in range(world)]
-        for p in procs:
-            p.start()
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    procs = [ctx.Process(target=_worker, args=(r, world, port, threads, messages, target, args), daemon=True)
+             for r in range(world)]
+    for p in procs:
+        p.start()
     done = 0
     finished = False
     try:

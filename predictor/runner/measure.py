@@ -11,20 +11,23 @@ and is not separated (comm_s excludes it; `ddp` rows say so).
 
 Peak memory per rank, one extra untimed iteration:
 - GPU: torch.cuda.max_memory_allocated (absolute: weights, gradients, activations, workspaces).
-- CPU: peak resident set size during the iteration, sampled every ~0.5 ms from /proc/self/statm by a
-  thread, minus the RSS just before it, plus the bytes of parameters (kept across iterations). Workers
-  run with glibc's mmap threshold at 64 KiB (launch.py), so freed tensors leave the RSS and it follows
-  the live tensors; short peaks under 0.5 ms can be missed.
+- CPU: parameter and optimizer-state bytes plus the peak of the tensor storages created during the
+  iteration and still alive (activations, gradients, temporaries, communication buffers), tracked by
+  LiveTensorBytes. The process RSS is no measure here: glibc keeps freed memory resident, and forcing
+  every tensor through mmap to make RSS follow the tensors (MALLOC_MMAP_THRESHOLD_) makes each
+  allocation page-fault and slows the timed iterations about 2x.
 """
 from __future__ import annotations
 
 import os
 import statistics
-import threading
 import time
 
 import torch
 import torch.distributed as dist
+from torch.multiprocessing.reductions import StorageWeakRef
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 from predictor.runner.comm import CommClock
 from predictor.runner.replica import Replica
@@ -44,33 +47,30 @@ def _quantiles(values: list[float]) -> tuple[float, float, float]:
     return q1, q2, q3
 
 
-class _RssPeak:
-    """Background sampler of this process's resident set size."""
+class LiveTensorBytes(TorchDispatchMode):
+    """Peak bytes of the tensor storages created while active and still alive (a dispatch-level tracker:
+    sees every op's outputs below autograd, so custom autograd Functions and collectives are counted).
+    Storages are held by weak reference; the dead ones are dropped before each op's outputs count."""
 
-    def __init__(self, period_s: float = 5e-4):
-        self.page_bytes = os.sysconf("SC_PAGE_SIZE")
-        self.period_s = period_s
-        self.peak_bytes = self.baseline_bytes = self.rss_bytes()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+    def __init__(self):
+        super().__init__()
+        self.live: dict[int, tuple[StorageWeakRef, int]] = {}
+        self.current_bytes = 0
+        self.peak_bytes = 0
 
-    def rss_bytes(self) -> int:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * self.page_bytes
-
-    def _run(self):
-        while not self._stop.is_set():
-            self.peak_bytes = max(self.peak_bytes, self.rss_bytes())
-            time.sleep(self.period_s)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-        self.peak_bytes = max(self.peak_bytes, self.rss_bytes())
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for key in [k for k, (ref, _) in self.live.items() if ref.expired()]:
+            self.current_bytes -= self.live.pop(key)[1]
+        for tensor in tree_leaves(out):
+            if isinstance(tensor, torch.Tensor) and tensor.device.type == "cpu":
+                storage = tensor.untyped_storage()
+                key = storage.data_ptr()
+                if key and key not in self.live:
+                    self.live[key] = (StorageWeakRef(storage), storage.nbytes())
+                    self.current_bytes += storage.nbytes()
+        self.peak_bytes = max(self.peak_bytes, self.current_bytes)
+        return out
 
 
 def _step(replica: Replica, optimizer, x, y, device: str) -> list[float]:
@@ -139,10 +139,12 @@ def _peak_memory(replica, optimizer, x, y, device, group, distributed) -> dict:
         peak = float(torch.cuda.max_memory_allocated())
         method = "torch.cuda.max_memory_allocated"
     else:
-        with _RssPeak() as rss:
+        state_bytes = sum(t.untyped_storage().nbytes() for state in optimizer.state.values()
+                          for t in state.values() if isinstance(t, torch.Tensor))
+        with LiveTensorBytes() as tracker:
             _step(replica, optimizer, x, y, device)
-        peak = float(param_bytes + rss.peak_bytes - rss.baseline_bytes)
-        method = "param bytes + sampled peak RSS increase over one iteration"
+        peak = float(param_bytes + state_bytes + tracker.peak_bytes)
+        method = "param + optimizer-state bytes + peak of tensor storages created during one iteration"
     values = torch.tensor([peak, float(param_bytes)], dtype=torch.float64)
     per_rank = [values.clone() for _ in range(dist.get_world_size(group) if distributed else 1)]
     if distributed:
