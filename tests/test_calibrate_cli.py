@@ -127,15 +127,26 @@ def test_ctrl_c_leaves_the_samples_in_partial(tmp_path):
     assert not out.exists()
 
 
-def test_failure_inside_a_section_leaves_partial_and_exits_2(tmp_path):
-    out = tmp_path / "fail.yaml"
-    # the collectives section rejects the operation list after the memory section has measured
+def test_bad_collectives_flag_fails_before_any_section_runs(tmp_path):
+    out = tmp_path / "early.yaml"
     r = cli("calibrate", "--device", "cpu", "--only", "memory,collectives", "--ranks", "2",
             "--collectives", "nosuchop", "--out", str(out))
     assert r.returncode == 2, r.stderr
     assert "Traceback" not in r.stderr
+    assert "nosuchop" in r.stderr.strip().splitlines()[-1]
+    assert not out.exists() and not store.partial_path(out).exists()
+
+
+def test_failure_inside_a_section_leaves_partial_and_exits_2(tmp_path):
+    out = tmp_path / "fail.yaml"
+    # rank 1 dies in its first allreduce, after the memory section has measured
+    env = {**TINY, "PARAORACLE_FAULT": "rank:1,op:allreduce,mode:exit"}
+    r = cli("calibrate", "--device", "cpu", "--only", "memory,collectives", "--ranks", "2",
+            "--collectives", "allreduce", "--out", str(out), env=env)
+    assert r.returncode == 2, r.stderr
+    assert "Traceback" not in r.stderr
     last = r.stderr.strip().splitlines()[-1]
-    assert "collectives section" in last and "nosuchop" in last and ".partial" in last
+    assert "collectives section" in last and "allreduce" in last and ".partial" in last
     partial = load_profile(store.partial_path(out))
     assert {s.benchmark for s in partial.samples} == {"stream"}
     assert not out.exists()
