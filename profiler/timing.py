@@ -123,7 +123,8 @@ class Timer:
     warmup_s: time spent calling fn before sampling (>= 25 ms recommended, microbenchmarks.md §7).
     min_sample_s: a sample batches calls until it lasts at least this long (clock resolution, launch jitter).
     target_rel_ci: stop once the median's 95% CI half-width is within this fraction of the median.
-    budget_s: stop after this much sampling time even if not converged.
+    budget_s: stop after this much sampling time even if not converged (min_samples is always taken:
+              with fewer, a point's spread is unknown and comparisons between profiles over-react).
     """
 
     def __init__(
@@ -187,7 +188,7 @@ class Timer:
             if len(times) >= self.min_samples and median_rel_ci(times) <= self.target_rel_ci:
                 stopped_by = "converged"
                 break
-            if time.perf_counter() - started >= self.budget_s and len(times) >= min(self.min_samples, 3):
+            if time.perf_counter() - started >= self.budget_s and len(times) >= self.min_samples:
                 stopped_by = "budget"
                 break
         return Measurement(
