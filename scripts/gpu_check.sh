@@ -7,6 +7,7 @@
 #   calibrate  full GPU calibration -> OUTDIR/h200.yaml (Ctrl-C'd at its limit: samples then in h200.yaml.partial)
 #   show       profiler show on it
 #   collectives NCCL collectives over every local GPU (skipped with a message on one GPU)
+#   cooperative cooperative-process vs GPipe measured runs (>= 2 GPUs)
 #   validate   predictor validate on the gpu_smoke suite (serial, recompute, offload) -> validate.jsonl/.png
 # Exit status: 0 when every step passed, 1 otherwise (the failed steps are listed at the end).
 set -uo pipefail
@@ -47,6 +48,12 @@ fi
 step collectives 45 profiler calibrate --device cuda --quick --only collectives --ranks "${NGPUS:-1}" \
   --max-message-bytes 16777216 --force --out "$OUT/collectives.yaml"
 PROFILE="$OUT/h200.yaml"; [ -f "$PROFILE" ] || PROFILE="$OUT/h200.yaml.partial"
+# cooperative-process vs GPipe, measured next to the predictions (needs >= 2 GPUs)
+if [ "${NGPUS:-0}" -gt 1 ]; then
+  step cooperative 60 python bench/measure_cooperative.py --profile "$PROFILE" --ranks "$NGPUS" --batch 64
+else
+  echo "== cooperative: skipped (1 GPU; cooperative vs GPipe needs >= 2)"
+fi
 # validation: serial, recompute and activation offload (save_on_cpu) measured against predictions
 step validate 90 predictor validate --profile "$PROFILE" --suite gpu_smoke --out "$OUT/validate.jsonl" \
   --plot "$OUT/validate.png"
