@@ -139,16 +139,16 @@ def test_bad_collectives_flag_fails_before_any_section_runs(tmp_path):
 
 def test_failure_inside_a_section_leaves_partial_and_exits_2(tmp_path):
     out = tmp_path / "fail.yaml"
-    # rank 1 dies in its first allreduce, after the memory section has measured
-    env = {**TINY, "PARAORACLE_FAULT": "rank:1,op:allreduce,mode:exit"}
+    # rank 1 dies in its first allgather, after the memory section and the allreduce sweep have measured
+    env = {**TINY, "PARAORACLE_FAULT": "rank:1,op:allgather,mode:exit"}
     r = cli("calibrate", "--device", "cpu", "--only", "memory,collectives", "--ranks", "2",
-            "--collectives", "allreduce", "--out", str(out), env=env)
+            "--collectives", "allreduce,allgather", "--out", str(out), env=env)
     assert r.returncode == 2, r.stderr
     assert "Traceback" not in r.stderr
     last = r.stderr.strip().splitlines()[-1]
-    assert "collectives section" in last and "allreduce" in last and ".partial" in last
+    assert "collectives section" in last and "allgather" in last and ".partial" in last
     partial = load_profile(store.partial_path(out))
-    assert {s.benchmark for s in partial.samples} == {"stream"}
+    assert {s.benchmark for s in partial.samples} == {"stream", "allreduce"}
     assert not out.exists()
 
 
