@@ -143,7 +143,6 @@ def _devices_per_node(profile: Profile) -> int:
 
 def cost_model_from_profile(profile: Profile, name: str = "<profile>") -> ProfileCostModel:
     coefficients = parse_coefficients(profile.coefficients, name)
-    m = profile.machine
     devices = _devices_per_node(profile)
     return ProfileCostModel(coefficients, name=name, device_memory_bytes=_device_memory_bytes(profile, name),
                             devices_per_node=devices, provenance=profile.provenance.kind)

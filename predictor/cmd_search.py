@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from predictor.cmd_run import add_model_arguments, load_inputs

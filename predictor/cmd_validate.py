@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import time
 from collections import Counter
 from pathlib import Path
 
+from predictor.report import finite_json
 from predictor.runner.config import RunConfig
 from predictor.runner.suite import SuiteRun, load_suite
 from profiler.errors import UserError
@@ -175,7 +175,7 @@ def run(args) -> int:
                 return
             row = _row(run_, cfg, graph, plan, prediction, why, payload,
                        {**context, "oversubscribed": world * threads > (os.cpu_count() or 1), "timestamp": utc_now_iso()})
-            out.write(json.dumps(_finite(row), default=str) + "\n")
+            out.write(json.dumps(finite_json(row), default=str) + "\n")
             out.flush()
             rows.append(row)
             print(validate_report.progress_line(row), flush=True)
@@ -208,14 +208,3 @@ def torch_dist_shutdown() -> None:
 
     dist.barrier()
     dist.destroy_process_group()
-
-
-def _finite(value):
-    """JSON has no inf/nan: non-finite floats (an infeasible plan's time) become null."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value

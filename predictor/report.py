@@ -78,17 +78,17 @@ def to_json(preds: Sequence[Prediction], meta: dict[str, Any], dataset_size: int
             d["epoch_s"] = p.epoch_s(dataset_size)
             d["gpu_hours"] = p.gpu_hours(dataset_size)
         rows.append(d)
-    return json.dumps(_finite({**meta, "predictions": rows}), indent=1, default=str, allow_nan=False)
+    return json.dumps(finite_json({**meta, "predictions": rows}), indent=1, default=str, allow_nan=False)
 
 
-def _finite(value):
-    """Strict JSON: infinite/NaN floats (infeasible plans) become null."""
+def finite_json(value):
+    """Strict JSON: infinite/NaN floats (an infeasible plan's time) become null, in nested dicts and lists."""
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
+        return {k: finite_json(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
+        return [finite_json(v) for v in value]
     return value
 
 

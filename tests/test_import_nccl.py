@@ -2,7 +2,6 @@
 The files in tests/data/nccl_tests/ are laid out exactly as nccl-tests v2.17 prints them (src/util.cu);
 their figures are synthetic."""
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
