@@ -295,8 +295,7 @@ def test_predictor_run_shows_corrected_figure_and_refuses_tampered_file(tmp_path
     from pathlib import Path
 
     source = sorted(Path(__file__).resolve().parents[1].glob("profiles/*.published.yaml"))
-    if not source:
-        pytest.skip("no shipped reference profile")
+    assert source, "profiles/*.published.yaml: the shipped reference profiles are missing"
     profile_path = tmp_path / "ref.yaml"
     shutil.copy(source[0], profile_path)
     runs = tmp_path / "runs.jsonl"
