@@ -9,6 +9,7 @@ so a smaller batch, channel count or spatial size never raises the predicted eff
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
@@ -48,31 +49,42 @@ def export_tree(tree) -> Tree:
                 feature=t.feature.tolist(), threshold=t.threshold.tolist(), value=t.value.reshape(-1).tolist())
 
 
-def eval_tree(tree: Tree, x: np.ndarray) -> np.ndarray:
-    """Evaluate an exported tree on rows of x (sklearn semantics: go left when x[f] <= threshold)."""
-    out = np.empty(len(x))
-    for i, row in enumerate(x):
-        node = 0
-        while tree.children_left[node] != -1:
-            node = tree.children_left[node] if row[tree.feature[node]] <= tree.threshold[node] else tree.children_right[node]
-        out[i] = tree.value[node]
-    return out
+def tree_value(tree: Tree, row: Sequence[float]) -> float:
+    """An exported tree's value at one feature row (sklearn semantics: go left when x[f] <= threshold)."""
+    left, right, feature, threshold = tree.children_left, tree.children_right, tree.feature, tree.threshold
+    node = 0
+    while left[node] != -1:
+        node = left[node] if row[feature[node]] <= threshold[node] else right[node]
+    return tree.value[node]
+
+
+def efficiency_at(model: EfficiencyModel, row: Sequence[float]) -> float:
+    """Fraction of peak at one shape: exp(trend in log work + boosted trees), capped at 1."""
+    log_eff = model.init + (model.slope * row[0] if model.slope else 0.0)
+    for tree in model.trees:
+        log_eff += model.learning_rate * tree_value(tree, row)
+    return math.exp(min(log_eff, 0.0))
+
+
+def predict_time(fit: ComputeFit, work: float, nbytes: float, row: Sequence[float], bound: Optional[str] = None) -> float:
+    """Per-call seconds of one shape (module docstring formula); bound "low"/"high" moves launch and level to
+    their CI ends. Scalar, because the predictor costs one shape at a time (numpy's per-call overhead on
+    one-element arrays was a fifth of a search's time)."""
+    compute_s = work / (fit.peak_per_s * efficiency_at(fit.efficiency, row))
+    if fit.memory_bandwidth_bytes_per_s:
+        compute_s = max(compute_s, nbytes / fit.memory_bandwidth_bytes_per_s)
+    return fit.time_scale.at(bound) * (fit.launch_s.at(bound) + compute_s)
 
 
 def efficiency(model: EfficiencyModel, x: np.ndarray) -> np.ndarray:
-    log_eff = model.init + model.slope * x[:, 0] if model.slope else np.full(len(x), model.init)
-    for tree in model.trees:
-        log_eff += model.learning_rate * eval_tree(tree, x)
-    return np.exp(np.minimum(log_eff, 0.0))
+    return np.array([efficiency_at(model, row) for row in np.asarray(x).tolist()])
 
 
 def predict_times(fit: ComputeFit, work: np.ndarray, nbytes: np.ndarray, x: np.ndarray,
                   bound: Optional[str] = None) -> np.ndarray:
-    """Per-call seconds (module docstring formula); bound "low"/"high" moves launch and level to their CI ends."""
-    compute_s = work / (fit.peak_per_s * efficiency(fit.efficiency, x))
-    if fit.memory_bandwidth_bytes_per_s:
-        compute_s = np.maximum(compute_s, nbytes / fit.memory_bandwidth_bytes_per_s)
-    return fit.time_scale.at(bound) * (fit.launch_s.at(bound) + compute_s)
+    """predict_time over rows."""
+    return np.array([predict_time(fit, w, b, row, bound)
+                     for w, b, row in zip(np.asarray(work).tolist(), np.asarray(nbytes).tolist(), np.asarray(x).tolist())])
 
 
 def intercept_launch(work: np.ndarray, t: np.ndarray) -> float:

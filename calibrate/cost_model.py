@@ -15,13 +15,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal, Mapping, Optional, Union
 
-import numpy as np
 
 from calibrate import shapes
 from calibrate.alphabeta import segment_for, segment_time_s
 from calibrate.coefficients import CollectiveFit, Coefficients, parse_coefficients
 from calibrate.collective_model import bus_factor, latency_steps, tree_latency_steps
-from calibrate.compute import predict_times
+from calibrate.compute import predict_time
 from calibrate.cost_api import COLLECTIVES
 from profiler.errors import UserError
 from profiler.profile import Profile, load_profile
@@ -72,8 +71,7 @@ class ProfileCostModel:
             raise UserError(f"profile {self.name} has no coefficient for {op} {pass_} {dtype}")
         w = shapes.work(op, pass_, params, dtype)
         amount = w["flops"] if fit.kind == "flops" else w["bytes"]
-        return float(predict_times(fit, np.array([amount]), np.array([w["bytes"]]), np.array([w["features"]]),
-                                   self.bound)[0])
+        return predict_time(fit, amount, w["bytes"], w["features"], self.bound)
 
     # ------------------------------------------------------------------------------------------ memory
     def memory_time_s(self, bytes_moved: float, *, where: Literal["device", "host"] = "device") -> float:

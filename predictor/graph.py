@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 
 DTYPE_BYTES = {"float32": 4, "tf32": 4, "float16": 2, "bfloat16": 2, "fp32": 4, "fp16": 2, "bf16": 2}
 
@@ -59,7 +60,7 @@ class Layer:
     def channels_out(self) -> int:
         return self.output_shape[0] if self.output_shape else 0
 
-    @property
+    @cached_property
     def halo_width(self) -> tuple[int, ...]:
         """Rows/columns a spatial split needs from each neighbour per spatial dim: the kernel's reach beyond
         a stride-aligned block, (k - 1) // 2 for 'same' padding (ParaDL code uses (K-1)/2, strategies.md §3)."""

@@ -19,10 +19,10 @@ def nodes_spanned(size: int, stride: int, devices_per_node: int, groups: int) ->
     worst = 1
     for g in range(groups):
         start = g * size if stride == 1 else g
-        nodes = {(start + k * stride) // devices_per_node for k in range(size)}
-        worst = max(worst, len(nodes))
-        if worst == size:
-            break
+        if stride >= devices_per_node:  # each step lands on a later node
+            return size
+        # steps shorter than a node advance the node by 0 or 1, so every node between first and last is hit
+        worst = max(worst, (start + (size - 1) * stride) // devices_per_node - start // devices_per_node + 1)
     return worst
 
 

@@ -92,7 +92,7 @@ def activation_peak_bytes(blocks: Sequence[Block], choices: Sequence[str]) -> fl
     """Activation bytes on the device at the worst moment of the iteration (module docstring)."""
     held = peak = 0.0
     for i, (block, choice) in enumerate(zip(blocks, choices)):
-        resident = _option_costs(block, 0.0)[choice][1]
+        resident = _resident_bytes(block, choice)
         in_use = block.activation_bytes if choice != KEEP else 0.0
         arriving = blocks[i - 1].activation_bytes if i > 0 and choices[i - 1] == SWAP else 0.0
         peak = max(peak, held + resident + in_use + arriving)
@@ -134,9 +134,15 @@ def plan(blocks: Sequence[Block], cap_bytes: float, d2h_s: TransferTime, h2d_s: 
     return None if choices is None else evaluate(blocks, choices, d2h_s, h2d_s, static_bytes)
 
 
+def _resident_bytes(block: Block, choice: str) -> float:
+    """Bytes a block keeps on the device until its backward: all, none (swapped) or its input (recomputed)."""
+    return block.activation_bytes if choice == KEEP else block.input_bytes if choice == RECOMPUTE else 0.0
+
+
 def _option_costs(block: Block, swap_s: float) -> dict[str, tuple[float, float]]:
     """choice -> (extra seconds, resident bytes)."""
-    return {KEEP: (0.0, block.activation_bytes), SWAP: (swap_s, 0.0), RECOMPUTE: (block.fwd_s, block.input_bytes)}
+    extra_s = {KEEP: 0.0, SWAP: swap_s, RECOMPUTE: block.fwd_s}
+    return {c: (extra_s[c], _resident_bytes(block, c)) for c in CHOICES}
 
 
 def _exhaustive(blocks, budget_bytes, swap_s):

@@ -24,6 +24,7 @@ from itertools import accumulate
 from predictor.layercost import Split
 from predictor.layout import data_nodes
 from predictor.memory import parameter_bytes
+from predictor.overlap import bucket_layout, overlap, ready_times
 from predictor.plan import Plan, Prediction
 from predictor.strategies.context import Context, Infeasible
 from predictor.strategies.data import local_batch
@@ -50,8 +51,15 @@ def partition(costs: list[float], stages: int) -> list[int]:
             begin = end
         return None
 
-    lo, hi = max(costs, default=0.0), prefix[-1]
-    best = cuts(hi) or _even(n, stages)
+    # no cut beats the largest layer or the mean stage; filling stages greedily to lo + the largest layer
+    # usually fits (the one-layer-per-later-stage rule can defeat it: then search up to the total)
+    largest = max(costs, default=0.0)
+    lo = max(largest, prefix[-1] / max(stages, 1))
+    hi = min(prefix[-1], lo + largest)
+    best = cuts(hi)
+    if best is None:
+        hi = prefix[-1]
+        best = cuts(hi) or _even(n, stages)
     for _ in range(30):
         if hi - lo <= 1e-3 * hi:  # balanced to 0.1% of the slowest stage
             break
@@ -135,14 +143,26 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
 
     p2p = ctx.cached(("p2p", dtype, K, m, dpn), slowest_p2p)
     pred.comm_exposed_s["pipeline_p2p"] = 2 * (S + K - 2) * p2p if K > 1 else 0.0
-    pred.update_s = max(ctx.update_s(p, plan.optimizer, dtype) for p in st.params)
+    pred.update_s = ctx.cached(("pipe-update", dtype, K, m, plan.optimizer),
+                               lambda: max(ctx.update_s(p, plan.optimizer, dtype) for p in st.params))
 
     d_nodes = data_nodes(plan.p_data, K, dpn)
 
     def gradient() -> tuple[float, float]:
+        """The stage whose bucketed gradient allreduce (over its p_data replicas) is most exposed."""
+        if plan.p_data <= 1:
+            return 0.0, 0.0
+        # bucket layouts and backward clocks per stage do not depend on p_data: searches reuse them
+        stages = ctx.cached(("pipe-buckets", dtype, K, m, plan.bucket_bytes), lambda: [
+            (bucket_layout([ctx.params[i] * 4.0 for i in range(a, z)], plan.bucket_bytes), ready_times(st.bwd_s[k]))
+            for k, (a, z) in enumerate(st.bounds)])
+
+        def allreduce_s(size: float) -> float:
+            return ctx.collective("allreduce", size, plan.p_data, d_nodes)
+
         exposed = hidden = 0.0
-        for k, (a, z) in enumerate(st.bounds):
-            e, h = ctx.gradient_sync(range(a, z), st.bwd_s[k], 1, plan.p_data, d_nodes, plan.bucket_bytes)
+        for layout, ready in stages:
+            e, h = overlap(layout, ready, allreduce_s)
             if e >= exposed:
                 exposed, hidden = e, h
         return exposed, hidden
@@ -150,17 +170,22 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     exposed, hidden = ctx.cached(("pipe-grad", dtype, K, m, plan.p_data, d_nodes, plan.bucket_bytes), gradient)
     pred.comm_exposed_s["gradient"], pred.comm_hidden_s["gradient"] = exposed, hidden
 
-    # memory: the stage holding the most bytes
-    worst = None
-    for k in range(K):
-        saved = st.saved_bytes[k]
-        activations = b * st.incoming_elems[k] * act + m * saved if plan.recompute else b * saved
-        buffers = 2 * m * (st.incoming_elems[k] + st.outgoing_elems[k]) * act  # send + receive boundaries
-        workspace = m * st.workspace_bytes[k]
-        total = activations + buffers + workspace + sum(parameter_bytes(st.params[k], dtype, plan.optimizer))
-        if worst is None or total > worst[0]:
-            worst = (total, k, activations, buffers, workspace)
-    _, k, pred.activations_bytes, buffers, pred.workspace_bytes = worst
+    def heaviest_stage() -> tuple:
+        """The stage holding the most bytes (it sets the memory per device), with its terms."""
+        worst = None
+        for k in range(K):
+            saved = st.saved_bytes[k]
+            activations = b * st.incoming_elems[k] * act + m * saved if plan.recompute else b * saved
+            buffers = 2 * m * (st.incoming_elems[k] + st.outgoing_elems[k]) * act  # send + receive boundaries
+            workspace = m * st.workspace_bytes[k]
+            total = activations + buffers + workspace + sum(parameter_bytes(st.params[k], dtype, plan.optimizer))
+            if worst is None or total > worst[0]:
+                worst = (total, k, activations, buffers, workspace)
+        return worst
+
+    # independent of the data-parallel degree: a search over device counts reuses it
+    _, k, pred.activations_bytes, buffers, pred.workspace_bytes = ctx.cached(
+        ("pipe-memory", dtype, K, m, S, plan.recompute, plan.optimizer), heaviest_stage)
     ctx.set_parameters(pred, st.params[k], plan, plan.p_data)
     pred.comm_buffers_bytes += buffers
     pred.details.update(stage_bounds=st.bounds, stage_fwd_s=st.fwd_s, stage_bwd_s=st.bwd_total_s,
