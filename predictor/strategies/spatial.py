@@ -22,6 +22,10 @@ After the region:
   rank's send buffer n·|y|·δ/p_spatial, forward and backward) and the rest runs data parallel on
   n/p_spatial samples per device.
 Weights are replicated on every device, so gradients are allreduced over all devices (DDP buckets).
+Batch norm inside the region normalises over the whole group's samples (synchronised batch norm, as the
+runner and SyncBatchNorm do): per BN layer one allreduce of its per-channel sums and sums of squares plus
+the count, S = (2·C + 1)·δ, forward, and one of the same size for their gradients backward. ParaDL
+omits these; on a latency-bound network they cost more than the halos (layer_collective term).
 """
 from __future__ import annotations
 
@@ -132,6 +136,11 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     pred.comm_exposed_s["halo"] = halo_fwd + halo_bwd
     pred.details["halo_fwd_s"], pred.details["halo_bwd_s"] = halo_fwd, halo_bwd
 
+    def batch_norm_sync_s() -> float:
+        stats = [(2 * ctx.layers[i].channels_in + 1) * act for i in range(end) if ctx.layers[i].op == "batchnorm"]
+        return sum(2 * ctx.collective("allreduce", size, plan.p_spatial, inner_n) for size in stats)
+
+    bn_sync_s = ctx.cached(("spatial-bn-sync", plan.dtype, end, plan.p_spatial, inner_n), batch_norm_sync_s)
     crossing = ctx.crossing(end) if end < ctx.n_layers else []
     switch_s = 0.0
     for p in crossing:
@@ -140,7 +149,12 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
             switch_s += 2 * ctx.collective("alltoall", full / plan.p_spatial, plan.p_spatial, inner_n)
         else:
             switch_s += ctx.collective("allgather", full, plan.p_spatial, inner_n)
-    pred.comm_exposed_s["redistribute" if mix else "layer_collective"] = switch_s
+    if mix:
+        pred.comm_exposed_s["redistribute"] = switch_s
+        pred.comm_exposed_s["layer_collective"] = bn_sync_s
+    else:
+        pred.comm_exposed_s["layer_collective"] = switch_s + bn_sync_s
+    pred.details["batch_norm_sync_s"] = bn_sync_s
 
     everyone = nodes_spanned(plan.devices, 1, dpn, 1)
     exposed, hidden = ctx.gradient_sync(range(ctx.n_layers), bwd_list, 1, plan.devices, everyone, plan.bucket_bytes)
