@@ -49,29 +49,34 @@ def _extra(plan: Plan, name: str, default):
 
 def _blocks(ctx: Context, dtype: str, samples: int, per_layer: bool, merge: int = 1):
     """Blocks per layer, or per weighted layer with its followers (`merge` of those per block)."""
-    key = ("outofcore-blocks", dtype, samples, per_layer, merge)
-    hit = ctx._sums.get(key)
-    if hit is None:
+    def build():
         if per_layer:
             groups = per_layer_groups(ctx.graph)
         else:
             single = weight_layer_groups(ctx.graph)
             groups = [(single[i][0], single[min(i + merge, len(single)) - 1][1]) for i in range(0, len(single), merge)]
-        hit = ctx._sums[key] = graph_blocks(ctx.graph, ctx.coster(dtype), samples, groups)
-    return hit
+        return graph_blocks(ctx.graph, ctx.coster(dtype), samples, groups)
+
+    return ctx.cached(("outofcore-blocks", dtype, samples, per_layer, merge), build)
 
 
 # ---- recompute -----------------------------------------------------------------------------------
-def evaluate_recompute(ctx: Context, plan: Plan, pred: Prediction) -> None:
-    """Serial or data parallelism, then checkpointing: + one forward of every checkpointed segment,
-    activations down to the checkpointed peak (predictor.recompute.checkpoint_terms)."""
-    data.evaluate(ctx, plan, pred)
+def _checkpointing(ctx: Context, plan: Plan):
+    """(segment count, per-layer blocks at the local batch, checkpoint terms) of the plan's checkpointing:
+    `checkpoint_segments` from Plan.extra, default sqrt of the chain length."""
     chain_len = sum(1 for layer in ctx.layers if layer.op not in ("dropout", "softmax_loss"))
     n_segments = int(_extra(plan, "checkpoint_segments", sqrt_segment_count(chain_len)))
     if not 1 <= n_segments <= chain_len:
         raise Infeasible(f"checkpoint_segments {n_segments} outside 1..{chain_len} layers")
     blocks = _blocks(ctx, plan.dtype, data.local_batch(plan), per_layer=True)
-    terms = checkpoint_terms(blocks, chain_segments(ctx.graph, n_segments))
+    return n_segments, blocks, checkpoint_terms(blocks, chain_segments(ctx.graph, n_segments))
+
+
+def evaluate_recompute(ctx: Context, plan: Plan, pred: Prediction) -> None:
+    """Serial or data parallelism, then checkpointing: + one forward of every checkpointed segment,
+    activations down to the checkpointed peak (predictor.recompute.checkpoint_terms)."""
+    data.evaluate(ctx, plan, pred)
+    n_segments, blocks, terms = _checkpointing(ctx, plan)
     pred.recompute_s = terms.extra_fwd_s
     pred.activations_bytes = max(0.0, pred.activations_bytes - terms.saved_bytes)
     pred.details.update(checkpoint_segments=n_segments, recompute_saved_bytes=terms.saved_bytes)
@@ -85,12 +90,7 @@ def evaluate_split_recompute(ctx: Context, plan: Plan, pred: Prediction) -> None
     some inputs whole)."""
     base = plan.strategy.removesuffix("+recompute")
     EVALUATORS[base](ctx, replace(plan, strategy=base), pred)
-    chain_len = sum(1 for layer in ctx.layers if layer.op not in ("dropout", "softmax_loss"))
-    n_segments = int(_extra(plan, "checkpoint_segments", sqrt_segment_count(chain_len)))
-    if not 1 <= n_segments <= chain_len:
-        raise Infeasible(f"checkpoint_segments {n_segments} outside 1..{chain_len} layers")
-    blocks = _blocks(ctx, plan.dtype, data.local_batch(plan), per_layer=True)
-    terms = checkpoint_terms(blocks, chain_segments(ctx.graph, n_segments))
+    n_segments, blocks, terms = _checkpointing(ctx, plan)
     total_fwd_s = sum(blk.fwd_s for blk in blocks)
     pred.recompute_s = pred.compute_fwd_s * (terms.extra_fwd_s / total_fwd_s if total_fwd_s else 0.0)
     saved_share = terms.saved_bytes / terms.activation_bytes_without if terms.activation_bytes_without else 0.0
