@@ -167,6 +167,21 @@ def test_spatial_batch_norm_is_synchronised_over_the_group(tmp_path, cm):
     assert pred.comm_exposed_s["layer_collective"] == pytest.approx(ring_gather(2, 8 * 256 * 4) + sync)
 
 
+def test_data_parallel_costs_ddp_buffer_sync_only_with_batch_norm(tmp_path, tiny, cm):
+    path = tmp_path / "bn.yaml"
+    path.write_text("input: [2, 8, 8]\nlayers:\n"
+                    "  - {name: conv1, op: conv2d, filters: 4, kernel: 3, padding: 1, bias: false}\n"
+                    "  - {name: bn1, op: batchnorm}\n"
+                    "  - {name: flat, op: flatten}\n"
+                    "  - {name: fc, op: linear, out: 2, bias: false}\n")
+    pred = run(load_layer_spec(path), cm, strategy="data", batch=8, devices=2, p_data=2)
+    # rank agreement (one int64) + broadcast of bn1's running mean and var (2 x 4 fp32) + its step counter
+    sync = ring_allreduce(2, 8) + p2p(2 * 4 * 4) + p2p(8)
+    assert pred.details["ddp_buffer_sync_s"] == pytest.approx(sync)
+    assert pred.comm_exposed_s["layer_collective"] == pytest.approx(sync)
+    assert run(tiny, cm, strategy="data", batch=8, devices=2, p_data=2).details["ddp_buffer_sync_s"] == 0.0
+
+
 def test_halo_volume_matches_kernel_geometry(tmp_path):
     path = tmp_path / "k5.yaml"
     path.write_text("input: [3, 16, 16]\nlayers:\n"
