@@ -55,8 +55,6 @@ class Plan:
     dtype: str = "fp32"
     optimizer: str = "sgd"
     recompute: bool = False  # pipeline: keep only stage-boundary activations, recompute inside (GPipe)
-    recompute_segments: tuple[str, ...] = ()  # out-of-core: layer names recomputed instead of kept
-    swap: tuple[str, ...] = ()  # out-of-core: layer names whose activations are swapped to host
     bucket_bytes: float = 25e6  # DDP gradient bucket size
     extra: tuple[tuple[str, Any], ...] = ()  # strategy-specific knobs of add-on strategies (sorted pairs)
 
