@@ -45,7 +45,7 @@ def test_memory_op_counts_by_hand():
 
 def test_counts_agree_with_calibrates_shape_model():
     """calibrate/shapes.py re-derives work from sample params; both sides must count the same bytes/FLOPs."""
-    shapes = pytest.importorskip("calibrate.shapes")
+    from calibrate import shapes
     assert shapes.work("conv2d", "fwd", CONV, "float32")["flops"] == bc.conv_flops(CONV)
     assert shapes.work("conv2d", "fwd", CONV, "float32")["bytes"] == bc.conv_bytes(CONV, 4)
     pool = {"N": 2, "C": 3, "H": 4, "W": 4, **bc.MAXPOOL}
