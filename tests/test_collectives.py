@@ -84,10 +84,11 @@ def test_times_are_positive_and_grow_with_size(quick_run):
             medians = [median(by_size[size]) for size in sizes]
             # plausible for loopback gloo: above a microsecond, below a second per op
             assert all(1e-6 < m < 1.0 for m in medians), (op, variant, medians)
-            # size-monotone within noise (a loaded 2-core machine; small sizes are flat, latency-bound):
-            # 8x more bytes in the bandwidth-bound range costs more, and 16 MiB far more than 4 B
-            for small in (s for s in sizes if s >= 2**19 and 8 * s in by_size):
-                assert median(by_size[8 * small]) > median(by_size[small]), (op, variant, small)
+            # size-monotone within noise (a 2-core machine; small sizes are flat, latency-bound, and gloo's
+            # 64 KiB-1 MiB range jitters by tens of percent between repetitions, so the fastest repetition
+            # is compared): 8x more bytes from 1 MiB up costs more, and 16 MiB far more than 4 B
+            for small in (s for s in sizes if s >= 2**20 and 8 * s in by_size):
+                assert min(by_size[8 * small].times_s) > min(by_size[small].times_s), (op, variant, small)
             assert medians[-1] > 2 * medians[0], (op, variant)
 
 
