@@ -153,28 +153,28 @@ def test_spatial_halo_and_gather(tiny, cm):
     assert pred.activations_bytes == pytest.approx(n * (128 / 2 + 256 / 2 + 256) * 4)
 
 
-def test_spatial_batch_norm_is_synchronised_over_the_group(tmp_path, cm):
-    path = tmp_path / "bn.yaml"
+@pytest.fixture(scope="module")
+def bn_net(tmp_path_factory) -> ModelGraph:
+    """conv (C = 4) -> batch norm -> linear: the smallest net with module buffers and synced BN stats."""
+    path = tmp_path_factory.mktemp("spec") / "bn.yaml"
     path.write_text("input: [2, 8, 8]\nlayers:\n"
                     "  - {name: conv1, op: conv2d, filters: 4, kernel: 3, padding: 1, bias: false}\n"
                     "  - {name: bn1, op: batchnorm}\n"
                     "  - {name: flat, op: flatten}\n"
                     "  - {name: fc, op: linear, out: 2, bias: false}\n")
-    pred = run(load_layer_spec(path), cm, strategy="spatial", batch=8, devices=2, p_spatial=2, spatial_split=(1, 2))
+    return load_layer_spec(path)
+
+
+def test_spatial_batch_norm_is_synchronised_over_the_group(bn_net, cm):
+    pred = run(bn_net, cm, strategy="spatial", batch=8, devices=2, p_spatial=2, spatial_split=(1, 2))
     # bn1 (C = 4) is in the spatial region: one allreduce of (2C + 1) fp32 stats forward, one backward
     sync = 2 * ring_allreduce(2, (2 * 4 + 1) * 4)
     assert pred.details["batch_norm_sync_s"] == pytest.approx(sync)
     assert pred.comm_exposed_s["layer_collective"] == pytest.approx(ring_gather(2, 8 * 256 * 4) + sync)
 
 
-def test_data_parallel_costs_ddp_buffer_sync_only_with_batch_norm(tmp_path, tiny, cm):
-    path = tmp_path / "bn.yaml"
-    path.write_text("input: [2, 8, 8]\nlayers:\n"
-                    "  - {name: conv1, op: conv2d, filters: 4, kernel: 3, padding: 1, bias: false}\n"
-                    "  - {name: bn1, op: batchnorm}\n"
-                    "  - {name: flat, op: flatten}\n"
-                    "  - {name: fc, op: linear, out: 2, bias: false}\n")
-    pred = run(load_layer_spec(path), cm, strategy="data", batch=8, devices=2, p_data=2)
+def test_data_parallel_costs_ddp_buffer_sync_only_with_batch_norm(bn_net, tiny, cm):
+    pred = run(bn_net, cm, strategy="data", batch=8, devices=2, p_data=2)
     # rank agreement (one int64) + broadcast of bn1's running mean and var (2 x 4 fp32) + its step counter
     sync = ring_allreduce(2, 8) + p2p(2 * 4 * 4) + p2p(8)
     assert pred.details["ddp_buffer_sync_s"] == pytest.approx(sync)
