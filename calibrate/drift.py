@@ -91,6 +91,11 @@ class Point:
     work: float | None  # FLOPs (compute) or bytes per call, to turn a time into a rate; None if unknown
     work_unit: str  # "FLOP/s", "B/s" or "s"
 
+    @property
+    def unit(self) -> str:
+        """Unit of the point's headline value: seconds for a latency, else its rate unit."""
+        return "s" if self.kind == "latency" else self.work_unit
+
 
 def _group_size(params: Mapping[str, Any]) -> tuple[int, int]:
     group = params.get("group")
@@ -317,7 +322,7 @@ def compare_points(
                 family=family,
                 category=first.category,
                 kind=first.kind,
-                unit="s" if first.kind == "latency" else first.work_unit,
+                unit=first.unit,
                 points=len(keys),
                 old_value=headline_value([old[k] for k in keys]),
                 new_value=headline_value([old[k] for k in keys]) * (1 + change),

@@ -68,7 +68,7 @@ def build_series(profiles: Sequence[Profile]) -> list[Series]:
                 family=fam,
                 category=first.category,
                 kind=first.kind,
-                unit="s" if first.kind == "latency" else first.work_unit,
+                unit=first.unit,
                 points=len(keys),
                 created=[parse_created(ordered[i]) for i in members],
                 values=[headline_value([all_points[i][k] for k in keys]) for i in members],
