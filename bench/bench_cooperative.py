@@ -49,7 +49,7 @@ def vgg16_bn() -> nn.Module:
 
 class WithKernelOverhead:
     """The profile's cost model plus a fixed overhead per kernel call (sensitivity knob, --kernel-overhead-us:
-    the published profiles carry no per-kernel launch figure, so small micro-batches cost nothing extra)."""
+    the published profiles carry only the 3 us null-kernel launch floor, not PyTorch's per-operator host time)."""
 
     def __init__(self, cost_model, overhead_s: float):
         self._cm = cost_model
@@ -120,7 +120,7 @@ def main(argv=None) -> int:
     parser.add_argument("--gpipe-micro-batches", type=int, default=None,
                         help="fix GPipe's micro-batch count (e.g. 4K = 16, GPipe's guideline); default: its fastest")
     parser.add_argument("--kernel-overhead-us", type=float, default=0.0,
-                        help="add this fixed time to every kernel call (sensitivity; default 0 = the profile as is)")
+                        help="add this fixed time to every kernel call, on top of the profile's launch term (sensitivity; default 0)")
     args = parser.parse_args(argv)
     cm = load_cost_model(args.profile)
     if args.kernel_overhead_us:
