@@ -145,6 +145,9 @@ class Coefficients(_Strict):
     links: dict[str, dict[Literal["intra", "inter"], LinkModel]] = Field(default_factory=dict)
     #: True on a CPU-only profile: "device" memory is host memory and there is no host<->device copy
     device_is_host: bool = False
+    #: CPU threads the compute samples ran with (median), on a CPU-only profile: PyTorch picks its CPU
+    #: convolution kernels by it (calibrate.shapes.cpu_native_conv)
+    host_threads: Optional[int] = None
     notes: list[str] = Field(default_factory=list)
 
 

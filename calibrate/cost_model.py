@@ -69,7 +69,8 @@ class ProfileCostModel:
             fit, params, pass_ = compute[f"gemm/fwd/{dtype}"], gemm_backward_as_forward(pass_, params), "fwd"
         if fit is None:
             raise UserError(f"profile {self.name} has no coefficient for {op} {pass_} {dtype}")
-        w = shapes.work(op, pass_, params, dtype)
+        host_threads = self.coefficients.host_threads if self.coefficients.device_is_host else None
+        w = shapes.work(op, pass_, params, dtype, host_threads)
         amount = w["flops"] if fit.kind == "flops" else w["bytes"]
         return predict_time(fit, amount, w["bytes"], w["features"], self.bound)
 

@@ -67,6 +67,11 @@ def dram_bandwidth(memory: dict[str, SegmentedFit], side: str) -> Optional[float
     return fit.segments[-1].bandwidth_bytes_per_s.value if fit else None
 
 
+def host_threads(sample: Sample) -> Optional[int]:
+    """The CPU thread count a sample ran with when it ran on the host (calibrate.shapes.cpu_native_conv)."""
+    return sample.threads if sample.device.startswith("cpu") else None
+
+
 def compute_family(sample: Sample) -> str:
     pass_ = shapes.VARIANT_PASS.get(sample.variant, sample.variant)
     return f"{sample.benchmark}/{pass_}/{shapes.canonical_dtype(sample.dtype)}"
@@ -79,7 +84,7 @@ def fit_compute_families(samples: list[Sample], memory_bw: Optional[float], rng)
         op, pass_, dtype = key.split("/")
         if (op, pass_) in shapes.ZERO_COST:
             continue  # costed as 0 (calibrate.shapes.ZERO_COST); nothing to fit
-        w = shapes.work(op, pass_, s.params, dtype)
+        w = shapes.work(op, pass_, s.params, dtype, host_threads(s))
         amount = w["flops"] if shapes.op_kind(op) == "flops" else w["bytes"]
         if amount <= 0:
             raise UserError(f"{s.benchmark} {s.variant} sample with params {s.params} does no work (0 FLOPs/bytes)")
@@ -116,8 +121,10 @@ def fit_coefficients(profile: Profile, seed: int = 0) -> Coefficients:
     collectives = fit_collectives(by_kind["collectives"], rng)
     links, notes = derive_links(collectives)
     notes += [f"ignored {n} samples of unknown benchmark {name!r}" for name, n in sorted(ignored.items())]
+    threads = sorted(host_threads(s) for s in by_kind["compute"] if host_threads(s)) if device_is_host else []
     coefficients = Coefficients(compute=compute, memory=memory, host_device=fit_host_device(by_kind["host_device"], rng),
-                                collectives=collectives, links=links, notes=notes, device_is_host=device_is_host)
+                                collectives=collectives, links=links, notes=notes, device_is_host=device_is_host,
+                                host_threads=threads[len(threads) // 2] if threads else None)
     if not (compute or memory or coefficients.host_device or collectives):
         raise UserError(f"profile has {len(profile.samples)} samples but none of a benchmark calibrate fits "
                         f"({', '.join(sorted(ignored))})")

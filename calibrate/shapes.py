@@ -11,7 +11,7 @@ efficiency absorbs). Memory-bound ops count element reads+writes per pass (relu 
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from typing import Any, Mapping, Optional
 
 from profiler.errors import UserError
 
@@ -37,12 +37,18 @@ ZERO_COST = {(op, "bwd_weight") for op in ("batchnorm", "relu", "maxpool", "avgp
 VARIANT_PASS = {"bwd": "bwd_data"}
 
 FLOP_FEATURES = ["log_flops", "log_intensity", "log_min_dim", "log_batch", "log_in_channels",
-                 "log_out_channels", "log_spatial", "kernel_volume"]
+                 "log_out_channels", "log_spatial", "kernel_volume", "cpu_native_conv"]
 BYTE_FEATURES = ["log_bytes", "log_batch", "log_channels", "log_spatial"]
 #: efficiency never rises when a size shrinks (+1 = non-decreasing in that feature, 0 = free), so a split
-#: shape is never predicted more efficient than the shape it came from
-MONOTONE = {"log_flops": 1, "log_bytes": 1, "log_min_dim": 1, "log_batch": 1, "log_in_channels": 1,
-            "log_out_channels": 1, "log_channels": 1, "log_spatial": 1, "log_intensity": 0, "kernel_volume": 0}
+#: shape is never predicted more efficient than the shape it came from through a smaller batch, channel count
+#: or spatial size. Total FLOPs are free: on CPUs a smaller call often runs faster per FLOP (its operands stay
+#: in cache), and forcing it halved nothing but raised the held-out error of conv2d from 7-11% to 16-25% on
+#: three quiet quick profiles (2026-11-29). The linear trend in log work (calibrate.compute) stays >= 0.
+MONOTONE = {"log_flops": 0, "log_bytes": 1, "log_min_dim": 1, "log_batch": 1, "log_in_channels": 1,
+            "log_out_channels": 1, "log_channels": 1, "log_spatial": 1, "log_intensity": 0, "kernel_volume": 0,
+            "cpu_native_conv": 0}
+#: PyTorch's CPU float32 convolution leaves oneDNN for its own kernels below this N*C*size(2)*size(3)
+NATIVE_CONV_MAX_ELEMENTS = 20480
 
 
 def canonical_dtype(dtype: str) -> str:
@@ -81,15 +87,40 @@ def _spatial(params: Mapping[str, Any], op: str, dims: int) -> list[int]:
     return [_int(params, k, op) for k in keys]
 
 
-def work(op: str, pass_: str, params: Mapping[str, Any], dtype: str) -> dict[str, float]:
-    """FLOPs, bytes and the efficiency features of one call (see module docstring for the formulas)."""
+def cpu_native_conv(op: str, params: Mapping[str, Any], dtype: str, threads: int) -> bool:
+    """Whether PyTorch runs this CPU convolution with its native kernels (thnn_conv2d, slow_conv3d) instead of
+    oneDNN: the float32 rule of `use_mkldnn` in aten/src/ATen/native/ConvUtils.h, checked against the aten op
+    torch.profiler records in tests/test_fit_shapes.py. The native kernels are up to 9x slower per FLOP here
+    (a batch-1 16->32 conv3d at 32^3: 45 ms native vs 10 ms per sample through oneDNN at batch 2), a regime
+    no smooth efficiency curve can follow, so the fit gets it as a feature."""
+    if op not in ("conv2d", "conv3d") or canonical_dtype(dtype) != "float32":
+        return False
+    dims = 3 if op == "conv3d" else 2
+    n, c = _int(params, "N", op), _int(params, "C", op)
+    spatial = _spatial(params, op, dims)
+    kernel = _per_dim(params, "kernel", dims, 1)
+    strided = any(v != 1 for v in _per_dim(params, "stride", dims, 1))
+    dilated = any(v != 1 for v in _per_dim(params, "dilation", dims, 1))
+    one_by_one = kernel[-1] == 1 and kernel[-2] == 1
+    if not (strided or dilated or n >= 16 or not one_by_one or threads > 1):
+        return True
+    groups = int(params.get("groups", 1))
+    big_kernel = kernel[-1] > 3 and kernel[-2] > 3
+    return not (groups > 1 or big_kernel or n > 1 or n * c * spatial[0] * spatial[1] > NATIVE_CONV_MAX_ELEMENTS)
+
+
+def work(op: str, pass_: str, params: Mapping[str, Any], dtype: str,
+         host_threads: Optional[int] = None) -> dict[str, float]:
+    """FLOPs, bytes and the efficiency features of one call (see module docstring for the formulas).
+    host_threads: the CPU thread count when the call runs on the host (None on a GPU), for the
+    cpu_native_conv feature."""
     b = DTYPE_BYTES[canonical_dtype(dtype)]
     kind = op_kind(op)
     if op in ("gemm", "linear"):
         m, n, k = (_int(params, key, op) for key in ("M", "N", "K"))
         flops = 2.0 * m * n * k
         nbytes = float(m * k + k * n + m * n) * b
-        return _flop_features(flops, nbytes, min(m, n, k), m, k, n, 1, 1)
+        return _flop_features(flops, nbytes, min(m, n, k), m, k, n, 1, 1, False)
     dims = 3 if op.endswith("3d") or (kind == "bytes" and "D" in params) else 2  # 3-D pooling/BN carry D
     batch, channels = _int(params, "N", op), _int(params, "C", op)
     spatial = _spatial(params, op, dims)
@@ -102,8 +133,13 @@ def work(op: str, pass_: str, params: Mapping[str, Any], dtype: str) -> dict[str
         kvol, ovol = math.prod(kernel), math.prod(out)
         flops = 2.0 * batch * filters * channels * kvol * ovol
         nbytes = float(batch * channels * math.prod(spatial) + filters * channels * kvol + batch * filters * ovol) * b
-        return _flop_features(flops, nbytes, min(batch, channels, filters, min(out)), batch, channels, filters,
-                              ovol, kvol)
+        native = host_threads is not None and cpu_native_conv(op, params, dtype, host_threads)
+        if pass_ == "bwd_data":  # dX (N*in_vol x C) = dY (N*out_vol x F*kvol) * W: C is the output width
+            ivol = math.prod(spatial)
+            return _flop_features(flops, nbytes, min(batch * ivol, channels, filters * kvol), batch, filters,
+                                  channels, ivol, kvol, native)
+        return _flop_features(flops, nbytes, min(batch * ovol, filters, channels * kvol), batch, channels, filters,
+                              ovol, kvol, native)
     elems = batch * channels * math.prod(spatial)
     if (op, pass_) in ZERO_COST:
         raise UserError(f"{op} {pass_} has no kernel of its own (costs 0); it has no work to compute")
@@ -125,10 +161,12 @@ def _log(v: float) -> float:
     return math.log10(max(v, 1.0))
 
 
-def _flop_features(flops, nbytes, min_dim, batch, c_in, c_out, spatial, kvol) -> dict[str, Any]:
+def _flop_features(flops, nbytes, min_dim, batch, c_in, c_out, spatial, kvol, native: bool) -> dict[str, Any]:
+    """Features of the (implicit) GEMM a call runs: min_dim its smallest side, c_in its reduction width and
+    c_out its output width per kernel tap, spatial the output positions per sample."""
     return {"flops": flops, "bytes": nbytes,
             "features": [_log(flops), math.log10(max(flops, 1.0) / max(nbytes, 1.0)), _log(min_dim), _log(batch),
-                         _log(c_in), _log(c_out), _log(spatial), float(kvol)]}
+                         _log(c_in), _log(c_out), _log(spatial), float(kvol), float(native)]}
 
 
 def feature_names(op: str) -> list[str]:

@@ -139,8 +139,23 @@ CONV3D_LAYERS = [
     ("cosmo_down_2x2x2s2", 32, 32, 32, 2, 2, 0, 1),
     ("narrow3d_1to4_3x3x3", 1, 4, 16, 3, 1, 1, 8),
     ("narrow3d_4to8_3x3x3", 4, 8, 16, 3, 1, 1, 8),
+    # the down-scaled 3-D nets validation runs (few channels, 4-16 cubed): CPU 3-D efficiency varies 10x
+    # with channels and volume, and 11 shapes left the held-out error at 30-60%
+    ("narrow3d_4to4_3x3x3", 4, 4, 16, 3, 1, 1, 8),
+    ("narrow3d_8to16_3x3x3", 8, 16, 8, 3, 1, 1, 8),
+    ("narrow3d_16to32_3x3x3", 16, 32, 4, 3, 1, 1, 16),
+    ("mid3d_16to16_3x3x3", 16, 16, 16, 3, 1, 1, 2),
+    ("mid3d_32to32_3x3x3", 32, 32, 8, 3, 1, 1, 4),
 ]
-QUICK_SPLIT_LAYERS = {"resnet_res2_3x3", "resnet_res4_3x3", "cosmo_conv4_3x3x3"}
+# A spread of small convolutions, the shapes that splits of narrow nets leave on one device: every
+# (C, F) pair, spatial size and batch rotating so each value meets many others, capped at SMALL_MAX_FLOPS
+# (sub-millisecond on a CPU core, so 40 shapes add seconds). CPU efficiency over these spans 10x.
+SMALL_CONV_DESIGN = {
+    False: dict(channels=(3, 8, 16, 32, 64), filters=(8, 16, 32, 64), sizes=(8, 16, 32, 56), batches=(1, 2, 4, 8)),
+    True: dict(channels=(1, 4, 8, 16, 32), filters=(4, 8, 16, 32), sizes=(4, 8, 16), batches=(1, 2, 4, 8)),
+}
+SMALL_MAX_FLOPS = 2e8
+QUICK_SPLIT_LAYERS = {"resnet_res2_3x3", "resnet_res4_3x3", "cosmo_conv4_3x3x3", "narrow3d_4to8_3x3x3"}
 GEMM_SHAPES_QUICK = [(128, 128, 128), (256, 256, 256), (512, 512, 512), (1024, 1024, 1024),
                      (64, 1024, 4096), (1024, 64, 4096), (4096, 1024, 64), (2048, 1024, 1024)]
 GEMM_SHAPES_FULL = GEMM_SHAPES_QUICK + [(2048, 2048, 2048), (256, 4096, 4096), (4096, 256, 4096),
@@ -308,6 +323,23 @@ def _layer_params(layer: tuple, scale: int, three_d: bool) -> dict:
     return {"N": batch * scale, "C": c, "F": f, **spatial, "kernel": k, "stride": s, "padding": p}
 
 
+def small_conv_params(three_d: bool) -> list[dict]:
+    """SMALL_CONV_DESIGN as conv params (3x3(x3), stride 1, padding 1), batch then size halved under the cap."""
+    design = SMALL_CONV_DESIGN[three_d]
+    sizes, batches = design["sizes"], design["batches"]
+    out = []
+    for ci, c in enumerate(design["channels"]):
+        for fi, f in enumerate(design["filters"]):  # Latin-square rotation: no size or batch tied to one F
+            size, batch = sizes[(ci + fi) % len(sizes)], batches[(ci + 2 * fi) % len(batches)]
+            while True:
+                params = _layer_params((None, c, f, size, 3, 1, 1, batch), 1, three_d)
+                if conv_flops(params) <= SMALL_MAX_FLOPS or (batch == 1 and size <= 4):
+                    break
+                batch, size = (batch // 2, size) if batch > 1 else (batch, size // 2)
+            out.append(params)
+    return out
+
+
 def plan_compute(device: str, quick: bool) -> list[BenchCase]:
     """Every compute point of the chosen grid, in run order (dtype-major so flags change rarely)."""
     grid = choose_grid(device, quick)
@@ -329,6 +361,7 @@ def plan_compute(device: str, quick: bool) -> list[BenchCase]:
                         splits = scale == grid.split_scale and (full or layer[0] in QUICK_SPLIT_LAYERS)
                         for tag, params in split_variants(_layer_params(layer, scale, three_d), splits):
                             convs.append(({"layer": layer[0], "split": tag}, params))
+                convs += [({"layer": "small_design", "split": "base"}, params) for params in small_conv_params(three_d)]
             mem_shapes = MEMORY_OP_SHAPES_FULL if full else MEMORY_OP_SHAPES_QUICK
         cases += [gemm_case(M, N, K, dtype, device) for M, N, K in gemms]
         for tags, params in convs:

@@ -1,0 +1,96 @@
+"""Shape features of calibrate.shapes: PyTorch's CPU convolution regime (checked against the aten op it
+really runs), the implicit-GEMM view of each pass, and a fit that learns the regime from samples."""
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.profiler import profile
+
+from calibrate import shapes
+from calibrate.cost_model import load_cost_model
+from calibrate.fit import fit_profile
+from calibrate.synthetic import noisy_times, profile_with
+from profiler.profile import Sample
+
+NATIVE = shapes.FLOP_FEATURES.index("cpu_native_conv")
+# (dims, N, C, spatial, kernel, stride): both sides of every clause of the rule
+CASES = [
+    (3, 1, 16, 32, 3, 1), (3, 2, 16, 32, 3, 1), (3, 1, 4, 32, 3, 1), (3, 1, 32, 32, 2, 2), (3, 1, 64, 8, 3, 1),
+    (3, 1, 16, 36, 3, 1), (3, 1, 4, 8, 5, 1),
+    (2, 1, 16, 32, 3, 2), (2, 1, 16, 36, 3, 2), (2, 1, 3, 64, 3, 1), (2, 1, 3, 64, 7, 2), (2, 1, 16, 8, 1, 2),
+    (2, 1, 16, 8, 1, 1), (2, 4, 16, 8, 1, 1), (2, 16, 16, 8, 1, 1), (2, 1, 512, 8, 1, 1),
+]
+
+
+def ran_native(dims, n, c, size, kernel, stride) -> bool:
+    x = torch.randn(n, c, *[size] * dims)
+    w = torch.randn(4, c, *[kernel] * dims)
+    conv = F.conv3d if dims == 3 else F.conv2d
+    with profile() as prof:
+        conv(x, w, stride=stride)
+    names = {e.name for e in prof.events()}
+    assert names & {"aten::mkldnn_convolution", "aten::thnn_conv2d", "aten::slow_conv3d"}, names
+    return "aten::mkldnn_convolution" not in names
+
+
+@pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="this torch build has no oneDNN")
+@pytest.mark.parametrize("threads", [1, 2])
+def test_native_conv_rule_matches_the_kernel_pytorch_runs(threads):
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        for dims, n, c, size, kernel, stride in CASES:
+            op = "conv3d" if dims == 3 else "conv2d"
+            spatial = dict(zip("DHW" if dims == 3 else "HW", [size] * dims))
+            params = dict(N=n, C=c, F=4, kernel=kernel, stride=stride, padding=0, **spatial)
+            predicted = shapes.cpu_native_conv(op, params, "float32", threads)
+            assert predicted == ran_native(dims, n, c, size, kernel, stride), (threads, params)
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_native_feature_is_set_only_on_the_host():
+    small = dict(N=1, C=4, F=8, D=8, H=8, W=8, kernel=3, stride=1, padding=1)
+    assert shapes.work("conv3d", "fwd", small, "float32", host_threads=1)["features"][NATIVE] == 1.0
+    assert shapes.work("conv3d", "fwd", small, "float32")["features"][NATIVE] == 0.0  # a GPU: cuDNN throughout
+    assert shapes.work("conv3d", "fwd", {**small, "N": 2}, "float32", host_threads=1)["features"][NATIVE] == 0.0
+    assert not shapes.cpu_native_conv("conv3d", small, "bfloat16", 1)  # the rule is float32's
+    assert shapes.work("gemm", "fwd", dict(M=1, N=1, K=1), "float32", host_threads=1)["features"][NATIVE] == 0.0
+
+
+def test_bwd_data_features_describe_the_gemm_it_runs():
+    """fwd: Y (N*out x F) = X (N*out x C*k) W; bwd_data: dX (N*in x C) = dY (N*out x F*k) W, so C and F trade
+    places as reduction and output widths, and the spatial size is the input's."""
+    params = dict(N=2, C=3, F=64, H=16, W=16, kernel=3, stride=2, padding=1)
+    names = shapes.FLOP_FEATURES
+    fwd = dict(zip(names, shapes.work("conv2d", "fwd", params, "float32")["features"]))
+    bwd = dict(zip(names, shapes.work("conv2d", "bwd_data", params, "float32")["features"]))
+    assert (fwd["log_in_channels"], fwd["log_out_channels"]) == (bwd["log_out_channels"], bwd["log_in_channels"])
+    assert fwd["log_min_dim"] == pytest.approx(np.log10(3 * 9))  # C*kvol = 27 < F = 64 < N*out = 128
+    assert bwd["log_min_dim"] == pytest.approx(np.log10(3))  # C = 3 is the output width of dX
+    assert (fwd["log_spatial"], bwd["log_spatial"]) == pytest.approx((np.log10(64), np.log10(256)))
+    assert fwd["log_flops"] == bwd["log_flops"]
+
+
+def test_a_fit_learns_the_native_kernel_regime():
+    """CPU samples where PyTorch's native kernels run 5x slower than oneDNN: unseen shapes on both sides of
+    the rule are predicted at their own rate, through the host thread count the profile records."""
+    rng = np.random.default_rng(3)
+
+    def true_s(params):
+        w = shapes.work("conv3d", "fwd", params, "float32", host_threads=1)
+        return w["flops"] / (20e9 if w["features"][NATIVE] else 100e9)
+
+    grid = [dict(N=n, C=c, F=f, D=s, H=s, W=s, kernel=3, stride=1, padding=1)
+            for n in (1, 2, 4) for c in (4, 16, 32) for f in (8, 32) for s in (4, 8, 16)]
+    samples = [Sample(benchmark="conv3d", variant="fwd", device="cpu", dtype="float32", threads=1, params=p,
+                      times_s=noisy_times(true_s(p), rng, 0.03, 7)) for p in grid]
+    cost_model = load_cost_model(fit_profile(profile_with(samples)))
+    assert cost_model.coefficients.host_threads == 1
+    native = dict(N=1, C=8, F=16, D=8, H=8, W=8, kernel=3, stride=1, padding=1)
+    onednn = {**native, "N": 3}
+    assert shapes.cpu_native_conv("conv3d", native, "float32", 1)
+    assert not shapes.cpu_native_conv("conv3d", onednn, "float32", 1)
+    for params in (native, onednn):
+        predicted = cost_model.compute_time_s("conv3d", "fwd", params, "float32")
+        assert predicted == pytest.approx(true_s(params), rel=0.25), params
