@@ -5,10 +5,11 @@
 2. Agreement of the profiler's allreduce medians with a plain hand-written torch.distributed.all_reduce
    timing loop run in the same process group (target: within 15%), in both regimes:
    latency (barrier, one op, max over ranks per iteration) and throughput (back-to-back ops, one sync).
-   Profiler and hand loop alternate in short rounds per size so machine load affects both alike; the hand
-   loop's even-vs-odd-round difference is printed as the noise floor.
+   Paired rounds per size (hand loop, profiler, hand loop, on the same group with the same iteration counts)
+   so machine load affects both alike; the figure is the median over rounds of the per-round ratio, and the
+   two hand loops of a round give the noise floor.
 
-    python bench/bench_collectives.py [--skip-calibration] [--sizes 4,4096,65536,1048576,16777216] [--rounds 10]
+    python bench/bench_collectives.py [--skip-calibration] [--sizes 4,4096,65536,1048576,16777216] [--rounds 30]
 """
 from __future__ import annotations
 
@@ -49,36 +50,37 @@ def time_quick_calibration() -> None:
         print(f"  ({os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f})")
 
 
-def hand_loop(size_bytes: int, iterations: int, ops_per_sample: int, samples: int):
+def hand_loop(size_bytes: int, iterations: int, ops_per_sample: int, samples: int, group):
     """Independent reference: plain torch.distributed calls, perf_counter, max over ranks via all_gather_object.
     Returns (latency times, throughput per-op times)."""
     import torch
 
     buf = torch.zeros(size_bytes // 4, dtype=torch.float32)
-    dist.all_reduce(buf)  # warm-up
+    dist.all_reduce(buf, group=group)  # warm-up
     latency = []
     for _ in range(iterations):
-        dist.barrier()
+        dist.barrier(group=group)
         start = time.perf_counter()
-        dist.all_reduce(buf)
+        dist.all_reduce(buf, group=group)
         latency.append(time.perf_counter() - start)
     throughput = []
     for _ in range(samples):
-        dist.barrier()
+        dist.barrier(group=group)
         start = time.perf_counter()
         for _ in range(ops_per_sample):
-            dist.all_reduce(buf)
+            dist.all_reduce(buf, group=group)
         throughput.append((time.perf_counter() - start) / ops_per_sample)
     gathered = [None] * dist.get_world_size()
-    dist.all_gather_object(gathered, (latency, throughput))
+    dist.all_gather_object(gathered, (latency, throughput), group=group)
     latency = [max(values) for values in zip(*(g[0] for g in gathered))]
     throughput = [max(values) for values in zip(*(g[1] for g in gathered))]
     return latency, throughput
 
 
 def compare_rank(rank: int, world: int, port: int, sizes: list[int], rounds: int, results) -> None:
-    """Per size, `rounds` alternating rounds of the profiler's own allreduce point (kernel + harness, the
-    --quick budget) and the hand loop with the same iteration counts; every time pooled per method."""
+    """Per size, `rounds` paired rounds: hand loop (A), the profiler's own allreduce point (kernel + harness,
+    the --quick budget), hand loop again (B), all with the same iteration counts on the same group. Per round
+    and regime: ratio = profiler median / mean of the A and B medians, noise = A median / B median."""
     import torch
 
     from kernels.collectives import allreduce
@@ -89,19 +91,37 @@ def compare_rank(rank: int, world: int, port: int, sizes: list[int], rounds: int
     world_group = dist.new_group(list(range(world)))
     rows = []
     for size in sizes:
-        pooled = {"profiler": ([], []), "hand": ([], []), "hand_even": ([], []), "hand_odd": ([], [])}
-        for index in range(rounds):
+        ratios, noises = ([], []), ([], [])
+        for _ in range(rounds):
             call = allreduce.setup(size, world_group, list(range(world)), rank, "cpu", torch.float32)
-            times = measure_point(call, world_group, "cpu", QUICK)
-            hand = hand_loop(size, len(times.latency_s), times.ops_per_sample, len(times.throughput_s))
-            for key, (lat, thr) in (("profiler", (times.latency_s, times.throughput_s)), ("hand", hand),
-                                    ("hand_even" if index % 2 == 0 else "hand_odd", hand)):
-                pooled[key][0].extend(lat)
-                pooled[key][1].extend(thr)
-        rows.append((size, {key: tuple(statistics.median(v) for v in values) for key, values in pooled.items()}))
+            first = measure_point(call, world_group, "cpu", QUICK)  # fixes the iteration counts of this round
+            counts = (len(first.latency_s), first.ops_per_sample, len(first.throughput_s))
+            hand_a = hand_loop(size, *counts, world_group)
+            mine = measure_point(call, world_group, "cpu", QUICK)
+            hand_b = hand_loop(size, *counts, world_group)
+            for regime, profiler_times in enumerate((mine.latency_s, mine.throughput_s)):
+                a, b = statistics.median(hand_a[regime]), statistics.median(hand_b[regime])
+                ratios[regime].append(statistics.median(profiler_times) / ((a + b) / 2))
+                noises[regime].append(a / b)
+        rows.append((size, ratios, noises))
     if rank == 0:
         results.put(rows)
     dist.destroy_process_group()
+
+
+def _spread(values: list[float]) -> str:
+    q = statistics.quantiles(values, n=4)
+    return f"[{q[0] - 1:+.0%}, {q[2] - 1:+.0%}]"
+
+
+def _median_ci(values: list[float], draws: int = 2000) -> str:
+    """95% bootstrap interval of the median ratio over rounds: a disagreement whose interval holds 0 is noise."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    medians = np.median(rng.choice(values, (draws, len(values))), axis=1)
+    low, high = np.percentile(medians, [2.5, 97.5])
+    return f"[{low - 1:+.0%}, {high - 1:+.0%}]"
 
 
 def compare_allreduce(sizes: list[int], rounds: int) -> None:
@@ -113,31 +133,30 @@ def compare_allreduce(sizes: list[int], rounds: int) -> None:
     procs = [ctx.Process(target=compare_rank, args=(r, 2, port, sizes, rounds, results)) for r in range(2)]
     for p in procs:
         p.start()
-    rows = results.get(timeout=900)
+    rows = results.get(timeout=1800)
     for p in procs:
         p.join()
-    print(f"allreduce, 2 gloo ranks: profiler (kernel + harness, --quick budget) vs a hand-written loop, "
-          f"{rounds} alternating rounds, medians of all pooled times; noise = hand loop's even vs odd rounds")
-    print(f"{'size (B)':>10} | {'latency: profiler':>17} {'hand':>10} {'diff':>7} {'noise':>6} | "
-          f"{'throughput: profiler':>20} {'hand':>10} {'diff':>7} {'noise':>6}")
+    print(f"allreduce, 2 gloo ranks: profiler (kernel + harness, --quick budget) vs a hand-written loop on the "
+          f"same group, {rounds} paired rounds (hand, profiler, hand); per round profiler median / hand median")
+    print(f"{'size (B)':>10} | {'latency: median ratio':>21} {'95% CI':>14} {'noise IQR':>14} | "
+          f"{'throughput: median ratio':>24} {'95% CI':>14} {'noise IQR':>14}")
     worst = 0.0
-    for size, m in rows:
+    for size, ratios, noises in rows:
         cells = []
-        for regime in (0, 1):
-            mine, hand = m["profiler"][regime], m["hand"][regime]
-            diff, noise = mine / hand - 1, m["hand_even"][regime] / m["hand_odd"][regime] - 1
+        for regime, width in ((0, 21), (1, 24)):
+            diff = statistics.median(ratios[regime]) - 1
             worst = max(worst, abs(diff))
-            cells.append(f"{mine * 1e6:>14.1f} us {hand * 1e6:>7.1f} us {diff:>+7.1%} {noise:>+6.0%}")
+            cells.append(f"{diff:>+{width}.1%} {_median_ci(ratios[regime]):>14} {_spread(noises[regime]):>14}")
         print(f"{size:>10} | {cells[0]} | {cells[1]}")
-    print(f"largest disagreement {worst:.1%}; target within 15%: {'OK' if worst <= 0.15 else 'MISSED'} "
-          f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; compare with the noise columns)")
+    print(f"largest median disagreement {worst:.1%}; target within 15%: {'OK' if worst <= 0.15 else 'MISSED'} "
+          f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; noise = hand loop A / B in the same round)")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--skip-calibration", action="store_true", help="only the allreduce comparison")
     parser.add_argument("--sizes", default="4,4096,65536,1048576,16777216", help="allreduce sizes in bytes")
-    parser.add_argument("--rounds", type=int, default=10, help="alternating profiler/hand rounds per size")
+    parser.add_argument("--rounds", type=int, default=30, help="paired rounds per size")
     args = parser.parse_args()
     if not args.skip_calibration:
         time_quick_calibration()

@@ -32,16 +32,23 @@ MIN_TIME_S = 1e-12
 MIN_CALLS_FOR_WITHIN = 3
 
 
+#: how a sample's per-call times become the one time a fit sees
+STATISTICS = {"median": np.median, "mean": np.mean}
+
+
 @dataclass(frozen=True)
 class Point:
-    """One sample: x (message bytes or bytes moved), its raw per-call times, and x scaling (bus factor)."""
+    """One sample: x (message bytes or bytes moved, scaled by the bus factor) and its raw per-call times.
+    statistic: "median" by default; "mean" where the prediction is a sum of many calls, so a heavy tail
+    of slow calls is paid in proportion (collectives over gloo: calibrate.collective_fit)."""
 
     x: float
     times_s: np.ndarray
+    statistic: str = "median"
 
     @property
     def t(self) -> float:
-        return max(float(np.median(self.times_s)), MIN_TIME_S)
+        return max(float(STATISTICS[self.statistic](self.times_s)), MIN_TIME_S)
 
 
 def fit_line(x: np.ndarray, t: np.ndarray) -> tuple[float, float]:
@@ -184,7 +191,8 @@ def resample(points: Sequence, rng: np.random.Generator) -> tuple[np.ndarray, np
         pick = np.arange(len(points))
     else:
         pick = rng.integers(0, len(points), len(points))
-    return pick, np.maximum([np.median(rng.choice(points[i].times_s, len(points[i].times_s))) for i in pick], MIN_TIME_S)
+    drawn = [STATISTICS[points[i].statistic](rng.choice(points[i].times_s, len(points[i].times_s))) for i in pick]
+    return pick, np.maximum(drawn, MIN_TIME_S)
 
 
 def bootstrap_lines(points: Sequence[Point], bounds, rng: np.random.Generator,

@@ -136,6 +136,15 @@ class ComputeFit(_Strict):
     sources: list[str] = Field(default_factory=list)
 
 
+class FrameworkFit(_Strict):
+    """Eager framework time per layer on top of its kernels (calibrate.framework): the forward module
+    call with autograd recording, and one backward autograd node."""
+
+    forward_per_layer_s: Estimate
+    backward_per_layer_s: Estimate
+    sources: list[str] = Field(default_factory=list)
+
+
 class Coefficients(_Strict):
     version: int = COEFFICIENTS_VERSION
     compute: dict[str, ComputeFit] = Field(default_factory=dict)
@@ -143,6 +152,7 @@ class Coefficients(_Strict):
     host_device: dict[str, SegmentedFit] = Field(default_factory=dict)
     collectives: list[CollectiveFit] = Field(default_factory=list)
     links: dict[str, dict[Literal["intra", "inter"], LinkModel]] = Field(default_factory=dict)
+    framework: Optional[FrameworkFit] = None
     #: True on a CPU-only profile: "device" memory is host memory and there is no host<->device copy
     device_is_host: bool = False
     #: CPU threads the compute samples ran with (median), on a CPU-only profile: PyTorch picks its CPU

@@ -22,8 +22,13 @@ from profiler.errors import UserError
 from profiler.profile import Sample
 
 COLLECTIVE_BENCHMARKS = ("allreduce", "allgather", "reduce_scatter", "alltoall", "broadcast", "sendrecv", "halo")
-#: which timing regime the cost model uses when both exist: back-to-back ops, as a training step issues them
-PREFERRED_VARIANTS = ("throughput", "latency")
+#: which timing regime the cost model uses when several exist: each op after compute, as a training step
+#: issues them (profiler.comm.harness), else back-to-back ops (nccl-tests imports), else isolated ops
+PREFERRED_VARIANTS = ("interleaved", "throughput", "latency")
+#: a training step pays the sum of its collective calls, i.e. their mean, and gloo's per-call times have a
+#: heavy tail (0.2-0.4 ms typically, 2-4 ms in a third of calls at 64 KiB-1 MiB on the 2-core VM): fitting
+#: medians predicted the validation runs' communication 2-3x too cheap
+MEAN_TIMES = "mean"
 
 
 def group_of(sample: Sample) -> tuple[int, int]:
@@ -62,7 +67,7 @@ def fit_collectives(samples: Sequence[Sample], rng: np.random.Generator) -> list
             raise UserError(f"{_describe(op, p, nodes)} has {variant} samples for only one message size "
                             f"({sizes[0]:.0f} bytes); need >= 2 to fit latency and bandwidth")
         factor = bus_factor(op, p)
-        points = [Point(size_of(s) * factor, np.asarray(s.times_s, float)) for s in chosen]
+        points = [Point(size_of(s) * factor, np.asarray(s.times_s, float), MEAN_TIMES) for s in chosen]
         fit = fit_alpha_beta(points, rng)
         fits.append(CollectiveFit(op=op, group_size=p, nodes=nodes, variant=variant,
                                   **fit.model_dump(exclude={"sources"}), sources=[f"measured: {len(chosen)} samples"]))

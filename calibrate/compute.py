@@ -16,7 +16,7 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 from sklearn.tree import DecisionTreeRegressor
 
-from calibrate.alphabeta import MIN_TIME_S, fit_line, quality, resample
+from calibrate.alphabeta import MIN_TIME_S, STATISTICS, fit_line, quality, resample
 from calibrate.coefficients import ComputeFit, EfficiencyModel, Estimate, FitQuality, Tree
 from calibrate.shapes import MONOTONE
 
@@ -37,10 +37,11 @@ class ComputePoint:
     features: tuple[float, ...]
     times_s: np.ndarray
     params: dict
+    statistic: str = "median"  # see calibrate.alphabeta.Point
 
     @property
     def t(self) -> float:
-        return max(float(np.median(self.times_s)), MIN_TIME_S)
+        return max(float(STATISTICS[self.statistic](self.times_s)), MIN_TIME_S)
 
 
 def export_tree(tree) -> Tree:

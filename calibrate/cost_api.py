@@ -37,6 +37,10 @@ class CostModel(Protocol):
         conv3d adds D; memory-bound ops {N, C, H, W[, D]} (pooling adds kernel, stride).
         Raises UserError naming the missing coefficient when the profile cannot cost this op."""
 
+    def framework_overhead_s(self, pass_: Literal["fwd", "bwd"]) -> float:
+        """Eager framework time one layer pays on top of its kernels: "fwd" its module call with autograd
+        recording, "bwd" its autograd node (0 when the profile did not measure it)."""
+
     def memory_time_s(self, bytes_moved: float, *, where: Literal["device", "host"] = "device") -> float:
         """Time of a streaming, memory-bound kernel moving `bytes_moved` (STREAM triad bandwidth)."""
 

@@ -74,6 +74,12 @@ class ProfileCostModel:
         amount = w["flops"] if fit.kind == "flops" else w["bytes"]
         return predict_time(fit, amount, w["bytes"], w["features"], self.bound)
 
+    def framework_overhead_s(self, pass_: Literal["fwd", "bwd"]) -> float:
+        fit = self.coefficients.framework
+        if fit is None:
+            return 0.0
+        return (fit.forward_per_layer_s if pass_ == "fwd" else fit.backward_per_layer_s).at(self.bound)
+
     # ------------------------------------------------------------------------------------------ memory
     def memory_time_s(self, bytes_moved: float, *, where: Literal["device", "host"] = "device") -> float:
         side = "host" if self.coefficients.device_is_host else where

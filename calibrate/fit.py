@@ -16,6 +16,7 @@ from calibrate.alphabeta import Point, fit_alpha_beta
 from calibrate.coefficients import Coefficients, ComputeFit, SegmentedFit
 from calibrate.collective_fit import COLLECTIVE_BENCHMARKS, derive_links, fit_collectives
 from calibrate.compute import ComputePoint, fit_compute
+from calibrate.framework import fit_framework
 from profiler.errors import UserError
 from profiler.profile import Profile, Sample
 
@@ -108,7 +109,7 @@ def fit_coefficients(profile: Profile, seed: int = 0) -> Coefficients:
     for s in profile.samples:
         if s.benchmark in COMPUTE_BENCHMARKS:
             by_kind["compute"].append(s)
-        elif s.benchmark in ("stream", "host_device"):
+        elif s.benchmark in ("stream", "host_device", "framework"):
             by_kind[s.benchmark].append(s)
         elif s.benchmark in COLLECTIVE_BENCHMARKS:
             by_kind["collectives"].append(s)
@@ -124,6 +125,7 @@ def fit_coefficients(profile: Profile, seed: int = 0) -> Coefficients:
     threads = sorted(host_threads(s) for s in by_kind["compute"] if host_threads(s)) if device_is_host else []
     coefficients = Coefficients(compute=compute, memory=memory, host_device=fit_host_device(by_kind["host_device"], rng),
                                 collectives=collectives, links=links, notes=notes, device_is_host=device_is_host,
+                                framework=fit_framework(by_kind["framework"], rng) if by_kind["framework"] else None,
                                 host_threads=threads[len(threads) // 2] if threads else None)
     if not (compute or memory or coefficients.host_device or collectives):
         raise UserError(f"profile has {len(profile.samples)} samples but none of a benchmark calibrate fits "

@@ -69,6 +69,9 @@ def fit_lines(profile: Profile) -> list[str]:
         lines.append(f"memory {key}: {regimes}; {_quality(f.quality, published=published)}")
     for key, f in sorted(c.host_device.items()):
         lines.append(f"host_device {key}: {_segments(f.segments, 'B')}; {_quality(f.quality, published=published)}")
+    if c.framework:
+        lines.append(f"framework per layer: forward {_est(c.framework.forward_per_layer_s, 's')}, "
+                     f"backward {_est(c.framework.backward_per_layer_s, 's')}")
     for f in c.collectives:
         lines.append(f"collective {f.op} p={f.group_size} nodes={f.nodes} ({f.variant}, measured): "
                      f"{_segments(f.segments, 'B')}; {_quality(f.quality)}")

@@ -38,7 +38,7 @@ VARIANT_PASS = {"bwd": "bwd_data"}
 
 FLOP_FEATURES = ["log_flops", "log_intensity", "log_min_dim", "log_batch", "log_in_channels",
                  "log_out_channels", "log_spatial", "kernel_volume", "cpu_native_conv"]
-BYTE_FEATURES = ["log_bytes", "log_batch", "log_channels", "log_spatial"]
+BYTE_FEATURES = ["log_bytes", "log_batch", "log_channels", "log_spatial", "spatial_dims"]
 #: efficiency never rises when a size shrinks (+1 = non-decreasing in that feature, 0 = free), so a split
 #: shape is never predicted more efficient than the shape it came from through a smaller batch, channel count
 #: or spatial size. Total FLOPs are free: on CPUs a smaller call often runs faster per FLOP (its operands stay
@@ -46,7 +46,7 @@ BYTE_FEATURES = ["log_bytes", "log_batch", "log_channels", "log_spatial"]
 #: three quiet quick profiles (2026-11-29). The linear trend in log work (calibrate.compute) stays >= 0.
 MONOTONE = {"log_flops": 0, "log_bytes": 1, "log_min_dim": 1, "log_batch": 1, "log_in_channels": 1,
             "log_out_channels": 1, "log_channels": 1, "log_spatial": 1, "log_intensity": 0, "kernel_volume": 0,
-            "cpu_native_conv": 0}
+            "cpu_native_conv": 0, "spatial_dims": 0}
 #: PyTorch's CPU float32 convolution leaves oneDNN for its own kernels below this N*C*size(2)*size(3)
 NATIVE_CONV_MAX_ELEMENTS = 20480
 
@@ -154,7 +154,7 @@ def work(op: str, pass_: str, params: Mapping[str, Any], dtype: str,
     else:
         nbytes = float(_ELEMENT_PASSES[op][pass_] * elems) * b
     return {"flops": 0.0, "bytes": nbytes,
-            "features": [_log(nbytes), _log(batch), _log(channels), _log(math.prod(spatial))]}
+            "features": [_log(nbytes), _log(batch), _log(channels), _log(math.prod(spatial)), float(dims)]}
 
 
 def _log(v: float) -> float:

@@ -103,6 +103,7 @@ class LayerCoster:
             (l.op, l.input_shape, l.output_shape, l.kernel, l.stride, l.padding, l.groups, bool(l.params), first),
             len(signatures)) for l, first in zip(graph.layers, self.first)]
         self._cache: dict[tuple[int, Split], tuple[float, float]] = {}  # (signature, split) -> times
+        self.overhead_s = (cost_model.framework_overhead_s("fwd"), cost_model.framework_overhead_s("bwd"))
         self._calls: dict[tuple, float] = {}  # (op, pass, params) -> seconds: layers of equal shape share it
 
     def _call(self, op: str, pass_: str, params: dict[str, int]) -> float:
@@ -113,7 +114,8 @@ class LayerCoster:
         return t
 
     def times(self, index: int, split: Split) -> tuple[float, float]:
-        """(forward_s, backward_s) of layer `index` at `split`; backward = bwd_data + bwd_weight."""
+        """(forward_s, backward_s) of layer `index` at `split`; backward = bwd_data + bwd_weight, each pass
+        plus the profile's framework overhead per layer (CostModel.framework_overhead_s)."""
         key = (self.signature[index], split)
         hit = self._cache.get(key)
         if hit is not None:
@@ -122,17 +124,19 @@ class LayerCoster:
         spec = _pass_params(layer, split)
         if spec is None:
             if layer.op in FREE_OPS:
-                result = (0.0, 0.0)
+                fwd = bwd = 0.0
             else:  # concat, dropout, softmax_loss: memory-bound copies
-                t = self.cm.memory_time_s(_elementwise_bytes(layer, split, self.act_bytes))
-                result = (t, t)
+                fwd = bwd = self.cm.memory_time_s(_elementwise_bytes(layer, split, self.act_bytes))
         else:
             op, params = spec
             fwd = self._call(op, "fwd", params)
             bwd = 0.0 if self.first[index] else self._call(op, "bwd_data", params)
             if layer.params:
                 bwd += self._call(op, "bwd_weight", params)
-            result = (fwd, bwd)
+        if layer.op != "input":  # every layer is a module call, and an autograd node unless nothing needs its grad
+            fwd += self.overhead_s[0]
+            bwd += self.overhead_s[1] if (layer.params or not self.first[index]) else 0.0
+        result = (fwd, bwd)
         self._cache[key] = result
         return result
 

@@ -4,6 +4,7 @@ Used by the predictor's tests, where every term must be computable by hand. It i
 nothing here is measured, and no CLI uses it.
 
     compute  = launch_s + flops / peak_flops_per_s        (flops of the op at the given shape, per pass)
+    framework overhead per layer = framework_fwd_s / framework_bwd_s (0 unless given)
     memory   = bytes / memory_bytes_per_s
     ring collectives over g ranks, link bandwidth B (intra_bytes_per_s if nodes == 1, else inter):
       allreduce                     2(g-1)·alpha + 2(g-1)/g · S/B
@@ -36,6 +37,8 @@ def op_flops(op: str, params: Mapping[str, int]) -> float:
 class SyntheticCostModel:
     peak_flops_per_s: float = 1e13
     launch_s: float = 1e-5
+    framework_fwd_s: float = 0.0  # per layer, on top of its kernels
+    framework_bwd_s: float = 0.0
     memory_bytes_per_s: float = 1e11
     alpha_s: float = 1e-5
     intra_bytes_per_s: float = 1e10
@@ -46,6 +49,9 @@ class SyntheticCostModel:
 
     def compute_time_s(self, op, pass_, params, dtype):
         return self.launch_s + op_flops(op, params) / self.peak_flops_per_s
+
+    def framework_overhead_s(self, pass_):
+        return self.framework_fwd_s if pass_ == "fwd" else self.framework_bwd_s
 
     def memory_time_s(self, bytes_moved, *, where="device"):
         return bytes_moved / self.memory_bytes_per_s

@@ -21,6 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from profiler import store
 from profiler.bench_compute import choose_grid, plan_compute
+from profiler.bench_framework import plan_framework
 from profiler.bench_memory import host_device_cases, last_level_cache_bytes, stream_cases
 from profiler.cases import BenchCase, measure_case, timer_settings
 from profiler.comm import section as collectives
@@ -95,7 +96,7 @@ def save_uninterrupted(profile: Profile, path: Path) -> None:
 
 def plan_section(name: str, device: str, quick: bool) -> list[BenchCase]:
     if name == "compute":
-        return plan_compute(device, quick)
+        return plan_compute(device, quick) + plan_framework(device)
     if name == "memory":
         return stream_cases(device, quick)
     return host_device_cases(device, quick)

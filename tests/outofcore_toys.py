@@ -20,6 +20,9 @@ class FlatCostModel:
         samples = params["M"] if op in ("gemm", "linear") else params.get("N", 1)
         return self.call_s * samples
 
+    def framework_overhead_s(self, pass_):
+        return 0.0
+
     def memory_time_s(self, bytes_moved, *, where="device"):
         if where == "host" and not self.host_memory:
             raise UserError("profile toy has no coefficient for memory host/triad (STREAM triad)")

@@ -38,12 +38,13 @@ def test_tiny_calibration_writes_a_fitted_profile(tmp_path):
     assert r.returncode == 0, r.stderr
     profile = load_profile(out)
     kinds = {s.benchmark for s in profile.samples}
-    assert {"gemm", "conv2d", "conv3d", "batchnorm", "relu", "maxpool", "add", "stream"} <= kinds
+    assert {"gemm", "conv2d", "conv3d", "batchnorm", "relu", "maxpool", "add", "stream", "framework"} <= kinds
     assert profile.provenance.kind == "calibrated"
     assert profile.settings["grid"] == "tiny" and profile.settings["sections"] == ["compute", "memory", "collectives"]
     assert "skipped" in profile.settings["collectives"]
-    assert profile.coefficients  # calibrate.fit ran
-    assert all(s.flops is not None and s.bytes_moved > 0 for s in profile.samples if s.benchmark != "stream")
+    assert profile.coefficients and profile.coefficients["framework"]  # calibrate.fit ran
+    assert all(s.flops is not None and s.bytes_moved > 0 for s in profile.samples
+               if s.benchmark not in ("stream", "framework"))
     assert not store.partial_path(out).exists()
 
 

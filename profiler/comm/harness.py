@@ -4,7 +4,10 @@
 - latency: barrier, one timed op, then the maximum over ranks of each iteration's time (≈ nccl-tests
   `-z 3 -I 1`; the right statistic for bulk-synchronous training);
 - throughput: barrier, m back-to-back ops, one synchronisation; per-op time = elapsed / m, maximum over
-  ranks (nccl-tests' default loop, which averages over ranks instead).
+  ranks (nccl-tests' default loop, which averages over ranks instead);
+- interleaved: as a training step issues them, each op after about INTERLEAVE_S of compute on every rank
+  (no barrier), one timed op, maximum over ranks. Over gloo on a 2-core VM a collective costs 1.5-3x more
+  after compute than back-to-back (its threads have gone idle), and this is the figure the runs pay.
 
 Per-rank adaptive stopping would deadlock a collective (§3.2, "Multi-GPU"), so iteration counts are fixed
 per point from a warm-up estimate agreed by a MAX all-reduce. This is why collectives do not go through
@@ -34,6 +37,9 @@ class PointBudget:
     throughput_max_ops: int
 
 
+#: compute before each interleaved op: a layer's worth of work between two collectives
+INTERLEAVE_S = 1e-3
+
 QUICK = PointBudget(seconds=0.04, warmup_calls=1, latency_min=5, latency_max=15, throughput_samples=5, throughput_max_ops=20)
 FULL = PointBudget(seconds=0.3, warmup_calls=5, latency_min=5, latency_max=100, throughput_samples=10, throughput_max_ops=100)
 
@@ -42,6 +48,7 @@ FULL = PointBudget(seconds=0.3, warmup_calls=5, latency_min=5, latency_max=100, 
 class PointTimes:
     latency_s: list[float]  # per iteration, max over ranks
     throughput_s: list[float]  # per sample, per op, max over ranks
+    interleaved_s: list[float]  # per iteration after INTERLEAVE_S of compute, max over ranks
     ops_per_sample: int
     warmup_estimate_s: float
 
@@ -106,5 +113,35 @@ def measure_point(fn: Callable[[], None], group, device: str, budget: PointBudge
         clock.sync()
         throughput.append(clock.time(fn, ops) / ops)
 
-    merged = max_over_group(latency + throughput, group, device)
-    return PointTimes(merged[:iterations], merged[iterations:], ops, estimate_s)
+    filler = compute_filler(device)
+    interleaved = []
+    for _ in range(iterations):
+        filler()
+        interleaved.append(clock.time(fn, 1))
+
+    merged = max_over_group(latency + throughput + interleaved, group, device)
+    return PointTimes(merged[:iterations], merged[iterations:iterations + len(throughput)],
+                      merged[iterations + len(throughput):], ops, estimate_s)
+
+
+_FILLERS: dict[str, Callable[[], None]] = {}
+
+
+def compute_filler(device: str) -> Callable[[], None]:
+    """A callable that keeps this rank's device busy for about INTERLEAVE_S (repeated 128^3 matmuls, the
+    count set once per device from a timed trial)."""
+    if device not in _FILLERS:
+        a = torch.randn(128, 128, device=device)
+        clock = _Clock(device)
+        clock.sync()
+        clock.time(lambda: torch.mm(a, a), 3)
+        per_call_s = max(clock.time(lambda: torch.mm(a, a), 10) / 10, 1e-7)
+        repeats = max(1, round(INTERLEAVE_S / per_call_s))
+
+        def fill() -> None:
+            for _ in range(repeats):
+                torch.mm(a, a)
+            clock.sync()
+
+        _FILLERS[device] = fill
+    return _FILLERS[device]

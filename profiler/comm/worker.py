@@ -22,7 +22,7 @@ import torch.distributed as dist
 from kernels.collectives import OPERATIONS
 from profiler.comm import faults, layout
 from profiler.comm.factors import algbw_bytes_per_s, busbw_bytes_per_s, busbw_factor
-from profiler.comm.harness import FULL, QUICK, measure_point
+from profiler.comm.harness import FULL, INTERLEAVE_S, QUICK, measure_point
 from profiler.errors import UserError
 
 ELEMENT_DTYPE = torch.float32
@@ -107,7 +107,9 @@ def _samples(op, size, requested, group, times, config, device_label) -> list[di
     out = []
     for variant, values, how in (("latency", times.latency_s, "barrier, one op, max over ranks per iteration"),
                                  ("throughput", times.throughput_s,
-                                  f"{times.ops_per_sample} back-to-back ops then one sync, per op, max over ranks")):
+                                  f"{times.ops_per_sample} back-to-back ops then one sync, per op, max over ranks"),
+                                 ("interleaved", times.interleaved_s,
+                                  f"one op after {INTERLEAVE_S * 1e3:g} ms of compute, max over ranks per iteration")):
         median = statistics.median(values)
         out.append({**common, "benchmark": op, "variant": variant, "times_s": values, "extra": {
             "algbw_bytes_per_s": algbw_bytes_per_s(size, median),
@@ -133,7 +135,7 @@ def run_rank(config: CommConfig, rank: int, local_rank: int, report: Optional[Re
         "backend": config.backend, "launcher": config.launcher, "world_size": config.world_size,
         "hosts": sorted(set(hosts)), "nodes": len(set(hosts)), "ranks_per_host": {h: hosts.count(h) for h in set(hosts)},
         "groups": [g.describe() for g in groups], "operations": list(config.ops),
-        "size_range_bytes": [config.sizes_bytes[0], config.sizes_bytes[-1]], "regimes": ["latency", "throughput"],
+        "size_range_bytes": [config.sizes_bytes[0], config.sizes_bytes[-1]], "regimes": ["latency", "throughput", "interleaved"],
         "timeout_s": config.timeout_s, "dtype": "float32", "torch": torch.__version__,
     })
     for group, op, size, requested in _points(config, groups):

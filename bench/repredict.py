@@ -1,0 +1,87 @@
+"""Analytical accuracy on measured runs already taken: re-predict every run of one or more validation datasets
+with a profile (refitted with the current fitting code) and compare with the measured times.
+
+Runs on this VM vary by 10-40% between suite runs, so comparing two versions of the model by running the
+suite twice mixes the model's change with the machine's. This holds the measurements still: the same
+runs (pooled over every dataset given, median per run) against each version's predictions.
+
+    python bench/repredict.py --profile P.yaml out/validate-A.jsonl [out/validate-B.jsonl ...]
+    python bench/repredict.py --profile P.yaml --refit out/validate-*.jsonl   # refit P's samples first
+
+Prints mean accuracy per strategy (1 - |predicted - measured| / measured), like `predictor validate`.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from calibrate.cost_model import load_cost_model  # noqa: E402
+from calibrate.fit import fit_profile  # noqa: E402
+from predictor.api import load_model, predict  # noqa: E402
+from predictor.plan import Plan  # noqa: E402
+from predictor.validate_report import accuracy  # noqa: E402
+from profiler.profile import load_profile  # noqa: E402
+
+
+def pooled_runs(paths: list[str]) -> dict[tuple[str, str], dict]:
+    """(label, scenario) -> the first record, with measured_time_s the median over every dataset."""
+    records, times = {}, defaultdict(list)
+    for path in paths:
+        for line in Path(path).read_text().splitlines():
+            row = json.loads(line)
+            if not row.get("measured_time_s") or not row.get("prediction"):
+                continue
+            key = (row["label"], row["scenario"])
+            records.setdefault(key, row)
+            times[key].append(row["measured_time_s"])
+    return {key: {**row, "measured_time_s": statistics.median(times[key]), "repeats": len(times[key])}
+            for key, row in records.items()}
+
+
+def plan_of(row: dict) -> Plan:
+    names = {f.name for f in dataclasses.fields(Plan)}
+    fields = {k: v for k, v in row["prediction"]["plan"].items() if k in names}
+    fields["spatial_split"] = tuple(fields.get("spatial_split") or ())
+    fields["extra"] = tuple(tuple(pair) for pair in fields.get("extra") or ())
+    return Plan(**fields)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("datasets", nargs="+", help="validate JSONL files (runs pooled by label and scenario)")
+    parser.add_argument("--profile", required=True)
+    parser.add_argument("--refit", action="store_true", help="refit the profile's samples with the current code")
+    parser.add_argument("--rows", action="store_true", help="print every run")
+    args = parser.parse_args()
+    profile = load_profile(args.profile)
+    cost_model = load_cost_model(fit_profile(profile) if args.refit else profile)
+    graphs, by_strategy = {}, defaultdict(list)
+    for (label, scenario), row in sorted(pooled_runs(args.datasets).items(), key=lambda kv: kv[0][::-1]):
+        key = (row["model"], json.dumps(row["knobs"], sort_keys=True))
+        if key not in graphs:
+            graphs[key] = load_model(row["model"], **row["knobs"])
+        prediction = predict(graphs[key], plan_of(row), cost_model, interval=False)
+        if not prediction.feasible:
+            continue
+        acc = accuracy(prediction.iteration_s, row["measured_time_s"])
+        by_strategy[label].append(acc)
+        if args.rows:
+            print(f"{label:17} {scenario[:50]:50} measured {row['measured_time_s'] * 1e3:8.2f} ms (x{row['repeats']}) "
+                  f"predicted {prediction.iteration_s * 1e3:8.2f} ms  {acc:6.1%}")
+    print(f"profile {args.profile}{' (refitted)' if args.refit else ''}; {len(args.datasets)} dataset(s)")
+    everything = [a for accs in by_strategy.values() for a in accs]
+    for label, accs in sorted(by_strategy.items()):
+        print(f"  {label:17} {statistics.mean(accs):6.1%}  ({len(accs)} runs)")
+    print(f"  {'overall':17} {statistics.mean(everything):6.1%}  ({len(everything)} runs)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,56 @@
+"""Framework overhead per layer from the `framework` samples (profiler/bench_framework.py).
+
+Per variant (kernel, forward, step) a relative-error line t(K) = a + b*K over the chain length K
+(calibrate.alphabeta.fit_line); the slopes give
+    forward overhead  = b_forward - b_kernel          (module call + autograd recording, per layer)
+    backward overhead = b_step - b_forward - b_kernel  (one autograd node; its kernel costs as the forward's)
+each clipped at 0, with 95% bootstrap intervals over the samples' own per-call times
+(calibrate.alphabeta.resample). The predictor adds them to every layer's forward and backward time.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from calibrate.alphabeta import Point, fit_line, resample
+from calibrate.coefficients import Estimate, FrameworkFit
+from profiler.errors import UserError
+from profiler.profile import Sample
+
+VARIANTS = ("kernel", "forward", "step")
+BOOTSTRAP_REPLICATES = 200
+
+
+def _points(samples: Sequence[Sample], variant: str) -> list[Point]:
+    points = [Point(float(s.params["layers"]), np.asarray(s.times_s, float)) for s in samples if s.variant == variant]
+    if len({p.x for p in points}) < 2:
+        raise UserError(f"framework {variant} has samples for fewer than 2 chain lengths; need >= 2 to fit "
+                        f"a per-layer cost")
+    return points
+
+
+def _slopes(points: dict[str, list[Point]], times: dict[str, np.ndarray]) -> tuple[float, float]:
+    b = {v: fit_line(np.array([p.x for p in points[v]]), times[v])[1] for v in VARIANTS}
+    return max(b["forward"] - b["kernel"], 0.0), max(b["step"] - b["forward"] - b["kernel"], 0.0)
+
+
+def fit_framework(samples: Sequence[Sample], rng: np.random.Generator) -> FrameworkFit:
+    points = {v: _points(samples, v) for v in VARIANTS}
+    forward, backward = _slopes(points, {v: np.array([p.t for p in points[v]]) for v in VARIANTS})
+    replicates = []
+    for _ in range(BOOTSTRAP_REPLICATES):
+        drawn = {}
+        for v in VARIANTS:
+            pick, t = resample(points[v], rng)
+            drawn[v] = ([points[v][i] for i in pick], t)
+        replicates.append(_slopes({v: d[0] for v, d in drawn.items()}, {v: d[1] for v, d in drawn.items()}))
+
+    def estimate(value: float, reps: list[float]) -> Estimate:
+        low, high = np.percentile(reps, [2.5, 97.5])
+        return Estimate(value=value, low=float(min(low, value)), high=float(max(high, value)))
+
+    return FrameworkFit(forward_per_layer_s=estimate(forward, [r[0] for r in replicates]),
+                        backward_per_layer_s=estimate(backward, [r[1] for r in replicates]),
+                        sources=[f"measured: {len(samples)} samples, chains of "
+                                 f"{sorted({int(p.x) for p in points['step']})} layers"])
