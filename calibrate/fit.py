@@ -127,7 +127,7 @@ def fit_coefficients(profile: Profile, seed: int = 0) -> Coefficients:
                                 collectives=collectives, links=links, notes=notes, device_is_host=device_is_host,
                                 framework=fit_framework(by_kind["framework"], rng) if by_kind["framework"] else None,
                                 host_threads=threads[len(threads) // 2] if threads else None)
-    if not (compute or memory or coefficients.host_device or collectives):
+    if not (compute or memory or coefficients.host_device or collectives or coefficients.framework):
         raise UserError(f"profile has {len(profile.samples)} samples but none of a benchmark calibrate fits "
                         f"({', '.join(sorted(ignored))})")
     return coefficients

@@ -139,6 +139,22 @@ def test_every_memory_op_case_runs():
         assert case.bytes_moved > 0 and case.flops > 0
 
 
+def test_framework_cases_time_what_they_name():
+    from profiler.bench_framework import CHAIN_LENGTHS, VARIANTS, framework_case, plan_framework
+
+    assert [(c.variant, c.params["layers"]) for c in plan_framework("cpu")] == \
+        [(v, k) for v in VARIANTS for k in CHAIN_LENGTHS]
+    assert framework_case("kernel", 3, "cpu").build()() is None  # no-grad relu chain, nothing recorded
+    out = framework_case("forward", 3, "cpu").build()()
+    names = []
+    node = out.grad_fn
+    while node is not None:  # the recorded graph: one ReluBackward per layer
+        names.append(type(node).__name__)
+        node = node.next_functions[0][0] if node.next_functions else None
+    assert names[:3] == ["ReluBackward0"] * 3 and len([n for n in names if n.startswith("Relu")]) == 3
+    assert framework_case("step", 3, "cpu").build()() is None  # forward + backward ran
+
+
 @pytest.mark.gpu
 def test_gpu_cases_run_in_every_dtype():
     for dtype in bc.GPU_DTYPES:

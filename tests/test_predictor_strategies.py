@@ -5,6 +5,7 @@ conv2 3x3 pad 1, 4 filters, no bias (144) -> flatten (256) -> fc 256->2, no bias
 Synthetic cost model: compute = FLOPs / 1e9, memory = bytes / 1e9, ring alpha-beta with alpha = 1 us,
 1 GB/s inside a node, 0.1 GB/s across nodes (predictor/synthetic.py).
 """
+import dataclasses
 import math
 
 import pytest
@@ -102,6 +103,19 @@ def test_serial_and_data(tiny, cm):
     serial = run(tiny, cm, strategy="serial", batch=8, devices=1)
     assert serial.comm_exposed_total_s == 0 and serial.comm_buffers_bytes == 0
     assert serial.activations_bytes == 2 * pred.activations_bytes
+
+
+def test_framework_overhead_is_paid_once_per_layer_and_pass(tiny, cm):
+    """5 layers: every one is a module call; conv1 needs no input gradient but has a weight gradient, so
+    all 5 are autograd nodes in backward."""
+    with_overhead = dataclasses.replace(cm, framework_fwd_s=3e-6, framework_bwd_s=7e-6)
+    base = run(tiny, cm, strategy="serial", batch=8, devices=1)
+    pred = run(tiny, with_overhead, strategy="serial", batch=8, devices=1)
+    assert pred.compute_fwd_s == pytest.approx(base.compute_fwd_s + 5 * 3e-6)
+    assert pred.compute_bwd_s == pytest.approx(base.compute_bwd_s + 5 * 7e-6)
+    # a pipeline pays it once per layer per micro-batch: 4 micro-batches over 2 stages
+    gpipe = dict(strategy="pipeline", batch=8, devices=2, stages=2, micro_batches=4)
+    assert run(tiny, with_overhead, **gpipe).iteration_s > run(tiny, cm, **gpipe).iteration_s + 4 * 5 * 10e-6 / 2
 
 
 def test_optimizers_and_mixed_precision(tiny, cm):

@@ -1,0 +1,43 @@
+"""Framework overhead fit (calibrate.framework) on samples drawn from known per-layer costs, and the
+mean statistic collective fits use (a sum of calls pays their mean)."""
+import numpy as np
+import pytest
+
+from calibrate.alphabeta import Point, fit_alpha_beta
+from calibrate.fit import fit_profile
+from calibrate.synthetic import noisy_times, profile_with
+from profiler.errors import UserError
+from profiler.profile import Sample
+
+KERNEL_S, FORWARD_S, BACKWARD_S, START_S = 1e-6, 2e-6, 5e-6, 20e-6
+
+
+def framework_samples(rng, lengths=(4, 16, 64), noise=0.03):
+    per_layer = {"kernel": KERNEL_S, "forward": KERNEL_S + FORWARD_S, "step": 2 * KERNEL_S + FORWARD_S + BACKWARD_S}
+    return [Sample(benchmark="framework", variant=v, device="cpu", threads=1, params={"layers": k},
+                   times_s=noisy_times(START_S + k * cost, rng, noise, 9))
+            for v, cost in per_layer.items() for k in lengths]
+
+
+def test_recovers_known_per_layer_overheads_with_intervals():
+    fit = fit_profile(profile_with(framework_samples(np.random.default_rng(0)))).coefficients["framework"]
+    for name, truth in (("forward_per_layer_s", FORWARD_S), ("backward_per_layer_s", BACKWARD_S)):
+        est = fit[name]
+        assert est["value"] == pytest.approx(truth, rel=0.1), name
+        assert est["low"] <= est["value"] <= est["high"]
+
+
+def test_one_chain_length_is_a_clear_error():
+    samples = [s for s in framework_samples(np.random.default_rng(1)) if s.params["layers"] == 16]
+    with pytest.raises(UserError, match="framework kernel has samples for fewer than 2 chain lengths"):
+        fit_profile(profile_with(samples))
+
+
+def test_mean_statistic_pays_a_heavy_tail():
+    """Calls at 1 ms with one in three at 4 ms: the median line says 1 ms, the mean line 2 ms per call."""
+    times = np.array([1e-3, 1e-3, 4e-3] * 5)
+    sizes = [1e3, 1e4, 1e5, 1e6]
+    rng = np.random.default_rng(2)
+    for statistic, per_call in (("median", 1e-3), ("mean", 2e-3)):
+        fit = fit_alpha_beta([Point(x, times, statistic) for x in sizes], rng)
+        assert fit.segments[0].alpha_s.value == pytest.approx(per_call, rel=1e-6), statistic
