@@ -164,6 +164,8 @@ def spawned_rank(rank: int, config: CommConfig, queue, local_rank: Optional[int]
     _watch_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group; the supervisor ends us
     local_rank = rank if local_rank is None else local_rank
+    if config.launcher == "spawn" and config.device == "cpu":  # every rank on this host: share its cores
+        torch.set_num_threads(max(1, min(torch.get_num_threads(), (os.cpu_count() or 1) // config.world_size)))
 
     def report(kind, payload):
         queue.put((kind, rank, payload))
