@@ -41,6 +41,11 @@ class CostModel(Protocol):
         """Eager framework time one layer pays on top of its kernels: "fwd" its module call with autograd
         recording, "bwd" its autograd node (0 when the profile did not measure it)."""
 
+    def rank_slowdown(self, ranks_on_node: int) -> float:
+        """How much slower each rank computes when `ranks_on_node` ranks share one node: 1 on GPUs (a device
+        each); on a CPU profile ranks x threads per rank / cores when that exceeds 1, since the cores are
+        shared out (1 when the profile does not know its cores)."""
+
     def memory_time_s(self, bytes_moved: float, *, where: Literal["device", "host"] = "device") -> float:
         """Time of a streaming, memory-bound kernel moving `bytes_moved` (STREAM triad bandwidth)."""
 

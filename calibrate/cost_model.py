@@ -39,8 +39,9 @@ class ProfileCostModel:
     """CostModel over validated coefficients; `bound` None = fitted values, "low"/"high" = CI ends."""
 
     def __init__(self, coefficients: Coefficients, *, name: str, device_memory_bytes: float, devices_per_node: int,
-                 provenance: str, bound: Optional[str] = None):
+                 provenance: str, bound: Optional[str] = None, cpu_cores: Optional[int] = None):
         self.coefficients = coefficients
+        self.cpu_cores = cpu_cores
         self.name = name
         self.device_memory_bytes = float(device_memory_bytes)
         self.devices_per_node = int(devices_per_node)
@@ -52,7 +53,8 @@ class ProfileCostModel:
         if bound not in ("low", "high"):
             raise UserError(f"bound must be 'low' or 'high', got {bound!r}")
         return ProfileCostModel(self.coefficients, name=self.name, device_memory_bytes=self.device_memory_bytes,
-                                devices_per_node=self.devices_per_node, provenance=self.provenance, bound=bound)
+                                devices_per_node=self.devices_per_node, provenance=self.provenance, bound=bound,
+                                cpu_cores=self.cpu_cores)
 
     # ------------------------------------------------------------------------------------------ compute
     def compute_time_s(self, op: str, pass_: str, params: Mapping[str, int], dtype: str) -> float:
@@ -79,6 +81,12 @@ class ProfileCostModel:
         if fit is None:
             return 0.0
         return (fit.forward_per_layer_s if pass_ == "fwd" else fit.backward_per_layer_s).at(self.bound)
+
+    def rank_slowdown(self, ranks_on_node: int) -> float:
+        c = self.coefficients
+        if not c.device_is_host or not self.cpu_cores:
+            return 1.0
+        return max(1.0, ranks_on_node * (c.host_threads or 1) / self.cpu_cores)
 
     # ------------------------------------------------------------------------------------------ memory
     def memory_time_s(self, bytes_moved: float, *, where: Literal["device", "host"] = "device") -> float:
@@ -150,7 +158,8 @@ def cost_model_from_profile(profile: Profile, name: str = "<profile>") -> Profil
     coefficients = parse_coefficients(profile.coefficients, name)
     devices = _devices_per_node(profile)
     return ProfileCostModel(coefficients, name=name, device_memory_bytes=_device_memory_bytes(profile, name),
-                            devices_per_node=devices, provenance=profile.provenance.kind)
+                            devices_per_node=devices, provenance=profile.provenance.kind,
+                            cpu_cores=profile.machine.cpu_cores)
 
 
 def load_cost_model(profile_or_path: Union[Profile, str, Path]) -> ProfileCostModel:

@@ -23,6 +23,9 @@ class FlatCostModel:
     def framework_overhead_s(self, pass_):
         return 0.0
 
+    def rank_slowdown(self, ranks_on_node):
+        return 1.0
+
     def memory_time_s(self, bytes_moved, *, where="device"):
         if where == "host" and not self.host_memory:
             raise UserError("profile toy has no coefficient for memory host/triad (STREAM triad)")

@@ -118,6 +118,22 @@ def test_framework_overhead_is_paid_once_per_layer_and_pass(tiny, cm):
     assert run(tiny, with_overhead, **gpipe).iteration_s > run(tiny, cm, **gpipe).iteration_s + 4 * 5 * 10e-6 / 2
 
 
+def test_ranks_sharing_cores_compute_slower(tiny, cm):
+    """A CPU node with 2 cores: 2 ranks get a core each; 4 ranks share them, so every compute term doubles
+    while the collectives keep their cost."""
+    shared = dataclasses.replace(cm, cores_per_node=2)
+    for devices, factor in ((2, 1.0), (4, 2.0)):
+        plan = dict(strategy="data", batch=8, devices=devices, p_data=devices)
+        alone, sharing = run(tiny, cm, **plan), run(tiny, shared, **plan)
+        assert sharing.compute_fwd_s == pytest.approx(factor * alone.compute_fwd_s)
+        assert sharing.compute_bwd_s == pytest.approx(factor * alone.compute_bwd_s)
+        assert sharing.update_s == pytest.approx(factor * alone.update_s)
+        assert sharing.comm_exposed_s["gradient"] == pytest.approx(alone.comm_exposed_s["gradient"])
+    # ranks spread over nodes: 4 devices, 2 per node -> a core each again
+    spread = dict(strategy="data", batch=8, devices=4, p_data=4, devices_per_node=2)
+    assert run(tiny, shared, **spread).compute_fwd_s == pytest.approx(run(tiny, cm, **spread).compute_fwd_s)
+
+
 def test_optimizers_and_mixed_precision(tiny, cm):
     adam = run(tiny, cm, strategy="serial", batch=8, devices=1, optimizer="adam")
     assert adam.optimizer_bytes == PARAMS * 8

@@ -53,7 +53,7 @@ def evaluate(ctx: Context, plan: Plan, device_memory_bytes: float | None = None)
         fn = EVALUATORS.get(plan.strategy)
         if fn is None:
             raise Infeasible(f"unknown strategy {plan.strategy!r}")
-        fn(ctx, plan, pred)
+        fn(ctx.for_plan(plan), plan, pred)
     except Infeasible as why:
         pred.feasible = False
         pred.reason = f"infeasible: {why}"

@@ -13,6 +13,7 @@ from calibrate.cost_api import CostModel
 from predictor.graph import ModelGraph
 from predictor.layercost import ACT_BYTES, LayerCoster, Split, update_time_s
 from predictor.plan import Plan, Prediction
+from predictor.shared_cores import SharedCores
 from predictor.overlap import bucket_layout, overlap, ready_times
 from predictor.memory import SavedTensor, backward_peak_extra, parameter_bytes, saved_tensors
 
@@ -40,6 +41,17 @@ class Context:
         self._crossing: dict[int, list[int]] = {}
         self.consumers = self._consumers()
         self.largest_output = max((l.output_elems for l in graph.layers), default=0)
+        self._shared: dict[float, "Context"] = {}
+
+    def for_plan(self, plan: Plan) -> "Context":
+        """This context, or one whose cost model is slowed down for the ranks that share a node's cores
+        (predictor.shared_cores); cached per slowdown factor."""
+        factor = self.cm.rank_slowdown(min(plan.devices, plan.devices_per_node))
+        if factor <= 1.0:
+            return self
+        if factor not in self._shared:
+            self._shared[factor] = Context(self.graph, SharedCores(self.cm, factor))
+        return self._shared[factor]
 
     @staticmethod
     def act_size(dtype: str) -> int:
