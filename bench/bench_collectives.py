@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import statistics
 import subprocess
@@ -96,8 +97,12 @@ def compare_rank(rank: int, world: int, port: int, sizes: list[int], rounds: int
             call = allreduce.setup(size, world_group, list(range(world)), rank, "cpu", torch.float32)
             first = measure_point(call, world_group, "cpu", QUICK)  # fixes the iteration counts of this round
             counts = (len(first.latency_s), first.ops_per_sample, len(first.throughput_s))
+            # the same counts for the profiler's timed point: its own warm-up estimate could pick another
+            # number of ops per sample, and per-op throughput depends on it
+            fixed = dataclasses.replace(QUICK, seconds=1e9, latency_min=counts[0], latency_max=counts[0],
+                                        throughput_max_ops=counts[1])
             hand_a = hand_loop(size, *counts, world_group)
-            mine = measure_point(call, world_group, "cpu", QUICK)
+            mine = measure_point(call, world_group, "cpu", fixed)
             hand_b = hand_loop(size, *counts, world_group)
             for regime, profiler_times in enumerate((mine.latency_s, mine.throughput_s)):
                 a, b = statistics.median(hand_a[regime]), statistics.median(hand_b[regime])
