@@ -27,6 +27,7 @@ from calibrate.fit import fit_profile  # noqa: E402
 from predictor.api import load_model, predict  # noqa: E402
 from predictor.plan import Plan  # noqa: E402
 from predictor.validate_report import accuracy  # noqa: E402
+from profiler.errors import UserError  # noqa: E402
 from profiler.profile import load_profile  # noqa: E402
 
 
@@ -34,8 +35,15 @@ def pooled_runs(paths: list[str]) -> dict[tuple[str, str], dict]:
     """(label, scenario) -> the first record, with measured_time_s the median over every dataset."""
     records, times = {}, defaultdict(list)
     for path in paths:
-        for line in Path(path).read_text().splitlines():
-            row = json.loads(line)
+        try:
+            lines = Path(path).read_text().splitlines()
+        except OSError as err:
+            raise UserError(f"dataset {path}: {err.strerror}") from None
+        for number, line in enumerate(lines, 1):
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise UserError(f"dataset {path}:{number}: not a JSON line ({err.msg})") from None
             if not row.get("measured_time_s") or not row.get("prediction"):
                 continue
             key = (row["label"], row["scenario"])
@@ -84,4 +92,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except UserError as err:
+        print(f"repredict: {err}", file=sys.stderr)
+        sys.exit(2)

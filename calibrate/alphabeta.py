@@ -168,7 +168,9 @@ def cross_validate(x: np.ndarray, t: np.ndarray) -> Optional[FitQuality]:
                    f"{folds}-fold over interior sizes", int(np.median(n_train)))
 
 
-def _estimate(value: float, replicates: np.ndarray) -> Estimate:
+def bootstrap_estimate(value: float, replicates) -> Estimate:
+    """value with the 95% percentile interval of its bootstrap replicates, widened to contain value
+    (exact when there are none)."""
     if len(replicates) == 0:
         return Estimate.exact(value)
     lo, hi = np.percentile(replicates, [2.5, 97.5])
@@ -225,8 +227,8 @@ def fit_alpha_beta(points: Sequence[Point], rng: np.random.Generator, sources: S
     for (lo, hi), (alpha, beta), (ba, bb) in zip(bounds, lines, boots):
         bw = _bandwidth(beta)
         bw_reps = np.array([_bandwidth(b) for b in bb])
-        segments.append(Segment(from_x=lo, to_x=hi, alpha_s=_estimate(alpha, ba),
-                                bandwidth_bytes_per_s=_estimate(bw, bw_reps)))
+        segments.append(Segment(from_x=lo, to_x=hi, alpha_s=bootstrap_estimate(alpha, ba),
+                                bandwidth_bytes_per_s=bootstrap_estimate(bw, bw_reps)))
     return SegmentedFit(segments=segments, sizes=[float(v) for v in np.unique(x)],
                         quality=cross_validate(x, t), sources=list(sources))
 

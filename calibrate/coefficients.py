@@ -155,7 +155,7 @@ class Coefficients(_Strict):
     framework: Optional[FrameworkFit] = None
     #: True on a CPU-only profile: "device" memory is host memory and there is no host<->device copy
     device_is_host: bool = False
-    #: CPU threads the compute samples ran with (median), on a CPU-only profile: PyTorch picks its CPU
+    #: CPU threads most compute samples ran with, on a CPU-only profile: PyTorch picks its CPU
     #: convolution kernels by it (calibrate.shapes.cpu_native_conv)
     host_threads: Optional[int] = None
     notes: list[str] = Field(default_factory=list)

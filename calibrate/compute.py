@@ -16,7 +16,7 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 from sklearn.tree import DecisionTreeRegressor
 
-from calibrate.alphabeta import MIN_TIME_S, STATISTICS, fit_line, quality, resample
+from calibrate.alphabeta import MIN_TIME_S, STATISTICS, bootstrap_estimate, fit_line, quality, resample
 from calibrate.coefficients import ComputeFit, EfficiencyModel, Estimate, FitQuality, Tree
 from calibrate.shapes import MONOTONE
 
@@ -192,14 +192,7 @@ def _bootstrap_level(points, fit: ComputeFit, rng, launch_rule: str) -> tuple[Es
         scales.append(np.median(tb / pred[pick]) / np.median(t[pick] / pred[pick]))
         if len(np.unique(work[pick])) >= 2:
             launches.append(LAUNCH_RULES[launch_rule](work[pick], tb))
-
-    def est(value, reps):
-        if not reps:
-            return Estimate.exact(value)
-        lo, hi = np.percentile(reps, [2.5, 97.5])
-        return Estimate(value=value, low=float(min(lo, value)), high=float(max(hi, value)))
-
-    return est(fit.launch_s.value, launches), est(1.0, scales)
+    return bootstrap_estimate(fit.launch_s.value, launches), bootstrap_estimate(1.0, scales)
 
 
 def fit_compute(points: Sequence[ComputePoint], feature_names: list[str], kind: str, memory_bw: Optional[float],

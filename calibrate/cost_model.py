@@ -42,6 +42,8 @@ class ProfileCostModel:
                  provenance: str, bound: Optional[str] = None, cpu_cores: Optional[int] = None):
         self.coefficients = coefficients
         self.cpu_cores = cpu_cores
+        #: the thread count PyTorch's CPU kernel choice depends on (calibrate.shapes.cpu_native_conv); None on GPUs
+        self.host_threads = coefficients.host_threads if coefficients.device_is_host else None
         self.name = name
         self.device_memory_bytes = float(device_memory_bytes)
         self.devices_per_node = int(devices_per_node)
@@ -71,8 +73,7 @@ class ProfileCostModel:
             fit, params, pass_ = compute[f"gemm/fwd/{dtype}"], gemm_backward_as_forward(pass_, params), "fwd"
         if fit is None:
             raise UserError(f"profile {self.name} has no coefficient for {op} {pass_} {dtype}")
-        host_threads = self.coefficients.host_threads if self.coefficients.device_is_host else None
-        w = shapes.work(op, pass_, params, dtype, host_threads)
+        w = shapes.work(op, pass_, params, dtype, self.host_threads)
         amount = w["flops"] if fit.kind == "flops" else w["bytes"]
         return predict_time(fit, amount, w["bytes"], w["features"], self.bound)
 
@@ -83,10 +84,9 @@ class ProfileCostModel:
         return (fit.forward_per_layer_s if pass_ == "fwd" else fit.backward_per_layer_s).at(self.bound)
 
     def rank_slowdown(self, ranks_on_node: int) -> float:
-        c = self.coefficients
-        if not c.device_is_host or not self.cpu_cores:
+        if not self.coefficients.device_is_host or not self.cpu_cores:
             return 1.0
-        return max(1.0, ranks_on_node * (c.host_threads or 1) / self.cpu_cores)
+        return max(1.0, ranks_on_node * (self.host_threads or 1) / self.cpu_cores)
 
     # ------------------------------------------------------------------------------------------ memory
     def memory_time_s(self, bytes_moved: float, *, where: Literal["device", "host"] = "device") -> float:

@@ -6,8 +6,8 @@ Deterministic: every bootstrap and fold draws from one generator seeded by `seed
 """
 from __future__ import annotations
 
-from collections import defaultdict
-from typing import Optional
+from collections import Counter, defaultdict
+from typing import Optional, Sequence
 
 import numpy as np
 
@@ -73,6 +73,12 @@ def host_threads(sample: Sample) -> Optional[int]:
     return sample.threads if sample.device.startswith("cpu") else None
 
 
+def calibration_threads(samples: Sequence[Sample]) -> Optional[int]:
+    """The thread count most of the compute samples were measured with (None without compute samples)."""
+    counts = Counter(s.threads for s in samples if s.benchmark in COMPUTE_BENCHMARKS)
+    return counts.most_common(1)[0][0] if counts else None
+
+
 def compute_family(sample: Sample) -> str:
     pass_ = shapes.VARIANT_PASS.get(sample.variant, sample.variant)
     return f"{sample.benchmark}/{pass_}/{shapes.canonical_dtype(sample.dtype)}"
@@ -122,11 +128,10 @@ def fit_coefficients(profile: Profile, seed: int = 0) -> Coefficients:
     collectives = fit_collectives(by_kind["collectives"], rng)
     links, notes = derive_links(collectives)
     notes += [f"ignored {n} samples of unknown benchmark {name!r}" for name, n in sorted(ignored.items())]
-    threads = sorted(host_threads(s) for s in by_kind["compute"] if host_threads(s)) if device_is_host else []
     coefficients = Coefficients(compute=compute, memory=memory, host_device=fit_host_device(by_kind["host_device"], rng),
                                 collectives=collectives, links=links, notes=notes, device_is_host=device_is_host,
                                 framework=fit_framework(by_kind["framework"], rng) if by_kind["framework"] else None,
-                                host_threads=threads[len(threads) // 2] if threads else None)
+                                host_threads=calibration_threads(by_kind["compute"]) if device_is_host else None)
     if not (compute or memory or coefficients.host_device or collectives or coefficients.framework):
         raise UserError(f"profile has {len(profile.samples)} samples but none of a benchmark calibrate fits "
                         f"({', '.join(sorted(ignored))})")

@@ -13,8 +13,8 @@ from typing import Sequence
 
 import numpy as np
 
-from calibrate.alphabeta import Point, fit_line, resample
-from calibrate.coefficients import Estimate, FrameworkFit
+from calibrate.alphabeta import Point, bootstrap_estimate, fit_line, resample
+from calibrate.coefficients import FrameworkFit
 from profiler.errors import UserError
 from profiler.profile import Sample
 
@@ -30,27 +30,22 @@ def _points(samples: Sequence[Sample], variant: str) -> list[Point]:
     return points
 
 
-def _slopes(points: dict[str, list[Point]], times: dict[str, np.ndarray]) -> tuple[float, float]:
-    b = {v: fit_line(np.array([p.x for p in points[v]]), times[v])[1] for v in VARIANTS}
+def _slopes(x: dict[str, np.ndarray], t: dict[str, np.ndarray]) -> tuple[float, float]:
+    """(forward, backward) per-layer overheads from each variant's chain lengths x and times t."""
+    b = {v: fit_line(x[v], t[v])[1] for v in VARIANTS}
     return max(b["forward"] - b["kernel"], 0.0), max(b["step"] - b["forward"] - b["kernel"], 0.0)
 
 
 def fit_framework(samples: Sequence[Sample], rng: np.random.Generator) -> FrameworkFit:
     points = {v: _points(samples, v) for v in VARIANTS}
-    forward, backward = _slopes(points, {v: np.array([p.t for p in points[v]]) for v in VARIANTS})
+    x = {v: np.array([p.x for p in points[v]]) for v in VARIANTS}
+    forward, backward = _slopes(x, {v: np.array([p.t for p in points[v]]) for v in VARIANTS})
     replicates = []
     for _ in range(BOOTSTRAP_REPLICATES):
-        drawn = {}
-        for v in VARIANTS:
-            pick, t = resample(points[v], rng)
-            drawn[v] = ([points[v][i] for i in pick], t)
-        replicates.append(_slopes({v: d[0] for v, d in drawn.items()}, {v: d[1] for v, d in drawn.items()}))
-
-    def estimate(value: float, reps: list[float]) -> Estimate:
-        low, high = np.percentile(reps, [2.5, 97.5])
-        return Estimate(value=value, low=float(min(low, value)), high=float(max(high, value)))
-
-    return FrameworkFit(forward_per_layer_s=estimate(forward, [r[0] for r in replicates]),
-                        backward_per_layer_s=estimate(backward, [r[1] for r in replicates]),
+        drawn = {v: resample(points[v], rng) for v in VARIANTS}
+        replicates.append(_slopes({v: x[v][pick] for v, (pick, _) in drawn.items()},
+                                  {v: t for v, (_, t) in drawn.items()}))
+    return FrameworkFit(forward_per_layer_s=bootstrap_estimate(forward, [r[0] for r in replicates]),
+                        backward_per_layer_s=bootstrap_estimate(backward, [r[1] for r in replicates]),
                         sources=[f"measured: {len(samples)} samples, chains of "
                                  f"{sorted({int(p.x) for p in points['step']})} layers"])

@@ -15,7 +15,6 @@ import hashlib
 import json
 import os
 import time
-from collections import Counter
 from pathlib import Path
 
 from predictor.report import finite_json
@@ -37,8 +36,9 @@ def add_arguments(parser) -> None:
 
 def profile_threads(profile) -> int | None:
     """The thread count most of the profile's compute samples were measured with."""
-    counts = Counter(s.threads for s in profile.samples if s.benchmark in ("gemm", "conv2d", "conv3d", "batchnorm", "relu", "maxpool"))
-    return counts.most_common(1)[0][0] if counts else None
+    from calibrate.fit import calibration_threads
+
+    return calibration_threads(profile.samples)
 
 
 def file_sha256(path: str) -> str:
