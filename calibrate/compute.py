@@ -20,7 +20,7 @@ from calibrate.alphabeta import MIN_TIME_S, STATISTICS, bootstrap_estimate, fit_
 from calibrate.coefficients import ComputeFit, EfficiencyModel, Estimate, FitQuality, Tree
 from calibrate.shapes import MONOTONE
 
-N_TREES = 40
+N_TREES = 100
 TREE_DEPTH = 2
 LEARNING_RATE = 0.15
 MIN_SAMPLES_FOR_TREES = 6
