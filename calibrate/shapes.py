@@ -38,7 +38,7 @@ VARIANT_PASS = {"bwd": "bwd_data"}
 
 FLOP_FEATURES = ["log_flops", "log_intensity", "log_min_dim", "log_batch", "log_in_channels",
                  "log_out_channels", "log_spatial", "kernel_volume", "cpu_native_conv"]
-BYTE_FEATURES = ["log_bytes", "log_batch", "log_channels", "log_spatial", "spatial_dims"]
+BYTE_FEATURES = ["log_bytes", "log_batch", "log_channels", "log_spatial", "spatial_dims", "kernel_volume"]
 #: efficiency never rises when a size shrinks (+1 = non-decreasing in that feature, 0 = free), so a split
 #: shape is never predicted more efficient than the shape it came from through a smaller batch, channel count
 #: or spatial size. Total FLOPs and bytes are free: on CPUs a smaller call often runs faster per FLOP or byte
@@ -141,10 +141,12 @@ def work(op: str, pass_: str, params: Mapping[str, Any], dtype: str,
         return _flop_features(flops, nbytes, min(batch * ovol, filters, channels * kvol), batch, channels, filters,
                               ovol, kvol, native)
     elems = batch * channels * math.prod(spatial)
+    kvol = 1  # a pooling window's volume; 1 for element-wise ops
     if (op, pass_) in ZERO_COST:
         raise UserError(f"{op} {pass_} has no kernel of its own (costs 0); it has no work to compute")
     if op in ("maxpool", "avgpool"):
         kernel = _per_dim(params, "kernel", dims, 2)
+        kvol = math.prod(kernel)
         stride = _per_dim(params, "stride", dims, kernel[0])
         padding = _per_dim(params, "padding", dims, 0)
         out_elems = batch * channels * math.prod(max((s + 2 * p - k) // st + 1, 1)
@@ -154,7 +156,7 @@ def work(op: str, pass_: str, params: Mapping[str, Any], dtype: str,
     else:
         nbytes = float(_ELEMENT_PASSES[op][pass_] * elems) * b
     return {"flops": 0.0, "bytes": nbytes,
-            "features": [_log(nbytes), _log(batch), _log(channels), _log(math.prod(spatial)), float(dims)]}
+            "features": [_log(nbytes), _log(batch), _log(channels), _log(math.prod(spatial)), float(dims), float(kvol)]}
 
 
 def _log(v: float) -> float:
