@@ -85,7 +85,8 @@ def _assign(x: np.ndarray, bounds: list[tuple[float, Optional[float]]]) -> np.nd
     return np.searchsorted(edges, x, side="right")
 
 
-def detect_segments(x: np.ndarray, t: np.ndarray) -> list[tuple[float, Optional[float]]]:
+def detect_segments(x: np.ndarray, t: np.ndarray,
+                    break_penalty: float = BREAK_PENALTY) -> list[tuple[float, Optional[float]]]:
     """Best split of the size axis into 1..MAX_SEGMENTS contiguous segments by BIC on relative residuals."""
     ux = np.unique(x)
     n = len(x)
@@ -97,7 +98,7 @@ def detect_segments(x: np.ndarray, t: np.ndarray) -> list[tuple[float, Optional[
             bounds = _segment_bounds(ux, splits)
             seg = _assign(x, bounds)
             rss = sum(_rss(fit_line(x[seg == i], t[seg == i]), x[seg == i], t[seg == i]) for i in range(m))
-            penalty = (2 * m + BREAK_PENALTY * (m - 1)) * np.log(n)  # alpha, beta per segment + breaks
+            penalty = (2 * m + break_penalty * (m - 1)) * np.log(n)  # alpha, beta per segment + breaks
             bic = n * np.log(max(rss / n, 1e-300)) + penalty
             if bic < best[0] - 1e-9:
                 best = (bic, bounds)
@@ -147,7 +148,7 @@ def quality(pred: np.ndarray, t: np.ndarray, held_out: str, n_train: int) -> Fit
                       median_rel_error=float(np.median(rel)), max_rel_error=float(np.max(rel)))
 
 
-def cross_validate(x: np.ndarray, t: np.ndarray) -> Optional[FitQuality]:
+def cross_validate(x: np.ndarray, t: np.ndarray, break_penalty: float = BREAK_PENALTY) -> Optional[FitQuality]:
     """Interleaved K-fold over distinct sizes (the smallest and largest are never held out, so this
     measures interpolation); segments are re-detected on every training fold."""
     ux = np.unique(x)
@@ -159,7 +160,7 @@ def cross_validate(x: np.ndarray, t: np.ndarray) -> Optional[FitQuality]:
     for f in range(folds):
         test_sizes = interior[f::folds]
         test = np.isin(x, test_sizes)
-        bounds = detect_segments(x[~test], t[~test])
+        bounds = detect_segments(x[~test], t[~test], break_penalty)
         lines = fit_segments(x[~test], t[~test], bounds)
         preds.append(predict(x[test], bounds, lines))
         truth.append(t[test])
@@ -216,11 +217,12 @@ def bootstrap_lines(points: Sequence[Point], bounds, rng: np.random.Generator,
     return [(np.array(a), np.array(b)) for a, b in out]
 
 
-def fit_alpha_beta(points: Sequence[Point], rng: np.random.Generator, sources: Sequence[str] = ()) -> SegmentedFit:
+def fit_alpha_beta(points: Sequence[Point], rng: np.random.Generator, sources: Sequence[str] = (),
+                   break_penalty: float = BREAK_PENALTY) -> SegmentedFit:
     """Fit a SegmentedFit to samples (needs >= 2 distinct x; the caller checks and names what is missing)."""
     x = np.array([p.x for p in points], dtype=float)
     t = np.array([p.t for p in points], dtype=float)
-    bounds = detect_segments(x, t)
+    bounds = detect_segments(x, t, break_penalty)
     lines = fit_segments(x, t, bounds)
     boots = bootstrap_lines(points, bounds, rng)
     segments = []
@@ -230,7 +232,7 @@ def fit_alpha_beta(points: Sequence[Point], rng: np.random.Generator, sources: S
         segments.append(Segment(from_x=lo, to_x=hi, alpha_s=bootstrap_estimate(alpha, ba),
                                 bandwidth_bytes_per_s=bootstrap_estimate(bw, bw_reps)))
     return SegmentedFit(segments=segments, sizes=[float(v) for v in np.unique(x)],
-                        quality=cross_validate(x, t), sources=list(sources))
+                        quality=cross_validate(x, t, break_penalty), sources=list(sources))
 
 
 def segment_for(fit: SegmentedFit, x: float) -> Segment:

@@ -33,6 +33,12 @@ def _sizes_or_fail(what: str, points: list[Point]) -> None:
         raise UserError(f"{what} has samples for only one size ({next(iter(sizes)):.0f} bytes); need >= 2")
 
 
+#: break-point cost for STREAM sweeps (calibrate.alphabeta.BREAK_PENALTY is 6, set against 5%-noise collective
+#: sweeps): STREAM medians repeat within 1-3%, and at 6 the L3-to-DRAM drop of triad (70 -> 29 GB/s on the
+#: 2-core VM, 13 sizes) was fitted as one 66 GB/s line, which then served as the DRAM bandwidth
+STREAM_BREAK_PENALTY = 2.0
+
+
 def fit_memory(samples: list[Sample], rng) -> dict[str, SegmentedFit]:
     """STREAM per kernel and side; x = bytes moved per call, so segment bandwidths are STREAM bandwidths."""
     groups: dict[str, list[Point]] = defaultdict(list)
@@ -44,7 +50,8 @@ def fit_memory(samples: list[Sample], rng) -> dict[str, SegmentedFit]:
     out = {}
     for key, points in sorted(groups.items()):
         _sizes_or_fail(f"stream {key}", points)
-        out[key] = fit_alpha_beta(points, rng, sources=[f"measured: {len(points)} samples"])
+        out[key] = fit_alpha_beta(points, rng, sources=[f"measured: {len(points)} samples"],
+                                  break_penalty=STREAM_BREAK_PENALTY)
     return out
 
 
