@@ -145,6 +145,15 @@ class FrameworkFit(_Strict):
     sources: list[str] = Field(default_factory=list)
 
 
+class MeasuredShape(_Strict):
+    """One compute call measured as it is: the median per-call time of a sample, used as the cost of exactly
+    that (family, params) instead of the fitted model (calibrate.fit.measured_shapes)."""
+
+    family: str  # "op/pass/dtype", as the compute fits are keyed
+    params: dict[str, int]
+    time_s: float = Field(gt=0)
+
+
 class Coefficients(_Strict):
     version: int = COEFFICIENTS_VERSION
     compute: dict[str, ComputeFit] = Field(default_factory=dict)
@@ -158,6 +167,9 @@ class Coefficients(_Strict):
     #: CPU threads most compute samples ran with, on a CPU-only profile: PyTorch picks its CPU
     #: convolution kernels by it (calibrate.shapes.cpu_native_conv)
     host_threads: Optional[int] = None
+    #: every measured compute shape (grid, and model layers from `profiler calibrate --shapes`): the cost
+    #: model uses these times for exactly these shapes, the fits for all others
+    measured_shapes: list[MeasuredShape] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
 
 

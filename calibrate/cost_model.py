@@ -35,6 +35,12 @@ def gemm_backward_as_forward(pass_: str, params: Mapping[str, int]) -> dict:
     return {"bwd_data": {"M": m, "N": k, "K": n}, "bwd_weight": {"M": k, "N": n, "K": m}}[pass_]
 
 
+def _params_key(params: Mapping[str, int]) -> tuple:
+    """Order- and int/float-insensitive key of a shape's parameters."""
+    return tuple(sorted((k, int(v) if isinstance(v, (int, float)) and float(v).is_integer() else v)
+                        for k, v in params.items()))
+
+
 class ProfileCostModel:
     """CostModel over validated coefficients; `bound` None = fitted values, "low"/"high" = CI ends."""
 
@@ -50,6 +56,7 @@ class ProfileCostModel:
         self.provenance = provenance
         self.bound = bound
         self._measured = {(f.op, f.group_size, f.nodes): f for f in coefficients.collectives}
+        self._measured_shapes = {(m.family, _params_key(m.params)): m.time_s for m in coefficients.measured_shapes}
 
     def at_bound(self, bound: Literal["low", "high"]) -> "ProfileCostModel":
         if bound not in ("low", "high"):
@@ -63,6 +70,9 @@ class ProfileCostModel:
         if (op, pass_) in shapes.ZERO_COST:
             return 0.0
         dtype = shapes.canonical_dtype(dtype)
+        measured = self._measured_time_s(op, pass_, params, dtype)
+        if measured is not None:
+            return measured
         compute = self.coefficients.compute
         fit = None
         for candidate in (op, SAME_KERNEL.get(op)):
@@ -76,6 +86,22 @@ class ProfileCostModel:
         w = shapes.work(op, pass_, params, dtype, self.host_threads)
         amount = w["flops"] if fit.kind == "flops" else w["bytes"]
         return predict_time(fit, amount, w["bytes"], w["features"], self.bound)
+
+    def _measured_time_s(self, op: str, pass_: str, params: Mapping[str, int], dtype: str) -> Optional[float]:
+        """The measured time of exactly this call, if the profile has one (a GEMM backward pass is the forward
+        GEMM of gemm_backward_as_forward's shape, as in the fitted path). The same at every bound."""
+        if not self._measured_shapes:
+            return None
+        candidates = [(f"{op}/{pass_}/{dtype}", params)]
+        if op in ("gemm", "linear"):
+            candidates.append((f"gemm/{pass_}/{dtype}", params))
+            if pass_ != "fwd":
+                candidates.append((f"gemm/fwd/{dtype}", gemm_backward_as_forward(pass_, params)))
+        for family, shape in candidates:
+            time_s = self._measured_shapes.get((family, _params_key(shape)))
+            if time_s is not None:
+                return time_s
+        return None
 
     def framework_overhead_s(self, pass_: Literal["fwd", "bwd"]) -> float:
         fit = self.coefficients.framework

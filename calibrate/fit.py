@@ -12,8 +12,8 @@ from typing import Optional, Sequence
 import numpy as np
 
 from calibrate import shapes
-from calibrate.alphabeta import Point, fit_alpha_beta
-from calibrate.coefficients import Coefficients, ComputeFit, SegmentedFit
+from calibrate.alphabeta import MIN_TIME_S, Point, fit_alpha_beta
+from calibrate.coefficients import Coefficients, ComputeFit, MeasuredShape, SegmentedFit
 from calibrate.collective_fit import COLLECTIVE_BENCHMARKS, derive_links, fit_collectives
 from calibrate.compute import ComputePoint, fit_compute
 from calibrate.framework import fit_framework
@@ -112,6 +112,23 @@ def fit_compute_families(samples: list[Sample], memory_bw: Optional[float], rng)
     return out
 
 
+def measured_shapes(samples: list[Sample]) -> list[MeasuredShape]:
+    """The median time of every measured compute shape (the last sample wins where a shape was measured
+    twice). ParaDL and most peers (Proteus, Echo, SimAI) cost a model from its own profiled layers; this keeps
+    those measurements exact where the fitted efficiency model would smooth them (a 4-channel conv backward at
+    64x64 runs at 2-5 GFLOP/s, a tenth of its neighbours', and was predicted 3x too fast)."""
+    table: dict[tuple, MeasuredShape] = {}
+    for s in samples:
+        family = compute_family(s)
+        op, pass_, _ = family.split("/")
+        if (op, pass_) in shapes.ZERO_COST:
+            continue
+        params = {k: int(v) for k, v in s.params.items() if isinstance(v, (int, float)) and float(v).is_integer()}
+        table[(family, tuple(sorted(params.items())))] = MeasuredShape(
+            family=family, params=params, time_s=max(float(np.median(s.times_s)), MIN_TIME_S))
+    return list(table.values())
+
+
 def fit_coefficients(profile: Profile, seed: int = 0) -> Coefficients:
     if not profile.samples:
         raise UserError("profile has no samples; nothing to fit (run `profiler calibrate` to measure, "
@@ -138,7 +155,8 @@ def fit_coefficients(profile: Profile, seed: int = 0) -> Coefficients:
     coefficients = Coefficients(compute=compute, memory=memory, host_device=fit_host_device(by_kind["host_device"], rng),
                                 collectives=collectives, links=links, notes=notes, device_is_host=device_is_host,
                                 framework=fit_framework(by_kind["framework"], rng) if by_kind["framework"] else None,
-                                host_threads=calibration_threads(by_kind["compute"]) if device_is_host else None)
+                                host_threads=calibration_threads(by_kind["compute"]) if device_is_host else None,
+                                measured_shapes=measured_shapes(by_kind["compute"]))
     if not (compute or memory or coefficients.host_device or collectives or coefficients.framework):
         raise UserError(f"profile has {len(profile.samples)} samples but none of a benchmark calibrate fits "
                         f"({', '.join(sorted(ignored))})")

@@ -93,6 +93,27 @@ def _predict(graph, plan, cost_model):
         return None, str(err)
 
 
+def predict_suite(suite, cost_model) -> list[tuple]:
+    """(run, graph, plan, prediction or None, why not) for every run of a suite, planned exactly as the
+    runner executes it, every rank on one node."""
+    from predictor.api import load_model
+
+    dpn = max(r.ranks for r in suite.runs)
+    graphs, out = {}, []
+    for run_ in suite.runs:
+        key = (run_.model, run_.knobs)
+        if key not in graphs:
+            try:
+                graphs[key] = load_model(run_.model, **dict(run_.knobs))
+            except UserError as err:
+                raise UserError(f"suite {suite.path}:{run_.line}: {err}") from None
+        graph = graphs[key]
+        segments = (run_.recompute_segments or _sqrt_segments(graph)) if "recompute" in run_.addons else 0
+        plan = plan_for(run_, graph, dpn, segments)
+        out.append((run_, graph, plan, *_predict(graph, plan, cost_model)))
+    return out
+
+
 def _row(run: SuiteRun, cfg: RunConfig, graph, plan, prediction, why, measured, context) -> dict:
     from calibrate.correction_features import record_from_prediction
 
@@ -120,7 +141,7 @@ def _row(run: SuiteRun, cfg: RunConfig, graph, plan, prediction, why, measured, 
 
 
 def run(args) -> int:
-    from predictor.api import load_cost_model, load_model
+    from predictor.api import load_cost_model
     from predictor.runner.launch import external_launch, init_process_group, spawn_ranks
     from predictor.runner.worker import run_jobs
     from predictor import validate_report
@@ -137,20 +158,10 @@ def run(args) -> int:
     iterations = suite.iterations if args.iterations is None else args.iterations
     if iterations < 1 or warmup < 0:
         raise UserError("--iterations must be >= 1 and --warmup >= 0")
-    dpn = max(r.ranks for r in suite.runs)  # one machine: every rank on this node
-    graphs, jobs = {}, []
-    for run_ in suite.runs:
-        key = (run_.model, run_.knobs)
-        if key not in graphs:
-            try:
-                graphs[key] = load_model(run_.model, **dict(run_.knobs))
-            except UserError as err:
-                raise UserError(f"suite {suite.path}:{run_.line}: {err}") from None
-        graph = graphs[key]
-        segments = (run_.recompute_segments or _sqrt_segments(graph)) if "recompute" in run_.addons else 0
-        plan = plan_for(run_, graph, dpn, segments)
-        prediction, why = _predict(graph, plan, cost_model)
+    jobs = []
+    for run_, graph, plan, prediction, why in predict_suite(suite, cost_model):
         bounds = (prediction.details.get("stage_bounds") if prediction is not None else None) or []
+        segments = dict(plan.extra).get("checkpoint_segments", 0)
         cfg = RunConfig(run_.model, run_.strategy, run_.ranks, run_.batch, run_.micro_batches, run_.dtype, run_.p_model,
                         segments, "offload" in run_.addons, tuple(int(b[0]) for b in bounds), run_.knobs)
         jobs.append((run_, cfg, graph, plan, prediction, why))

@@ -269,17 +269,20 @@ def conv_cases(params: dict, dtype: str, device: str, tags: dict | None = None) 
             for v in ("fwd", "bwd_data", "bwd_weight")]
 
 
-def memory_op_cases(shape: dict, dtype: str, device: str) -> list[BenchCase]:
-    d = 3 if "D" in shape else 2
-    dims = (shape["N"], shape["C"], *([shape["D"]] if d == 3 else []), shape["H"], shape["W"])
-    eb = element_bytes(dtype)
-    pool = torch.ops.aten.max_pool3d_with_indices if d == 3 else torch.ops.aten.max_pool2d_with_indices
-    pool_bwd = (torch.ops.aten.max_pool3d_with_indices_backward if d == 3
-                else torch.ops.aten.max_pool2d_with_indices_backward)
+MEMORY_OP_VARIANTS = (("batchnorm", "fwd"), ("batchnorm", "bwd"), ("relu", "fwd"), ("relu", "bwd"), ("add", "fwd"),
+                      ("maxpool", "fwd"), ("maxpool", "bwd"))
+
+
+def memory_op_case(op: str, variant: str, params: dict, dtype: str, device: str) -> BenchCase:
+    """One memory-bound call on an (N, C, [D,] H, W) activation; maxpool reads kernel, stride (default: the
+    kernel) and padding (default 0) from params, as calibrate.shapes does."""
+    d = 3 if "D" in params else 2
+    dims = (params["N"], params["C"], *([params["D"]] if d == 3 else []), params["H"], params["W"])
+    channels = dict(dtype=TORCH_DTYPES[dtype], device=device)
 
     def bn_state():
-        ch = dict(dtype=TORCH_DTYPES[dtype], device=device)
-        return torch.ones(shape["C"], **ch), torch.zeros(shape["C"], **ch), torch.zeros(shape["C"], **ch), torch.ones(shape["C"], **ch)
+        c = params["C"]
+        return torch.ones(c, **channels), torch.zeros(c, **channels), torch.zeros(c, **channels), torch.ones(c, **channels)
 
     def build_bn_fwd():
         x = _tensor(dims, dtype, device)
@@ -294,7 +297,7 @@ def memory_op_cases(shape: dict, dtype: str, device: str) -> list[BenchCase]:
                                                                  [True, True, True])
 
     def build_relu_fwd():
-        x, y = _tensor(dims, dtype, device), torch.empty(dims, dtype=TORCH_DTYPES[dtype], device=device)
+        x, y = _tensor(dims, dtype, device), torch.empty(dims, **channels)
         return lambda: torch.clamp(x, min=0, out=y)
 
     def build_relu_bwd():
@@ -303,33 +306,37 @@ def memory_op_cases(shape: dict, dtype: str, device: str) -> list[BenchCase]:
 
     def build_add():
         a, b = _tensor(dims, dtype, device), _tensor(dims, dtype, device)
-        c = torch.empty(dims, dtype=TORCH_DTYPES[dtype], device=device)
+        c = torch.empty(dims, **channels)
         return lambda: torch.add(a, b, out=c)
 
-    def pool_builders(window: dict):
-        kernel, stride, padding = ([window[key]] * d for key in ("kernel", "stride", "padding"))
+    pool = torch.ops.aten.max_pool3d_with_indices if d == 3 else torch.ops.aten.max_pool2d_with_indices
+    pool_bwd = (torch.ops.aten.max_pool3d_with_indices_backward if d == 3
+                else torch.ops.aten.max_pool2d_with_indices_backward)
+    kernel = params.get("kernel", 2)
+    window = ([kernel] * d, [params.get("stride", kernel)] * d, [params.get("padding", 0)] * d)
 
-        def build_fwd():
-            x = _tensor(dims, dtype, device)
-            return lambda: pool(x, kernel, stride, padding)
+    def build_pool_fwd():
+        x = _tensor(dims, dtype, device)
+        return lambda: pool(x, *window)
 
-        def build_bwd():
-            x = _tensor(dims, dtype, device)
-            y, idx = pool(x, kernel, stride, padding)
-            dy = torch.randn_like(y)
-            return lambda: pool_bwd(dy, x, kernel, stride, padding, [1] * d, False, idx)
+    def build_pool_bwd():
+        x = _tensor(dims, dtype, device)
+        y, idx = pool(x, *window)
+        dy = torch.randn_like(y)
+        return lambda: pool_bwd(dy, x, *window, [1] * d, False, idx)
 
-        return [("maxpool", "fwd", {**shape, **window}, build_fwd), ("maxpool", "bwd", {**shape, **window}, build_bwd)]
+    builders = {("batchnorm", "fwd"): build_bn_fwd, ("batchnorm", "bwd"): build_bn_bwd, ("relu", "fwd"): build_relu_fwd,
+                ("relu", "bwd"): build_relu_bwd, ("add", "fwd"): build_add, ("maxpool", "fwd"): build_pool_fwd,
+                ("maxpool", "bwd"): build_pool_bwd}
+    counted = {**params, "kernel": kernel, "stride": window[1][0], "padding": window[2][0]} if op == "maxpool" else params
+    flops, nbytes = memory_op_counts(op, variant, counted, element_bytes(dtype))
+    return BenchCase(op, variant, dict(params), dtype, flops, nbytes, builders[(op, variant)])
 
-    cases = []
-    for op, variant, params, build in [
-        ("batchnorm", "fwd", shape, build_bn_fwd), ("batchnorm", "bwd", shape, build_bn_bwd),
-        ("relu", "fwd", shape, build_relu_fwd), ("relu", "bwd", shape, build_relu_bwd),
-        ("add", "fwd", shape, build_add),
-    ] + [case for window in MAXPOOLS for case in pool_builders(window)]:
-        flops, nbytes = memory_op_counts(op, variant, params, eb)
-        cases.append(BenchCase(op, variant, dict(params), dtype, flops, nbytes, build))
-    return cases
+
+def memory_op_cases(shape: dict, dtype: str, device: str) -> list[BenchCase]:
+    """Every memory-bound op and pass on one activation shape, max-pooling with each of MAXPOOLS."""
+    return [memory_op_case(op, variant, {**shape, **window} if op == "maxpool" else shape, dtype, device)
+            for op, variant in MEMORY_OP_VARIANTS for window in (MAXPOOLS if op == "maxpool" else ({},))]
 
 
 def _layer_params(layer: tuple, scale: int, three_d: bool) -> dict:

@@ -28,6 +28,7 @@ from profiler.comm import section as collectives
 from profiler.errors import UserError
 from profiler.metadata import collect_machine
 from profiler.profile import SCHEMA_VERSION, Machine, Profile, Provenance, Sample, save_profile, utc_now_iso
+from profiler.shape_file import load_shape_cases
 
 SECTIONS = ("compute", "memory", "host_device", "collectives")
 
@@ -40,6 +41,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--only", default=None,
                         help=f"comma-separated sections to run (default: all the device has: {', '.join(SECTIONS)}; "
                              "host_device only on cuda; collectives only with >= 2 ranks)")
+    parser.add_argument("--shapes", metavar="FILE",
+                        help="also measure these compute shapes (YAML, e.g. from `predictor shapes`: a model's "
+                             "per-device layers); the profile then costs exactly these shapes by their measured times")
     parser.add_argument("--force", action="store_true", help="overwrite --out if it is an existing file")
     parser.add_argument("--out", required=True,
                         help="profile file to write, or an existing folder (then <hostname>-<UTC time>.yaml in it)")
@@ -176,6 +180,12 @@ def run(args) -> int:
         "last_level_cache_bytes": last_level_cache_bytes(device),
     }
     plans = {name: plan_section(name, device, args.quick) for name in sections if name != "collectives"}
+    if args.shapes:
+        if "compute" not in plans:
+            raise UserError("--shapes: the shapes are measured in the compute section; add compute to --only")
+        shape_cases = load_shape_cases(args.shapes, device, grid.dtypes)
+        plans["compute"] += shape_cases
+        settings["shapes_file"] = {"path": str(args.shapes), "points": len(shape_cases)}
     settings["points"] = {name: len(cases) for name, cases in plans.items()}
     fallback = next((c.tags["cuda_c_unavailable"] for c in plans.get("memory", []) if "cuda_c_unavailable" in c.tags),
                     None)

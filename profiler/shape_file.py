@@ -1,0 +1,95 @@
+"""Compute shapes a user asks to measure (`profiler calibrate --shapes FILE`), e.g. the per-device layer
+shapes of the model they will train, as `predictor shapes` writes them. Each becomes benchmark cases next to
+the grid's; the fit then uses their measured times for exactly these shapes (calibrate.fit.measured_shapes).
+
+    shapes:
+      - {op: conv2d, params: {N: 16, C: 4, F: 4, H: 64, W: 64, kernel: 3, stride: 1, padding: 1}}
+      - {op: maxpool, params: {N: 16, C: 4, H: 64, W: 64, kernel: 2, stride: 2}}
+      - {op: gemm, params: {M: 16, N: 10, K: 64}, dtype: float32}
+
+conv2d/conv3d are measured in all three passes, gemm forward (backward GEMMs are forward GEMMs of another
+shape), relu/batchnorm/maxpool forward and backward, add forward. dtype defaults to float32.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from calibrate.shapes import canonical_dtype
+from profiler.bench_compute import conv_cases, gemm_case, memory_op_case
+from profiler.cases import BenchCase
+from profiler.errors import UserError
+
+REQUIRED = {
+    "conv2d": ("N", "C", "F", "H", "W", "kernel"),
+    "conv3d": ("N", "C", "F", "D", "H", "W", "kernel"),
+    "gemm": ("M", "N", "K"),
+    "relu": ("N", "C", "H", "W"),
+    "batchnorm": ("N", "C", "H", "W"),
+    "maxpool": ("N", "C", "H", "W", "kernel"),
+    "add": ("N", "C", "H", "W"),
+}
+CONV_DEFAULTS = {"stride": 1, "padding": 0}
+TAGS = {"source": "shapes file"}
+
+
+def _entry_params(op: str, params, where: str) -> dict:
+    if not isinstance(params, dict):
+        raise UserError(f"{where}: 'params' must be a mapping of integers")
+    missing = [k for k in REQUIRED[op] if k not in params]
+    if missing:
+        raise UserError(f"{where}: {op} needs params {', '.join(missing)}")
+    for key, value in params.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0 or (value == 0 and key != "padding"):
+            raise UserError(f"{where}: params.{key} must be a positive integer, got {value!r}")
+    return dict(params)
+
+
+def cases_for(entry, where: str, device: str, dtypes: tuple[str, ...]) -> list[BenchCase]:
+    if not isinstance(entry, dict) or "op" not in entry or "params" not in entry:
+        raise UserError(f"{where}: expected a mapping with 'op' and 'params'")
+    op = entry["op"]
+    if op not in REQUIRED:
+        raise UserError(f"{where}: op {op!r} cannot be measured; known: {', '.join(REQUIRED)}")
+    params = _entry_params(op, entry["params"], where)
+    try:
+        dtype = canonical_dtype(str(entry.get("dtype", "float32")))
+    except UserError as err:
+        raise UserError(f"{where}: {err}") from None
+    if dtype not in dtypes:
+        raise UserError(f"{where}: dtype {dtype} is not measured on {device} (the grid runs {', '.join(dtypes)})")
+    if op in ("conv2d", "conv3d"):
+        dims = 3 if op == "conv3d" else 2
+        if ("D" in params) != (dims == 3):
+            raise UserError(f"{where}: {op} {'needs' if dims == 3 else 'takes no'} D")
+        return conv_cases({**CONV_DEFAULTS, **params}, dtype, device, TAGS)
+    if op == "gemm":
+        case = gemm_case(params["M"], params["N"], params["K"], dtype, device)
+        case.tags.update(TAGS)
+        return [case]
+    variants = ("fwd",) if op == "add" else ("fwd", "bwd")
+    cases = [memory_op_case(op, v, params, dtype, device) for v in variants]
+    for case in cases:
+        case.tags.update(TAGS)
+    return cases
+
+
+def load_shape_cases(path: str, device: str, dtypes: tuple[str, ...]) -> list[BenchCase]:
+    """Every case of a shapes file, duplicates dropped; one-line UserError naming the file and entry."""
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except OSError as err:
+        raise UserError(f"--shapes {path}: {err.strerror}") from None
+    except yaml.YAMLError as err:
+        raise UserError(f"--shapes {path}: not valid YAML ({str(err).splitlines()[0]})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("shapes"), list) or not data["shapes"]:
+        raise UserError(f"--shapes {path}: expected a non-empty list under 'shapes:'")
+    cases, seen = [], set()
+    for i, entry in enumerate(data["shapes"]):
+        for case in cases_for(entry, f"--shapes {path}: shapes[{i}]", device, dtypes):
+            key = (case.benchmark, case.variant, case.dtype, tuple(sorted(case.params.items())))
+            if key not in seen:
+                seen.add(key)
+                cases.append(case)
+    return cases
