@@ -2,6 +2,7 @@
 
     python bench/bench_validate.py                 # calibrate this machine (quick, 1 thread per rank,
                                                    # 2-rank collectives), then run the suite
+    python bench/bench_validate.py --model-shapes  # the same, the calibration also measuring the suite's layers
     python bench/bench_validate.py --profile P     # reuse a profile calibrated with 1 thread per rank
     python bench/bench_validate.py --profile P --layers small_cnn2d --knobs width=8,image=32 --batch 32
                                                    # per-layer forward/backward: measured (1 thread) vs
@@ -42,6 +43,9 @@ def layer_table(profile: str, model: str, knobs: dict, batch: int) -> None:
     from predictor.layercost import LayerCoster, Split
     from predictor.runner.nets import build_serial
 
+    from profiler.allocator import keep_freed_memory
+
+    keep_freed_memory()  # the malloc regime of the calibration and the validation ranks
     torch.set_num_threads(1)
     graph = load_model(model, **knobs)
     cost_model, _ = load_cost_model(profile)
@@ -72,6 +76,8 @@ def main() -> int:
     parser.add_argument("--layers", metavar="MODEL", help="print the per-layer table for MODEL instead")
     parser.add_argument("--knobs", default="", help="zoo knobs for --layers, e.g. width=8,image=32")
     parser.add_argument("--batch", type=int, default=32, help="batch for --layers")
+    parser.add_argument("--model-shapes", action="store_true",
+                        help="calibrate with the suite's own layer shapes too (predictor shapes -> calibrate --shapes)")
     args = parser.parse_args()
     if args.layers:
         if not args.profile:
@@ -87,8 +93,14 @@ def main() -> int:
     if profile is None:
         profile = str(out / f"validate-profile-{stamp}.yaml")
         start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "profiler", "calibrate", "--device", "cpu", "--quick", "--ranks", "2",
-                        "--out", profile], check=True, env=env, cwd=REPO)
+        calibrate = [sys.executable, "-m", "profiler", "calibrate", "--device", "cpu", "--quick", "--ranks", "2",
+                     "--out", profile]
+        if args.model_shapes:  # also measure every compute call the suite's predictions cost
+            shapes = out / f"validate-shapes-{stamp}.yaml"
+            subprocess.run([sys.executable, "-m", "predictor", "shapes", "--suite", args.suite, "--out", str(shapes)],
+                           check=True, env=env, cwd=REPO)
+            calibrate += ["--shapes", str(shapes)]
+        subprocess.run(calibrate, check=True, env=env, cwd=REPO)
         print(f"calibration: {time.perf_counter() - start:.0f} s -> {profile}")
     dataset, plot = out / f"validate-{stamp}.jsonl", out / f"validate-{stamp}.png"
     start = time.perf_counter()

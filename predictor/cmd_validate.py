@@ -20,6 +20,7 @@ from pathlib import Path
 from predictor.report import finite_json
 from predictor.runner.config import RunConfig
 from predictor.runner.suite import SuiteRun, load_suite
+from profiler.allocator import keep_freed_memory
 from profiler.errors import UserError
 from profiler.profile import check_writable, load_profile, utc_now_iso
 
@@ -169,6 +170,7 @@ def run(args) -> int:
         "profile": str(profile_path), "profile_sha256": file_sha256(args.profile), "profile_threads": calibrated_threads,
         "threads_match": calibrated_threads == threads, "cpu_count": os.cpu_count(), "suite": suite.path,
         "host": profile.machine.hostname, "profile_kind": profile.provenance.kind,
+        "allocator": keep_freed_memory(), "profile_allocator": profile.settings.get("allocator", "unrecorded"),
     }
     rows = []
     start = time.perf_counter()

@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from profiler import store
+from profiler.allocator import keep_freed_memory
 from profiler.bench_compute import choose_grid, plan_compute
 from profiler.bench_framework import plan_framework
 from profiler.bench_memory import host_device_cases, last_level_cache_bytes, stream_cases
@@ -171,13 +172,14 @@ def run(args) -> int:
         collectives.preflight(args, device, args.quick)  # bad collectives flags fail before any benchmark runs
     machine = collect_machine(device)
     out = store.resolve_out(args.out, machine.hostname, args.force)
+    allocator = keep_freed_memory()  # the malloc regime the validation runs use too (profiler/allocator.py)
     grid = choose_grid(device, args.quick)
     settings = {
         "command": "profiler calibrate " + " ".join(sys.argv[2:]),
         "device": device, "quick": bool(args.quick), "grid": grid.name, "sections": sections,
         "sections_started": [], "dtypes": list(grid.dtypes), "threads": torch.get_num_threads(),
         "timer": timer_settings(device, args.quick), "conv_layout": "NCHW (contiguous)",
-        "last_level_cache_bytes": last_level_cache_bytes(device),
+        "last_level_cache_bytes": last_level_cache_bytes(device), "allocator": allocator,
     }
     plans = {name: plan_section(name, device, args.quick) for name in sections if name != "collectives"}
     if args.shapes:

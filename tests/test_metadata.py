@@ -81,3 +81,16 @@ def test_cpu_model_from_cpuinfo(tmp_path):
     f = tmp_path / "cpuinfo"
     f.write_text("processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R) Gold 6148\n")
     assert metadata.cpu_model(f) == "Intel(R) Xeon(R) Gold 6148"
+
+
+def test_malloc_regime_is_pinned_on_linux():
+    """profiler.allocator sets glibc's trim and mmap thresholds (calibration and validation ranks share them)."""
+    import sys
+
+    from profiler.allocator import keep_freed_memory
+
+    done = keep_freed_memory()
+    if sys.platform.startswith("linux"):
+        assert done.startswith("glibc: no trimming")
+    else:
+        assert done.startswith("unchanged")

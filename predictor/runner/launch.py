@@ -16,7 +16,9 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from profiler.allocator import keep_freed_memory
 from profiler.errors import UserError
+
 
 def external_launch() -> tuple[int, int, int] | None:
     """(rank, world, local_rank) when started by torchrun (RANK/WORLD_SIZE) or srun (SLURM_PROCID/NTASKS)."""
@@ -36,7 +38,9 @@ def device_for(local_rank: int) -> str:
 
 
 def init_process_group(rank: int, world: int, threads: int) -> str:
-    """Initialise torch.distributed for this rank (env:// rendezvous) and return its device."""
+    """Initialise torch.distributed for this rank (env:// rendezvous) and return its device. The rank's
+    malloc runs in the regime the calibration measured kernels in (profiler/allocator.py)."""
+    keep_freed_memory()
     torch.set_num_threads(threads)
     device = device_for(int(os.environ.get("LOCAL_RANK", rank)))
     backend = "nccl" if device.startswith("cuda") else "gloo"
