@@ -142,6 +142,8 @@ class FrameworkFit(_Strict):
 
     forward_per_layer_s: Estimate
     backward_per_layer_s: Estimate
+    optimizer_step_s: Optional[Estimate] = None  # optimizer step + zero_grad: fixed per step
+    optimizer_per_tensor_s: Optional[Estimate] = None  # ... and per parameter tensor
     sources: list[str] = Field(default_factory=list)
 
 

@@ -41,6 +41,11 @@ class CostModel(Protocol):
         """Eager framework time one layer pays on top of its kernels: "fwd" its module call with autograd
         recording, "bwd" its autograd node (0 when the profile did not measure it)."""
 
+    def optimizer_overhead_s(self, tensors: int) -> float:
+        """Per-step framework time of the optimizer over `tensors` parameter tensors (step + zero_grad): a
+        fixed part and a part per tensor, on top of its streaming update (0 when the profile did not measure
+        it, or for no tensors)."""
+
     def rank_slowdown(self, ranks_on_node: int) -> float:
         """How much slower each rank computes when `ranks_on_node` ranks share one node: 1 on GPUs (a device
         each); on a CPU profile ranks x threads per rank / cores when that exceeds 1, since the cores are

@@ -109,6 +109,12 @@ class ProfileCostModel:
             return 0.0
         return (fit.forward_per_layer_s if pass_ == "fwd" else fit.backward_per_layer_s).at(self.bound)
 
+    def optimizer_overhead_s(self, tensors: int) -> float:
+        fit = self.coefficients.framework
+        if fit is None or fit.optimizer_per_tensor_s is None or not tensors:
+            return 0.0
+        return fit.optimizer_step_s.at(self.bound) + tensors * fit.optimizer_per_tensor_s.at(self.bound)
+
     def rank_slowdown(self, ranks_on_node: int) -> float:
         if not self.coefficients.device_is_host or not self.cpu_cores:
             return 1.0

@@ -6,6 +6,9 @@ Per variant (kernel, forward, step) a relative-error line t(K) = a + b*K over th
     backward overhead = b_step - b_forward - b_kernel  (one autograd node; its kernel costs as the forward's)
 each clipped at 0, with 95% bootstrap intervals over the samples' own per-call times
 (calibrate.alphabeta.resample). The predictor adds them to every layer's forward and backward time.
+The `optimizer` variant's line over K parameter tensors gives the optimizer step's fixed cost (its intercept:
+Python and dispatch per step) and its cost per parameter tensor (slope), added to every weight update
+(profiles measured before it existed have neither: 0).
 """
 from __future__ import annotations
 
@@ -45,7 +48,16 @@ def fit_framework(samples: Sequence[Sample], rng: np.random.Generator) -> Framew
         drawn = {v: resample(points[v], rng) for v in VARIANTS}
         replicates.append(_slopes({v: x[v][pick] for v, (pick, _) in drawn.items()},
                                   {v: t for v, (_, t) in drawn.items()}))
+    optimizer = {}
+    if any(s.variant == "optimizer" for s in samples):
+        step = _points(samples, "optimizer")
+        tensors = np.array([p.x for p in step])
+        fixed, per_tensor = fit_line(tensors, np.array([p.t for p in step]))
+        lines = [fit_line(tensors[pick], t) for pick, t in (resample(step, rng) for _ in range(BOOTSTRAP_REPLICATES))]
+        optimizer = {"optimizer_step_s": bootstrap_estimate(fixed, [a for a, _ in lines]),
+                     "optimizer_per_tensor_s": bootstrap_estimate(per_tensor, [b for _, b in lines])}
     return FrameworkFit(forward_per_layer_s=bootstrap_estimate(forward, [r[0] for r in replicates]),
                         backward_per_layer_s=bootstrap_estimate(backward, [r[1] for r in replicates]),
+                        **optimizer,
                         sources=[f"measured: {len(samples)} samples, chains of "
                                  f"{sorted({int(p.x) for p in points['step']})} layers"])

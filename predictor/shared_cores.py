@@ -25,6 +25,9 @@ class SharedCores:
     def framework_overhead_s(self, pass_):
         return self.factor * self._cm.framework_overhead_s(pass_)
 
+    def optimizer_overhead_s(self, tensors):
+        return self.factor * self._cm.optimizer_overhead_s(tensors)
+
     def memory_time_s(self, bytes_moved, *, where="device"):
         return self.factor * self._cm.memory_time_s(bytes_moved, where=where)
 

@@ -5,6 +5,7 @@ nothing here is measured, and no CLI uses it.
 
     compute  = launch_s + flops / peak_flops_per_s        (flops of the op at the given shape, per pass)
     framework overhead per layer = framework_fwd_s / framework_bwd_s (0 unless given)
+    optimizer overhead per step = optimizer_step_s + tensors * optimizer_per_tensor_s (0 unless given)
     rank slowdown = ranks on a node / cores_per_node when above 1 (only when cores_per_node is given)
     memory   = bytes / memory_bytes_per_s
     ring collectives over g ranks, link bandwidth B (intra_bytes_per_s if nodes == 1, else inter):
@@ -40,6 +41,8 @@ class SyntheticCostModel:
     launch_s: float = 1e-5
     framework_fwd_s: float = 0.0  # per layer, on top of its kernels
     framework_bwd_s: float = 0.0
+    optimizer_step_s: float = 0.0  # per optimizer step, plus optimizer_per_tensor_s per parameter tensor
+    optimizer_per_tensor_s: float = 0.0
     cores_per_node: int = 0  # > 0: ranks beyond it on a node share the cores (rank_slowdown); 0 = a device each
     memory_bytes_per_s: float = 1e11
     alpha_s: float = 1e-5
@@ -54,6 +57,9 @@ class SyntheticCostModel:
 
     def framework_overhead_s(self, pass_):
         return self.framework_fwd_s if pass_ == "fwd" else self.framework_bwd_s
+
+    def optimizer_overhead_s(self, tensors):
+        return self.optimizer_step_s + tensors * self.optimizer_per_tensor_s if tensors else 0.0
 
     def rank_slowdown(self, ranks_on_node):
         return max(1.0, ranks_on_node / self.cores_per_node) if self.cores_per_node else 1.0

@@ -23,6 +23,9 @@ class FlatCostModel:
     def framework_overhead_s(self, pass_):
         return 0.0
 
+    def optimizer_overhead_s(self, tensors):
+        return 0.0
+
     def rank_slowdown(self, ranks_on_node):
         return 1.0
 

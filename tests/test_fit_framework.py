@@ -41,3 +41,16 @@ def test_mean_statistic_pays_a_heavy_tail():
     for statistic, per_call in (("median", 1e-3), ("mean", 2e-3)):
         fit = fit_alpha_beta([Point(x, times, statistic) for x in sizes], rng)
         assert fit.segments[0].alpha_s.value == pytest.approx(per_call, rel=1e-6), statistic
+
+
+def test_recovers_the_optimizers_fixed_and_per_tensor_cost():
+    rng = np.random.default_rng(2)
+    step_s, per_tensor_s = 25e-6, 2e-6
+    optimizer = [Sample(benchmark="framework", variant="optimizer", device="cpu", threads=1, params={"layers": k},
+                        times_s=noisy_times(step_s + k * per_tensor_s, rng, 0.03, 9)) for k in (4, 16, 64)]
+    fit = fit_profile(profile_with(framework_samples(rng) + optimizer)).coefficients["framework"]
+    assert fit["optimizer_step_s"]["value"] == pytest.approx(step_s, rel=0.15)
+    assert fit["optimizer_per_tensor_s"]["value"] == pytest.approx(per_tensor_s, rel=0.1)
+    assert fit["optimizer_per_tensor_s"]["low"] <= fit["optimizer_per_tensor_s"]["value"] <= fit["optimizer_per_tensor_s"]["high"]
+    old = fit_profile(profile_with(framework_samples(rng))).coefficients["framework"]  # profiles from before it
+    assert old.get("optimizer_step_s") is None and old.get("optimizer_per_tensor_s") is None

@@ -338,3 +338,21 @@ def test_chrome_trace_spans_the_predicted_iteration(tiny, cm, kw):
     spans = [e for e in chrome_trace(pred)["traceEvents"] if e["ph"] == "X"]
     assert min(e["ts"] for e in spans) == 0
     assert max(e["ts"] + e["dur"] for e in spans) == pytest.approx(pred.iteration_s * 1e6)
+
+
+def test_update_pays_the_optimizers_fixed_and_per_tensor_cost(tiny):
+    """Weight update = streaming bytes / bandwidth + the optimizer's framework cost: a fixed part per step and
+    a part per parameter tensor (the tiny net: conv1 and conv2 weights, no biases, fc weight = 3 tensors)."""
+    from dataclasses import replace
+
+    from predictor.strategies.context import param_tensor_count
+
+    base = SyntheticCostModel(peak_flops_per_s=PEAK, launch_s=0.0, memory_bytes_per_s=1e9, device_memory_bytes=1e9)
+    with_optimizer = replace(base, optimizer_step_s=50e-6, optimizer_per_tensor_s=3e-6)
+    tensors = sum(param_tensor_count(layer) for layer in tiny.layers)
+    assert tensors == 3
+    plain = run(tiny, base, strategy="serial", batch=8, devices=1)
+    paid = run(tiny, with_optimizer, strategy="serial", batch=8, devices=1)
+    assert paid.update_s - plain.update_s == pytest.approx(50e-6 + 3 * 3e-6)
+    stages = run(tiny, with_optimizer, strategy="pipeline", batch=8, devices=2, stages=2, micro_batches=2)
+    assert stages.update_s < paid.update_s  # each stage steps over its own tensors only

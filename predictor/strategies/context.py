@@ -22,6 +22,16 @@ class Infeasible(Exception):
     """A plan that cannot run (a limit on p, divisibility); the message is the reason."""
 
 
+def param_tensor_count(layer) -> int:
+    """Parameter tensors of one layer: a weight (+ a bias when its parameters outnumber the weight's), or
+    batch norm's scale and shift."""
+    if not layer.params:
+        return 0
+    if not layer.weight_shape:
+        return 2
+    return 1 + (layer.params > math.prod(layer.weight_shape))
+
+
 class Context:
     def __init__(self, graph: ModelGraph, cost_model: CostModel):
         self.graph = graph
@@ -31,6 +41,7 @@ class Context:
         self.index = {l.name: i for i, l in enumerate(graph.layers)}
         self.params = [l.params for l in graph.layers]
         self.total_params = sum(self.params)
+        self.param_tensors = [param_tensor_count(l) for l in graph.layers]
         self.saved: tuple[SavedTensor, ...] = saved_tensors(graph)
         self.spatial_ndim = len(graph.input_shape) - 1
         self._costers: dict[str, LayerCoster] = {}
@@ -117,11 +128,15 @@ class Context:
             t = self._coll[key] = self.cm.collective_time_s(op, size_bytes, group, nodes)
         return t
 
-    def update_s(self, params: float, optimizer: str, dtype: str) -> float:
-        key = ("update", params, optimizer, dtype)
+    def update_s(self, params: float, optimizer: str, dtype: str, tensors: int | None = None) -> float:
+        """Optimizer step over `params` parameters in `tensors` tensors (default: every layer's): the streaming
+        update plus the optimizer's per-tensor framework cost."""
+        tensors = sum(self.param_tensors) if tensors is None else tensors
+        key = ("update", params, optimizer, dtype, tensors)
         t = self._sums.get(key)
         if t is None:
-            t = self._sums[key] = update_time_s(self.cm, params, optimizer, dtype)
+            t = self._sums[key] = update_time_s(self.cm, params, optimizer, dtype) + (
+                self.cm.optimizer_overhead_s(tensors) if params else 0.0)
         return t
 
     # ---- common pieces ---------------------------------------------------------------------------

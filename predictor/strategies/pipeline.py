@@ -144,7 +144,8 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     p2p = ctx.cached(("p2p", dtype, K, m, dpn), slowest_p2p)
     pred.comm_exposed_s["pipeline_p2p"] = 2 * (S + K - 2) * p2p if K > 1 else 0.0
     pred.update_s = ctx.cached(("pipe-update", dtype, K, m, plan.optimizer),
-                               lambda: max(ctx.update_s(p, plan.optimizer, dtype) for p in st.params))
+                               lambda: max(ctx.update_s(p, plan.optimizer, dtype, sum(ctx.param_tensors[a:z]))
+                                           for p, (a, z) in zip(st.params, st.bounds)))
 
     d_nodes = data_nodes(plan.p_data, K, dpn)
 
