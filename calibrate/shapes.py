@@ -43,7 +43,8 @@ BYTE_FEATURES = ["log_bytes", "log_batch", "log_channels", "log_spatial", "spati
 #: shape is never predicted more efficient than the shape it came from through a smaller batch, channel count
 #: or spatial size. Total FLOPs and bytes are free: on CPUs a smaller call often runs faster per FLOP or byte
 #: (its operands stay in cache); constraining FLOPs raised the held-out error of conv2d from 7-11% to 16-25%
-#: on three quiet quick profiles, constraining bytes kept memory-bound ops at 15-64% (2026-11-29). The linear trend in log work (calibrate.compute) stays >= 0.
+#: on three quiet quick profiles, constraining bytes kept memory-bound ops at 15-64% (2026-11-29). The linear
+#: trend in log work (calibrate.compute) stays >= 0.
 MONOTONE = {"log_flops": 0, "log_bytes": 0, "log_min_dim": 1, "log_batch": 1, "log_in_channels": 1,
             "log_out_channels": 1, "log_channels": 1, "log_spatial": 1, "log_intensity": 0, "kernel_volume": 0,
             "cpu_native_conv": 0, "spatial_dims": 0}

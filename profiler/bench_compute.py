@@ -278,11 +278,12 @@ def memory_op_case(op: str, variant: str, params: dict, dtype: str, device: str)
     kernel) and padding (default 0) from params, as calibrate.shapes does."""
     d = 3 if "D" in params else 2
     dims = (params["N"], params["C"], *([params["D"]] if d == 3 else []), params["H"], params["W"])
-    channels = dict(dtype=TORCH_DTYPES[dtype], device=device)
+    tensor_kw = dict(dtype=TORCH_DTYPES[dtype], device=device)
 
     def bn_state():
         c = params["C"]
-        return torch.ones(c, **channels), torch.zeros(c, **channels), torch.zeros(c, **channels), torch.ones(c, **channels)
+        return (torch.ones(c, **tensor_kw), torch.zeros(c, **tensor_kw), torch.zeros(c, **tensor_kw),
+                torch.ones(c, **tensor_kw))
 
     def build_bn_fwd():
         x = _tensor(dims, dtype, device)
@@ -297,7 +298,7 @@ def memory_op_case(op: str, variant: str, params: dict, dtype: str, device: str)
                                                                  [True, True, True])
 
     def build_relu_fwd():
-        x, y = _tensor(dims, dtype, device), torch.empty(dims, **channels)
+        x, y = _tensor(dims, dtype, device), torch.empty(dims, **tensor_kw)
         return lambda: torch.clamp(x, min=0, out=y)
 
     def build_relu_bwd():
@@ -306,7 +307,7 @@ def memory_op_case(op: str, variant: str, params: dict, dtype: str, device: str)
 
     def build_add():
         a, b = _tensor(dims, dtype, device), _tensor(dims, dtype, device)
-        c = torch.empty(dims, **channels)
+        c = torch.empty(dims, **tensor_kw)
         return lambda: torch.add(a, b, out=c)
 
     pool = torch.ops.aten.max_pool3d_with_indices if d == 3 else torch.ops.aten.max_pool2d_with_indices
@@ -328,7 +329,8 @@ def memory_op_case(op: str, variant: str, params: dict, dtype: str, device: str)
     builders = {("batchnorm", "fwd"): build_bn_fwd, ("batchnorm", "bwd"): build_bn_bwd, ("relu", "fwd"): build_relu_fwd,
                 ("relu", "bwd"): build_relu_bwd, ("add", "fwd"): build_add, ("maxpool", "fwd"): build_pool_fwd,
                 ("maxpool", "bwd"): build_pool_bwd}
-    counted = {**params, "kernel": kernel, "stride": window[1][0], "padding": window[2][0]} if op == "maxpool" else params
+    counted = params if op != "maxpool" else {**params, "kernel": kernel, "stride": window[1][0],
+                                               "padding": window[2][0]}
     flops, nbytes = memory_op_counts(op, variant, counted, element_bytes(dtype))
     return BenchCase(op, variant, dict(params), dtype, flops, nbytes, builders[(op, variant)])
 
