@@ -26,6 +26,8 @@ class BenchCase:
     bytes_moved: Optional[int]
     build: Callable[[], Callable[[], object]] = field(repr=False)
     tags: dict = field(default_factory=dict)
+    #: time every call with the CPU caches evicted first (2x the last-level cache written, untimed)
+    cold: bool = False
 
     @property
     def label(self) -> str:
@@ -38,11 +40,17 @@ def measure_case(case: BenchCase, device: str, timer_kwargs: dict) -> Sample:
     fn = case.build()
     if device.startswith("cuda"):
         fn()  # cudnn.benchmark autotunes on a shape's first call, which can outlast the timer's warm-up
-    m = Timer(fn, device=device, label=case.label, **timer_kwargs).measure()
+    evict = 0
+    if case.cold and not device.startswith("cuda"):
+        from profiler.bench_memory import cpu_last_level_cache_bytes
+
+        evict = 2 * cpu_last_level_cache_bytes()
+    m = Timer(fn, device=device, label=case.label, cold_evict_bytes=evict, **timer_kwargs).measure()
     return Sample(benchmark=case.benchmark, variant=case.variant, params=case.params, device=device,
                   dtype=case.dtype, threads=m.threads, times_s=m.times_s, flops=case.flops,
                   bytes_moved=case.bytes_moved,
-                  extra={**case.tags, "calls_per_sample": m.number, "stopped_by": m.stopped_by})
+                  extra={**case.tags, "calls_per_sample": m.number, "stopped_by": m.stopped_by,
+                         **({"cold_evict_bytes": evict} if evict else {})})
 
 
 def timer_settings(device: str, quick: bool) -> dict:

@@ -88,13 +88,25 @@ def _is_cuda(device: str) -> bool:
 
 
 class _CpuClock:
-    """perf_counter_ns around `number` calls."""
+    """perf_counter_ns around `number` calls; with an eviction buffer, around each call after writing the
+    buffer (untimed), so every call starts with cold caches."""
+
+    def __init__(self, evict_bytes: int = 0):
+        self.evict = torch.empty(evict_bytes // 4, dtype=torch.float32) if evict_bytes else None
 
     def time(self, fn: Callable[[], object], number: int) -> float:
-        start = time.perf_counter_ns()
+        if self.evict is None:
+            start = time.perf_counter_ns()
+            for _ in range(number):
+                fn()
+            return (time.perf_counter_ns() - start) * 1e-9
+        elapsed = 0
         for _ in range(number):
+            self.evict.fill_(1.0)
+            start = time.perf_counter_ns()
             fn()
-        return (time.perf_counter_ns() - start) * 1e-9
+            elapsed += time.perf_counter_ns() - start
+        return elapsed * 1e-9
 
 
 class _CudaClock:
@@ -125,6 +137,8 @@ class Timer:
     target_rel_ci: stop once the median's 95% CI half-width is within this fraction of the median.
     budget_s: stop after this much sampling time even if not converged (min_samples is always taken:
               with fewer, a point's spread is unknown and comparisons between profiles over-react).
+    cold_evict_bytes: on CPU, write a buffer this large (untimed) before every call and time calls one by
+              one: for work that in training follows enough other work to have evicted the caches.
     """
 
     def __init__(
@@ -140,6 +154,7 @@ class Timer:
         target_rel_ci: float = 0.02,
         budget_s: float = 1.0,
         flush_l2: bool = True,
+        cold_evict_bytes: int = 0,
     ):
         if min_samples < 1 or max_samples < min_samples:
             raise ValueError("need 1 <= min_samples <= max_samples")
@@ -155,6 +170,7 @@ class Timer:
         self.target_rel_ci = target_rel_ci
         self.budget_s = budget_s
         self.flush_l2 = flush_l2
+        self.cold_evict_bytes = cold_evict_bytes
 
     def _sync(self) -> None:
         if _is_cuda(self.device):
@@ -176,9 +192,12 @@ class Timer:
         return max(1, math.ceil(self.min_sample_s / per_call))
 
     def measure(self) -> Measurement:
-        clock = _CudaClock(self.device, self.flush_l2) if _is_cuda(self.device) else _CpuClock()
+        cold = self.cold_evict_bytes and not _is_cuda(self.device)
+        clock = _CudaClock(self.device, self.flush_l2) if _is_cuda(self.device) else _CpuClock(self.cold_evict_bytes)
         self._sync()
         number = self._calls_per_sample(clock)
+        if cold:
+            number = 1
         times: list[float] = []
         started = time.perf_counter()
         stopped_by = "max_samples"

@@ -37,3 +37,20 @@ def test_timer_batches_tiny_calls_and_converges():
 def test_timer_rejects_bad_parameters():
     with pytest.raises(ValueError):
         Timer(lambda: None, min_samples=0)
+
+
+def test_cold_calls_are_timed_one_by_one_after_an_eviction_write():
+    """With cold_evict_bytes the CPU clock writes its buffer before every call, outside the timed region."""
+    from profiler.timing import _CpuClock
+
+    clock = _CpuClock(4096)
+    seen = []
+
+    def fn():
+        seen.append(float(clock.evict[0]))  # the write happened just before this call
+        clock.evict[0] = 0.0
+
+    clock.time(fn, 3)
+    assert seen == [1.0, 1.0, 1.0]
+    m = Timer(lambda: None, cold_evict_bytes=4096, warmup_s=0.0, min_samples=3, max_samples=3).measure()
+    assert m.number == 1 and len(m.times_s) == 3
