@@ -70,8 +70,13 @@ def fit_lines(profile: Profile) -> list[str]:
     for key, f in sorted(c.host_device.items()):
         lines.append(f"host_device {key}: {_segments(f.segments, 'B')}; {_quality(f.quality, published=published)}")
     if c.framework:
+        optimizer = c.framework.optimizer_per_tensor_s
         lines.append(f"framework per layer: forward {_est(c.framework.forward_per_layer_s, 's')}, "
-                     f"backward {_est(c.framework.backward_per_layer_s, 's')}")
+                     f"backward {_est(c.framework.backward_per_layer_s, 's')}"
+                     + (f"; optimizer step {_est(c.framework.optimizer_step_s, 's')} + "
+                        f"{_est(optimizer, 's')} per parameter tensor" if optimizer else ""))
+    if c.measured_shapes:
+        lines.append(f"measured shapes: {len(c.measured_shapes)} compute calls costed by their own measured times")
     for f in c.collectives:
         lines.append(f"collective {f.op} p={f.group_size} nodes={f.nodes} ({f.variant}, measured): "
                      f"{_segments(f.segments, 'B')}; {_quality(f.quality)}")

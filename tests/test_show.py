@@ -67,7 +67,8 @@ def test_show_real_tiny_profile(tmp_path, capsys, monkeypatch):
     capsys.readouterr()
     assert main(["show", str(path)]) == 0
     out = capsys.readouterr().out
-    for needle in ("gemm", "conv2d", "conv3d", "STREAM", "triad", "coefficients", "collectives skipped"):
+    for needle in ("gemm", "conv2d", "conv3d", "STREAM", "triad", "coefficients", "collectives skipped",
+                   "per parameter tensor", "compute calls costed by their own measured times"):
         assert needle in out, needle
 
 
