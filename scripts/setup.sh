@@ -8,7 +8,14 @@ HAS_GPU=0
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then HAS_GPU=1; fi
 if [ ! -x .venv/bin/python ]; then
   # On a GPU machine, see a preinstalled CUDA torch/cupy (GPU hosts are often offline) instead of fetching GBs.
-  if [ "$HAS_GPU" = 1 ]; then "$PY" -m venv --system-site-packages .venv; else "$PY" -m venv .venv; fi
+  if [ "$HAS_GPU" = 1 ]; then
+    "$PY" -m venv --system-site-packages .venv
+    # the preinstalled torch may live in a venv of its own, whose packages --system-site-packages does not see
+    "$PY" -c "import site; print('\n'.join(site.getsitepackages()))" \
+      > "$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/host-site-packages.pth"
+  else
+    "$PY" -m venv .venv
+  fi
 fi
 . .venv/bin/activate
 python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
