@@ -35,12 +35,6 @@ def gemm_backward_as_forward(pass_: str, params: Mapping[str, int]) -> dict:
     return {"bwd_data": {"M": m, "N": k, "K": n}, "bwd_weight": {"M": k, "N": n, "K": m}}[pass_]
 
 
-def _params_key(params: Mapping[str, int]) -> tuple:
-    """Order- and int/float-insensitive key of a shape's parameters."""
-    return tuple(sorted((k, int(v) if isinstance(v, (int, float)) and float(v).is_integer() else v)
-                        for k, v in params.items()))
-
-
 class ProfileCostModel:
     """CostModel over validated coefficients; `bound` None = fitted values, "low"/"high" = CI ends."""
 
@@ -56,7 +50,7 @@ class ProfileCostModel:
         self.provenance = provenance
         self.bound = bound
         self._measured = {(f.op, f.group_size, f.nodes): f for f in coefficients.collectives}
-        self._measured_shapes = {(m.family, _params_key(m.params)): m.time_s for m in coefficients.measured_shapes}
+        self._measured_shapes = {(m.family, shapes.shape_key(m.params)): m.time_s for m in coefficients.measured_shapes}
 
     def at_bound(self, bound: Literal["low", "high"]) -> "ProfileCostModel":
         if bound not in ("low", "high"):
@@ -98,7 +92,7 @@ class ProfileCostModel:
             if pass_ != "fwd":
                 candidates.append((f"gemm/fwd/{dtype}", gemm_backward_as_forward(pass_, params)))
         for family, shape in candidates:
-            time_s = self._measured_shapes.get((family, _params_key(shape)))
+            time_s = self._measured_shapes.get((family, shapes.shape_key(shape)))
             if time_s is not None:
                 return time_s
         return None

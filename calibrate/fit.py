@@ -124,7 +124,7 @@ def measured_shapes(samples: list[Sample]) -> list[MeasuredShape]:
         if (op, pass_) in shapes.ZERO_COST:
             continue
         params = {k: int(v) for k, v in s.params.items() if isinstance(v, (int, float)) and float(v).is_integer()}
-        table[(family, tuple(sorted(params.items())))] = MeasuredShape(
+        table[(family, shapes.shape_key(params))] = MeasuredShape(
             family=family, params=params, time_s=max(float(np.median(s.times_s)), MIN_TIME_S))
     return list(table.values())
 

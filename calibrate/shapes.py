@@ -160,6 +160,13 @@ def work(op: str, pass_: str, params: Mapping[str, Any], dtype: str,
             "features": [_log(nbytes), _log(batch), _log(channels), _log(math.prod(spatial)), float(dims), float(kvol)]}
 
 
+def shape_key(params: Mapping[str, Any]) -> tuple:
+    """One call's shape parameters as an order-insensitive key (integral floats as ints): how measured shapes,
+    recorded calls and shapes-file entries are matched and de-duplicated."""
+    return tuple(sorted((k, int(v) if isinstance(v, (int, float)) and float(v).is_integer() else v)
+                        for k, v in params.items()))
+
+
 def _log(v: float) -> float:
     return math.log10(max(v, 1.0))
 

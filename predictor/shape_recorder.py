@@ -22,7 +22,7 @@ class RecordingCostModel:
         return getattr(self._cm, name)
 
     def compute_time_s(self, op, pass_, params, dtype):
-        self.calls.add((op, pass_, tuple(sorted(dict(params).items())), shapes.canonical_dtype(dtype)))
+        self.calls.add((op, pass_, shapes.shape_key(params), shapes.canonical_dtype(dtype)))
         return self._cm.compute_time_s(op, pass_, params, dtype)
 
     def at_bound(self, bound):
@@ -40,5 +40,5 @@ def measurable_shapes(calls: set) -> list[dict]:
         if op in ("gemm", "linear"):
             op, params = "gemm", (params if pass_ == "fwd" else gemm_backward_as_forward(pass_, params))
         if op in MEASURABLE:
-            entries.add((op, tuple(sorted(params.items())), dtype))
+            entries.add((op, shapes.shape_key(params), dtype))
     return [{"op": op, "params": dict(params), "dtype": dtype} for op, params, dtype in sorted(entries)]

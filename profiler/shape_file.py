@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from calibrate.shapes import canonical_dtype
+from calibrate.shapes import canonical_dtype, shape_key
 from profiler.bench_compute import conv_cases, gemm_case, memory_op_case
 from profiler.cases import BenchCase
 from profiler.errors import UserError
@@ -88,7 +88,7 @@ def load_shape_cases(path: str, device: str, dtypes: tuple[str, ...]) -> list[Be
     cases, seen = [], set()
     for i, entry in enumerate(data["shapes"]):
         for case in cases_for(entry, f"--shapes {path}: shapes[{i}]", device, dtypes):
-            key = (case.benchmark, case.variant, case.dtype, tuple(sorted(case.params.items())))
+            key = (case.benchmark, case.variant, case.dtype, shape_key(case.params))
             if key not in seen:
                 seen.add(key)
                 cases.append(case)
