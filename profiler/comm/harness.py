@@ -8,6 +8,12 @@
 - interleaved: as a training step issues them, each op after about INTERLEAVE_S of compute on every rank
   (no barrier), one timed op, maximum over ranks. Over gloo on a 2-core VM a collective costs 1.5-3x more
   after compute than back-to-back (its threads have gone idle), and this is the figure the runs pay.
+  These are measured round-robin over all sizes of one operation (`measure_interleaved`), not size after
+  size: the machine's state drifts over seconds, and a block of one size's iterations sees one state, so
+  the per-size means wandered about the fitted line. Round-robin, 2 gloo ranks on the 2-core VM, allreduce
+  4 B-16 MiB, 30 iterations: held-out median error of the mean's alpha-beta fit 10-17% against 19-25% in
+  blocks (five pairs of runs); the per-iteration arrival skew between ranks is the same at every size. With
+  60 rounds, a whole quick calibration's seven interleaved fits were at 3.8-14.4% (two runs, 40 s each).
 
 Per-rank adaptive stopping would deadlock a collective (§3.2, "Multi-GPU"), so iteration counts are fixed
 per point from a warm-up estimate agreed by a MAX all-reduce. This is why collectives do not go through
@@ -35,7 +41,8 @@ class PointBudget:
     latency_max: int
     throughput_samples: int
     throughput_max_ops: int
-    #: interleaved iterations: their mean is what a fit uses, and one slow call in three is common over gloo
+    #: interleaved rounds over all sizes: their mean is what a fit uses, and one slow call in three is common
+    #: over gloo (30 rounds left the quick fits at 7-16%, 60 at 4-14%)
     interleaved_iterations: int
 
 
@@ -43,18 +50,31 @@ class PointBudget:
 INTERLEAVE_S = 1e-3
 
 QUICK = PointBudget(seconds=0.04, warmup_calls=1, latency_min=5, latency_max=15, throughput_samples=5, throughput_max_ops=20,
-                    interleaved_iterations=30)
+                    interleaved_iterations=60)
 FULL = PointBudget(seconds=0.3, warmup_calls=5, latency_min=5, latency_max=100, throughput_samples=10, throughput_max_ops=100,
-                   interleaved_iterations=60)
+                   interleaved_iterations=100)
+
+
+#: the interleaved sweep holds the buffers of all its sizes at once; sizes are swept in consecutive chunks
+#: whose message sizes add up to at most this (a round of a chunk then takes ~0.1 s over gloo, so a sweep
+#: stays far inside the per-collective timeout that ranks outside the group wait under)
+SWEEP_BYTES = 64 * 2**20
 
 
 @dataclass
 class PointTimes:
     latency_s: list[float]  # per iteration, max over ranks
     throughput_s: list[float]  # per sample, per op, max over ranks
-    interleaved_s: list[float]  # per iteration after INTERLEAVE_S of compute, max over ranks
     ops_per_sample: int
     warmup_estimate_s: float
+
+
+class SweepFailure(Exception):
+    """A call of the interleaved sweep raised; index says which of its calls (the cause is chained)."""
+
+    def __init__(self, index: int):
+        super().__init__(f"interleaved sweep call {index}")
+        self.index = index
 
 
 class _Clock:
@@ -117,15 +137,39 @@ def measure_point(fn: Callable[[], None], group, device: str, budget: PointBudge
         clock.sync()
         throughput.append(clock.time(fn, ops) / ops)
 
-    filler = compute_filler(device)
-    interleaved = []
-    for _ in range(budget.interleaved_iterations):
-        filler()
-        interleaved.append(clock.time(fn, 1))
+    merged = max_over_group(latency + throughput, group, device)
+    return PointTimes(merged[:iterations], merged[iterations:], ops, estimate_s)
 
-    merged = max_over_group(latency + throughput + interleaved, group, device)
-    return PointTimes(merged[:iterations], merged[iterations:iterations + len(throughput)],
-                      merged[iterations + len(throughput):], ops, estimate_s)
+
+def sweep_chunks(sizes_bytes: list[int], limit_bytes: int = SWEEP_BYTES) -> list[list[int]]:
+    """Indices of sizes_bytes in consecutive chunks whose sizes add up to at most limit_bytes (a size over
+    the limit gets a chunk of its own)."""
+    chunks, total = [[]], 0
+    for i, size in enumerate(sizes_bytes):
+        if chunks[-1] and total + size > limit_bytes:
+            chunks.append([])
+            total = 0
+        chunks[-1].append(i)
+        total += size
+    return chunks
+
+
+def measure_interleaved(calls: list[Callable[[], None]], group, device: str, rounds: int) -> list[list[float]]:
+    """Per call, `rounds` times of one op after INTERLEAVE_S of compute, maximum over ranks; each round runs
+    every call once, in order. Every group member must call this with the same arguments. A call that raises
+    becomes SweepFailure(its index)."""
+    clock = _Clock(device)
+    filler = compute_filler(device)
+    times: list[list[float]] = [[] for _ in calls]
+    for _ in range(rounds):
+        for i, fn in enumerate(calls):
+            filler()
+            try:
+                times[i].append(clock.time(fn, 1))
+            except Exception as err:  # noqa: BLE001 - the caller names the size from the index
+                raise SweepFailure(i) from err
+    merged = max_over_group([t for per_call in times for t in per_call], group, device)
+    return [merged[i * rounds:(i + 1) * rounds] for i in range(len(calls))]
 
 
 _FILLERS: dict[str, Callable[[], None]] = {}

@@ -22,7 +22,7 @@ import torch.distributed as dist
 from kernels.collectives import OPERATIONS
 from profiler.comm import faults, layout
 from profiler.comm.factors import algbw_bytes_per_s, busbw_bytes_per_s, busbw_factor
-from profiler.comm.harness import FULL, INTERLEAVE_S, QUICK, measure_point
+from profiler.comm.harness import FULL, INTERLEAVE_S, QUICK, SweepFailure, measure_interleaved, measure_point, sweep_chunks
 from profiler.errors import UserError
 
 ELEMENT_DTYPE = torch.float32
@@ -82,41 +82,77 @@ def _join(config: CommConfig, rank: int, local_rank: int) -> str:
 
 
 def _points(config: CommConfig, groups: list[layout.Group]):
-    """(group, op, S, requested S) in one fixed order; sizes that round to an S already seen are skipped."""
+    """(group, op, [(S, requested S), ...]) in one fixed order; sizes that round to an S already seen are
+    skipped."""
     element = torch.tensor([], dtype=ELEMENT_DTYPE).element_size()
     for group in groups:
         for op in config.ops:
             kernel = OPERATIONS[op]
             if group.size < kernel.min_group_size or (kernel.max_group_size and group.size > kernel.max_group_size):
                 continue
-            seen = set()
+            sizes = {}
             for requested in config.sizes_bytes:
-                size = kernel.message_bytes(requested, group.size, element)
-                if size not in seen:
-                    seen.add(size)
-                    yield group, op, size, requested
+                sizes.setdefault(kernel.message_bytes(requested, group.size, element), requested)
+            yield group, op, list(sizes.items())
 
 
-def _samples(op, size, requested, group, times, config, device_label) -> list[dict]:
+def _sample(op, size, requested, group, variant, values, how, config) -> dict:
     n = group.size
-    common = {
+    median = statistics.median(values)
+    return {
+        "benchmark": op, "variant": variant, "times_s": values,
         "params": {"size_bytes": size, "requested_size_bytes": requested,
                    "count": size // torch.tensor([], dtype=ELEMENT_DTYPE).element_size(), "group": group.describe()},
-        "device": device_label, "dtype": "float32", "threads": torch.get_num_threads(), "bytes_moved": float(size),
+        "device": config.device, "dtype": "float32", "threads": torch.get_num_threads(), "bytes_moved": float(size),
+        "extra": {"algbw_bytes_per_s": algbw_bytes_per_s(size, median),
+                  "busbw_bytes_per_s": busbw_bytes_per_s(op, size, median, n),
+                  "busbw_factor": busbw_factor(op, n), "backend": config.backend, "timing": how},
     }
-    out = []
-    for variant, values, how in (("latency", times.latency_s, "barrier, one op, max over ranks per iteration"),
-                                 ("throughput", times.throughput_s,
-                                  f"{times.ops_per_sample} back-to-back ops then one sync, per op, max over ranks"),
-                                 ("interleaved", times.interleaved_s,
-                                  f"one op after {INTERLEAVE_S * 1e3:g} ms of compute, max over ranks per iteration")):
-        median = statistics.median(values)
-        out.append({**common, "benchmark": op, "variant": variant, "times_s": values, "extra": {
-            "algbw_bytes_per_s": algbw_bytes_per_s(size, median),
-            "busbw_bytes_per_s": busbw_bytes_per_s(op, size, median, n),
-            "busbw_factor": busbw_factor(op, n), "backend": config.backend, "timing": how,
-        }})
-    return out
+
+
+def _measure_op(op, sizes, group, handle, rank, device, budget, fault, config, report, step_done) -> None:
+    """One operation on one group: the latency and throughput regimes size after size, then the interleaved
+    regime round-robin over the sizes (profiler.comm.harness), in chunks that bound the buffers held.
+    step_done() is called after every size and every sweep (_steps of them)."""
+    point = [sizes[0][0]]  # the size being measured, for the failure message
+    try:
+        for chunk in sweep_chunks([size for size, _ in sizes]):
+            calls = []
+            for size, requested in (sizes[i] for i in chunk):
+                point[0] = size
+                report("point", f"{op} at {size} B on {group.label()}")
+                faults.maybe_inject(fault, rank, op, size)
+                calls.append(OPERATIONS[op].setup(size, handle, list(group.ranks), rank, device, ELEMENT_DTYPE))
+                times = measure_point(calls[-1], handle, device, budget)
+                if rank == 0:
+                    for variant, values, how in (
+                            ("latency", times.latency_s, "barrier, one op, max over ranks per iteration"),
+                            ("throughput", times.throughput_s,
+                             f"{times.ops_per_sample} back-to-back ops then one sync, per op, max over ranks")):
+                        report("sample", _sample(op, size, requested, group, variant, values, how, config))
+                step_done()
+            report("point", f"{op} interleaved, {len(chunk)} sizes round-robin on {group.label()}")
+            try:
+                per_size = measure_interleaved(calls, handle, device, budget.interleaved_iterations)
+            except SweepFailure as failure:
+                point[0] = sizes[chunk[failure.index]][0]
+                raise failure.__cause__ from None
+            del calls
+            how = (f"one op after {INTERLEAVE_S * 1e3:g} ms of compute, max over ranks per iteration; "
+                   f"round-robin over {len(chunk)} sizes")
+            if rank == 0:
+                for (size, requested), values in zip((sizes[i] for i in chunk), per_size):
+                    report("sample", _sample(op, size, requested, group, "interleaved", values, how, config))
+            step_done()
+    except UserError:
+        raise
+    except Exception as err:  # noqa: BLE001 - backend errors (peer gone, timeout) name the point
+        raise faults.CommFailure(op, point[0], group.label(), faults.short_cause(err)) from None
+
+
+def _steps(sizes) -> int:
+    """How many times _measure_op calls step_done for these sizes."""
+    return len(sizes) + len(sweep_chunks([size for size, _ in sizes]))
 
 
 def run_rank(config: CommConfig, rank: int, local_rank: int, report: Optional[Report]) -> None:
@@ -138,23 +174,19 @@ def run_rank(config: CommConfig, rank: int, local_rank: int, report: Optional[Re
         "size_range_bytes": [config.sizes_bytes[0], config.sizes_bytes[-1]], "regimes": ["latency", "throughput", "interleaved"],
         "timeout_s": config.timeout_s, "dtype": "float32", "torch": torch.__version__,
     })
-    for group, op, size, requested in _points(config, groups):
-        report("point", f"{op} at {size} B on {group.label()}")
-        faults.maybe_inject(fault, rank, op, size)
-        try:
-            if rank in group.ranks:
-                call = OPERATIONS[op].setup(size, handles[group.ranks], list(group.ranks), rank, device, ELEMENT_DTYPE)
-                times = measure_point(call, handles[group.ranks], device, budget)
-                del call
-                if rank == 0:
-                    for sample in _samples(op, size, requested, group, times, config, config.device):
-                        report("sample", sample)
-            if group.size < config.world_size:  # ranks outside the group wait here, under the same timeout
+    for group, op, sizes in _points(config, groups):
+        def step_done():  # ranks outside the group wait here, a step at a time, under the same timeout
+            if group.size < config.world_size:
                 dist.barrier(group=everyone)
-        except UserError:
-            raise
-        except Exception as err:  # noqa: BLE001 - backend errors (peer gone, timeout) name the point
-            raise faults.CommFailure(op, size, group.label(), faults.short_cause(err)) from None
+
+        if rank in group.ranks:
+            _measure_op(op, sizes, group, handles[group.ranks], rank, device, budget, fault, config, report, step_done)
+            continue
+        try:
+            for _ in range(_steps(sizes)):
+                step_done()
+        except Exception as err:  # noqa: BLE001 - a member of the group failed
+            raise faults.CommFailure(op, sizes[-1][0], group.label(), faults.short_cause(err)) from None
     dist.destroy_process_group()
     report("done", None)
 

@@ -1,0 +1,41 @@
+"""The collectives harness on a one-rank gloo group: the interleaved regime's round-robin order, its
+failure report, and the chunks that bound the buffers a sweep holds."""
+import pytest
+import torch.distributed as dist
+
+from profiler.comm.harness import SweepFailure, measure_interleaved, sweep_chunks
+
+
+@pytest.fixture()
+def one_rank_group():
+    if dist.is_initialized():
+        pytest.skip("a default process group is already initialised in this process")
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        yield dist.group.WORLD
+    finally:
+        dist.destroy_process_group()
+
+
+def test_sweep_chunks_by_hand():
+    assert sweep_chunks([4, 8, 16], limit_bytes=100) == [[0, 1, 2]]
+    assert sweep_chunks([40, 50, 20, 30], limit_bytes=100) == [[0, 1], [2, 3]]
+    assert sweep_chunks([10, 200, 10], limit_bytes=100) == [[0], [1], [2]]  # an oversized size stands alone
+
+
+def test_interleaved_runs_every_size_once_per_round_in_order(one_rank_group):
+    order = []
+    calls = [lambda i=i: order.append(i) for i in range(3)]
+    times = measure_interleaved(calls, one_rank_group, "cpu", rounds=4)
+    assert order == [0, 1, 2] * 4
+    assert [len(t) for t in times] == [4, 4, 4]
+    assert all(t > 0 for per_call in times for t in per_call)
+
+
+def test_a_failing_call_names_its_index_with_the_cause(one_rank_group):
+    def broken():
+        raise RuntimeError("peer gone")
+
+    with pytest.raises(SweepFailure) as failure:
+        measure_interleaved([lambda: None, broken], one_rank_group, "cpu", rounds=2)
+    assert failure.value.index == 1 and "peer gone" in str(failure.value.__cause__)
