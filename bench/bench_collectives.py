@@ -6,8 +6,8 @@
    timing loop run in the same process group (target: within 15%), in both regimes:
    latency (barrier, one op, max over ranks per iteration) and throughput (back-to-back ops, one sync).
    Paired rounds per size (hand loop, profiler, hand loop, on the same group with the same iteration counts)
-   so machine load affects both alike; the figure compares the medians of all the rounds' times pooled, and
-   the two hand loops (before and after the profiler in each round) against each other give the noise floor.
+   so machine load affects both alike; the figure is the median over rounds of the per-round ratio, and the
+   two hand loops of a round give the noise floor.
 
     python bench/bench_collectives.py [--skip-calibration] [--sizes 4,4096,65536,1048576,16777216] [--rounds 30]
 """
@@ -80,8 +80,8 @@ def hand_loop(size_bytes: int, iterations: int, ops_per_sample: int, samples: in
 
 def compare_rank(rank: int, world: int, port: int, sizes: list[int], rounds: int, results) -> None:
     """Per size, `rounds` paired rounds: hand loop (A), the profiler's own allreduce point (kernel + harness,
-    the --quick budget), hand loop again (B), all with the same iteration counts on the same group. Rank 0
-    sends every raw time: per size, per round, (A, profiler, B), each as (latency times, throughput times)."""
+    the --quick budget), hand loop again (B), all with the same iteration counts on the same group. Per round
+    and regime: ratio = profiler median / mean of the A and B medians, noise = A median / B median."""
     import torch
 
     from kernels.collectives import allreduce
@@ -92,7 +92,7 @@ def compare_rank(rank: int, world: int, port: int, sizes: list[int], rounds: int
     world_group = dist.new_group(list(range(world)))
     rows = []
     for size in sizes:
-        per_round = []
+        ratios, noises = ([], []), ([], [])
         for _ in range(rounds):
             call = allreduce.setup(size, world_group, list(range(world)), rank, "cpu", torch.float32)
             first = measure_point(call, world_group, "cpu", QUICK)  # fixes the iteration counts of this round
@@ -104,35 +104,29 @@ def compare_rank(rank: int, world: int, port: int, sizes: list[int], rounds: int
             hand_a = hand_loop(size, *counts, world_group)
             mine = measure_point(call, world_group, "cpu", fixed)
             hand_b = hand_loop(size, *counts, world_group)
-            per_round.append((hand_a, (mine.latency_s, mine.throughput_s), hand_b))
-        rows.append((size, per_round))
+            for regime, profiler_times in enumerate((mine.latency_s, mine.throughput_s)):
+                a, b = statistics.median(hand_a[regime]), statistics.median(hand_b[regime])
+                ratios[regime].append(statistics.median(profiler_times) / ((a + b) / 2))
+                noises[regime].append(a / b)
+        rows.append((size, ratios, noises))
     if rank == 0:
         results.put(rows)
     dist.destroy_process_group()
 
 
-def pooled_disagreement(per_round, regime: int, pick=None) -> tuple[float, float]:
-    """(profiler median / hand median - 1, hand A median / hand B median - 1) over the rounds in pick (all by
-    default), each median taken over every raw time of those rounds pooled: one round holds 5-15 times of a
-    bimodal distribution, so a per-round median jumps between the modes."""
-    rounds = [per_round[i] for i in (range(len(per_round)) if pick is None else pick)]
-    hand_a = [t for a, _, _ in rounds for t in a[regime]]
-    hand_b = [t for _, _, b in rounds for t in b[regime]]
-    mine = [t for _, m, _ in rounds for t in m[regime]]
-    return (statistics.median(mine) / statistics.median(hand_a + hand_b) - 1,
-            statistics.median(hand_a) / statistics.median(hand_b) - 1)
+def _spread(values: list[float]) -> str:
+    q = statistics.quantiles(values, n=4)
+    return f"[{q[0] - 1:+.0%}, {q[2] - 1:+.0%}]"
 
 
-def _ci(per_round, regime: int, draws: int = 1000) -> str:
-    """95% interval of the pooled disagreement over rounds drawn with replacement (a disagreement whose
-    interval holds 0 is noise)."""
+def _median_ci(values: list[float], draws: int = 2000) -> str:
+    """95% bootstrap interval of the median ratio over rounds: a disagreement whose interval holds 0 is noise."""
     import numpy as np
 
     rng = np.random.default_rng(0)
-    n = len(per_round)
-    values = [pooled_disagreement(per_round, regime, rng.integers(0, n, n))[0] for _ in range(draws)]
-    low, high = np.percentile(values, [2.5, 97.5])
-    return f"[{low:+.0%}, {high:+.0%}]"
+    medians = np.median(rng.choice(values, (draws, len(values))), axis=1)
+    low, high = np.percentile(medians, [2.5, 97.5])
+    return f"[{low - 1:+.0%}, {high - 1:+.0%}]"
 
 
 def compare_allreduce(sizes: list[int], rounds: int) -> None:
@@ -148,20 +142,19 @@ def compare_allreduce(sizes: list[int], rounds: int) -> None:
     for p in procs:
         p.join()
     print(f"allreduce, 2 gloo ranks: profiler (kernel + harness, --quick budget) vs a hand-written loop on the "
-          f"same group, {rounds} paired rounds (hand A, profiler, hand B); median of all the rounds' times")
-    print(f"{'size (B)':>10} | {'latency: profiler/hand':>22} {'95% CI':>14} {'A/B noise':>10} | "
-          f"{'throughput: profiler/hand':>25} {'95% CI':>14} {'A/B noise':>10}")
+          f"same group, {rounds} paired rounds (hand, profiler, hand); per round profiler median / hand median")
+    print(f"{'size (B)':>10} | {'latency: median ratio':>21} {'95% CI':>14} {'noise IQR':>14} | "
+          f"{'throughput: median ratio':>24} {'95% CI':>14} {'noise IQR':>14}")
     worst = 0.0
-    for size, per_round in rows:
+    for size, ratios, noises in rows:
         cells = []
-        for regime, width in ((0, 22), (1, 25)):
-            diff, noise = pooled_disagreement(per_round, regime)
+        for regime, width in ((0, 21), (1, 24)):
+            diff = statistics.median(ratios[regime]) - 1
             worst = max(worst, abs(diff))
-            cells.append(f"{diff:>+{width}.1%} {_ci(per_round, regime):>14} {noise:>+10.1%}")
+            cells.append(f"{diff:>+{width}.1%} {_median_ci(ratios[regime]):>14} {_spread(noises[regime]):>14}")
         print(f"{size:>10} | {cells[0]} | {cells[1]}")
     print(f"largest median disagreement {worst:.1%}; target within 15%: {'OK' if worst <= 0.15 else 'MISSED'} "
-          f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; A/B noise = the two hand loops' "
-          f"medians against each other)")
+          f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; noise = hand loop A / B in the same round)")
 
 
 def main() -> None:

@@ -42,7 +42,7 @@ class PointBudget:
     throughput_samples: int
     throughput_max_ops: int
     #: interleaved rounds over all sizes: their mean is what a fit uses, and one slow call in three is common
-    #: over gloo (30 rounds left the quick fits at 7-16%, 60 at 4-14%)
+    #: over gloo (30 rounds left the quick fits at 7-16%, 60 at 4-14%, and 90 at 5-16% in 40% more time)
     interleaved_iterations: int
 
 
