@@ -39,3 +39,30 @@ def test_a_failing_call_names_its_index_with_the_cause(one_rank_group):
     with pytest.raises(SweepFailure) as failure:
         measure_interleaved([lambda: None, broken], one_rank_group, "cpu", rounds=2)
     assert failure.value.index == 1 and "peer gone" in str(failure.value.__cause__)
+
+
+def test_a_sweep_failure_names_the_size_it_reached(one_rank_group, monkeypatch):
+    """The worker turns SweepFailure(index) into a CommFailure naming that call's size, after the latency and
+    throughput points of every size were reported."""
+    from profiler.comm import faults, worker
+    from profiler.comm.harness import QUICK
+    from profiler.comm.layout import Group
+
+    def failing_sweep(calls, group, device, rounds):
+        try:
+            raise RuntimeError("Connection closed by peer")
+        except RuntimeError as err:
+            raise SweepFailure(1) from err
+
+    monkeypatch.setattr(worker, "measure_interleaved", failing_sweep)
+    config = worker.CommConfig(device="cpu", backend="gloo", ops=("allreduce",), sizes_bytes=(4, 8, 16), quick=True,
+                               timeout_s=5, startup_timeout_s=5, launcher="spawn", master_addr="127.0.0.1",
+                               master_port=1, world_size=1)
+    reports = []
+    group = Group(ranks=(0,), hosts=("a",), kind="intra")
+    with pytest.raises(faults.CommFailure) as failure:
+        worker._measure_op("allreduce", [(4, 4), (8, 8), (16, 16)], group, one_rank_group, 0, "cpu", QUICK, None,
+                           config, lambda kind, payload: reports.append((kind, payload)), lambda: None)
+    assert "allreduce at 8 B" in str(failure.value) and "Connection closed by peer" in str(failure.value)
+    measured = sorted((p["variant"], p["params"]["size_bytes"]) for kind, p in reports if kind == "sample")
+    assert measured == sorted((v, s) for v in ("latency", "throughput") for s in (4, 8, 16))
