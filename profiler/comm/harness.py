@@ -52,12 +52,13 @@ INTERLEAVE_S = 1e-3
 QUICK = PointBudget(seconds=0.04, warmup_calls=1, latency_min=5, latency_max=15, throughput_samples=5, throughput_max_ops=20,
                     interleaved_iterations=60)
 FULL = PointBudget(seconds=0.3, warmup_calls=5, latency_min=5, latency_max=100, throughput_samples=10, throughput_max_ops=100,
-                   interleaved_iterations=100)
+                   interleaved_iterations=60)
 
 
 #: the interleaved sweep holds the buffers of all its sizes at once; sizes are swept in consecutive chunks
-#: whose message sizes add up to at most this (a round of a chunk then takes ~0.1 s over gloo, so a sweep
-#: stays far inside the per-collective timeout that ranks outside the group wait under)
+#: whose message sizes add up to at most this. Ranks outside the group wait for a whole sweep under the
+#: per-collective timeout: a round of a 64 MiB chunk takes ~0.1 s over gloo here, and a larger size, alone in
+#: its chunk, waits as long as its interleaved iterations did when they ran size by size.
 SWEEP_BYTES = 64 * 2**20
 
 
