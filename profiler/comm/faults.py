@@ -50,7 +50,7 @@ def fault_from_env() -> Fault | None:
 
 
 def maybe_inject(fault: Fault | None, rank: int, op: str, size_bytes: int) -> None:
-    """Called by every rank before each measurement point."""
+    """Called by every rank of the group before each measurement point."""
     if fault is None or fault.rank != rank or fault.op != op or size_bytes < fault.size_bytes:
         return
     if fault.mode == "exit":

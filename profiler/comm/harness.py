@@ -13,7 +13,8 @@
   the per-size means wandered about the fitted line. Round-robin, 2 gloo ranks on the 2-core VM, allreduce
   4 B-16 MiB, 30 iterations: held-out median error of the mean's alpha-beta fit 10-17% against 19-25% in
   blocks (five pairs of runs); the per-iteration arrival skew between ranks is the same at every size. With
-  60 rounds, a whole quick calibration's seven interleaved fits were at 3.8-14.4% (two runs, 40 s each).
+  60 rounds, a quick collectives calibration's seven interleaved fits were at 3.8-14.4% (three runs, 40-42 s
+  each).
 
 Per-rank adaptive stopping would deadlock a collective (§3.2, "Multi-GPU"), so iteration counts are fixed
 per point from a warm-up estimate agreed by a MAX all-reduce. This is why collectives do not go through
