@@ -10,6 +10,7 @@
    two hand loops of a round give the noise floor.
 
     python bench/bench_collectives.py [--skip-calibration] [--sizes 4,4096,65536,1048576,16777216] [--rounds 30]
+                                      [--budget quick|full]
 """
 from __future__ import annotations
 
@@ -78,14 +79,17 @@ def hand_loop(size_bytes: int, iterations: int, ops_per_sample: int, samples: in
     return latency, throughput
 
 
-def compare_rank(rank: int, world: int, port: int, sizes: list[int], rounds: int, results) -> None:
+def compare_rank(rank: int, world: int, port: int, sizes: list[int], rounds: int, budget_name: str, results) -> None:
     """Per size, `rounds` paired rounds: hand loop (A), the profiler's own allreduce point (kernel + harness,
-    the --quick budget), hand loop again (B), all with the same iteration counts on the same group. Per round
+    the --budget's iterations), hand loop again (B), all with the same iteration counts on the same group. Per round
     and regime: ratio = profiler median / mean of the A and B medians, noise = A median / B median."""
     import torch
 
     from kernels.collectives import allreduce
-    from profiler.comm.harness import QUICK, measure_point
+    from profiler.comm import harness
+    from profiler.comm.harness import measure_point
+
+    budget = getattr(harness, budget_name.upper())
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=world)
@@ -95,11 +99,11 @@ def compare_rank(rank: int, world: int, port: int, sizes: list[int], rounds: int
         ratios, noises = ([], []), ([], [])
         for _ in range(rounds):
             call = allreduce.setup(size, world_group, list(range(world)), rank, "cpu", torch.float32)
-            first = measure_point(call, world_group, "cpu", QUICK)  # fixes the iteration counts of this round
+            first = measure_point(call, world_group, "cpu", budget)  # fixes the iteration counts of this round
             counts = (len(first.latency_s), first.ops_per_sample, len(first.throughput_s))
             # the same counts for the profiler's timed point: its own warm-up estimate could pick another
             # number of ops per sample, and per-op throughput depends on it
-            fixed = dataclasses.replace(QUICK, seconds=1e9, latency_min=counts[0], latency_max=counts[0],
+            fixed = dataclasses.replace(budget, seconds=1e9, latency_min=counts[0], latency_max=counts[0],
                                         throughput_max_ops=counts[1])
             hand_a = hand_loop(size, *counts, world_group)
             mine = measure_point(call, world_group, "cpu", fixed)
@@ -129,19 +133,19 @@ def _median_ci(values: list[float], draws: int = 2000) -> str:
     return f"[{low - 1:+.0%}, {high - 1:+.0%}]"
 
 
-def compare_allreduce(sizes: list[int], rounds: int) -> None:
+def compare_allreduce(sizes: list[int], rounds: int, budget: str) -> None:
     from profiler.comm.launch import check_local_port
 
     port = check_local_port("127.0.0.1", None)
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
-    procs = [ctx.Process(target=compare_rank, args=(r, 2, port, sizes, rounds, results)) for r in range(2)]
+    procs = [ctx.Process(target=compare_rank, args=(r, 2, port, sizes, rounds, budget, results)) for r in range(2)]
     for p in procs:
         p.start()
     rows = results.get(timeout=1800)
     for p in procs:
         p.join()
-    print(f"allreduce, 2 gloo ranks: profiler (kernel + harness, --quick budget) vs a hand-written loop on the "
+    print(f"allreduce, 2 gloo ranks: profiler (kernel + harness, {budget} budget) vs a hand-written loop on the "
           f"same group, {rounds} paired rounds (hand, profiler, hand); per round profiler median / hand median")
     print(f"{'size (B)':>10} | {'latency: median ratio':>21} {'95% CI':>14} {'noise IQR':>14} | "
           f"{'throughput: median ratio':>24} {'95% CI':>14} {'noise IQR':>14}")
@@ -162,10 +166,12 @@ def main() -> None:
     parser.add_argument("--skip-calibration", action="store_true", help="only the allreduce comparison")
     parser.add_argument("--sizes", default="4,4096,65536,1048576,16777216", help="allreduce sizes in bytes")
     parser.add_argument("--rounds", type=int, default=30, help="paired rounds per size")
+    parser.add_argument("--budget", choices=("quick", "full"), default="quick",
+                        help="the harness's iteration budget per point: calibrate --quick's, or the default grid's")
     args = parser.parse_args()
     if not args.skip_calibration:
         time_quick_calibration()
-    compare_allreduce([int(s) for s in args.sizes.split(",")], args.rounds)
+    compare_allreduce([int(s) for s in args.sizes.split(",")], args.rounds, args.budget)
 
 
 if __name__ == "__main__":
