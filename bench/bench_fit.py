@@ -1,5 +1,6 @@
 """Fit quality on a real calibration: held-out median relative error of every fit against the issue's
-targets (collectives <= 10%, compute <= 15%), the stored extrapolation errors, and the fit's own run time.
+targets (collectives <= 10%, compute <= 15%), the stored extrapolation errors, the samples' sampling noise (the
+median error a perfect model would show: calibrate.alphabeta.sampling_noise) and the fit's own run time.
 
     python bench/bench_fit.py                      # quick CPU calibration with 2 ranks, then the figures
     python bench/bench_fit.py --profile PATH       # figures for an existing profile (refitted, not rewritten)
@@ -46,7 +47,8 @@ def main() -> int:
     rows = [("compute", k, f.quality, f.extrapolation) for k, f in sorted(c.compute.items())]
     rows += [("memory", k, f.quality, None) for k, f in sorted(c.memory.items())]
     rows += [("collective", f"{f.op} p={f.group_size} nodes={f.nodes}", f.quality, None) for f in c.collectives]
-    print(f"{'family':<11}{'fit':<34}{'held-out median':>16}{'max':>9}{'target':>8}  {'ok':<4}{'extrapolation median':>21}")
+    print(f"{'family':<11}{'fit':<34}{'held-out median':>16}{'max':>9}{'target':>8}  {'ok':<4}{'extrapolation median':>21}"
+          f"{'sampling noise':>15}")
     for family, name, q, ex in rows:
         target = TARGETS.get(family)
         if q is None:
@@ -55,7 +57,9 @@ def main() -> int:
         ok = "" if target is None else ("yes" if q.median_rel_error <= target else "NO")
         tgt = f"{target:.0%}" if target else "-"
         extra = f"{ex.median_rel_error:.1%} ({ex.n_test})" if ex else ""
-        print(f"{family:<11}{name:<34}{q.median_rel_error:>16.1%}{q.max_rel_error:>9.1%}{tgt:>8}  {ok:<4}{extra:>21}")
+        noise = f"{q.sample_noise_rel_error:.1%}" if q.sample_noise_rel_error is not None else ""
+        print(f"{family:<11}{name:<34}{q.median_rel_error:>16.1%}{q.max_rel_error:>9.1%}{tgt:>8}  {ok:<4}{extra:>21}"
+              f"{noise:>15}")
     return 0
 
 

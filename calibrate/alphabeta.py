@@ -169,6 +169,28 @@ def cross_validate(x: np.ndarray, t: np.ndarray, break_penalty: float = BREAK_PE
                    f"{folds}-fold over interior sizes", int(np.median(n_train)))
 
 
+def sampling_noise(points: Sequence, draws: int = BOOTSTRAP_REPLICATES) -> Optional[float]:
+    """Median over points of the median |redrawn statistic - statistic| / statistic, each redraw taking the
+    point's per-call times with replacement: about the median error a perfect model would show against these
+    points from their sampling noise alone (a drift between samples adds to it). None when no point has
+    MIN_CALLS_FOR_WITHIN calls. Its own fixed-seed generator, so adding it
+    left every other bootstrap draw of a fit as it was."""
+    rng = np.random.default_rng(0)
+    per_point = []
+    for p in points:
+        times = np.asarray(p.times_s, dtype=float)
+        if len(times) < MIN_CALLS_FOR_WITHIN:
+            continue
+        drawn = STATISTICS[p.statistic](rng.choice(times, (draws, len(times))), axis=1)
+        per_point.append(float(np.median(np.abs(drawn - p.t) / p.t)))
+    return float(np.median(per_point)) if per_point else None
+
+
+def with_noise(q: Optional[FitQuality], points: Sequence) -> Optional[FitQuality]:
+    """q with the sampling noise of the points it was measured on."""
+    return q.model_copy(update={"sample_noise_rel_error": sampling_noise(points)}) if q is not None else None
+
+
 def bootstrap_estimate(value: float, replicates) -> Estimate:
     """value with the 95% percentile interval of its bootstrap replicates, widened to contain value
     (exact when there are none)."""
@@ -232,7 +254,7 @@ def fit_alpha_beta(points: Sequence[Point], rng: np.random.Generator, sources: S
         segments.append(Segment(from_x=lo, to_x=hi, alpha_s=bootstrap_estimate(alpha, ba),
                                 bandwidth_bytes_per_s=bootstrap_estimate(bw, bw_reps)))
     return SegmentedFit(segments=segments, sizes=[float(v) for v in np.unique(x)],
-                        quality=cross_validate(x, t, break_penalty), sources=list(sources))
+                        quality=with_noise(cross_validate(x, t, break_penalty), points), sources=list(sources))
 
 
 def segment_for(fit: SegmentedFit, x: float) -> Segment:

@@ -43,7 +43,11 @@ class Estimate(_Strict):
 
 
 class FitQuality(_Strict):
-    """Goodness of fit on samples the fit did not see (`held_out` says which)."""
+    """Goodness of fit on samples the fit did not see (`held_out` says which). sample_noise_rel_error: the
+    median error a perfect model would still show, because each sample's statistic is itself uncertain
+    (calibrate.alphabeta.sampling_noise). It is a lower bound: it sees the spread of a sample's own calls,
+    not a drift between samples (repeated passes over the quick compute shapes differ by a median 2-6% on
+    the 2-core VM, where this reads 0.1-0.4%). A held-out error near it is limited by the measurements."""
 
     held_out: str
     n_train: int
@@ -51,6 +55,7 @@ class FitQuality(_Strict):
     r2: Optional[float] = None
     median_rel_error: float
     max_rel_error: float
+    sample_noise_rel_error: Optional[float] = None
 
 
 class Segment(_Strict):

@@ -16,7 +16,7 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 from sklearn.tree import DecisionTreeRegressor
 
-from calibrate.alphabeta import MIN_TIME_S, STATISTICS, bootstrap_estimate, fit_line, quality, resample
+from calibrate.alphabeta import MIN_TIME_S, STATISTICS, bootstrap_estimate, fit_line, quality, resample, with_noise
 from calibrate.coefficients import ComputeFit, EfficiencyModel, Estimate, FitQuality, Tree
 from calibrate.shapes import MONOTONE
 
@@ -213,5 +213,5 @@ def fit_compute(points: Sequence[ComputePoint], feature_names: list[str], kind: 
     if extrapolation_band is not None and len(points) >= 8:
         mask, label = extrapolation_band(points)
         extrapolation = held_out_quality(points, mask, label, feature_names, kind, memory_bw, rule)
-    return fit.model_copy(update={"launch_s": launch, "time_scale": scale, "quality": quality_,
+    return fit.model_copy(update={"launch_s": launch, "time_scale": scale, "quality": with_noise(quality_, points),
                                   "extrapolation": extrapolation})

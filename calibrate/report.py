@@ -1,5 +1,6 @@
 """Readable lines about a profile's fits, for `profiler show`: one line per fit, and warnings for fits whose
-held-out median relative error exceeds WARN_MEDIAN_REL_ERROR."""
+held-out median relative error exceeds WARN_MEDIAN_REL_ERROR (each with the samples' sampling noise, so a reader
+can tell a fit limited by its measurements from one limited by its model)."""
 from __future__ import annotations
 
 import math
@@ -29,7 +30,14 @@ def _quality(q: Optional[FitQuality], label: str = "held-out", published: bool =
         return "published figures, not fitted" if published else f"{label}: too few samples to hold any out"
     r2 = f"R2 {q.r2:.3f}, " if q.r2 is not None else ""
     return (f"{label} ({q.held_out}, {q.n_test} samples): {r2}median err {q.median_rel_error:.1%}, "
-            f"max {q.max_rel_error:.1%}")
+            f"max {q.max_rel_error:.1%}{_noise(q)}")
+
+
+def _noise(q: FitQuality) -> str:
+    """The samples' sampling noise, when known: the least error a perfect model would still show."""
+    if q.sample_noise_rel_error is None:
+        return ""
+    return f" (sampling noise alone: {q.sample_noise_rel_error:.1%})"
 
 
 def _segments(segments: list[Segment], x_unit: str, regimes: tuple[str, str] = ("", "")) -> str:
@@ -100,5 +108,5 @@ def fit_warnings(profile: Profile) -> list[str]:
     named += [(f"memory {k}", f.quality) for k, f in sorted(c.memory.items())]
     named += [(f"host_device {k}", f.quality) for k, f in sorted(c.host_device.items())]
     named += [(f"collective {f.op} p={f.group_size} nodes={f.nodes}", f.quality) for f in c.collectives]
-    return [f"{name}: held-out median error {q.median_rel_error:.1%} > {WARN_MEDIAN_REL_ERROR:.0%}"
+    return [f"{name}: held-out median error {q.median_rel_error:.1%} > {WARN_MEDIAN_REL_ERROR:.0%}{_noise(q)}"
             for name, q in named if q is not None and q.median_rel_error > WARN_MEDIAN_REL_ERROR]

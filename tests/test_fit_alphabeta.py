@@ -2,7 +2,8 @@
 import numpy as np
 import pytest
 
-from calibrate.alphabeta import Point, detect_segments, fit_alpha_beta, fit_line, segment_for, segment_time_s
+from calibrate.alphabeta import (Point, detect_segments, fit_alpha_beta, fit_line, sampling_noise, segment_for,
+                                 segment_time_s)
 from calibrate.synthetic import noisy_times
 
 SIZES = [2.0**k for k in range(3, 27)]
@@ -112,3 +113,25 @@ def test_stream_fit_separates_the_dram_regime_of_a_measured_sweep():
     fits = fit_memory(samples, np.random.default_rng(0))
     assert len(fits["host/triad"].segments) >= 2
     assert dram_bandwidth(fits, "host") == pytest.approx(402653184.0 / 13852.1e-6, rel=0.15)
+
+
+@pytest.mark.parametrize("statistic, factor", [("mean", 1.0), ("median", 1.2533)])
+def test_sampling_noise_matches_the_standard_error_of_the_statistic(statistic, factor):
+    """Normal per-call noise sigma over n calls: the statistic's relative standard error is sigma / sqrt(n) for
+    the mean and about 1.2533x that for the median; the median absolute deviation is 0.6745x the error."""
+    rng = np.random.default_rng(4)
+    sigma, calls = 0.10, 50
+    points = [Point(float(x), np.array(noisy_times(1e-3, rng, sigma, calls)), statistic) for x in range(1, 41)]
+    expected = 0.6745 * factor * sigma / np.sqrt(calls)
+    assert 0.75 * expected < sampling_noise(points) < 1.3 * expected
+    assert sampling_noise([Point(1.0, np.array([1e-3, 2e-3]))]) is None  # too few calls to redraw
+
+
+def test_a_fit_reports_the_noise_of_its_samples():
+    rng = np.random.default_rng(5)
+    sizes = [2.0 ** k for k in range(4, 20)]
+    quiet, noisy = ([Point(s, np.array(noisy_times(10e-6 + s / 1e9, rng, noise, 9))) for s in sizes]
+                    for noise in (0.01, 0.2))
+    q_quiet = fit_alpha_beta(quiet, rng).quality
+    q_noisy = fit_alpha_beta(noisy, rng).quality
+    assert q_quiet.sample_noise_rel_error < 0.01 < 0.03 < q_noisy.sample_noise_rel_error
