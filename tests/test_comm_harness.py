@@ -1,9 +1,12 @@
 """The collectives harness on a one-rank gloo group: the interleaved regime's round-robin order, its
-failure report, and the chunks that bound the buffers a sweep holds."""
+failure report, and the chunks and rounds that bound the buffers and the time a sweep takes."""
+import dataclasses
+
 import pytest
 import torch.distributed as dist
 
-from profiler.comm.harness import SweepFailure, measure_interleaved, sweep_chunks
+from profiler.comm.harness import (INTERLEAVE_S, MIN_SWEEP_ROUNDS, QUICK, SweepFailure, measure_interleaved,
+                                   sweep_chunks, sweep_rounds)
 
 
 @pytest.fixture()
@@ -21,6 +24,16 @@ def test_sweep_chunks_by_hand():
     assert sweep_chunks([4, 8, 16], limit_bytes=100) == [[0, 1, 2]]
     assert sweep_chunks([40, 50, 20, 30], limit_bytes=100) == [[0, 1], [2, 3]]
     assert sweep_chunks([10, 200, 10], limit_bytes=100) == [[0], [1], [2]]  # an oversized size stands alone
+
+
+def test_sweep_rounds_by_hand():
+    budget = dataclasses.replace(QUICK, interleaved_iterations=120)
+    # cheap ops: a round is 3 x (1 ms + 3 x 0.1 ms) = 3.9 ms, so 15 s would allow 3846 rounds; the budget's 120
+    assert sweep_rounds([1e-4] * 3, budget, 15.0) == 120
+    # one 256 MiB op of 0.2 s: a round costs 1 ms + 0.6 s, so 15 s allows 24 rounds
+    assert sweep_rounds([0.2], budget, 15.0) == int(15.0 / (INTERLEAVE_S + 0.6))
+    # never fewer than the floor, even when one round alone overruns
+    assert sweep_rounds([10.0], budget, 15.0) == MIN_SWEEP_ROUNDS
 
 
 def test_interleaved_runs_every_size_once_per_round_in_order(one_rank_group):

@@ -13,8 +13,7 @@
   the per-size means wandered about the fitted line. Round-robin, 2 gloo ranks on the 2-core VM, allreduce
   4 B-16 MiB, 30 iterations: held-out median error of the mean's alpha-beta fit 10-17% against 19-25% in
   blocks (five pairs of runs); the per-iteration arrival skew between ranks is the same at every size. With
-  60 rounds, a quick collectives calibration's seven interleaved fits were at 3.8-14.4% (three runs, 40-42 s
-  each).
+  120 rounds, a quick collectives calibration's seven interleaved fits were at 2.9-10.6% (four runs).
 
 Per-rank adaptive stopping would deadlock a collective (§3.2, "Multi-GPU"), so iteration counts are fixed
 per point from a warm-up estimate agreed by a MAX all-reduce. This is why collectives do not go through
@@ -42,8 +41,10 @@ class PointBudget:
     latency_max: int
     throughput_samples: int
     throughput_max_ops: int
-    #: interleaved rounds over all sizes: their mean is what a fit uses, and one slow call in three is common
-    #: over gloo (30 rounds left the quick fits at 7-16%, 60 at 4-14%, and 90 at 5-16% in 40% more time)
+    #: interleaved rounds over all sizes (fewer where ranks outside the group wait: sweep_rounds): their
+    #: mean is what a fit uses, and one slow call in three is common over gloo. Held-out errors of the seven
+    #: quick fits on the 2-core VM: 30 rounds 7-16%, 60 rounds 4-14% (three runs), 120 rounds 2.9-10.6%
+    #: (four runs, 26 of 28 fits within 10%; 55-77 s for the quick collectives calibration)
     interleaved_iterations: int
 
 
@@ -51,16 +52,16 @@ class PointBudget:
 INTERLEAVE_S = 1e-3
 
 QUICK = PointBudget(seconds=0.04, warmup_calls=1, latency_min=5, latency_max=15, throughput_samples=5, throughput_max_ops=20,
-                    interleaved_iterations=60)
+                    interleaved_iterations=120)
 FULL = PointBudget(seconds=0.3, warmup_calls=5, latency_min=5, latency_max=100, throughput_samples=10, throughput_max_ops=100,
-                   interleaved_iterations=60)
+                   interleaved_iterations=120)
 
 
 #: the interleaved sweep holds the buffers of all its sizes at once; sizes are swept in consecutive chunks
-#: whose message sizes add up to at most this. Ranks outside the group wait for a whole sweep under the
-#: per-collective timeout: a round of a 64 MiB chunk takes ~0.1 s over gloo here, and a larger size, alone in
-#: its chunk, waits as long as its interleaved iterations did when they ran size by size.
+#: whose message sizes add up to at most this
 SWEEP_BYTES = 64 * 2**20
+#: the fewest rounds sweep_rounds cuts a sweep to
+MIN_SWEEP_ROUNDS = 10
 
 
 @dataclass
@@ -154,6 +155,15 @@ def sweep_chunks(sizes_bytes: list[int], limit_bytes: int = SWEEP_BYTES) -> list
         chunks[-1].append(i)
         total += size
     return chunks
+
+
+def sweep_rounds(estimates_s: list[float], budget: PointBudget, max_seconds: float) -> int:
+    """Rounds of one interleaved sweep that ranks outside the group wait for (under the per-collective
+    timeout): the budget's, fewer when the sweep would run past max_seconds, at least MIN_SWEEP_ROUNDS. A
+    round is costed as INTERLEAVE_S of compute plus 3x each op's warm-up time (an op after compute took up to
+    3x its back-to-back time over gloo). Every rank gets the same count from the group-agreed estimates."""
+    round_s = sum(INTERLEAVE_S + 3 * e for e in estimates_s)
+    return max(MIN_SWEEP_ROUNDS, min(budget.interleaved_iterations, int(max_seconds / round_s)))
 
 
 def measure_interleaved(calls: list[Callable[[], None]], group, device: str, rounds: int) -> list[list[float]]:

@@ -22,7 +22,8 @@ import torch.distributed as dist
 from kernels.collectives import OPERATIONS
 from profiler.comm import faults, layout
 from profiler.comm.factors import algbw_bytes_per_s, busbw_bytes_per_s, busbw_factor
-from profiler.comm.harness import FULL, INTERLEAVE_S, QUICK, SweepFailure, measure_interleaved, measure_point, sweep_chunks
+from profiler.comm.harness import (FULL, INTERLEAVE_S, QUICK, SweepFailure, measure_interleaved, measure_point, sweep_chunks,
+                                   sweep_rounds)
 from profiler.errors import UserError
 
 ELEMENT_DTYPE = torch.float32
@@ -117,13 +118,14 @@ def _measure_op(op, sizes, group, handle, rank, device, budget, fault, config, r
     point = [sizes[0][0]]  # the size being measured, for the failure message
     try:
         for chunk in sweep_chunks([size for size, _ in sizes]):
-            calls = []
+            calls, estimates_s = [], []
             for size, requested in (sizes[i] for i in chunk):
                 point[0] = size
                 report("point", f"{op} at {size} B on {group.label()}")
                 faults.maybe_inject(fault, rank, op, size)
                 calls.append(OPERATIONS[op].setup(size, handle, list(group.ranks), rank, device, ELEMENT_DTYPE))
                 times = measure_point(calls[-1], handle, device, budget)
+                estimates_s.append(times.warmup_estimate_s)
                 if rank == 0:
                     for variant, values, how in (
                             ("latency", times.latency_s, "barrier, one op, max over ranks per iteration"),
@@ -131,15 +133,18 @@ def _measure_op(op, sizes, group, handle, rank, device, budget, fault, config, r
                              f"{times.ops_per_sample} back-to-back ops then one sync, per op, max over ranks")):
                         report("sample", _sample(op, size, requested, group, variant, values, how, config))
                 step_done()
+            rounds = budget.interleaved_iterations
+            if group.size < config.world_size:  # the others wait for the whole sweep at one barrier
+                rounds = sweep_rounds(estimates_s, budget, config.timeout_s / 2)
             report("point", f"{op} interleaved, {len(chunk)} sizes round-robin on {group.label()}")
             try:
-                per_size = measure_interleaved(calls, handle, device, budget.interleaved_iterations)
+                per_size = measure_interleaved(calls, handle, device, rounds)
             except SweepFailure as failure:
                 point[0] = sizes[chunk[failure.index]][0]
                 raise failure.__cause__ from None
             del calls
             how = (f"one op after {INTERLEAVE_S * 1e3:g} ms of compute, max over ranks per iteration; "
-                   f"round-robin over {len(chunk)} sizes")
+                   f"{rounds} rounds round-robin over {len(chunk)} sizes")
             if rank == 0:
                 for (size, requested), values in zip((sizes[i] for i in chunk), per_size):
                     report("sample", _sample(op, size, requested, group, "interleaved", values, how, config))
