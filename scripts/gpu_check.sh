@@ -46,7 +46,7 @@ fi
 step show 30 profiler show "$OUT/h200.yaml"
 
 # 1 GPU: collectives print "collectives skipped: 1 rank"; several: NCCL over every local GPU. The interleaved
-# regime dominates there: 60 rounds x 23 sizes x 1 ms of compute per (operation, group), ~30 s on 8 GPUs
+# regime dominates there: 30 rounds x 23 sizes x 1 ms of compute per (operation, group), ~15 s on 8 GPUs
 step collectives 60 profiler calibrate --device cuda --quick --only collectives --ranks "${NGPUS:-1}" \
   --max-message-bytes 16777216 --force --out "$OUT/collectives.yaml"
 PROFILE="$OUT/h200.yaml"

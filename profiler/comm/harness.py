@@ -46,6 +46,13 @@ class PointBudget:
     #: quick fits on the 2-core VM: 30 rounds 7-16%, 60 rounds 4-14% (three runs), 120 rounds 2.9-10.6%
     #: (four runs, 26 of 28 fits within 10%; 55-77 s for the quick collectives calibration)
     interleaved_iterations: int
+    #: the same on GPUs: NCCL timed by CUDA events has no gloo wake-up tail, and 120 rounds of 1 ms of compute
+    #: per size would take a minute per (operation, group) on an 8-GPU node; 30 as before round-robin
+    gpu_interleaved_iterations: int = 30
+
+    def rounds(self, device: str) -> int:
+        """Interleaved rounds on this device ("cpu" or "cuda")."""
+        return self.gpu_interleaved_iterations if str(device).startswith("cuda") else self.interleaved_iterations
 
 
 #: compute before each interleaved op: a layer's worth of work between two collectives
@@ -157,13 +164,13 @@ def sweep_chunks(sizes_bytes: list[int], limit_bytes: int = SWEEP_BYTES) -> list
     return chunks
 
 
-def sweep_rounds(estimates_s: list[float], budget: PointBudget, max_seconds: float) -> int:
+def sweep_rounds(estimates_s: list[float], budget: PointBudget, device: str, max_seconds: float) -> int:
     """Rounds of one interleaved sweep that ranks outside the group wait for (under the per-collective
     timeout): the budget's, fewer when the sweep would run past max_seconds, at least MIN_SWEEP_ROUNDS. A
     round is costed as INTERLEAVE_S of compute plus 3x each op's warm-up time (an op after compute took up to
     3x its back-to-back time over gloo). Every rank gets the same count from the group-agreed estimates."""
     round_s = sum(INTERLEAVE_S + 3 * e for e in estimates_s)
-    return max(MIN_SWEEP_ROUNDS, min(budget.interleaved_iterations, int(max_seconds / round_s)))
+    return max(MIN_SWEEP_ROUNDS, min(budget.rounds(device), int(max_seconds / round_s)))
 
 
 def measure_interleaved(calls: list[Callable[[], None]], group, device: str, rounds: int) -> list[list[float]]:

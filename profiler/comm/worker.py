@@ -133,9 +133,9 @@ def _measure_op(op, sizes, group, handle, rank, device, budget, fault, config, r
                              f"{times.ops_per_sample} back-to-back ops then one sync, per op, max over ranks")):
                         report("sample", _sample(op, size, requested, group, variant, values, how, config))
                 step_done()
-            rounds = budget.interleaved_iterations
+            rounds = budget.rounds(device)
             if group.size < config.world_size:  # the others wait for the whole sweep at one barrier
-                rounds = sweep_rounds(estimates_s, budget, config.timeout_s / 2)
+                rounds = sweep_rounds(estimates_s, budget, device, config.timeout_s / 2)
             report("point", f"{op} interleaved, {len(chunk)} sizes round-robin on {group.label()}")
             try:
                 per_size = measure_interleaved(calls, handle, device, rounds)
