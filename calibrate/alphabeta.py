@@ -173,8 +173,8 @@ def sampling_noise(points: Sequence, draws: int = BOOTSTRAP_REPLICATES) -> Optio
     """Median over points of the median |redrawn statistic - statistic| / statistic, each redraw taking the
     point's per-call times with replacement: about the median error a perfect model would show against these
     points from their sampling noise alone (a drift between samples adds to it). None when no point has
-    MIN_CALLS_FOR_WITHIN calls. Its own fixed-seed generator, so adding it
-    left every other bootstrap draw of a fit as it was."""
+    MIN_CALLS_FOR_WITHIN calls. It draws from its own fixed-seed generator, leaving a fit's other bootstrap
+    draws as they were."""
     rng = np.random.default_rng(0)
     per_point = []
     for p in points:

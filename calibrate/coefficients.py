@@ -47,7 +47,7 @@ class FitQuality(_Strict):
     median error a perfect model would still show, because each sample's statistic is itself uncertain
     (calibrate.alphabeta.sampling_noise). It is a lower bound: it sees the spread of a sample's own calls,
     not a drift between samples (repeated passes over the quick compute shapes differ by a median 2-6% on
-    the 2-core VM, where this reads 0.1-0.4%). A held-out error near it is limited by the measurements."""
+    the 2-core VM, where this reads 0.1-1.3%). A held-out error near it is limited by the measurements."""
 
     held_out: str
     n_train: int

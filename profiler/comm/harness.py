@@ -13,7 +13,7 @@
   the per-size means wandered about the fitted line. Round-robin, 2 gloo ranks on the 2-core VM, allreduce
   4 B-16 MiB, 30 iterations: held-out median error of the mean's alpha-beta fit 10-17% against 19-25% in
   blocks (five pairs of runs); the per-iteration arrival skew between ranks is the same at every size. With
-  120 rounds, a quick collectives calibration's seven interleaved fits were at 2.9-10.6% (four runs).
+  120 rounds, a quick collectives calibration's seven interleaved fits were at 2.9-10.6% (five runs).
 
 Per-rank adaptive stopping would deadlock a collective (§3.2, "Multi-GPU"), so iteration counts are fixed
 per point from a warm-up estimate agreed by a MAX all-reduce. This is why collectives do not go through
@@ -44,7 +44,7 @@ class PointBudget:
     #: interleaved rounds over all sizes (fewer where ranks outside the group wait: sweep_rounds): their
     #: mean is what a fit uses, and one slow call in three is common over gloo. Held-out errors of the seven
     #: quick fits on the 2-core VM: 30 rounds 7-16%, 60 rounds 4-14% (three runs), 120 rounds 2.9-10.6%
-    #: (four runs, 26 of 28 fits within 10%; 55-77 s for the quick collectives calibration)
+    #: (five runs, 33 of 35 fits within 10%; 55-77 s for the quick collectives calibration)
     interleaved_iterations: int
     #: the same on GPUs: NCCL timed by CUDA events has no gloo wake-up tail, and 120 rounds of 1 ms of compute
     #: per size would take a minute per (operation, group) on an 8-GPU node; 30 as before round-robin
