@@ -115,12 +115,12 @@ def _measure_op(op, sizes, group, handle, rank, device, budget, fault, config, r
     """One operation on one group: the latency and throughput regimes size after size, then the interleaved
     regime round-robin over the sizes (profiler.comm.harness), in chunks that bound the buffers held.
     step_done() is called after every size and every sweep (_steps of them)."""
-    point = [sizes[0][0]]  # the size being measured, for the failure message
+    current_size = sizes[0][0]  # the size being measured, for the failure message
     try:
         for chunk in sweep_chunks([size for size, _ in sizes]):
             calls, estimates_s = [], []
             for size, requested in (sizes[i] for i in chunk):
-                point[0] = size
+                current_size = size
                 report("point", f"{op} at {size} B on {group.label()}")
                 faults.maybe_inject(fault, rank, op, size)
                 calls.append(OPERATIONS[op].setup(size, handle, list(group.ranks), rank, device, ELEMENT_DTYPE))
@@ -140,7 +140,7 @@ def _measure_op(op, sizes, group, handle, rank, device, budget, fault, config, r
             try:
                 per_size = measure_interleaved(calls, handle, device, rounds)
             except SweepFailure as failure:
-                point[0] = sizes[chunk[failure.index]][0]
+                current_size = sizes[chunk[failure.index]][0]
                 raise failure.__cause__ from None
             del calls
             how = (f"one op after {INTERLEAVE_S * 1e3:g} ms of compute, max over ranks per iteration; "
@@ -152,7 +152,7 @@ def _measure_op(op, sizes, group, handle, rank, device, budget, fault, config, r
     except UserError:
         raise
     except Exception as err:  # noqa: BLE001 - backend errors (peer gone, timeout) name the point
-        raise faults.CommFailure(op, point[0], group.label(), faults.short_cause(err)) from None
+        raise faults.CommFailure(op, current_size, group.label(), faults.short_cause(err)) from None
 
 
 def _steps(sizes) -> int:
