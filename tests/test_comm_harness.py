@@ -11,8 +11,6 @@ from profiler.comm.harness import (INTERLEAVE_S, MIN_SWEEP_ROUNDS, QUICK, SweepF
 
 @pytest.fixture()
 def one_rank_group():
-    if dist.is_initialized():
-        pytest.skip("a default process group is already initialised in this process")
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     try:
         yield dist.group.WORLD
@@ -28,13 +26,14 @@ def test_sweep_chunks_by_hand():
 
 def test_sweep_rounds_by_hand():
     budget = dataclasses.replace(QUICK, interleaved_iterations=120)
+    assert budget.rounds("cpu") == 120 and budget.rounds("cuda:0") == budget.gpu_interleaved_iterations
     # cheap ops: a round is 3 x (1 ms + 3 x 0.1 ms) = 3.9 ms, so 15 s would allow 3846 rounds; the budget's 120
-    assert sweep_rounds([1e-4] * 3, budget, "cpu", 15.0) == 120
-    assert sweep_rounds([1e-4] * 3, budget, "cuda:0", 15.0) == budget.gpu_interleaved_iterations
+    assert sweep_rounds([1e-4] * 3, budget.rounds("cpu"), 15.0) == 120
+    assert sweep_rounds([1e-4] * 3, budget.rounds("cuda:0"), 15.0) == budget.gpu_interleaved_iterations
     # one 256 MiB op of 0.2 s: a round costs 1 ms + 0.6 s, so 15 s allows 24 rounds
-    assert sweep_rounds([0.2], budget, "cpu", 15.0) == int(15.0 / (INTERLEAVE_S + 0.6))
+    assert sweep_rounds([0.2], budget.rounds("cpu"), 15.0) == int(15.0 / (INTERLEAVE_S + 0.6))
     # never fewer than the floor, even when one round alone overruns
-    assert sweep_rounds([10.0], budget, "cpu", 15.0) == MIN_SWEEP_ROUNDS
+    assert sweep_rounds([10.0], budget.rounds("cpu"), 15.0) == MIN_SWEEP_ROUNDS
 
 
 def test_interleaved_runs_every_size_once_per_round_in_order(one_rank_group):

@@ -164,13 +164,13 @@ def sweep_chunks(sizes_bytes: list[int], limit_bytes: int = SWEEP_BYTES) -> list
     return chunks
 
 
-def sweep_rounds(estimates_s: list[float], budget: PointBudget, device: str, max_seconds: float) -> int:
+def sweep_rounds(estimates_s: list[float], most_rounds: int, max_seconds: float) -> int:
     """Rounds of one interleaved sweep that ranks outside the group wait for (under the per-collective
-    timeout): the budget's, fewer when the sweep would run past max_seconds, at least MIN_SWEEP_ROUNDS. A
+    timeout): most_rounds, fewer when the sweep would run past max_seconds, at least MIN_SWEEP_ROUNDS. A
     round is costed as INTERLEAVE_S of compute plus 3x each op's warm-up time (an op after compute took up to
     3x its back-to-back time over gloo). Every rank gets the same count from the group-agreed estimates."""
     round_s = sum(INTERLEAVE_S + 3 * e for e in estimates_s)
-    return max(MIN_SWEEP_ROUNDS, min(budget.rounds(device), int(max_seconds / round_s)))
+    return max(MIN_SWEEP_ROUNDS, min(most_rounds, int(max_seconds / round_s)))
 
 
 def measure_interleaved(calls: list[Callable[[], None]], group, device: str, rounds: int) -> list[list[float]]:

@@ -27,6 +27,7 @@ from profiler.comm.harness import (FULL, INTERLEAVE_S, QUICK, SweepFailure, meas
 from profiler.errors import UserError
 
 ELEMENT_DTYPE = torch.float32
+ELEMENT_BYTES = torch.tensor([], dtype=ELEMENT_DTYPE).element_size()
 Report = Callable[[str, object], None]
 
 
@@ -85,7 +86,6 @@ def _join(config: CommConfig, rank: int, local_rank: int) -> str:
 def _points(config: CommConfig, groups: list[layout.Group]):
     """(group, op, [(S, requested S), ...]) in one fixed order; sizes that round to an S already seen are
     skipped."""
-    element = torch.tensor([], dtype=ELEMENT_DTYPE).element_size()
     for group in groups:
         for op in config.ops:
             kernel = OPERATIONS[op]
@@ -93,7 +93,7 @@ def _points(config: CommConfig, groups: list[layout.Group]):
                 continue
             sizes = {}
             for requested in config.sizes_bytes:
-                sizes.setdefault(kernel.message_bytes(requested, group.size, element), requested)
+                sizes.setdefault(kernel.message_bytes(requested, group.size, ELEMENT_BYTES), requested)
             yield group, op, list(sizes.items())
 
 
@@ -103,7 +103,7 @@ def _sample(op, size, requested, group, variant, values, how, config) -> dict:
     return {
         "benchmark": op, "variant": variant, "times_s": values,
         "params": {"size_bytes": size, "requested_size_bytes": requested,
-                   "count": size // torch.tensor([], dtype=ELEMENT_DTYPE).element_size(), "group": group.describe()},
+                   "count": size // ELEMENT_BYTES, "group": group.describe()},
         "device": config.device, "dtype": "float32", "threads": torch.get_num_threads(), "bytes_moved": float(size),
         "extra": {"algbw_bytes_per_s": algbw_bytes_per_s(size, median),
                   "busbw_bytes_per_s": busbw_bytes_per_s(op, size, median, n),
@@ -135,7 +135,7 @@ def _measure_op(op, sizes, group, handle, rank, device, budget, fault, config, r
                 step_done()
             rounds = budget.rounds(device)
             if group.size < config.world_size:  # the others wait for the whole sweep at one barrier
-                rounds = sweep_rounds(estimates_s, budget, device, config.timeout_s / 2)
+                rounds = sweep_rounds(estimates_s, rounds, config.timeout_s / 2)
             report("point", f"{op} interleaved, {len(chunk)} sizes round-robin on {group.label()}")
             try:
                 per_size = measure_interleaved(calls, handle, device, rounds)
