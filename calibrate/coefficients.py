@@ -126,7 +126,8 @@ class EfficiencyModel(_Strict):
 class ComputeFit(_Strict):
     """time(shape) = time_scale * (launch + max(work / (peak * efficiency(shape)), bytes / memory_bw)).
 
-    work is FLOPs (kind "flops": gemm, conv) or bytes moved (kind "bytes": memory-bound ops).
+    work is FLOPs (kind "flops": gemm, conv; with SIMD padding for host convolutions, calibrate.shapes.work)
+    or bytes moved (kind "bytes": memory-bound ops).
     time_scale is 1 with a bootstrap interval of the fit's overall level (for at_bound)."""
 
     kind: Literal["flops", "bytes"]
@@ -174,6 +175,8 @@ class Coefficients(_Strict):
     #: CPU threads most compute samples ran with, on a CPU-only profile: PyTorch picks its CPU
     #: convolution kernels by it (calibrate.shapes.cpu_native_conv)
     host_threads: Optional[int] = None
+    #: float32 SIMD lanes of that host (calibrate.shapes.simd_lanes), which its convolutions' work is padded to
+    host_simd_lanes: Optional[int] = None
     #: every measured compute shape (grid, and model layers from `profiler calibrate --shapes`): the cost
     #: model uses these times for exactly these shapes, the fits for all others
     measured_shapes: list[MeasuredShape] = Field(default_factory=list)

@@ -44,6 +44,7 @@ class ProfileCostModel:
         self.cpu_cores = cpu_cores
         #: the thread count PyTorch's CPU kernel choice depends on (calibrate.shapes.cpu_native_conv); None on GPUs
         self.host_threads = coefficients.host_threads if coefficients.device_is_host else None
+        self.host_lanes = coefficients.host_simd_lanes if coefficients.device_is_host else None
         self.name = name
         self.device_memory_bytes = float(device_memory_bytes)
         self.devices_per_node = int(devices_per_node)
@@ -77,9 +78,8 @@ class ProfileCostModel:
             fit, params, pass_ = compute[f"gemm/fwd/{dtype}"], gemm_backward_as_forward(pass_, params), "fwd"
         if fit is None:
             raise UserError(f"profile {self.name} has no coefficient for {op} {pass_} {dtype}")
-        w = shapes.work(op, pass_, params, dtype, self.host_threads)
-        amount = w["flops"] if fit.kind == "flops" else w["bytes"]
-        return predict_time(fit, amount, w["bytes"], w["features"], self.bound)
+        w = shapes.work(op, pass_, params, dtype, self.host_threads, self.host_lanes)
+        return predict_time(fit, w["work"], w["bytes"], w["features"], self.bound)
 
     def _measured_time_s(self, op: str, pass_: str, params: Mapping[str, int], dtype: str) -> Optional[float]:
         """The measured time of exactly this call, if the profile has one (a GEMM backward pass is the forward

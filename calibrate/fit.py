@@ -91,18 +91,19 @@ def compute_family(sample: Sample) -> str:
     return f"{sample.benchmark}/{pass_}/{shapes.canonical_dtype(sample.dtype)}"
 
 
-def fit_compute_families(samples: list[Sample], memory_bw: Optional[float], rng) -> dict[str, ComputeFit]:
+def fit_compute_families(samples: list[Sample], memory_bw: Optional[float], rng,
+                         lanes: Optional[int] = None) -> dict[str, ComputeFit]:
+    """lanes: the host's float32 SIMD lanes (calibrate.shapes.simd_lanes), for the host samples' work."""
     groups: dict[str, list[ComputePoint]] = defaultdict(list)
     for s in samples:
         key = compute_family(s)
         op, pass_, dtype = key.split("/")
         if (op, pass_) in shapes.ZERO_COST:
             continue  # costed as 0 (calibrate.shapes.ZERO_COST); nothing to fit
-        w = shapes.work(op, pass_, s.params, dtype, host_threads(s))
-        amount = w["flops"] if shapes.op_kind(op) == "flops" else w["bytes"]
-        if amount <= 0:
+        w = shapes.work(op, pass_, s.params, dtype, host_threads(s), lanes)
+        if w["work"] <= 0:
             raise UserError(f"{s.benchmark} {s.variant} sample with params {s.params} does no work (0 FLOPs/bytes)")
-        groups[key].append(ComputePoint(amount, w["bytes"], tuple(w["features"]), np.asarray(s.times_s, float),
+        groups[key].append(ComputePoint(w["work"], w["bytes"], tuple(w["features"]), np.asarray(s.times_s, float),
                                         dict(s.params)))
     out = {}
     for key, points in sorted(groups.items()):
@@ -148,7 +149,8 @@ def fit_coefficients(profile: Profile, seed: int = 0) -> Coefficients:
     device_is_host = not profile.machine.gpus and all(s.device.startswith("cpu") for s in profile.samples)
     memory = fit_memory(by_kind["stream"], rng)
     side = "host" if device_is_host else "device"
-    compute = fit_compute_families(by_kind["compute"], dram_bandwidth(memory, side), rng)
+    lanes = shapes.simd_lanes(profile.machine.cpu_capability)
+    compute = fit_compute_families(by_kind["compute"], dram_bandwidth(memory, side), rng, lanes)
     collectives = fit_collectives(by_kind["collectives"], rng)
     links, notes = derive_links(collectives)
     notes += [f"ignored {n} samples of unknown benchmark {name!r}" for name, n in sorted(ignored.items())]
@@ -156,6 +158,7 @@ def fit_coefficients(profile: Profile, seed: int = 0) -> Coefficients:
                                 collectives=collectives, links=links, notes=notes, device_is_host=device_is_host,
                                 framework=fit_framework(by_kind["framework"], rng) if by_kind["framework"] else None,
                                 host_threads=calibration_threads(by_kind["compute"]) if device_is_host else None,
+                                host_simd_lanes=lanes if device_is_host else None,
                                 measured_shapes=measured_shapes(by_kind["compute"]))
     if not (compute or memory or coefficients.host_device or collectives or coefficients.framework):
         raise UserError(f"profile has {len(profile.samples)} samples but none of a benchmark calibrate fits "

@@ -146,6 +146,7 @@ def collect_machine(device: str = "cpu", nvml=None) -> Machine:
         hostname=socket.gethostname(),
         cpu_model=cpu_model(),
         cpu_cores=psutil.cpu_count(logical=False) or os.cpu_count(),
+        cpu_capability=torch.backends.cpu.get_cpu_capability(),
         cpu_threads=os.cpu_count(),
         memory_bytes=memory_bytes,
         gpus=gpus,

@@ -72,6 +72,9 @@ class Machine(BaseModel):
     hostname: str
     cpu_model: Optional[str] = None
     cpu_cores: Optional[int] = None
+    #: the vector ISA PyTorch's CPU kernels dispatch to (torch.backends.cpu.get_cpu_capability(): "AVX512",
+    #: "AVX2", ...); None in profiles written before it was recorded
+    cpu_capability: Optional[str] = None
     memory_bytes: Optional[float] = None
     gpus: list[GPUInfo] = Field(default_factory=list)
     gpus_per_node: Optional[int] = None

@@ -94,3 +94,47 @@ def test_a_fit_learns_the_native_kernel_regime():
     for params in (native, onednn):
         predicted = cost_model.compute_time_s("conv3d", "fwd", params, "float32")
         assert predicted == pytest.approx(true_s(params), rel=0.25), params
+
+
+def test_lane_padding_by_hand():
+    """AVX-512 blocks of 16 float32 lanes: forward and backward-weight pad F, backward-data pads C and F."""
+    assert shapes.simd_lanes("AVX512") == 16 and shapes.simd_lanes("AVX2") == 8
+    assert shapes.simd_lanes("DEFAULT") is None and shapes.simd_lanes(None) is None
+    assert shapes.lane_padded_channels("fwd", 4, 8, 16) == (4, 16)
+    assert shapes.lane_padded_channels("bwd_weight", 20, 33, 16) == (20, 48)
+    assert shapes.lane_padded_channels("bwd_data", 4, 8, 16) == (16, 16)
+    params = dict(N=2, C=4, F=8, H=16, W=16, kernel=3, stride=1, padding=1)
+    flops = 2.0 * 2 * 8 * 4 * 9 * 256
+    host = shapes.work("conv2d", "fwd", params, "float32", host_threads=2, lanes=16)
+    assert (host["flops"], host["work"]) == (flops, flops * 2)
+    assert host["features"][0] == pytest.approx(np.log10(flops * 2))
+    assert shapes.work("conv2d", "bwd_data", params, "float32", host_threads=2, lanes=16)["work"] == flops * 8
+    assert shapes.work("conv2d", "fwd", params, "float32", lanes=16)["work"] == flops  # a GPU: no host lanes
+    assert shapes.work("conv2d", "fwd", params, "float32", host_threads=2)["work"] == flops  # ISA unknown
+    native = {**params, "N": 1}
+    assert shapes.cpu_native_conv("conv2d", native, "float32", 1)
+    assert shapes.work("conv2d", "fwd", native, "float32", host_threads=1, lanes=16)["work"] == flops / 2
+
+
+def test_a_fit_pads_filters_to_the_recorded_lanes():
+    """Samples from a host that computes F in blocks of 16 (time = padded FLOPs / rate): with the profile's
+    cpu_capability recorded, a filter count below every measured one (F = 2) is predicted at the padded cost;
+    fitted on true FLOPs, the monotone efficiency cannot rise as F shrinks and predicts it several times too fast."""
+    rng = np.random.default_rng(5)
+
+    def true_s(params):
+        return 2.0 * params["N"] * -(-params["F"] // 16) * 16 * params["C"] * 9 * params["H"] ** 2 / 100e9
+
+    grid = [dict(N=n, C=c, F=f, H=s, W=s, kernel=3, stride=1, padding=1)
+            for n in (2, 4) for c in (16, 32) for f in (8, 16, 24, 32, 48) for s in (8, 16, 32)]
+    samples = [Sample(benchmark="conv2d", variant="fwd", device="cpu", dtype="float32", threads=2, params=p,
+                      times_s=noisy_times(true_s(p), rng, 0.03, 7)) for p in grid]
+    profile = profile_with(samples)
+    unseen = dict(N=3, C=16, F=2, H=16, W=16, kernel=3, stride=1, padding=1)
+    padded = load_cost_model(fit_profile(profile.model_copy(update={"machine": profile.machine.model_copy(
+        update={"cpu_capability": "AVX512"})})))
+    assert padded.coefficients.host_simd_lanes == 16
+    assert padded.compute_time_s("conv2d", "fwd", unseen, "float32") == pytest.approx(true_s(unseen), rel=0.2)
+    unpadded = load_cost_model(fit_profile(profile))
+    assert unpadded.coefficients.host_simd_lanes is None
+    assert unpadded.compute_time_s("conv2d", "fwd", unseen, "float32") < 0.5 * true_s(unseen)

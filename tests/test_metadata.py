@@ -1,6 +1,8 @@
 """Machine metadata on CPU, and the NVML path with a fake NVML module (no GPU needed)."""
 import types
 
+import torch
+
 from profiler import metadata
 from profiler.profile import Machine
 
@@ -12,6 +14,7 @@ def test_cpu_machine_metadata():
     assert m.device_memory_bytes == m.memory_bytes and m.gpus_per_node == 1
     assert m.versions["torch"] and m.versions["python"]
     assert m.gpus == []
+    assert m.cpu_capability == torch.backends.cpu.get_cpu_capability()  # the ISA calibrate.shapes pads to
 
 
 def _broken_nvml():
