@@ -158,8 +158,13 @@ SMALL_CONV_DESIGN = {
 }
 SMALL_MAX_FLOPS = 2e8
 QUICK_SPLIT_LAYERS = {"resnet_res2_3x3", "resnet_res4_3x3", "cosmo_conv4_3x3x3", "narrow3d_4to8_3x3x3"}
+# (M, N, K): cubes from 64 to 2048 and skinny products (a linear layer's batch, or a split of its features,
+# as one small side). With the first 8 alone, 5-fold cross-validation trained on 6 shapes and its held-out
+# median error ranged 5-18% over three quick profiles (2026-11-30).
 GEMM_SHAPES_QUICK = [(128, 128, 128), (256, 256, 256), (512, 512, 512), (1024, 1024, 1024),
-                     (64, 1024, 4096), (1024, 64, 4096), (4096, 1024, 64), (2048, 1024, 1024)]
+                     (64, 1024, 4096), (1024, 64, 4096), (4096, 1024, 64), (2048, 1024, 1024),
+                     (64, 64, 64), (192, 192, 192), (384, 384, 384), (768, 768, 768),
+                     (32, 1024, 1024), (1024, 1024, 32), (256, 2048, 512), (512, 512, 2048)]
 GEMM_SHAPES_FULL = GEMM_SHAPES_QUICK + [(2048, 2048, 2048), (256, 4096, 4096), (4096, 256, 4096),
                                         (4096, 4096, 256), (1024, 1024, 8192), (32, 4096, 4096),
                                         (4096, 4096, 4096), (8192, 8192, 8192)]
@@ -168,14 +173,22 @@ GEMM_SHAPES_TINY = [(64, 64, 64), (128, 64, 256)]
 # and slower code paths): element counts from 4k to 13M at about 2x steps, so the fit sees the cache-resident,
 # the L3 and the DRAM regimes (and the page faults of freshly allocated outputs beyond glibc's mmap threshold)
 # with several shapes each. With the 9 shapes the grid had, the one DRAM shape was extrapolated from cache-resident
-# ones whenever cross-validation held it out (held-out median 15-51% on 2026-11-29).
+# ones whenever cross-validation held it out (held-out median 15-51% on 2026-11-29); with the first 17, the
+# L3-to-DRAM step (2-4M elements here) and the outputs above the 32 MiB mmap threshold (profiler.allocator: fresh
+# pages on every call, relu backward 7 GB/s against 40) had one to three shapes each, and relu, add and
+# batchnorm stayed at 9-28% (2026-11-30). The last ten fill those gaps.
 MEMORY_OP_SHAPES_QUICK = [dict(N=2, C=16, H=16, W=16), dict(N=8, C=4, H=32, W=32), dict(N=4, C=64, H=28, W=28),
                           dict(N=16, C=8, H=64, W=64), dict(N=32, C=16, H=32, W=32), dict(N=8, C=64, H=64, W=64),
                           dict(N=16, C=32, H=96, W=96), dict(N=32, C=64, H=64, W=64), dict(N=16, C=64, H=112, W=112),
                           dict(N=2, C=4, D=8, H=8, W=8), dict(N=8, C=16, D=4, H=4, W=4),
                           dict(N=16, C=8, D=8, H=8, W=8), dict(N=8, C=4, D=16, H=16, W=16),
                           dict(N=8, C=8, D=16, H=16, W=16), dict(N=4, C=16, D=24, H=24, W=24),
-                          dict(N=8, C=16, D=32, H=32, W=32), dict(N=8, C=32, D=32, H=32, W=32)]
+                          dict(N=8, C=16, D=32, H=32, W=32), dict(N=8, C=32, D=32, H=32, W=32),
+                          dict(N=4, C=32, H=32, W=32), dict(N=8, C=32, H=56, W=56), dict(N=8, C=256, H=28, W=28),
+                          dict(N=16, C=96, H=48, W=48), dict(N=32, C=96, H=56, W=56),
+                          dict(N=1, C=8, D=16, H=16, W=16), dict(N=4, C=8, D=24, H=24, W=24),
+                          dict(N=8, C=8, D=32, H=32, W=32), dict(N=2, C=16, D=48, H=48, W=48),
+                          dict(N=4, C=16, D=56, H=56, W=56)]
 MEMORY_OP_SHAPES_FULL = MEMORY_OP_SHAPES_QUICK + [dict(N=32, C=256, H=56, W=56), dict(N=8, C=256, H=14, W=14),
                                                   dict(N=2, C=32, H=32, W=32, D=32)]
 MEMORY_OP_SHAPES_TINY = [dict(N=2, C=4, H=8, W=8)]
