@@ -182,3 +182,27 @@ def test_cuda_timer_agrees_with_a_synchronised_host_clock():
     host_s = (time.perf_counter() - start) / 10
     assert m.device == "cuda" and len(m.times_s) >= 3
     assert host_s / 3 < m.median_s < host_s * 3
+
+
+def test_small_3d_design_meets_every_channel_pair_twice():
+    """Two rotations of the Latin square: every (C, F) pair at two different (size, batch), no shape twice."""
+    shapes_3d = bc.small_conv_params(True)
+    design = bc.SMALL_CONV_DESIGN[True]
+    assert len(shapes_3d) == len({tuple(sorted(p.items())) for p in shapes_3d})
+    for c in design["channels"]:
+        for f in design["filters"]:
+            settings = {(p["D"], p["N"]) for p in shapes_3d if (p["C"], p["F"]) == (c, f)}
+            assert len(settings) == 2, (c, f, settings)
+    assert all(bc.conv_flops(p) <= bc.SMALL_MAX_FLOPS or p["N"] == 1 for p in shapes_3d)
+
+
+def test_quick_memory_sweep_has_several_shapes_in_each_allocation_regime():
+    """Outputs of at least glibc's pinned mmap threshold get fresh pages every call (profiler.allocator): the
+    sweep needs several shapes on both sides of it, and distinct shapes throughout."""
+    from profiler.allocator import MMAP_THRESHOLD_BYTES
+
+    quick = bc.MEMORY_OP_SHAPES_QUICK
+    assert len(quick) == len({tuple(sorted(s.items())) for s in quick})
+    output_bytes = [4 * bc.activation_elems(s) for s in quick]
+    assert sum(b >= MMAP_THRESHOLD_BYTES for b in output_bytes) >= 4
+    assert sum(MMAP_THRESHOLD_BYTES / 8 < b < MMAP_THRESHOLD_BYTES for b in output_bytes) >= 4
