@@ -124,11 +124,12 @@ def cpu_native_conv(op: str, params: Mapping[str, Any], dtype: str, threads: int
 def lane_padded_channels(pass_: str, channels: int, filters: int, lanes: int) -> tuple[int, int]:
     """(C, F) as a oneDNN blocked convolution computes them: the channel dimensions it vectorises rounded up to
     whole blocks of `lanes`, whose padding lanes do multiply-adds all the same. Forward and backward-weight
-    vectorise the filters F (C below one block takes oneDNN's first-layer kernel, which does not pad it);
-    backward-data computes dX over blocks of C from dY blocked over F. Which dimensions are padded was measured:
-    on three 2-thread AVX-512 quick profiles (2026-11-30), 5-fold held-out median errors fell from 20-33% to
-    15-23% (conv3d fwd), 21-33% to 9-13% (conv3d bwd_data) and 13-20% to 8-16% (conv2d fwd); padding C in
-    forward raised them, and blocks of 8 on this machine fitted worse than 16."""
+    vectorise the filters F; C is left as it is (below one block oneDNN's first-layer kernel reads it in the
+    plain layout). Backward-data computes dX over blocks of C from dY blocked over F, so both are padded.
+    Which dimensions are padded was measured on three 2-thread AVX-512 quick profiles (2026-11-30), refitted
+    with and without: held-out median errors went from 25-30% to 16-21% (conv3d fwd), 21-29% to 10-17%
+    (conv3d bwd_data) and 14-23% to 9-10% (conv2d bwd_data). Padding C in the forward pass raised them, and
+    blocks of 8 fitted worse than 16 on that machine."""
     def pad(n: int) -> int:
         return -(-n // lanes) * lanes
     if pass_ == "bwd_data":
