@@ -44,6 +44,7 @@ class ProfileCostModel:
         self.cpu_cores = cpu_cores
         #: the thread count PyTorch's CPU kernel choice depends on (calibrate.shapes.cpu_native_conv); None on GPUs
         self.host_threads = coefficients.host_threads if coefficients.device_is_host else None
+        #: the float32 SIMD lanes its convolutions' work is padded to (calibrate.shapes.lane_padded_channels)
         self.host_lanes = coefficients.host_simd_lanes if coefficients.device_is_host else None
         self.name = name
         self.device_memory_bytes = float(device_memory_bytes)

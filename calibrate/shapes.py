@@ -60,6 +60,7 @@ SIMD_FP32_LANES = {"AVX512": 16, "AVX2": 8}
 
 
 def simd_lanes(cpu_capability: Optional[str]) -> Optional[int]:
+    """The float32 lanes of a recorded CPU capability; None (no padding) when unknown or unrecorded."""
     return SIMD_FP32_LANES.get(cpu_capability or "")
 
 

@@ -161,7 +161,7 @@ SMALL_CONV_DESIGN = {
 }
 SMALL_MAX_FLOPS = 2e8
 QUICK_SPLIT_LAYERS = {"resnet_res2_3x3", "resnet_res4_3x3", "cosmo_conv4_3x3x3", "narrow3d_4to8_3x3x3"}
-# (M, N, K): cubes from 64 to 2048 and skinny products (a linear layer's batch, or a split of its features,
+# (M, N, K): cubes from 64 to 1024, 2048x1024x1024 and skinny products (a linear layer's batch, or a split of its features,
 # as one small side). With the first 8 alone, 5-fold cross-validation trained on 6 shapes and its held-out
 # median error ranged 5-18% over three quick profiles (2026-11-30).
 GEMM_SHAPES_QUICK = [(128, 128, 128), (256, 256, 256), (512, 512, 512), (1024, 1024, 1024),
