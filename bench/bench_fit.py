@@ -48,7 +48,7 @@ def main() -> int:
     rows += [("memory", k, f.quality, None) for k, f in sorted(c.memory.items())]
     rows += [("collective", f"{f.op} p={f.group_size} nodes={f.nodes}", f.quality, None) for f in c.collectives]
     print(f"{'family':<11}{'fit':<34}{'held-out median':>16}{'max':>9}{'target':>8}  {'ok':<4}{'extrapolation median':>21}"
-          f"{'sampling noise':>15}")
+          f"{'sampling noise':>15}  held-out median per CPU conv kernel")
     for family, name, q, ex in rows:
         target = TARGETS.get(family)
         if q is None:
@@ -58,8 +58,9 @@ def main() -> int:
         tgt = f"{target:.0%}" if target else "-"
         extra = f"{ex.median_rel_error:.1%} ({ex.n_test})" if ex else ""
         noise = f"{q.sample_noise_rel_error:.1%}" if q.sample_noise_rel_error is not None else ""
+        kernels = ", ".join(f"{k} {v:.1%}" for k, v in q.by_kernel.items()) if q.by_kernel else ""
         print(f"{family:<11}{name:<34}{q.median_rel_error:>16.1%}{q.max_rel_error:>9.1%}{tgt:>8}  {ok:<4}{extra:>21}"
-              f"{noise:>15}")
+              f"{noise:>15}  {kernels}")
     return 0
 
 

@@ -56,6 +56,9 @@ class FitQuality(_Strict):
     median_rel_error: float
     max_rel_error: float
     sample_noise_rel_error: Optional[float] = None
+    #: for a CPU convolution family with shapes in both regimes: the held-out median error of the shapes run
+    #: by oneDNN and of those run by PyTorch's native kernels (calibrate.shapes.cpu_native_conv), apart
+    by_kernel: Optional[dict[Literal["oneDNN", "native"], float]] = None
 
 
 class Segment(_Strict):

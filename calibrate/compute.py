@@ -16,7 +16,8 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 from sklearn.tree import DecisionTreeRegressor
 
-from calibrate.alphabeta import MIN_TIME_S, STATISTICS, bootstrap_estimate, fit_line, quality, resample, with_noise
+from calibrate.alphabeta import (MIN_TIME_S, STATISTICS, bootstrap_estimate, fit_line, quality, relative_errors,
+                                 resample, with_noise)
 from calibrate.coefficients import ComputeFit, EfficiencyModel, Estimate, FitQuality, Tree
 from calibrate.shapes import MONOTONE
 
@@ -168,7 +169,20 @@ def cross_validate(points, feature_names, kind, memory_bw, order: np.ndarray,
         mask[test_idx] = False
         fit = _train([points[i] for i in np.flatnonzero(mask)], feature_names, kind, memory_bw, launch_rule)
         preds[test_idx] = _predict_points(fit, [points[i] for i in test_idx])
-    return quality(preds, truth, f"{folds}-fold random", int(n * (folds - 1) / folds))
+    result = quality(preds, truth, f"{folds}-fold random", int(n * (folds - 1) / folds))
+    return result.model_copy(update={"by_kernel": errors_by_kernel(points, feature_names, preds, truth)})
+
+
+def errors_by_kernel(points, feature_names, preds: np.ndarray, truth: np.ndarray) -> Optional[dict[str, float]]:
+    """Held-out median error per CPU convolution kernel, when a family has shapes of both: the native kernels'
+    batch-1 shapes were held out at 14-88% while oneDNN's met 5-19% (2026-11-30), which one figure hides."""
+    if "cpu_native_conv" not in feature_names:
+        return None
+    native = np.array([p.features[feature_names.index("cpu_native_conv")] == 1.0 for p in points])
+    if native.all() or not native.any():
+        return None
+    rel = relative_errors(preds, truth)
+    return {"oneDNN": float(np.median(rel[~native])), "native": float(np.median(rel[native]))}
 
 
 def smallest_work_band(points: Sequence[ComputePoint]) -> tuple[np.ndarray, str]:

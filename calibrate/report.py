@@ -29,7 +29,8 @@ def _quality(q: Optional[FitQuality], label: str = "held-out", published: bool =
     if q is None:
         return "published figures, not fitted" if published else f"{label}: too few samples to hold any out"
     r2 = f"R2 {q.r2:.3f}, " if q.r2 is not None else ""
-    return (f"{label} ({q.held_out}, {q.n_test} samples): {r2}median err {q.median_rel_error:.1%}, "
+    by_kernel = (" (" + ", ".join(f"{k} shapes {v:.1%}" for k, v in q.by_kernel.items()) + ")") if q.by_kernel else ""
+    return (f"{label} ({q.held_out}, {q.n_test} samples): {r2}median err {q.median_rel_error:.1%}{by_kernel}, "
             f"max {q.max_rel_error:.1%}{_noise(q)}")
 
 

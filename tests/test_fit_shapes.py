@@ -9,6 +9,7 @@ from torch.profiler import profile
 from calibrate import shapes
 from calibrate.cost_model import load_cost_model
 from calibrate.fit import fit_profile
+from calibrate.report import fit_lines
 from calibrate.synthetic import noisy_times, profile_with
 from profiler.profile import Sample
 
@@ -85,8 +86,13 @@ def test_a_fit_learns_the_native_kernel_regime():
             for n in (1, 2, 4) for c in (4, 16, 32) for f in (8, 32) for s in (4, 8, 16)]
     samples = [Sample(benchmark="conv3d", variant="fwd", device="cpu", dtype="float32", threads=1, params=p,
                       times_s=noisy_times(true_s(p), rng, 0.03, 7)) for p in grid]
-    cost_model = load_cost_model(fit_profile(profile_with(samples)))
+    fitted = fit_profile(profile_with(samples))
+    cost_model = load_cost_model(fitted)
     assert cost_model.coefficients.host_threads == 1
+    quality = cost_model.coefficients.compute["conv3d/fwd/float32"].quality  # held out apart per kernel
+    assert set(quality.by_kernel) == {"oneDNN", "native"}
+    assert min(quality.by_kernel.values()) <= quality.median_rel_error <= max(quality.by_kernel.values())
+    assert "(oneDNN shapes" in next(line for line in fit_lines(fitted) if "conv3d/fwd" in line)
     native = dict(N=1, C=8, F=16, D=8, H=8, W=8, kernel=3, stride=1, padding=1)
     onednn = {**native, "N": 3}
     assert shapes.cpu_native_conv("conv3d", native, "float32", 1)
