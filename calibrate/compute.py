@@ -178,7 +178,8 @@ def errors_by_kernel(points, feature_names, preds: np.ndarray, truth: np.ndarray
     batch-1 shapes were held out at 14-88% while oneDNN's met 5-19% (2026-11-30), which one figure hides."""
     if "cpu_native_conv" not in feature_names:
         return None
-    native = np.array([p.features[feature_names.index("cpu_native_conv")] == 1.0 for p in points])
+    column = feature_names.index("cpu_native_conv")
+    native = np.array([p.features[column] == 1.0 for p in points])
     if native.all() or not native.any():
         return None
     rel = relative_errors(preds, truth)

@@ -116,6 +116,7 @@ def _measure_op(op, sizes, group, handle, rank, device, budget, fault, config, r
     regime round-robin over the sizes (profiler.comm.harness), in chunks that bound the buffers held.
     step_done() is called after every size and every sweep (_steps of them)."""
     current_size = sizes[0][0]  # the size being measured, for the failure message
+    most_rounds = budget.rounds(device)
     try:
         for chunk in sweep_chunks([size for size, _ in sizes]):
             calls, estimates_s = [], []
@@ -133,9 +134,9 @@ def _measure_op(op, sizes, group, handle, rank, device, budget, fault, config, r
                              f"{times.ops_per_sample} back-to-back ops then one sync, per op, max over ranks")):
                         report("sample", _sample(op, size, requested, group, variant, values, how, config))
                 step_done()
-            rounds = budget.rounds(device)
+            rounds = most_rounds
             if group.size < config.world_size:  # the others wait for the whole sweep at one barrier
-                rounds = sweep_rounds(estimates_s, rounds, config.timeout_s / 2)
+                rounds = sweep_rounds(estimates_s, most_rounds, config.timeout_s / 2)
             report("point", f"{op} interleaved, {len(chunk)} sizes round-robin on {group.label()}")
             try:
                 per_size = measure_interleaved(calls, handle, device, rounds)
