@@ -26,10 +26,12 @@ from profiler.bench_framework import plan_framework
 from profiler.bench_memory import host_device_cases, last_level_cache_bytes, stream_cases
 from profiler.cases import BenchCase, measure_case, timer_settings
 from profiler.comm import section as collectives
+from profiler.comm.section import positive_int
 from profiler.errors import UserError
 from profiler.metadata import collect_machine
 from profiler.profile import SCHEMA_VERSION, Machine, Profile, Provenance, Sample, save_profile, utc_now_iso
 from profiler.shape_file import load_shape_cases
+from profiler.threads import rank_share_threads
 
 SECTIONS = ("compute", "memory", "host_device", "collectives")
 
@@ -45,6 +47,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shapes", metavar="FILE",
                         help="also measure these compute shapes (YAML, e.g. from `predictor shapes`: a model's "
                              "per-device layers); the profile then costs exactly these shapes by their measured times")
+    parser.add_argument("--threads", type=positive_int, default=None,
+                        help="CPU threads of the compute and memory benchmarks (default: torch's, or with --ranks R on "
+                             "cpu each rank's share of the cores, cores // R, as those ranks will train)")
     parser.add_argument("--force", action="store_true", help="overwrite --out if it is an existing file")
     parser.add_argument("--out", required=True,
                         help="profile file to write, or an existing folder (then <hostname>-<UTC time>.yaml in it)")
@@ -58,6 +63,15 @@ def resolve_device(requested: str) -> str:
     if requested == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     return requested
+
+
+def benchmark_threads(args, device: str) -> tuple[int, str]:
+    """The intra-op threads the single-process benchmarks run with, and why (--threads; profiler.threads)."""
+    if args.threads is not None:
+        return args.threads, "--threads"
+    if device == "cpu" and args.ranks > 1:
+        return rank_share_threads(args.ranks), f"cores // --ranks {args.ranks}"
+    return torch.get_num_threads(), "torch default"
 
 
 def parse_sections(only: str | None, device: str) -> list[str]:
@@ -170,6 +184,8 @@ def run(args) -> int:
     sections = parse_sections(args.only, device)
     if "collectives" in sections:
         collectives.preflight(args, device, args.quick)  # bad collectives flags fail before any benchmark runs
+    threads, threads_source = benchmark_threads(args, device)
+    torch.set_num_threads(threads)
     machine = collect_machine(device)
     out = store.resolve_out(args.out, machine.hostname, args.force)
     allocator = keep_freed_memory()  # the malloc regime the validation runs use too (profiler/allocator.py)
@@ -178,6 +194,7 @@ def run(args) -> int:
         "command": "profiler calibrate " + " ".join(sys.argv[2:]),
         "device": device, "quick": bool(args.quick), "grid": grid.name, "sections": sections,
         "sections_started": [], "dtypes": list(grid.dtypes), "threads": torch.get_num_threads(),
+        "threads_source": threads_source,
         "timer": timer_settings(device, args.quick), "conv_layout": "NCHW (contiguous)",
         "last_level_cache_bytes": last_level_cache_bytes(device), "allocator": allocator,
     }

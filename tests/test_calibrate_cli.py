@@ -48,6 +48,28 @@ def test_tiny_calibration_writes_a_fitted_profile(tmp_path):
     assert not store.partial_path(out).exists()
 
 
+def test_ranks_time_compute_with_each_ranks_share_of_the_cores(tmp_path):
+    """R ranks training on this host get cores // R threads each; the compute samples are timed so (the
+    collectives' spawned ranks use the same rule), and --threads overrides it."""
+    share = max(1, min(torch.get_num_threads(), (os.cpu_count() or 1) // 2))
+    runs = {"share": ("--ranks", "2"), "flag": ("--ranks", "2", "--threads", "3")}
+    for name, flags in runs.items():
+        out = tmp_path / f"{name}.yaml"
+        r = cli("calibrate", "--device", "cpu", "--only", "compute", *flags, "--out", str(out))
+        assert r.returncode == 0, r.stderr
+        profile = load_profile(out)
+        expected = share if name == "share" else 3
+        assert profile.settings["threads"] == expected
+        assert profile.settings["threads_source"] == ("cores // --ranks 2" if name == "share" else "--threads")
+        assert {s.threads for s in profile.samples} == {expected}
+
+
+@pytest.mark.parametrize("value", ["0", "two"])
+def test_bad_threads_flag_is_named(tmp_path, value):
+    assert_one_line_error(cli("calibrate", "--device", "cpu", "--threads", value, "--out", str(tmp_path / "x.yaml")),
+                          "--threads")
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU error")
 def test_device_cuda_without_gpu(tmp_path):
     assert_one_line_error(cli("calibrate", "--device", "cuda", "--out", str(tmp_path / "x.yaml")), "--device cuda")

@@ -28,7 +28,7 @@ MAX_BYTES = 256 * 2**20
 MIN_BYTES = 4
 
 
-def _positive_int(text: str) -> int:
+def positive_int(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
@@ -50,7 +50,7 @@ def _positive_float(text: str) -> float:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("collectives")
-    g.add_argument("--ranks", type=_positive_int, default=1,
+    g.add_argument("--ranks", type=positive_int, default=1,
                    help="spawn N local ranks for the collectives (default 1; ignored under torchrun/srun, which set the world)")
     g.add_argument("--backend", choices=("auto", "gloo", "nccl"), default="auto",
                    help="torch.distributed backend (auto: nccl on cuda, gloo on cpu)")
@@ -60,11 +60,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="how long ranks wait to join the job (rank 0 may run other benchmarks first)")
     g.add_argument("--master-addr", default=None,
                    help="rendezvous address (default 127.0.0.1 with --ranks; MASTER_ADDR or the first SLURM node under a launcher)")
-    g.add_argument("--master-port", type=_positive_int, default=None,
+    g.add_argument("--master-port", type=positive_int, default=None,
                    help="rendezvous port (default: a free port with --ranks; MASTER_PORT, or 20000 + job id %% 20000 under srun)")
     g.add_argument("--collectives", default=",".join(OPERATIONS),
                    help=f"comma-separated operations to measure (default all: {','.join(OPERATIONS)})")
-    g.add_argument("--max-message-bytes", type=_positive_int, default=None,
+    g.add_argument("--max-message-bytes", type=positive_int, default=None,
                    help=f"largest message S (default {MAX_BYTES} B; {QUICK_CPU_MAX_BYTES} B with --quick on cpu)")
 
 

@@ -25,6 +25,7 @@ from profiler.comm.factors import algbw_bytes_per_s, busbw_bytes_per_s, busbw_fa
 from profiler.comm.harness import (FULL, INTERLEAVE_S, QUICK, SweepFailure, measure_interleaved, measure_point, sweep_chunks,
                                    sweep_rounds)
 from profiler.errors import UserError
+from profiler.threads import rank_share_threads
 
 ELEMENT_DTYPE = torch.float32
 ELEMENT_BYTES = torch.tensor([], dtype=ELEMENT_DTYPE).element_size()
@@ -203,7 +204,7 @@ def spawned_rank(rank: int, config: CommConfig, queue, local_rank: Optional[int]
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group; the supervisor ends us
     local_rank = rank if local_rank is None else local_rank
     if config.launcher == "spawn" and config.device == "cpu":  # every rank on this host: share its cores
-        torch.set_num_threads(max(1, min(torch.get_num_threads(), (os.cpu_count() or 1) // config.world_size)))
+        torch.set_num_threads(rank_share_threads(config.world_size))
 
     def report(kind, payload):
         queue.put((kind, rank, payload))
