@@ -39,8 +39,14 @@ ZERO_COST = {(op, "bwd_weight") for op in ("batchnorm", "relu", "maxpool", "avgp
 #: sample variant -> pass (memory-bound benchmarks write one `bwd` variant)
 VARIANT_PASS = {"bwd": "bwd_data"}
 
+#: log_native_columns: log10 of the im2col buffer (N*C*prod(kernel)*output positions elements) that PyTorch's
+#: native CPU convolution fills before its GEMM, 0 for every other call: at 4 filters the buffer is most of the
+#: time (about 1.1 ns per element on one core), and beyond the caches each element costs more (a 57 MB
+#: buffer ran at 3.5 ns). Appended last, so trees fitted before it existed index the same columns. With it,
+#: conv3d backward-weight went from 14.4-16.1% held-out median error to 12.4-13.8% and forward from
+#: 12.8-14.0% to 12.1-13.8% (four one-thread quick profiles, three fold draws each, 2026-11-30).
 FLOP_FEATURES = ["log_flops", "log_intensity", "log_min_dim", "log_batch", "log_in_channels",
-                 "log_out_channels", "log_spatial", "kernel_volume", "cpu_native_conv"]
+                 "log_out_channels", "log_spatial", "kernel_volume", "cpu_native_conv", "log_native_columns"]
 BYTE_FEATURES = ["log_bytes", "log_batch", "log_channels", "log_spatial", "spatial_dims", "kernel_volume"]
 #: efficiency never rises when a size shrinks (+1 = non-decreasing in that feature, 0 = free), so a split
 #: shape is never predicted more efficient than the shape it came from through a smaller batch, channel count
@@ -50,7 +56,7 @@ BYTE_FEATURES = ["log_bytes", "log_batch", "log_channels", "log_spatial", "spati
 #: trend in log work (calibrate.compute) stays >= 0.
 MONOTONE = {"log_flops": 0, "log_bytes": 0, "log_min_dim": 1, "log_batch": 1, "log_in_channels": 1,
             "log_out_channels": 1, "log_channels": 1, "log_spatial": 1, "log_intensity": 0, "kernel_volume": 0,
-            "cpu_native_conv": 0, "spatial_dims": 0}
+            "cpu_native_conv": 0, "log_native_columns": 0, "spatial_dims": 0}
 #: PyTorch's CPU float32 convolution leaves oneDNN for its own kernels below this N*C*size(2)*size(3)
 NATIVE_CONV_MAX_ELEMENTS = 20480
 #: float32 lanes of the vector ISA PyTorch's CPU kernels dispatch to (torch.backends.cpu.get_cpu_capability(),
@@ -149,7 +155,7 @@ def work(op: str, pass_: str, params: Mapping[str, Any], dtype: str,
         m, n, k = (_int(params, key, op) for key in ("M", "N", "K"))
         flops = 2.0 * m * n * k
         nbytes = float(m * k + k * n + m * n) * b
-        return _flop_features(flops, flops, nbytes, min(m, n, k), m, k, n, 1, 1, False)
+        return _flop_features(flops, flops, nbytes, min(m, n, k), m, k, n, 1, 1, False, 0)
     dims = 3 if op.endswith("3d") or (kind == "bytes" and "D" in params) else 2  # 3-D pooling/BN carry D
     batch, channels = _int(params, "N", op), _int(params, "C", op)
     spatial = _spatial(params, op, dims)
@@ -163,6 +169,7 @@ def work(op: str, pass_: str, params: Mapping[str, Any], dtype: str,
         flops = 2.0 * batch * filters * channels * kvol * ovol
         nbytes = float(batch * channels * math.prod(spatial) + filters * channels * kvol + batch * filters * ovol) * b
         native = host_threads is not None and cpu_native_conv(op, params, dtype, host_threads)
+        columns = batch * channels * kvol * ovol if native else 0
         executed = flops
         if host_threads is not None and lanes and not native and canonical_dtype(dtype) == "float32":
             c_pad, f_pad = lane_padded_channels(pass_, channels, filters, lanes)
@@ -170,9 +177,9 @@ def work(op: str, pass_: str, params: Mapping[str, Any], dtype: str,
         if pass_ == "bwd_data":  # dX (N*in_vol x C) = dY (N*out_vol x F*kvol) * W: C is the output width
             ivol = math.prod(spatial)
             return _flop_features(flops, executed, nbytes, min(batch * ivol, channels, filters * kvol), batch,
-                                  filters, channels, ivol, kvol, native)
+                                  filters, channels, ivol, kvol, native, columns)
         return _flop_features(flops, executed, nbytes, min(batch * ovol, filters, channels * kvol), batch, channels,
-                              filters, ovol, kvol, native)
+                              filters, ovol, kvol, native, columns)
     elems = batch * channels * math.prod(spatial)
     kvol = 1  # a pooling window's volume; 1 for element-wise ops
     if (op, pass_) in ZERO_COST:
@@ -203,13 +210,15 @@ def _log(v: float) -> float:
     return math.log10(max(v, 1.0))
 
 
-def _flop_features(flops, executed, nbytes, min_dim, batch, c_in, c_out, spatial, kvol, native: bool) -> dict[str, Any]:
+def _flop_features(flops, executed, nbytes, min_dim, batch, c_in, c_out, spatial, kvol, native: bool,
+                   native_columns: int) -> dict[str, Any]:
     """Features of the (implicit) GEMM a call runs: min_dim its smallest side, c_in its reduction width and
-    c_out its output width per kernel tap, spatial the output positions per sample. `executed` (the work) are
+    c_out its output width per kernel tap, spatial the output positions per sample, native_columns the
+    elements of a native kernel's im2col buffer (0 when oneDNN or a GPU runs it). `executed` (the work) are
     the FLOPs with SIMD padding; the FLOP and intensity features use it too."""
     return {"flops": flops, "bytes": nbytes, "work": executed,
             "features": [_log(executed), math.log10(max(executed, 1.0) / max(nbytes, 1.0)), _log(min_dim), _log(batch),
-                         _log(c_in), _log(c_out), _log(spatial), float(kvol), float(native)]}
+                         _log(c_in), _log(c_out), _log(spatial), float(kvol), float(native), _log(native_columns)]}
 
 
 def feature_names(op: str) -> list[str]:

@@ -73,6 +73,22 @@ def test_bwd_data_features_describe_the_gemm_it_runs():
     assert fwd["log_flops"] == bwd["log_flops"]
 
 
+def test_native_column_buffer_feature_by_hand():
+    """A native-kernel conv's im2col buffer is N*C*prod(kernel)*output positions elements; oneDNN convs,
+    GPU calls and GEMMs have none (the feature is 0)."""
+    column = shapes.FLOP_FEATURES.index("log_native_columns")
+    native = dict(N=1, C=32, F=4, D=8, H=8, W=8, kernel=3, stride=1, padding=1)  # out 8^3, 32*27*512 columns
+    strided = dict(N=1, C=16, F=4, D=8, H=8, W=8, kernel=3, stride=2, padding=1)  # out 4^3: 16*27*64
+    for pass_ in ("fwd", "bwd_data", "bwd_weight"):
+        row = shapes.work("conv3d", pass_, native, "float32", host_threads=1)["features"]
+        assert row[NATIVE] == 1.0 and row[column] == pytest.approx(np.log10(32 * 27 * 512))
+    assert shapes.work("conv3d", "fwd", strided, "float32", host_threads=1)["features"][column] == \
+        pytest.approx(np.log10(16 * 27 * 64))
+    assert shapes.work("conv3d", "fwd", {**native, "N": 2}, "float32", host_threads=1)["features"][column] == 0.0
+    assert shapes.work("conv3d", "fwd", native, "float32")["features"][column] == 0.0  # a GPU call
+    assert shapes.work("gemm", "fwd", dict(M=64, N=64, K=64), "float32")["features"][column] == 0.0
+
+
 def test_a_fit_learns_the_native_kernel_regime():
     """CPU samples where PyTorch's native kernels run 5x slower than oneDNN: unseen shapes on both sides of
     the rule are predicted at their own rate, through the host thread count the profile records."""
