@@ -53,6 +53,16 @@ def measure_case(case: BenchCase, device: str, timer_kwargs: dict) -> Sample:
                          **({"cold_evict_bytes": evict} if evict else {})})
 
 
+def compute_passes(device: str) -> int:
+    """How many times the compute section sweeps its shapes (calibrate.fit keeps each shape's fastest pass).
+    CPU: 2. On the 2-core VM a one-thread quick calibration repeats each shape within 2% (median) when
+    undisturbed, yet two whole calibrations in four (2026-11-30) had a 5-10 s window in which every call ran
+    10-70% slower, enough to lift conv3d fits from 13% to 18-27% held-out error; the second pass runs a whole
+    sweep later, outside such a window, at half the per-point budget each. GPU: 1 (CUDA-event times of one
+    kernel; no such windows were measured)."""
+    return 1 if device.startswith("cuda") else 2
+
+
 def timer_settings(device: str, quick: bool) -> dict:
     """Timer keyword arguments per mode; recorded in the profile's settings."""
     if os.environ.get(GRID_ENV) == "tiny":

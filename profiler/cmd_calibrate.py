@@ -9,6 +9,7 @@ UserError inside a section, writes the samples so far to `<out>.partial` and exi
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import signal
 import sys
 import time
@@ -24,7 +25,7 @@ from profiler.allocator import keep_freed_memory
 from profiler.bench_compute import choose_grid, plan_compute
 from profiler.bench_framework import plan_framework
 from profiler.bench_memory import host_device_cases, last_level_cache_bytes, stream_cases
-from profiler.cases import BenchCase, measure_case, timer_settings
+from profiler.cases import BenchCase, compute_passes, measure_case, timer_settings
 from profiler.comm import section as collectives
 from profiler.comm.section import positive_int
 from profiler.errors import UserError
@@ -132,7 +133,8 @@ def run_sections(cal: Calibration, plans: dict[str, list[BenchCase]], sections: 
     """Measure every section in order, appending to cal.samples as each point completes."""
     timer_kwargs = timer_settings(device, args.quick)
     with _progress(console) as progress:
-        tasks = {name: progress.add_task(name, total=len(cases), point="") for name, cases in plans.items()}
+        tasks = {name: progress.add_task(name, total=len(section_sweep(name, cases, device)), point="")
+                 for name, cases in plans.items()}
         if "collectives" in sections:
             tasks["collectives"] = progress.add_task("collectives", total=None, point="")
         for name in sections:
@@ -148,10 +150,13 @@ def run_sections(cal: Calibration, plans: dict[str, list[BenchCase]], sections: 
                 progress.update(tasks[name], total=progress.tasks[tasks[name]].completed,
                                 point="skipped" if "skipped" in result else "done")
                 continue
-            for case in plans[name]:
+            for case in section_sweep(name, plans[name], device):
                 progress.update(tasks[name], point=case.label[:60])
+                if case.label in cal.settings.get("failed_points", {}):  # failed in an earlier pass
+                    progress.advance(tasks[name])
+                    continue
                 try:
-                    cal.samples.append(measure_case(case, device, timer_kwargs))
+                    cal.samples.append(measure_case(case, device, case_timer_kwargs(timer_kwargs, case, device)))
                 except RuntimeError as err:  # a backend that cannot run this point (no kernel, out of memory)
                     reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
                     cal.settings.setdefault("failed_points", {})[case.label] = reason
@@ -160,6 +165,25 @@ def run_sections(cal: Calibration, plans: dict[str, list[BenchCase]], sections: 
                         torch.cuda.empty_cache()  # an out-of-memory point must not starve the next ones
                 progress.advance(tasks[name])
             progress.update(tasks[name], point="done")
+
+
+def section_sweep(name: str, cases: list[BenchCase], device: str) -> list[BenchCase]:
+    """The cases in run order: the compute section's ops in profiler.cases.compute_passes sweeps, each over
+    every shape in the same order (a shape's passes are a whole sweep apart), tagged `pass` 1, 2, ...;
+    the framework-overhead cases, and every other section, once."""
+    passes = compute_passes(device) if name == "compute" else 1
+    if passes == 1:
+        return list(cases)
+    ops = [case for case in cases if case.benchmark != "framework"]
+    return ([dataclasses.replace(case, tags={**case.tags, "pass": p}) for p in range(1, passes + 1) for case in ops]
+            + [case for case in cases if case.benchmark == "framework"])
+
+
+def case_timer_kwargs(timer_kwargs: dict, case: BenchCase, device: str) -> dict:
+    """A case swept in several passes gets an equal share of the per-point time budget in each."""
+    if "pass" not in case.tags:
+        return timer_kwargs
+    return {**timer_kwargs, "budget_s": timer_kwargs["budget_s"] / compute_passes(device)}
 
 
 def fit_or_warn(profile: Profile, path: Path, console: Console) -> Profile:
@@ -205,7 +229,8 @@ def run(args) -> int:
         shape_cases = load_shape_cases(args.shapes, device, grid.dtypes)
         plans["compute"] += shape_cases
         settings["shapes_file"] = {"path": str(args.shapes), "points": len(shape_cases)}
-    settings["points"] = {name: len(cases) for name, cases in plans.items()}
+    settings["points"] = {name: len(section_sweep(name, cases, device)) for name, cases in plans.items()}
+    settings["compute_passes"] = compute_passes(device)
     fallback = next((c.tags["cuda_c_unavailable"] for c in plans.get("memory", []) if "cuda_c_unavailable" in c.tags),
                     None)
     if fallback:

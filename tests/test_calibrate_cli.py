@@ -43,6 +43,11 @@ def test_tiny_calibration_writes_a_fitted_profile(tmp_path):
     assert profile.settings["grid"] == "tiny" and profile.settings["sections"] == ["compute", "memory", "collectives"]
     assert "skipped" in profile.settings["collectives"]
     assert profile.coefficients and profile.coefficients["framework"]  # calibrate.fit ran
+    ops = [s for s in profile.samples if s.benchmark not in ("stream", "framework")]  # swept twice, same order
+    first, second = ([s for s in ops if s.extra["pass"] == p] for p in (1, 2))
+    assert len(first) + len(second) == len(ops) and profile.settings["compute_passes"] == 2
+    assert [(s.benchmark, s.variant, s.params) for s in first] == [(s.benchmark, s.variant, s.params) for s in second]
+    assert not any("pass" in s.extra for s in profile.samples if s.benchmark == "framework")
     assert all(s.flops is not None and s.bytes_moved > 0 for s in profile.samples
                if s.benchmark not in ("stream", "framework"))
     assert not store.partial_path(out).exists()
@@ -204,8 +209,10 @@ def test_a_point_the_backend_cannot_run_is_recorded_and_skipped(tmp_path):
     cal = Calibration(machine=collect_machine("cpu"), created="2026-01-01T00:00:00+00:00",
                       settings={"sections_started": []})
     args = argparse.Namespace(quick=True)
-    run_sections(cal, {"compute": [bad, good]}, ["compute"], args, "cpu", Console(stderr=True))
-    assert [s.benchmark for s in cal.samples] == ["add"]
+    console = Console(stderr=True, record=True)
+    run_sections(cal, {"compute": [bad, good]}, ["compute"], args, "cpu", console)
+    assert [(s.benchmark, s.extra["pass"]) for s in cal.samples] == [("add", 1), ("add", 2)]
+    assert console.export_text().count(": skipped (") == 1  # not tried again in the second pass
     assert cal.settings["failed_points"] == {bad.label: "no kernel image is available for execution on the device"}
 
 
