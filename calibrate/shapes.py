@@ -43,8 +43,8 @@ VARIANT_PASS = {"bwd": "bwd_data"}
 #: native CPU convolution fills before its GEMM, 0 for every other call: at 4 filters the buffer is most of the
 #: time (about 1.1 ns per element on one core), and beyond the caches each element costs more (a 57 MB
 #: buffer ran at 3.5 ns). Appended last, so trees fitted before it existed index the same columns. With it,
-#: conv3d backward-weight went from 14.4-16.1% held-out median error to 12.4-13.8% and forward from
-#: 12.8-14.0% to 12.1-13.8% (four one-thread quick profiles, three fold draws each, 2026-11-30).
+#: the held-out median error of conv3d backward-weight went from 20.2% to 16.9%, forward from 15.8% to 14.5%
+#: and backward-data from 6.2% to 5.5% (three one-thread quick profiles, two fold draws each, 2026-11-30).
 FLOP_FEATURES = ["log_flops", "log_intensity", "log_min_dim", "log_batch", "log_in_channels",
                  "log_out_channels", "log_spatial", "kernel_volume", "cpu_native_conv", "log_native_columns"]
 BYTE_FEATURES = ["log_bytes", "log_batch", "log_channels", "log_spatial", "spatial_dims", "kernel_volume"]

@@ -180,10 +180,11 @@ def section_sweep(name: str, cases: list[BenchCase], device: str) -> list[BenchC
 
 
 def case_timer_kwargs(timer_kwargs: dict, case: BenchCase, device: str) -> dict:
-    """A case swept in several passes gets an equal share of the per-point time budget in each."""
+    """A case swept in several passes gets an equal share of the per-point warm-up and time budget in each."""
     if "pass" not in case.tags:
         return timer_kwargs
-    return {**timer_kwargs, "budget_s": timer_kwargs["budget_s"] / compute_passes(device)}
+    passes = compute_passes(device)
+    return {**timer_kwargs, "warmup_s": timer_kwargs["warmup_s"] / passes, "budget_s": timer_kwargs["budget_s"] / passes}
 
 
 def fit_or_warn(profile: Profile, path: Path, console: Console) -> Profile:
@@ -237,7 +238,7 @@ def run(args) -> int:
         settings["stream_cuda_c_unavailable"] = fallback
     cal = Calibration(machine=machine, created=utc_now_iso(), settings=settings)
     console = Console(stderr=True, highlight=False, soft_wrap=True)
-    planned = ", ".join(f"{name} {len(cases)} points" for name, cases in plans.items())
+    planned = ", ".join(f"{name} {settings['points'][name]} points" for name in plans)
     console.print(f"profiler calibrate: {device}, {grid.name} grid: {planned or 'no single-process points'}"
                   f"{', collectives' if 'collectives' in sections else ''} -> {out}")
     if fallback:
