@@ -2,7 +2,7 @@
 
 Every fitted number is an `Estimate` (value + 95% bootstrap interval); every fit carries its held-out
 `FitQuality`. Published profiles use the same schema, with `sources` naming where each number comes from.
-Models are stored as plain numbers (segments, tree arrays), never pickles, so YAML loads them safely.
+Models are stored as plain numbers (segments, tree arrays, a GP's training rows), never pickles, so YAML loads them safely.
 
 Layout (keys of `Profile.coefficients`):
   compute:     "op/pass/dtype" -> ComputeFit      (e.g. "conv2d/bwd_weight/float16")
@@ -16,7 +16,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from profiler.errors import UserError
 
@@ -112,18 +113,58 @@ class Tree(_Strict):
     value: list[float]
 
 
-class EfficiencyModel(_Strict):
-    """log(efficiency) = init + slope * features[0] + learning_rate * sum(tree(features)), clipped to <= 0.
+class GaussianProcess(_Strict):
+    """The posterior mean of a Gaussian process regression with an anisotropic RBF kernel, as plain numbers:
+    gp(x) = y_mean + y_std * sum_i alpha_i * amplitude * exp(-|(x - train_x_i) / length_scales|^2 / 2)
+    (sklearn's GaussianProcessRegressor with normalize_y; its white-noise term only enters alpha)."""
 
-    The linear term in log work carries the trend beyond the sweep (trees alone extrapolate flat: smaller
-    split shapes would keep the efficiency of the smallest shape measured); trees fit the rest.
-    A published profile has neither: efficiency = exp(init) for every shape."""
+    train_x: list[list[float]]
+    alpha: list[float]
+    length_scales: list[float]
+    amplitude: float = Field(gt=0)
+    y_mean: float
+    y_std: float = Field(gt=0)
+    _scaled: Optional[tuple] = PrivateAttr(default=None)  # numpy views, built on first use
+
+    def mean_at(self, row) -> float:
+        """gp(row): one shape at a time, as the predictor costs them."""
+        if self._scaled is None:
+            scales = np.asarray(self.length_scales, float)
+            self._scaled = (np.asarray(self.train_x, float) / scales, np.asarray(self.alpha, float), scales)
+        train, alpha, scales = self._scaled
+        d = train - np.asarray(row, float) / scales
+        return self.y_mean + self.y_std * float(alpha @ (self.amplitude * np.exp(-0.5 * np.einsum("ij,ij->i", d, d))))
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        if len(self.alpha) != len(self.train_x):
+            raise ValueError(f"alpha has {len(self.alpha)} values for {len(self.train_x)} training rows")
+        if any(len(row) != len(self.length_scales) for row in self.train_x):
+            raise ValueError(f"every training row needs {len(self.length_scales)} values (one per length scale)")
+        return self
+
+
+class EfficiencyModel(_Strict):
+    """log(efficiency) = init + slope * features[0] + learning_rate * sum(tree(features)) + gp(features),
+    clipped to <= 0.
+
+    The linear term in log work carries the trend beyond the sweep (trees and a GP alone extrapolate flat:
+    smaller split shapes would keep the efficiency of the smallest shape measured); boosted trees or a
+    Gaussian process (calibrate.compute.LEARNERS, whichever cross-validates better) fit the rest.
+    A published profile has none of them: efficiency = exp(init) for every shape."""
 
     features: list[str]
     init: float
     slope: float = 0.0
     learning_rate: float = 1.0
     trees: list[Tree] = Field(default_factory=list)
+    gp: Optional[GaussianProcess] = None
+
+    @model_validator(mode="after")
+    def _gp_matches_features(self):
+        if self.gp is not None and len(self.gp.length_scales) != len(self.features):
+            raise ValueError(f"gp has {len(self.gp.length_scales)} length scales for {len(self.features)} features")
+        return self
 
 
 class ComputeFit(_Strict):

@@ -1,24 +1,31 @@
 """Compute fits: time(shape) = launch + max(work / (peak * efficiency(shape)), bytes / memory bandwidth).
 
 The roofline form is the standard max(compute, memory) bound (microbenchmarks.md §3.6); the efficiency
-term is learned from the sweep by gradient-boosted shallow trees over shape features (calibrate.shapes),
-because achieved throughput depends on shape in ways no closed form captures (microbenchmarks.md §3.5:
-MAMF varies by tens of percent between shapes). The trees are monotone in every size feature
-(calibrate.shapes.MONOTONE: sklearn's `monotonic_cst`; arithmetic intensity and kernel size are free),
-so a smaller batch, channel count or spatial size never raises the predicted efficiency by itself. Trees are exported as plain arrays (no pickle).
+term is learned from the sweep over shape features (calibrate.shapes), because achieved throughput depends
+on shape in ways no closed form captures (microbenchmarks.md §3.5: MAMF varies by tens of percent between
+shapes). Two learners fit it, and each family keeps the one that cross-validates better (LEARNERS):
+gradient-boosted shallow trees, monotone in every size feature (calibrate.shapes.MONOTONE: sklearn's
+`monotonic_cst`; arithmetic intensity and kernel size are free), so a smaller batch, channel count or
+spatial size never raises the predicted efficiency by itself; and a Gaussian process with one length
+scale per feature (sklearn's GaussianProcessRegressor), smooth but not monotone, which fitted the CPU
+convolutions' many small regimes better. Both are exported as plain numbers (no pickle).
 """
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
 import numpy as np
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.gaussian_process import GaussianProcessRegressor
+from sklearn.gaussian_process.kernels import RBF, ConstantKernel, WhiteKernel
 from sklearn.tree import DecisionTreeRegressor
 
 from calibrate.alphabeta import (MIN_TIME_S, STATISTICS, bootstrap_estimate, fit_line, quality, relative_errors,
                                  resample, with_noise)
-from calibrate.coefficients import ComputeFit, EfficiencyModel, Estimate, FitQuality, Tree
+from calibrate.coefficients import ComputeFit, EfficiencyModel, Estimate, FitQuality, GaussianProcess, Tree
 from calibrate.shapes import MONOTONE
 
 N_TREES = 100
@@ -32,6 +39,12 @@ LEARNING_RATE = 0.15
 MIN_SAMPLES_FOR_TREES = 6
 CV_FOLDS = 5
 BOOTSTRAP_REPLICATES = 200
+#: the efficiency learners a family chooses between by cross-validated median error. On three one-thread
+#: quick profiles with each shape counted once (2026-11-30, two fold draws each) the GP was held out at
+#: 10.5-10.9% for conv3d backward-weight against 19.4-19.7% for the trees, 11.4-11.7% against 15.3-16.1%
+#: for conv3d forward, 6.2-6.4% against 11.2-12.1% for conv2d backward-data; the trees were better for
+#: conv2d backward-weight (9.0% against 12.6%), batchnorm backward and max-pooling.
+LEARNERS = ("trees", "gp")
 
 
 @dataclass(frozen=True)
@@ -66,10 +79,12 @@ def tree_value(tree: Tree, row: Sequence[float]) -> float:
 
 
 def efficiency_at(model: EfficiencyModel, row: Sequence[float]) -> float:
-    """Fraction of peak at one shape: exp(trend in log work + boosted trees), capped at 1."""
+    """Fraction of peak at one shape: exp(trend in log work + boosted trees or GP), capped at 1."""
     log_eff = model.init + (model.slope * row[0] if model.slope else 0.0)
     for tree in model.trees:
         log_eff += model.learning_rate * tree_value(tree, row)
+    if model.gp is not None:
+        log_eff += model.gp.mean_at(row)
     return math.exp(min(log_eff, 0.0))
 
 
@@ -116,8 +131,22 @@ def boost(x: np.ndarray, y: np.ndarray, monotone: list[int]) -> tuple[list[Tree]
     return trees, base
 
 
+def fit_gp(x: np.ndarray, y: np.ndarray) -> GaussianProcess:
+    """GP regression of y on x (constant * anisotropic RBF + white noise, hyperparameters by marginal
+    likelihood with one restart, seeded), exported as its posterior mean."""
+    kernel = ConstantKernel(1.0) * RBF(np.ones(x.shape[1]), (1e-2, 1e3)) + WhiteKernel(1e-2, (1e-5, 1.0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # a length scale at its bound: that feature is flat
+        gp = GaussianProcessRegressor(kernel, normalize_y=True, n_restarts_optimizer=1, random_state=0).fit(x, y)
+    fitted = gp.kernel_
+    return GaussianProcess(train_x=np.asarray(x, float).tolist(), alpha=np.ravel(gp.alpha_).tolist(),
+                           length_scales=np.atleast_1d(fitted.k1.k2.length_scale).astype(float).tolist(),
+                           amplitude=float(fitted.k1.k1.constant_value), y_mean=float(np.ravel(gp._y_train_mean)[0]),
+                           y_std=float(np.ravel(gp._y_train_std)[0]))
+
+
 def _train(points: Sequence[ComputePoint], feature_names: list[str], kind: str,
-           memory_bw: Optional[float], launch_rule: str = "intercept") -> ComputeFit:
+           memory_bw: Optional[float], launch_rule: str = "intercept", learner: str = "trees") -> ComputeFit:
     work = np.array([p.work for p in points])
     t = np.array([p.t for p in points])
     launch = LAUNCH_RULES[launch_rule](work, t)
@@ -134,13 +163,18 @@ def _train(points: Sequence[ComputePoint], feature_names: list[str], kind: str,
         slope, init = (float(v) for v in np.polyfit(x[:, 0], log_eff, 1))
         slope = max(slope, 0.0)  # efficiency never improves as work shrinks
         init = float(np.mean(log_eff - slope * x[:, 0]))
+    gp = None
     if len(points) >= MIN_SAMPLES_FOR_TREES:
-        trees, base = boost(x, log_eff - init - slope * x[:, 0], [MONOTONE[f] for f in feature_names])
-        init += base
+        residual = log_eff - init - slope * x[:, 0]
+        if learner == "gp":
+            gp = fit_gp(x, residual)
+        else:
+            trees, base = boost(x, residual, [MONOTONE[f] for f in feature_names])
+            init += base
     return ComputeFit(kind=kind, launch_s=Estimate.exact(launch), peak_per_s=peak,
                       memory_bandwidth_bytes_per_s=memory_bw if kind == "flops" else None,
                       efficiency=EfficiencyModel(features=feature_names, init=init, slope=slope,
-                                                 learning_rate=LEARNING_RATE, trees=trees),
+                                                 learning_rate=LEARNING_RATE, trees=trees, gp=gp),
                       time_scale=Estimate.exact(1.0), n_samples=len(points))
 
 
@@ -150,19 +184,19 @@ def _predict_points(fit: ComputeFit, points: Sequence[ComputePoint]) -> np.ndarr
 
 
 def held_out_quality(points: Sequence[ComputePoint], train_mask: np.ndarray, label: str, feature_names, kind,
-                     memory_bw, launch_rule: str = "intercept") -> Optional[FitQuality]:
+                     memory_bw, launch_rule: str = "intercept", learner: str = "trees") -> Optional[FitQuality]:
     """Train on points[train_mask], report errors on the rest."""
     train = [p for p, m in zip(points, train_mask) if m]
     test = [p for p, m in zip(points, train_mask) if not m]
     if len(train) < 2 or not test:
         return None
-    fit = _train(train, feature_names, kind, memory_bw, launch_rule)
+    fit = _train(train, feature_names, kind, memory_bw, launch_rule, learner)
     return quality(_predict_points(fit, test), np.array([p.t for p in test]), label, len(train))
 
 
 def cross_validate(points, feature_names, kind, memory_bw, order: np.ndarray,
-                   launch_rule: str = "intercept") -> Optional[FitQuality]:
-    """K-fold over a given permutation of the points (the same folds for every rule compared)."""
+                   launch_rule: str = "intercept", learner: str = "trees") -> Optional[FitQuality]:
+    """K-fold over a given permutation of the points (the same folds for every rule and learner compared)."""
     n = len(points)
     if n < 4:
         return None
@@ -172,7 +206,7 @@ def cross_validate(points, feature_names, kind, memory_bw, order: np.ndarray,
         test_idx = order[f::folds]
         mask = np.ones(n, bool)
         mask[test_idx] = False
-        fit = _train([points[i] for i in np.flatnonzero(mask)], feature_names, kind, memory_bw, launch_rule)
+        fit = _train([points[i] for i in np.flatnonzero(mask)], feature_names, kind, memory_bw, launch_rule, learner)
         preds[test_idx] = _predict_points(fit, [points[i] for i in test_idx])
     result = quality(preds, truth, f"{folds}-fold random", int(n * (folds - 1) / folds))
     return result.model_copy(update={"by_kernel": errors_by_kernel(points, feature_names, preds, truth)})
@@ -221,17 +255,27 @@ def fit_compute(points: Sequence[ComputePoint], feature_names: list[str], kind: 
                 ) -> ComputeFit:
     """Fit one family (op, pass, dtype) with held-out quality, an extrapolation check and bootstrap CIs.
 
-    The launch rule (intercept or none) is the one with the lower cross-validated median error, so the
-    stored CV figure is chosen among two and slightly optimistic; the extrapolation figure is not used
-    for any choice."""
+    The launch rule (intercept or none) is the one with the lower cross-validated median error with trees,
+    and the learner (LEARNERS) the one with the lower error under that rule, so the stored CV figure is the
+    best of three and slightly optimistic; the extrapolation figure is not used for any choice."""
     order = rng.permutation(len(points))
-    scored = [(cross_validate(points, feature_names, kind, memory_bw, order, rule), rule) for rule in LAUNCH_RULES]
-    quality_, rule = min(scored, key=lambda qr: qr[0].median_rel_error if qr[0] else 0.0)
-    fit = _train(points, feature_names, kind, memory_bw, rule)
+
+    def error(scored: tuple) -> float:
+        return scored[0].median_rel_error if scored[0] else 0.0
+
+    scored = [(cross_validate(points, feature_names, kind, memory_bw, order, rule), rule, "trees")
+              for rule in LAUNCH_RULES]
+    best = min(scored, key=error)
+    if len(points) > MIN_SAMPLES_FOR_TREES:
+        rule = best[1]
+        best = min([best] + [(cross_validate(points, feature_names, kind, memory_bw, order, rule, learner), rule, learner)
+                             for learner in LEARNERS if learner != "trees"], key=error)
+    quality_, rule, learner = best
+    fit = _train(points, feature_names, kind, memory_bw, rule, learner)
     launch, scale = _bootstrap_level(points, fit, rng, rule)
     extrapolation = None
     if extrapolation_band is not None and len(points) >= 8:
         mask, label = extrapolation_band(points)
-        extrapolation = held_out_quality(points, mask, label, feature_names, kind, memory_bw, rule)
+        extrapolation = held_out_quality(points, mask, label, feature_names, kind, memory_bw, rule, learner)
     return fit.model_copy(update={"launch_s": launch, "time_scale": scale, "quality": with_noise(quality_, points),
                                   "extrapolation": extrapolation})

@@ -123,7 +123,9 @@ def fit_compute_families(samples: list[Sample], memory_bw: Optional[float], rng,
     for key, points in sorted(groups.items()):
         op = key.split("/")[0]
         out[key] = fit_compute(points, shapes.feature_names(op), shapes.op_kind(op), memory_bw, rng)
-        out[key] = out[key].model_copy(update={"sources": [f"measured: {len(points)} shapes"]})
+        learner = "Gaussian process" if out[key].efficiency.gp else "boosted trees"
+        out[key] = out[key].model_copy(update={"sources": [f"measured: {len(points)} shapes",
+                                                           f"efficiency: {learner} (chosen by cross-validation)"]})
     return out
 
 
