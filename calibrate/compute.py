@@ -39,11 +39,11 @@ LEARNING_RATE = 0.15
 MIN_SAMPLES_FOR_TREES = 6
 CV_FOLDS = 5
 BOOTSTRAP_REPLICATES = 200
-#: the efficiency learners a family chooses between by cross-validated median error. On three one-thread
+#: the efficiency learners a family chooses between by cross-validated median error. On two one-thread
 #: quick profiles with each shape counted once (2026-11-30, two fold draws each) the GP was held out at
 #: 10.5-10.9% for conv3d backward-weight against 19.4-19.7% for the trees, 11.4-11.7% against 15.3-16.1%
-#: for conv3d forward, 6.2-6.4% against 11.2-12.1% for conv2d backward-data; the trees were better for
-#: conv2d backward-weight (9.0% against 12.6%), batchnorm backward and max-pooling.
+#: for conv3d forward, 6.2-6.4% against 11.2-12.1% for conv2d backward-data; on one of them the trees were
+#: better for conv2d backward-weight (9.0% against 12.6%), batchnorm backward and max-pooling.
 LEARNERS = ("trees", "gp")
 
 
@@ -262,8 +262,7 @@ def fit_compute(points: Sequence[ComputePoint], feature_names: list[str], kind: 
     learners = LEARNERS if len(points) > MIN_SAMPLES_FOR_TREES else ("trees",)
     scored = [(cross_validate(points, feature_names, kind, memory_bw, order, rule, learner), rule, learner)
               for rule in LAUNCH_RULES for learner in learners]
-    best = min(scored, key=lambda scored_: scored_[0].median_rel_error if scored_[0] else 0.0)
-    quality_, rule, learner = best
+    quality_, rule, learner = min(scored, key=lambda qrl: qrl[0].median_rel_error if qrl[0] else 0.0)
     fit = _train(points, feature_names, kind, memory_bw, rule, learner)
     launch, scale = _bootstrap_level(points, fit, rng, rule)
     extrapolation = None

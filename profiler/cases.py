@@ -58,8 +58,8 @@ def compute_passes(device: str) -> int:
     CPU: 2. On the 2-core VM a one-thread quick calibration repeats each shape within 2% (median) when
     undisturbed, yet two whole calibrations in four (2026-11-30) had a 5-10 s window in which every call ran
     10-70% slower, enough to lift conv3d fits from 13% to 18-27% held-out error; the second pass runs a whole
-    sweep later, outside such a window, with half the per-point warm-up and budget each. GPU: 1 (CUDA-event times of one
-    kernel; no such windows were measured)."""
+    sweep later, outside such a window, with half the per-point warm-up and budget each. GPU: 1 (CUDA-event
+    times of one kernel; no such windows were measured)."""
     return 1 if device.startswith("cuda") else 2
 
 

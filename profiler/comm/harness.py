@@ -27,6 +27,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+import numpy as np
 import torch
 import torch.distributed as dist
 
@@ -175,17 +176,16 @@ def sweep_rounds(estimates_s: list[float], most_rounds: int, max_seconds: float)
 
 def measure_interleaved(calls: list[Callable[[], None]], group, device: str, rounds: int) -> list[list[float]]:
     """Per call, `rounds` times of one op after INTERLEAVE_S of compute, maximum over ranks; each round runs
-    every call once, round r starting at call r mod n and going on in order, so every call is the first of a
-    round equally often: the first op after the previous round's largest message ran 1.2-1.7x slower for six
-    of the seven operations (six quick calibrations, 2026-11-30), which in a fixed order fell on the smallest
-    size alone. Every group member must call this with the same arguments. A call that raises becomes
+    every call once, in an order shuffled per round (seeded by the round number, so every rank runs the same
+    order). The op before a call leaves its mark: run in a fixed order, or one rotated per round, the smallest
+    size (which then follows the largest message) ran 1.2-1.7x slower than its neighbours for six of the
+    seven operations, and the next few sizes less so (eight quick calibrations, 2026-11-30). Every group member must call this with the same arguments. A call that raises becomes
     SweepFailure(its index)."""
     clock = _Clock(device)
     filler = compute_filler(device)
     times: list[list[float]] = [[] for _ in calls]
     for r in range(rounds):
-        for k in range(len(calls)):
-            i = (r + k) % len(calls)
+        for i in np.random.default_rng(r).permutation(len(calls)).tolist():
             fn = calls[i]
             filler()
             try:
