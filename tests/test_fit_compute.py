@@ -111,6 +111,29 @@ def test_exported_gp_mean_is_sklearns_prediction():
     assert np.median(np.abs([exported.mean_at(q) for q in x] - y)) < 0.1  # it fits
 
 
+@pytest.mark.parametrize("break_it, needle", [
+    (lambda gp: gp["alpha"].pop(), "alpha has"),
+    (lambda gp: gp["length_scales"].append(1.0), "values (one per length scale)"),
+    (lambda gp: gp.update(y_std=0.0), "y_std"),
+])
+def test_a_malformed_gp_in_a_profile_is_a_one_line_error_naming_the_field(break_it, needle):
+    from calibrate.coefficients import parse_coefficients
+    from calibrate.compute import fit_gp
+    from profiler.errors import UserError
+
+    x = np.random.default_rng(9).uniform(0, 1, size=(8, len(shapes.FLOP_FEATURES)))
+    gp = fit_gp(x, x[:, 0]).model_dump()
+    break_it(gp)
+    fit = fit_compute(points_of(conv_grid(), np.random.default_rng(9)), shapes.FLOP_FEATURES, "flops", None,
+                      np.random.default_rng(9)).model_dump()
+    fit["efficiency"].update(trees=[], gp=gp)
+    with pytest.raises(UserError) as err:
+        parse_coefficients({"compute": {"conv2d/fwd/float32": fit}}, "p.yaml")
+    message = str(err.value)
+    assert "\n" not in message and "coefficients.compute.conv2d/fwd/float32.efficiency.gp" in message
+    assert needle in message
+
+
 def test_a_family_keeps_the_learner_that_cross_validates_better(monkeypatch):
     """A smooth efficiency surface that is not monotone in channels (efficiency peaks at 32 channels) is what
     the monotone trees cannot follow and the GP can: the fit chooses the GP, says so in its sources, and its
