@@ -134,15 +134,15 @@ def boost(x: np.ndarray, y: np.ndarray, monotone: list[int]) -> tuple[list[Tree]
 def fit_gp(x: np.ndarray, y: np.ndarray) -> GaussianProcess:
     """GP regression of y on x (constant * anisotropic RBF + white noise, hyperparameters by marginal
     likelihood with one restart, seeded), exported as its posterior mean."""
+    y_mean, y_std = float(np.mean(y)), float(np.std(y)) or 1.0  # standardised as sklearn's normalize_y does
     kernel = ConstantKernel(1.0) * RBF(np.ones(x.shape[1]), (1e-2, 1e3)) + WhiteKernel(1e-2, (1e-5, 1.0))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # a length scale at its bound: that feature is flat
-        gp = GaussianProcessRegressor(kernel, normalize_y=True, n_restarts_optimizer=1, random_state=0).fit(x, y)
+        gp = GaussianProcessRegressor(kernel, random_state=0, n_restarts_optimizer=1).fit(x, (y - y_mean) / y_std)
     fitted = gp.kernel_
     return GaussianProcess(train_x=np.asarray(x, float).tolist(), alpha=np.ravel(gp.alpha_).tolist(),
                            length_scales=np.atleast_1d(fitted.k1.k2.length_scale).astype(float).tolist(),
-                           amplitude=float(fitted.k1.k1.constant_value), y_mean=float(np.ravel(gp._y_train_mean)[0]),
-                           y_std=float(np.ravel(gp._y_train_std)[0]))
+                           amplitude=float(fitted.k1.k1.constant_value), y_mean=y_mean, y_std=y_std)
 
 
 def _train(points: Sequence[ComputePoint], feature_names: list[str], kind: str,

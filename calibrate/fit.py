@@ -97,12 +97,12 @@ def fastest_per_shape(samples: Sequence[Sample]) -> list[Sample]:
     in which the machine ran slow costs one pass of a shape, not its only measurement; a `--shapes` shape
     that is also a grid shape counts once as well (two samples of one shape would also put the same point
     on both sides of a cross-validation split)."""
-    best: dict[tuple, Sample] = {}
+    best: dict[tuple, tuple[float, Sample]] = {}
     for s in samples:
-        key = (compute_family(s), shapes.shape_key(s.params))
-        if key not in best or np.median(s.times_s) < np.median(best[key].times_s):
-            best[key] = s
-    return list(best.values())
+        key, median_s = (compute_family(s), shapes.shape_key(s.params)), float(np.median(s.times_s))
+        if key not in best or median_s < best[key][0]:
+            best[key] = (median_s, s)
+    return [s for _, s in best.values()]
 
 
 def fit_compute_families(samples: list[Sample], memory_bw: Optional[float], rng,
@@ -134,16 +134,15 @@ def measured_shapes(samples: list[Sample]) -> list[MeasuredShape]:
     peers (Proteus, Echo, SimAI) cost a model from its own profiled layers; this keeps those measurements
     exact where the fitted efficiency model would smooth them (a 4-channel conv backward at
     64x64 runs at 2-5 GFLOP/s, a tenth of its neighbours', and was predicted 3x too fast)."""
-    table: dict[tuple, MeasuredShape] = {}
+    out = []
     for s in fastest_per_shape(samples):
         family = compute_family(s)
         op, pass_, _ = family.split("/")
         if (op, pass_) in shapes.ZERO_COST:
             continue
         params = {k: int(v) for k, v in s.params.items() if isinstance(v, (int, float)) and float(v).is_integer()}
-        table[(family, shapes.shape_key(params))] = MeasuredShape(
-            family=family, params=params, time_s=max(float(np.median(s.times_s)), MIN_TIME_S))
-    return list(table.values())
+        out.append(MeasuredShape(family=family, params=params, time_s=max(float(np.median(s.times_s)), MIN_TIME_S)))
+    return out
 
 
 def fit_coefficients(profile: Profile, seed: int = 0) -> Coefficients:

@@ -1,5 +1,5 @@
-"""Shared CLI plumbing: an argparse parser whose errors are one line, and a runner that turns UserError
-(and Ctrl-C) into a one-line message and an exit code. Used by both `profiler` and `predictor`."""
+"""Shared CLI plumbing: an argparse parser whose errors are one line, a positive-integer flag type, and a
+runner that turns UserError (and Ctrl-C) into a one-line message and an exit code. Used by both `profiler` and `predictor`."""
 from __future__ import annotations
 
 import argparse
@@ -8,6 +8,17 @@ import sys
 from typing import Callable, Sequence
 
 from profiler.errors import UserError
+
+
+def positive_int(text: str) -> int:
+    """argparse type for a count flag (--ranks, --threads, ...): an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -26,8 +26,8 @@ from profiler.bench_compute import choose_grid, plan_compute
 from profiler.bench_framework import plan_framework
 from profiler.bench_memory import host_device_cases, last_level_cache_bytes, stream_cases
 from profiler.cases import BenchCase, compute_passes, measure_case, timer_settings
+from profiler.cliutil import positive_int
 from profiler.comm import section as collectives
-from profiler.comm.section import positive_int
 from profiler.errors import UserError
 from profiler.metadata import collect_machine
 from profiler.profile import SCHEMA_VERSION, Machine, Profile, Provenance, Sample, save_profile, utc_now_iso
@@ -133,8 +133,8 @@ def run_sections(cal: Calibration, plans: dict[str, list[BenchCase]], sections: 
     """Measure every section in order, appending to cal.samples as each point completes."""
     timer_kwargs = timer_settings(device, args.quick)
     with _progress(console) as progress:
-        tasks = {name: progress.add_task(name, total=len(section_sweep(name, cases, device)), point="")
-                 for name, cases in plans.items()}
+        sweeps = {name: section_sweep(name, cases, device) for name, cases in plans.items()}
+        tasks = {name: progress.add_task(name, total=len(sweep), point="") for name, sweep in sweeps.items()}
         if "collectives" in sections:
             tasks["collectives"] = progress.add_task("collectives", total=None, point="")
         for name in sections:
@@ -150,7 +150,7 @@ def run_sections(cal: Calibration, plans: dict[str, list[BenchCase]], sections: 
                 progress.update(tasks[name], total=progress.tasks[tasks[name]].completed,
                                 point="skipped" if "skipped" in result else "done")
                 continue
-            for case in section_sweep(name, plans[name], device):
+            for case in sweeps[name]:
                 progress.update(tasks[name], point=case.label[:60])
                 if case.label in cal.settings.get("failed_points", {}):  # failed in an earlier pass
                     progress.advance(tasks[name])

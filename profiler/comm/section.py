@@ -21,21 +21,12 @@ from kernels.collectives import OPERATIONS
 from profiler.comm import launch
 from profiler.comm.supervise import supervise
 from profiler.comm.worker import CommConfig, run_rank
+from profiler.cliutil import positive_int
 from profiler.errors import UserError
 
 QUICK_CPU_MAX_BYTES = 16 * 2**20
 MAX_BYTES = 256 * 2**20
 MIN_BYTES = 4
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
 
 
 def _positive_float(text: str) -> float:
