@@ -22,8 +22,8 @@ def dtype_bytes(dtype: str) -> int:
 
 @dataclass(frozen=True)
 class Layer:
-    """One layer. op: conv2d, conv3d, linear, batchnorm, relu, maxpool, avgpool, add, concat, flatten,
-    dropout, softmax_loss (the set the cost models know; tracers report anything else by name).
+    """One layer. op: conv2d, conv3d, linear, batchnorm, relu, silu, sigmoid, maxpool, avgpool, add, mul,
+    concat, flatten, dropout, softmax_loss (the set the cost models know; tracers report anything else by name).
 
     inputs: names of the layers feeding this one ("" = the model input); lets residual/concat graphs keep
     their structure. kernel/stride/padding are per spatial dimension (empty for non-spatial ops).

@@ -19,8 +19,17 @@ from predictor.graph import Layer, ModelGraph
 MIXED_DTYPES = ("fp16", "bf16")
 DTYPE_NAMES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 ACT_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
-ELEMENTWISE_OPS = ("batchnorm", "relu", "add")
+ELEMENTWISE_OPS = ("batchnorm", "relu", "add", "silu", "sigmoid", "mul")
 FREE_OPS = ("flatten", "input")  # views: no kernel
+#: layer ops costed as a profiled op at the same shape (the cost API knows only its COMPUTE_OPS). SiLU and
+#: sigmoid move what ReLU moves (fwd x -> y; bwd dy and x or y -> dx); mul is elementwise like add (a, b -> c),
+#: its broadcast operand (a squeeze-and-excitation scale) counted at the output's size.
+COSTED_AS = {"silu": "relu", "sigmoid": "relu", "mul": "add"}
+#: the profiled pass a layer's backward is costed as, where not bwd_data. add's backward passes dy through,
+#: but mul's computes a gradient for each input (dy times the other operand): costed as one more add-like
+#: elementwise pass at the output shape, an approximation (two products when both inputs need gradients,
+#: and a broadcast operand's gradient is a reduction).
+BACKWARD_PASS = {"mul": "fwd"}
 
 
 class Split(NamedTuple):
@@ -44,7 +53,7 @@ def local_dims(dims: tuple[int, ...], spatial: tuple[int, ...]) -> tuple[int, ..
 
 def _pass_params(layer: Layer, split: Split) -> tuple[str, dict[str, int]] | None:
     """The cost-model op and shape parameters of `layer` on one device (None: no kernel)."""
-    op = layer.op
+    op = COSTED_AS.get(layer.op, layer.op)
     n = split.n
     if op in ("conv2d", "conv3d"):
         c_in = _div(layer.input_shape[0], split.channel_div)
@@ -130,7 +139,7 @@ class LayerCoster:
         else:
             op, params = spec
             fwd = self._call(op, "fwd", params)
-            bwd = 0.0 if self.first[index] else self._call(op, "bwd_data", params)
+            bwd = 0.0 if self.first[index] else self._call(op, BACKWARD_PASS.get(layer.op, "bwd_data"), params)
             if layer.params:
                 bwd += self._call(op, "bwd_weight", params)
         if layer.op != "input":  # every layer is a module call, and an autograd node unless nothing needs its grad

@@ -7,8 +7,9 @@ and the DDP buffers (§4.5 item 7). Here each term is the tensor PyTorch actuall
 - grads: fp32 `.grad` per parameter (autocast keeps parameters and gradients fp32);
 - optimizer state: momentum 1, Adam 2 fp32 words per parameter;
 - activations kept for backward: each distinct tensor some layer saves for its backward —
-  conv/linear/batchnorm/pooling save their input, ReLU its output, max-pool also int64 indices of its
-  output, dropout a bool mask; add/concat/flatten save nothing (a flatten is a view of its producer);
+  conv/linear/batchnorm/pooling/SiLU save their input, ReLU and sigmoid their output, a product of tensors
+  both inputs (each input's gradient is dL/dy times the other), max-pool also int64 indices of its output,
+  dropout a bool mask; add/concat/flatten save nothing (a flatten is a view of its producer);
 - comm buffers: DDP's bucket copy of the gradients (data groups > 1), halo rows, gathered inputs;
 - workspace: the activation gradients in flight during backward. Backward of layer l holds dL/dy_l and
   dL/dx_l while every saved tensor with a saver at or before l is still alive (later ones are freed), so
@@ -24,7 +25,9 @@ from functools import lru_cache
 from predictor.graph import ModelGraph
 from predictor.layercost import MIXED_DTYPES, OPTIMIZER_STATE_WORDS
 
-SAVES_INPUT = ("conv2d", "conv3d", "linear", "batchnorm", "maxpool", "avgpool")
+SAVES_INPUT = ("conv2d", "conv3d", "linear", "batchnorm", "maxpool", "avgpool", "silu")
+SAVES_OUTPUT = ("relu", "sigmoid")
+SAVES_INPUTS = ("mul",)  # every tensor input, for the other's gradient (a product with a number saves nothing)
 
 
 @dataclass(frozen=True)
@@ -57,7 +60,10 @@ def saved_tensors(graph: ModelGraph) -> tuple[SavedTensor, ...]:
         if layer.op in SAVES_INPUT:
             src = resolve(layer.inputs[0] if layer.inputs else "")
             savers.setdefault(src, []).append(i)
-        if layer.op == "relu":
+        if layer.op in SAVES_INPUTS and len(layer.inputs) > 1:
+            for src in dict.fromkeys(resolve(name) for name in layer.inputs):
+                savers.setdefault(src, []).append(i)
+        if layer.op in SAVES_OUTPUT:
             savers.setdefault(i, []).append(i)
         if layer.op == "maxpool":
             extra.append(SavedTensor(i, layer.output_elems, 8, (i,)))

@@ -6,7 +6,9 @@ per-sample shapes, parameter count, kernel/stride/padding (for halos) and FLOPs:
 
     conv:   fwd = bwd_data = bwd_weight = 2 · (C_in/groups) · Π kernel · F · Π out_spatial
     linear: fwd = bwd_data = bwd_weight = 2 · in · out
-    batchnorm 4|y| fwd, 4|y| bwd_data, 2|y| bwd_weight; relu, add, dropout |y|; pooling Π kernel · |y|
+    batchnorm 4|y| fwd, 4|y| bwd_data, 2|y| bwd_weight; relu, silu, sigmoid, add, dropout |y|;
+    mul |y| fwd and |y| bwd_data per tensor input (each input's gradient is dL/dy times the other);
+    pooling Π kernel · |y|
     (FLOPs are reported, not used for time: time comes from the profile at the layer's shape).
 
 Operations the cost models do not know are collected in ModelGraph.unsupported by name, never dropped.
@@ -28,16 +30,18 @@ from profiler.errors import UserError
 _MODULE_OPS = {
     nn.Conv2d: "conv2d", nn.Conv3d: "conv3d", nn.Linear: "linear",
     nn.BatchNorm2d: "batchnorm", nn.BatchNorm3d: "batchnorm", nn.BatchNorm1d: "batchnorm",
-    nn.ReLU: "relu", nn.MaxPool2d: "maxpool", nn.MaxPool3d: "maxpool",
+    nn.ReLU: "relu", nn.SiLU: "silu", nn.Sigmoid: "sigmoid", nn.MaxPool2d: "maxpool", nn.MaxPool3d: "maxpool",
     nn.AvgPool2d: "avgpool", nn.AvgPool3d: "avgpool", nn.AdaptiveAvgPool2d: "avgpool", nn.AdaptiveAvgPool3d: "avgpool",
     nn.Dropout: "dropout", nn.Dropout3d: "dropout", nn.Flatten: "flatten", nn.Identity: "flatten",
 }
 _FUNCTION_OPS = {
     F.relu: "relu", torch.relu: "relu", operator.add: "add", operator.iadd: "add", torch.add: "add",
     torch.cat: "concat", torch.flatten: "flatten", F.dropout: "dropout",
+    F.silu: "silu", torch.sigmoid: "sigmoid", F.sigmoid: "sigmoid",
+    operator.mul: "mul", operator.imul: "mul", torch.mul: "mul",
 }
 _METHOD_OPS = {"relu": "relu", "add": "add", "add_": "add", "view": "flatten", "reshape": "flatten",
-               "flatten": "flatten", "contiguous": "flatten"}
+               "flatten": "flatten", "contiguous": "flatten", "sigmoid": "sigmoid", "mul": "mul", "mul_": "mul"}
 _SHAPE_ONLY = {"size", "dim"}
 
 
@@ -79,10 +83,12 @@ def _flops(op: str, x: tuple[int, ...], y: tuple[int, ...], module, n_inputs: in
         return f, f, f
     if op == "batchnorm":
         return 4.0 * ye, 4.0 * ye, 2.0 * ye
-    if op in ("relu", "dropout"):
+    if op in ("relu", "silu", "sigmoid", "dropout"):
         return float(ye), float(ye), 0.0
     if op == "add":
         return float(ye * (n_inputs - 1)), 0.0, 0.0
+    if op == "mul":
+        return float(ye), float(ye * n_inputs), 0.0
     if op in ("maxpool", "avgpool"):
         k = math.prod(x[1:]) / max(math.prod(y[1:]), 1) if module is None or isinstance(
             module, (nn.AdaptiveAvgPool2d, nn.AdaptiveAvgPool3d)) else math.prod(_tuple(module.kernel_size, len(y) - 1))

@@ -62,6 +62,8 @@ CASES = [
     ("vgg16", 4, "momentum", dict(width=8, fc=64, image=64, num_classes=10)),
     ("cosmoflow", 2, "sgd", dict(width=4, blocks=3, image=32, fc=32)),
     ("inception_v3", 2, "sgd", dict(width=0.125, image=75, num_classes=10)),
+    ("efficientnet_b0", 4, "sgd", dict(width=0.25, depth=0.5, image=64, num_classes=10)),
+    ("se_resnext101_32x4d", 4, "sgd", dict(width=8, groups=4, image=64, num_classes=10)),
 ]
 
 

@@ -5,11 +5,17 @@ import math
 import pytest
 
 from predictor.api import load_model
+from predictor.zoo import build
 from profiler.errors import UserError
 
-# parameter counts of the torchvision definitions (Inception-v3 without its auxiliary classifier)
-PARAMS = {"resnet50": 25_557_032, "resnet152": 60_192_808, "vgg16": 138_357_544, "alexnet": 61_100_840,
-          "inception_v3": 23_834_568}
+# parameter counts of the torchvision definitions (Inception-v3 without its auxiliary classifier;
+# SE-ResNeXt-101 32x4d, not in torchvision: its ResNeXt plus an SE module reducing 16-fold in every block)
+PARAMS = {"resnet50": 25_557_032, "resnet101": 44_549_160, "resnet152": 60_192_808, "vgg16": 138_357_544,
+          "alexnet": 61_100_840, "inception_v3": 23_834_568, "resnext101_32x4d": 44_177_704,
+          "se_resnext101_32x4d": 48_955_416, "efficientnet_b0": 5_288_548, "efficientnet_b4": 19_341_616}
+# the counts the papers and benchmark suites publish (millions), met within 1%
+PUBLISHED_MILLIONS = {"resnet101": 44.5, "resnext101_32x4d": 44.2, "se_resnext101_32x4d": 49.0,
+                      "efficientnet_b0": 5.29, "efficientnet_b4": 19.3}
 
 
 @pytest.mark.parametrize("name", sorted(PARAMS))
@@ -17,6 +23,61 @@ def test_zoo_matches_reference_parameter_counts(name):
     graph = load_model(name)
     assert graph.params == PARAMS[name]
     assert not graph.unsupported
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED_MILLIONS))
+def test_benchmark_cnns_match_published_parameter_counts(name):
+    module, _ = build(name)
+    params = sum(p.numel() for p in module.parameters())
+    assert params == pytest.approx(PUBLISHED_MILLIONS[name] * 1e6, rel=0.01)
+
+
+def test_efficientnet_mbconv_ops_and_shapes():
+    graph = load_model("efficientnet_b0", width=0.25, depth=0.5, image=64, num_classes=10)
+    assert not graph.unsupported and graph.input_shape == (3, 64, 64)
+    assert {"silu", "sigmoid", "mul", "add", "dropout"} <= {l.op for l in graph.layers}
+    depthwise = [l for l in graph.layers if l.op == "conv2d" and l.groups > 1]
+    assert depthwise and all(l.groups == l.channels_in == l.channels_out for l in depthwise)
+    assert {l.kernel for l in depthwise} == {(3, 3), (5, 5)}
+    gate = next(l for l in graph.layers if l.op == "mul")  # x times its squeeze-and-excitation scale
+    by_name = {l.name: l for l in graph.layers}
+    assert len(gate.inputs) == 2 and by_name[gate.inputs[1]].op == "sigmoid"
+    assert by_name[gate.inputs[1]].output_shape == (gate.output_shape[0], 1, 1)
+    assert gate.input_shape == gate.output_shape
+    assert (gate.flops_fwd, gate.flops_bwd_data) == (gate.output_elems, 2 * gate.output_elems)
+    assert load_model("efficientnet_b4", width=0.25, depth=0.5, image=64).input_shape == (3, 64, 64)
+    assert load_model("efficientnet_b4").input_shape == (3, 380, 380)
+
+
+def test_resnext_groups_and_se_blocks():
+    plain = load_model("resnext101_32x4d", width=16, groups=4, image=64, num_classes=10)
+    se = load_model("se_resnext101_32x4d", width=16, groups=4, image=64, num_classes=10)
+    assert not plain.unsupported and not se.unsupported
+    grouped = [l for l in plain.layers if l.op == "conv2d" and l.groups > 1]
+    assert len(grouped) == 3 + 4 + 23 + 3 and all(l.groups == 4 and l.kernel == (3, 3) for l in grouped)
+    assert grouped[0].channels_in == 4 * (16 * 4 // 64)  # groups x one channel each at this width
+    assert sum(l.op == "mul" for l in se.layers) == sum(l.op == "sigmoid" for l in se.layers) == 33
+    assert [l.op for l in plain.layers if l.op == "mul"] == []
+
+
+def test_silu_sigmoid_and_mul_trace_in_every_form(tmp_path):
+    path = tmp_path / "gates.py"
+    path.write_text("import torch, torch.nn as nn, torch.nn.functional as F\n"
+                    "class Net(nn.Module):\n"
+                    "    def __init__(self):\n"
+                    "        super().__init__()\n"
+                    "        self.conv, self.act, self.gate = nn.Conv2d(3, 4, 3), nn.SiLU(), nn.Sigmoid()\n"
+                    "    def forward(self, x):\n"
+                    "        y = self.act(self.conv(x))\n"
+                    "        z = F.silu(y) * torch.sigmoid(y)\n"
+                    "        return torch.mul(z.mul(self.gate(z)), 0.5).sigmoid().flatten(1)\n"
+                    "def model():\n"
+                    "    return Net()\n")
+    graph = load_model(f"{path}:model", input_shape=(3, 8, 8))
+    assert not graph.unsupported
+    assert [l.op for l in graph.layers] == ["conv2d", "silu", "silu", "sigmoid", "mul", "sigmoid", "mul", "mul",
+                                            "sigmoid", "flatten"]
+    assert [len(l.inputs) for l in graph.layers if l.op == "mul"] == [2, 2, 1]
 
 
 def test_resnet50_flops_and_shapes():
