@@ -103,6 +103,31 @@ class LinkModel(_Strict):
     sources: list[str] = Field(default_factory=list)
 
 
+class Fabric(_Strict):
+    """The network above the nodes (calibrate.fabric): NICs per node that NCCL uses, how many nodes share a
+    leaf switch (None: one non-blocking switch, or unknown) and the leaf's downlink:uplink ratio."""
+
+    rails_per_node: int = Field(ge=1)
+    nodes_per_leaf: Optional[int] = Field(default=None, ge=1)
+    oversubscription: float = Field(default=1.0, ge=1.0, le=64.0)
+    sources: list[str] = Field(default_factory=list)
+
+
+class Execution(_Strict):
+    """How this machine runs concurrent work: the share of communication overlapped with backward that is
+    really hidden (predictor.overlap), in (0, 1]."""
+
+    overlap_efficiency: Estimate
+    sources: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _in_unit_interval(self):
+        e = self.overlap_efficiency
+        if not all(0.0 < v <= 1.0 for v in (e.value, e.low, e.high)):
+            raise ValueError("overlap efficiency must lie in (0, 1]")
+        return self
+
+
 class Tree(_Strict):
     """One regression tree as sklearn's `tree_` arrays (leaf: children_left == -1)."""
 
@@ -214,6 +239,8 @@ class Coefficients(_Strict):
     collectives: list[CollectiveFit] = Field(default_factory=list)
     links: dict[str, dict[Literal["intra", "inter"], LinkModel]] = Field(default_factory=dict)
     framework: Optional[FrameworkFit] = None
+    fabric: Optional[Fabric] = None
+    execution: Optional[Execution] = None
     #: True on a CPU-only profile: "device" memory is host memory and there is no host<->device copy
     device_is_host: bool = False
     #: CPU threads most compute samples ran with, on a CPU-only profile: PyTorch picks its CPU

@@ -51,6 +51,10 @@ class CostModel(Protocol):
         each); on a CPU profile ranks x threads per rank / cores when that exceeds 1, since the cores are
         shared out (1 when the profile does not know its cores)."""
 
+    def overlap_efficiency(self) -> float:
+        """Share in (0, 1] of a communication overlapped with backward that is really hidden (1 when the profile
+        does not state it): the rest slows the concurrent compute (predictor.overlap)."""
+
     def memory_time_s(self, bytes_moved: float, *, where: Literal["device", "host"] = "device") -> float:
         """Time of a streaming, memory-bound kernel moving `bytes_moved` (STREAM triad bandwidth)."""
 

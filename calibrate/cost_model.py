@@ -7,6 +7,8 @@ missing coefficient. Substitutions, all exact or stated:
   - a GEMM's backward passes, when only its forward was benchmarked, cost as the forward GEMMs they are:
     for Y = X W with X (M x K), W (K x N): dX = dY W^T is a GEMM (M, N'=K, K'=N) and dW = X^T dY is a GEMM
     (M'=K, N'=N, K'=M) (microbenchmarks.md §3.1: 2 M N K FLOPs each);
+  - a grouped or depthwise convolution (params["groups"] > 1) uses the "<op>_grouped" fit when the profile has
+    one (cuDNN runs other kernels for them), else the convolution's own;
   - avgpool, when not benchmarked, costs as maxpool (same window traffic, minus maxpool's index bytes:
     slightly pessimistic).
 """
@@ -21,6 +23,7 @@ from calibrate.alphabeta import segment_for, segment_time_s
 from calibrate.coefficients import CollectiveFit, Coefficients, parse_coefficients
 from calibrate.collective_model import bus_factor, latency_steps, tree_latency_steps
 from calibrate.compute import predict_time
+from calibrate.fabric import contention
 from calibrate.cost_api import COLLECTIVES
 from profiler.errors import UserError
 from profiler.profile import Profile, load_profile
@@ -70,8 +73,11 @@ class ProfileCostModel:
         if measured is not None:
             return measured
         compute = self.coefficients.compute
+        if dtype == "tf32" and not any(key.endswith("/tf32") for key in compute):
+            dtype = "float32"  # no TF32 tensor cores measured or published: frameworks run plain FP32
         fit = None
-        for candidate in (op, SAME_KERNEL.get(op)):
+        grouped = int(params.get("groups", 1)) > 1
+        for candidate in ((f"{op}_grouped",) if grouped else ()) + (op, SAME_KERNEL.get(op)):
             if candidate and f"{candidate}/{pass_}/{dtype}" in compute:
                 fit = compute[f"{candidate}/{pass_}/{dtype}"]
                 break
@@ -109,6 +115,11 @@ class ProfileCostModel:
         if fit is None or fit.optimizer_per_tensor_s is None or not tensors:
             return 0.0
         return fit.optimizer_step_s.at(self.bound) + tensors * fit.optimizer_per_tensor_s.at(self.bound)
+
+    def overlap_efficiency(self) -> float:
+        ex = self.coefficients.execution
+        # the fastest plausible machine ("low" times) hides the most
+        return ex.overlap_efficiency.at({None: None, "low": "high", "high": "low"}[self.bound]) if ex else 1.0
 
     def rank_slowdown(self, ranks_on_node: int) -> float:
         if not self.coefficients.device_is_host or not self.cpu_cores:
@@ -161,7 +172,9 @@ class ProfileCostModel:
         alpha = link.base_latency_s.at(b) + min(n_intra * step_s + n_inter * inter_step_s
                                                 for n_intra, n_inter in filter(None, algorithms))
         other = {None: None, "low": "high", "high": "low"}[b]
-        return alpha + x / link.bus_bandwidth_bytes_per_s.at(other)
+        fabric = self.coefficients.fabric
+        slowdown = contention(nodes, fabric.nodes_per_leaf, fabric.oversubscription) if fabric and nodes > 1 else 1.0
+        return alpha + x * slowdown / link.bus_bandwidth_bytes_per_s.at(other)
 
 
 def _device_memory_bytes(profile: Profile, name: str) -> float:

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import argparse
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Optional
 
-from calibrate.coefficients import (Coefficients, ComputeFit, EfficiencyModel, Estimate, LinkModel, Segment,
-                                    SegmentedFit)
+from calibrate.coefficients import (Coefficients, ComputeFit, EfficiencyModel, Estimate, Fabric, FrameworkFit,
+                                    LinkModel, Segment, SegmentedFit)
 from calibrate.cost_api import COLLECTIVES
+from calibrate.system_constants import SystemConstants, gpu_family, load_constants
 from profiler.profile import (GPUInfo, Machine, Profile, Provenance, SCHEMA_VERSION, dump_yaml, write_atomic)
 
 GIB = 2**30
@@ -71,6 +73,10 @@ class Node:
     inter_bus_bytes_per_s: Fig
     inter_step_latency_s: Fig
     inter_p2p_bytes_per_s: Fig
+    rails_per_node: int = 1          # NICs NCCL uses per node
+    nodes_per_leaf: Optional[int] = None
+    oversubscription: float = 1.0
+    fabric_source: str = "leaf size and over-subscription not published: one non-blocking switch assumed"
     notes: list[str] = field(default_factory=list)
 
 
@@ -112,12 +118,15 @@ A100 = GPU(
     clock_mhz=1410, nvlink_links=12, pcie_generation=4,
     peak_flops={
         "float32": Fig(19.5e12, f"{HW} A.1: FP32 19.5 TFLOP/s (glennklockwood citing the datasheet, third-party)"),
+        "tf32": Fig(156e12, f"{HW} A.1: TF32 tensor core 156 TFLOP/s dense (third-party)"),
         "float16": Fig(312e12, f"{HW} A.1: FP16 tensor core 312 TFLOP/s dense (third-party)"),
         "bfloat16": Fig(312e12, f"{HW} A.1: BF16 tensor core 312 TFLOP/s dense (third-party)"),
     },
     achievable_fraction={
         "float32": Fig(13.5 / 19.5, f"{HW} A.3: A100-SXM4-40GB FP32 mixbench 13-14 TFLOP/s ~ 70% (derived)",
                        low=13.0 / 19.5, high=14.0 / 19.5),
+        "tf32": Fig(256.5 / 312, f"{HW} A.3: no published TF32 GEMM figure; assumed the FP16 cuBLASLt fraction 82% "
+                                 f"(assumed)", low=0.5, high=256.5 / 312),
         "float16": Fig(256.5 / 312, f"{HW} A.3: A100-SXM4-80GB FP16 cuBLASLt 256.5 TFLOP/s @16k^3 = 82% (Azure, "
                                     f"verified)", low=221.8 / 312, high=256.5 / 312),
         "bfloat16": Fig(271.2 / 312, f"{HW} A.3: A100 BF16 MAMF 271.2 TFLOP/s = 86.9% (stas00, verified)",
@@ -137,10 +146,13 @@ H100 = GPU(
     clock_mhz=1830, nvlink_links=18, pcie_generation=5,
     peak_flops={
         "float32": Fig(66.9e12, f"{HW} A.1: FP32 66.9 TFLOP/s (glennklockwood, third-party)"),
+        "tf32": Fig(494.7e12, f"{HW} A.1: TF32 tensor core 494.7 TFLOP/s dense (third-party)"),
         "float16": Fig(989.4e12, f"{HW} A.1: FP16 tensor core 989.4 TFLOP/s dense (third-party)"),
         "bfloat16": Fig(989.4e12, f"{HW} A.1: BF16 tensor core 989.4 TFLOP/s dense (third-party)"),
     },
     achievable_fraction={
+        "tf32": Fig(794.5 / 989.4, f"{HW} A.3: no published H100 TF32 GEMM figure; assumed the BF16 MAMF fraction "
+                                   f"80.3% (assumed)", low=0.5, high=794.5 / 989.4),
         "float32": Fig(794.5 / 989.4, f"{HW} A.3: no published H100 FP32 GEMM figure; assumed the BF16 MAMF fraction "
                                       f"80.3% (assumed)"),
         "float16": Fig(794.5 / 989.4, f"{HW} A.3: H100 BF16 MAMF 794.5 TFLOP/s = 80.3% (stas00, verified); the caveat "
@@ -171,7 +183,10 @@ NODES = [
                                          f"no published nccl-tests figure; ParaDL assumes a 12.5 GB/s link",
                                    low=12.5e9, high=25e9),
          inter_step_latency_s=NCCL_NET_STEP,
-         inter_p2p_bytes_per_s=Fig(25e9 / 4, f"{HW} A.5: 2 x EDR 100 Gb/s = 25 GB/s over 4 GPUs: per-GPU share of the node's NIC line rate when every GPU exchanges at once (derived)")),
+         inter_p2p_bytes_per_s=Fig(25e9 / 4, f"{HW} A.5: 2 x EDR 100 Gb/s = 25 GB/s over 4 GPUs: per-GPU share of the node's NIC line rate when every GPU exchanges at once (derived)"),
+         rails_per_node=2, nodes_per_leaf=34, oversubscription=3.0,
+         fabric_source=f"{HW} A.5: 34 nodes per rack on full-bisection leaves, 1:3 over-subscription to the spine "
+                       f"(news.mynavi.jp ABCI article, third-party; ParaDL's ABCI topology constants)"),
     Node(file="v100-dgx1-8gpu.published.yaml", title="DGX-1: 8 x V100-SXM2-16GB, hybrid cube-mesh NVLink, 4 x IB EDR",
          gpu=V100, gpus_per_node=8, cpu_model="2 x Intel Xeon E5-2698 v4", cpu_cores=40, host_memory_bytes=512e9,
          host_memory_bytes_per_s=Fig(2 * 4 * 19.2e9, "2 sockets x 4 channels DDR4-2400 x 19.2 GB/s: theoretical peak, not a STREAM measurement, shared by every process on the node (unverified: vendor memory-channel spec, not in ../shared/reference)"),
@@ -182,9 +197,9 @@ NODES = [
          p2p_bytes_per_s=Fig(25e9, f"{HW} A.4/A.5: one NVLink 2 link, 25 GB/s per direction (some pairs have 2)",
                              high=50e9),
          base_latency_s=NCCL_BASE, step_latency_s=NCCL_STEP,
-         inter_bus_bytes_per_s=Fig(40e9, f"{HW} A.6.2: 4 x DGX-1 all-reduce busbw 'about 40 GB/s' (NVIDIA GTC 2017 "
-                                         f"slides via nccl-tests#29, unverified); 4 x EDR line rate 50 GB/s (derived)",
-                                   high=50e9),
+         inter_bus_bytes_per_s=Fig(48e9, "NCCL maintainer in nccl-tests#29: 'DGX-1 can get 48 GB/s because we have 4 IB "
+                                         "adapters' (verified text); 4 x EDR line rate 50 GB/s", low=40e9, high=50e9),
+         rails_per_node=4,
          inter_step_latency_s=NCCL_NET_STEP,
          inter_p2p_bytes_per_s=Fig(50e9 / 8, f"{HW} A.5: 4 x EDR 100 Gb/s = 50 GB/s over 8 GPUs: per-GPU share of the node's NIC line rate when every GPU exchanges at once (derived)",
                                    high=12.5e9)),
@@ -203,7 +218,8 @@ NODES = [
          inter_bus_bytes_per_s=Fig(192e9, f"{HW} A.6.2: DGX A100 8 x HDR multi-node all-reduce busBW 192 GB/s "
                                           f"(NVIDIA staff in nccl#812, third-party)"),
          inter_step_latency_s=NCCL_NET_STEP,
-         inter_p2p_bytes_per_s=Fig(200e9 / 8, f"{HW} A.5: 8 x HDR 200 Gb/s = 200 GB/s over 8 GPUs: per-GPU share of the node's NIC line rate when every GPU exchanges at once (derived)")),
+         inter_p2p_bytes_per_s=Fig(200e9 / 8, f"{HW} A.5: 8 x HDR 200 Gb/s = 200 GB/s over 8 GPUs: per-GPU share of the node's NIC line rate when every GPU exchanges at once (derived)"),
+         rails_per_node=8),
     Node(file="h100-dgx-8gpu.published.yaml", title="DGX H100: 8 x H100-SXM5-80GB, NVSwitch gen 3, 8 x IB NDR 400",
          gpu=H100, gpus_per_node=8, cpu_model="2 x Intel Xeon Platinum 8480C", cpu_cores=112, host_memory_bytes=2e12,
          host_memory_bytes_per_s=Fig(2 * 8 * 38.4e9, "2 sockets x 8 channels DDR5-4800 x 38.4 GB/s: theoretical peak, not a STREAM measurement, shared by every process on the node (unverified: vendor memory-channel spec, not in ../shared/reference)"),
@@ -221,11 +237,127 @@ NODES = [
          inter_bus_bytes_per_s=Fig(320e9, f"{HW} A.6.2: 8xH100, 8 x 400 Gb RoCE, 4 nodes busbw 320 GB/s (nccl#1221, "
                                           f"verified; RoCE proxy for DGX H100's IB NDR)", high=430e9),
          inter_step_latency_s=NCCL_NET_STEP,
-         inter_p2p_bytes_per_s=Fig(400e9 / 8, f"{HW} A.5: 8 x NDR 400 Gb/s = 400 GB/s over 8 GPUs: per-GPU share of the node's NIC line rate when every GPU exchanges at once (derived)")),
+         inter_p2p_bytes_per_s=Fig(400e9 / 8, f"{HW} A.5: 8 x NDR 400 Gb/s = 400 GB/s over 8 GPUs: per-GPU share of the node's NIC line rate when every GPU exchanges at once (derived)"),
+         rails_per_node=8),
 ]
 
+EDR_RAIL = Fig(12.2e9, "NCCL maintainer in nccl-tests#29: a single 100 Gb/s card per node gives 'about 12.2 GB/s ... as good "
+                       "as you can get' all-reduce busbw (verified text)")
+HDR_RAIL = Fig(24e9, "192 GB/s measured on 8 x HDR 200 Gb/s (NVIDIA staff, nccl#812, third-party) / 8 rails (derived)")
+
+V100_32 = replace(V100, name="Tesla V100-SXM2-32GB", memory_bytes=Fig(32 * GIB, f"{HW} A.2: HBM2 32 GB variant (binary GB)"))
+V100_SXM3 = replace(V100, name="Tesla V100-SXM3-32GB", memory_bytes=Fig(32 * GIB, "DGX-2: 16 x V100 32 GB (binary GB); "
+                    "the SXM3 part's higher boost clock is not in our sources, so the SXM2 peaks are used (assumed)"))
+A100_80 = replace(
+    A100, name="NVIDIA A100-SXM4-80GB", memory_bytes=Fig(80 * GIB, f"{HW} A.2: HBM2e 80 GB (binary GB)"),
+    triad_bytes_per_s=Fig(1700e9, f"{HW} A.2: Azure ND A100 v4 (A100-SXM4-80GB) BabelStream triad 1.70 TB/s (verified); "
+                                  f"gpu-benches a100_80 triad 1759", low=1610e9, high=1759e9))
+A100_PCIE = replace(
+    A100, name="NVIDIA A100-PCIE-40GB",
+    achievable_fraction={**A100.achievable_fraction,
+                         "float16": Fig(256.4 / 312, "stas00 MAMF finder, A100 PCIe BF16/FP16 256.4 TFLOP/s = 82.2% "
+                                                     "(verified)")},
+    h2d_bytes_per_s=A100.h2d_bytes_per_s)
+A100_PCIE_80 = replace(A100_PCIE, name="NVIDIA A100-PCIe-80GB", memory_bytes=A100_80.memory_bytes,
+                       triad_bytes_per_s=Fig(1759e9, f"{HW} A.2: gpu-benches a100_80 triad 1759 GB/s (variant not "
+                                                     f"stated; PCIe peak 1935 GB/s)", low=1610e9, high=1759e9))
+P100 = GPU(
+    name="Tesla P100-SXM2-16GB",
+    memory_bytes=Fig(16 * GIB, "AnandTech, 'NVIDIA Announces Tesla P100' (2016): 16 GB HBM2 (third-party)"),
+    clock_mhz=1480, nvlink_links=4, pcie_generation=3,
+    peak_flops={
+        "float32": Fig(10.6e12, "AnandTech Tesla P100 table: single precision 10.6 TFLOP/s at 1480 MHz (third-party)"),
+        "float16": Fig(21.2e12, "AnandTech Tesla P100 table: half precision 21.2 TFLOP/s, no tensor cores (third-party)"),
+    },
+    achievable_fraction={
+        "float32": Fig(V100.achievable_fraction["float32"].value, "no published P100 GEMM figure; assumed the V100 FP32 "
+                                                                 "fraction 92% (assumed)", low=0.75, high=0.92),
+        "float16": Fig(V100.achievable_fraction["float32"].value, "no published P100 FP16 GEMM figure; assumed the V100 "
+                                                                 "FP32 fraction (assumed)", low=0.6, high=0.92),
+    },
+    triad_bytes_per_s=Fig(0.9 * 720e9, "no published P100 STREAM figure: 720 GB/s HBM2 peak (AnandTech, third-party) at "
+                                       "the 90% triad share V100 reaches (assumed)", low=0.8 * 720e9, high=0.9 * 720e9),
+    h2d_bytes_per_s=V100.h2d_bytes_per_s, d2h_bytes_per_s=V100.d2h_bytes_per_s,
+)
+
+NODES += [
+    Node(file="v100-dgx1-1edr-8gpu.published.yaml",
+         title="DGX-1-class node: 8 x V100-SXM2-16GB, hybrid cube-mesh NVLink, 1 x IB EDR (OneFlow DLPerf cluster)",
+         gpu=V100, gpus_per_node=8, cpu_model="2 x Intel Xeon (DLPerf report; model as DGX-1 assumed)", cpu_cores=40,
+         host_memory_bytes=512e9, host_memory_bytes_per_s=NODES[1].host_memory_bytes_per_s,
+         node_source="OneFlow DLPerf v1.0 report: 4 nodes x 8 V100-SXM2-16GB, NVLink hybrid mesh, one EDR HCA per node",
+         allreduce_bus_bytes_per_s=NODES[1].allreduce_bus_bytes_per_s,
+         other_collective_bus_bytes_per_s=NODES[1].other_collective_bus_bytes_per_s,
+         p2p_bytes_per_s=NODES[1].p2p_bytes_per_s, base_latency_s=NCCL_BASE, step_latency_s=NCCL_STEP,
+         inter_bus_bytes_per_s=EDR_RAIL, inter_step_latency_s=NCCL_NET_STEP,
+         inter_p2p_bytes_per_s=Fig(12.5e9 / 8, "1 x EDR 100 Gb/s = 12.5 GB/s over 8 GPUs (derived)"), rails_per_node=1),
+    Node(file="v100-dgx2-16gpu.published.yaml",
+         title="DGX-2: 16 x V100-SXM3-32GB, NVSwitch, 8 x IB EDR compute",
+         gpu=V100_SXM3, gpus_per_node=16, cpu_model="2 x Intel Xeon Platinum 8168", cpu_cores=48, host_memory_bytes=1.5e12,
+         host_memory_bytes_per_s=Fig(2 * 6 * 21.33e9, "2 sockets x 6 channels DDR4-2666: theoretical peak (unverified)"),
+         node_source="MLPerf v0.6 NVIDIA dgx2_ngc19.05_mxnet system JSON (via the corpus record): 16 x V100-SXM3, NVSwitch",
+         allreduce_bus_bytes_per_s=Fig(134.51e9, f"no published DGX-2 nccl-tests figure; assumed the V100 8-GPU LUT busbw "
+                                                 f"134.5 GB/s ({HW} A.6.1, vTrain); NVSwitch gives each GPU 6 x 25 GB/s",
+                                       high=150e9),
+         other_collective_bus_bytes_per_s=Fig(134.51e9, "assumed the all-reduce busbw"),
+         p2p_bytes_per_s=Fig(150e9, "NVSwitch: 6 NVLink2 links x 25 GB/s per direction to any peer (line rate)"),
+         base_latency_s=NCCL_BASE, step_latency_s=NCCL_STEP,
+         inter_bus_bytes_per_s=Fig(8 * EDR_RAIL.value, f"8 compute EDR rails x {EDR_RAIL.value / 1e9:.1f} GB/s per rail "
+                                                        f"(derived): {EDR_RAIL.source}", low=4 * EDR_RAIL.value),
+         inter_step_latency_s=NCCL_NET_STEP,
+         inter_p2p_bytes_per_s=Fig(100e9 / 16, "8 x EDR 100 Gb/s = 100 GB/s over 16 GPUs (derived)"), rails_per_node=8),
+    Node(file="a100-80gb-dgx-8gpu.published.yaml", title="DGX A100: 8 x A100-SXM4-80GB, NVSwitch, 8 x IB HDR 200",
+         gpu=A100_80, gpus_per_node=8, cpu_model="2 x AMD EPYC 7742", cpu_cores=128, host_memory_bytes=2e12,
+         host_memory_bytes_per_s=NODES[2].host_memory_bytes_per_s,
+         node_source=f"{HW} A.5: MLPerf v1.0 DGX A100 JSONs use A100-SXM4-80GB (verified)",
+         allreduce_bus_bytes_per_s=Fig(229.35e9, f"{HW} A.6.1: Azure ND A100 v4 (A100-80GB) 228.1 GB/s at 1 GiB, 231.6 at "
+                                                 f"8 GiB; vTrain A100 229.35 (verified)", low=228.1e9, high=231.6e9),
+         other_collective_bus_bytes_per_s=NODES[2].other_collective_bus_bytes_per_s,
+         p2p_bytes_per_s=NODES[2].p2p_bytes_per_s, base_latency_s=NCCL_BASE, step_latency_s=NCCL_STEP,
+         inter_bus_bytes_per_s=NODES[2].inter_bus_bytes_per_s, inter_step_latency_s=NCCL_NET_STEP,
+         inter_p2p_bytes_per_s=NODES[2].inter_p2p_bytes_per_s, rails_per_node=8),
+    Node(file="a100-sxm-4gpu-2hdr.published.yaml",
+         title="4 x A100-SXM4-40GB node (Dell XE8545 class), NVLink, 2 x IB HDR 200",
+         gpu=A100, gpus_per_node=4, cpu_model="2 x AMD EPYC (XE8545)", cpu_cores=128, host_memory_bytes=1e12,
+         host_memory_bytes_per_s=NODES[2].host_memory_bytes_per_s,
+         node_source="MLPerf v2.0 Dell XE8545x4A100-SXM-40GB system JSON (via the corpus record): 2 x ConnectX-6 HDR",
+         allreduce_bus_bytes_per_s=Fig(229.35e9, "no published 4 x A100 NVLink nccl-tests figure; assumed the 8-GPU DGX "
+                                                 "A100 busbw (unverified)", low=150e9, high=234.9e9),
+         other_collective_bus_bytes_per_s=NODES[2].other_collective_bus_bytes_per_s,
+         p2p_bytes_per_s=NODES[2].p2p_bytes_per_s, base_latency_s=NCCL_BASE, step_latency_s=NCCL_STEP,
+         inter_bus_bytes_per_s=Fig(2 * HDR_RAIL.value, f"2 HDR rails x 24 GB/s (derived): {HDR_RAIL.source}"),
+         inter_step_latency_s=NCCL_NET_STEP,
+         inter_p2p_bytes_per_s=Fig(50e9 / 4, "2 x HDR 200 Gb/s = 50 GB/s over 4 GPUs (derived)"), rails_per_node=2),
+]
+_PCIE_RING = Fig(0.78 * 31.5e9, "no published nccl-tests figure for A100 PCIe nodes: a ring over PCIe Gen4 x16 (31.5 GB/s "
+                                "per direction, derived) at the 78% share V100 PCIe copies reach (12.35 of 15.75 GB/s) "
+                                "(assumed)", low=0.4 * 31.5e9, high=31.5e9)
+for _file, _gpu, _n in (("a100-pcie-8gpu-1edr.published.yaml", A100_PCIE, 8), ("a100-pcie-4gpu-1edr.published.yaml", A100_PCIE_80, 4)):
+    NODES.append(Node(
+        file=_file, title=f"{_n} x {_gpu.name} over PCIe Gen4, 1 x IB EDR (Dell DSS8440 / R750xa class)",
+        gpu=_gpu, gpus_per_node=_n, cpu_model="2 x Intel Xeon (Dell)", cpu_cores=48, host_memory_bytes=768e9,
+        host_memory_bytes_per_s=NODES[0].host_memory_bytes_per_s,
+        node_source="MLPerf v1.0 / v3.0 Dell system JSONs (via the corpus records): A100 PCIe, 1 x ConnectX-5 EDR",
+        allreduce_bus_bytes_per_s=_PCIE_RING, other_collective_bus_bytes_per_s=_PCIE_RING, p2p_bytes_per_s=_PCIE_RING,
+        base_latency_s=NCCL_BASE, step_latency_s=NCCL_STEP, inter_bus_bytes_per_s=EDR_RAIL,
+        inter_step_latency_s=NCCL_NET_STEP,
+        inter_p2p_bytes_per_s=Fig(12.5e9 / _n, f"1 x EDR 100 Gb/s = 12.5 GB/s over {_n} GPUs (derived)"), rails_per_node=1))
+NODES.append(Node(
+    file="p100-dgx1-8gpu.published.yaml", title="DGX-1 (Pascal): 8 x P100-SXM2-16GB, hybrid cube-mesh NVLink 1, 4 x IB EDR",
+    gpu=P100, gpus_per_node=8, cpu_model="2 x Intel Xeon E5-2698 v4", cpu_cores=40, host_memory_bytes=512e9,
+    host_memory_bytes_per_s=NODES[1].host_memory_bytes_per_s,
+    node_source="TensorFlow benchmarks page (2017): NVIDIA DGX-1 with 8 x P100; DGX-1 node layout as the V100 model",
+    allreduce_bus_bytes_per_s=Fig(134.51e9 * 20 / 25, "no published DGX-1 P100 figure: the V100 DGX-1 busbw 134.5 GB/s "
+                                                      "scaled by NVLink 1 / NVLink 2 link rate 20/25 (assumed)",
+                                  low=50e9, high=134.51e9 * 20 / 25),
+    other_collective_bus_bytes_per_s=Fig(134.51e9 * 20 / 25, "assumed the all-reduce busbw"),
+    p2p_bytes_per_s=Fig(20e9, "one NVLink 1 link: 20 GB/s per direction (AnandTech P100 article: 4 links, 80 GB/s per "
+                              "direction in all, third-party)"),
+    base_latency_s=NCCL_BASE, step_latency_s=NCCL_STEP, inter_bus_bytes_per_s=NODES[1].inter_bus_bytes_per_s,
+    inter_step_latency_s=NCCL_NET_STEP, inter_p2p_bytes_per_s=NODES[1].inter_p2p_bytes_per_s, rails_per_node=4))
+
 NO_STREAM_LATENCY = Fig(0.0, "STREAM latency not published; 0 s")
-COMPUTE_OPS = ("gemm", "conv2d", "conv3d")
+COMPUTE_OPS = ("gemm", "conv2d", "conv3d", "conv2d_grouped")
 MEMORY_OPS = {"batchnorm": ("fwd", "bwd_data"), "relu": ("fwd", "bwd_data"), "maxpool": ("fwd", "bwd_data"),
               "avgpool": ("fwd", "bwd_data"), "add": ("fwd",)}
 KERNEL_LAUNCH = Fig(3e-6, "per-kernel launch floor: 'the launch overhead of null kernels ... about 3 microseconds with "
@@ -284,15 +416,48 @@ def _links(node: Node) -> dict[str, dict[str, LinkModel]]:
     return links
 
 
-def build_profile(node: Node) -> Profile:
+def _apply_constants(compute: dict[str, ComputeFit], constants: SystemConstants) -> dict[str, ComputeFit]:
+    """The compute fits with the family's fitted time scales (calibrate.system_constants) on their intervals."""
+    out = {}
+    for key, fit in compute.items():
+        dtype = key.rsplit("/", 1)[1]
+        table = constants.bytes_time_scale if fit.kind == "bytes" else (
+            constants.grouped_time_scale if "_grouped/" in key else constants.flops_time_scale)
+        factor = table.get(dtype)
+        if factor is None:
+            out[key] = fit
+            continue
+        ts = fit.time_scale
+        out[key] = fit.model_copy(update={
+            "time_scale": Estimate(value=ts.value * factor, low=ts.low * factor, high=ts.high * factor),
+            "sources": fit.sources + [f"time scale {factor:.3f} {constants.describe()}"]})
+    return out
+
+
+def _framework(constants: Optional[SystemConstants]) -> Optional[FrameworkFit]:
+    if constants is None or constants.per_layer_s <= 0:
+        return None
+    per_layer = Estimate.exact(constants.per_layer_s)
+    return FrameworkFit(forward_per_layer_s=per_layer, backward_per_layer_s=per_layer,
+                        sources=[f"framework time per layer and pass {constants.describe()}"])
+
+
+def build_profile(node: Node, constants: Optional[SystemConstants] = None) -> Profile:
+    """The published profile of a node; `constants`: its GPU family's constants fitted to published runs
+    (None: datasheet figures only)."""
     gpu = node.gpu
+    compute = _compute(gpu)
+    if constants is not None:
+        compute = _apply_constants(compute, constants)
     coefficients = Coefficients(
-        compute=_compute(gpu),
+        compute=compute, framework=_framework(constants),
         memory={"device/triad": _line(NO_STREAM_LATENCY, gpu.triad_bytes_per_s),
                 "host/triad": _line(NO_STREAM_LATENCY, node.host_memory_bytes_per_s)},
         host_device={"h2d_pinned": _line(COPY_ALPHA, gpu.h2d_bytes_per_s),
                      "d2h_pinned": _line(COPY_ALPHA, gpu.d2h_bytes_per_s)},
         links=_links(node),
+        fabric=Fabric(rails_per_node=node.rails_per_node, nodes_per_leaf=node.nodes_per_leaf,
+                      oversubscription=node.oversubscription, sources=[node.fabric_source]),
         notes=[f"published reference profile: {node.title}", node.node_source, gpu.memory_bytes.source,
                "no pageable-copy figures: pageable host<->device copies are not available from this profile",
                "host memory bandwidth is the theoretical channel peak (no published host STREAM figure)"] + node.notes)
@@ -308,20 +473,24 @@ def build_profile(node: Node) -> Profile:
                    created="2026-11-29T00:00:00+00:00", coefficients=coefficients.model_dump(mode="json", exclude_none=True))
 
 
-def render(node: Node) -> str:
+def render(node: Node, constants: Optional[dict[str, SystemConstants]] = None) -> str:
+    """The profile file of a node, with its GPU family's fitted constants (default: the shipped constants file)."""
+    constants = load_constants() if constants is None else constants
     header = (f"# PUBLISHED reference profile: {node.title}\n"
               f"# Not measured: built from published figures by `python -m calibrate.published`; do not edit by hand.\n"
               f"# Every coefficient lists its sources; marks as in ../shared/reference/hardware.md.\n")
-    return header + dump_yaml(build_profile(node).model_dump(mode="json", exclude_none=True))
+    profile = build_profile(node, constants.get(gpu_family(node.gpu.name) or ""))
+    return header + dump_yaml(profile.model_dump(mode="json", exclude_none=True))
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="write the published reference profiles")
     parser.add_argument("--out-dir", default=str(Path(__file__).resolve().parent.parent / "profiles"))
     args = parser.parse_args(argv)
+    constants = load_constants()
     for node in NODES:
         path = Path(args.out_dir) / node.file
-        write_atomic(path, render(node))
+        write_atomic(path, render(node, constants))
         print(path)
     return 0
 

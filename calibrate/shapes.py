@@ -161,13 +161,18 @@ def work(op: str, pass_: str, params: Mapping[str, Any], dtype: str,
     spatial = _spatial(params, op, dims)
     if kind == "flops":
         filters = _int(params, "F", op)
+        groups = int(params.get("groups", 1))
+        if groups < 1 or channels % groups or filters % groups:
+            raise UserError(f"{op}: groups {groups} must divide channels {channels} and filters {filters}")
+        channels_in = channels
+        channels = channels // groups  # each output channel sees C / groups input channels
         kernel = _per_dim(params, "kernel", dims, 1)
         stride = _per_dim(params, "stride", dims, 1)
         padding = _per_dim(params, "padding", dims, 0)
         out = [max((s + 2 * p - k) // st + 1, 1) for s, k, st, p in zip(spatial, kernel, stride, padding)]
         kvol, ovol = math.prod(kernel), math.prod(out)
         flops = 2.0 * batch * filters * channels * kvol * ovol
-        nbytes = float(batch * channels * math.prod(spatial) + filters * channels * kvol + batch * filters * ovol) * b
+        nbytes = float(batch * channels_in * math.prod(spatial) + filters * channels * kvol + batch * filters * ovol) * b
         native = host_threads is not None and cpu_native_conv(op, params, dtype, host_threads)
         columns = batch * channels * kvol * ovol if native else 0
         executed = flops

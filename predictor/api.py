@@ -26,6 +26,7 @@ from calibrate.cost_api import CostModel
 from predictor import zoo
 from predictor.graph import ModelGraph
 from predictor.layerspec import load_layer_spec
+from predictor.overlap import FRAMEWORKS
 from predictor.plan import DTYPES, OPTIMIZERS, STRATEGIES, Plan, Prediction
 from predictor.strategies import evaluate
 from predictor.strategies.context import Context
@@ -123,11 +124,14 @@ def balanced_split(p: int, ndim: int) -> tuple[int, ...]:
 
 def default_plans(graph: ModelGraph, strategy: str, batch: int, devices: int, devices_per_node: int,
                   dtype: str = "fp32", optimizer: str = "sgd", micro_batches: int | None = None,
-                  inner: int | None = None) -> list[Plan]:
+                  inner: int | None = None, framework: str = "ddp") -> list[Plan]:
     """The plans `predictor run` evaluates for one strategy name: the pure strategy over all devices;
     hybrids with the model-parallel group = one node (`inner`, ParaDL's df/ds mapping); pipeline with
     every micro-batch count that divides the per-pipeline batch (or just `micro_batches`)."""
     from predictor.outofcore_strategies import ADDON_STRATEGIES, SPLIT_RECOMPUTE, addon_plans
+    if framework != "ddp":
+        return [replace(p, framework=framework) for p in default_plans(
+            graph, strategy, batch, devices, devices_per_node, dtype, optimizer, micro_batches, inner)]
     if strategy in ADDON_STRATEGIES:  # out-of-core, recompute, cooperative (predictor/outofcore_strategies.py)
         return addon_plans(strategy, batch, devices, devices_per_node, dtype, optimizer, micro_batches)
     if strategy in SPLIT_RECOMPUTE:  # the base strategy's plans, with checkpointing
@@ -167,7 +171,9 @@ def default_plans(graph: ModelGraph, strategy: str, batch: int, devices: int, de
 
 
 # ---- prediction -------------------------------------------------------------------------------------
-def _check_options(dtype: str, optimizer: str) -> None:
+def _check_options(dtype: str, optimizer: str, framework: str = "ddp") -> None:
+    if framework not in FRAMEWORKS:
+        raise UserError(f"unknown framework {framework!r}; known: {', '.join(FRAMEWORKS)}")
     if dtype not in DTYPES:
         raise UserError(f"unknown dtype {dtype!r}; known: {', '.join(DTYPES)}")
     if optimizer not in OPTIMIZERS:
@@ -177,7 +183,7 @@ def _check_options(dtype: str, optimizer: str) -> None:
 def predict(graph: ModelGraph, plan: Plan, cost_model: CostModel, *, interval: bool = True,
             device_memory_bytes: float | None = None, context: Context | None = None) -> Prediction:
     """Predict one plan. interval=True also evaluates it at the profile's low/high coefficient bounds."""
-    _check_options(plan.dtype, plan.optimizer)
+    _check_options(plan.dtype, plan.optimizer, plan.framework)
     ctx = context or Context(graph, cost_model)
     pred = evaluate(ctx, plan, device_memory_bytes)
     if interval and pred.feasible:
@@ -195,11 +201,11 @@ def rank(predictions: Iterable[Prediction]) -> list[Prediction]:
 def predict_all(graph: ModelGraph, batch: int, devices: int, cost_model: CostModel, *,
                 strategies: Sequence[str] = STRATEGIES, devices_per_node: int | None = None, dtype: str = "fp32",
                 optimizer: str = "sgd", micro_batches: int | None = None, interval: bool = True,
-                device_memory_bytes: float | None = None) -> list[Prediction]:
+                device_memory_bytes: float | None = None, framework: str = "ddp") -> list[Prediction]:
     """One prediction per strategy (for pipelines, the best micro-batch count), ranked. A strategy the
     profile cannot cost (missing coefficient) comes back infeasible with the message; if none can be
     costed, that UserError is raised."""
-    _check_options(dtype, optimizer)
+    _check_options(dtype, optimizer, framework)
     if batch <= 0 or devices <= 0:
         raise UserError(f"batch ({batch}) and devices ({devices}) must be positive")
     dpn = devices_per_node or cost_model.devices_per_node
@@ -209,7 +215,7 @@ def predict_all(graph: ModelGraph, batch: int, devices: int, cost_model: CostMod
     out = []
     missing: list[UserError] = []
     for name in strategies:
-        plans = default_plans(graph, name, batch, devices, dpn, dtype, optimizer, micro_batches)
+        plans = default_plans(graph, name, batch, devices, dpn, dtype, optimizer, micro_batches, framework=framework)
         try:
             preds = [evaluate(ctx, p, device_memory_bytes) for p in plans]
             best = rank(preds)[0]

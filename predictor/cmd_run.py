@@ -5,6 +5,8 @@ import argparse
 import json
 import sys
 
+from predictor.overlap import FRAMEWORKS
+from predictor.plan import DTYPES
 from profiler.errors import UserError
 
 STRATEGY_CHOICES = ("all", "serial", "data", "spatial", "filter", "channel", "pipeline", "data+spatial",
@@ -24,9 +26,12 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
                         help="zoo/callable knob, e.g. width=16, image=64 (repeatable)")
     parser.add_argument("--input-shape", help="per-sample input shape for user modules, e.g. 3,224,224")
     parser.add_argument("--gpus-per-node", type=int, help="devices per node (default: the profile's)")
-    parser.add_argument("--dtype", default="fp32", choices=("fp32", "fp16", "bf16"),
+    parser.add_argument("--dtype", default="fp32", choices=DTYPES,
                         help="fp16/bf16 = mixed precision (fp32 master weights)")
     parser.add_argument("--optimizer", default="sgd", choices=("sgd", "momentum", "adam"))
+    parser.add_argument("--framework", default="ddp", choices=FRAMEWORKS,
+                        help="how the gradient allreduce is scheduled: ddp (PyTorch DDP buckets, default), "
+                             "horovod (tensor fusion cycles), no-overlap (after backward)")
     parser.add_argument("--memory-cap", type=float, metavar="GB", help="device memory to plan for (default: the profile's)")
     parser.add_argument("--dataset-size", type=int, help="samples per epoch: adds epoch time and GPU-hours")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
@@ -91,7 +96,7 @@ def run(args) -> int:
     cap = args.memory_cap * 1e9 if args.memory_cap else None
     preds = predict_all(graph, args.batch, args.gpus, cm, strategies=strategies, devices_per_node=args.gpus_per_node,
                         dtype=args.dtype, optimizer=args.optimizer, micro_batches=args.micro_batches,
-                        device_memory_bytes=cap)
+                        device_memory_bytes=cap, framework=args.framework)
     if args.strategy != "all" and not preds[0].feasible:
         raise UserError(f"{args.strategy} on {args.gpus} devices with batch {args.batch}: {preds[0].reason}")
     meta = {"profile": str(path), "profile_provenance": cm.provenance, "model": graph.name, "batch": args.batch,

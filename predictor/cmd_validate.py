@@ -2,6 +2,10 @@
 append every run (features + prediction terms + measurement) to a JSONL dataset, and report accuracy.
 
     predictor validate --profile P [--suite NAME|FILE] --out runs.jsonl [--plot scatter.png]
+    predictor validate --published FILE|cnn [--json] [--plot scatter.png] [--out report.json]
+
+The second form measures nothing: it predicts published, measured multi-GPU runs with the reference profile of
+each run's system and scores the predictions (predictor.published).
 
 Each row is written and flushed as soon as its run is measured, so an interrupted validation keeps what
 it measured. Ranks are self-spawned on this machine (gloo on CPU, NCCL on GPU) with the calibration's
@@ -26,9 +30,14 @@ from profiler.profile import check_writable, load_profile, utc_now_iso
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--profile", required=True, help="profile YAML the predictions use (calibrated on this machine)")
+    parser.add_argument("--published", metavar="FILE",
+                        help="score predictions of published measured runs instead of measuring (a corpus YAML, or "
+                             "'cnn' for the shipped corpus); --profile is then not needed")
+    parser.add_argument("--json", action="store_true", help="with --published: print the report as JSON")
+    parser.add_argument("--profile", help="profile YAML the predictions use (calibrated on this machine)")
     parser.add_argument("--suite", default="cpu_default", help="built-in suite name or suite YAML file (default cpu_default)")
-    parser.add_argument("--out", required=True, help="JSONL dataset; rows are appended, one per measured run")
+    parser.add_argument("--out", help="JSONL dataset; rows are appended, one per measured run (with --published: "
+                                      "the JSON report)")
     parser.add_argument("--plot", help="PNG scatter of predicted vs measured time per strategy")
     parser.add_argument("--threads", type=int, help="threads per rank (default: the profile's calibration threads)")
     parser.add_argument("--iterations", type=int, help="timed iterations per run (default: the suite's)")
@@ -147,6 +156,12 @@ def run(args) -> int:
     from predictor.runner.worker import run_jobs
     from predictor import validate_report
 
+    if args.published:
+        from predictor.published.command import run_published
+        return run_published(args)
+    for flag in ("profile", "out"):
+        if not getattr(args, flag):
+            raise UserError(f"--{flag} is required (unless --published is given)")
     suite = load_suite(args.suite)
     profile = load_profile(args.profile)
     cost_model, profile_path = load_cost_model(args.profile)

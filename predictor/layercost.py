@@ -17,8 +17,9 @@ from calibrate.cost_api import CostModel
 from predictor.graph import Layer, ModelGraph
 
 MIXED_DTYPES = ("fp16", "bf16")
-DTYPE_NAMES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
-ACT_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
+# tf32: fp32 storage, GEMMs and convolutions on TF32 tensor cores where the GPU has them (A100 and later)
+DTYPE_NAMES = {"fp32": "float32", "tf32": "tf32", "fp16": "float16", "bf16": "bfloat16"}
+ACT_BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2}
 ELEMENTWISE_OPS = ("batchnorm", "relu", "add", "silu", "sigmoid", "mul")
 FREE_OPS = ("flatten", "input")  # views: no kernel
 #: layer ops costed as a profiled op at the same shape (the cost API knows only its COMPUTE_OPS). SiLU and
@@ -60,8 +61,13 @@ def _pass_params(layer: Layer, split: Split) -> tuple[str, dict[str, int]] | Non
         f_out = _div(layer.output_shape[0], split.filter_div)
         dims = local_dims(layer.input_shape[1:], split.spatial)
         kernel, stride, pad = layer.kernel, layer.stride, layer.padding
-        if len(set(kernel)) == 1 and len(set(stride)) == 1 and len(set(pad)) == 1 and layer.groups == 1:
+        groups = layer.groups
+        if groups > 1 and (c_in % groups or f_out % groups):  # a channel/filter split that cuts groups
+            groups = math.gcd(math.gcd(c_in, f_out), groups)
+        if len(set(kernel)) == 1 and len(set(stride)) == 1 and len(set(pad)) == 1:
             params = {"N": n, "C": c_in, "F": f_out, "kernel": kernel[0], "stride": stride[0], "padding": pad[0]}
+            if groups > 1:  # grouped / depthwise: C/groups input channels per output channel
+                params["groups"] = groups
             if op == "conv3d":
                 params.update(D=dims[0], H=dims[1], W=dims[2])
             else:

@@ -1,19 +1,58 @@
-"""Gradient allreduce overlapped with backward in DDP-style buckets.
+"""The data-parallel gradient exchange overlapped with backward, under each framework's execution regime.
 
-PyTorch DDP groups gradients into buckets of ~25 MB in reverse layer order and launches each bucket's
-allreduce as soon as backward has produced all its gradients; buckets go out one after another on one
-communication stream. With layer l's gradient ready when backward has finished layer l:
+Three regimes (`Plan.framework`, `FRAMEWORKS`), each a rule for when which gradient bytes are reduced:
 
-    ready_k = backward time until the earliest layer of bucket k is done
-    end_k   = max(ready_k, end_{k-1}) + T_allreduce(bytes_k)
-    exposed = max(0, end_last - backward_total),  hidden = sum(T_allreduce) - exposed
+- **ddp** (PyTorch DistributedDataParallel, docs "DDP design"): gradients go into buckets of ~25 MB
+  (`bucket_cap_mb`) in reverse layer order; a bucket's allreduce is launched as soon as backward has produced
+  all its gradients; buckets go out one after another on one communication stream.
+- **horovod** (Horovod "Tensor Fusion", docs/tensor-fusion.rst): a background thread wakes every cycle
+  (HOROVOD_CYCLE_TIME, 5 ms before v0.21, 1 ms since) and fuses every gradient that is ready into
+  allreduces of up to HOROVOD_FUSION_THRESHOLD bytes (64 MB before v0.21, 128 MB since). We use the
+  defaults of the releases the published runs used (5 ms, 64 MB).
+- **no-overlap** (ChainerMN, plain allreduce after `loss.backward()`): one fused allreduce of all
+  gradients after backward has finished.
 
-ParaDL charges the whole Allreduce after backward (strategies.md §3, "Data"); this is the overlap it lacks.
+With launch_k the time bucket k may start and T(bytes) the allreduce time over the data-parallel group:
+
+    end_k   = max(launch_k, end_{k-1}) + T(bytes_k)
+    exposed = max(0, end_last - backward_total),  hidden = sum_k T(bytes_k) - exposed
+
+ddp: launch_k = ready_k (backward clock when the earliest layer of bucket k is done);
+horovod: launch_k = the first cycle tick at or after the layers' ready time, k fusing what is ready then;
+no-overlap: one bucket launched at backward_total.
+
+Overlap is not free on a GPU: NCCL kernels run on the same SMs and memory as backward. A profile may give
+an overlap efficiency eta in (0, 1] (CostModel.overlap_efficiency): the share of the overlapped time that is
+really hidden; the rest, (1 - eta) * hidden, is added to the exposed time. ParaDL charges the whole
+allreduce after backward, i.e. the no-overlap regime.
 """
 from __future__ import annotations
 
+import math
 from itertools import accumulate
-from typing import Callable, Sequence
+from typing import Callable, NamedTuple, Sequence
+
+FRAMEWORKS = ("ddp", "horovod", "no-overlap")
+
+
+class Regime(NamedTuple):
+    """How one framework schedules the gradient allreduce (module docstring)."""
+
+    name: str
+    fusion_bytes: float      # bucket / fusion-buffer size (inf = everything in one allreduce)
+    cycle_s: float           # launch granularity (0 = as soon as ready)
+    overlaps: bool           # False: nothing starts before backward ends
+
+
+def regime(framework: str, bucket_bytes: float = 25e6) -> Regime:
+    """The Regime of a framework name (ddp takes the plan's bucket size)."""
+    if framework == "ddp":
+        return Regime("ddp", bucket_bytes, 0.0, True)
+    if framework == "horovod":
+        return Regime("horovod", 64e6, 5e-3, True)
+    if framework == "no-overlap":
+        return Regime("no-overlap", math.inf, 0.0, False)
+    raise ValueError(f"unknown framework {framework!r}; known: {', '.join(FRAMEWORKS)}")
 
 
 def bucket_layout(grad_bytes: Sequence[float], bucket_bytes: float) -> list[tuple[int, float]]:
@@ -37,16 +76,50 @@ def ready_times(bwd_s: Sequence[float]) -> list[float]:
     return list(accumulate(reversed(bwd_s)))
 
 
-def overlap(layout: Sequence[tuple[int, float]], ready: Sequence[float],
-            allreduce_s: Callable[[float], float]) -> tuple[float, float]:
-    """(exposed_s, hidden_s) of the bucketed allreduce. ready: ready_times(per-layer backward seconds);
-    allreduce_s(bytes): time of one allreduce of that many bytes over the data-parallel group."""
-    total_bwd = ready[-1] if ready else 0.0
+def launches(grad_bytes: Sequence[float], ready: Sequence[float], reg: Regime) -> list[tuple[float, float]]:
+    """(launch time, bytes) of every allreduce the regime issues; grad_bytes in forward order, ready from
+    ready_times (both over the same layers)."""
+    if not ready:
+        return []
+    if not reg.overlaps:
+        total = sum(grad_bytes)
+        return [(ready[-1], total)] if total > 0 else []
+    if reg.cycle_s <= 0:
+        return [(ready[pos], size) for pos, size in bucket_layout(grad_bytes, reg.fusion_bytes)]
+    out: list[tuple[float, float]] = []
+    pending = 0.0
+    tick = None
+    for pos, g in enumerate(reversed(grad_bytes)):
+        if g <= 0:
+            continue
+        t = math.ceil(ready[pos] / reg.cycle_s - 1e-12) * reg.cycle_s
+        if tick is not None and (t > tick or pending + g > reg.fusion_bytes) and pending > 0:
+            out.append((tick, pending))
+            pending = 0.0
+        tick = t if pending == 0.0 else tick
+        pending += g
+    if pending > 0:
+        out.append((max(tick, 0.0), pending))
+    return out
+
+
+def schedule(issued: Sequence[tuple[float, float]], total_bwd: float, allreduce_s: Callable[[float], float],
+             efficiency: float = 1.0) -> tuple[float, float]:
+    """(exposed_s, hidden_s) of allreduces issued at (launch time, bytes) behind a backward of total_bwd
+    seconds, one after another on one stream; efficiency = the overlap efficiency eta (module docstring)."""
     comm_end = 0.0
     total = 0.0
-    for pos, size in layout:
+    for launch, size in issued:
         c = allreduce_s(size)
-        comm_end = max(comm_end, ready[pos]) + c
+        comm_end = max(comm_end, launch) + c
         total += c
     exposed = max(0.0, comm_end - total_bwd)
-    return exposed, total - exposed
+    hidden = max(0.0, total - exposed)
+    slowdown = (1.0 - efficiency) * hidden
+    return exposed + slowdown, hidden - slowdown
+
+
+def overlap(layout: Sequence[tuple[int, float]], ready: Sequence[float],
+            allreduce_s: Callable[[float], float]) -> tuple[float, float]:
+    """(exposed_s, hidden_s) of a DDP bucket layout with perfect overlap (pipeline stages use it)."""
+    return schedule([(ready[pos], size) for pos, size in layout], ready[-1] if ready else 0.0, allreduce_s)

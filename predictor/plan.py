@@ -30,7 +30,7 @@ STRATEGIES = (
     "data+spatial", "data+filter", "data+channel", "data+pipeline", "spatial-then-data",
 )
 OPTIMIZERS = ("sgd", "momentum", "adam")
-DTYPES = ("fp32", "fp16", "bf16")  # fp16/bf16 = mixed precision (fp32 master weights and optimizer state)
+DTYPES = ("fp32", "tf32", "fp16", "bf16")  # fp16/bf16 = mixed precision (fp32 master weights and optimizer state)
 
 # Communication kinds reported separately (exposed and hidden) in Prediction.comm_*.
 COMM_KINDS = ("gradient", "layer_collective", "halo", "pipeline_p2p", "redistribute")
@@ -56,6 +56,7 @@ class Plan:
     optimizer: str = "sgd"
     recompute: bool = False  # pipeline: keep only stage-boundary activations, recompute inside (GPipe)
     bucket_bytes: float = 25e6  # DDP gradient bucket size
+    framework: str = "ddp"  # how the gradient allreduce is scheduled (predictor.overlap.FRAMEWORKS)
     extra: tuple[tuple[str, Any], ...] = ()  # strategy-specific knobs of add-on strategies (sorted pairs)
 
     @property

@@ -61,6 +61,9 @@ class SyntheticCostModel:
     def optimizer_overhead_s(self, tensors):
         return self.optimizer_step_s + tensors * self.optimizer_per_tensor_s if tensors else 0.0
 
+    def overlap_efficiency(self):
+        return 1.0
+
     def rank_slowdown(self, ranks_on_node):
         return max(1.0, ranks_on_node / self.cores_per_node) if self.cores_per_node else 1.0
 

@@ -57,10 +57,11 @@ def conv_spatial(params: dict) -> tuple[list[int], list[int]]:
 
 
 def conv_flops(params: dict) -> int:
-    """2·N·F·prod(out)·C·kernel^d, the same for fwd, bwd_data and bwd_weight."""
+    """2·N·F·prod(out)·(C/groups)·kernel^d, the same for fwd, bwd_data and bwd_weight."""
     spatial_in, spatial_out = conv_spatial(params)
     d = len(spatial_in)
-    return 2 * params["N"] * params["F"] * math.prod(spatial_out) * params["C"] * params["kernel"] ** d
+    c_group = params["C"] // params.get("groups", 1)
+    return 2 * params["N"] * params["F"] * math.prod(spatial_out) * c_group * params["kernel"] ** d
 
 
 def conv_bytes(params: dict, elem_bytes: int) -> int:
@@ -69,7 +70,8 @@ def conv_bytes(params: dict, elem_bytes: int) -> int:
     spatial_in, spatial_out = conv_spatial(params)
     d = len(spatial_in)
     n, c, f = params["N"], params["C"], params["F"]
-    return elem_bytes * (n * c * math.prod(spatial_in) + f * c * params["kernel"] ** d + n * f * math.prod(spatial_out))
+    c_group = c // params.get("groups", 1)
+    return elem_bytes * (n * c * math.prod(spatial_in) + f * c_group * params["kernel"] ** d + n * f * math.prod(spatial_out))
 
 
 def activation_elems(params: dict) -> int:
@@ -264,6 +266,7 @@ def conv_cases(params: dict, dtype: str, device: str, tags: dict | None = None) 
     d = 3 if "D" in params else 2
     spatial_in, spatial_out = conv_spatial(params)
     n, c, f, k = params["N"], params["C"], params["F"], params["kernel"]
+    groups = params.get("groups", 1)
     stride, padding = [params["stride"]] * d, [params["padding"]] * d
     conv = torch.nn.functional.conv3d if d == 3 else torch.nn.functional.conv2d
     flops, nbytes = conv_flops(params), conv_bytes(params, element_bytes(dtype))
@@ -271,13 +274,13 @@ def conv_cases(params: dict, dtype: str, device: str, tags: dict | None = None) 
     def builder(variant: str):
         def build():
             x = _tensor((n, c, *spatial_in), dtype, device)
-            w = _tensor((f, c, *[k] * d), dtype, device)
+            w = _tensor((f, c // groups, *[k] * d), dtype, device)
             if variant == "fwd":
-                return lambda: conv(x, w, stride=stride, padding=padding)
+                return lambda: conv(x, w, stride=stride, padding=padding, groups=groups)
             dy = _tensor((n, f, *spatial_out), dtype, device)
             mask = [variant == "bwd_data", variant == "bwd_weight", False]
             return lambda: torch.ops.aten.convolution_backward(
-                dy, x, w, None, stride, padding, [1] * d, False, [0] * d, 1, mask)
+                dy, x, w, None, stride, padding, [1] * d, False, [0] * d, groups, mask)
 
         return build
 

@@ -26,6 +26,9 @@ class FlatCostModel:
     def optimizer_overhead_s(self, tensors):
         return 0.0
 
+    def overlap_efficiency(self):
+        return 1.0
+
     def rank_slowdown(self, ranks_on_node):
         return 1.0
 

@@ -5,13 +5,23 @@ import pytest
 
 from calibrate.cost_api import COLLECTIVES, PASSES
 from calibrate.cost_model import load_cost_model
-from calibrate.published import KERNEL_LAUNCH, NODES, render
+from calibrate.published import KERNEL_LAUNCH, NODES, build_profile, render
+from calibrate.system_constants import SystemConstants, gpu_family, load_constants
 from calibrate.report import fit_lines
 from profiler.profile import load_profile
 
 PROFILES = Path(__file__).resolve().parent.parent / "profiles"
 EXPECTED = {"v100-abci-4gpu.published.yaml": (4, 16), "v100-dgx1-8gpu.published.yaml": (8, 16),
-            "a100-dgx-8gpu.published.yaml": (8, 40), "h100-dgx-8gpu.published.yaml": (8, 80)}
+            "a100-dgx-8gpu.published.yaml": (8, 40), "h100-dgx-8gpu.published.yaml": (8, 80),
+            "v100-dgx1-1edr-8gpu.published.yaml": (8, 16), "v100-dgx2-16gpu.published.yaml": (16, 32),
+            "a100-80gb-dgx-8gpu.published.yaml": (8, 80), "a100-sxm-4gpu-2hdr.published.yaml": (4, 40),
+            "a100-pcie-8gpu-1edr.published.yaml": (8, 40), "a100-pcie-4gpu-1edr.published.yaml": (4, 80),
+            "p100-dgx1-8gpu.published.yaml": (8, 16)}
+
+
+def datasheet(file: str):
+    """The cost model of a node's profile from published hardware figures only (no corpus constant)."""
+    return load_cost_model(build_profile(next(n for n in NODES if n.file == file), None))
 CONV2D = dict(N=32, C=64, F=64, H=56, W=56, kernel=3, stride=1, padding=1)
 SHAPES = {"gemm": dict(M=256, N=1024, K=1024), "linear": dict(M=256, N=1000, K=2048), "conv2d": CONV2D,
           "conv3d": dict(N=2, C=16, F=32, D=32, H=32, W=32, kernel=3, stride=1, padding=1),
@@ -28,9 +38,11 @@ def test_profile_is_published_and_complete(name):
     cm = load_cost_model(path)
     devices, gib = EXPECTED[name]
     assert cm.devices_per_node == devices and cm.device_memory_bytes == gib * 2**30 and cm.provenance == "published"
+    published_dtypes = {key.rsplit("/", 1)[1] for key in profile.coefficients["compute"]}
+    assert {"float32", "float16"} <= published_dtypes  # bfloat16 and tf32 only where the GPU has them
     for op, params in SHAPES.items():
         for pass_ in PASSES:
-            for dtype in ("float32", "float16", "bfloat16"):
+            for dtype in sorted(published_dtypes):
                 t = cm.compute_time_s(op, pass_, params, dtype)
                 assert t >= 0 and (t > 0 or (op, pass_) in {(o, "bwd_weight") for o in SHAPES} | {("add", "bwd_data")})
     for op in COLLECTIVES:
@@ -58,7 +70,7 @@ def test_every_coefficient_has_a_source(name):
 
 def test_published_figures_reproduce_their_sources():
     """Spot checks against hardware.md: the roofline at large GEMMs gives the quoted achieved throughput."""
-    a100 = load_cost_model(PROFILES / "a100-dgx-8gpu.published.yaml")
+    a100 = datasheet("a100-dgx-8gpu.published.yaml")
     n = 16384
     t = a100.compute_time_s("gemm", "fwd", dict(M=n, N=n, K=n), "float16")
     assert 2 * n**3 / (t - KERNEL_LAUNCH.value) == pytest.approx(256.5e12, rel=1e-6)  # Azure cuBLASLt FP16 @16k^3
@@ -67,5 +79,29 @@ def test_published_figures_reproduce_their_sources():
     s = 2**30
     busbw = s * 2 * 7 / 8 / a100.collective_time_s("allreduce", s, 8)
     assert busbw == pytest.approx(229.35e9, rel=0.01)  # vTrain LUT at 1 GiB, minus the latency term
-    h100 = load_cost_model(PROFILES / "h100-dgx-8gpu.published.yaml")
+    h100 = datasheet("h100-dgx-8gpu.published.yaml")
     assert 1e9 / h100.memory_time_s(1e9) == pytest.approx(2970e9, rel=1e-9)
+
+
+def test_shipped_profiles_are_the_datasheet_times_the_fitted_constants():
+    """A shipped profile's compute time is the datasheet one times its GPU family's fitted time scale (grouped
+    convolutions their own), and every family constant names the rows it was fitted to."""
+    constants = load_constants()
+    assert constants and all(c.rows == len(c.row_ids) > 0 and c.fitted_sources for c in constants.values())
+    conv = dict(N=32, C=64, F=64, H=56, W=56, kernel=3, stride=1, padding=1)
+    for file in ("a100-dgx-8gpu.published.yaml", "v100-dgx1-8gpu.published.yaml"):
+        node = next(n for n in NODES if n.file == file)
+        family = constants[gpu_family(node.gpu.name)]
+        shipped, base = load_cost_model(PROFILES / file), datasheet(file)
+        for dtype, scale in family.flops_time_scale.items():
+            assert shipped.compute_time_s("conv2d", "fwd", conv, dtype) == pytest.approx(
+                scale * base.compute_time_s("conv2d", "fwd", conv, dtype), rel=1e-9)
+        for dtype, scale in family.grouped_time_scale.items():
+            grouped = dict(conv, groups=64)
+            assert shipped.compute_time_s("conv2d", "fwd", grouped, dtype) == pytest.approx(
+                scale * base.compute_time_s("conv2d", "fwd", grouped, dtype), rel=1e-9)
+
+
+def test_profiles_without_constants_are_the_datasheet():
+    node = NODES[0]
+    assert render(node, {}) == render(node, {"X100": SystemConstants(family="X100", flops_time_scale={"float32": 2.0})})

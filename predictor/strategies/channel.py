@@ -59,7 +59,7 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     d_nodes = data_nodes(plan.p_data, p, plan.devices_per_node)
     divisors = tuple(1 if i < first_split else p for i in range(ctx.n_layers))
     exposed, hidden = ctx.gradient_sync(range(ctx.n_layers), bwd_list, divisors, plan.p_data, d_nodes,
-                                        plan.bucket_bytes)
+                                        plan.bucket_bytes, plan.framework)
     pred.comm_exposed_s["gradient"], pred.comm_hidden_s["gradient"] = exposed, hidden
     ctx.set_parameters(pred, local_params, plan, plan.p_data)
 

@@ -14,7 +14,7 @@ from predictor.graph import ModelGraph
 from predictor.layercost import ACT_BYTES, LayerCoster, Split, update_time_s
 from predictor.plan import Plan, Prediction
 from predictor.shared_cores import SharedCores
-from predictor.overlap import bucket_layout, overlap, ready_times
+from predictor.overlap import launches, ready_times, regime, schedule
 from predictor.memory import SavedTensor, backward_peak_extra, parameter_bytes, saved_tensors
 
 
@@ -141,22 +141,25 @@ class Context:
 
     # ---- common pieces ---------------------------------------------------------------------------
     def gradient_sync(self, indices, bwd_list: list[float], param_div, group: int, nodes: int,
-                      bucket_bytes: float) -> tuple[float, float]:
-        """(exposed_s, hidden_s) of the DDP-bucketed fp32 gradient allreduce of layers `indices` over
-        `group` ranks on `nodes` nodes (overlap.py). param_div: one divisor of every layer's parameters,
-        or a tuple with one divisor per index."""
+                      bucket_bytes: float, framework: str = "ddp") -> tuple[float, float]:
+        """(exposed_s, hidden_s) of the fp32 gradient allreduce of layers `indices` over `group` ranks on
+        `nodes` nodes, scheduled by the framework's regime behind backward (overlap.py). param_div: one
+        divisor of every layer's parameters, or a tuple with one divisor per index."""
         if group <= 1:
             return 0.0, 0.0
-        bkey = (indices if isinstance(indices, range) else tuple(indices), param_div, bucket_bytes)
-        layout = self._buckets.get(bkey)
-        if layout is None:
-            divs = param_div if isinstance(param_div, tuple) else (param_div,) * len(indices)
-            layout = self._buckets[bkey] = bucket_layout(
-                [self.params[i] * 4.0 / d for i, d in zip(indices, divs)], bucket_bytes)
+        reg = regime(framework, bucket_bytes)
         held = self._ready.get(id(bwd_list))
         if held is None or held[0] is not bwd_list:
             held = self._ready[id(bwd_list)] = (bwd_list, ready_times(bwd_list))
-        return overlap(layout, held[1], lambda size: self.collective("allreduce", size, group, nodes))
+        bkey = (indices if isinstance(indices, range) else tuple(indices), param_div, reg, id(bwd_list))
+        issued = self._buckets.get(bkey)
+        if issued is None or issued[0] is not bwd_list:
+            divs = param_div if isinstance(param_div, tuple) else (param_div,) * len(indices)
+            grads = [self.params[i] * 4.0 / d for i, d in zip(indices, divs)]
+            issued = self._buckets[bkey] = (bwd_list, launches(grads, held[1], reg))
+        total_bwd = held[1][-1] if held[1] else 0.0
+        return schedule(issued[1], total_bwd, lambda size: self.collective("allreduce", size, group, nodes),
+                        self.cm.overlap_efficiency() if reg.overlaps else 1.0)
 
     def saved_bytes_per_sample(self, dtype: str, key, share: Callable[[SavedTensor], float]) -> float:
         """Bytes of saved-for-backward tensors per sample, each weighted by share(tensor) (the fraction

@@ -5,7 +5,7 @@ replicas in DDP buckets overlapped with backward. Departures from ParaDL: comput
 batch b (not total/p); the update (optimizer-dependent) and optimizer state are included; the allreduce
 overlaps backward (overlap.py); the group's node span comes from devices_per_node (layout.py).
 
-DDP also synchronises the module buffers before every forward (its default, `broadcast_buffers`): one
+DDP (the ddp regime only) also synchronises the module buffers before every forward (`broadcast_buffers`): one
 allreduce of a rank index to agree on the source rank, then a coalesced broadcast of the buffers, one
 per dtype: the batch-norm running mean and variance (2·C fp32 per BN layer) and their int64 step
 counters. A model without batch norm has no buffers and skips it. These blocking collectives are
@@ -43,9 +43,11 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     pred.compute_fwd_s, pred.compute_bwd_s = fwd, bwd
     pred.update_s = ctx.update_s(ctx.total_params, plan.optimizer, plan.dtype)
     nodes = data_nodes(plan.p_data, 1, plan.devices_per_node)
-    exposed, hidden = ctx.gradient_sync(everything, bwd_list, 1, plan.p_data, nodes, plan.bucket_bytes)
+    exposed, hidden = ctx.gradient_sync(everything, bwd_list, 1, plan.p_data, nodes, plan.bucket_bytes,
+                                        plan.framework)
     pred.comm_exposed_s["gradient"], pred.comm_hidden_s["gradient"] = exposed, hidden
-    buffer_sync_s = ctx.cached(("ddp-buffers", plan.p_data, nodes), lambda: ddp_buffer_sync_s(ctx, plan.p_data, nodes))
+    buffer_sync_s = 0.0 if plan.framework != "ddp" else ctx.cached(
+        ("ddp-buffers", plan.p_data, nodes), lambda: ddp_buffer_sync_s(ctx, plan.p_data, nodes))
     pred.comm_exposed_s["layer_collective"] = buffer_sync_s
     pred.details["ddp_buffer_sync_s"] = buffer_sync_s
     ctx.set_parameters(pred, ctx.total_params, plan, plan.p_data)

@@ -53,7 +53,8 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     local_params = ctx.total_params / p
     pred.update_s = ctx.update_s(local_params, plan.optimizer, plan.dtype)
     d_nodes = data_nodes(plan.p_data, p, plan.devices_per_node)
-    exposed, hidden = ctx.gradient_sync(range(ctx.n_layers), bwd_list, p, plan.p_data, d_nodes, plan.bucket_bytes)
+    exposed, hidden = ctx.gradient_sync(range(ctx.n_layers), bwd_list, p, plan.p_data, d_nodes, plan.bucket_bytes,
+                                        plan.framework)
     pred.comm_exposed_s["gradient"], pred.comm_hidden_s["gradient"] = exposed, hidden
     ctx.set_parameters(pred, local_params, plan, plan.p_data)
 

@@ -157,7 +157,8 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     pred.details["batch_norm_sync_s"] = bn_sync_s
 
     everyone = nodes_spanned(plan.devices, 1, dpn, 1)
-    exposed, hidden = ctx.gradient_sync(range(ctx.n_layers), bwd_list, 1, plan.devices, everyone, plan.bucket_bytes)
+    exposed, hidden = ctx.gradient_sync(range(ctx.n_layers), bwd_list, 1, plan.devices, everyone, plan.bucket_bytes,
+                                        plan.framework)
     pred.comm_exposed_s["gradient"], pred.comm_hidden_s["gradient"] = exposed, hidden
     pred.update_s = ctx.update_s(ctx.total_params, plan.optimizer, plan.dtype)
 

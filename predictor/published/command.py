@@ -1,0 +1,58 @@
+"""`predictor validate --published FILE`: predict published measured runs and report the accuracy.
+
+Three predictions per row (predictor.published.loso): `datasheet` profiles (no corpus constant), the
+`shipped` profiles (per-GPU-family constants fitted to every source), and `loso` (the constants refitted
+without the row's source). The headline figures are the shipped profiles'; the loso figure is the one an
+unseen cluster should expect.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from predictor.published.corpus import CORPUS_DIR, load_corpus
+from predictor.published.fit import Decompositions
+from predictor.published.loso import base_cost_models, loso_predictions
+from predictor.published.report import plot, render_text, summarise
+from predictor.published.rowmap import Skipped, interpret, load_rules
+from predictor.published.validate import Predictor, validate_runs
+from predictor.report import finite_json
+from profiler.profile import check_writable, write_atomic
+
+SHIPPED = {"cnn": CORPUS_DIR / "cnn_runs.yaml"}
+PROFILES_DIR = Path(__file__).resolve().parent.parent.parent / "profiles"
+
+
+def published_report(corpus: str | Path, profiles_dir: Path = PROFILES_DIR) -> dict:
+    """The full report of one corpus file (see predictor.published.report.summarise)."""
+    runs = load_corpus(corpus)
+    rules = load_rules()
+    predictor = Predictor(profiles_dir)
+    results, skipped = validate_runs(runs, rules, predictor)
+    base = base_cost_models()
+    setups = [r.setup for r in results]
+    decompositions = Decompositions([s for s in (interpret(r, rules) for r in runs) if not isinstance(s, Skipped)],
+                                    predictor, base)
+    datasheet, loso, fitted = loso_predictions(setups, predictor, base, decompositions)
+    report = summarise(results, skipped, extra_predictions={
+        "datasheet": lambda r: datasheet.get(r.run.id, r.predicted_s),
+        "loso": lambda r: loso.get(r.run.id, r.predicted_s)})
+    report["corpus"] = str(corpus)
+    report["loso_constants"] = fitted
+    return report
+
+
+def run_published(args) -> int:
+    corpus = SHIPPED.get(args.published, args.published)
+    if args.out:
+        check_writable(args.out)
+    if args.plot:
+        check_writable(args.plot, "--plot")
+    report = published_report(corpus)
+    text = json.dumps(finite_json(report), indent=1)
+    if args.out:
+        write_atomic(args.out, text)
+    if args.plot:
+        plot(report, args.plot)
+    print(text if args.json else render_text(report))
+    return 0

@@ -1,0 +1,171 @@
+"""Read a corpus of published, measured training runs (`cnn_runs.yaml` and files of its schema).
+
+Each record states a model, a precision, an optimizer, a framework, the system (GPU, GPUs per node, nodes,
+fabric), the GPU count, the batch and the measured throughput, with its source. The reader checks the
+fields the validation uses and returns one `PublishedRun` per record; a malformed record is a one-line
+`UserError` naming the file, the record (index and id) and the field. What a record means for the
+predictor (which model, plan, profile) is decided later, in `predictor.published.rowmap`.
+
+The measured figure is turned into seconds per iteration (one forward+backward step on every GPU):
+`derived.seconds_per_iteration` when the corpus gives it, else global batch / total images per second.
+Records that measure something else (a scaling efficiency, a time to train) keep `measured_s = None`
+and are reported as skipped with that reason.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import yaml
+
+from profiler.errors import UserError
+
+#: the corpus shipped with the package (a copy of the published ground truth, with its SOURCES.md)
+CORPUS_DIR = Path(__file__).resolve().parent.parent / "data" / "groundtruth"
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_MAX_BYTES = 50_000_000
+
+
+@dataclass(frozen=True)
+class PublishedRun:
+    """One published measurement, as the corpus states it (free text kept verbatim for the mapping)."""
+
+    index: int
+    id: str
+    source: str                 # the id's prefix: dle, dlperf, mlperf, tfbench, ...
+    model: str
+    precision: str
+    optimizer: str
+    framework: str
+    parallelism: str
+    data: str
+    num_gpus: int
+    batch_per_gpu: Optional[int]
+    system: dict[str, Any]
+    measured_s: Optional[float]     # seconds per iteration, None when the record is not a throughput
+    measured_note: str              # what the record measured, when it is not a throughput
+    url: str = ""
+    notes: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def nodes(self) -> int:
+        n = self.system.get("nodes")
+        return int(n) if isinstance(n, int) and n > 0 else 1
+
+    @property
+    def gpus_per_node(self) -> Optional[int]:
+        n = self.system.get("gpus_per_node")
+        return int(n) if isinstance(n, int) and n > 0 else None
+
+    @property
+    def images_per_s(self) -> Optional[float]:
+        if self.measured_s is None or self.batch_per_gpu is None:
+            return None
+        return self.batch_per_gpu * self.num_gpus / self.measured_s
+
+
+def _fail(path: str, index: int, rid: str, field_name: str, rule: str) -> UserError:
+    return UserError(f"{path}: record {index} ({rid}): field {field_name}: {rule}")
+
+
+def _text(rec: dict, key: str, path: str, index: int, rid: str, required: bool = True) -> str:
+    value = rec.get(key)
+    if value is None and not required:
+        return ""
+    if value is None and required:
+        raise _fail(path, index, rid, key, "missing")
+    if isinstance(value, (dict, list)):
+        raise _fail(path, index, rid, key, f"must be text, got {type(value).__name__}")
+    return str(value)
+
+
+def _positive_int(value, path, index, rid, name, allow_none=False) -> Optional[int]:
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1 or value > 10_000_000:
+        raise _fail(path, index, rid, name, f"must be an integer between 1 and 1e7, got {value!r}")
+    return value
+
+
+def _positive_float(value, path, index, rid, name) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise _fail(path, index, rid, name, f"must be a finite positive number, got {value!r}")
+    return float(value)
+
+
+def _measured_seconds(rec: dict, batch: Optional[int], gpus: int, path, index, rid) -> tuple[Optional[float], str]:
+    measured = rec.get("measured")
+    if not isinstance(measured, dict):
+        raise _fail(path, index, rid, "measured", "missing or not a mapping")
+    derived = rec.get("derived") or {}
+    if not isinstance(derived, dict):
+        raise _fail(path, index, rid, "derived", "must be a mapping")
+    if derived.get("seconds_per_iteration") is not None:
+        return _positive_float(derived["seconds_per_iteration"], path, index, rid, "derived.seconds_per_iteration"), ""
+    unit = str(measured.get("unit", ""))
+    if unit == "img/s":
+        value = _positive_float(measured.get("value"), path, index, rid, "measured.value")
+        if batch is None:
+            return None, "batch per GPU not stated in the source"
+        return batch * gpus / value, ""
+    return None, f"measures {measured.get('quantity', unit)!s}, not a per-iteration throughput"
+
+
+def parse_record(rec: Any, index: int, path: str) -> PublishedRun:
+    """One corpus record -> PublishedRun (UserError naming the record and field when malformed)."""
+    if not isinstance(rec, dict):
+        raise UserError(f"{path}: record {index}: must be a mapping, got {type(rec).__name__}")
+    rid = rec.get("id")
+    if not isinstance(rid, str) or not rid.strip():
+        raise UserError(f"{path}: record {index}: field id: missing or not text")
+    system = rec.get("system")
+    if not isinstance(system, dict):
+        raise _fail(path, index, rid, "system", "missing or not a mapping")
+    for key in ("nodes", "gpus_per_node"):
+        _positive_int(system.get(key), path, index, rid, f"system.{key}", allow_none=True)
+    gpus = _positive_int(rec.get("num_gpus"), path, index, rid, "num_gpus")
+    batch = _positive_int(rec.get("batch_per_gpu"), path, index, rid, "batch_per_gpu", allow_none=True)
+    measured_s, note = _measured_seconds(rec, batch, gpus, path, index, rid)
+    source = rec.get("source") or {}
+    return PublishedRun(
+        index=index, id=rid, source=rid.split("-", 1)[0], model=_text(rec, "model", path, index, rid),
+        precision=_text(rec, "precision", path, index, rid), optimizer=_text(rec, "optimizer", path, index, rid, False),
+        framework=_text(rec, "framework", path, index, rid), parallelism=_text(rec, "parallelism", path, index, rid, False),
+        data=_text(rec, "data", path, index, rid, False), num_gpus=gpus, batch_per_gpu=batch, system=system,
+        measured_s=measured_s, measured_note=note, url=str(source.get("url", "")) if isinstance(source, dict) else "",
+        notes=_text(rec, "notes", path, index, rid, False),
+        extra={"model_details": rec.get("model_details") if isinstance(rec.get("model_details"), dict) else {}})
+
+
+def load_corpus(path: str | Path) -> list[PublishedRun]:
+    """Every record of a corpus YAML file (a list of records), validated."""
+    path = Path(path)
+    name = str(path)
+    try:
+        if not path.is_file():
+            raise UserError(f"{name}: not a regular file" if path.exists() else f"{name}: does not exist")
+        if path.stat().st_size > _MAX_BYTES:
+            raise UserError(f"{name}: larger than {_MAX_BYTES} bytes; not a corpus file")
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise UserError(f"{name}: not UTF-8 text (byte {err.start})") from None
+    except OSError as err:
+        raise UserError(f"{name}: cannot read: {err.strerror or err}") from None
+    try:
+        data = yaml.load(text, Loader=_Loader)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise UserError(f"{name}: not valid YAML{where}") from None
+    if not isinstance(data, list) or not data:
+        raise UserError(f"{name}: must be a non-empty list of run records")
+    runs = [parse_record(rec, i, name) for i, rec in enumerate(data)]
+    seen: dict[str, int] = {}
+    for run in runs:
+        if run.id in seen:
+            raise _fail(name, run.index, run.id, "id", f"duplicate of record {seen[run.id]}")
+        seen[run.id] = run.index
+    return runs

@@ -1,0 +1,189 @@
+"""Fit the per-GPU-family constants of calibrate.system_constants to single-node published runs.
+
+For a record on one node, the analytical iteration time is linear in the three constants of its family:
+
+    T(a, g) = a_d * (F + M) + g_d * G + R
+
+F: seconds of the dense GEMM/convolution kernels at the datasheet roofline (dtype d), M: seconds of the
+memory-bound layers at STREAM triad, G: seconds of the grouped and depthwise convolutions at their roofline,
+R: the rest (weight update, exposed communication), all read off the analytical model itself by evaluating
+it with one part switched on at a time (`ScaledCostModel`). The constants minimise the squared relative
+error sum_i ((T_i - measured_i) / measured_i)^2 within physical bounds (a in [0.2, 20], g in [0.2, 50]),
+with a weak pull towards the datasheet (a = g = 1) so a family with few rows stays near it.
+
+Why these two and not more (docs/decisions/2026-12-01-system-constants.md): dense kernels and memory-bound
+layers grow together with the batch in every CNN of the corpus, so separate scales for them are not
+identifiable (the fit runs to its bounds); a framework time per layer fitted to PyTorch and TensorFlow rows
+(~110 us) made the MLPerf MXNet rows, whose framework overhead is far lower, 3x too slow at small batch.
+
+Families with fewer than MIN_ROWS rows keep the datasheet figures. `python -m predictor.published.fit`
+fits on every source and writes calibrate/data/system_constants.yaml; `predictor.published.loso` refits
+without each source in turn.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+from collections import defaultdict
+from pathlib import Path
+from typing import Iterable, Optional, Sequence
+
+import numpy as np
+import yaml
+
+from calibrate import shapes
+from calibrate.system_constants import CONSTANTS_FILE, SystemConstants
+from predictor.layercost import DTYPE_NAMES
+from predictor.published.rowmap import Setup
+
+MIN_ROWS = 4
+BOUNDS = {"a": (0.2, 20.0), "g": (0.2, 50.0)}
+PRIOR_WEIGHT = 0.05  # relative weight of the pull towards the datasheet, per parameter
+
+
+class ScaledCostModel:
+    """A CostModel whose GEMM/conv times are multiplied by flops_scale[dtype], memory-bound layer times by
+    bytes_scale[dtype], and whose framework time per layer and pass is per_layer_s (module docstring)."""
+
+    def __init__(self, cost_model, flops_scale: dict[str, float], bytes_scale: dict[str, float], per_layer_s: float,
+                 grouped_scale: Optional[dict[str, float]] = None, memory_scale: float = 1.0):
+        self._cm = cost_model
+        self.memory_scale = memory_scale
+        self.flops_scale, self.bytes_scale, self.per_layer_s = flops_scale, bytes_scale, per_layer_s
+        self.grouped_scale = flops_scale if grouped_scale is None else grouped_scale
+
+    def __getattr__(self, name):
+        return getattr(self._cm, name)
+
+    def compute_time_s(self, op, pass_, params, dtype):
+        t = self._cm.compute_time_s(op, pass_, params, dtype)
+        if op not in shapes.FLOP_OPS:
+            table = self.bytes_scale
+        else:
+            table = self.grouped_scale if int(params.get("groups", 1)) > 1 else self.flops_scale
+        return t * table.get(dtype, 1.0)
+
+    def framework_overhead_s(self, pass_):
+        return self.per_layer_s
+
+    def memory_time_s(self, bytes_moved, *, where="device"):
+        return self.memory_scale * self._cm.memory_time_s(bytes_moved, where=where)
+
+    def at_bound(self, bound):
+        return ScaledCostModel(self._cm.at_bound(bound), self.flops_scale, self.bytes_scale, self.per_layer_s,
+                               self.grouped_scale, self.memory_scale)
+
+
+def with_constants(cost_model, constants: Optional[SystemConstants]):
+    """The cost model with a family's constants applied (unchanged when None)."""
+    if constants is None:
+        return cost_model
+    return ScaledCostModel(cost_model, constants.flops_time_scale, constants.bytes_time_scale, constants.per_layer_s,
+                           {**constants.flops_time_scale, **constants.grouped_time_scale})
+
+
+def decompose(setup: Setup, predictor, base_cost_model) -> dict[str, float]:
+    """F, G, M and R of one record (module docstring) under the datasheet cost model."""
+    d = DTYPE_NAMES[setup.dtype]
+    base = predictor.predict(setup, base_cost_model)
+    only = lambda a, g, b: predictor.predict(
+        setup, ScaledCostModel(base_cost_model, {d: a}, {d: b}, 0.0, {d: g}, memory_scale=0.0)).terms["compute_s"]
+    parts = {"F": only(1.0, 0.0, 0.0), "G": only(0.0, 1.0, 0.0), "M": only(0.0, 0.0, 1.0)}
+    # R: everything the constants do not scale (update, copies such as concat, exposed communication)
+    return parts | {"R": base.predicted_s - sum(parts.values()), "dtype": d}
+
+
+def fit_family(rows: Sequence[tuple[dict, float]], family: str, ids: Sequence[str], sources: Iterable[str]
+               ) -> Optional[SystemConstants]:
+    """Constants of one family from (decomposition, measured seconds) pairs; None below MIN_ROWS rows."""
+    if len(rows) < MIN_ROWS:
+        return None
+    dtypes = sorted({parts["dtype"] for parts, _ in rows})
+    grouped = sorted({parts["dtype"] for parts, _ in rows if parts["G"] > 0})
+    names = [("a", d) for d in dtypes] + [("g", d) for d in grouped]
+    A = np.zeros((len(rows) + len(names), len(names)))
+    y = np.zeros(len(rows) + len(names))
+    for i, (parts, measured) in enumerate(rows):
+        A[i, names.index(("a", parts["dtype"]))] = (parts["F"] + parts["M"]) / measured
+        if parts["G"] > 0:
+            A[i, names.index(("g", parts["dtype"]))] = parts["G"] / measured
+        y[i] = 1.0 - parts["R"] / measured
+    for j in range(len(names)):
+        A[len(rows) + j, j] = PRIOR_WEIGHT
+        y[len(rows) + j] = PRIOR_WEIGHT
+    from scipy.optimize import lsq_linear
+
+    lower = [BOUNDS[k][0] for k, _ in names]
+    upper = [BOUNDS[k][1] for k, _ in names]
+    x = lsq_linear(A, y, bounds=(lower, upper)).x
+    value = dict(zip(names, x))
+    return SystemConstants(
+        family=family, flops_time_scale={d: round(float(value[("a", d)]), 4) for d in dtypes},
+        grouped_time_scale={d: round(float(value[("g", d)]), 4) for d in grouped},
+        bytes_time_scale={d: round(float(value[("a", d)]), 4) for d in dtypes},
+        rows=len(rows), fitted_sources=tuple(sorted(set(sources))),
+        row_ids=tuple(ids))
+
+
+def single_node(setup: Setup) -> bool:
+    return setup.run.nodes == 1
+
+
+class Decompositions:
+    """Decompositions of the single-node records, computed once and reused by every refit."""
+
+    def __init__(self, setups: Sequence[Setup], predictor, base: dict):
+        """base: profile file -> (datasheet cost model, GPU family), as predictor.published.loso.base_cost_models."""
+        self.items: list[tuple[Setup, str, dict]] = []
+        for setup in setups:
+            if not single_node(setup) or setup.profile not in base:
+                continue
+            cm, family = base[setup.profile]
+            self.items.append((setup, family, decompose(setup, predictor, cm)))
+
+    def fit(self, exclude_source: Optional[str] = None) -> dict[str, SystemConstants]:
+        by_family: dict[str, list] = defaultdict(list)
+        for setup, family, parts in self.items:
+            if setup.run.source != exclude_source:
+                by_family[family].append((setup, parts))
+        out = {}
+        for family, items in sorted(by_family.items()):
+            fitted = fit_family([(parts, s.run.measured_s) for s, parts in items], family,
+                                [s.run.id for s, _ in items], [s.run.source for s, _ in items])
+            if fitted is not None:
+                out[family] = fitted
+        return out
+
+
+def write_constants(constants: dict[str, SystemConstants], path: Path, corpus: str) -> None:
+    from profiler.profile import write_atomic
+
+    header = ("# Per-GPU-family constants fitted to single-node published runs (calibrate.system_constants).\n"
+              f"# Written by `python -m predictor.published.fit` from {corpus}; do not edit by hand.\n")
+    body = {"families": {f: c.to_dict() for f, c in sorted(constants.items())}}
+    write_atomic(path, header + yaml.safe_dump(body, sort_keys=False, width=120))
+
+
+def main(argv=None) -> int:
+    from predictor.published.corpus import CORPUS_DIR, load_corpus
+    from predictor.published.loso import base_cost_models
+    from predictor.published.rowmap import Skipped, interpret, load_rules
+    from predictor.published.validate import Predictor
+
+    parser = argparse.ArgumentParser(description="fit per-GPU-family constants to single-node published runs")
+    parser.add_argument("--corpus", default=str(CORPUS_DIR / "cnn_runs.yaml"))
+    parser.add_argument("--out", default=str(CONSTANTS_FILE))
+    args = parser.parse_args(argv)
+    rules = load_rules()
+    setups = [s for s in (interpret(r, rules) for r in load_corpus(args.corpus)) if not isinstance(s, Skipped)]
+    predictor = Predictor(Path(__file__).resolve().parent.parent.parent / "profiles")
+    constants = Decompositions(setups, predictor, base_cost_models()).fit()
+    write_constants(constants, Path(args.out), Path(args.corpus).name)
+    for family, c in constants.items():
+        print(f"{family}: time scale {c.flops_time_scale}, grouped convolutions {c.grouped_time_scale} ({c.rows} rows)")
+    print(f"wrote {args.out}; now run `python -m calibrate.published`")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,44 @@
+"""Leave-one-source-out: the published validation of constants fitted without the rows they predict.
+
+Three predictions per record, reported side by side by `predictor validate --published`:
+  datasheet  the reference profile from published hardware figures only (no constant fitted to the corpus);
+  shipped    the shipped profile, whose family constants were fitted to every source (in-sample);
+  loso       the datasheet profile with family constants refitted on every *other* source of the corpus
+             (predictor.published.fit); a family with no rows outside the held-out source keeps the
+             datasheet figures, so a source measured on a GPU nobody else measured is predicted blind.
+The loso figure is the one that says how well an unseen cluster is predicted.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from calibrate.cost_model import load_cost_model
+from calibrate.published import NODES, build_profile
+from calibrate.system_constants import gpu_family
+from predictor.published.fit import Decompositions, with_constants
+from predictor.published.rowmap import Setup
+
+
+def base_cost_models() -> dict[str, tuple[object, str]]:
+    """Profile file -> (datasheet-only cost model, GPU family) for every published node."""
+    out = {}
+    for node in NODES:
+        profile = build_profile(node, None)
+        out[node.file] = (load_cost_model(profile), gpu_family(node.gpu.name) or "")
+    return out
+
+
+def loso_predictions(setups: Sequence[Setup], predictor, base: dict, decompositions: Decompositions
+                     ) -> tuple[dict[str, float], dict[str, float], dict[str, dict]]:
+    """(datasheet, loso) predicted seconds per record id, and the constants fitted without each source."""
+    datasheet: dict[str, float] = {}
+    loso: dict[str, float] = {}
+    fitted: dict[str, dict] = {}
+    for source in sorted({s.run.source for s in setups}):
+        constants = decompositions.fit(exclude_source=source)
+        fitted[source] = {family: c.to_dict() | {"row_ids": len(c.row_ids)} for family, c in constants.items()}
+        for setup in (s for s in setups if s.run.source == source and s.profile in base):
+            cm, family = base[setup.profile]
+            datasheet[setup.run.id] = predictor.predict(setup, cm).predicted_s
+            loso[setup.run.id] = predictor.predict(setup, with_constants(cm, constants.get(family))).predicted_s
+    return datasheet, loso, fitted

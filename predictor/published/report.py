@@ -1,0 +1,158 @@
+"""Scores of a published validation: accuracy per row and grouped, scaling-efficiency error, JSON and text.
+
+Scaling efficiency isolates the communication model from the single-GPU compute: within a *series* (same
+source, model, precision, framework, system and batch per GPU), eff(p) = throughput(p) / (p * throughput(p0))
+with p0 the smallest GPU count of the series, measured and predicted alike. Its error is
+100 * |eff_pred(p) - eff_meas(p)| points, over the rows with p > p0.
+"""
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from typing import Callable, Iterable, Optional, Sequence
+
+from predictor.published.rowmap import Skipped
+from predictor.published.validate import BUCKETS, RowResult
+
+
+def series_key(r: RowResult) -> tuple:
+    run = r.run
+    return (run.source, r.setup.model, r.setup.knobs, r.setup.dtype, run.framework, r.setup.profile, run.batch_per_gpu)
+
+
+def scaling_errors(results: Sequence[RowResult]) -> dict[str, float]:
+    """Row id -> scaling-efficiency error in points (module docstring), for rows beyond their series' base."""
+    series: dict[tuple, list[RowResult]] = defaultdict(list)
+    for r in results:
+        series[series_key(r)].append(r)
+    out = {}
+    for rows in series.values():
+        base = min(rows, key=lambda r: r.run.num_gpus)
+        for r in rows:
+            if r.run.num_gpus <= base.run.num_gpus:
+                continue
+            ratio = base.run.num_gpus / r.run.num_gpus
+            # throughput ~ batch_per_gpu * p / t; the batch per GPU is the same within a series
+            eff_meas = ratio * base.measured_s / r.measured_s
+            eff_pred = ratio * base.predicted_s / r.predicted_s
+            out[r.run.id] = 100.0 * abs(eff_pred - eff_meas)
+    return out
+
+
+def _group(results: Iterable[RowResult], key: Callable[[RowResult], str],
+           predicted: Optional[Callable[[RowResult], float]] = None) -> dict[str, dict]:
+    groups: dict[str, list[float]] = defaultdict(list)
+    for r in results:
+        p = predicted(r) if predicted else r.predicted_s
+        groups[key(r)].append(1.0 - abs(p - r.measured_s) / r.measured_s)
+    return {k: {"rows": len(v), "accuracy": statistics.fmean(v)} for k, v in sorted(groups.items())}
+
+
+def summarise(results: Sequence[RowResult], skipped: Sequence[Skipped], *,
+              extra_predictions: Optional[dict[str, Callable[[RowResult], float]]] = None) -> dict:
+    """The report as a JSON-ready dict. extra_predictions: name -> per-row predicted seconds of another model
+    (e.g. leave-one-source-out), scored the same way next to the analytical one."""
+    scaling = scaling_errors(results)
+    order = [name for _, _, name in BUCKETS]
+    by_bucket = _group(results, lambda r: r.bucket)
+    report = {
+        "overall_accuracy": statistics.fmean(r.accuracy for r in results) if results else None,
+        "rows_validated": len(results),
+        "rows_skipped": len(skipped),
+        "by_gpu_bucket": {b: by_bucket[b] for b in order if b in by_bucket},
+        "by_source": _group(results, lambda r: r.run.source),
+        "by_system": _group(results, lambda r: r.setup.profile.removesuffix(".published.yaml")),
+        "by_framework": _group(results, lambda r: r.setup.framework),
+        "scaling_efficiency_error_points": {
+            "rows": len(scaling),
+            "median": statistics.median(scaling.values()) if scaling else None,
+            "mean": statistics.fmean(scaling.values()) if scaling else None},
+        "interval_coverage": _coverage(results),
+        "rows": [_row(r, scaling.get(r.run.id), extra_predictions) for r in results],
+        "skipped": [{"id": s.run.id, "source": s.run.source, "reason": s.reason} for s in skipped],
+    }
+    for name, fn in (extra_predictions or {}).items():
+        report[name] = {
+            "overall_accuracy": statistics.fmean(1 - abs(fn(r) - r.measured_s) / r.measured_s for r in results)
+            if results else None,
+            "by_gpu_bucket": {b: v for b, v in _group(results, lambda r: r.bucket, fn).items()},
+            "by_source": _group(results, lambda r: r.run.source, fn)}
+    return report
+
+
+def _coverage(results: Sequence[RowResult]) -> dict:
+    inside = [r.interval_s[0] <= r.measured_s <= r.interval_s[1] for r in results if r.interval_s[0] == r.interval_s[0]]
+    return {"rows": len(inside), "share_inside": sum(inside) / len(inside) if inside else None}
+
+
+def _row(r: RowResult, scaling: Optional[float], extra) -> dict:
+    s = r.setup
+    out = {"id": r.run.id, "source": r.run.source, "model": s.model, "dtype": s.dtype, "optimizer": s.optimizer,
+           "framework": s.framework, "system": s.profile.removesuffix(".published.yaml"), "gpus": r.run.num_gpus,
+           "nodes": r.run.nodes, "batch_per_gpu": r.run.batch_per_gpu, "measured_s": r.measured_s,
+           "predicted_s": r.predicted_s, "interval_s": list(r.interval_s), "accuracy": r.accuracy,
+           "gpu_bucket": r.bucket, "scaling_error_points": scaling, "fits_in_memory": r.fits, "terms": r.terms,
+           "assumptions": list(s.assumptions), "url": r.run.url}
+    for name, fn in (extra or {}).items():
+        out[f"{name}_predicted_s"] = fn(r)
+    return out
+
+
+def _pct(x: Optional[float]) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def render_text(report: dict) -> str:
+    """A short plain-text summary (the JSON has every row)."""
+    extra = [k for k in report if isinstance(report[k], dict) and "by_gpu_bucket" in report[k] and k != "by_gpu_bucket"]
+    lines = [f"published validation: {report['rows_validated']} rows predicted, {report['rows_skipped']} skipped",
+             f"mean accuracy (analytical): {_pct(report['overall_accuracy'])}"
+             + "".join(f"   {k}: {_pct(report[k]['overall_accuracy'])}" for k in extra)]
+    se = report["scaling_efficiency_error_points"]
+    if se["rows"]:
+        lines.append(f"scaling-efficiency error: median {se['median']:.1f} points, mean {se['mean']:.1f} over {se['rows']} rows")
+    cov = report["interval_coverage"]
+    if cov["rows"]:
+        lines.append(f"measured time inside the prediction interval: {_pct(cov['share_inside'])} of {cov['rows']} rows")
+    for title, key in (("GPU count", "by_gpu_bucket"), ("source", "by_source"), ("system", "by_system"),
+                       ("framework regime", "by_framework")):
+        lines.append(f"\nby {title}:")
+        for name, g in report[key].items():
+            cells = "".join(f"  {k} {_pct(report[k][key][name]['accuracy'])}" for k in extra
+                            if key in report[k] and name in report[k][key])
+            lines.append(f"  {name:<28} rows {g['rows']:>4}   accuracy {_pct(g['accuracy']):>7}{cells}")
+    reasons: dict[str, int] = defaultdict(int)
+    for s in report["skipped"]:
+        reasons[s["reason"]] += 1
+    if reasons:
+        lines.append("\nskipped:")
+        lines += [f"  {n:>4}  {reason}" for reason, n in sorted(reasons.items(), key=lambda kv: -kv[1])]
+    return "\n".join(lines)
+
+
+def plot(report: dict, path: str) -> None:
+    """Log-log scatter of predicted vs measured seconds per iteration, one colour per source."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 6))
+    sources = sorted({r["source"] for r in report["rows"]})
+    for src in sources:
+        rows = [r for r in report["rows"] if r["source"] == src]
+        ax.scatter([r["measured_s"] for r in rows], [r["predicted_s"] for r in rows], s=12, label=src)
+    values = [v for r in report["rows"] for v in (r["measured_s"], r["predicted_s"])]
+    if values:
+        lo, hi = min(values) / 1.5, max(values) * 1.5
+        ax.plot([lo, hi], [lo, hi], "k--", lw=0.8)
+        ax.set_xlim(lo, hi)
+        ax.set_ylim(lo, hi)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("measured s/iteration (published)")
+    ax.set_ylabel("predicted s/iteration")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

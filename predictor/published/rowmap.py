@@ -1,0 +1,132 @@
+"""What a published record means for the predictor: model, dtype, optimizer, framework regime, profile, plan.
+
+The rules live in a data file (`predictor/data/published_mapping.yaml`, `load_rules`): ordered lists of
+patterns per record field, the first match winning. A record that no rule can represent (a model outside the
+zoo, a parameter-server run, a GPU without a reference profile, a record that is not a throughput) becomes a
+`Skipped` with the reason, never silently dropped. No rule sets a coefficient: the profile of the system
+does, so a rule cannot tune a prediction.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Union
+
+import yaml
+
+from predictor.published.corpus import PublishedRun
+from profiler.errors import UserError
+
+RULES_FILE = Path(__file__).resolve().parent.parent / "data" / "published_mapping.yaml"
+SECTIONS = ("models", "precisions", "optimizers", "frameworks", "systems")
+
+
+@dataclass(frozen=True)
+class Setup:
+    """Everything needed to predict one published record."""
+
+    run: PublishedRun
+    model: str                       # zoo name
+    knobs: tuple[tuple[str, Any], ...]
+    dtype: str
+    optimizer: str
+    framework: str
+    profile: str                     # file name under the profiles directory
+    devices_per_node: int
+    synthetic_data: bool
+    assumptions: tuple[str, ...] = field(default=())
+
+    @property
+    def batch(self) -> int:
+        return self.run.batch_per_gpu * self.run.num_gpus
+
+
+@dataclass(frozen=True)
+class Skipped:
+    run: PublishedRun
+    reason: str
+
+
+def load_rules(path: Union[str, Path] = RULES_FILE) -> dict[str, list[dict]]:
+    """The mapping rules, checked (UserError naming the file, section and rule on a malformed one)."""
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+        raise UserError(f"{path}: cannot read mapping rules: {type(err).__name__}") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: must be a mapping with sections {', '.join(SECTIONS)}")
+    for section in SECTIONS:
+        rules = data.get(section)
+        if not isinstance(rules, list) or not all(isinstance(r, dict) for r in rules):
+            raise UserError(f"{path}: section {section}: must be a list of rules")
+        for i, rule in enumerate(rules):
+            for key, value in rule.items():
+                if isinstance(value, str) and key in ("match", "gpu", "network", "name"):
+                    try:
+                        re.compile(value)
+                    except re.error as err:
+                        raise UserError(f"{path}: {section}[{i}].{key}: bad pattern: {err}") from None
+    return data
+
+
+def _search(pattern: Optional[str], text: str) -> bool:
+    return pattern is None or re.search(pattern, text or "", re.IGNORECASE) is not None
+
+
+def _first(rules: list[dict], text: str, **exact) -> Optional[dict]:
+    for rule in rules:
+        if not _search(rule.get("match"), text):
+            continue
+        if any(key in rule and rule[key] != value for key, value in exact.items()):
+            continue
+        return rule
+    return None
+
+
+def _system_rule(rules: list[dict], run: PublishedRun) -> Optional[dict]:
+    s = run.system
+    for rule in rules:
+        if not _search(rule.get("gpu"), str(s.get("gpu", ""))):
+            continue
+        if not _search(rule.get("name"), str(s.get("name", ""))):
+            continue
+        if not _search(rule.get("network"), str(s.get("inter_node_network", ""))):
+            continue
+        if "gpus_per_node" in rule and rule["gpus_per_node"] != run.gpus_per_node:
+            continue
+        if "multi_node" in rule and rule["multi_node"] != (run.nodes > 1):
+            continue
+        return rule
+    return None
+
+
+def interpret(run: PublishedRun, rules: dict[str, list[dict]]) -> Union[Setup, Skipped]:
+    """The Setup of one record, or why it cannot be represented."""
+    if run.measured_s is None:
+        return Skipped(run, run.measured_note)
+    model = _first(rules["models"], run.model)
+    if model is None:
+        return Skipped(run, f"model {run.model!r} is not in the zoo")
+    precision = _first(rules["precisions"], run.precision)
+    if precision is None or "skip" in precision:
+        return Skipped(run, precision["skip"] if precision else f"precision {run.precision!r} not understood")
+    framework = _first(rules["frameworks"], f"{run.framework} {run.parallelism}", multi_gpu=run.num_gpus > 1)
+    if framework is None or "skip" in framework:
+        return Skipped(run, framework["skip"] if framework else f"framework {run.framework!r} not understood")
+    system = _system_rule(rules["systems"], run)
+    if system is None or "skip" in system:
+        return Skipped(run, system["skip"] if system else f"no reference profile for system {run.system.get('name')!r}")
+    optimizer = _first(rules["optimizers"], run.optimizer)
+    assumptions = []
+    if optimizer.get("assumed"):
+        assumptions.append(f"optimizer {run.optimizer!r} taken as {optimizer['optimizer']}")
+    if framework.get("assumed"):
+        assumptions.append(f"framework {run.framework!r} taken as {framework['regime']}")
+    image = (run.extra.get("model_details") or {}).get("image_size")
+    knobs = (("image", int(image)),) if isinstance(image, int) else ()
+    per_node = run.system.get("gpus_used_per_node")
+    per_node = per_node if isinstance(per_node, int) and per_node > 0 else min(run.num_gpus, run.gpus_per_node or 1)
+    return Setup(run=run, model=model["zoo"], knobs=knobs, dtype=precision["dtype"], optimizer=optimizer["optimizer"],
+                 framework=framework["regime"], profile=system["profile"], devices_per_node=per_node,
+                 synthetic_data="synthetic" in run.data.lower(), assumptions=tuple(assumptions))

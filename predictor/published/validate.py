@@ -1,0 +1,116 @@
+"""Predict every published record with the reference profile of its system, and score the predictions.
+
+For each record that `rowmap.interpret` can represent: the zoo model at the record's image size, the plan
+(serial on one GPU, data parallel over all of them, with the record's GPUs per node, dtype, optimizer and
+framework regime), and the profile named by the mapping rules. The prediction is the analytical model
+alone; `validate_runs` takes an optional `overrides` callable that may replace profile quantities (used
+by the leave-one-source-out fit of per-system constants, `predictor.published.loso`), never per row.
+
+Accuracy of one row: 1 - |predicted - measured| / measured on seconds per iteration (ParaDL's figure of
+merit), not clipped at 0.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional, Sequence, Union
+
+from predictor.published.corpus import PublishedRun
+from predictor.published.rowmap import Setup, Skipped, interpret
+
+BUCKETS = ((1, 1, "1"), (2, 8, "2-8"), (9, 64, "9-64"), (65, 512, "65-512"), (513, math.inf, ">512"))
+
+
+def gpu_bucket(gpus: int) -> str:
+    """The GPU-count bucket a run falls in (1, 2-8, 9-64, 65-512, >512)."""
+    return next(name for low, high, name in BUCKETS if low <= gpus <= high)
+
+
+def accuracy(predicted: float, measured: float) -> float:
+    """1 - |predicted - measured| / measured (1 = exact; negative beyond 100% error)."""
+    return 1.0 - abs(predicted - measured) / measured
+
+
+@dataclass
+class RowResult:
+    setup: Setup
+    predicted_s: float
+    interval_s: tuple[float, float]
+    terms: dict[str, float] = field(default_factory=dict)
+    fits: bool = True
+
+    @property
+    def run(self) -> PublishedRun:
+        return self.setup.run
+
+    @property
+    def measured_s(self) -> float:
+        return self.run.measured_s
+
+    @property
+    def accuracy(self) -> float:
+        return accuracy(self.predicted_s, self.measured_s)
+
+    @property
+    def bucket(self) -> str:
+        return gpu_bucket(self.run.num_gpus)
+
+
+class Predictor:
+    """Caches graphs and cost models across rows (tracing a zoo model takes seconds)."""
+
+    def __init__(self, profiles_dir: Union[str, Path]):
+        self.profiles_dir = Path(profiles_dir)
+        self._graphs: dict = {}
+        self._models: dict = {}
+
+    def graph(self, setup: Setup):
+        from predictor.api import load_model
+
+        key = (setup.model, setup.knobs)
+        if key not in self._graphs:
+            self._graphs[key] = load_model(setup.model, **dict(setup.knobs))
+        return self._graphs[key]
+
+    def cost_model(self, profile: str):
+        from predictor.api import load_cost_model
+
+        if profile not in self._models:
+            self._models[profile] = load_cost_model(self.profiles_dir / profile)[0]
+        return self._models[profile]
+
+    def predict(self, setup: Setup, cost_model=None) -> RowResult:
+        from predictor.api import default_plans, predict
+
+        graph = self.graph(setup)
+        cm = cost_model if cost_model is not None else self.cost_model(setup.profile)
+        gpus = setup.run.num_gpus
+        plan = default_plans(graph, "data" if gpus > 1 else "serial", setup.batch, gpus, setup.devices_per_node,
+                             setup.dtype, setup.optimizer, framework=setup.framework)[0]
+        pred = predict(graph, plan, cm)
+        terms = {"compute_s": pred.compute_fwd_s + pred.compute_bwd_s, "update_s": pred.update_s,
+                 "comm_exposed_s": pred.comm_exposed_total_s, "comm_hidden_s": pred.comm_hidden_total_s}
+        return RowResult(setup=setup, predicted_s=pred.iteration_s, interval_s=tuple(pred.interval_s), terms=terms,
+                         fits=pred.fits)
+
+
+def validate_runs(runs: Sequence[PublishedRun], rules: dict, predictor: Predictor,
+                  cost_model_for: Optional[Callable[[Setup], object]] = None
+                  ) -> tuple[list[RowResult], list[Skipped]]:
+    """(results, skipped) for every record; cost_model_for(setup) may supply the cost model of a row's system
+    (default: the profile file the mapping names)."""
+    results: list[RowResult] = []
+    skipped: list[Skipped] = []
+    for run in runs:
+        setup = interpret(run, rules)
+        if isinstance(setup, Skipped):
+            skipped.append(setup)
+            continue
+        cm = cost_model_for(setup) if cost_model_for else None
+        result = predictor.predict(setup, cm)
+        if not math.isfinite(result.predicted_s):
+            skipped.append(Skipped(run, "the plan is infeasible for the predictor"))
+            continue
+        results.append(result)
+    return results, skipped
