@@ -37,10 +37,19 @@ REPO_PROFILES = Path(__file__).resolve().parent.parent / "profiles"
 
 
 # ---- model input -------------------------------------------------------------------------------------
-def load_model(name_or_path: str, input_shape: Sequence[int] | None = None, **knobs) -> ModelGraph:
+def load_model(name_or_path: str, input_shape: Sequence[int] | None = None, *, allow_code: bool = True,
+               **knobs) -> ModelGraph:
     """A ModelGraph from a zoo name (knobs: width, image, ...), a `package.module:callable`, a Python
     file (`file.py` or `file.py:callable`) or a `.yaml`/`.yml`/`.json` layer spec. User callables return
-    an nn.Module; the input shape comes from `input_shape`, else the module's `input_shape` attribute."""
+    an nn.Module; the input shape comes from `input_shape`, else the module's `input_shape` attribute.
+
+    allow_code=False (a model named by a data file, e.g. a suite) accepts only zoo names and layer specs:
+    importing a module or running a file is reserved for a model the user names on the command line."""
+    if not isinstance(name_or_path, str):
+        raise UserError(f"model must be a string, got {name_or_path!r}")
+    if not allow_code and not is_data_model(name_or_path):
+        raise UserError(f"model {name_or_path!r}: a data file may name only a zoo model ({', '.join(zoo.ZOO)}) "
+                        "or a .yaml/.json layer spec; pass Python models with --model on the command line")
     if name_or_path in zoo.ZOO:
         try:
             module, shape = zoo.build(name_or_path, **knobs)
@@ -60,6 +69,11 @@ def load_model(name_or_path: str, input_shape: Sequence[int] | None = None, **kn
         return trace_module(module, tuple(int(d) for d in shape), name_or_path)
     raise UserError(f"unknown model {name_or_path!r}: not in the zoo ({', '.join(zoo.ZOO)}), "
                     "not package.module:callable, a .py file or a .yaml/.json layer spec")
+
+
+def is_data_model(name: str) -> bool:
+    """True for the models a data file may name: a zoo name or a .yaml/.yml/.json layer spec (never code)."""
+    return name in zoo.ZOO or name.lower().endswith((".yaml", ".yml", ".json"))
 
 
 def _import_callable(ref: str, knobs: dict) -> nn.Module:

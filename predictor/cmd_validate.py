@@ -114,7 +114,7 @@ def predict_suite(suite, cost_model) -> list[tuple]:
         key = (run_.model, run_.knobs)
         if key not in graphs:
             try:
-                graphs[key] = load_model(run_.model, **dict(run_.knobs))
+                graphs[key] = load_model(run_.model, allow_code=False, **dict(run_.knobs))
             except UserError as err:
                 raise UserError(f"suite {suite.path}:{run_.line}: {err}") from None
         graph = graphs[key]

@@ -3,7 +3,7 @@
     warmup: 2            # untimed iterations per run (optional)
     iterations: 8        # timed iterations per run (optional)
     runs:
-      - model: small_cnn2d            # zoo name, package.module:callable, file.py or layer spec (predictor.api)
+      - model: small_cnn2d            # zoo name or .yaml/.json layer spec (never Python code)
         knobs: {width: 8, image: 32}  # zoo builder knobs (optional)
         batch: 16                     # global mini-batch
         ranks: 2                      # devices
@@ -24,6 +24,7 @@ from pathlib import Path
 
 import yaml
 
+from predictor.api import is_data_model
 from predictor.runner.config import STRATEGIES
 from profiler.errors import UserError
 
@@ -140,6 +141,9 @@ def _entry(entry, where: str, line: int) -> list[SuiteRun]:
         raise UserError(f"{where}: strategies must be a non-empty list")
     if not isinstance(entry["model"], str):
         raise UserError(f"{where}: model must be a string")
+    if not is_data_model(entry["model"]):
+        raise UserError(f"{where}: model {entry['model']!r} is not a zoo model or a .yaml/.json layer spec "
+                        "(a suite is data: it cannot name Python code)")
     knobs = entry.get("knobs") or {}
     if not isinstance(knobs, dict):
         raise UserError(f"{where}: knobs must be a mapping")
