@@ -44,6 +44,7 @@ from calibrate.correction_features import (
     strategy_of,
 )
 from profiler.errors import UserError
+from profiler.inputs import decode_utf8, parse_json, read_bytes, read_text
 from profiler.profile import CorrectionRef, Profile, utc_now_iso, write_atomic
 
 FORMAT = "paraoracle-correction"
@@ -63,20 +64,12 @@ def read_runs(path: Path | str) -> tuple[list[dict[str, Any]], int]:
     they have no analytical prediction or no measurement, e.g. an infeasible plan). UserError names
     file:line:field."""
     path = Path(path)
-    try:
-        lines = path.read_text().splitlines()
-    except FileNotFoundError:
-        raise UserError(f"--runs {path}: no such file") from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as err:
-        raise UserError(f"--runs {path}: cannot read ({err.__class__.__name__})") from None
+    lines = read_text(path, "runs", f"--runs {path}").splitlines()
     records, skipped = [], 0
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise UserError(f"{path}:{number}: not valid JSON ({err.msg})") from None
+        record = parse_json(line, str(path), line=number)
         if not isinstance(record, dict):
             raise UserError(f"{path}:{number}: expected a JSON object per line")
         if record.get("predicted_time_s") is None or record.get("measured_time_s") is None:
@@ -553,17 +546,18 @@ def load_correction(profile: Profile, profile_path: Optional[Path | str] = None)
     if not path.is_absolute() and profile_path is not None:
         path = Path(profile_path).parent / path
     try:
-        raw = path.read_bytes()
-    except (FileNotFoundError, IsADirectoryError, PermissionError) as err:
-        raise UserError(f"{where}: field 'correction.path': cannot read {path} ({err.__class__.__name__}); "
-                        "retrain with `predictor train-correction`") from None
+        raw = read_bytes(path, "correction")
+    except UserError as err:
+        raise UserError(f"{where}: field 'correction.path': {err}; retrain with `predictor train-correction`") from None
     if hashlib.sha256(raw).hexdigest() != ref.sha256:
         raise UserError(f"{path}: sha256 does not match the profile's correction reference (the file was changed "
                         "or tampered with after training); refusing it - retrain with `predictor train-correction`")
     try:
-        spec = CorrectionFile.model_validate(json.loads(raw))
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
-        raise UserError(f"{path}: not a valid correction file (corrupt JSON)") from None
+        data = parse_json(decode_utf8(raw, str(path)), str(path))
+    except UserError as err:
+        raise UserError(f"not a valid correction file: {err}") from None
+    try:
+        spec = CorrectionFile.model_validate(data)
     except ValidationError as err:
         e = err.errors()[0]
         loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
@@ -579,4 +573,4 @@ def load_correction(profile: Profile, profile_path: Optional[Path | str] = None)
 
 
 def file_sha256(path: Path | str) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    return hashlib.sha256(read_bytes(path, "runs")).hexdigest()

@@ -108,9 +108,10 @@ def fit_family(rows: Sequence[tuple[dict, float]], family: str, ids: Sequence[st
         if parts["G"] > 0:
             A[i, names.index(("g", parts["dtype"]))] = parts["G"] / measured
         y[i] = 1.0 - parts["R"] / measured
-    for j in range(len(names)):
-        A[len(rows) + j, j] = PRIOR_WEIGHT
-        y[len(rows) + j] = PRIOR_WEIGHT
+    for j in range(len(names)):  # the pull scales with the column, so it is equally weak for every constant
+        weight = PRIOR_WEIGHT * float(np.sqrt(np.mean(A[: len(rows), j] ** 2)))
+        A[len(rows) + j, j] = weight
+        y[len(rows) + j] = weight
     from scipy.optimize import lsq_linear
 
     lower = [BOUNDS[k][0] for k, _ in names]

@@ -1,8 +1,9 @@
 """Scores of a published validation: accuracy per row and grouped, scaling-efficiency error, JSON and text.
 
 Scaling efficiency isolates the communication model from the single-GPU compute: within a *series* (same
-source, model, precision, framework, system and batch per GPU), eff(p) = throughput(p) / (p * throughput(p0))
-with p0 the smallest GPU count of the series, measured and predicted alike. Its error is
+source, model, precision, framework, parallelism, data, system and batch per GPU), eff(p) = throughput(p) / ((p / p0) *
+throughput(p0)) with p0 the smallest GPU count of the series, measured and predicted alike; with the batch
+per GPU fixed this is t(p0) / t(p). Its error is
 100 * |eff_pred(p) - eff_meas(p)| points, over the rows with p > p0.
 """
 from __future__ import annotations
@@ -17,7 +18,8 @@ from predictor.published.validate import BUCKETS, RowResult
 
 def series_key(r: RowResult) -> tuple:
     run = r.run
-    return (run.source, r.setup.model, r.setup.knobs, r.setup.dtype, run.framework, r.setup.profile, run.batch_per_gpu)
+    return (run.source, r.setup.model, r.setup.knobs, r.setup.dtype, run.framework, run.parallelism, run.data,
+            r.setup.profile, run.batch_per_gpu)
 
 
 def scaling_errors(results: Sequence[RowResult]) -> dict[str, float]:
@@ -31,10 +33,9 @@ def scaling_errors(results: Sequence[RowResult]) -> dict[str, float]:
         for r in rows:
             if r.run.num_gpus <= base.run.num_gpus:
                 continue
-            ratio = base.run.num_gpus / r.run.num_gpus
-            # throughput ~ batch_per_gpu * p / t; the batch per GPU is the same within a series
-            eff_meas = ratio * base.measured_s / r.measured_s
-            eff_pred = ratio * base.predicted_s / r.predicted_s
+            # throughput = batch_per_gpu * p / t with one batch per GPU in a series, so eff(p) = t(p0) / t(p)
+            eff_meas = base.measured_s / r.measured_s
+            eff_pred = base.predicted_s / r.predicted_s
             out[r.run.id] = 100.0 * abs(eff_pred - eff_meas)
     return out
 

@@ -1,0 +1,155 @@
+"""Validation against published measured runs: the corpus reader, the mapping rules, the scores and the CLI."""
+import copy
+import json
+
+import pytest
+import yaml
+
+from predictor.cli import main
+from predictor.published.corpus import CORPUS_DIR, load_corpus, parse_record
+from predictor.published.report import scaling_errors, summarise
+from predictor.published.rowmap import Setup, Skipped, interpret, load_rules
+from predictor.published.validate import RowResult, accuracy, gpu_bucket
+from profiler.errors import UserError
+
+CNN = CORPUS_DIR / "cnn_runs.yaml"
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return load_corpus(CNN)
+
+
+@pytest.fixture(scope="module")
+def records():
+    return yaml.safe_load(CNN.read_text())
+
+
+def test_shipped_corpus_loads_with_sources(corpus):
+    assert len(corpus) == 340
+    timed = [r for r in corpus if r.measured_s is not None]
+    assert len(timed) == 315 and all(r.measured_s > 0 for r in timed)
+    assert {r.source for r in corpus} == {"dle", "dlperf", "mlperf", "tfbench", "horovod", "akiba2017", "jia2018"}
+    assert all(r.url for r in corpus if r.source in ("dle", "dlperf", "mlperf", "tfbench"))
+    assert (CORPUS_DIR / "SOURCES.md").is_file()
+
+
+def test_seconds_per_iteration_from_images_per_second(records):
+    rec = copy.deepcopy(next(r for r in records if r["id"] == "dle-pyt-resnet50_v1.5-dgx1-16-fp32-8gpu"))
+    rec["derived"] = {}
+    run = parse_record(rec, 0, "c.yaml")
+    assert run.measured_s == pytest.approx(rec["global_batch"] / rec["measured"]["value"])
+
+
+@pytest.mark.parametrize("edit, field", [
+    (lambda r: r.pop("num_gpus"), "num_gpus"),
+    (lambda r: r.update(num_gpus=-8), "num_gpus"),
+    (lambda r: r.update(batch_per_gpu="lots"), "batch_per_gpu"),
+    (lambda r: r.update(system=[1, 2]), "system"),
+    (lambda r: r["system"].update(nodes=0), "system.nodes"),
+    (lambda r: r.update(derived={"seconds_per_iteration": float("nan")}), "derived.seconds_per_iteration"),
+    (lambda r: r.update(derived={}, measured={"unit": "img/s", "value": -3}), "measured.value"),
+    (lambda r: r.update(model={"name": "x"}), "model"),
+])
+def test_malformed_record_names_file_record_and_field(records, edit, field):
+    rec = copy.deepcopy(records[0])
+    edit(rec)
+    with pytest.raises(UserError, match=rf"c\.yaml: record 7 \({rec.get('id')}\): field {field}"):
+        parse_record(rec, 7, "c.yaml")
+
+
+def test_bad_corpus_files_are_one_line_errors(tmp_path, records):
+    for name, text, match in [("a.yaml", "[1, 2", "not valid YAML"), ("b.yaml", "{}", "non-empty list"),
+                              ("c.yaml", yaml.safe_dump([records[0], records[0]]), "duplicate of record 0")]:
+        (tmp_path / name).write_text(text)
+        with pytest.raises(UserError, match=match):
+            load_corpus(tmp_path / name)
+    with pytest.raises(UserError, match="does not exist"):
+        load_corpus(tmp_path / "none.yaml")
+    with pytest.raises(UserError, match="not a regular file"):
+        load_corpus(tmp_path)
+
+
+def test_cli_bad_corpus_exit_2_one_line(tmp_path, capsys, records):
+    rec = copy.deepcopy(records[3])
+    rec["num_gpus"] = 0
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump([records[0], rec]))
+    assert main(["validate", "--published", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "bad.yaml: record 1" in err and "num_gpus" in err
+
+
+def test_every_representable_record_maps_to_a_shipped_profile(corpus):
+    from predictor.published.command import PROFILES_DIR
+    from predictor.zoo import ZOO
+
+    rules = load_rules()
+    setups = [interpret(r, rules) for r in corpus]
+    kept = [s for s in setups if isinstance(s, Setup)]
+    assert len(kept) >= 250
+    assert all((PROFILES_DIR / s.profile).is_file() and s.model in ZOO for s in kept)
+    reasons = {s.reason for s in setups if isinstance(s, Skipped)}
+    assert any("parameter-server" in r for r in reasons) and any("K80" in r for r in reasons)
+    by_id = {s.run.id: s for s in kept}
+    # precision rules are ordered: "fp32 (... no fp16 option ...)" is fp32; TF32 and AMP rows keep theirs
+    assert by_id["tfbench-dgx1-p100-resnet50-synthetic-b64-1gpu"].dtype == "fp32"
+    assert by_id["dle-pyt-resnet50_v1.5-dgxa100-80-tf32-1gpu"].dtype == "tf32"
+    assert by_id["dle-pyt-resnet50_v1.5-dgxa100-80-amp-8gpu"].dtype == "fp16"
+    assert by_id["dlperf-resnet50_v1.5-oneflow-fp32-32gpu"].profile == "v100-dgx1-1edr-8gpu.published.yaml"
+    assert by_id["mlperf-v0_6-nvidia-dgx1_n130_ngc19_05_mxnet"].framework == "horovod"
+    assert by_id["dle-pyt-resnet50_v1.5-dgx1-16-fp32-8gpu"].framework == "ddp"
+
+
+def test_unknown_model_is_skipped_with_its_reason(corpus):
+    run = corpus[0]
+    odd = type(run)(**{**run.__dict__, "model": "mobilenet_v9"})
+    result = interpret(odd, load_rules())
+    assert isinstance(result, Skipped) and "mobilenet_v9" in result.reason
+
+
+def test_buckets_and_accuracy():
+    assert [gpu_bucket(p) for p in (1, 2, 8, 9, 64, 65, 512, 513, 4096)] == [
+        "1", "2-8", "2-8", "9-64", "9-64", "65-512", "65-512", ">512", ">512"]
+    assert accuracy(1.1, 1.0) == pytest.approx(0.9) and accuracy(3.0, 1.0) == pytest.approx(-1.0)
+
+
+def _result(corpus, rid, measured, predicted):
+    setup = interpret(next(r for r in corpus if r.id == rid), load_rules())
+    run = type(setup.run)(**{**setup.run.__dict__, "measured_s": measured})
+    setup = Setup(**{**setup.__dict__, "run": run})
+    return RowResult(setup=setup, predicted_s=predicted, interval_s=(predicted * 0.9, predicted * 1.1))
+
+
+def test_scaling_efficiency_error_by_hand(corpus):
+    """One series (same source, model, precision, framework, system, batch per GPU) at 1, 8 and 16 GPUs:
+    eff(p) = t(1) / t(p) at a fixed batch per GPU."""
+    rows = [_result(corpus, "dlperf-resnet50_v1.5-ngc_pytorch-fp32-1gpu", 1.0, 1.0),
+            _result(corpus, "dlperf-resnet50_v1.5-ngc_pytorch-fp32-8gpu", 1.25, 1.0),   # eff 0.8 vs 1.0
+            _result(corpus, "dlperf-resnet50_v1.5-ngc_pytorch-fp32-16gpu", 2.0, 1.6)]   # eff 0.5 vs 0.625
+    errors = scaling_errors(rows)
+    assert errors == pytest.approx({"dlperf-resnet50_v1.5-ngc_pytorch-fp32-8gpu": 20.0,
+                                    "dlperf-resnet50_v1.5-ngc_pytorch-fp32-16gpu": 12.5})
+    report = summarise(rows, [], extra_predictions={"other": lambda r: r.measured_s})
+    assert report["overall_accuracy"] == pytest.approx((1.0 + 0.8 + 0.8) / 3)
+    assert report["by_gpu_bucket"]["9-64"] == {"rows": 1, "accuracy": pytest.approx(0.8)}
+    assert report["other"]["overall_accuracy"] == pytest.approx(1.0)
+    assert report["interval_coverage"] == {"rows": 3, "share_inside": pytest.approx(1 / 3)}
+
+
+def test_cli_published_json_on_a_small_corpus(tmp_path, capsys, records):
+    ids = ("dle-pyt-resnet50_v1.5-dgx1-16-fp32-1gpu", "dle-pyt-resnet50_v1.5-dgx1-16-fp32-8gpu",
+           "dlperf-resnet50_v1.5-ngc_pytorch-fp32-32gpu", "horovod-readme-vgg16-512gpu")
+    small = tmp_path / "small.yaml"
+    small.write_text(yaml.safe_dump([r for r in records if r["id"] in ids]))
+    out = tmp_path / "report.json"
+    assert main(["validate", "--published", str(small), "--json", "--out", str(out)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc == json.loads(out.read_text())
+    assert doc["rows_validated"] == 3 and doc["rows_skipped"] == 1
+    assert doc["skipped"][0]["id"] == "horovod-readme-vgg16-512gpu" and "scaling efficiency" in doc["skipped"][0]["reason"]
+    assert set(doc["by_gpu_bucket"]) == {"1", "2-8", "9-64"} and set(doc["by_source"]) == {"dle", "dlperf"}
+    assert 0.5 < doc["overall_accuracy"] <= 1.0
+    for row in doc["rows"]:
+        assert row["predicted_s"] > 0 and row["datasheet_predicted_s"] > 0 and row["loso_predicted_s"] > 0
+    assert doc["scaling_efficiency_error_points"]["rows"] == 1

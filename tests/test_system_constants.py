@@ -1,0 +1,83 @@
+"""Per-GPU-family constants fitted to published runs: the fit recovers known constants; the file is checked."""
+import pytest
+
+from calibrate.system_constants import SystemConstants, gpu_family, load_constants
+from predictor.published.fit import MIN_ROWS, ScaledCostModel, fit_family, with_constants
+from profiler.errors import UserError
+
+
+def _rows(a: dict, g: dict, n: int = 12):
+    """Synthetic records whose measured time is exactly a_d (F + M) + g_d G + R."""
+    rows = []
+    for i in range(n):
+        d = ("float16", "tf32")[i % 2]
+        parts = {"F": 0.05 + 0.01 * i, "M": 0.03 + 0.002 * i, "G": 0.004 * (i % 3), "R": 0.001, "dtype": d}
+        measured = a[d] * (parts["F"] + parts["M"]) + g.get(d, 1.0) * parts["G"] + parts["R"]
+        rows.append((parts, measured))
+    return rows
+
+
+def test_fit_recovers_known_constants():
+    a, g = {"float16": 1.3, "tf32": 2.0}, {"float16": 8.0, "tf32": 6.0}
+    rows = _rows(a, g)
+    c = fit_family(rows, "A100", [f"r{i}" for i in range(len(rows))], ["src"])
+    assert c.flops_time_scale == pytest.approx(a, rel=0.02) and c.bytes_time_scale == c.flops_time_scale
+    assert c.grouped_time_scale == pytest.approx(g, rel=0.05)
+    assert c.rows == len(rows) and c.fitted_sources == ("src",)
+
+
+def test_too_few_rows_keep_the_datasheet():
+    assert fit_family(_rows({"float16": 2, "tf32": 2}, {}, n=MIN_ROWS - 1), "A100", [], []) is None
+
+
+def test_bounds_hold_on_absurd_data():
+    rows = [({"F": 1.0, "M": 0.0, "G": 0.0, "R": 0.0, "dtype": "float32"}, 1000.0) for _ in range(6)]
+    assert fit_family(rows, "V100", ["x"] * 6, ["s"]).flops_time_scale["float32"] == pytest.approx(20.0)
+
+
+class _Flat:
+    """A cost model where every call costs 1 s and memory passes 0.5 s."""
+
+    def compute_time_s(self, op, pass_, params, dtype):
+        return 1.0
+
+    def memory_time_s(self, bytes_moved, *, where="device"):
+        return 0.5
+
+    def framework_overhead_s(self, pass_):
+        return 0.0
+
+    def at_bound(self, bound):
+        return self
+
+
+def test_scaled_cost_model_scales_by_kind():
+    cm = ScaledCostModel(_Flat(), {"float16": 2.0}, {"float16": 3.0}, 1e-5, {"float16": 7.0}, memory_scale=0.0)
+    conv = dict(N=1, C=8, F=8, H=4, W=4, kernel=3, stride=1, padding=1)
+    assert cm.compute_time_s("conv2d", "fwd", conv, "float16") == 2.0
+    assert cm.compute_time_s("conv2d", "fwd", dict(conv, groups=8), "float16") == 7.0
+    assert cm.compute_time_s("batchnorm", "fwd", dict(N=1, C=8, H=4, W=4), "float16") == 3.0
+    assert cm.compute_time_s("conv2d", "fwd", conv, "float32") == 1.0  # no constant for the dtype
+    assert cm.memory_time_s(1e6) == 0.0 and cm.framework_overhead_s("fwd") == 1e-5
+    assert with_constants(_Flat(), None).compute_time_s("gemm", "fwd", {}, "float16") == 1.0
+    applied = with_constants(_Flat(), SystemConstants("V100", {"float16": 2.0}, {}, {"float16": 2.0}))
+    assert applied.compute_time_s("conv2d", "fwd", dict(conv, groups=8), "float16") == 2.0  # grouped falls back
+    assert applied.memory_time_s(1.0) == 0.5
+
+
+def test_gpu_family_names():
+    assert [gpu_family(n) for n in ("Tesla V100-SXM2-16GB", "NVIDIA A100-PCIE-40GB", "NVIDIA A100-SXM4-80GB",
+                                    "NVIDIA H100-SXM5-80GB", "Tesla P100-SXM2-16GB", "Tesla K80")] == [
+        "V100", "A100-PCIe", "A100", "H100", "P100", None]
+
+
+def test_constants_file_is_checked(tmp_path):
+    path = tmp_path / "c.yaml"
+    assert load_constants(tmp_path / "absent.yaml") == {}
+    for text, match in [("[1]", "'families'"), ("families: {V100: {flops_time_scale: {float32: -1}}}", "flops_time_scale"),
+                        ("families: {V100: {per_layer_s: 5}}", "per_layer_s"), ("families: {V100: 3}", "mapping")]:
+        path.write_text(text)
+        with pytest.raises(UserError, match=match):
+            load_constants(path)
+    path.write_text("families: {V100: {flops_time_scale: {float32: 1.2}, rows: 3, fitted_sources: [dle]}}")
+    assert load_constants(path)["V100"].flops_time_scale == {"float32": 1.2}
