@@ -16,14 +16,12 @@ dropout. `bias: false` drops conv/linear bias. FLOPs follow trace.py's formulas.
 """
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
-import yaml
-
 from predictor.graph import Layer, ModelGraph
 from profiler.errors import UserError
+from profiler.inputs import read_structured
 
 OPS = ("conv2d", "conv3d", "linear", "batchnorm", "relu", "maxpool", "avgpool", "add", "concat", "flatten", "dropout")
 
@@ -43,11 +41,7 @@ def _positive(value, what: str, where: str) -> int:
 
 def load_layer_spec(path: str | Path) -> ModelGraph:
     path = Path(path)
-    try:
-        text = path.read_text()
-        doc = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (OSError, ValueError, yaml.YAMLError) as err:
-        raise UserError(f"{path}: cannot read layer spec: {str(err).splitlines()[0]}") from None
+    doc = read_structured(path, "layer spec")
     if not isinstance(doc, dict) or not isinstance(doc.get("layers"), list) or "input" not in doc:
         raise UserError(f"{path}: a layer spec needs 'input' (per-sample shape) and a 'layers' list")
     input_shape = tuple(_positive(d, "input dimension", f"{path}: input") for d in doc["input"])

@@ -15,11 +15,11 @@ from typing import Any, Literal, Optional
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from profiler import inputs
 from profiler.errors import UserError
 
 SCHEMA_VERSION = 1
 
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
@@ -139,20 +139,13 @@ def profile_from_dict(data: Any, path: Path | str = "<profile>") -> Profile:
 
 
 def load_profile(path: Path | str) -> Profile:
-    """Read and validate a profile YAML; every failure is a one-line UserError naming the file."""
+    """Read and validate a profile YAML (through profiler.inputs: regular file, size cap, UTF-8, plain
+    data only); every failure is a one-line UserError naming the file."""
     path = Path(path)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such profile file") from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as err:
-        raise UserError(f"{path}: cannot read profile ({err.__class__.__name__})") from None
-    try:
-        data = yaml.load(text, Loader=_Loader)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise UserError(f"{path}: corrupt YAML{where}") from None
+    if not os.path.lexists(path):
+        raise UserError(f"{path}: no such profile file")
+    text = inputs.read_text(path, "profile")
+    data = inputs.parse_yaml(text, str(path), invalid="corrupt YAML")
     return profile_from_dict(data, path)
 
 

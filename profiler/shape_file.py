@@ -12,14 +12,11 @@ shape), relu/batchnorm/maxpool forward and backward, add forward. dtype defaults
 """
 from __future__ import annotations
 
-from pathlib import Path
-
-import yaml
-
 from calibrate.shapes import canonical_dtype, shape_key
 from profiler.bench_compute import conv_cases, gemm_case, memory_op_case
 from profiler.cases import BenchCase
 from profiler.errors import UserError
+from profiler.inputs import read_yaml
 
 REQUIRED = {
     "conv2d": ("N", "C", "F", "H", "W", "kernel"),
@@ -77,12 +74,7 @@ def cases_for(entry, where: str, device: str, dtypes: tuple[str, ...]) -> list[B
 
 def load_shape_cases(path: str, device: str, dtypes: tuple[str, ...]) -> list[BenchCase]:
     """Every case of a shapes file, duplicates dropped; one-line UserError naming the file and entry."""
-    try:
-        data = yaml.safe_load(Path(path).read_text())
-    except OSError as err:
-        raise UserError(f"--shapes {path}: {err.strerror}") from None
-    except yaml.YAMLError as err:
-        raise UserError(f"--shapes {path}: not valid YAML ({str(err).splitlines()[0]})") from None
+    data = read_yaml(path, "shapes", f"--shapes {path}")
     if not isinstance(data, dict) or not isinstance(data.get("shapes"), list) or not data["shapes"]:
         raise UserError(f"--shapes {path}: expected a non-empty list under 'shapes:'")
     cases, seen = [], set()

@@ -27,6 +27,7 @@ import yaml
 from predictor.api import is_data_model
 from predictor.runner.config import STRATEGIES
 from profiler.errors import UserError
+from profiler.inputs import compose_yaml, construct_yaml, read_text
 
 ADDONS = ("recompute", "offload")
 ENTRY_KEYS = {"model", "knobs", "batch", "ranks", "strategy", "strategies", "micro_batches", "p_model",
@@ -98,16 +99,11 @@ def parse_strategy(name: object, where: str) -> tuple[str, tuple[str, ...]]:
 def load_suite(name_or_file: str) -> Suite:
     """Parse and check a suite; UserError naming file and line on any problem."""
     path = resolve_suite_path(name_or_file)
-    text = path.read_text()
-    try:
-        root = yaml.compose(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark else ""
-        raise UserError(f"suite {path}{line}: not valid YAML: {getattr(err, 'problem', err)}") from None
+    label = f"suite {path}"
+    root = compose_yaml(read_text(path, "suite", label), label)
     if not isinstance(root, yaml.MappingNode):
         raise UserError(f"suite {path}:1: expected a mapping with a `runs` list")
-    data = yaml.safe_load(text)
+    data = construct_yaml(root, label)
     suite = Suite(str(path))
     for key_node, value_node in root.value:
         where = f"suite {path}:{key_node.start_mark.line + 1}"

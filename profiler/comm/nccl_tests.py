@@ -11,12 +11,12 @@ our S for every operation. Pure parsing: no I/O beyond reading the given file.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from profiler.errors import UserError
+from profiler import inputs
 from profiler.profile import Sample
 
 PROGRAMS = {
@@ -172,9 +172,9 @@ def _json_line(text: str, needle: str) -> int:
 
 def parse_json(path: Path, text: str, op_override: str | None = None) -> tuple[list[Sample], NcclRun]:
     try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise UserError(f"{path}:{err.lineno}: not valid JSON ({err.msg}); a run that crashed leaves it unclosed") from None
+        doc = inputs.parse_json(text, str(path))
+    except UserError as err:
+        raise UserError(f"{err}; a run that crashed leaves it unclosed") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("results"), list):
         raise UserError(f"{path}: no 'results' list (is this nccl-tests -J output?)")
     digest = hashlib.sha256(text.encode()).hexdigest()
@@ -220,12 +220,7 @@ def parse_json(path: Path, text: str, op_override: str | None = None) -> tuple[l
 def read_nccl_tests(path: Path | str, op_override: str | None = None) -> tuple[list[Sample], NcclRun]:
     """Samples from one nccl-tests output file (JSON when it starts with '{', else text)."""
     path = Path(path)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file") from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as err:
-        raise UserError(f"{path}: cannot read ({err.__class__.__name__})") from None
+    text = inputs.read_text(path, "nccl-tests")
     if op_override is not None and op_override not in PROGRAMS.values():
         raise UserError(f"--op {op_override}: expected one of {', '.join(PROGRAMS.values())}")
     if text.lstrip().startswith("{"):
