@@ -128,6 +128,33 @@ class Execution(_Strict):
         return self
 
 
+class ModelError(_Strict):
+    """How far the whole model's predictions fall from measured times on runs it did not see: per key
+    ("strategy/framework", "strategy/*" or "*") the (low, high) quantiles of log(measured / predicted) that
+    bound the central `coverage` share of held-out rows. predictor.api.predict widens a prediction's interval
+    to [t * exp(low), t * exp(high)] at least."""
+
+    coverage: float = Field(gt=0.0, lt=1.0)
+    quantiles: dict[str, tuple[float, float]]
+    rows: int = Field(ge=1)
+    sources: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _ordered(self):
+        for key, (low, high) in self.quantiles.items():
+            if not (-10.0 < low <= high < 10.0):
+                raise ValueError(f"quantiles[{key}] must be finite with low <= high, got ({low}, {high})")
+        return self
+
+    def ratio_bounds(self, strategy: str, framework: str) -> Optional[tuple[float, float]]:
+        """(exp(low), exp(high)) for the most specific key present, else None."""
+        for key in (f"{strategy}/{framework}", f"{strategy}/*", "*"):
+            if key in self.quantiles:
+                low, high = self.quantiles[key]
+                return float(np.exp(low)), float(np.exp(high))
+        return None
+
+
 class Tree(_Strict):
     """One regression tree as sklearn's `tree_` arrays (leaf: children_left == -1)."""
 
@@ -241,6 +268,7 @@ class Coefficients(_Strict):
     framework: Optional[FrameworkFit] = None
     fabric: Optional[Fabric] = None
     execution: Optional[Execution] = None
+    model_error: Optional[ModelError] = None
     #: True on a CPU-only profile: "device" memory is host memory and there is no host<->device copy
     device_is_host: bool = False
     #: CPU threads most compute samples ran with, on a CPU-only profile: PyTorch picks its CPU

@@ -11,7 +11,7 @@ A group is described by its size and the number of distinct nodes it spans (1 = 
 """
 from __future__ import annotations
 
-from typing import Literal, Mapping, Protocol, runtime_checkable
+from typing import Literal, Mapping, Optional, Protocol, runtime_checkable
 
 COMPUTE_OPS = ("gemm", "conv2d", "conv3d", "batchnorm", "relu", "maxpool", "avgpool", "add", "linear")
 PASSES = ("fwd", "bwd_data", "bwd_weight")
@@ -50,6 +50,10 @@ class CostModel(Protocol):
         """How much slower each rank computes when `ranks_on_node` ranks share one node: 1 on GPUs (a device
         each); on a CPU profile ranks x threads per rank / cores when that exceeds 1, since the cores are
         shared out (1 when the profile does not know its cores)."""
+
+    def model_error_bounds(self, strategy: str, framework: str) -> Optional[tuple[float, float]]:
+        """(low, high) multipliers of a predicted time that bound the profile's held-out error for this strategy
+        and framework regime (calibrate.coefficients.ModelError), or None when the profile has none."""
 
     def overlap_efficiency(self) -> float:
         """Share in (0, 1] of a communication overlapped with backward that is really hidden (1 when the profile

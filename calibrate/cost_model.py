@@ -116,6 +116,10 @@ class ProfileCostModel:
             return 0.0
         return fit.optimizer_step_s.at(self.bound) + tensors * fit.optimizer_per_tensor_s.at(self.bound)
 
+    def model_error_bounds(self, strategy: str, framework: str) -> Optional[tuple[float, float]]:
+        me = self.coefficients.model_error
+        return me.ratio_bounds(strategy, framework) if me is not None else None
+
     def overlap_efficiency(self) -> float:
         ex = self.coefficients.execution
         # the fastest plausible machine ("low" times) hides the most

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Optional
 
 from calibrate.coefficients import (Coefficients, ComputeFit, EfficiencyModel, Estimate, Fabric, FrameworkFit,
-                                    LinkModel, Segment, SegmentedFit)
+                                    LinkModel, ModelError, Segment, SegmentedFit)
 from calibrate.cost_api import COLLECTIVES
-from calibrate.system_constants import SystemConstants, gpu_family, load_constants
+from calibrate.system_constants import SystemConstants, gpu_family, load_constants, load_model_error
 from profiler.profile import (GPUInfo, Machine, Profile, Provenance, SCHEMA_VERSION, dump_yaml, write_atomic)
 
 GIB = 2**30
@@ -442,15 +442,17 @@ def _framework(constants: Optional[SystemConstants]) -> Optional[FrameworkFit]:
                         sources=[f"framework time per layer and pass {constants.describe()}"])
 
 
-def build_profile(node: Node, constants: Optional[SystemConstants] = None) -> Profile:
+def build_profile(node: Node, constants: Optional[SystemConstants] = None,
+                  model_error: Optional[dict] = None) -> Profile:
     """The published profile of a node; `constants`: its GPU family's constants fitted to published runs
-    (None: datasheet figures only)."""
+    (None: datasheet figures only); `model_error`: the held-out error of the published validation."""
     gpu = node.gpu
     compute = _compute(gpu)
     if constants is not None:
         compute = _apply_constants(compute, constants)
     coefficients = Coefficients(
         compute=compute, framework=_framework(constants),
+        model_error=ModelError(**model_error) if model_error else None,
         memory={"device/triad": _line(NO_STREAM_LATENCY, gpu.triad_bytes_per_s),
                 "host/triad": _line(NO_STREAM_LATENCY, node.host_memory_bytes_per_s)},
         host_device={"h2d_pinned": _line(COPY_ALPHA, gpu.h2d_bytes_per_s),
@@ -473,13 +475,15 @@ def build_profile(node: Node, constants: Optional[SystemConstants] = None) -> Pr
                    created="2026-11-29T00:00:00+00:00", coefficients=coefficients.model_dump(mode="json", exclude_none=True))
 
 
-def render(node: Node, constants: Optional[dict[str, SystemConstants]] = None) -> str:
-    """The profile file of a node, with its GPU family's fitted constants (default: the shipped constants file)."""
+def render(node: Node, constants: Optional[dict[str, SystemConstants]] = None, model_error: Optional[dict] = None) -> str:
+    """The profile file of a node, with its GPU family's fitted constants and the held-out model error
+    (defaults: the shipped constants file; pass {} for none)."""
     constants = load_constants() if constants is None else constants
     header = (f"# PUBLISHED reference profile: {node.title}\n"
               f"# Not measured: built from published figures by `python -m calibrate.published`; do not edit by hand.\n"
               f"# Every coefficient lists its sources; marks as in ../shared/reference/hardware.md.\n")
-    profile = build_profile(node, constants.get(gpu_family(node.gpu.name) or ""))
+    profile = build_profile(node, constants.get(gpu_family(node.gpu.name) or ""),
+                            load_model_error() if model_error is None else model_error)
     return header + dump_yaml(profile.model_dump(mode="json", exclude_none=True))
 
 

@@ -11,7 +11,9 @@ single-node rows of the published corpus by `python -m predictor.published.fit` 
   bytes_time_scale[dtype]  time of a memory-bound layer (BN, ReLU, add, pooling) over its STREAM-triad time
   per_layer_s              framework time per layer and pass on top of its kernels (FrameworkFit)
 
-Each family's entry names the rows (ids and sources) it was fitted to. Leave-one-source-out figures refit
+Each family's entry names the rows (ids and sources) it was fitted to. A `model_error` section holds the
+quantiles of the leave-one-source-out error over the corpus (calibrate.coefficients.ModelError), which every
+published profile carries so that `predictor run` intervals include the model's own error. Leave-one-source-out figures refit
 them without the held-out source (predictor.published.loso); nothing here is fitted per row.
 """
 from __future__ import annotations
@@ -62,6 +64,20 @@ def _positive_map(value, where: str) -> dict[str, float]:
     if not isinstance(value, dict) or not all(isinstance(v, (int, float)) and 0 < v < 1e3 for v in value.values()):
         raise UserError(f"{where}: must map dtypes to positive numbers below 1000")
     return {str(k): float(v) for k, v in value.items()}
+
+
+def load_model_error(path: Union[str, Path] = CONSTANTS_FILE) -> Optional[dict]:
+    """The `model_error` section (held-out error quantiles of the published validation) or None; validated
+    by calibrate.coefficients.ModelError where it is used."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+        raise UserError(f"{path}: cannot read system constants: {type(err).__name__}") from None
+    section = data.get("model_error") if isinstance(data, dict) else None
+    return section if isinstance(section, dict) else None
 
 
 def load_constants(path: Union[str, Path] = CONSTANTS_FILE) -> dict[str, SystemConstants]:

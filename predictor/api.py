@@ -7,7 +7,9 @@
     preds = predict_all(graph, batch=256, devices=64, cost_model=cm)   # ranked, fastest fitting first
     best = search(graph, cm, batch=256, max_devices=1024)
 
-Predictions carry a (low, high) interval from the profile's confidence intervals (cost_model.at_bound).
+Predictions carry a (low, high) interval: the prediction at the profile's confidence-interval bounds
+(cost_model.at_bound), widened to the model's own held-out error when the profile records it
+(cost_model.model_error_bounds).
 """
 from __future__ import annotations
 
@@ -203,7 +205,11 @@ def predict(graph: ModelGraph, plan: Plan, cost_model: CostModel, *, interval: b
     if interval and pred.feasible:
         lows = evaluate(Context(graph, cost_model.at_bound("low")), plan, device_memory_bytes).iteration_s
         highs = evaluate(Context(graph, cost_model.at_bound("high")), plan, device_memory_bytes).iteration_s
-        pred.interval_s = (min(lows, pred.iteration_s), max(highs, pred.iteration_s))
+        low, high = min(lows, pred.iteration_s), max(highs, pred.iteration_s)
+        bounds = cost_model.model_error_bounds(plan.strategy, plan.framework)
+        if bounds is not None:  # the model's own held-out error (calibrate.coefficients.ModelError)
+            low, high = min(low, pred.iteration_s * bounds[0]), max(high, pred.iteration_s * bounds[1])
+        pred.interval_s = (low, high)
     return pred
 
 

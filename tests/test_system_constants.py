@@ -81,3 +81,31 @@ def test_constants_file_is_checked(tmp_path):
             load_constants(path)
     path.write_text("families: {V100: {flops_time_scale: {float32: 1.2}, rows: 3, fitted_sources: [dle]}}")
     assert load_constants(path)["V100"].flops_time_scale == {"float32": 1.2}
+
+
+def test_model_error_widens_prediction_intervals():
+    """A published profile carries the held-out error quantiles; predict() widens its interval to them."""
+    from pathlib import Path
+
+    from calibrate.coefficients import ModelError
+    from predictor.api import default_plans, load_cost_model, load_model, predict
+
+    cm, _ = load_cost_model(Path(__file__).resolve().parent.parent / "profiles" / "v100-dgx1-8gpu.published.yaml")
+    me = cm.coefficients.model_error
+    assert me is not None and me.coverage == 0.8 and "*" in me.quantiles and me.sources
+    graph = load_model("small_cnn2d")
+    plan = default_plans(graph, "data", 64, 8, 8, framework="horovod")[0]
+    pred = predict(graph, plan, cm)
+    low, high = me.ratio_bounds("data", "horovod")
+    assert pred.interval_s[0] <= pred.iteration_s * low + 1e-15 and pred.interval_s[1] >= pred.iteration_s * high - 1e-15
+    assert me.ratio_bounds("pipeline", "ddp") == me.ratio_bounds("*", "*")  # falls back to the overall quantiles
+    with pytest.raises(ValueError, match="low <= high"):
+        ModelError(coverage=0.8, quantiles={"*": (0.5, -0.5)}, rows=3)
+
+
+def test_error_quantiles_and_loso_coverage():
+    from predictor.published.loso import error_quantiles
+
+    residuals = [("data", "ddp", x / 100) for x in range(-50, 51)] + [("serial", "ddp", 0.0)] * 3
+    q = error_quantiles(residuals, coverage=0.8, min_rows=10)
+    assert q["data/ddp"] == pytest.approx((-0.40, 0.40)) and "serial/ddp" not in q and "*" in q

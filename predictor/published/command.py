@@ -12,7 +12,7 @@ from pathlib import Path
 
 from predictor.published.corpus import CORPUS_DIR, load_corpus
 from predictor.published.fit import Decompositions
-from predictor.published.loso import base_cost_models, loso_predictions
+from predictor.published.loso import base_cost_models, interval_coverage, loso_predictions
 from predictor.published.report import plot, render_text, summarise
 from predictor.published.rowmap import Skipped, interpret, load_rules
 from predictor.published.validate import Predictor, validate_runs
@@ -37,6 +37,7 @@ def published_report(corpus: str | Path, profiles_dir: Path = PROFILES_DIR) -> d
     report = summarise(results, skipped, extra_predictions={
         "datasheet": lambda r: datasheet.get(r.run.id, r.predicted_s),
         "loso": lambda r: loso.get(r.run.id, r.predicted_s)})
+    report["interval_coverage_loso"] = interval_coverage(setups, loso)
     report["corpus"] = str(corpus)
     report["loso_constants"] = fitted
     return report

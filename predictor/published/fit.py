@@ -156,13 +156,33 @@ class Decompositions:
         return out
 
 
-def write_constants(constants: dict[str, SystemConstants], path: Path, corpus: str) -> None:
+def write_constants(constants: dict[str, SystemConstants], path: Path, corpus: str,
+                    model_error: Optional[dict] = None) -> None:
     from profiler.profile import write_atomic
 
     header = ("# Per-GPU-family constants fitted to single-node published runs (calibrate.system_constants).\n"
               f"# Written by `python -m predictor.published.fit` from {corpus}; do not edit by hand.\n")
     body = {"families": {f: c.to_dict() for f, c in sorted(constants.items())}}
+    if model_error:
+        body["model_error"] = model_error
     write_atomic(path, header + yaml.safe_dump(body, sort_keys=False, width=120))
+
+
+def model_error_section(setups: Sequence[Setup], predictor, base: dict, decompositions: Decompositions,
+                        coverage: float = 0.8) -> dict:
+    """The ModelError record of the published validation: quantiles of the leave-one-source-out residuals."""
+    import math
+
+    from predictor.published.loso import error_quantiles, loso_predictions, strategy_of
+
+    _, loso, _ = loso_predictions(setups, predictor, base, decompositions)
+    residuals = [(strategy_of(s), s.framework, math.log(s.run.measured_s / loso[s.run.id]))
+                 for s in setups if s.run.id in loso]
+    sources = sorted({s.run.source for s in setups if s.run.id in loso})
+    quantiles = {k: [round(lo, 4), round(hi, 4)] for k, (lo, hi) in error_quantiles(residuals, coverage).items()}
+    return {"coverage": coverage, "quantiles": quantiles, "rows": len(residuals),
+            "sources": [f"leave-one-source-out residuals of {len(residuals)} published rows of sources "
+                        f"{', '.join(sources)} (predictor.published.fit)"]}
 
 
 def main(argv=None) -> int:
@@ -178,8 +198,11 @@ def main(argv=None) -> int:
     rules = load_rules()
     setups = [s for s in (interpret(r, rules) for r in load_corpus(args.corpus)) if not isinstance(s, Skipped)]
     predictor = Predictor(Path(__file__).resolve().parent.parent.parent / "profiles")
-    constants = Decompositions(setups, predictor, base_cost_models()).fit()
-    write_constants(constants, Path(args.out), Path(args.corpus).name)
+    base = base_cost_models()
+    decompositions = Decompositions(setups, predictor, base)
+    constants = decompositions.fit()
+    write_constants(constants, Path(args.out), Path(args.corpus).name,
+                    model_error_section(setups, predictor, base, decompositions))
     for family, c in constants.items():
         print(f"{family}: time scale {c.flops_time_scale}, grouped convolutions {c.grouped_time_scale} ({c.rows} rows)")
     print(f"wrote {args.out}; now run `python -m calibrate.published`")

@@ -115,6 +115,10 @@ def render_text(report: dict) -> str:
     cov = report["interval_coverage"]
     if cov["rows"]:
         lines.append(f"measured time inside the prediction interval: {_pct(cov['share_inside'])} of {cov['rows']} rows")
+    loso_cov = report.get("interval_coverage_loso")
+    if loso_cov and loso_cov["rows"]:
+        lines.append(f"inside the {_pct(loso_cov['nominal'])} model-error interval, leave-one-source-out: "
+                     f"{_pct(loso_cov['share_inside'])} of {loso_cov['rows']} rows")
     for title, key in (("GPU count", "by_gpu_bucket"), ("source", "by_source"), ("system", "by_system"),
                        ("framework regime", "by_framework")):
         lines.append(f"\nby {title}:")
