@@ -17,7 +17,7 @@ import numpy as np
 
 from calibrate.alphabeta import Point, fit_alpha_beta, fit_line
 from calibrate.coefficients import CollectiveFit, Estimate, LinkModel
-from calibrate.collective_model import bus_factor, latency_steps
+from calibrate.collective_model import bus_factor, latency_steps, tree_latency_steps
 from profiler.errors import UserError
 from profiler.profile import Sample
 
@@ -123,16 +123,28 @@ def _intra_link(op: str, fits: list[CollectiveFit]) -> tuple[LinkModel, list[str
                      sources=[f"fitted from {len(fits)} measured intra-node group size(s)"]), notes
 
 
+def _inter_step_latency(op: str, fits: list[CollectiveFit], a0: float, a1: float, bound: str) -> float:
+    """Latency per inter-node step a2 that makes alpha(p, N) = a0 + min over NCCL's algorithms (ring, tree) of
+    intra_steps * a1 + inter_steps * a2 match the measured small-message alphas (relative least squares), as
+    the cost model will use it; `bound` picks the value or an end of each alpha's interval."""
+    from scipy.optimize import minimize_scalar
+
+    targets = [(getattr(f.segments[0].alpha_s, bound), [s for s in (latency_steps(op, f.group_size, f.nodes),
+                                                                    tree_latency_steps(op, f.group_size, f.nodes)) if s])
+               for f in fits]
+
+    def loss(a2: float) -> float:
+        return sum(((a0 + min(i * a1 + j * a2 for i, j in steps)) / max(alpha, 1e-12) - 1.0) ** 2
+                   for alpha, steps in targets)
+
+    upper = max(max(alpha for alpha, _ in targets), 1e-9)
+    return float(minimize_scalar(loss, bounds=(0.0, upper), method="bounded", options={"xatol": upper * 1e-6}).x)
+
+
 def _inter_link(op: str, fits: list[CollectiveFit], intra: LinkModel | None) -> tuple[LinkModel, list[str]]:
     a0 = intra.base_latency_s if intra else Estimate.exact(0.0)
     a1 = intra.step_latency_s if intra else Estimate.exact(0.0)
-    per_inter = []
-    for f in fits:
-        n_intra, n_inter = latency_steps(op, f.group_size, f.nodes)
-        alpha = f.segments[0].alpha_s
-        per_inter.append(_scaled(alpha, lambda a: max(a - a0.value - a1.value * n_intra, 0.0) / n_inter))
-    a2 = Estimate(value=float(np.mean([e.value for e in per_inter])), low=float(np.mean([e.low for e in per_inter])),
-                  high=float(np.mean([e.high for e in per_inter])))
+    a2 = Estimate(**{k: _inter_step_latency(op, fits, a0.value, a1.value, k) for k in ("value", "low", "high")})
     largest = max(fits, key=lambda f: (f.nodes, f.group_size))
     notes = [] if intra else [f"{op}: no single-node fit; inter-node steps carry all the latency"]
     return LinkModel(base_latency_s=a0, step_latency_s=a1, inter_step_latency_s=a2,

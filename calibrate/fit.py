@@ -15,6 +15,7 @@ from calibrate import shapes
 from calibrate.alphabeta import MIN_TIME_S, Point, fit_alpha_beta
 from calibrate.coefficients import Coefficients, ComputeFit, MeasuredShape, SegmentedFit
 from calibrate.collective_fit import COLLECTIVE_BENCHMARKS, derive_links, fit_collectives
+from calibrate.fabric_fit import as_fabric, fit_fabric, uncontended_links
 from calibrate.compute import ComputePoint, fit_compute
 from calibrate.framework import fit_framework
 from profiler.errors import UserError
@@ -168,9 +169,14 @@ def fit_coefficients(profile: Profile, seed: int = 0) -> Coefficients:
     compute = fit_compute_families(by_kind["compute"], dram_bandwidth(memory, side), rng, lanes)
     collectives = fit_collectives(by_kind["collectives"], rng)
     links, notes = derive_links(collectives)
+    fabric = fit_fabric(collectives, rng)
+    if fabric is not None:
+        links = uncontended_links(links, collectives, fabric)
+        notes.append(fabric.note)
     notes += [f"ignored {n} samples of unknown benchmark {name!r}" for name, n in sorted(ignored.items())]
     coefficients = Coefficients(compute=compute, memory=memory, host_device=fit_host_device(by_kind["host_device"], rng),
                                 collectives=collectives, links=links, notes=notes, device_is_host=device_is_host,
+                                fabric=as_fabric(fabric, rails_per_node=1) if fabric else None,
                                 framework=fit_framework(by_kind["framework"], rng) if by_kind["framework"] else None,
                                 host_threads=calibration_threads(by_kind["compute"]) if device_is_host else None,
                                 host_simd_lanes=lanes if device_is_host else None,

@@ -1,0 +1,123 @@
+"""Fit the fabric (leaf size, over-subscription, uncontended inter-node bus bandwidth) from collectives measured
+at several node counts, so larger allocations follow calibrate.fabric's contention model.
+
+Input: the allreduce fits of one calibration (calibrate.collective_fit), one per (group size, node count) with
+N > 1 nodes. Each gives the large-message bus bandwidth B(N) that the job saw. Model (calibrate.fabric):
+
+    B(N) = B_inter / contention(N; nodes_per_leaf, oversubscription)
+
+B_inter is the bandwidth inside one leaf. For every candidate leaf size (1 .. largest N - 1, or none: one
+switch) and over-subscription (1 to 16 in steps of 0.05), B_inter is the geometric mean of B(N) * contention(N),
+and the candidate with the least squared log error wins; a leaf size is only chosen when it lowers that error
+by more than the measurements' own spread (`MIN_GAIN`), so a flat curve keeps "one switch". Intervals come
+from refitting on bandwidths drawn inside each fit's bootstrap interval.
+
+Node counts measured must cross a leaf boundary for the leaf size to be seen: calibrate at 2, 3, ... nodes
+up to the allocation (at least one count beyond a leaf). With every count inside one leaf the fit says so.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import numpy as np
+
+from calibrate.coefficients import CollectiveFit, Estimate, Fabric
+from calibrate.fabric import contention
+
+RATIOS = np.round(np.arange(1.0, 16.0001, 0.05), 2)
+MIN_GAIN = 0.5   # a leaf must remove at least half of the no-contention squared log error
+DRAWS = 200
+
+
+@dataclass(frozen=True)
+class FabricFit:
+    nodes_per_leaf: Optional[int]
+    oversubscription: Estimate
+    inter_bus_bandwidth_bytes_per_s: Estimate
+    node_counts: tuple[int, ...]
+    note: str
+
+
+def _best(nodes: np.ndarray, bw: np.ndarray) -> tuple[Optional[int], float, float, float]:
+    """(leaf, ratio, B_inter, squared log error) of the best candidate, preferring no leaf within MIN_GAIN."""
+    log_bw = np.log(bw)
+    flat_b = float(np.exp(log_bw.mean()))
+    flat_err = float(((log_bw - log_bw.mean()) ** 2).sum())
+    best = (None, 1.0, flat_b, flat_err)
+    for leaf in range(1, int(nodes.max())):
+        for ratio in RATIOS[1:]:
+            c = np.array([contention(int(n), leaf, float(ratio)) for n in nodes])
+            level = log_bw + np.log(c)
+            err = float(((level - level.mean()) ** 2).sum())
+            if err < best[3]:
+                best = (leaf, float(ratio), float(np.exp(level.mean())), err)
+    if best[0] is not None and best[3] > (1.0 - MIN_GAIN) * flat_err:
+        return None, 1.0, flat_b, flat_err
+    return best
+
+
+def fit_fabric(fits: Sequence[CollectiveFit], rng: np.random.Generator, rails_per_node: int = 1
+               ) -> Optional[FabricFit]:
+    """The fabric from multi-node allreduce fits at >= 3 distinct node counts, else None."""
+    multi = [f for f in fits if f.op == "allreduce" and f.nodes > 1]
+    if len({f.nodes for f in multi}) < 3:
+        return None
+    nodes = np.array([f.nodes for f in multi])
+    bw_est = [f.segments[-1].bandwidth_bytes_per_s for f in multi]
+    leaf, ratio, b_inter, _ = _best(nodes, np.array([e.value for e in bw_est]))
+    ratios, bws = [], []
+    for _ in range(DRAWS):
+        drawn = np.array([rng.uniform(min(e.low, e.value), max(e.high, e.value)) for e in bw_est])
+        _, r, b, _ = _best(nodes, drawn) if leaf is None else _refit_ratio(nodes, drawn, leaf)
+        ratios.append(r)
+        bws.append(b)
+    lo_r, hi_r = np.quantile(ratios, [0.025, 0.975])
+    lo_b, hi_b = np.quantile(bws, [0.025, 0.975])
+    counts = tuple(sorted({int(n) for n in nodes}))
+    note = (f"fabric fitted from allreduce at {len(counts)} node counts ({', '.join(map(str, counts))}): "
+            + (f"{leaf} nodes per leaf, over-subscription {ratio:.2f}" if leaf else "no contention seen (one switch)"))
+    return FabricFit(nodes_per_leaf=leaf,
+                     oversubscription=Estimate(value=ratio, low=min(lo_r, ratio), high=max(hi_r, ratio)),
+                     inter_bus_bandwidth_bytes_per_s=Estimate(value=b_inter, low=min(lo_b, b_inter), high=max(hi_b, b_inter)),
+                     node_counts=counts, note=note)
+
+
+def _refit_ratio(nodes: np.ndarray, bw: np.ndarray, leaf: int) -> tuple[int, float, float, float]:
+    """Best over-subscription and B_inter with the leaf size held (for the bootstrap of the ratio)."""
+    log_bw = np.log(bw)
+    best = (leaf, 1.0, float(np.exp(log_bw.mean())), math.inf)
+    for ratio in RATIOS:
+        level = log_bw + np.log([contention(int(n), leaf, float(ratio)) for n in nodes])
+        err = float(((level - level.mean()) ** 2).sum())
+        if err < best[3]:
+            best = (leaf, float(ratio), float(np.exp(level.mean())), err)
+    return best
+
+
+def uncontended_links(links: dict, fits: Sequence[CollectiveFit], fabric: FabricFit) -> dict:
+    """Inter-node links whose bus bandwidth is the one inside a leaf: each op's measured bandwidth (that of its
+    largest group, collective_fit._inter_link) times the contention that group paid; allreduce takes the
+    fabric fit's B_inter directly."""
+    out = {}
+    for op, levels in links.items():
+        inter = levels.get("inter")
+        if inter is None:
+            out[op] = levels
+            continue
+        if op == "allreduce":
+            bw = fabric.inter_bus_bandwidth_bytes_per_s
+        else:
+            largest = max((f for f in fits if f.op == op and f.nodes > 1), key=lambda f: (f.nodes, f.group_size))
+            c = contention(largest.nodes, fabric.nodes_per_leaf, fabric.oversubscription.value)
+            e = inter.bus_bandwidth_bytes_per_s
+            bw = Estimate(value=e.value * c, low=e.low * c, high=e.high * c)
+        out[op] = {**levels, "inter": inter.model_copy(update={
+            "bus_bandwidth_bytes_per_s": bw, "sources": inter.sources + [f"uncontended: {fabric.note}"]})}
+    return out
+
+
+def as_fabric(fit: FabricFit, rails_per_node: int) -> Fabric:
+    return Fabric(rails_per_node=rails_per_node, nodes_per_leaf=fit.nodes_per_leaf,
+                  oversubscription=fit.oversubscription.value, sources=[fit.note])
