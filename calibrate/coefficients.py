@@ -14,10 +14,10 @@ Layout (keys of `Profile.coefficients`):
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Annotated, Literal, Optional
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from profiler.errors import UserError
 
@@ -25,7 +25,13 @@ COEFFICIENTS_VERSION = 1
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """No unknown fields, and no NaN or infinity in any float: a profile may come from anyone."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+#: how far a value may sit outside its own interval, relative to the value (published profiles round them apart)
+INTERVAL_SLACK = 0.01
 
 
 class Estimate(_Strict):
@@ -35,12 +41,36 @@ class Estimate(_Strict):
     low: float
     high: float
 
+    @model_validator(mode="after")
+    def _ordered(self):
+        slack = INTERVAL_SLACK * abs(self.value)
+        if not (self.low <= self.high and self.low - slack <= self.value <= self.high + slack):
+            raise ValueError(f"needs low <= value <= high, got low={self.low:g}, value={self.value:g}, high={self.high:g}")
+        return self
+
     @classmethod
     def exact(cls, value: float) -> "Estimate":
         return cls(value=value, low=value, high=value)
 
     def at(self, bound: Optional[str]) -> float:
         return {None: self.value, "low": self.low, "high": self.high}[bound]
+
+
+def _bounded_below(minimum: float, strict: bool):
+    def check(estimate: Estimate) -> Estimate:
+        lowest = min(estimate.value, estimate.low)
+        if lowest < minimum or (strict and lowest <= minimum):
+            raise ValueError(f"must be {'>' if strict else '>='} {minimum:g} (a time or rate cannot be "
+                             f"{'zero or ' if strict else ''}negative), got low={estimate.low:g}, value={estimate.value:g}")
+        return estimate
+    return check
+
+
+#: an Estimate of a duration that may be zero (latencies, launch and per-layer times)
+TimeEstimate = Annotated[Estimate, AfterValidator(_bounded_below(0.0, strict=False))]
+#: an Estimate of a strictly positive quantity (bandwidths, scale factors)
+PositiveEstimate = Annotated[Estimate, AfterValidator(_bounded_below(0.0, strict=True))]
+PositiveFloat = Annotated[float, Field(gt=0)]
 
 
 class FitQuality(_Strict):
@@ -51,12 +81,12 @@ class FitQuality(_Strict):
     the 2-core VM, where this reads 0.1-1.3%). A held-out error near it is limited by the measurements."""
 
     held_out: str
-    n_train: int
-    n_test: int
+    n_train: int = Field(ge=0)
+    n_test: int = Field(ge=0)
     r2: Optional[float] = None
-    median_rel_error: float
-    max_rel_error: float
-    sample_noise_rel_error: Optional[float] = None
+    median_rel_error: float = Field(ge=0)
+    max_rel_error: float = Field(ge=0)
+    sample_noise_rel_error: Optional[float] = Field(default=None, ge=0)
     #: for a CPU convolution family with shapes in both regimes: the held-out median error of the shapes run
     #: by oneDNN and of those run by PyTorch's native kernels (calibrate.shapes.cpu_native_conv), apart
     by_kernel: Optional[dict[Literal["oneDNN", "native"], float]] = None
@@ -68,17 +98,23 @@ class Segment(_Strict):
     For collectives the line is T = alpha + x * bus_factor(op, p) / bandwidth, so `bandwidth` is the bus
     bandwidth of nccl-tests (microbenchmarks.md §1.2) and lines of different group sizes compare directly."""
 
-    from_x: float
+    from_x: float = Field(ge=0)
     to_x: Optional[float] = None
-    alpha_s: Estimate
-    bandwidth_bytes_per_s: Estimate
+    alpha_s: TimeEstimate
+    bandwidth_bytes_per_s: PositiveEstimate
+
+    @model_validator(mode="after")
+    def _range(self):
+        if self.to_x is not None and not self.to_x > self.from_x:
+            raise ValueError(f"to_x ({self.to_x:g}) must be larger than from_x ({self.from_x:g})")
+        return self
 
 
 class SegmentedFit(_Strict):
     """A piecewise alpha-beta fit; break points were detected from the samples (BIC), not configured."""
 
     segments: list[Segment] = Field(min_length=1)
-    sizes: list[float] = Field(default_factory=list)
+    sizes: list[Annotated[float, Field(ge=0)]] = Field(default_factory=list)
     quality: Optional[FitQuality] = None
     sources: list[str] = Field(default_factory=list)
 
@@ -95,11 +131,11 @@ class LinkModel(_Strict):
     alpha(p) = base_latency + intra_steps * step_latency (+ inter_steps * inter_step_latency), and
     T = alpha(p) + S * bus_factor(op, p) / bus_bandwidth."""
 
-    base_latency_s: Estimate
-    step_latency_s: Estimate
-    inter_step_latency_s: Optional[Estimate] = None
-    bus_bandwidth_bytes_per_s: Estimate
-    measured_group_sizes: list[int] = Field(default_factory=list)
+    base_latency_s: TimeEstimate
+    step_latency_s: TimeEstimate
+    inter_step_latency_s: Optional[TimeEstimate] = None
+    bus_bandwidth_bytes_per_s: PositiveEstimate
+    measured_group_sizes: list[Annotated[int, Field(ge=1)]] = Field(default_factory=list)
     sources: list[str] = Field(default_factory=list)
 
 
@@ -164,15 +200,30 @@ class Tree(_Strict):
     threshold: list[float]
     value: list[float]
 
+    @model_validator(mode="after")
+    def _well_formed(self):
+        n = len(self.value)
+        if n == 0 or any(len(a) != n for a in (self.children_left, self.children_right, self.feature, self.threshold)):
+            raise ValueError("tree arrays must be non-empty and of equal length")
+        for i, (left, right) in enumerate(zip(self.children_left, self.children_right)):
+            # children after their parent: every index in range and no cycle, as sklearn numbers its nodes
+            if (left == -1) != (right == -1) or (left != -1 and not (i < left < n and i < right < n)):
+                raise ValueError(f"tree node {i}: children must both be -1 (a leaf) or later nodes below {n}")
+        return self
+
+    def split_features(self) -> set[int]:
+        """The feature indices the internal nodes split on."""
+        return {f for f, left in zip(self.feature, self.children_left) if left != -1}
+
 
 class GaussianProcess(_Strict):
     """The posterior mean of a Gaussian process regression with an anisotropic RBF kernel, as plain numbers:
     gp(x) = y_mean + y_std * sum_i alpha_i * amplitude * exp(-|(x - train_x_i) / length_scales|^2 / 2)
     (sklearn's GaussianProcessRegressor with normalize_y; its white-noise term only enters alpha)."""
 
-    train_x: list[list[float]]
+    train_x: list[list[float]] = Field(min_length=1)
     alpha: list[float]
-    length_scales: list[float]
+    length_scales: list[PositiveFloat] = Field(min_length=1)
     amplitude: float = Field(gt=0)
     y_mean: float
     y_std: float = Field(gt=0)
@@ -208,7 +259,7 @@ class EfficiencyModel(_Strict):
     features: list[str]
     init: float
     slope: float = 0.0
-    learning_rate: float = 1.0
+    learning_rate: float = Field(default=1.0, gt=0)
     trees: list[Tree] = Field(default_factory=list)
     gp: Optional[GaussianProcess] = None
 
@@ -216,6 +267,12 @@ class EfficiencyModel(_Strict):
     def _gp_matches_features(self):
         if self.gp is not None and len(self.gp.length_scales) != len(self.features):
             raise ValueError(f"gp has {len(self.gp.length_scales)} length scales for {len(self.features)} features")
+        if (self.trees or self.gp is not None or self.slope) and not self.features:
+            raise ValueError("trees, a gp or a slope need a non-empty features list")
+        for k, tree in enumerate(self.trees):
+            outside = sorted(f for f in tree.split_features() if not 0 <= f < len(self.features))
+            if outside:
+                raise ValueError(f"trees[{k}] splits on feature {outside[0]}, outside the {len(self.features)} features")
         return self
 
 
@@ -227,14 +284,14 @@ class ComputeFit(_Strict):
     time_scale is 1 with a bootstrap interval of the fit's overall level (for at_bound)."""
 
     kind: Literal["flops", "bytes"]
-    launch_s: Estimate
+    launch_s: TimeEstimate
     peak_per_s: float = Field(gt=0)
-    memory_bandwidth_bytes_per_s: Optional[float] = None
+    memory_bandwidth_bytes_per_s: Optional[float] = Field(default=None, gt=0)
     efficiency: EfficiencyModel
-    time_scale: Estimate
+    time_scale: PositiveEstimate
     quality: Optional[FitQuality] = None
     extrapolation: Optional[FitQuality] = None
-    n_samples: int = 0
+    n_samples: int = Field(default=0, ge=0)
     sources: list[str] = Field(default_factory=list)
 
 
@@ -242,10 +299,10 @@ class FrameworkFit(_Strict):
     """Eager framework time per layer on top of its kernels (calibrate.framework): the forward module
     call with autograd recording, and one backward autograd node."""
 
-    forward_per_layer_s: Estimate
-    backward_per_layer_s: Estimate
-    optimizer_step_s: Optional[Estimate] = None  # optimizer step + zero_grad: fixed per step
-    optimizer_per_tensor_s: Optional[Estimate] = None  # ... and per parameter tensor
+    forward_per_layer_s: TimeEstimate
+    backward_per_layer_s: TimeEstimate
+    optimizer_step_s: Optional[TimeEstimate] = None  # optimizer step + zero_grad: fixed per step
+    optimizer_per_tensor_s: Optional[TimeEstimate] = None  # ... and per parameter tensor
     sources: list[str] = Field(default_factory=list)
 
 
@@ -254,7 +311,7 @@ class MeasuredShape(_Strict):
     that (family, params) instead of the fitted model (calibrate.fit.measured_shapes)."""
 
     family: str  # "op/pass/dtype", as the compute fits are keyed
-    params: dict[str, int]
+    params: dict[str, Annotated[int, Field(ge=0)]]
     time_s: float = Field(gt=0)
 
 
@@ -273,9 +330,9 @@ class Coefficients(_Strict):
     device_is_host: bool = False
     #: CPU threads most compute samples ran with, on a CPU-only profile: PyTorch picks its CPU
     #: convolution kernels by it (calibrate.shapes.cpu_native_conv)
-    host_threads: Optional[int] = None
+    host_threads: Optional[int] = Field(default=None, ge=1)
     #: float32 SIMD lanes of that host (calibrate.shapes.simd_lanes), which its convolutions' work is padded to
-    host_simd_lanes: Optional[int] = None
+    host_simd_lanes: Optional[int] = Field(default=None, ge=1)
     #: every measured compute shape (grid, and model layers from `profiler calibrate --shapes`): the cost
     #: model uses these times for exactly these shapes, the fits for all others
     measured_shapes: list[MeasuredShape] = Field(default_factory=list)
@@ -290,5 +347,6 @@ def parse_coefficients(data: dict, where: Path | str = "<profile>") -> Coefficie
         return Coefficients.model_validate(data)
     except ValidationError as err:
         e = err.errors()[0]
-        field = ".".join(str(p) for p in e["loc"])
-        raise UserError(f"{where}: field 'coefficients.{field}': {e['msg']}") from None
+        field = ".".join(str(p) for p in e["loc"] if not str(p).startswith("function-after"))
+        more = f" (and {err.error_count() - 1} more problems)" if err.error_count() > 1 else ""
+        raise UserError(f"{where}: field 'coefficients.{field}': {e['msg'].removeprefix('Value error, ')}{more}") from None

@@ -351,7 +351,7 @@ def cross_validate(data: Dataset, seed: int = 0) -> CVReport:
 
 
 class _Tree(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     children_left: list[int]
     children_right: list[int]
     feature: list[int]
@@ -373,7 +373,7 @@ class _Tree(BaseModel):
 
 
 class _Ridge(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     kind: Literal["ridge"]
     mean: list[float]
     scale: list[float]
@@ -382,7 +382,7 @@ class _Ridge(BaseModel):
 
 
 class _Trees(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     kind: Literal["trees"]
     base: float
     weight: float
@@ -390,22 +390,28 @@ class _Trees(BaseModel):
 
 
 class _ProfileIdentity(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     sha256: str
     hostname: str
     created: str
 
 
 class _Domain(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     min: list[float]
     max: list[float]
+
+    @model_validator(mode="after")
+    def _ordered(self):
+        if any(lo > hi for lo, hi in zip(self.min, self.max)):
+            raise ValueError("domain min must not exceed max")
+        return self
 
 
 class CorrectionFile(BaseModel):
     """The on-disk correction (JSON)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     format: Literal["paraoracle-correction"]
     format_version: int
     trained: str

@@ -10,10 +10,10 @@ import datetime as _dt
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Annotated, Any, Literal, Optional
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from profiler import inputs
 from profiler.errors import UserError
@@ -21,6 +21,9 @@ from profiler.errors import UserError
 SCHEMA_VERSION = 1
 
 _Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+#: a duration or amount that must be finite and larger than zero
+Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 
 
 class Sample(BaseModel):
@@ -35,7 +38,7 @@ class Sample(BaseModel):
     flops / bytes_moved: per call, so throughput and arithmetic intensity can be derived.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     benchmark: str
     variant: str = ""
@@ -43,17 +46,17 @@ class Sample(BaseModel):
     device: str
     dtype: str = "float32"
     threads: int = Field(ge=1)
-    times_s: list[float] = Field(min_length=1)
+    times_s: list[Positive] = Field(min_length=1)
     flops: Optional[float] = Field(default=None, ge=0)
     bytes_moved: Optional[float] = Field(default=None, ge=0)
     extra: dict[str, Any] = Field(default_factory=dict)
 
 
 class GPUInfo(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
 
     name: str
-    memory_bytes: Optional[float] = None
+    memory_bytes: Optional[Positive] = None
     sm_clock_mhz: Optional[float] = None
     mem_clock_mhz: Optional[float] = None
     power_limit_w: Optional[float] = None
@@ -67,19 +70,19 @@ class GPUInfo(BaseModel):
 class Machine(BaseModel):
     """Machine metadata. `gpus_per_node` and `device_memory_bytes` are what the predictor needs."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
 
     hostname: str
     cpu_model: Optional[str] = None
-    cpu_cores: Optional[int] = None
+    cpu_cores: Optional[int] = Field(default=None, ge=1)
     #: the vector ISA PyTorch's CPU kernels dispatch to (torch.backends.cpu.get_cpu_capability(): "AVX512",
     #: "AVX2", ...); None in profiles written before it was recorded
     cpu_capability: Optional[str] = None
-    memory_bytes: Optional[float] = None
+    memory_bytes: Optional[Positive] = None
     gpus: list[GPUInfo] = Field(default_factory=list)
-    gpus_per_node: Optional[int] = None
-    nodes: int = 1
-    device_memory_bytes: Optional[float] = None
+    gpus_per_node: Optional[int] = Field(default=None, ge=1)
+    nodes: int = Field(default=1, ge=1)
+    device_memory_bytes: Optional[Positive] = None
     driver_version: Optional[str] = None
     versions: dict[str, Optional[str]] = Field(default_factory=dict)
 
@@ -110,6 +113,15 @@ class Profile(BaseModel):
     coefficients: dict[str, Any] = Field(default_factory=dict)
     correction: Optional[CorrectionRef] = None
 
+    @field_validator("created")
+    @classmethod
+    def _iso_date(cls, value: str) -> str:
+        try:
+            _dt.datetime.fromisoformat(value)
+        except ValueError:
+            raise ValueError(f"must be an ISO-8601 date and time (e.g. 2025-01-31T12:00:00+00:00), got {value!r}") from None
+        return value
+
 
 def utc_now_iso() -> str:
     return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
@@ -119,7 +131,7 @@ def _first_error(path: Path, err: ValidationError) -> str:
     e = err.errors()[0]
     where = ".".join(str(p) for p in e["loc"]) or "(top level)"
     more = f" (and {err.error_count() - 1} more problems)" if err.error_count() > 1 else ""
-    return f"{path}: field '{where}': {e['msg']}{more}"
+    return f"{path}: field '{where}': {e['msg'].removeprefix('Value error, ')}{more}"
 
 
 def profile_from_dict(data: Any, path: Path | str = "<profile>") -> Profile:

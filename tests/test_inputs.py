@@ -65,5 +65,9 @@ def test_special_files_are_refused_without_blocking(tmp_path):
 
 @pytest.mark.parametrize("path", sorted(glob.glob("profiles/*.yaml") + glob.glob("tests/data/*.yaml")))
 def test_shipped_profiles_and_fixtures_still_load(path):
+    from calibrate.coefficients import parse_coefficients
+
     profile = load_profile(path)
     assert profile.machine.hostname
+    if profile.coefficients:  # the physical constraints hold for every shipped number
+        parse_coefficients(profile.coefficients, path)
