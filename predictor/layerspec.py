@@ -26,17 +26,32 @@ from profiler.inputs import read_structured
 OPS = ("conv2d", "conv3d", "linear", "batchnorm", "relu", "maxpool", "avgpool", "add", "concat", "flatten", "dropout")
 
 
-def _ints(value, nd: int, what: str, where: str) -> tuple[int, ...]:
-    vals = (value,) * nd if isinstance(value, int) else tuple(value)
-    if len(vals) != nd or not all(isinstance(v, int) for v in vals):
-        raise UserError(f"{where}: {what} must be an integer or {nd} integers, got {value!r}")
+MAX_DIM = 1 << 24  # largest size of one dimension, channel count or feature count
+MAX_ELEMENTS = 1 << 40  # largest per-sample tensor
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _ints(value, nd: int, what: str, where: str, minimum: int = 1) -> tuple[int, ...]:
+    vals = (value,) * nd if _is_int(value) else tuple(value) if isinstance(value, list) else ()
+    if len(vals) != nd or not all(_is_int(v) and minimum <= v <= MAX_DIM for v in vals):
+        raise UserError(f"{where}: {what} must be an integer or {nd} integers in {minimum}..{MAX_DIM}, got {value!r}")
     return vals
 
 
 def _positive(value, what: str, where: str) -> int:
-    if not isinstance(value, int) or value <= 0:
-        raise UserError(f"{where}: {what} must be a positive integer, got {value!r}")
+    if not _is_int(value) or not 0 < value <= MAX_DIM:
+        raise UserError(f"{where}: {what} must be a positive integer <= {MAX_DIM}, got {value!r}")
     return value
+
+
+def _window(x, kernel, stride, padding, where: str) -> tuple[int, ...]:
+    """Output sizes of a convolution or pooling window; the kernel must fit the padded input."""
+    if any(k > s + 2 * p for s, p, k in zip(x[1:], padding, kernel)):
+        raise UserError(f"{where}: kernel {kernel} is larger than the padded input {x[1:]} (padding {padding})")
+    return tuple((s + 2 * p - k) // st + 1 for s, p, k, st in zip(x[1:], padding, kernel, stride))
 
 
 def load_layer_spec(path: str | Path) -> ModelGraph:
@@ -44,6 +59,10 @@ def load_layer_spec(path: str | Path) -> ModelGraph:
     doc = read_structured(path, "layer spec")
     if not isinstance(doc, dict) or not isinstance(doc.get("layers"), list) or "input" not in doc:
         raise UserError(f"{path}: a layer spec needs 'input' (per-sample shape) and a 'layers' list")
+    if not doc["layers"]:
+        raise UserError(f"{path}: 'layers' is empty; a model needs at least one layer")
+    if not isinstance(doc["input"], list) or not 1 <= len(doc["input"]) <= 4:
+        raise UserError(f"{path}: input must be a per-sample shape of 1 to 4 integers, e.g. [3, 32, 32]")
     input_shape = tuple(_positive(d, "input dimension", f"{path}: input") for d in doc["input"])
     shapes: dict[str, tuple[int, ...]] = {"": input_shape}
     layers: list[Layer] = []
@@ -54,15 +73,22 @@ def load_layer_spec(path: str | Path) -> ModelGraph:
             raise UserError(f"{where}: each layer needs an 'op'")
         name = str(item.get("name", f"layer{k}"))
         where = f"{path}: layer {name}"
+        if name in shapes:
+            raise UserError(f"{where}: the name is used by an earlier layer")
         op = item["op"]
-        if op not in OPS:
+        if not isinstance(op, str) or op not in OPS:
             raise UserError(f"{where}: unsupported op {op!r}; supported: {', '.join(OPS)}")
-        inputs = tuple(item.get("inputs", [previous]))
+        inputs = item.get("inputs", [previous])
+        if not isinstance(inputs, list) or not inputs or not all(isinstance(i, str) for i in inputs):
+            raise UserError(f"{where}: inputs must be a non-empty list of earlier layer names")
+        inputs = tuple(inputs)
         for i in inputs:
             if i not in shapes:
                 raise UserError(f"{where}: input {i!r} is not an earlier layer")
         x = shapes[inputs[0]]
         layers.append(_layer(name, op, x, [shapes[i] for i in inputs], inputs, item, where))
+        if math.prod(layers[-1].output_shape) > MAX_ELEMENTS:
+            raise UserError(f"{where}: output {layers[-1].output_shape} has more than {MAX_ELEMENTS} elements per sample")
         shapes[name] = layers[-1].output_shape
         previous = name
     return ModelGraph(name=str(doc.get("name", path.stem)), input_shape=input_shape, layers=tuple(layers))
@@ -80,10 +106,8 @@ def _layer(name, op, x, xs, inputs, item, where) -> Layer:
         f = _positive(item.get("filters"), "filters", where)
         kernel = _ints(item.get("kernel", 3), nd, "kernel", where)
         stride = _ints(item.get("stride", 1), nd, "stride", where)
-        padding = _ints(item.get("padding", 0), nd, "padding", where)
-        out = tuple((s + 2 * p - k) // st + 1 for s, p, k, st in zip(x[1:], padding, kernel, stride))
-        if any(o <= 0 for o in out):
-            raise UserError(f"{where}: output size {out} is not positive")
+        padding = _ints(item.get("padding", 0), nd, "padding", where, minimum=0)
+        out = _window(x, kernel, stride, padding, where)
         y = (f, *out)
         weight = (f, x[0], *kernel)
         params = math.prod(weight) + (f if item.get("bias", True) else 0)
@@ -97,10 +121,12 @@ def _layer(name, op, x, xs, inputs, item, where) -> Layer:
         flop = 2.0 * math.prod(x) * out
         flops = (flop, flop, flop)
     elif op in ("maxpool", "avgpool"):
+        if nd < 1:
+            raise UserError(f"{where}: {op} needs a spatial input (C, H, W) or (C, D, H, W), got shape {x}")
         kernel = _ints(item.get("kernel", 2), nd, "kernel", where)
         stride = _ints(item.get("stride", item.get("kernel", 2)), nd, "stride", where)
-        padding = _ints(item.get("padding", 0), nd, "padding", where)
-        y = (x[0], *((s + 2 * p - k) // st + 1 for s, p, k, st in zip(x[1:], padding, kernel, stride)))
+        padding = _ints(item.get("padding", 0), nd, "padding", where, minimum=0)
+        y = (x[0], *_window(x, kernel, stride, padding, where))
         flops = (math.prod(kernel) * math.prod(y), float(math.prod(y)), 0.0)
     elif op == "concat":
         if any(s[1:] != x[1:] for s in xs):

@@ -12,8 +12,10 @@ shape), relu/batchnorm/maxpool forward and backward, add forward. dtype defaults
 """
 from __future__ import annotations
 
+import math
+
 from calibrate.shapes import canonical_dtype, shape_key
-from profiler.bench_compute import conv_cases, gemm_case, memory_op_case
+from profiler.bench_compute import conv_cases, conv_spatial, gemm_case, memory_op_case
 from profiler.cases import BenchCase
 from profiler.errors import UserError
 from profiler.inputs import read_yaml
@@ -27,8 +29,24 @@ REQUIRED = {
     "maxpool": ("N", "C", "H", "W", "kernel"),
     "add": ("N", "C", "H", "W"),
 }
+OPTIONAL = {"conv2d": ("D", "stride", "padding", "groups"), "conv3d": ("stride", "padding", "groups"),
+            "maxpool": ("D", "stride", "padding"), "relu": ("D",), "batchnorm": ("D",), "add": ("D",)}
 CONV_DEFAULTS = {"stride": 1, "padding": 0}
 TAGS = {"source": "shapes file"}
+MAX_DIM = 1 << 20  # largest single size, channel or batch count
+MAX_TENSOR_ELEMENTS = 1 << 31  # largest operand measured (8 GiB of float32)
+
+
+def _tensors(op: str, p: dict) -> dict[str, int]:
+    """Element counts of the operands a case allocates, by name."""
+    spatial = [p[k] for k in ("D", "H", "W") if k in p]
+    if op == "gemm":
+        return {"A (M x K)": p["M"] * p["K"], "B (K x N)": p["K"] * p["N"], "C (M x N)": p["M"] * p["N"]}
+    out = {"input": p["N"] * p["C"] * math.prod(spatial)}
+    if op in ("conv2d", "conv3d"):
+        out["weight"] = p["F"] * p["C"] * p["kernel"] ** len(spatial)
+        out["output"] = p["N"] * p["F"] * math.prod(conv_spatial({**CONV_DEFAULTS, **p})[1])
+    return out
 
 
 def _entry_params(op: str, params, where: str) -> dict:
@@ -37,9 +55,25 @@ def _entry_params(op: str, params, where: str) -> dict:
     missing = [k for k in REQUIRED[op] if k not in params]
     if missing:
         raise UserError(f"{where}: {op} needs params {', '.join(missing)}")
+    unknown = sorted(str(k) for k in params if k not in REQUIRED[op] + OPTIONAL.get(op, ()))
+    if unknown:
+        raise UserError(f"{where}: {op} takes no param {unknown[0]} (known: {', '.join(REQUIRED[op] + OPTIONAL.get(op, ()))})")
     for key, value in params.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < 0 or (value == 0 and key != "padding"):
             raise UserError(f"{where}: params.{key} must be a positive integer, got {value!r}")
+        if value > MAX_DIM:
+            raise UserError(f"{where}: params.{key} = {value} is larger than {MAX_DIM}")
+    if "kernel" in params:
+        padded = min(params[k] for k in ("D", "H", "W") if k in params) + 2 * params.get("padding", 0)
+        if params["kernel"] > padded:
+            raise UserError(f"{where}: params.kernel {params['kernel']} is larger than the padded input ({padded})")
+    groups = params.get("groups", 1)
+    if params.get("C", 1) % groups or params.get("F", groups) % groups:
+        raise UserError(f"{where}: params.groups {groups} must divide C and F")
+    for name, elements in _tensors(op, params).items():
+        if elements > MAX_TENSOR_ELEMENTS:
+            raise UserError(f"{where}: the {name} operand has {elements:.3g} elements, more than the "
+                            f"{MAX_TENSOR_ELEMENTS:.3g} measured at most")
     return dict(params)
 
 
