@@ -164,6 +164,14 @@ class Execution(_Strict):
         return self
 
 
+class InputPipelineFit(_Strict):
+    """Host time to load one training sample (JPEG decode + augmentation, profiler.bench_input), in
+    core-seconds: a node of C cores feeds its devices S samples in S * per_sample_core_s / C seconds."""
+
+    per_sample_core_s: Estimate
+    sources: list[str] = Field(default_factory=list)
+
+
 class ModelError(_Strict):
     """How far the whole model's predictions fall from measured times on runs it did not see: per key
     ("strategy/framework", "strategy/*" or "*") the (low, high) quantiles of log(measured / predicted) that
@@ -326,6 +334,7 @@ class Coefficients(_Strict):
     fabric: Optional[Fabric] = None
     execution: Optional[Execution] = None
     model_error: Optional[ModelError] = None
+    input_pipeline: Optional[InputPipelineFit] = None
     #: True on a CPU-only profile: "device" memory is host memory and there is no host<->device copy
     device_is_host: bool = False
     #: CPU threads most compute samples ran with, on a CPU-only profile: PyTorch picks its CPU

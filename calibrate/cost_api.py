@@ -51,6 +51,10 @@ class CostModel(Protocol):
         each); on a CPU profile ranks x threads per rank / cores when that exceeds 1, since the cores are
         shared out (1 when the profile does not know its cores)."""
 
+    def input_time_s(self, samples: float) -> float:
+        """Host seconds for one node to decode and augment `samples` training samples with all its cores
+        (0 when the profile did not measure it, and on a CPU profile, whose ranks read in-memory tensors)."""
+
     def model_error_bounds(self, strategy: str, framework: str) -> Optional[tuple[float, float]]:
         """(low, high) multipliers of a predicted time that bound the profile's held-out error for this strategy
         and framework regime (calibrate.coefficients.ModelError), or None when the profile has none."""

@@ -116,6 +116,12 @@ class ProfileCostModel:
             return 0.0
         return fit.optimizer_step_s.at(self.bound) + tensors * fit.optimizer_per_tensor_s.at(self.bound)
 
+    def input_time_s(self, samples: float) -> float:
+        fit = self.coefficients.input_pipeline
+        if fit is None or self.coefficients.device_is_host or not self.cpu_cores or samples <= 0:
+            return 0.0
+        return samples * fit.per_sample_core_s.at(self.bound) / self.cpu_cores
+
     def model_error_bounds(self, strategy: str, framework: str) -> Optional[tuple[float, float]]:
         me = self.coefficients.model_error
         return me.ratio_bounds(strategy, framework) if me is not None else None

@@ -16,6 +16,7 @@ from calibrate.alphabeta import MIN_TIME_S, Point, fit_alpha_beta
 from calibrate.coefficients import Coefficients, ComputeFit, MeasuredShape, SegmentedFit
 from calibrate.collective_fit import COLLECTIVE_BENCHMARKS, derive_links, fit_collectives
 from calibrate.fabric_fit import as_fabric, fit_fabric, uncontended_links
+from calibrate.input_fit import fit_input
 from calibrate.compute import ComputePoint, fit_compute
 from calibrate.framework import fit_framework
 from profiler.errors import UserError
@@ -156,7 +157,7 @@ def fit_coefficients(profile: Profile, seed: int = 0) -> Coefficients:
     for s in profile.samples:
         if s.benchmark in COMPUTE_BENCHMARKS:
             by_kind["compute"].append(s)
-        elif s.benchmark in ("stream", "host_device", "framework"):
+        elif s.benchmark in ("stream", "host_device", "framework", "input"):
             by_kind[s.benchmark].append(s)
         elif s.benchmark in COLLECTIVE_BENCHMARKS:
             by_kind["collectives"].append(s)
@@ -177,11 +178,13 @@ def fit_coefficients(profile: Profile, seed: int = 0) -> Coefficients:
     coefficients = Coefficients(compute=compute, memory=memory, host_device=fit_host_device(by_kind["host_device"], rng),
                                 collectives=collectives, links=links, notes=notes, device_is_host=device_is_host,
                                 fabric=as_fabric(fabric, rails_per_node=1) if fabric else None,
+                                input_pipeline=fit_input(by_kind["input"], rng) if by_kind["input"] else None,
                                 framework=fit_framework(by_kind["framework"], rng) if by_kind["framework"] else None,
                                 host_threads=calibration_threads(by_kind["compute"]) if device_is_host else None,
                                 host_simd_lanes=lanes if device_is_host else None,
                                 measured_shapes=measured_shapes(by_kind["compute"]))
-    if not (compute or memory or coefficients.host_device or collectives or coefficients.framework):
+    if not (compute or memory or coefficients.host_device or collectives or coefficients.framework
+            or coefficients.input_pipeline):
         raise UserError(f"profile has {len(profile.samples)} samples but none of a benchmark calibrate fits "
                         f"({', '.join(sorted(ignored))})")
     return coefficients

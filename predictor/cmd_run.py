@@ -29,6 +29,8 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", default="fp32", choices=DTYPES,
                         help="fp16/bf16 = mixed precision (fp32 master weights)")
     parser.add_argument("--optimizer", default="sgd", choices=("sgd", "momentum", "adam"))
+    parser.add_argument("--synthetic-data", action="store_true",
+                        help="samples are already in memory: no host decode/augmentation (the input pipeline term)")
     parser.add_argument("--framework", default="ddp", choices=FRAMEWORKS,
                         help="how the gradient allreduce is scheduled: ddp (PyTorch DDP buckets, default), "
                              "horovod (tensor fusion cycles), no-overlap (after backward)")
@@ -96,7 +98,7 @@ def run(args) -> int:
     cap = args.memory_cap * 1e9 if args.memory_cap else None
     preds = predict_all(graph, args.batch, args.gpus, cm, strategies=strategies, devices_per_node=args.gpus_per_node,
                         dtype=args.dtype, optimizer=args.optimizer, micro_batches=args.micro_batches,
-                        device_memory_bytes=cap, framework=args.framework)
+                        device_memory_bytes=cap, framework=args.framework, synthetic_data=args.synthetic_data)
     if args.strategy != "all" and not preds[0].feasible:
         raise UserError(f"{args.strategy} on {args.gpus} devices with batch {args.batch}: {preds[0].reason}")
     meta = {"profile": str(path), "profile_provenance": cm.provenance, "model": graph.name, "batch": args.batch,

@@ -57,6 +57,7 @@ class Plan:
     recompute: bool = False  # pipeline: keep only stage-boundary activations, recompute inside (GPipe)
     bucket_bytes: float = 25e6  # DDP gradient bucket size
     framework: str = "ddp"  # how the gradient allreduce is scheduled (predictor.overlap.FRAMEWORKS)
+    synthetic_data: bool = False  # True: samples already in memory, no host decode/augment (input pipeline)
     extra: tuple[tuple[str, Any], ...] = ()  # strategy-specific knobs of add-on strategies (sorted pairs)
 
     @property
@@ -90,7 +91,7 @@ class Prediction:
     """Predicted cost of one Plan. Times are seconds per iteration on the critical path:
 
     iteration_s = compute_fwd_s + compute_bwd_s + update_s + sum(comm_exposed_s) + bubble_s + swap_s
-                  + recompute_s
+                  + recompute_s + input_s
     comm_hidden_s is overlapped with compute (DDP buckets) and therefore not in iteration_s.
     Memory terms are bytes on the busiest device; fits = memory_bytes <= device_memory_bytes.
     """
@@ -106,6 +107,7 @@ class Prediction:
     bubble_s: float = 0.0
     swap_s: float = 0.0
     recompute_s: float = 0.0
+    input_s: float = 0.0  # host input pipeline time not hidden behind the device's work (predictor.input_pipeline)
     iteration_s: float = math.inf
     interval_s: tuple[float, float] = (math.nan, math.nan)  # (low, high) from the profile's CIs
     weights_bytes: float = 0.0
@@ -138,7 +140,7 @@ class Prediction:
             self.bottleneck = "infeasible"
             return self
         self.iteration_s = (self.compute_fwd_s + self.compute_bwd_s + self.update_s + self.comm_exposed_total_s
-                            + self.bubble_s + self.swap_s + self.recompute_s)
+                            + self.bubble_s + self.swap_s + self.recompute_s + self.input_s)
         self.memory_bytes = (self.weights_bytes + self.grads_bytes + self.optimizer_bytes + self.activations_bytes
                              + self.comm_buffers_bytes + self.workspace_bytes)
         self.fits = self.memory_bytes <= self.device_memory_bytes
@@ -170,9 +172,12 @@ _LABELS = {
 
 
 def bottleneck_label(pred: Prediction) -> str:
-    """The largest term of the iteration, or 'memory capacity' when the plan does not fit."""
+    """The largest term of the iteration, 'memory capacity' when the plan does not fit, or 'input pipeline' when
+    the device waits for the host's loaders."""
     if not pred.fits:
         return "memory capacity"
+    if pred.input_s > 0:  # the device waits for the host: the step takes the input pipeline's time
+        return "input pipeline"
     terms = {"compute": pred.compute_fwd_s + pred.compute_bwd_s, "weight update": pred.update_s,
              "pipeline bubble": pred.bubble_s, "swap": pred.swap_s, "recompute": pred.recompute_s}
     for kind, t in pred.comm_exposed_s.items():

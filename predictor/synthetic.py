@@ -61,6 +61,9 @@ class SyntheticCostModel:
     def optimizer_overhead_s(self, tensors):
         return self.optimizer_step_s + tensors * self.optimizer_per_tensor_s if tensors else 0.0
 
+    def input_time_s(self, samples):
+        return 0.0
+
     def model_error_bounds(self, strategy, framework):
         return None
 

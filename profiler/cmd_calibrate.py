@@ -1,7 +1,7 @@
 """`profiler calibrate`: run the microbenchmark sections on this machine and write a profile.
 
-Sections run in order: compute (GEMM, conv2d/3d, memory-bound ops), memory (STREAM), host_device (GPU
-only), collectives (profiler/comm/section.py; needs >= 2 ranks). Every check a user can fail (device,
+Sections run in order: compute (GEMM, conv2d/3d, memory-bound ops), memory (STREAM), input (host JPEG
+decode + augmentation per sample, profiler.bench_input), host_device (GPU only), collectives (profiler/comm/section.py; needs >= 2 ranks). Every check a user can fail (device,
 --only, --out) happens before the first benchmark. The samples are collected into a Profile
 (provenance `calibrated`), fitted (calibrate.fit.fit_profile) and written atomically. Ctrl-C, or a
 UserError inside a section, writes the samples so far to `<out>.partial` and exits 130 / 2.
@@ -24,9 +24,10 @@ from profiler import store
 from profiler.allocator import keep_freed_memory
 from profiler.bench_compute import choose_grid, plan_compute
 from profiler.bench_framework import plan_framework
+from profiler.bench_input import input_cases
 from profiler.bench_memory import host_device_cases, last_level_cache_bytes, stream_cases
 from profiler.cases import BenchCase, compute_passes, measure_case, timer_settings
-from profiler.cliutil import positive_int
+from profiler.cliutil import thread_count
 from profiler.comm import section as collectives
 from profiler.errors import UserError
 from profiler.metadata import collect_machine
@@ -34,7 +35,7 @@ from profiler.profile import SCHEMA_VERSION, Machine, Profile, Provenance, Sampl
 from profiler.shape_file import load_shape_cases
 from profiler.threads import rank_share_threads
 
-SECTIONS = ("compute", "memory", "host_device", "collectives")
+SECTIONS = ("compute", "memory", "input", "host_device", "collectives")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -48,7 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shapes", metavar="FILE",
                         help="also measure these compute shapes (YAML, e.g. from `predictor shapes`: a model's "
                              "per-device layers); the profile then costs exactly these shapes by their measured times")
-    parser.add_argument("--threads", type=positive_int, default=None,
+    parser.add_argument("--threads", type=thread_count, default=None,
                         help="CPU threads of the compute and memory benchmarks (default: torch's, or with --ranks R on "
                              "cpu each rank's share of the cores, cores // R, as those ranks will train)")
     parser.add_argument("--force", action="store_true", help="overwrite --out if it is an existing file")
@@ -119,6 +120,8 @@ def plan_section(name: str, device: str, quick: bool) -> list[BenchCase]:
         return plan_compute(device, quick) + plan_framework(device)
     if name == "memory":
         return stream_cases(device, quick)
+    if name == "input":
+        return input_cases(quick)
     return host_device_cases(device, quick)
 
 

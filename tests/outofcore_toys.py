@@ -26,6 +26,9 @@ class FlatCostModel:
     def optimizer_overhead_s(self, tensors):
         return 0.0
 
+    def input_time_s(self, samples):
+        return 0.0
+
     def model_error_bounds(self, strategy, framework):
         return None
 

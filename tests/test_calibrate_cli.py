@@ -38,18 +38,19 @@ def test_tiny_calibration_writes_a_fitted_profile(tmp_path):
     assert r.returncode == 0, r.stderr
     profile = load_profile(out)
     kinds = {s.benchmark for s in profile.samples}
-    assert {"gemm", "conv2d", "conv3d", "batchnorm", "relu", "maxpool", "add", "stream", "framework"} <= kinds
+    assert {"gemm", "conv2d", "conv3d", "batchnorm", "relu", "maxpool", "add", "stream", "framework", "input"} <= kinds
     assert profile.provenance.kind == "calibrated"
-    assert profile.settings["grid"] == "tiny" and profile.settings["sections"] == ["compute", "memory", "collectives"]
+    assert profile.settings["grid"] == "tiny" and profile.settings["sections"] == ["compute", "memory", "input", "collectives"]
     assert "skipped" in profile.settings["collectives"]
     assert profile.coefficients and profile.coefficients["framework"]  # calibrate.fit ran
-    ops = [s for s in profile.samples if s.benchmark not in ("stream", "framework")]  # swept twice, same order
+    assert profile.coefficients["input_pipeline"]["per_sample_core_s"]["value"] > 0
+    ops = [s for s in profile.samples if s.benchmark not in ("stream", "framework", "input")]  # swept twice, same order
     first, second = ([s for s in ops if s.extra["pass"] == p] for p in (1, 2))
     assert len(first) + len(second) == len(ops) and profile.settings["compute_passes"] == 2
     assert [(s.benchmark, s.variant, s.params) for s in first] == [(s.benchmark, s.variant, s.params) for s in second]
     assert not any("pass" in s.extra for s in profile.samples if s.benchmark == "framework")
     assert all(s.flops is not None and s.bytes_moved > 0 for s in profile.samples
-               if s.benchmark not in ("stream", "framework"))
+               if s.benchmark not in ("stream", "framework", "input"))
     assert not store.partial_path(out).exists()
 
 
@@ -127,8 +128,8 @@ def test_store_names_and_refusals(tmp_path):
 
 
 def test_parse_sections():
-    assert parse_sections(None, "cpu") == ["compute", "memory", "collectives"]
-    assert parse_sections(None, "cuda") == ["compute", "memory", "host_device", "collectives"]
+    assert parse_sections(None, "cpu") == ["compute", "memory", "input", "collectives"]
+    assert parse_sections(None, "cuda") == ["compute", "memory", "input", "host_device", "collectives"]
     assert parse_sections("memory, compute", "cpu") == ["compute", "memory"]
     with pytest.raises(UserError, match="host_device"):
         parse_sections("host_device", "cpu")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from typing import Callable
 
+from predictor.input_pipeline import exposed_input_s
 from predictor.plan import Plan, Prediction
 from predictor.strategies import channel, data, filter as filter_, pipeline, spatial
 from predictor.strategies.context import Context, Infeasible
@@ -54,6 +55,7 @@ def evaluate(ctx: Context, plan: Plan, device_memory_bytes: float | None = None)
         if fn is None:
             raise Infeasible(f"unknown strategy {plan.strategy!r}")
         fn(ctx.for_plan(plan), plan, pred)
+        pred.input_s = exposed_input_s(ctx.cm, plan, pred)
     except Infeasible as why:
         pred.feasible = False
         pred.reason = f"infeasible: {why}"
