@@ -153,3 +153,36 @@ def test_cli_published_json_on_a_small_corpus(tmp_path, capsys, records):
     for row in doc["rows"]:
         assert row["predicted_s"] > 0 and row["datasheet_predicted_s"] > 0 and row["loso_predicted_s"] > 0
     assert doc["scaling_efficiency_error_points"]["rows"] == 1
+
+
+def _fake_rows(corpus, n_per_source=12, effect=0.0, seed=0):
+    """Rows of four sources whose measured time is the analytical one times exp(effect * log2(gpus)) (+ noise)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    rules = load_rules()
+    base = [s for s in (interpret(r, rules) for r in corpus) if isinstance(s, Setup)]
+    rows, analytical = [], {}
+    for k, source in enumerate(("a", "b", "c", "d")):
+        for i in range(n_per_source):
+            setup = base[(k * n_per_source + i) * 3 % len(base)]
+            t = 0.1 * (1 + i % 5)
+            measured = t * float(np.exp(effect * np.log2(setup.run.num_gpus) + 0.01 * rng.standard_normal()))
+            run = type(setup.run)(**{**setup.run.__dict__, "id": f"{source}{i}", "source": source, "measured_s": measured})
+            rows.append(RowResult(setup=Setup(**{**setup.__dict__, "run": run}), predicted_s=t, interval_s=(t, t),
+                                  terms={"comm_exposed_s": 0.0, "comm_hidden_s": 0.0, "update_s": 0.0}))
+            analytical[run.id] = t
+    return rows, analytical
+
+
+def test_correction_is_learned_when_it_transfers_and_off_when_it_does_not(corpus):
+    from predictor.published.correction import loso_corrected
+
+    rows, analytical = _fake_rows(corpus, effect=0.1)
+    corrected, used = loso_corrected(rows, analytical)
+    assert all(v is not None for v in used.values())
+    err = lambda pred: sum(abs(pred[r.run.id] - r.measured_s) / r.measured_s for r in rows)
+    assert err(corrected) < 0.5 * err(analytical)
+    rows, analytical = _fake_rows(corpus, effect=0.0, seed=3)  # nothing to learn: the gate keeps it off
+    corrected, used = loso_corrected(rows, analytical)
+    assert all(v is None for v in used.values()) and corrected == analytical

@@ -1,8 +1,9 @@
 """`predictor validate --published FILE`: predict published measured runs and report the accuracy.
 
-Three predictions per row (predictor.published.loso): `datasheet` profiles (no corpus constant), the
-`shipped` profiles (per-GPU-family constants fitted to every source), and `loso` (the constants refitted
-without the row's source). The headline figures are the shipped profiles'; the loso figure is the one an
+Four predictions per row (predictor.published.loso): `datasheet` profiles (no corpus constant), the
+`shipped` profiles (per-GPU-family constants fitted to every source), `loso` (the constants refitted
+without the row's source) and `loso_corrected` (loso times the residual correction trained without the row's
+source, predictor.published.correction). The headline figures are the shipped profiles'; the loso figure is the one an
 unseen cluster should expect.
 """
 from __future__ import annotations
@@ -11,6 +12,7 @@ import json
 from pathlib import Path
 
 from predictor.published.corpus import CORPUS_DIR, load_corpus
+from predictor.published.correction import loso_corrected
 from predictor.published.fit import Decompositions
 from predictor.published.loso import base_cost_models, interval_coverage, loso_predictions
 from predictor.published.report import plot, render_text, summarise
@@ -34,9 +36,12 @@ def published_report(corpus: str | Path, profiles_dir: Path = PROFILES_DIR) -> d
     decompositions = Decompositions([s for s in (interpret(r, rules) for r in runs) if not isinstance(s, Skipped)],
                                     predictor, base)
     datasheet, loso, fitted = loso_predictions(setups, predictor, base, decompositions)
+    corrected, strengths = loso_corrected(results, loso)
     report = summarise(results, skipped, extra_predictions={
         "datasheet": lambda r: datasheet.get(r.run.id, r.predicted_s),
-        "loso": lambda r: loso.get(r.run.id, r.predicted_s)})
+        "loso": lambda r: loso.get(r.run.id, r.predicted_s),
+        "loso_corrected": lambda r: corrected.get(r.run.id, r.predicted_s)})
+    report["loso_correction_strength"] = strengths
     report["interval_coverage_loso"] = interval_coverage(setups, loso)
     report["corpus"] = str(corpus)
     report["loso_constants"] = fitted
