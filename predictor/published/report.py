@@ -77,7 +77,9 @@ def summarise(results: Sequence[RowResult], skipped: Sequence[Skipped], *,
             "overall_accuracy": statistics.fmean(1 - abs(fn(r) - r.measured_s) / r.measured_s for r in results)
             if results else None,
             "by_gpu_bucket": {b: v for b, v in _group(results, lambda r: r.bucket, fn).items()},
-            "by_source": _group(results, lambda r: r.run.source, fn)}
+            "by_source": _group(results, lambda r: r.run.source, fn),
+            "by_system": _group(results, lambda r: r.setup.profile.removesuffix(".published.yaml"), fn),
+            "by_framework": _group(results, lambda r: r.setup.framework, fn)}
     return report
 
 
