@@ -1,27 +1,31 @@
 """`profiler fit PROFILE [--out PATH]`: recompute a profile's coefficients from the samples it holds.
 
 By default PROFILE itself is rewritten (atomically: readers never see half a file); --out writes elsewhere
-and leaves PROFILE untouched."""
+and leaves PROFILE untouched (an existing --out file only with --force)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 from calibrate.fit import fit_profile
 from calibrate.report import fit_warnings
+from profiler.cliutil import seed
 from profiler.errors import UserError
-from profiler.profile import check_writable, load_profile, save_profile
+from profiler.outputs import check_output, check_writable, same_file
+from profiler.profile import load_profile, save_profile
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("profile", metavar="PROFILE", help="profile YAML with samples")
     parser.add_argument("--out", metavar="PATH", help="where to write the refitted profile (default: PROFILE, atomically)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap and cross-validation draws")
+    parser.add_argument("--force", action="store_true", help="overwrite --out if it exists")
+    parser.add_argument("--seed", type=seed, default=0, help="seed of the bootstrap and cross-validation draws (0..2^32-1)")
 
 
 def run(args) -> int:
     source = Path(args.profile)
+    in_place = args.out is None or same_file(args.out, source)
+    out = check_writable(source, "PROFILE") if in_place else check_output(args.out, "--out", args.force)
     profile = load_profile(source)
-    out = check_writable(args.out or source, "--out" if args.out else "PROFILE")
     try:
         fitted = fit_profile(profile, seed=args.seed)
     except UserError as err:

@@ -16,6 +16,7 @@ from typing import Sequence
 import numpy as np
 
 from calibrate.drift import CATEGORY_LABELS, DEFAULT_MIN_EFFECT, PointKey, headline_value, points_of
+from profiler.outputs import save_figure
 from profiler.profile import Profile
 
 
@@ -172,5 +173,5 @@ def plot_history(series: Sequence[Series], path: str, title: str) -> None:
     bottom.set_xlabel("profile created (UTC); dashed line = change point, label = step in level")
     fig.suptitle(title, fontsize=12)
     fig.tight_layout()
-    fig.savefig(path, dpi=110, bbox_inches="tight")
+    save_figure(fig, path, dpi=110, bbox_inches="tight")
     plt.close(fig)

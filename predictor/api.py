@@ -22,6 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Iterable, Sequence
 
+import torch
 import torch.nn as nn
 
 from calibrate.cost_api import CostModel
@@ -53,10 +54,13 @@ def load_model(name_or_path: str, input_shape: Sequence[int] | None = None, *, a
         raise UserError(f"model {name_or_path!r}: a data file may name only a zoo model ({', '.join(zoo.ZOO)}) "
                         "or a .yaml/.json layer spec; pass Python models with --model on the command line")
     if name_or_path in zoo.ZOO:
+        _check_knobs(name_or_path, knobs)
         try:
-            module, shape = zoo.build(name_or_path, **knobs)
-        except TypeError as err:
-            raise UserError(f"model {name_or_path}: bad knob: {err}") from None
+            with torch.device("meta"):  # shapes only: a large knob costs no memory
+                module, shape = zoo.build(name_or_path, **knobs)
+        except Exception as err:  # noqa: BLE001 - the builders reject knobs with whatever torch raises
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise UserError(f"model {name_or_path}: bad knob ({', '.join(map(str, knobs)) or 'none'}): {first}") from None
         return trace_module(module, tuple(input_shape or shape), name_or_path)
     lower = name_or_path.lower()
     if lower.endswith((".yaml", ".yml", ".json")):
@@ -71,6 +75,20 @@ def load_model(name_or_path: str, input_shape: Sequence[int] | None = None, *, a
         return trace_module(module, tuple(int(d) for d in shape), name_or_path)
     raise UserError(f"unknown model {name_or_path!r}: not in the zoo ({', '.join(zoo.ZOO)}), "
                     "not package.module:callable, a .py file or a .yaml/.json layer spec")
+
+
+MAX_KNOB = 1 << 16  # largest magnitude of a numeric zoo knob (width, image, depth, classes, ...)
+
+
+def _check_knobs(name: str, knobs: dict) -> None:
+    """Zoo knobs are plain scalars (or short lists of them) of a sane size; anything else is refused."""
+    for key, value in knobs.items():
+        values = value if isinstance(value, list) and len(value) <= 64 else [value]
+        for v in values:
+            if isinstance(v, bool) or v is None or isinstance(v, str):
+                continue
+            if not isinstance(v, (int, float)) or not math.isfinite(v) or abs(v) > MAX_KNOB:
+                raise UserError(f"model {name}: knob {key}={str(value)[:40]} must be a finite number of magnitude <= {MAX_KNOB}")
 
 
 def is_data_model(name: str) -> bool:

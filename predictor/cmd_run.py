@@ -7,11 +7,14 @@ import sys
 
 from predictor.overlap import FRAMEWORKS
 from predictor.plan import DTYPES
+from profiler.cliutil import MAX_LOCAL_RANKS, batch_size, device_count, float_in, int_in
 from profiler.errors import UserError
 
 STRATEGY_CHOICES = ("all", "serial", "data", "spatial", "filter", "channel", "pipeline", "data+spatial",
                     "data+filter", "data+channel", "data+pipeline", "spatial-then-data")
 # add-on strategies: predictor/outofcore_strategies.py ADDON_STRATEGIES (listed here to keep --help light)
+MAX_MEMORY_GB = 1e6  # device memory a plan may assume, in GB
+MAX_INPUT_DIM = 1 << 20
 STRATEGY_CHOICES += ("serial+recompute", "data+recompute", "serial+offload", "data+offload", "outofcore", "cooperative",
                      "spatial+recompute", "filter+recompute", "channel+recompute", "data+spatial+recompute",
                      "data+filter+recompute", "data+channel+recompute")
@@ -25,7 +28,7 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE",
                         help="zoo/callable knob, e.g. width=16, image=64 (repeatable)")
     parser.add_argument("--input-shape", help="per-sample input shape for user modules, e.g. 3,224,224")
-    parser.add_argument("--gpus-per-node", type=int, help="devices per node (default: the profile's)")
+    parser.add_argument("--gpus-per-node", type=int_in(1, MAX_LOCAL_RANKS), help="devices per node (default: the profile's)")
     parser.add_argument("--dtype", default="fp32", choices=DTYPES,
                         help="fp16/bf16 = mixed precision (fp32 master weights)")
     parser.add_argument("--optimizer", default="sgd", choices=("sgd", "momentum", "adam"))
@@ -34,18 +37,20 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--framework", default="ddp", choices=FRAMEWORKS,
                         help="how the gradient allreduce is scheduled: ddp (PyTorch DDP buckets, default), "
                              "horovod (tensor fusion cycles), no-overlap (after backward)")
-    parser.add_argument("--memory-cap", type=float, metavar="GB", help="device memory to plan for (default: the profile's)")
-    parser.add_argument("--dataset-size", type=int, help="samples per epoch: adds epoch time and GPU-hours")
+    parser.add_argument("--memory-cap", type=float_in(0.0, MAX_MEMORY_GB), metavar="GB",
+                        help="device memory to plan for (default: the profile's)")
+    parser.add_argument("--dataset-size", type=int_in(1, 1 << 48), help="samples per epoch: adds epoch time and GPU-hours")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(parser)
-    parser.add_argument("--batch", type=int, required=True, help="global mini-batch (samples per iteration)")
-    parser.add_argument("--gpus", type=int, required=True, help="number of devices")
+    parser.add_argument("--batch", type=batch_size, required=True, help="global mini-batch (samples per iteration)")
+    parser.add_argument("--gpus", type=device_count, required=True, help="number of devices")
     parser.add_argument("--strategy", default="all", choices=STRATEGY_CHOICES)
-    parser.add_argument("--micro-batches", type=int, help="pipeline micro-batches (default: the best that divides the batch)")
+    parser.add_argument("--micro-batches", type=batch_size, help="pipeline micro-batches (default: the best that divides the batch)")
     parser.add_argument("--trace", metavar="FILE", help="write the top prediction's iteration as a Chrome/Perfetto trace")
+    parser.add_argument("--force", action="store_true", help="overwrite --trace if it exists")
 
 
 def _knobs(pairs: list[str]) -> dict:
@@ -71,12 +76,19 @@ def load_inputs(args):
             raise UserError(f"--{flag.replace('_', '-')} must be positive, got {value}")
     if args.memory_cap is not None and args.memory_cap <= 0:
         raise UserError(f"--memory-cap must be positive, got {args.memory_cap}")
+    gpus, per_node = getattr(args, "gpus", None), args.gpus_per_node
+    if gpus and per_node and gpus > per_node and gpus % per_node:
+        raise UserError(f"--gpus {gpus} is not a whole number of nodes of --gpus-per-node {per_node}")
+    if getattr(args, "micro_batches", None) and getattr(args, "batch", None) and args.micro_batches > args.batch:
+        raise UserError(f"--micro-batches {args.micro_batches} is larger than --batch {args.batch}")
     shape = None
     if args.input_shape:
         try:
             shape = tuple(int(d) for d in args.input_shape.split(","))
         except ValueError:
-            raise UserError(f"--input-shape {args.input_shape!r}: expected integers like 3,224,224") from None
+            raise UserError(f"--input-shape {args.input_shape[:40]!r}: expected integers like 3,224,224") from None
+        if not 1 <= len(shape) <= 4 or not all(1 <= d <= MAX_INPUT_DIM for d in shape):
+            raise UserError(f"--input-shape {args.input_shape[:40]!r}: expected 1 to 4 sizes in 1..{MAX_INPUT_DIM}")
     graph = load_model(args.model, shape, **_knobs(args.model_arg))
     if graph.unsupported:
         raise UserError(f"model {args.model} has layers the predictor cannot cost: {', '.join(graph.unsupported[:8])}"
@@ -92,6 +104,9 @@ def run(args) -> int:
     from predictor.plan import STRATEGIES
     from predictor.report import chrome_trace, memory_table, ranked_table, to_json
 
+    if args.trace:
+        from profiler.outputs import check_output
+        check_output(args.trace, "--trace", args.force)
     graph, cm, path = load_inputs(args)
     from predictor.outofcore_strategies import ADDON_STRATEGIES
     strategies = STRATEGIES + ADDON_STRATEGIES if args.strategy == "all" else (args.strategy,)

@@ -5,16 +5,21 @@ import argparse
 import sys
 
 from predictor.cmd_run import add_model_arguments, load_inputs
+from profiler.cliutil import batch_size, int_in
+
+#: the search evaluates every device count up to --max-gpus
+MAX_SEARCH_DEVICES = 1 << 14
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(parser)
-    parser.add_argument("--batch", type=int, required=True, help="global mini-batch (samples per iteration)")
-    parser.add_argument("--max-gpus", type=int, required=True, help="largest device count to consider (every integer up to it)")
-    parser.add_argument("--min-gpus", type=int, default=1, help="smallest device count to consider")
+    parser.add_argument("--batch", type=batch_size, required=True, help="global mini-batch (samples per iteration)")
+    parser.add_argument("--max-gpus", type=int_in(1, MAX_SEARCH_DEVICES), required=True,
+                        help=f"largest device count to consider (every integer up to it; at most {MAX_SEARCH_DEVICES})")
+    parser.add_argument("--min-gpus", type=int_in(1, MAX_SEARCH_DEVICES), default=1, help="smallest device count to consider")
     parser.add_argument("--objective", default="time", choices=("time", "cost"),
                         help="time = iteration seconds; cost = device-seconds per sample (GPU-hours)")
-    parser.add_argument("--top", type=int, default=10, help="how many configurations to show")
+    parser.add_argument("--top", type=int_in(1, 10000), default=10, help="how many configurations to show")
 
 
 def run(args) -> int:

@@ -14,8 +14,9 @@ import argparse
 import yaml
 
 from predictor.shape_recorder import RecordingCostModel, measurable_shapes
+from profiler.cliutil import MAX_LOCAL_RANKS, batch_size, device_count, int_in
 from profiler.errors import UserError
-from profiler.profile import check_writable, write_atomic
+from profiler.outputs import check_output, write_atomic
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,13 +26,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--suite", help="built-in validation suite name or suite YAML: the shapes of its runs")
     source.add_argument("--model", help="a model, as for `predictor run` (with --batch and --gpus)")
     parser.add_argument("--out", required=True, help="shapes YAML to write")
+    parser.add_argument("--force", action="store_true", help="overwrite --out if it exists")
     parser.add_argument("--profile", help="profile whose costs choose the plans (pipeline cuts, micro-batches; "
                                           "default: the shipped reference profile)")
     parser.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE", help="zoo/callable knob")
     parser.add_argument("--input-shape", help="per-sample input shape for user modules, e.g. 3,224,224")
-    parser.add_argument("--batch", type=int, help="global mini-batch (with --model)")
-    parser.add_argument("--gpus", type=int, help="number of devices (with --model)")
-    parser.add_argument("--gpus-per-node", type=int, help="devices per node (default: the profile's)")
+    parser.add_argument("--batch", type=batch_size, help="global mini-batch (with --model)")
+    parser.add_argument("--gpus", type=device_count, help="number of devices (with --model)")
+    parser.add_argument("--gpus-per-node", type=int_in(1, MAX_LOCAL_RANKS), help="devices per node (default: the profile's)")
     parser.add_argument("--strategy", default="all", choices=STRATEGY_CHOICES, help="with --model (default: all)")
     parser.add_argument("--dtype", default="fp32", choices=("fp32", "fp16", "bf16"))
     parser.add_argument("--optimizer", default="sgd", choices=("sgd", "momentum", "adam"))
@@ -66,7 +68,7 @@ def record_model(args, cost_model) -> set:
 def run(args) -> int:
     from predictor.api import load_cost_model
 
-    check_writable(args.out)
+    check_output(args.out, "--out", args.force, (".yaml", ".yml"))
     cost_model, path = load_cost_model(args.profile)
     calls = record_suite(args.suite, cost_model) if args.suite else record_model(args, cost_model)
     entries = measurable_shapes(calls)

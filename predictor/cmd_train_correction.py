@@ -1,40 +1,95 @@
-"""`predictor train-correction --profile P --runs runs.jsonl [--out PATH]`: fit the residual correction
-from measured runs (calibrate/correction.py), print the grouped cross-validation table, write the
-correction and point the profile at it (path + sha256), each file written atomically."""
+"""`predictor train-correction --profile P --runs runs.jsonl [--out PATH [--attach]] [--force]`: fit the residual
+correction from measured runs (calibrate/correction.py), print the grouped cross-validation table and write it.
+
+Without --out the correction goes beside the profile (<profile>.correction.json) and the profile is pointed
+at it (path + sha256). With --out it goes to PATH and the profile is left as it is, unless --attach asks
+for the reference too. An existing --out is replaced only with --force (the profile's own correction may
+always be replaced by a retraining).
+
+Profile and correction change together: the new correction is written under a name no reference points
+to yet, the profile is then switched to it in one atomic rename, and only then is it moved to its final
+name (profile switched again). A kill at any moment leaves a profile whose reference matches its file.
+"""
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
 from calibrate.correction import file_sha256, fit_correction, read_runs, save_correction
-from profiler.profile import check_writable, load_profile, save_profile
+from profiler.cliutil import seed
+from profiler.errors import UserError
+from profiler.outputs import check_output, check_writable, same_file
+from profiler.profile import load_profile, save_profile
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--profile", required=True, type=Path, help="profile YAML the runs were predicted with; its correction reference is updated")
+    parser.add_argument("--profile", required=True, type=Path, help="profile YAML the runs were predicted with")
     parser.add_argument("--runs", required=True, type=Path, help="measured runs, JSONL (from `predictor validate --out`)")
-    parser.add_argument("--out", type=Path, default=None, help="correction file to write (default: <profile>.correction.json beside the profile)")
-    parser.add_argument("--seed", type=int, default=0, help="random seed of the tree models (default 0)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="correction file to write (default: <profile>.correction.json beside the profile, "
+                             "which the profile then references)")
+    parser.add_argument("--attach", action="store_true", help="with --out: also point the profile at the new file")
+    parser.add_argument("--force", action="store_true", help="overwrite an existing --out file")
+    parser.add_argument("--seed", type=seed, default=0, help="random seed of the tree models (default 0, at most 2^32-1)")
 
 
 def default_out(profile_path: Path) -> Path:
     return profile_path.with_name(profile_path.stem + ".correction.json")
 
 
+def _referenced(profile, profile_path: Path) -> Path | None:
+    if profile.correction is None:
+        return None
+    path = Path(profile.correction.path)
+    return path if path.is_absolute() else profile_path.parent / path
+
+
+def _check_paths(args, profile) -> tuple[Path, bool]:
+    """(correction path, whether the profile is updated), refused before any fitting."""
+    attach = args.out is None or args.attach
+    out = args.out or default_out(args.profile)
+    for other, flag in ((args.profile, "--profile"), (args.runs, "--runs")):
+        if same_file(out, other):
+            raise UserError(f"--out {out}: is the {flag} file; give the correction its own file (e.g. {default_out(args.profile)})")
+    current = _referenced(profile, args.profile)
+    replacing_own = current is not None and same_file(out, current)
+    check_output(out, "--out", args.force or replacing_own or args.out is None)
+    if attach:
+        check_writable(args.profile, "--profile")
+    return out, attach
+
+
+def attach_correction(spec, out: Path, profile, profile_path: Path) -> None:
+    """Write the correction to `out` and point the profile at it, the pair consistent after any kill."""
+    current = _referenced(profile, profile_path)
+    if current is not None and same_file(out, current):
+        staged = out.with_name(f".{out.name}.next")
+        profile.correction = save_correction(spec, staged, profile, profile_path)
+        save_profile(profile, profile_path)  # now references the staged copy; the old pair is gone whole
+    profile.correction = save_correction(spec, out, profile, profile_path)
+    save_profile(profile, profile_path)
+    if current is not None and same_file(out, current):
+        staged.unlink(missing_ok=True)
+
+
 def run(args: argparse.Namespace) -> int:
     profile = load_profile(args.profile)
-    out = check_writable(args.out or default_out(args.profile), "--out")
-    check_writable(args.profile, "--profile")
+    out, attach = _check_paths(args, profile)
     records, skipped = read_runs(args.runs)
     if skipped:
         print(f"skipped {skipped} runs without an analytical prediction or a measurement")
     spec, report = fit_correction(records, profile, seed=args.seed,
                                   runs_source={"path": str(args.runs), "sha256": file_sha256(args.runs), "rows": len(records)})
     print(report.table())
-    profile.correction = save_correction(spec, out, profile, args.profile)
-    save_profile(profile, args.profile)
+    if attach:
+        attach_correction(spec, out, profile, args.profile)
+    else:
+        save_correction(spec, out, profile, args.profile)
     analytical, corrected, worst = report.headline
     print(f"held-out mean accuracy: analytical {analytical:.1%} -> corrected {corrected:.1%} overall "
           f"(worse CV scheme), worst strategy {worst:.1%}")
-    print(f"wrote {out}; {args.profile} now references it (sha256 {profile.correction.sha256[:12]})")
+    if attach:
+        print(f"wrote {out}; {args.profile} now references it (sha256 {profile.correction.sha256[:12]})")
+    else:
+        print(f"wrote {out}; {args.profile} is unchanged (pass --attach to make it use this correction)")
     return 0

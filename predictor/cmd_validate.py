@@ -25,8 +25,30 @@ from predictor.report import finite_json
 from predictor.runner.config import RunConfig
 from predictor.runner.suite import SuiteRun, load_suite
 from profiler.allocator import keep_freed_memory
+from profiler.cliutil import int_in, thread_count
 from profiler.errors import UserError
-from profiler.profile import check_writable, load_profile, utc_now_iso
+from profiler.inputs import parse_json, read_text
+from profiler.outputs import PLOT_SUFFIXES, check_output, check_writable, same_file
+from profiler.profile import load_profile, utc_now_iso
+
+MAX_ITERATIONS = 100_000
+
+
+def check_dataset(path: str, *keep: str) -> None:
+    """--out: a new file, or a JSONL dataset of earlier runs to append to (every line a JSON object, the
+    last one complete); never the profile or the suite."""
+    for other in keep:
+        if other and same_file(path, other):
+            raise UserError(f"--out {path}: is the file {other}; the dataset needs its own file")
+    check_writable(path)
+    if not Path(path).exists():
+        return
+    text = read_text(path, "runs", f"--out {path}")
+    if text and not text.endswith("\n"):
+        raise UserError(f"--out {path}: the last line is incomplete; refusing to append runs to it")
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.strip() and not isinstance(parse_json(line, f"--out {path}", line=number), dict):
+            raise UserError(f"--out {path}:{number}: not a JSONL dataset of runs (expected a JSON object per line)")
 
 
 def add_arguments(parser) -> None:
@@ -38,10 +60,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--suite", default="cpu_default", help="built-in suite name or suite YAML file (default cpu_default)")
     parser.add_argument("--out", help="JSONL dataset; rows are appended, one per measured run (with --published: "
                                       "the JSON report)")
-    parser.add_argument("--plot", help="PNG scatter of predicted vs measured time per strategy")
-    parser.add_argument("--threads", type=int, help="threads per rank (default: the profile's calibration threads)")
-    parser.add_argument("--iterations", type=int, help="timed iterations per run (default: the suite's)")
-    parser.add_argument("--warmup", type=int, help="warm-up iterations per run (default: the suite's)")
+    parser.add_argument("--plot", help="scatter of predicted vs measured time per strategy (.png, .pdf or .svg)")
+    parser.add_argument("--force", action="store_true", help="overwrite an existing --plot file")
+    parser.add_argument("--threads", type=thread_count, help="threads per rank (default: the profile's calibration threads)")
+    parser.add_argument("--iterations", type=int_in(1, MAX_ITERATIONS), help="timed iterations per run (default: the suite's)")
+    parser.add_argument("--warmup", type=int_in(0, MAX_ITERATIONS), help="warm-up iterations per run (default: the suite's)")
 
 
 def profile_threads(profile) -> int | None:
@@ -163,17 +186,17 @@ def run(args) -> int:
         if not getattr(args, flag):
             raise UserError(f"--{flag} is required (unless --published is given)")
     suite = load_suite(args.suite)
+    check_dataset(args.out, args.profile, suite.path)
+    if args.plot:
+        check_output(args.plot, "--plot", args.force, PLOT_SUFFIXES)
     profile = load_profile(args.profile)
     cost_model, profile_path = load_cost_model(args.profile)
-    check_writable(args.out)
-    if args.plot:
-        check_writable(args.plot, "--plot")
     calibrated_threads = profile_threads(profile)
     threads = args.threads or calibrated_threads or 1
     warmup = suite.warmup if args.warmup is None else args.warmup
     iterations = suite.iterations if args.iterations is None else args.iterations
-    if iterations < 1 or warmup < 0:
-        raise UserError("--iterations must be >= 1 and --warmup >= 0")
+    if not (1 <= iterations <= MAX_ITERATIONS and 0 <= warmup <= MAX_ITERATIONS):
+        raise UserError(f"--iterations must be in 1..{MAX_ITERATIONS} and --warmup in 0..{MAX_ITERATIONS}")
     jobs = []
     for run_, graph, plan, prediction, why in predict_suite(suite, cost_model):
         bounds = (prediction.details.get("stage_bounds") if prediction is not None else None) or []

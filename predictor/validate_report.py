@@ -12,6 +12,8 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 
+from profiler.outputs import save_figure
+
 
 def accuracy(predicted_s: float, measured_s: float) -> float:
     return 1.0 - abs(predicted_s - measured_s) / measured_s
@@ -125,5 +127,5 @@ def scatter(rows, path: str) -> None:
     ax.set_title("predictor validate" + (f": mean accuracy {overall:.1%}" if overall is not None else ""))
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)

@@ -14,15 +14,17 @@ from pathlib import Path
 
 from calibrate import drift, history
 from profiler.errors import UserError
-from profiler.profile import Profile, check_writable, load_profile
+from profiler.outputs import PLOT_SUFFIXES, check_output
+from profiler.profile import Profile, load_profile
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="+", metavar="DIR|FILE", help="profile files, or folders of profiles")
-    parser.add_argument("--plot", metavar="PNG", help="write the time-series plot to this PNG file")
+    parser.add_argument("--plot", metavar="PNG", help="write the time-series plot to this file (.png, .pdf or .svg)")
     parser.add_argument("--min-effect", type=float, default=drift.DEFAULT_MIN_EFFECT, metavar="FRACTION",
                         help="smallest level change kept as a change point (default 0.05 = 5%%)")
-    parser.add_argument("--force", action="store_true", help="accept profiles of different machines")
+    parser.add_argument("--force", action="store_true",
+                        help="accept profiles of different machines, and overwrite an existing --plot file")
     parser.add_argument("--json", action="store_true", help="print the series and change points as JSON")
 
 
@@ -64,9 +66,7 @@ def run(args: argparse.Namespace) -> int:
     if not (math.isfinite(args.min_effect) and 0 <= args.min_effect < 1):
         raise UserError(f"--min-effect {args.min_effect}: expected a fraction in [0, 1), e.g. 0.05")
     if args.plot:
-        if not args.plot.lower().endswith(".png"):
-            raise UserError(f"--plot {args.plot}: expected a .png file name")
-        check_writable(args.plot, "--plot")
+        check_output(args.plot, "--plot", args.force, PLOT_SUFFIXES)
     files = profile_paths(args.paths)
     if len(files) < 2:
         raise UserError(f"need at least two profiles for a history, got {len(files)} ({', '.join(map(str, files))})")

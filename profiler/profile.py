@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
-import tempfile
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional
 
@@ -17,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from profiler import inputs
 from profiler.errors import UserError
+from profiler.outputs import check_output, check_writable, write_atomic  # noqa: F401 - re-exported
 
 SCHEMA_VERSION = 1
 
@@ -165,45 +165,5 @@ def dump_yaml(data: Any) -> str:
     return yaml.dump(data, Dumper=_Dumper, sort_keys=False, default_flow_style=None, width=120)
 
 
-def write_atomic(path: Path | str, text: str) -> None:
-    """Write text to path via a temp file in the same folder + rename, so readers never see half a file."""
-    path = Path(path)
-    folder = path.parent if str(path.parent) else Path(".")
-    if not folder.is_dir():
-        raise UserError(f"{path}: folder '{folder}' does not exist")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
-    except OSError as err:
-        raise UserError(f"{path}: cannot write ({err.strerror})") from None
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def save_profile(profile: Profile, path: Path | str) -> None:
     write_atomic(path, dump_yaml(profile.model_dump(mode="json", exclude_none=True)))
-
-
-def check_writable(path: Path | str, flag: str = "--out") -> Path:
-    """Fail early (before any benchmark runs) when `path` cannot be written."""
-    path = Path(path)
-    folder = path.parent if str(path.parent) else Path(".")
-    if path.is_dir():
-        raise UserError(f"{flag} {path}: is a folder, expected a file path")
-    if not folder.is_dir():
-        raise UserError(f"{flag} {path}: folder '{folder}' does not exist")
-    try:  # a real write probe: os.access says yes to root even on read-only mounts
-        fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".probe", dir=folder)
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as err:
-        raise UserError(f"{flag} {path}: not writable ({err.strerror})") from None
-    if path.exists() and not os.access(path, os.W_OK):
-        raise UserError(f"{flag} {path}: not writable")
-    return path

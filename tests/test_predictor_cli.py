@@ -59,8 +59,8 @@ def _no_conv_profile(tmp_path):
 
 @pytest.mark.parametrize("argv, message", [
     (["--model", "resnet51", "--batch", "8", "--gpus", "2"], "unknown model"),
-    (["--model", "small_cnn2d", "--batch", "0", "--gpus", "2"], "--batch must be positive"),
-    (["--model", "small_cnn2d", "--batch", "8", "--gpus", "-4"], "--gpus must be positive"),
+    (["--model", "small_cnn2d", "--batch", "0", "--gpus", "2"], "argument --batch: must be in 1.."),
+    (["--model", "small_cnn2d", "--batch", "8", "--gpus", "-4"], "argument --gpus: must be in 1.."),
     (["--model", "small_cnn2d", "--batch", "6", "--gpus", "4", "--strategy", "data"], "not divisible"),
     (["--model", "small_cnn2d", "--batch", "8", "--gpus", "2", "--profile", "/no/such.yaml"], "no/such.yaml"),
     (["--model", "small_cnn2d", "--batch", "8", "--gpus", "2", "--model-arg", "widht=3"], "widht"),

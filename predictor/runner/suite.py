@@ -26,6 +26,7 @@ import yaml
 
 from predictor.api import is_data_model
 from predictor.runner.config import STRATEGIES
+from profiler.cliutil import MAX_BATCH, MAX_LOCAL_RANKS
 from profiler.errors import UserError
 from profiler.inputs import compose_yaml, construct_yaml, read_text
 
@@ -76,9 +77,14 @@ def resolve_suite_path(name_or_file: str) -> Path:
     return Path(str(candidate))
 
 
-def _int(value, where: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise UserError(f"{where} must be an integer >= {minimum}, got {value!r}")
+MAXIMUM = {"warmup": 100_000, "iterations": 100_000, "batch": MAX_BATCH, "ranks": MAX_LOCAL_RANKS,
+           "micro_batches": MAX_BATCH, "p_model": MAX_LOCAL_RANKS, "recompute_segments": 1 << 16}
+
+
+def _int(value, where: str, key: str, minimum: int) -> int:
+    maximum = MAXIMUM[key]
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+        raise UserError(f"{where}: {key} must be an integer in {minimum}..{maximum}, got {value!r}")
     return value
 
 
@@ -110,7 +116,7 @@ def load_suite(name_or_file: str) -> Suite:
         if key_node.value not in TOP_KEYS:
             raise UserError(f"{where}: unknown key {key_node.value!r} (known: {', '.join(sorted(TOP_KEYS))})")
         if key_node.value in ("warmup", "iterations"):
-            setattr(suite, key_node.value, _int(data[key_node.value], f"{where}: {key_node.value}", 0 if key_node.value == "warmup" else 1))
+            setattr(suite, key_node.value, _int(data[key_node.value], where, key_node.value, 0 if key_node.value == "warmup" else 1))
         if key_node.value == "runs":
             if not isinstance(value_node, yaml.SequenceNode) or not value_node.value:
                 raise UserError(f"{where}: runs must be a non-empty list")
@@ -147,10 +153,10 @@ def _entry(entry, where: str, line: int) -> list[SuiteRun]:
     if dtype not in ("fp32", "bf16", "fp16"):
         raise UserError(f"{where}: dtype must be fp32, bf16 or fp16, got {dtype!r}")
     common = dict(line=line, model=entry["model"], knobs=tuple(sorted(knobs.items())),
-                  batch=_int(entry["batch"], f"{where}: batch", 1), ranks=_int(entry["ranks"], f"{where}: ranks", 1),
-                  micro_batches=_int(entry.get("micro_batches", 1), f"{where}: micro_batches", 1),
-                  p_model=_int(entry.get("p_model", 0), f"{where}: p_model", 0),
-                  recompute_segments=_int(entry.get("recompute_segments", 0), f"{where}: recompute_segments", 0), dtype=dtype)
+                  batch=_int(entry["batch"], where, "batch", 1), ranks=_int(entry["ranks"], where, "ranks", 1),
+                  micro_batches=_int(entry.get("micro_batches", 1), where, "micro_batches", 1),
+                  p_model=_int(entry.get("p_model", 0), where, "p_model", 0),
+                  recompute_segments=_int(entry.get("recompute_segments", 0), where, "recompute_segments", 0), dtype=dtype)
     runs = []
     for name in names:
         base, addons = parse_strategy(name, where)

@@ -21,7 +21,7 @@ from kernels.collectives import OPERATIONS
 from profiler.comm import launch
 from profiler.comm.supervise import supervise
 from profiler.comm.worker import CommConfig, run_rank
-from profiler.cliutil import positive_int
+from profiler.cliutil import float_in, int_in, port, rank_count
 from profiler.errors import UserError
 
 QUICK_CPU_MAX_BYTES = 16 * 2**20
@@ -29,33 +29,28 @@ MAX_BYTES = 256 * 2**20
 MIN_BYTES = 4
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    return value
+#: the largest message a sweep may be asked for (16 GiB: allgather outputs are p times larger)
+LARGEST_MESSAGE_BYTES = 1 << 34
+WEEK_S = 7 * 86400.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("collectives")
-    g.add_argument("--ranks", type=positive_int, default=1,
+    g.add_argument("--ranks", type=rank_count, default=1,
                    help="spawn N local ranks for the collectives (default 1; ignored under torchrun/srun, which set the world)")
     g.add_argument("--backend", choices=("auto", "gloo", "nccl"), default="auto",
                    help="torch.distributed backend (auto: nccl on cuda, gloo on cpu)")
-    g.add_argument("--timeout-s", type=_positive_float, default=30.0,
+    g.add_argument("--timeout-s", type=float_in(0.0, WEEK_S), default=30.0,
                    help="per-collective timeout; a dead or hung rank ends the run about this long after it fails")
-    g.add_argument("--startup-timeout-s", type=_positive_float, default=900.0,
+    g.add_argument("--startup-timeout-s", type=float_in(0.0, WEEK_S), default=900.0,
                    help="how long ranks wait to join the job (rank 0 may run other benchmarks first)")
     g.add_argument("--master-addr", default=None,
                    help="rendezvous address (default 127.0.0.1 with --ranks; MASTER_ADDR or the first SLURM node under a launcher)")
-    g.add_argument("--master-port", type=positive_int, default=None,
+    g.add_argument("--master-port", type=port, default=None,
                    help="rendezvous port (default: a free port with --ranks; MASTER_PORT, or 20000 + job id %% 20000 under srun)")
     g.add_argument("--collectives", default=",".join(OPERATIONS),
                    help=f"comma-separated operations to measure (default all: {','.join(OPERATIONS)})")
-    g.add_argument("--max-message-bytes", type=positive_int, default=None,
+    g.add_argument("--max-message-bytes", type=int_in(MIN_BYTES, LARGEST_MESSAGE_BYTES), default=None,
                    help=f"largest message S (default {MAX_BYTES} B; {QUICK_CPU_MAX_BYTES} B with --quick on cpu)")
 
 
