@@ -96,7 +96,7 @@ def test_abci_profile_slows_inter_node_bandwidth_beyond_a_rack():
 
 def test_regime_changes_the_prediction_in_the_right_order():
     """A data-parallel ResNet-50 over 16 nodes of one EDR rail: no-overlap exposes the whole 16 ms allreduce,
-    DDP buckets and Horovod cycles hide most of it behind a 0.1 s backward; a backward shorter than one Horovod
+    DDP buckets and Horovod cycles hide much of it behind a 0.1 s backward; a backward shorter than one Horovod
     cycle hides nothing."""
     from predictor.api import default_plans, load_cost_model, load_model, predict
     from pathlib import Path
@@ -109,7 +109,8 @@ def test_regime_changes_the_prediction_in_the_right_order():
         pred = predict(graph, plan, cm, interval=False)
         exposed[fw] = pred.comm_exposed_s["gradient"]
         assert pred.comm_exposed_s["gradient"] + pred.comm_hidden_s["gradient"] > 0
-    assert exposed["no-overlap"] > 4 * max(exposed["ddp"], exposed["horovod"]) > 0
+    # the profile's overlap efficiency (0.57) still charges 43% of the hidden time: no-overlap stays far worse
+    assert exposed["no-overlap"] > 1.5 * max(exposed["ddp"], exposed["horovod"]) > 0
     tiny = load_model("resnet50", image=64, width=16)
     quick = default_plans(tiny, "data", 128 * 16, 128, 8, "fp32", "sgd", framework="horovod")[0]
     pred = predict(tiny, quick, cm, interval=False)
