@@ -78,3 +78,17 @@ class CostModel(Protocol):
     def at_bound(self, bound: Bound) -> "CostModel":
         """The same model with every coefficient at the low or high end of its confidence interval,
         for prediction intervals ("low" = fastest plausible machine)."""
+
+
+class NeutralExtras:
+    """The optional parts of CostModel at their neutral values, for hand-written cost models (tests, synthetic
+    machines): perfect overlap, no held-out error record, no host input pipeline."""
+
+    def overlap_efficiency(self) -> float:
+        return 1.0
+
+    def model_error_bounds(self, strategy: str, framework: str) -> Optional[tuple[float, float]]:
+        return None
+
+    def input_time_s(self, samples: float) -> float:
+        return 0.0

@@ -20,6 +20,8 @@ import math
 from dataclasses import dataclass, replace
 from typing import Mapping
 
+from calibrate.cost_api import NeutralExtras
+
 
 def op_flops(op: str, params: Mapping[str, int]) -> float:
     """FLOPs of one call (any pass) of `op` at `params` (cost_api conventions)."""
@@ -36,7 +38,7 @@ def op_flops(op: str, params: Mapping[str, int]) -> float:
 
 
 @dataclass(frozen=True)
-class SyntheticCostModel:
+class SyntheticCostModel(NeutralExtras):
     peak_flops_per_s: float = 1e13
     launch_s: float = 1e-5
     framework_fwd_s: float = 0.0  # per layer, on top of its kernels
@@ -60,15 +62,6 @@ class SyntheticCostModel:
 
     def optimizer_overhead_s(self, tensors):
         return self.optimizer_step_s + tensors * self.optimizer_per_tensor_s if tensors else 0.0
-
-    def input_time_s(self, samples):
-        return 0.0
-
-    def model_error_bounds(self, strategy, framework):
-        return None
-
-    def overlap_efficiency(self):
-        return 1.0
 
     def rank_slowdown(self, ranks_on_node):
         return max(1.0, ranks_on_node / self.cores_per_node) if self.cores_per_node else 1.0

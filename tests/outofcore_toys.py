@@ -1,9 +1,10 @@
 """Toy graphs and a synthetic cost model shared by the out-of-core / recompute / cooperative tests."""
+from calibrate.cost_api import NeutralExtras
 from predictor.graph import Layer, ModelGraph
 from profiler.errors import UserError
 
 
-class FlatCostModel:
+class FlatCostModel(NeutralExtras):
     """Every kernel call costs `call_s` per sample; memory kernels and host<->device copies run at 1 GB/s;
     collectives cost `collective_s`. host_memory=False: no host memory bandwidth (like a published profile)."""
 
@@ -25,15 +26,6 @@ class FlatCostModel:
 
     def optimizer_overhead_s(self, tensors):
         return 0.0
-
-    def input_time_s(self, samples):
-        return 0.0
-
-    def model_error_bounds(self, strategy, framework):
-        return None
-
-    def overlap_efficiency(self):
-        return 1.0
 
     def rank_slowdown(self, ranks_on_node):
         return 1.0
