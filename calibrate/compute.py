@@ -18,10 +18,6 @@ from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
 import numpy as np
-from sklearn.exceptions import ConvergenceWarning
-from sklearn.gaussian_process import GaussianProcessRegressor
-from sklearn.gaussian_process.kernels import RBF, ConstantKernel, WhiteKernel
-from sklearn.tree import DecisionTreeRegressor
 
 from calibrate.alphabeta import (MIN_TIME_S, STATISTICS, bootstrap_estimate, fit_line, quality, relative_errors,
                                  resample, with_noise)
@@ -120,6 +116,8 @@ LAUNCH_RULES = {"intercept": intercept_launch, "none": lambda work, t: 0.0}
 
 def boost(x: np.ndarray, y: np.ndarray, monotone: list[int]) -> tuple[list[Tree], float]:
     """Least-squares gradient boosting of monotone depth-limited trees: (exported trees, constant)."""
+    from sklearn.tree import DecisionTreeRegressor  # fitting only: predicting reads the exported arrays
+
     base = float(np.mean(y))
     fitted = np.full(len(y), base)
     trees = []
@@ -134,6 +132,10 @@ def boost(x: np.ndarray, y: np.ndarray, monotone: list[int]) -> tuple[list[Tree]
 def fit_gp(x: np.ndarray, y: np.ndarray) -> GaussianProcess:
     """GP regression of y on x (constant * anisotropic RBF + white noise, hyperparameters by marginal
     likelihood with one restart, seeded), exported as its posterior mean."""
+    from sklearn.exceptions import ConvergenceWarning  # fitting only: predicting reads the exported GP
+    from sklearn.gaussian_process import GaussianProcessRegressor
+    from sklearn.gaussian_process.kernels import RBF, ConstantKernel, WhiteKernel
+
     y_mean, y_std = float(np.mean(y)), float(np.std(y)) or 1.0  # standardised as sklearn's normalize_y does
     kernel = ConstantKernel(1.0) * RBF(np.ones(x.shape[1]), (1e-2, 1e3)) + WhiteKernel(1e-2, (1e-5, 1.0))
     with warnings.catch_warnings():

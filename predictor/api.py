@@ -22,18 +22,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Iterable, Sequence
 
-import torch
-import torch.nn as nn
-
 from calibrate.cost_api import CostModel
 from predictor import zoo
 from predictor.graph import ModelGraph
+from predictor.graph_cache import ZOO_SOURCES, cache_key, cached_graph
 from predictor.layerspec import load_layer_spec
 from predictor.overlap import FRAMEWORKS
 from predictor.plan import DTYPES, OPTIMIZERS, STRATEGIES, Plan, Prediction
 from predictor.strategies import evaluate
 from predictor.strategies.context import Context
-from predictor.trace import trace_module
 from profiler.errors import UserError
 
 REPO_PROFILES = Path(__file__).resolve().parent.parent / "profiles"
@@ -55,26 +52,39 @@ def load_model(name_or_path: str, input_shape: Sequence[int] | None = None, *, a
                         "or a .yaml/.json layer spec; pass Python models with --model on the command line")
     if name_or_path in zoo.ZOO:
         _check_knobs(name_or_path, knobs)
-        try:
-            with torch.device("meta"):  # shapes only: a large knob costs no memory
-                module, shape = zoo.build(name_or_path, **knobs)
-        except Exception as err:  # noqa: BLE001 - the builders reject knobs with whatever torch raises
-            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            raise UserError(f"model {name_or_path}: bad knob ({', '.join(map(str, knobs)) or 'none'}): {first}") from None
-        return trace_module(module, tuple(input_shape or shape), name_or_path)
+        key = cache_key(f"zoo:{name_or_path}", knobs, input_shape, ZOO_SOURCES)
+        return cached_graph(key, lambda: _trace_zoo(name_or_path, input_shape, knobs))
     lower = name_or_path.lower()
     if lower.endswith((".yaml", ".yml", ".json")):
         if not os.path.exists(name_or_path):
             raise UserError(f"layer spec {name_or_path} does not exist")
         return load_layer_spec(name_or_path)
-    if ":" in name_or_path or lower.endswith(".py"):
-        module = _import_callable(name_or_path, knobs)
-        shape = input_shape or getattr(module, "input_shape", None)
-        if shape is None:
-            raise UserError(f"model {name_or_path}: give --input-shape (per-sample, e.g. 3,224,224)")
-        return trace_module(module, tuple(int(d) for d in shape), name_or_path)
+    if ":" in name_or_path or lower.endswith(".py"):  # user code is traced every time (it may import anything)
+        return _trace_callable(name_or_path, input_shape, knobs)
     raise UserError(f"unknown model {name_or_path!r}: not in the zoo ({', '.join(zoo.ZOO)}), "
                     "not package.module:callable, a .py file or a .yaml/.json layer spec")
+
+
+def _trace_zoo(name: str, input_shape, knobs: dict) -> ModelGraph:
+    import torch
+
+    from predictor.trace import trace_module
+    try:
+        with torch.device("meta"):  # shapes only: a large knob costs no memory
+            module, shape = zoo.build(name, **knobs)
+    except Exception as err:  # noqa: BLE001 - the builders reject knobs with whatever torch raises
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise UserError(f"model {name}: bad knob ({', '.join(map(str, knobs)) or 'none'}): {first}") from None
+    return trace_module(module, tuple(input_shape or shape), name)
+
+
+def _trace_callable(ref: str, input_shape, knobs: dict) -> ModelGraph:
+    from predictor.trace import trace_module
+    module = _import_callable(ref, knobs)
+    shape = input_shape or getattr(module, "input_shape", None)
+    if shape is None:
+        raise UserError(f"model {ref}: give --input-shape (per-sample, e.g. 3,224,224)")
+    return trace_module(module, tuple(int(d) for d in shape), ref)
 
 
 MAX_KNOB = 1 << 16  # largest magnitude of a numeric zoo knob (width, image, depth, classes, ...)
@@ -96,7 +106,10 @@ def is_data_model(name: str) -> bool:
     return name in zoo.ZOO or name.lower().endswith((".yaml", ".yml", ".json"))
 
 
-def _import_callable(ref: str, knobs: dict) -> nn.Module:
+def _import_callable(ref: str, knobs: dict):
+    """The torch.nn.Module a `package.module:callable` or `file.py[:callable]` reference builds."""
+    import torch.nn as nn
+
     target, _, attr = ref.rpartition(":") if ":" in ref else (ref, "", "")
     try:
         if target.endswith(".py"):

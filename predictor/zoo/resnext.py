@@ -16,7 +16,7 @@ group at width 64, 4), image size, classes, input channels; a bottleneck keeps a
 """
 from __future__ import annotations
 
-from predictor.zoo.resnet import ResNet
+from predictor.zoo.resnet import ResNet, input_shape  # noqa: F401 - the zoo registry reads input_shape here
 
 BLOCKS_101 = (3, 4, 23, 3)
 SE_REDUCTION = 16
