@@ -3,7 +3,11 @@
 Formulas: compute (calibrate.compute), alpha-beta segments (calibrate.alphabeta), collective steps and bus
 factors (calibrate.collective_model). Lookups that the profile cannot answer raise UserError naming the
 missing coefficient. Substitutions, all exact or stated:
-  - linear costs as gemm (it is one);
+  - a linear layer uses its own "linear/<pass>" fits, measured as autograd runs each pass (transposed
+    operands, the batch as the reduction of backward-weight: profiler.bench_compute.linear_cases); a profile
+    without them (calibrated before they were measured, or published) costs it as gemm, and its backward
+    passes as below. Those forward GEMMs can run several times faster per FLOP than the backward products of
+    a skinny batch, so such profiles predict linear-heavy nets too fast;
   - a GEMM's backward passes, when only its forward was benchmarked, cost as the forward GEMMs they are:
     for Y = X W with X (M x K), W (K x N): dX = dY W^T is a GEMM (M, N'=K, K'=N) and dW = X^T dY is a GEMM
     (M'=K, N'=N, K'=M) (microbenchmarks.md §3.1: 2 M N K FLOPs each);
@@ -90,11 +94,12 @@ class ProfileCostModel:
 
     def _measured_time_s(self, op: str, pass_: str, params: Mapping[str, int], dtype: str) -> Optional[float]:
         """The measured time of exactly this call, if the profile has one (a GEMM backward pass is the forward
-        GEMM of gemm_backward_as_forward's shape, as in the fitted path). The same at every bound."""
+        GEMM of gemm_backward_as_forward's shape, as in the fitted path, unless the profile has the linear
+        family of that pass: a forward GEMM's time must not stand in for it). The same at every bound."""
         if not self._measured_shapes:
             return None
         candidates = [(f"{op}/{pass_}/{dtype}", params)]
-        if op in ("gemm", "linear"):
+        if op == "gemm" or (op == "linear" and f"linear/{pass_}/{dtype}" not in self.coefficients.compute):
             candidates.append((f"gemm/{pass_}/{dtype}", params))
             if pass_ != "fwd":
                 candidates.append((f"gemm/fwd/{dtype}", gemm_backward_as_forward(pass_, params)))

@@ -7,8 +7,8 @@ from calibrate import shapes
 from calibrate.cost_api import CostModel
 from calibrate.cost_model import gemm_backward_as_forward
 
-#: ops the profiler can measure as they are (profiler/shape_file.py); linear is measured as a GEMM
-MEASURABLE = ("conv2d", "conv3d", "gemm", "relu", "batchnorm", "maxpool", "add")
+#: ops the profiler can measure as they are (profiler/shape_file.py), a linear layer in its three passes
+MEASURABLE = ("conv2d", "conv3d", "gemm", "linear", "relu", "batchnorm", "maxpool", "add")
 
 
 class RecordingCostModel:
@@ -30,15 +30,17 @@ class RecordingCostModel:
 
 
 def measurable_shapes(calls: set) -> list[dict]:
-    """Shapes-file entries (op, params, dtype) for the recorded calls, sorted and without duplicates: GEMM
-    backward passes become the forward GEMMs the cost model costs them as, kernel-less passes are dropped."""
+    """Shapes-file entries (op, params, dtype) for the recorded calls, sorted and without duplicates: a linear
+    layer's passes become one linear entry (measured in all three passes, as the cost model costs them with
+    linear families), GEMM backward passes the forward GEMMs the cost model costs them as, kernel-less passes
+    are dropped."""
     entries = set()
     for op, pass_, params, dtype in calls:
         params = dict(params)
         if (op, pass_) in shapes.ZERO_COST:
             continue
-        if op in ("gemm", "linear"):
-            op, params = "gemm", (params if pass_ == "fwd" else gemm_backward_as_forward(pass_, params))
+        if op == "gemm" and pass_ != "fwd":
+            params = gemm_backward_as_forward(pass_, params)
         if op in MEASURABLE:
             entries.add((op, shapes.shape_key(params), dtype))
     return [{"op": op, "params": dict(params), "dtype": dtype} for op, params, dtype in sorted(entries)]

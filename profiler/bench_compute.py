@@ -1,5 +1,6 @@
-"""Compute microbenchmarks: GEMM, conv2d/conv3d (fwd, bwd_data, bwd_weight) and the memory-bound CNN ops
-(batchnorm, relu, maxpool, add), each point timed by profiler.timing.Timer and returned as a Sample.
+"""Compute microbenchmarks: GEMM, linear layers and conv2d/conv3d (fwd, bwd_data, bwd_weight) and the
+memory-bound CNN ops (batchnorm, relu, maxpool, add), each point timed by profiler.timing.Timer and returned
+as a Sample.
 
 FLOPs (../shared/reference/microbenchmarks.md §3.1): GEMM 2MNK; convolution 2·N·F·prod(out)·C·prod(kernel)
 for each of fwd, bwd_data and bwd_weight (the three passes do the same multiply-adds). Bytes moved are the
@@ -12,6 +13,10 @@ each taken as-is and with one dimension shrunk the way a parallel strategy would
 parallel, H/W: spatial, F: filter, C: channel), so an efficiency model fitted on it can predict split
 shapes. `--quick` keeps the archetypes and a subset of the splits; the full grid adds larger batches and
 all splits.
+
+A linear layer (`linear_cases`) is timed in the three calls autograd runs for nn.Linear on a 2-D input, with
+the operand layouts it runs them on, because a GEMM's speed depends on which operands are transposed and on
+which side is skinny: the backward-weight product reduces over the batch.
 """
 from __future__ import annotations
 
@@ -21,6 +26,7 @@ from dataclasses import dataclass
 
 import torch
 
+from calibrate.shapes import work
 from profiler.cases import GRID_ENV, BenchCase
 from profiler.errors import UserError
 
@@ -163,17 +169,35 @@ SMALL_CONV_DESIGN = {
 }
 SMALL_MAX_FLOPS = 2e8
 QUICK_SPLIT_LAYERS = {"resnet_res2_3x3", "resnet_res4_3x3", "cosmo_conv4_3x3x3", "narrow3d_4to8_3x3x3"}
-# (M, N, K): cubes from 64 to 1024, 2048x1024x1024 and skinny products (a linear layer's batch, or a split of its features,
-# as one small side). With the first 8 alone, 5-fold cross-validation trained on 6 shapes and its held-out
-# median error ranged 5-18% over three quick profiles (2026-11-30).
+# (M, N, K): cubes from 64 to 1024 and products with one small side. With 8 shapes, 5-fold cross-validation
+# trained on 6 shapes and its held-out median error ranged 5-18% over three quick profiles (2026-11-30).
+# Plain GEMMs cost the implicit GEMMs of non-square convolutions, and linear layers only for profiles
+# without linear families: a linear layer's skinny-batch products are measured as linear layers
+# (LINEAR_SHAPES_*), so the quick grid leaves its skinny-batch GEMMs and the largest one to the full grid.
 GEMM_SHAPES_QUICK = [(128, 128, 128), (256, 256, 256), (512, 512, 512), (1024, 1024, 1024),
-                     (64, 1024, 4096), (1024, 64, 4096), (4096, 1024, 64), (2048, 1024, 1024),
-                     (64, 64, 64), (192, 192, 192), (384, 384, 384), (768, 768, 768),
-                     (32, 1024, 1024), (1024, 1024, 32), (256, 2048, 512), (512, 512, 2048)]
-GEMM_SHAPES_FULL = GEMM_SHAPES_QUICK + [(2048, 2048, 2048), (256, 4096, 4096), (4096, 256, 4096),
-                                        (4096, 4096, 256), (1024, 1024, 8192), (32, 4096, 4096),
-                                        (4096, 4096, 4096), (8192, 8192, 8192)]
+                     (1024, 64, 4096), (4096, 1024, 64), (64, 64, 64), (192, 192, 192), (384, 384, 384),
+                     (768, 768, 768), (256, 2048, 512), (512, 512, 2048)]
+GEMM_SHAPES_FULL = GEMM_SHAPES_QUICK + [(64, 1024, 4096), (2048, 1024, 1024), (32, 1024, 1024),
+                                        (1024, 1024, 32), (2048, 2048, 2048), (256, 4096, 4096),
+                                        (4096, 256, 4096), (4096, 4096, 256), (1024, 1024, 8192),
+                                        (32, 4096, 4096), (4096, 4096, 4096), (8192, 8192, 8192)]
 GEMM_SHAPES_TINY = [(64, 64, 64), (128, 64, 256)]
+# Linear layers (M = batch, N = out features, K = in features): the batch from 1 to 512 against in and out
+# features from 10 (a classifier head) to 8192 (a flattened feature map), so the batch is the skinny side of
+# the forward and backward-data products and the reduction of the backward-weight one. Classifier heads of
+# ResNet/VGG/AlexNet/CosmoFlow, MLP layers and the heads of down-scaled CNNs; on CPU each call stays under
+# about 0.3 GFLOP (a quick point is a few calls).
+LINEAR_SHAPES_QUICK = [(1, 1000, 2048), (1, 4096, 4096), (2, 10, 512), (4, 256, 8192), (8, 4096, 4096),
+                       (16, 10, 2048), (32, 1024, 1024), (32, 64, 4096), (64, 128, 256), (64, 4096, 512),
+                       (128, 64, 64), (128, 1000, 512), (256, 512, 1024), (256, 16, 128), (512, 256, 256),
+                       (512, 10, 1024)]
+LINEAR_SHAPES_FULL = LINEAR_SHAPES_QUICK + [(2, 1000, 25088), (4, 4096, 1024), (16, 512, 4096), (32, 4096, 4096),
+                                            (64, 10, 8192), (128, 2048, 2048), (256, 4096, 1024), (512, 2048, 512),
+                                            (512, 64, 4096), (512, 1000, 2048)]
+#: GPU grids add the full-size layers of the zoo at large batches (VGG's 25088-wide fc1) and larger products
+LINEAR_SHAPES_GPU_EXTRA = [(64, 4096, 25088), (256, 4096, 25088), (512, 4096, 4096), (256, 1000, 2048),
+                           (128, 8192, 8192), (512, 16384, 4096), (1, 16384, 16384)]
+LINEAR_SHAPES_TINY = [(2, 8, 16), (16, 32, 8)]
 # Memory-bound op activations (N, C, H, W[, D]), 2-D and 3-D (3-D pooling and normalisation kernels are separate
 # and slower code paths): element counts from 4k to 13M at about 2x steps, so the fit sees the cache-resident,
 # the L3 and the DRAM regimes (and the page faults of freshly allocated outputs beyond glibc's mmap threshold)
@@ -257,6 +281,52 @@ def gemm_case(M: int, N: int, K: int, dtype: str, device: str) -> BenchCase:
 
     return BenchCase("gemm", "fwd", {"M": M, "N": N, "K": K}, dtype, gemm_flops(M, N, K),
                        gemm_bytes(M, N, K, element_bytes(dtype)), build)
+
+
+def linear_fwd(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Y = X W^T + b as F.linear runs it on a 2-D input: addmm over the transposed view of W (N, K)."""
+    return torch.addmm(b, x, w.t())
+
+
+def linear_bwd_data(dy: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """dX = dY W, both operands row-major as stored (AddmmBackward0's mm_mat1_backward)."""
+    return torch.mm(dy, w)
+
+
+def linear_bwd_weight(dy: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """dW = dY^T X over the transposed view of dY (mm_mat2_backward, as W^T was column-major), reducing over
+    the batch; db = the batch sum of dY that autograd's sum_to takes for the broadcast bias."""
+    return torch.mm(dy.t(), x), torch.sum(dy, 0, keepdim=True)
+
+
+#: pass -> (the call, the operands it takes, by name)
+LINEAR_PASSES = {"fwd": (linear_fwd, ("x", "w", "b")), "bwd_data": (linear_bwd_data, ("dy", "w")),
+                 "bwd_weight": (linear_bwd_weight, ("dy", "x"))}
+
+
+def linear_cases(M: int, N: int, K: int, dtype: str, device: str, tags: dict | None = None) -> list[BenchCase]:
+    """The three calls of one nn.Linear(K, N) layer (with bias) on an (M, K) input, as autograd runs them
+    (AddmmBackward0, torch/csrc/autograd/FunctionsManual.cpp): fwd `linear_fwd`, bwd_data `linear_bwd_data`,
+    bwd_weight `linear_bwd_weight`, on operands allocated as training holds them (X (M, K), W (N, K), b (N,)
+    and dY (M, N), each contiguous). FLOPs 2MNK per pass and bytes as calibrate.shapes.work counts them (the
+    same call the fit makes)."""
+    params = {"M": M, "N": N, "K": K}
+
+    def builder(variant: str):
+        def build():
+            shape = {"x": (M, K), "w": (N, K), "b": (N,), "dy": (M, N)}
+            fn, operands = LINEAR_PASSES[variant]
+            args = [_tensor(shape[name], dtype, device) for name in operands]
+            return lambda: fn(*args)
+
+        return build
+
+    cases = []
+    for variant in LINEAR_PASSES:
+        counted = work("linear", variant, params, dtype)
+        cases.append(BenchCase("linear", variant, dict(params), dtype, int(counted["flops"]), int(counted["bytes"]),
+                               builder(variant), dict(tags or {})))
+    return cases
 
 
 def conv_cases(params: dict, dtype: str, device: str, tags: dict | None = None) -> list[BenchCase]:
@@ -393,12 +463,14 @@ def plan_compute(device: str, quick: bool) -> list[BenchCase]:
     for dtype in grid.dtypes:
         first = len(cases)
         if grid.name == "tiny":
-            gemms = GEMM_SHAPES_TINY
+            gemms, linears = GEMM_SHAPES_TINY, LINEAR_SHAPES_TINY
             convs = [({}, {"N": 1, "C": 4, "F": 8, "H": 16, "W": 16, "kernel": 3, "stride": 1, "padding": 1}),
                      ({}, {"N": 1, "C": 2, "F": 4, "D": 8, "H": 8, "W": 8, "kernel": 3, "stride": 1, "padding": 1})]
             mem_shapes = MEMORY_OP_SHAPES_TINY
         else:
             gemms = GEMM_SHAPES_FULL if full else GEMM_SHAPES_QUICK
+            linears = (LINEAR_SHAPES_FULL if full else LINEAR_SHAPES_QUICK) + (
+                LINEAR_SHAPES_GPU_EXTRA if device.startswith("cuda") else [])
             convs = []
             for layers, three_d in ((CONV2D_LAYERS, False), (CONV3D_LAYERS, True)):
                 for layer in layers:
@@ -410,6 +482,8 @@ def plan_compute(device: str, quick: bool) -> list[BenchCase]:
                     convs += [({"layer": "small_design", "split": "base"}, p) for p in small_conv_params(three_d)]
             mem_shapes = MEMORY_OP_SHAPES_FULL if full else MEMORY_OP_SHAPES_QUICK
         cases += [gemm_case(M, N, K, dtype, device) for M, N, K in gemms]
+        for M, N, K in linears:
+            cases += linear_cases(M, N, K, dtype, device)
         for tags, params in convs:
             cases += conv_cases(params, dtype, device, tags)
         if dtype != "tf32":  # TF32 changes only matmul/conv math; memory-bound ops would repeat float32

@@ -1,7 +1,7 @@
 """`profiler calibrate`: run the microbenchmark sections on this machine and write a profile.
 
-Sections run in order: compute (GEMM, conv2d/3d, memory-bound ops), memory (STREAM), input (host JPEG
-decode + augmentation per sample, profiler.bench_input), host_device (GPU only), collectives
+Sections run in order: compute (GEMM, linear layers, conv2d/3d, memory-bound ops), memory (STREAM), input
+(host JPEG decode + augmentation per sample, profiler.bench_input), host_device (GPU only), collectives
 (profiler/comm/section.py; needs >= 2 ranks). Every check a user can fail (device,
 --only, --out) happens before the first benchmark. The samples are collected into a Profile
 (provenance `calibrated`), fitted (calibrate.fit.fit_profile) and written atomically. Ctrl-C, or a

@@ -19,7 +19,8 @@ from rich.table import Table
 
 from profiler.profile import Profile, Sample, load_profile
 
-COMPUTE_HEADLINES = (("gemm", "fwd"), ("conv2d", "fwd"), ("conv2d", "bwd_data"), ("conv2d", "bwd_weight"),
+COMPUTE_HEADLINES = (("gemm", "fwd"), ("linear", "fwd"), ("linear", "bwd_data"), ("linear", "bwd_weight"),
+                     ("conv2d", "fwd"), ("conv2d", "bwd_data"), ("conv2d", "bwd_weight"),
                      ("conv3d", "fwd"), ("conv3d", "bwd_data"), ("conv3d", "bwd_weight"))
 
 

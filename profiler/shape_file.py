@@ -5,17 +5,18 @@ the grid's; the fit then uses their measured times for exactly these shapes (cal
     shapes:
       - {op: conv2d, params: {N: 16, C: 4, F: 4, H: 64, W: 64, kernel: 3, stride: 1, padding: 1}}
       - {op: maxpool, params: {N: 16, C: 4, H: 64, W: 64, kernel: 2, stride: 2}}
-      - {op: gemm, params: {M: 16, N: 10, K: 64}, dtype: float32}
+      - {op: linear, params: {M: 16, N: 10, K: 64}, dtype: float32}
 
-conv2d/conv3d are measured in all three passes, gemm forward (backward GEMMs are forward GEMMs of another
-shape), relu/batchnorm/maxpool forward and backward, add forward. dtype defaults to float32.
+conv2d/conv3d and linear (M batch, N out features, K in features) are measured in all three passes, linear
+as autograd runs them (profiler.bench_compute.linear_cases); gemm forward; relu/batchnorm/maxpool forward
+and backward, add forward. dtype defaults to float32.
 """
 from __future__ import annotations
 
 import math
 
 from calibrate.shapes import canonical_dtype, shape_key
-from profiler.bench_compute import conv_cases, conv_spatial, gemm_case, memory_op_case
+from profiler.bench_compute import conv_cases, conv_spatial, gemm_case, linear_cases, memory_op_case
 from profiler.cases import BenchCase
 from profiler.errors import UserError
 from profiler.inputs import read_yaml
@@ -24,6 +25,7 @@ REQUIRED = {
     "conv2d": ("N", "C", "F", "H", "W", "kernel"),
     "conv3d": ("N", "C", "F", "D", "H", "W", "kernel"),
     "gemm": ("M", "N", "K"),
+    "linear": ("M", "N", "K"),
     "relu": ("N", "C", "H", "W"),
     "batchnorm": ("N", "C", "H", "W"),
     "maxpool": ("N", "C", "H", "W", "kernel"),
@@ -40,7 +42,7 @@ MAX_TENSOR_ELEMENTS = 1 << 31  # largest operand measured (8 GiB of float32)
 def _tensors(op: str, p: dict) -> dict[str, int]:
     """Element counts of the operands a case allocates, by name."""
     spatial = [p[k] for k in ("D", "H", "W") if k in p]
-    if op == "gemm":
+    if op in ("gemm", "linear"):
         return {"A (M x K)": p["M"] * p["K"], "B (K x N)": p["K"] * p["N"], "C (M x N)": p["M"] * p["N"]}
     out = {"input": p["N"] * p["C"] * math.prod(spatial)}
     if op in ("conv2d", "conv3d"):
@@ -95,6 +97,8 @@ def cases_for(entry, where: str, device: str, dtypes: tuple[str, ...]) -> list[B
         if ("D" in params) != (dims == 3):
             raise UserError(f"{where}: {op} {'needs' if dims == 3 else 'takes no'} D")
         return conv_cases({**CONV_DEFAULTS, **params}, dtype, device, TAGS)
+    if op == "linear":
+        return linear_cases(params["M"], params["N"], params["K"], dtype, device, TAGS)
     if op == "gemm":
         case = gemm_case(params["M"], params["N"], params["K"], dtype, device)
         case.tags.update(TAGS)

@@ -35,14 +35,18 @@ def test_recorded_shapes_are_what_the_predictions_cost():
     assert convs and all(e["dtype"] == "float32" for e in entries)
     batches = {e["params"]["N"] for e in convs}
     assert {8, 4} <= batches  # serial (whole batch) and data parallel (half on each of 2 devices)
-    assert not any(e["op"] == "linear" for e in entries)  # linear layers are measured as GEMMs
+    linears = [e for e in entries if e["op"] == "linear"]  # measured in their three passes
+    assert {8, 4} <= {e["params"]["M"] for e in linears}
     assert len({(e["op"], tuple(sorted(e["params"].items()))) for e in entries}) == len(entries)
 
 
-def test_gemm_backward_passes_become_forward_gemms():
-    calls = {("linear", "bwd_data", (("K", 64), ("M", 8), ("N", 10)), "float32"),
+def test_gemm_backward_passes_become_forward_gemms_and_linear_passes_one_linear_entry():
+    linear = (("K", 64), ("M", 8), ("N", 10))
+    calls = {("gemm", "bwd_data", linear, "float32"), ("linear", "bwd_data", linear, "float32"),
+             ("linear", "bwd_weight", linear, "float32"),
              ("batchnorm", "bwd_weight", (("C", 4), ("H", 8), ("N", 2), ("W", 8)), "float32")}
-    assert measurable_shapes(calls) == [{"op": "gemm", "params": {"M": 8, "N": 64, "K": 10}, "dtype": "float32"}]
+    assert measurable_shapes(calls) == [{"op": "gemm", "params": {"M": 8, "N": 64, "K": 10}, "dtype": "float32"},
+                                        {"op": "linear", "params": {"K": 64, "M": 8, "N": 10}, "dtype": "float32"}]
 
 
 def test_measured_shapes_override_the_fit_for_exactly_those_shapes():
