@@ -12,7 +12,7 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 
-from profiler.outputs import save_figure
+from predictor.plots import predicted_vs_measured
 
 
 def accuracy(predicted_s: float, measured_s: float) -> float:
@@ -102,30 +102,9 @@ def render(rows) -> str:
 
 def scatter(rows, path: str) -> None:
     """Predicted vs measured iteration time, one colour per strategy, log-log with the y = x line."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.5, 6))
     groups = defaultdict(list)
     for r in _predicted(rows):
         groups[r["label"]].append((r["measured_time_s"], r["predicted_time_s"]))
-    values = [v for pts in groups.values() for p in pts for v in p]
-    for label, pts in sorted(groups.items()):
-        ax.scatter([p[0] for p in pts], [p[1] for p in pts], label=label, s=22)
-    if values:
-        lo, hi = min(values) / 1.5, max(values) * 1.5
-        ax.plot([lo, hi], [lo, hi], color="grey", lw=1, ls="--", label="predicted = measured")
-        ax.set_xlim(lo, hi)
-        ax.set_ylim(lo, hi)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("measured iteration time (s)")
-    ax.set_ylabel("predicted iteration time (s)")
     overall = overall_accuracy(rows)
-    ax.set_title("predictor validate" + (f": mean accuracy {overall:.1%}" if overall is not None else ""))
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    save_figure(fig, path, dpi=120)
-    plt.close(fig)
+    predicted_vs_measured(groups, path, xlabel="measured iteration time (s)", ylabel="predicted iteration time (s)",
+                          title="predictor validate" + (f": mean accuracy {overall:.1%}" if overall is not None else ""))

@@ -1,4 +1,5 @@
-"""The published-validation report as Markdown (docs/published-validation.md), regenerated, never hand-edited:
+"""The published-validation report as Markdown (docs/published-validation.md, with its scatter plot beside it as
+.png), regenerated, never hand-edited:
 
     python -m predictor.published.markdown [--corpus FILE] [--out docs/published-validation.md]
 """
@@ -9,6 +10,7 @@ import datetime as dt
 from pathlib import Path
 
 from predictor.published.command import SHIPPED, published_report
+from predictor.published.report import plot
 from profiler.profile import write_atomic
 
 COLUMNS = (("analytical (shipped profiles)", None), ("datasheet only", "datasheet"),
@@ -54,6 +56,8 @@ def render_markdown(report: dict) -> str:
         "",
         f"{report['rows_validated']} rows predicted, {report['rows_skipped']} skipped (reasons below).",
         "",
+        "![predicted vs measured seconds per iteration, shipped profiles](published-validation.png)",
+        "",
         *summary_table(report),
         "",
         f"Scaling-efficiency error (throughput per GPU relative to the smallest GPU count of the same series, "
@@ -92,6 +96,9 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     report = published_report(SHIPPED.get(args.corpus, args.corpus))
     write_atomic(args.out, render_markdown(report))
+    png = Path(args.out).with_suffix(".png")
+    png.unlink(missing_ok=True)  # regenerated with the report
+    plot(report, str(png))
     print("\n".join(summary_table(report)))
     print(f"wrote {args.out}")
     return 0

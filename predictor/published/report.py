@@ -12,6 +12,7 @@ import statistics
 from collections import defaultdict
 from typing import Callable, Iterable, Optional, Sequence
 
+from predictor.plots import predicted_vs_measured
 from predictor.published.rowmap import Skipped
 from predictor.published.validate import BUCKETS, RowResult
 
@@ -139,27 +140,8 @@ def render_text(report: dict) -> str:
 
 def plot(report: dict, path: str) -> None:
     """Log-log scatter of predicted vs measured seconds per iteration, one colour per source."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 6))
-    sources = sorted({r["source"] for r in report["rows"]})
-    for src in sources:
-        rows = [r for r in report["rows"] if r["source"] == src]
-        ax.scatter([r["measured_s"] for r in rows], [r["predicted_s"] for r in rows], s=12, label=src)
-    values = [v for r in report["rows"] for v in (r["measured_s"], r["predicted_s"])]
-    if values:
-        lo, hi = min(values) / 1.5, max(values) * 1.5
-        ax.plot([lo, hi], [lo, hi], "k--", lw=0.8)
-        ax.set_xlim(lo, hi)
-        ax.set_ylim(lo, hi)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("measured s/iteration (published)")
-    ax.set_ylabel("predicted s/iteration")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    groups: dict[str, list] = defaultdict(list)
+    for r in report["rows"]:
+        groups[r["source"]].append((r["measured_s"], r["predicted_s"]))
+    predicted_vs_measured(groups, path, xlabel="measured s/iteration (published)", ylabel="predicted s/iteration",
+                          title=f"published runs: mean accuracy {report['overall_accuracy']:.1%}", point_size=12)
