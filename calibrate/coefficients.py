@@ -324,7 +324,7 @@ class MeasuredShape(_Strict):
 
 
 class Coefficients(_Strict):
-    version: int = COEFFICIENTS_VERSION
+    version: Literal[1] = COEFFICIENTS_VERSION
     compute: dict[str, ComputeFit] = Field(default_factory=dict)
     memory: dict[str, SegmentedFit] = Field(default_factory=dict)
     host_device: dict[str, SegmentedFit] = Field(default_factory=dict)

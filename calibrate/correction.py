@@ -567,7 +567,7 @@ def load_correction(profile: Profile, profile_path: Optional[Path | str] = None)
     except ValidationError as err:
         e = err.errors()[0]
         loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
-        raise UserError(f"{path}: not a valid correction file: field '{loc}': {e['msg']}") from None
+        raise UserError(f"{path}: not a valid correction file: field '{loc}': {e['msg'].removeprefix('Value error, ')}") from None
     if spec.format_version != FORMAT_VERSION:
         raise UserError(f"{path}: field 'format_version' is {spec.format_version}; this paraoracle reads {FORMAT_VERSION}")
     identity = profile_identity(profile)

@@ -78,8 +78,11 @@ def run(args: argparse.Namespace) -> int:
     records, skipped = read_runs(args.runs)
     if skipped:
         print(f"skipped {skipped} runs without an analytical prediction or a measurement")
-    spec, report = fit_correction(records, profile, seed=args.seed,
-                                  runs_source={"path": str(args.runs), "sha256": file_sha256(args.runs), "rows": len(records)})
+    try:
+        spec, report = fit_correction(records, profile, seed=args.seed, runs_source={
+            "path": str(args.runs), "sha256": file_sha256(args.runs), "rows": len(records)})
+    except UserError as err:
+        raise UserError(f"--runs {args.runs}: {err}") from None
     print(report.table())
     if attach:
         attach_correction(spec, out, profile, args.profile)

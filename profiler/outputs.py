@@ -76,8 +76,8 @@ def same_file(a: Path | str, b: Path | str) -> bool:
     """True when two paths name one file (the same inode, or the same resolved path when either is missing)."""
     try:
         return os.path.samefile(a, b)
-    except OSError:
-        return Path(a).resolve() == Path(b).resolve()
+    except (OSError, ValueError):
+        return os.path.abspath(a) == os.path.abspath(b)
 
 
 def _umask_mode() -> int:

@@ -11,9 +11,12 @@ our S for every operation. Pure parsing: no I/O beyond reading the given file.
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from pydantic import ValidationError
 
 from profiler.errors import UserError
 from profiler import inputs
@@ -67,11 +70,33 @@ def _program_in_filename(path: Path) -> str | None:
     return None
 
 
-def _float(text: str, path: Path, line_no: int, column: str) -> float:
+MAX_SIZE_BYTES = 1 << 48  # larger than any message nccl-tests can allocate
+
+
+def _float(text, path: Path, line_no, column: str) -> float:
+    """A finite number from a text cell or a JSON value (a bool is not a number)."""
     try:
-        return float(text)
-    except ValueError:
-        raise UserError(f"{path}:{line_no}: column '{column}' is {text!r}, expected a number") from None
+        if isinstance(text, bool):
+            raise TypeError
+        value = float(text)
+    except (TypeError, ValueError):
+        raise UserError(f"{path}:{line_no}: column '{column}' is {str(text)[:40]!r}, expected a number") from None
+    if not math.isfinite(value):
+        raise UserError(f"{path}:{line_no}: column '{column}' is {text!r}, expected a finite number")
+    return value
+
+
+def _count(text, path: Path, line_no, column: str) -> int:
+    """A non-negative integer no larger than MAX_SIZE_BYTES (sizes and element counts)."""
+    try:
+        if isinstance(text, (bool, float)):
+            raise TypeError
+        value = int(text)
+    except (TypeError, ValueError):
+        raise UserError(f"{path}:{line_no}: column '{column}' is {str(text)[:40]!r}, expected an integer") from None
+    if not 0 <= value <= MAX_SIZE_BYTES:
+        raise UserError(f"{path}:{line_no}: column '{column}' is {value}, expected 0..{MAX_SIZE_BYTES}")
+    return value
 
 
 def _sample(op, run: NcclRun, path: Path, digest: str, line_no, size_bytes, dtype, placement, time_us,
@@ -85,11 +110,19 @@ def _sample(op, run: NcclRun, path: Path, digest: str, line_no, size_bytes, dtyp
         extra["note"] = "nccl-tests sendrecv shifts a ring r->r+1 (bidirectional for 2 ranks)"
     extra.update({f"per_iteration_{k}": v for k, v in per_iter.items()})
     times_s = [t * 1e-6 for t in times_us] if times_us else [time_us * 1e-6]
-    if any(t <= 0 for t in times_s):
+    if not (time_us > 0 and all(t > 0 for t in times_s)):
         raise UserError(f"{path}:{line_no}: time must be positive")
-    return Sample(benchmark=op, variant="throughput", device="cuda", dtype=DTYPES.get(dtype, dtype), threads=1,
-                  params={"size_bytes": size_bytes, "placement": placement, "group": group},
-                  times_s=times_s, bytes_moved=float(size_bytes), extra=extra)
+    if not (algbw_gbs >= 0 and busbw_gbs >= 0):
+        raise UserError(f"{path}:{line_no}: algbw and busbw must not be negative")
+    if not all(v >= 0 for v in per_iter.values()):
+        raise UserError(f"{path}:{line_no}: per-iteration statistics must not be negative")
+    try:
+        return Sample(benchmark=op, variant="throughput", device="cuda", dtype=DTYPES.get(dtype, dtype), threads=1,
+                      params={"size_bytes": size_bytes, "placement": placement, "group": group},
+                      times_s=times_s, bytes_moved=float(size_bytes), extra=extra)
+    except ValidationError as err:
+        e = err.errors()[0]
+        raise UserError(f"{path}:{line_no}: {'.'.join(map(str, e['loc']))}: {e['msg']}") from None
 
 
 def _require(run: NcclRun, path: Path, op_override: str | None) -> str:
@@ -141,10 +174,7 @@ def _row(op, run, path, digest, line_no, tokens, columns) -> list[Sample]:
     lead = 5 if columns is None or "root" in columns else 4
     if len(tokens) < lead + 2 * per_placement:
         raise UserError(f"{path}:{line_no}: expected at least {lead + 2 * per_placement} columns, found {len(tokens)}")
-    try:
-        size_bytes, count = int(tokens[0]), int(tokens[1])
-    except ValueError:
-        raise UserError(f"{path}:{line_no}: expected 'size count type ...' with integer size and count") from None
+    size_bytes, count = _count(tokens[0], path, line_no, "size"), _count(tokens[1], path, line_no, "count")
     dtype = tokens[2]
     out = []
     for index, placement in enumerate(_PLACEMENTS):
@@ -179,38 +209,49 @@ def parse_json(path: Path, text: str, op_override: str | None = None) -> tuple[l
         raise UserError(f"{path}: no 'results' list (is this nccl-tests -J output?)")
     digest = hashlib.sha256(text.encode()).hexdigest()
     args = doc.get("args") or []
+    config = doc.get("config") or {}
+    devices = config.get("devices") or [] if isinstance(config, dict) else None
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+        raise UserError(f"{path}:{_json_line(text, 'args')}: 'args' must be a list of strings (the command line)")
+    if not isinstance(devices, list):
+        raise UserError(f"{path}:{_json_line(text, 'config')}: 'config' must be a mapping with a 'devices' list")
     run = NcclRun(program=Path(args[0]).name if args else _program_in_filename(path))
-    for device in (doc.get("config") or {}).get("devices") or []:
+    for device in devices:
         try:
             rank = int(device["rank"])
             run.hosts_by_rank[rank] = str(device["hostname"])
             run.group_by_rank[rank] = int(device.get("group", 0))
             run.device_names.append(str(device.get("device_info", "")))
-        except (KeyError, TypeError, ValueError):
+        except (KeyError, TypeError, ValueError, AttributeError):
             raise UserError(f"{path}:{_json_line(text, 'devices')}: a 'config.devices' entry lacks rank/hostname") from None
     op = _require(run, path, op_override or _op_from_program(run.program))
     samples = []
     for index, result in enumerate(doc["results"]):
-        where = f"{path}: results[{index}]"
-        try:
-            size_bytes, dtype = int(result["size"]), str(result["type"])
-        except (KeyError, TypeError, ValueError):
-            raise UserError(f"{where}: needs integer 'size' and a 'type'") from None
+        where = f"results[{index}]"
+        if not isinstance(result, dict) or "size" not in result or "type" not in result:
+            raise UserError(f"{path}: {where}: needs integer 'size' and a 'type'")
+        size_bytes, dtype = _count(result["size"], path, where, "size"), str(result["type"])
+        count = _count(result.get("count", 0), path, where, "count")
         for placement in _PLACEMENTS:
             body = result.get(placement)
             if body is None:  # trace replay writes only in-place results
                 continue
-            try:
-                time_us = float(body.get("time", body.get("cpu_time")))
-                algbw, busbw = float(body["alg_bw"]), float(body["bus_bw"])
-            except (KeyError, TypeError, ValueError, AttributeError):
-                raise UserError(f"{where}.{placement}: needs numeric 'time', 'alg_bw' and 'bus_bw'") from None
+            if not isinstance(body, dict) or "alg_bw" not in body or "bus_bw" not in body:
+                raise UserError(f"{path}: {where}.{placement}: needs numeric 'time', 'alg_bw' and 'bus_bw'")
+            time_us = _float(body.get("time", body.get("cpu_time")), path, f"{where}.{placement}", "time")
+            algbw = _float(body["alg_bw"], path, f"{where}.{placement}", "alg_bw")
+            busbw = _float(body["bus_bw"], path, f"{where}.{placement}", "bus_bw")
             iters = result.get(f"{placement}_per_iter") or {}
-            per_iter = {k[:-3] + "_s": float(iters[k]) * 1e-6 for k in ("min_us", "max_us", "p50_us", "p99_us") if k in iters}
-            times_us = [float(t) for t in iters.get("times_us") or []]
-            sample = _sample(op, run, path, digest, f"results[{index}]", size_bytes, dtype, placement, time_us,
+            times = iters.get("times_us") or [] if isinstance(iters, dict) else None
+            if not isinstance(times, list):
+                raise UserError(f"{path}: {where}.{placement}_per_iter: expected a mapping with a 'times_us' list")
+            at = f"{where}.{placement}_per_iter"
+            per_iter = {k[:-3] + "_s": _float(iters[k], path, at, k) * 1e-6 for k in ("min_us", "max_us", "p50_us", "p99_us")
+                        if k in iters}
+            times_us = [_float(t, path, at, "times_us") for t in times]
+            sample = _sample(op, run, path, digest, where, size_bytes, dtype, placement, time_us,
                              algbw, busbw, body.get("nwrong"), per_iter, times_us)
-            sample.params["count"] = int(result.get("count", 0))
+            sample.params["count"] = count
             samples.append(sample)
     if not samples:
         raise UserError(f"{path}: 'results' is empty")

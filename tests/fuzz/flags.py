@@ -1,0 +1,129 @@
+"""Cases on the command line: flags out of range or of the wrong type, outputs that must not be written
+(existing files without --force, the input itself, a device, an over-long name), and valid controls."""
+from __future__ import annotations
+
+from . import materials as m
+from .core import Case
+
+RUN = ["predictor", "run", "--profile", "{d}/good.yaml", *m.RUN_TAIL]
+SEARCH = ["predictor", "search", "--profile", "{d}/good.yaml", "--model", "small_cnn2d", "--batch", "8"]
+CALIBRATE = ["profiler", "calibrate", "--device", "cpu", "--only", "compute", "--out", "{d}/new.yaml"]
+VALIDATE = ["predictor", "validate", "--profile", "{d}/good.yaml", "--suite", "smoke", "--out", "{d}/runs.jsonl"]
+TRAIN = ["predictor", "train-correction", "--profile", "{d}/good.yaml", "--runs", "{d}/runs.jsonl"]
+
+BAD_FLAGS = [  # (label, argv, flag the error must name)
+    ("threads-zero", CALIBRATE + ["--threads", "0"], "--threads"),
+    ("threads-million", CALIBRATE + ["--threads", "1000000"], "--threads"),
+    ("threads-text", CALIBRATE + ["--threads", "many"], "--threads"),
+    ("ranks-zero", CALIBRATE + ["--ranks", "0"], "--ranks"),
+    ("ranks-million", CALIBRATE + ["--ranks", "1000000"], "--ranks"),
+    ("master-port-70000", CALIBRATE + ["--ranks", "2", "--master-port", "70000"], "--master-port"),
+    ("master-port-zero", CALIBRATE + ["--ranks", "2", "--master-port", "0"], "--master-port"),
+    ("max-message-1e15", CALIBRATE + ["--max-message-bytes", "1000000000000000"], "--max-message-bytes"),
+    ("max-message-float", CALIBRATE + ["--max-message-bytes", "1e15"], "--max-message-bytes"),
+    ("timeout-inf", CALIBRATE + ["--timeout-s", "inf"], "--timeout-s"),
+    ("timeout-nan", CALIBRATE + ["--timeout-s", "nan"], "--timeout-s"),
+    ("startup-timeout-negative", CALIBRATE + ["--startup-timeout-s", "-5"], "--startup-timeout-s"),
+    ("only-unknown", CALIBRATE[:-4] + ["--only", "everything", "--out", "{d}/new.yaml"], "--only"),
+    ("device-unknown", ["profiler", "calibrate", "--device", "tpu", "--out", "{d}/new.yaml"], "--device"),
+    ("seed-negative", ["profiler", "fit", "{d}/good.yaml", "--out", "{d}/f.yaml", "--seed", "-1"], "--seed"),
+    ("seed-2-70", ["profiler", "fit", "{d}/good.yaml", "--out", "{d}/f.yaml", "--seed", str(2 ** 70)], "--seed"),
+    ("seed-huge-digits", ["profiler", "fit", "{d}/good.yaml", "--out", "{d}/f.yaml", "--seed", "9" * 5000], "--seed"),
+    ("train-seed-negative", TRAIN + ["--seed", "-3"], "--seed"),
+    ("batch-zero", RUN[:-4] + ["--batch", "0", "--gpus", "2"], "--batch"),
+    ("batch-1e12", RUN[:-4] + ["--batch", "1e12", "--gpus", "2"], "--batch"),
+    ("batch-2-40", RUN[:-4] + ["--batch", str(2 ** 40), "--gpus", "2"], "--batch"),
+    ("gpus-1e9", RUN[:-4] + ["--batch", "8", "--gpus", "1000000000"], "--gpus"),
+    ("gpus-negative", RUN[:-4] + ["--batch", "8", "--gpus", "-4"], "--gpus"),
+    ("gpus-per-node-not-dividing", RUN[:-4] + ["--batch", "8", "--gpus", "8", "--gpus-per-node", "3", "--strategy", "data+spatial"],
+     "--gpus-per-node"),
+    ("gpus-per-node-zero", RUN + ["--gpus-per-node", "0"], "--gpus-per-node"),
+    ("memory-cap-inf", RUN + ["--memory-cap", "inf"], "--memory-cap"),
+    ("memory-cap-nan", RUN + ["--memory-cap", "nan"], "--memory-cap"),
+    ("memory-cap-negative", RUN + ["--memory-cap", "-16"], "--memory-cap"),
+    ("micro-batches-zero", RUN + ["--micro-batches", "0"], "--micro-batches"),
+    ("micro-batches-above-batch", RUN + ["--micro-batches", "64", "--strategy", "pipeline"], "--micro-batches"),
+    ("dataset-size-negative", RUN + ["--dataset-size", "-1"], "--dataset-size"),
+    ("input-shape-garbage", ["predictor", "run", "--profile", "{d}/good.yaml", "--model", "predictor.zoo.small:small_cnn2d",
+                             "--batch", "8", "--gpus", "2", "--input-shape", "3,x,32"], "--input-shape"),
+    ("input-shape-zero", ["predictor", "run", "--profile", "{d}/good.yaml", "--model", "predictor.zoo.small:small_cnn2d",
+                          "--batch", "8", "--gpus", "2", "--input-shape", "3,0,32"], "--input-shape"),
+    ("input-shape-huge", ["predictor", "run", "--profile", "{d}/good.yaml", "--model", "predictor.zoo.small:small_cnn2d",
+                          "--batch", "8", "--gpus", "2", "--input-shape", f"3,{10 ** 9},32"], "--input-shape"),
+    ("model-arg-huge", RUN + ["--model-arg", "width=1000000000"], "width"),
+    ("model-arg-nan", RUN + ["--model-arg", "width=NaN"], "width"),
+    ("model-arg-no-equals", RUN + ["--model-arg", "width"], "--model-arg"),
+    ("model-arg-unknown", RUN + ["--model-arg", "colour=3"], "colour"),
+    ("strategy-unknown", RUN + ["--strategy", "diagonal"], "--strategy"),
+    ("dtype-unknown", RUN + ["--dtype", "fp8"], "--dtype"),
+    ("max-gpus-1e7", SEARCH + ["--max-gpus", "10000000"], "--max-gpus"),
+    ("max-gpus-zero", SEARCH + ["--max-gpus", "0"], "--max-gpus"),
+    ("top-zero", SEARCH + ["--max-gpus", "4", "--top", "0"], "--top"),
+    ("validate-threads-zero", VALIDATE + ["--threads", "0"], "--threads"),
+    ("validate-threads-million", VALIDATE + ["--threads", "1000000"], "--threads"),
+    ("validate-iterations-zero", VALIDATE + ["--iterations", "0"], "--iterations"),
+    ("validate-warmup-negative", VALIDATE + ["--warmup", "-1"], "--warmup"),
+    ("validate-plot-jpg", VALIDATE + ["--plot", "{d}/scatter.jpg"], "--plot"),
+    ("history-plot-jpg", ["profiler", "history", "{d}/good.yaml", "{d}/good.yaml", "--plot", "{d}/h.jpg"], "--plot"),
+    ("history-min-effect-nan", ["profiler", "history", "{d}/good.yaml", "{d}/good.yaml", "--min-effect", "nan"], "--min-effect"),
+    ("drift-alpha-2", ["profiler", "drift", "{d}/good.yaml", "{d}/good.yaml", "--alpha", "2"], "--alpha"),
+    ("drift-min-effect-inf", ["profiler", "drift", "{d}/good.yaml", "{d}/good.yaml", "--min-effect", "inf"], "--min-effect"),
+    ("nccl-op-unknown", ["profiler", "import-nccl-tests", "{d}/ar.txt", "--out", "{d}/i.yaml", "--op", "allsum"], "--op"),
+    ("unknown-flag", RUN + ["--turbo"], "--turbo"),
+    ("unknown-command", ["predictor", "explode"], "explode"),
+    ("shapes-without-batch", ["predictor", "shapes", "--model", "small_cnn2d", "--out", "{d}/s.yaml"], "--batch"),
+    ("out-folder-missing", ["profiler", "fit", "{d}/good.yaml", "--out", "{d}/no/such/folder/f.yaml"], "--out"),
+    ("out-is-a-folder", ["profiler", "fit", "{d}/good.yaml", "--out", "{d}"], "--out"),
+    ("out-name-too-long", ["profiler", "fit", "{d}/good.yaml", "--out", "{d}/" + "n" * 300 + ".yaml"], "--out"),
+    ("out-is-dev-null", ["profiler", "fit", "{d}/good.yaml", "--out", "/dev/null", "--force"], "--out"),
+    ("trace-folder-missing", RUN + ["--trace", "{d}/nowhere/t.json"], "--trace"),
+    ("calibrate-out-missing-folder", ["profiler", "calibrate", "--device", "cpu", "--out", "{d}/no/p.yaml"], "--out"),
+]
+
+CLOBBER = [  # (label, argv, existing output that must survive)
+    ("fit-out", ["profiler", "fit", "{d}/good.yaml", "--out", "{d}/keep.yaml"], "keep.yaml"),
+    ("history-plot", ["profiler", "history", "{d}/good.yaml", "{d}/good.yaml", "--plot", "{d}/keep.png"], "keep.png"),
+    ("run-trace", RUN + ["--trace", "{d}/keep.json"], "keep.json"),
+    ("shapes-out", ["predictor", "shapes", "--model", "small_cnn2d", "--batch", "8", "--gpus", "2", "--out", "{d}/keep.yaml"],
+     "keep.yaml"),
+    ("shapes-suite-out", ["predictor", "shapes", "--suite", "smoke", "--out", "{d}/keep.yaml"], "keep.yaml"),
+    ("train-out", TRAIN + ["--out", "{d}/keep.json"], "keep.json"),
+    ("train-out-is-profile", TRAIN + ["--out", "{d}/good.yaml", "--force"], "good.yaml"),
+    ("train-out-is-runs", TRAIN + ["--out", "{d}/runs.jsonl", "--force"], "runs.jsonl"),
+    ("validate-out-not-jsonl", VALIDATE[:-1] + ["{d}/keep.jsonl"], "keep.jsonl"),
+    ("validate-out-is-profile", VALIDATE[:-1] + ["{d}/good.yaml"], "good.yaml"),
+    ("validate-plot", VALIDATE + ["--plot", "{d}/keep.png"], "keep.png"),
+    ("calibrate-out", ["profiler", "calibrate", "--device", "cpu", "--only", "compute", "--out", "{d}/keep.yaml"], "keep.yaml"),
+    ("nccl-out", ["profiler", "import-nccl-tests", "{d}/ar.txt", "--out", "{d}/keep.yaml"], "keep.yaml"),
+]
+
+CONTROLS = [  # valid commands: exit 0 and nothing written
+    ("show", ["profiler", "show", "{d}/good.yaml"]),
+    ("run", RUN),
+    ("run-spec", ["predictor", "run", "--profile", "{d}/good.yaml", "--model", "{d}/spec.yaml", "--batch", "8", "--gpus", "2"]),
+    ("drift-same", ["profiler", "drift", "{d}/samples.yaml", "{d}/samples.yaml", "--no-predict"]),
+    ("run-json-data", RUN + ["--strategy", "data", "--json"]),
+]
+
+
+def _files() -> dict:
+    return {"good.yaml": m.text(m.V100), "runs.jsonl": "\n".join(m.runs_lines()) + "\n",
+            "ar.txt": m.text(m.NCCL / "all_reduce_perf_8gpu.txt"), "spec.yaml": m.dump(m.SPEC),
+            "samples.yaml": m.text(m.CPU_SAMPLES)}
+
+
+def flag_cases() -> list[Case]:
+    return [Case(f"flag/{label}", argv, _files(), flag) for label, argv, flag in BAD_FLAGS]
+
+
+def clobber_cases() -> list[Case]:
+    out = []
+    for label, argv, keep in CLOBBER:
+        files = _files()
+        files.setdefault(keep, "precious: true\n")
+        out.append(Case(f"clobber/{label}", argv, files, keep))
+    return out
+
+
+def control_cases() -> list[Case]:
+    return [Case(f"control/{label}", argv, _files(), "", expect_exit=0) for label, argv in CONTROLS]
