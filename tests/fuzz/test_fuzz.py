@@ -1,6 +1,7 @@
 """The fuzz suite under pytest: a fixed-seed subset by default, the whole pool (and more) when `slow` runs."""
 from __future__ import annotations
 
+import os
 import random
 
 import pytest
@@ -46,7 +47,10 @@ def test_subprocess_sample(pool, tmp_path):
 
 
 @pytest.mark.slow
-def test_whole_pool_and_more(tmp_path):
+def test_whole_pool_and_more(request, tmp_path):
+    """Minutes long: runs only when asked for (`-m slow`, or FUZZ_FULL=1)."""
+    if "slow" not in (request.config.getoption("markexpr") or "") and not os.environ.get("FUZZ_FULL"):
+        pytest.skip("the whole fuzz pool runs with -m slow or FUZZ_FULL=1 (python -m tests.fuzz runs it too)")
     pool = all_cases(SEED + 1, RANDOM_COEFFICIENTS + 1000)
     results = [run_in_process(case, tmp_path / f"c{i}", LIMIT_S) for i, case in enumerate(pool)]
     picked = random.Random(SEED + 1).sample(pool, 30)
