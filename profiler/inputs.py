@@ -3,9 +3,9 @@ correction, run dataset or nccl-tests log goes through here.
 
 A file is read only when it is a regular file (a FIFO, device, socket or directory is refused before it is
 opened, and the open never blocks), no larger than the cap for its kind, and valid UTF-8. YAML and JSON
-become plain data only (dicts, lists, str, int, float, bool, None): no tags beyond those, no aliases
-(a "billion laughs" file cannot expand), bounded nesting, bounded integer literals, no duplicate keys.
-Every failure is a one-line UserError naming the file.
+become plain data only (dicts, lists, str, int, float, bool, None): no tags beyond those, no aliases of
+lists or mappings (a "billion laughs" file cannot expand), bounded nesting, bounded integer literals and
+no duplicate keys. Every failure is a one-line UserError naming the file.
 """
 from __future__ import annotations
 
@@ -130,9 +130,24 @@ def _yaml_error(err: yaml.YAMLError, label: str, invalid: str) -> UserError:
     return UserError(f"{label}{where}: {invalid}: {problem}")
 
 
+def _refuse_scalar(node: yaml.ScalarNode, label: str) -> None:
+    """A scalar other than plain data (a tag), or an integer literal too long to convert safely."""
+    if node.tag not in _PLAIN_TAGS:
+        raise UserError(f"{label}:{node.start_mark.line + 1}: YAML tag "
+                        f"{node.tag.replace('tag:yaml.org,2002:', '!!')!r} is not accepted (plain data only)")
+    if node.tag == _INT_TAG and len(node.value) > MAX_INT_CHARS:
+        raise UserError(f"{label}:{node.start_mark.line + 1}: integer literal of {len(node.value)} characters "
+                        f"(at most {MAX_INT_CHARS} accepted)")
+
+
 def _check_nodes(root: yaml.Node, label: str) -> None:
-    """Refuse aliases (a node reached twice), tags other than plain types, deep nesting, long integer
-    literals and duplicate keys, before anything is constructed."""
+    """Refuse aliases of lists and mappings (one reached twice: what an alias bomb multiplies), tags other
+    than plain types, deep nesting, long integer literals and duplicate keys, before anything is
+    constructed. Scalars, most of a profile, are checked in the loop over their parent."""
+    if isinstance(root, yaml.ScalarNode):
+        _refuse_scalar(root, label)
+        return
+    scalar = yaml.ScalarNode
     seen: set[int] = set()
     stack = [(root, 1)]
     while stack:
@@ -145,21 +160,26 @@ def _check_nodes(root: yaml.Node, label: str) -> None:
             raise UserError(f"{label}:{line}: YAML tag {node.tag.replace('tag:yaml.org,2002:', '!!')!r} is not accepted (plain data only)")
         if depth > MAX_DEPTH:
             raise UserError(f"{label}:{line}: nested more than {MAX_DEPTH} levels deep")
-        if isinstance(node, yaml.ScalarNode):
-            if node.tag == _INT_TAG and len(node.value) > MAX_INT_CHARS:
-                raise UserError(f"{label}:{line}: integer literal of {len(node.value)} characters "
-                                f"(at most {MAX_INT_CHARS} accepted)")
-        elif isinstance(node, yaml.SequenceNode):
-            stack.extend((child, depth + 1) for child in node.value)
-        else:
-            keys = set()
-            for key, value in node.value:
-                if isinstance(key, yaml.ScalarNode):
-                    if (key.tag, key.value) in keys:
-                        raise UserError(f"{label}:{key.start_mark.line + 1}: duplicate key {key.value!r}")
-                    keys.add((key.tag, key.value))
-                stack.append((key, depth + 1))
-                stack.append((value, depth + 1))
+        if isinstance(node, yaml.SequenceNode):
+            for child in node.value:
+                if child.__class__ is scalar:
+                    if child.tag not in _PLAIN_TAGS or (child.tag == _INT_TAG and len(child.value) > MAX_INT_CHARS):
+                        _refuse_scalar(child, label)
+                else:
+                    stack.append((child, depth + 1))
+            continue
+        keys = set()
+        for key, value in node.value:
+            for child in (key, value):
+                if child.__class__ is scalar:
+                    if child.tag not in _PLAIN_TAGS or (child.tag == _INT_TAG and len(child.value) > MAX_INT_CHARS):
+                        _refuse_scalar(child, label)
+                else:
+                    stack.append((child, depth + 1))
+            if key.__class__ is scalar:
+                if (key.tag, key.value) in keys:
+                    raise UserError(f"{label}:{key.start_mark.line + 1}: duplicate key {key.value!r}")
+                keys.add((key.tag, key.value))
 
 
 def compose_yaml(text: str, label: str, invalid: str = "not valid YAML") -> yaml.Node | None:
