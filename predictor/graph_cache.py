@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Callable, Iterable, Optional
 
 from predictor.graph import Layer, ModelGraph
+from profiler.errors import UserError
+from profiler.inputs import read_json
 
 FORMAT = "paraoracle-graph"
 VERSION = 1
@@ -78,10 +80,10 @@ def cached_graph(key: str, build: Callable[[], ModelGraph]) -> ModelGraph:
     path = folder / "graphs" / f"{key}.json" if folder else None
     if path is not None and path.is_file():
         try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
+            doc = read_json(path)  # a planted FIFO, bomb or deep nesting is refused like any other input
             if doc.get("format") == FORMAT and doc.get("version") == VERSION and doc.get("key") == key:
                 return from_json(doc["graph"])
-        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        except (UserError, OSError, ValueError, TypeError, KeyError, AttributeError):
             pass  # unreadable or stale: trace again and rewrite it
     graph = build()
     if path is not None:
