@@ -30,8 +30,8 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
-#: how far a value may sit outside its own interval, relative to the value (published profiles round them apart)
-INTERVAL_SLACK = 0.01
+#: how far a value may sit outside its own interval, relative to the value: float rounding only
+INTERVAL_SLACK = 1e-9
 
 
 class Estimate(_Strict):

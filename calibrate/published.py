@@ -271,9 +271,11 @@ P100 = GPU(
     },
     achievable_fraction={
         "float32": Fig(V100.achievable_fraction["float32"].value, "no published P100 GEMM figure; assumed the V100 FP32 "
-                                                                 "fraction 92% (assumed)", low=0.75, high=0.92),
+                                                                 "fraction 92% (assumed)", low=0.75,
+                                 high=V100.achievable_fraction["float32"].value),
         "float16": Fig(V100.achievable_fraction["float32"].value, "no published P100 FP16 GEMM figure; assumed the V100 "
-                                                                 "FP32 fraction (assumed)", low=0.6, high=0.92),
+                                                                 "FP32 fraction (assumed)", low=0.6,
+                                 high=V100.achievable_fraction["float32"].value),
     },
     triad_bytes_per_s=Fig(0.9 * 720e9, "no published P100 STREAM figure: 720 GB/s HBM2 peak (AnandTech, third-party) at "
                                        "the 90% triad share V100 reaches (assumed)", low=0.8 * 720e9, high=0.9 * 720e9),

@@ -101,6 +101,26 @@ def _elementwise_bytes(layer: Layer, split: Split, act_bytes: int) -> float:
     return split.n * (layer.input_elems + layer.output_elems) * act_bytes / div
 
 
+def fanout(graph: ModelGraph) -> list[int]:
+    """How many layers read each layer's output (a residual's input is read by its block and by the add)."""
+    readers: dict[str, int] = {}
+    for layer in graph.layers:
+        for name in layer.inputs:
+            if name:
+                readers[name] = readers.get(name, 0) + 1
+    return [readers.get(layer.name, 0) for layer in graph.layers]
+
+
+def gradient_sum_bytes(layer: Layer, split: Split, act_bytes: int, readers: int) -> float:
+    """Bytes autograd moves summing the gradients of an output read by `readers` layers: readers - 1 element-wise
+    adds over the output, each reading two tensors and writing one (the engine's add between nodes, seen in the
+    op audit, predictor.op_audit)."""
+    if readers <= 1:
+        return 0.0
+    div = max(split.filter_div, split.channel_div) * (math.prod(split.spatial) if split.spatial else 1)
+    return (readers - 1) * 3.0 * split.n * layer.output_elems * act_bytes / div
+
+
 class LayerCoster:
     """Cached per-layer (fwd, bwd) seconds for one graph, cost model and dtype."""
 
@@ -112,11 +132,12 @@ class LayerCoster:
         self.act_bytes = ACT_BYTES[dtype]
         # layers fed only by the model input need no input gradient (autograd skips it)
         self.first = [all(i == "" for i in (l.inputs or ("",))) for l in graph.layers]
+        self.readers = fanout(graph)
         # layers identical in everything the cost depends on share one cache entry (ResNet repeats blocks)
         signatures: dict[tuple, int] = {}
         self.signature = [signatures.setdefault(
-            (l.op, l.input_shape, l.output_shape, l.kernel, l.stride, l.padding, l.groups, bool(l.params), first),
-            len(signatures)) for l, first in zip(graph.layers, self.first)]
+            (l.op, l.input_shape, l.output_shape, l.kernel, l.stride, l.padding, l.groups, bool(l.params), first,
+             readers), len(signatures)) for l, first, readers in zip(graph.layers, self.first, self.readers)]
         self._cache: dict[tuple[int, Split], tuple[float, float]] = {}  # (signature, split) -> times
         self.overhead_s = (cost_model.framework_overhead_s("fwd"), cost_model.framework_overhead_s("bwd"))
         self._calls: dict[tuple, float] = {}  # (op, pass, params) -> seconds: layers of equal shape share it
@@ -148,6 +169,8 @@ class LayerCoster:
             bwd = 0.0 if self.first[index] else self._call(op, BACKWARD_PASS.get(layer.op, "bwd_data"), params)
             if layer.params:
                 bwd += self._call(op, "bwd_weight", params)
+        if self.readers[index] > 1:  # its output's gradients arrive from several readers and are summed
+            bwd += self.cm.memory_time_s(gradient_sum_bytes(layer, split, self.act_bytes, self.readers[index]))
         if layer.op != "input":  # every layer is a module call, and an autograd node unless nothing needs its grad
             fwd += self.overhead_s[0]
             bwd += self.overhead_s[1] if (layer.params or not self.first[index]) else 0.0

@@ -144,7 +144,12 @@ class Context:
                       bucket_bytes: float, framework: str = "ddp") -> tuple[float, float]:
         """(exposed_s, hidden_s) of the fp32 gradient allreduce of layers `indices` over `group` ranks on
         `nodes` nodes, scheduled by the framework's regime behind backward (overlap.py). param_div: one
-        divisor of every layer's parameters, or a tuple with one divisor per index."""
+        divisor of every layer's parameters, or a tuple with one divisor per index.
+
+        Exposed also holds the two gradient copies every regime makes on the compute stream: into the
+        bucket / fusion buffer and back (DDP's default gradient_as_bucket_view=False; Horovod's fusion buffer;
+        the one packed buffer after backward), each reading and writing the fp32 gradients (op audit:
+        the DDP reducer's mul and copy_)."""
         if group <= 1:
             return 0.0, 0.0
         reg = regime(framework, bucket_bytes)
@@ -158,8 +163,10 @@ class Context:
             grads = [self.params[i] * 4.0 / d for i, d in zip(indices, divs)]
             issued = self._buckets[bkey] = (bwd_list, launches(grads, held[1], reg))
         total_bwd = held[1][-1] if held[1] else 0.0
-        return schedule(issued[1], total_bwd, lambda size: self.collective("allreduce", size, group, nodes),
-                        self.cm.overlap_efficiency() if reg.overlaps else 1.0)
+        exposed, hidden = schedule(issued[1], total_bwd, lambda size: self.collective("allreduce", size, group, nodes),
+                                   self.cm.overlap_efficiency() if reg.overlaps else 1.0)
+        grad_bytes = sum(size for _, size in issued[1])
+        return exposed + self.cm.memory_time_s(2 * 2 * grad_bytes), hidden
 
     def saved_bytes_per_sample(self, dtype: str, key, share: Callable[[SavedTensor], float]) -> float:
         """Bytes of saved-for-backward tensors per sample, each weighted by share(tensor) (the fraction
