@@ -29,6 +29,8 @@ class CostModel(Protocol):
     devices_per_node: int
     #: whether the profile is `published` (datasheet-derived) rather than `calibrated`
     provenance: str
+    #: True on a CPU profile: the "device" memory is the host's, so there is nothing to swap or offload to
+    device_is_host: bool
 
     def compute_time_s(self, op: str, pass_: str, params: Mapping[str, int], dtype: str) -> float:
         """Time of one call of `op` (see COMPUTE_OPS) for `pass_` (see PASSES) at the given shape.
@@ -82,7 +84,10 @@ class CostModel(Protocol):
 
 class NeutralExtras:
     """The optional parts of CostModel at their neutral values, for hand-written cost models (tests, synthetic
-    machines): perfect overlap, no held-out error record, no host input pipeline."""
+    machines): a device with memory of its own, perfect overlap, no held-out error record, no host input
+    pipeline."""
+
+    device_is_host = False
 
     def overlap_efficiency(self) -> float:
         return 1.0

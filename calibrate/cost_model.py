@@ -48,6 +48,7 @@ class ProfileCostModel:
     def __init__(self, coefficients: Coefficients, *, name: str, device_memory_bytes: float, devices_per_node: int,
                  provenance: str, bound: Optional[str] = None, cpu_cores: Optional[int] = None):
         self.coefficients = coefficients
+        self.device_is_host = coefficients.device_is_host
         self.cpu_cores = cpu_cores
         #: the thread count PyTorch's CPU kernel choice depends on (calibrate.shapes.cpu_native_conv); None on GPUs
         self.host_threads = coefficients.host_threads if coefficients.device_is_host else None

@@ -43,6 +43,13 @@ SPLIT_RECOMPUTE = tuple(f"{name}+recompute" for name in ("spatial", "filter", "c
                                                            "data+filter", "data+channel"))
 
 
+def _device_memory_of_its_own(ctx: Context) -> None:
+    """Offload and out-of-core move tensors between the device and the host; on a CPU profile the device's memory
+    *is* the host's, so such a plan only adds copies: not offered."""
+    if ctx.cm.device_is_host:
+        raise Infeasible("a CPU profile: device memory is host memory, there is nothing to offload to")
+
+
 def _extra(plan: Plan, name: str, default):
     return dict(plan.extra).get(name, default)
 
@@ -104,6 +111,7 @@ def evaluate_offload(ctx: Context, plan: Plan, pred: Prediction) -> None:
     validation runner's `offload` does with torch.autograd.graph.save_on_cpu: its pack/unpack copies run on
     the compute stream, so nothing overlaps: + T_d2h(a_l) + T_h2d(a_l) per layer, and activations on the
     device drop to the largest layer's (being produced, or just brought back for its backward)."""
+    _device_memory_of_its_own(ctx)
     data.evaluate(ctx, plan, pred)
     blocks = _blocks(ctx, plan.dtype, data.local_batch(plan), per_layer=True)
     pred.swap_s = sum(ctx.cm.host_device_time_s(blk.activation_bytes, "d2h")
@@ -119,6 +127,7 @@ def evaluate_outofcore(ctx: Context, plan: Plan, pred: Prediction) -> None:
     bandwidth, weights streamed back, pipelined per block) or "device" (state and update on the device
     after the backward pass, as in data parallelism; for profiles without a host memory bandwidth). Device memory = weights + gradients (+ optimizer state on the device) +
     workspace + the planner's activations."""
+    _device_memory_of_its_own(ctx)
     if plan.inner != 1:
         raise Infeasible("outofcore is data parallel only (p_data = devices)")
     on = _extra(plan, "optimizer_on", "host")

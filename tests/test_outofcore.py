@@ -227,3 +227,21 @@ def test_breakdown_line_names_the_planner_choices():
     assert line.startswith("outofcore (1 device; blocks: 4 keep, 1 swap; optimizer on the device)")
     assert line.endswith("recompute 0 s, exposed swap 0 s")  # both swaps hide behind compute
     assert breakdown(_predict("serial", 1e9)) is None
+
+
+def test_a_cpu_profile_offers_no_offload_or_out_of_core():
+    """On a CPU profile the device memory is the host's: moving activations or optimizer state "to the host"
+    only adds copies, so those plans are refused with the reason (the main job used to recommend outofcore)."""
+    from pathlib import Path
+
+    from calibrate.cost_model import load_cost_model
+    from predictor.api import load_model, predict_all
+
+    cm = load_cost_model(Path(__file__).resolve().parent / "data" / "drift_quick_cpu_profile.yaml")
+    assert cm.device_is_host
+    preds = predict_all(load_model("small_cnn2d"), 16, 1, cm, strategies=("serial", "serial+offload", "outofcore"),
+                        devices_per_node=1, interval=False)
+    by = {p.plan.strategy: p for p in preds}
+    assert by["serial"].feasible
+    for name in ("serial+offload", "outofcore"):
+        assert not by[name].feasible and "CPU profile" in by[name].reason
