@@ -358,6 +358,27 @@ def identity(profile: Profile) -> dict[str, Any]:
     return {"hostname": m.hostname, "cpu_model": m.cpu_model, "gpus": sorted(g.name for g in m.gpus)}
 
 
+#: benchmarks whose per-call time depends on the CPU threads they ran with
+_THREADED = ("gemm", "linear", "conv2d", "conv3d", "batchnorm", "relu", "maxpool", "avgpool", "add", "stream", "framework")
+#: software whose version changes what a benchmark measures
+_VERSIONED = ("torch", "cuda", "cudnn", "nccl")
+
+
+def setup_mismatch(old: Profile, new: Profile) -> list[str]:
+    """Differences in how the two profiles measured, which make their times unlike (empty when comparable):
+    the device, the threads the compute and memory benchmarks ran with, and the torch/CUDA/cuDNN/NCCL versions.
+    A drift between such profiles is a change of set-up, not of the machine."""
+    out = []
+    if old.settings.get("device") != new.settings.get("device"):
+        out.append(f"device {old.settings.get('device')!r} vs {new.settings.get('device')!r}")
+    threads = [sorted({s.threads for s in p.samples if s.benchmark in _THREADED}) for p in (old, new)]
+    if threads[0] and threads[1] and threads[0] != threads[1]:
+        out.append(f"benchmark threads {threads[0]} vs {threads[1]}")
+    va, vb = old.machine.versions or {}, new.machine.versions or {}
+    out += [f"{name} {va.get(name)!r} vs {vb.get(name)!r}" for name in _VERSIONED if va.get(name) != vb.get(name)]
+    return out
+
+
 def identity_mismatch(old: Profile, new: Profile) -> list[str]:
     """Human-readable differences in machine identity; empty when the profiles are of the same machine."""
     a, b = identity(old), identity(new)

@@ -49,6 +49,11 @@ def _load_pair(args: argparse.Namespace) -> tuple[Profile, Profile, list[str]]:
             f"{args.old} and {args.new} are profiles of different machines ({'; '.join(mismatch)}); "
             "pass --force to compare them anyway"
         )
+    setup = drift.setup_mismatch(old, new)
+    if setup and not args.force:
+        raise UserError(f"{args.old} and {args.new} were measured differently ({'; '.join(setup)}): their times are "
+                        "not comparable; pass --force to compare the points they share anyway")
+    mismatch = mismatch + setup
     if not old.samples or not new.samples:
         empty = args.old if not old.samples else args.new
         raise UserError(f"{empty}: profile has no samples to compare")

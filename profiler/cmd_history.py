@@ -49,11 +49,12 @@ def _check_same_machine(profiles: list[tuple[Path, Profile]], force: bool) -> li
     first_path, first = profiles[0]
     problems = []
     for path, prof in profiles[1:]:
-        mismatch = drift.identity_mismatch(first, prof)
+        mismatch = drift.identity_mismatch(first, prof) + drift.setup_mismatch(first, prof)
         if mismatch:
             problems.append(f"{path} vs {first_path}: {'; '.join(mismatch)}")
     if problems and not force:
-        raise UserError(f"profiles of different machines ({problems[0]}); pass --force to mix them")
+        raise UserError(f"profiles of different machines or measured differently ({problems[0]}); "
+                        "pass --force to mix them")
     return problems
 
 

@@ -229,3 +229,14 @@ def test_random_effects_mean_closed_form():
     # Q = sum w (d - 0.1)^2 = 1e4 * 0.06 = 600; tau^2 = (600 - 2) / (3e4 - 1e4) = 0.0299
     assert mean == pytest.approx(0.1)
     assert se == pytest.approx(np.sqrt((1e-4 + 0.0299) / 3), rel=1e-6)
+
+
+def test_setup_mismatch_names_threads_device_and_versions():
+    rng = np.random.default_rng(21)
+    old = _profile(samples=[_sample("gemm", {"shape": [8, 8, 8]}, rng.lognormal(-7, 0.02, 5), threads=2)])
+    same = _profile(samples=[_sample("gemm", {"shape": [8, 8, 8]}, rng.lognormal(-7, 0.02, 5), threads=2)])
+    assert drift.setup_mismatch(old, same) == []
+    other = _profile(samples=[_sample("gemm", {"shape": [8, 8, 8]}, rng.lognormal(-7, 0.02, 5), threads=1)])
+    other.machine.versions = {**(old.machine.versions or {}), "torch": "9.9"}
+    reasons = drift.setup_mismatch(old, other)
+    assert any("threads [2] vs [1]" in r for r in reasons) and any(r.startswith("torch ") for r in reasons)

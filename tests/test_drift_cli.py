@@ -41,9 +41,16 @@ def test_unchanged_machine_exits_0(tmp_path, capsys):
     assert "nothing drifted" in out
 
 
+def test_profiles_measured_at_other_thread_counts_are_refused_unless_forced(tmp_path, capsys):
+    old, new = _halves(tmp_path, scale_benchmark="gemm", new_threads=1)
+    assert main(["drift", old, new, "--no-predict"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "measured differently (benchmark threads" in err and "--force" in err
+
+
 def test_degraded_family_exits_1_and_is_named(tmp_path, capsys):
     old, new = _halves(tmp_path, scale_benchmark="gemm", new_threads=1)
-    assert main(["drift", old, new, "--no-predict"]) == 1
+    assert main(["drift", old, new, "--no-predict", "--force"]) == 1
     out = capsys.readouterr().out
     drift_rows = [line for line in out.splitlines() if line.strip().startswith("DRIFT")]
     assert len(drift_rows) == 1 and "compute gemm float32 cpu" in drift_rows[0]
