@@ -148,15 +148,18 @@ AUDIT: dict[tuple[str, str], OpCost] = {
                                      "linear/bwd_weight) or an SE gate's per-channel scale (part of mul's backward)"),
     ("engine", "aten::view"): _FREE_VIEW,
     ("engine", "aten::as_strided"): _FREE_VIEW,
-    ("engine", "aten::add_"): OpCost("ignored", "-", "the gradients of a tensor used by two layers are summed (a "
-                                     "residual block's input, an SE block's input): one add of that tensor per "
-                                     "extra use; add's backward is costed 0, so this pass is not costed"),
-    ("engine", "aten::add"): OpCost("ignored", "-", "as engine aten::add_, out of place"),
+    ("engine", "aten::add_"): OpCost("modelled", "memory_time_s(layercost.gradient_sum_bytes)",
+                                     "the gradients of a tensor read by two layers are summed (a residual block's "
+                                     "input, an SE block's input): one add of that tensor per extra reader"),
+    ("engine", "aten::add"): OpCost("modelled", "memory_time_s(layercost.gradient_sum_bytes)",
+                                    "as engine aten::add_, out of place"),
     # DDP's reducer hooks and the collectives
-    ("ddp reducer", "aten::mul"): OpCost("ignored", "-", "DDP copies each gradient into its bucket scaled by "
-                                         "1 / world size: one read and one write of the gradients"),
-    ("ddp reducer", "aten::copy_"): OpCost("ignored", "-", "DDP copies the reduced bucket back into the "
-                                           "gradients: one read and one write of the gradients"),
+    ("ddp reducer", "aten::mul"): OpCost("modelled", "memory_time_s in Context.gradient_sync",
+                                         "DDP copies each gradient into its bucket scaled by 1 / world size: one "
+                                         "read and one write of the gradients"),
+    ("ddp reducer", "aten::copy_"): OpCost("modelled", "memory_time_s in Context.gradient_sync",
+                                           "DDP copies the reduced bucket back into the gradients: one read and "
+                                           "one write of the gradients"),
     ("collective", "c10d::allreduce_"): OpCost("modelled", "CostModel.collective_time_s (allreduce per bucket)",
                                                "DDP's gradient allreduce, overlapped with backward (predictor.overlap)"),
     ("collective", "c10d::broadcast_"): OpCost("modelled", "strategies.data.ddp_buffer_sync_s",
