@@ -2,7 +2,8 @@
 
 `evaluate(ctx, plan)` returns the Prediction terms for any Plan; a plan the strategy cannot run comes
 back `feasible=False` with the reason (never an exception). Add-on strategies (out-of-core, cooperative)
-register with `register(name, fn)`, fn(ctx, plan, pred) filling `pred` or raising Infeasible.
+register with `register(name, fn)`, fn(ctx, plan, pred) filling `pred` or raising Infeasible; they are loaded
+when a plan first names one.
 """
 from __future__ import annotations
 
@@ -35,6 +36,14 @@ def register(name: str, fn: Evaluator) -> None:
     EVALUATORS[name] = fn
 
 
+def _addon(name: str) -> Evaluator | None:
+    """An add-on strategy's evaluator: the out-of-core, recompute and cooperative models register themselves
+    (predictor.outofcore_strategies) the first time one is asked for, so this registry imports none of them."""
+    from predictor import outofcore_strategies  # noqa: F401 - registers on import
+
+    return EVALUATORS.get(name)
+
+
 def _check_layout(plan: Plan) -> None:
     if plan.batch < 1:
         raise Infeasible(f"batch {plan.batch} < 1")
@@ -51,7 +60,7 @@ def evaluate(ctx: Context, plan: Plan, device_memory_bytes: float | None = None)
     pred.device_memory_bytes = ctx.cm.device_memory_bytes if device_memory_bytes is None else device_memory_bytes
     try:
         _check_layout(plan)
-        fn = EVALUATORS.get(plan.strategy)
+        fn = EVALUATORS.get(plan.strategy) or _addon(plan.strategy)
         if fn is None:
             raise Infeasible(f"unknown strategy {plan.strategy!r}")
         fn(ctx.for_plan(plan), plan, pred)
@@ -81,6 +90,3 @@ def max_batch(pred: Prediction) -> int:
         return 0 if room <= 0 else plan.batch
     return int(room // per_sample) // unit * unit
 
-
-# add-on strategies (out-of-core, recompute, cooperative) register themselves here: predictor/outofcore_strategies.py
-from predictor import outofcore_strategies  # noqa: E402,F401
