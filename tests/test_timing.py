@@ -29,9 +29,19 @@ def test_timer_measures_a_sleep_and_keeps_every_sample():
 
 
 def test_timer_batches_tiny_calls_and_converges():
-    m = Timer(lambda: None, min_sample_s=1e-4, target_rel_ci=0.5, budget_s=1.0).measure()
+    """A no-op batched into 0.1 ms samples meets a loose 50% interval as soon as it has its minimum samples."""
+    m = Timer(lambda: None, min_sample_s=1e-4, target_rel_ci=0.5, budget_s=5.0).measure()
     assert m.number > 1
-    assert m.stopped_by in {"converged", "budget", "max_samples"}
+    assert m.stopped_by == "converged"
+
+
+def test_timer_stops_at_its_budget_or_its_sample_cap():
+    """An interval no timing meets (1e-12): the timer stops at the budget, or at max_samples when that comes first."""
+    by_budget = Timer(lambda: None, min_sample_s=1e-4, target_rel_ci=1e-12, budget_s=0.05, max_samples=10**6).measure()
+    assert by_budget.stopped_by == "budget"
+    by_cap = Timer(lambda: None, min_sample_s=1e-4, target_rel_ci=1e-12, budget_s=60.0, min_samples=3,
+                   max_samples=7).measure()
+    assert by_cap.stopped_by == "max_samples" and len(by_cap.times_s) == 7
 
 
 def test_timer_rejects_bad_parameters():
