@@ -15,6 +15,9 @@ from profiler.cmd_calibrate import fit_or_warn, parse_sections
 from profiler.errors import UserError
 from profiler.profile import load_profile
 
+# spawns processes or ranks, or profiles real training steps: not in the fast inner loop (-m "not slow")
+pytestmark = pytest.mark.slow
+
 TINY = {**os.environ, "PARAORACLE_GRID": "tiny", "PYTHONUNBUFFERED": "1"}
 
 

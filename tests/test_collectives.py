@@ -15,6 +15,9 @@ from kernels.collectives import OPERATIONS
 from profiler.comm.factors import busbw_factor
 from profiler.profile import load_profile
 
+# spawns processes or ranks, or profiles real training steps: not in the fast inner loop (-m "not slow")
+pytestmark = pytest.mark.slow
+
 QUICK_MAX_BYTES = 16 * 2**20
 FAULT_BOUND_S = 60  # a dead or hung rank must end the run well under a minute after it fails
 

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from predictor.api import load_model
 from predictor.graph_cache import cache_key, cached_graph, from_json, to_json
 
@@ -46,6 +48,7 @@ def test_cache_off_and_unwritable(tmp_path, monkeypatch):
         locked.chmod(0o700)
 
 
+@pytest.mark.slow  # two Python processes
 def test_a_cached_zoo_graph_loads_without_torch(tmp_path):
     env = dict(os.environ, PARAORACLE_CACHE=str(tmp_path))
     code = ("import sys; from predictor.api import load_model; g = load_model('resnet50', image=64, width=8); "

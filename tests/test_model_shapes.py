@@ -83,6 +83,7 @@ def test_a_shape_measured_in_two_passes_counts_once_at_its_faster_pass():
         assert table[tuple(sorted(sample.params.items()))] == pytest.approx(float(np.median(sample.times_s)))
 
 
+@pytest.mark.slow  # a calibration in a subprocess
 def test_shapes_cli_to_calibrate_end_to_end(tmp_path):
     shapes_path, out = tmp_path / "shapes.yaml", tmp_path / "p.yaml"
     r = cli("predictor", "shapes", "--model", "small_cnn2d", "--model-arg", "width=4", "--model-arg", "image=16",

@@ -8,6 +8,9 @@ from predictor import op_audit as oa
 from predictor import trace
 from predictor.zoo import ZOO
 
+# spawns processes or ranks, or profiles real training steps: not in the fast inner loop (-m "not slow")
+pytestmark = pytest.mark.slow
+
 TRACER_OPS = set(trace._MODULE_OPS.values()) | set(trace._FUNCTION_OPS.values()) | set(trace._METHOD_OPS.values())
 
 

@@ -14,6 +14,9 @@ from predictor.runner.config import RunConfig
 from predictor.runner.launch import spawn_ranks
 from tests.runner_nets import net2d, net2d_strided, net3d
 
+# spawns processes or ranks, or profiles real training steps: not in the fast inner loop (-m "not slow")
+pytestmark = pytest.mark.slow
+
 BATCH = 4
 
 

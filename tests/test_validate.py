@@ -16,6 +16,9 @@ from predictor.runner.suite import load_suite
 from predictor import validate_report
 from profiler.errors import UserError
 
+# spawns processes or ranks, or profiles real training steps: not in the fast inner loop (-m "not slow")
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parent.parent
 PROFILE = str(REPO / "profiles" / "v100-abci-4gpu.published.yaml")  # any profile works for the mechanics
 

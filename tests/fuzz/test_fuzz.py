@@ -30,6 +30,7 @@ def test_pool_is_large_and_distinct(pool):
     assert sum(c.expect_exit == 0 for c in pool) >= 5  # valid controls keep the harness honest
 
 
+@pytest.mark.slow  # CI runs it (scripts/test.sh runs every test); the -m "not slow" inner loop does not
 def test_fixed_seed_subset(pool, tmp_path):
     cases = sample(pool, DEFAULT_CASES, SEED)
     results = [run_in_process(case, tmp_path / f"c{i}", LIMIT_S) for i, case in enumerate(cases)]
@@ -37,6 +38,7 @@ def test_fixed_seed_subset(pool, tmp_path):
     assert all(r.ok for r in results), _report(results)
 
 
+@pytest.mark.slow
 def test_subprocess_sample(pool, tmp_path):
     """As a user runs them: the exit code and the stderr of a real process."""
     bad = [c for c in pool if c.expect_exit == 2]
