@@ -37,6 +37,8 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
+from profiler.dtypes import DTYPE_ALIASES, DTYPE_BYTES, dtype_bytes
+
 # Term groups, matched by keyword in a term's name, in this order (first match wins). The communication
 # groups follow predictor/plan.py's COMM_KINDS (gradient, layer_collective, halo, pipeline_p2p,
 # redistribute) and also accept collective names (allreduce, allgather, ...).
@@ -54,7 +56,7 @@ TERM_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 COMM_GROUPS = ("gradient", "layer_collective", "halo", "pipeline_p2p", "redistribute")
 PLAN_DEGREES = ("p_data", "p_spatial", "p_filter", "p_channel", "stages", "micro_batches")
-DTYPE_BYTES = {"float32": 4, "fp32": 4, "tf32": 4, "float16": 2, "fp16": 2, "bfloat16": 2, "bf16": 2, "float64": 8}
+
 
 #: numeric features, in vector order (strategy indicators are appended per correction, see feature_vector)
 NUMERIC_FEATURES: tuple[str, ...] = (
@@ -150,8 +152,10 @@ def numeric_features(record: Mapping[str, Any]) -> dict[str, float]:
     plan = _mapping(record, "plan")
     summary = _mapping(record, "model_summary")
     dtype = record.get("dtype", "float32")
-    if dtype not in DTYPE_BYTES:
-        raise ValueError(f"field 'dtype' is {dtype!r}; known: {', '.join(DTYPE_BYTES)}")
+    try:
+        element_bytes = dtype_bytes(dtype)
+    except ValueError:
+        raise ValueError(f"field 'dtype' is {dtype!r}; known: {', '.join([*DTYPE_BYTES, *DTYPE_ALIASES])}") from None
     devices = _positive(record, "devices", 1)
     nodes = _positive(record, "nodes", 1)
     p_data = _positive(plan, "p_data", 1, "plan.")
@@ -172,7 +176,7 @@ def numeric_features(record: Mapping[str, Any]) -> dict[str, float]:
         "nodes": nodes,
         **{f"log2_{d}": math.log2(_positive(plan, d, 1, "plan.")) for d in PLAN_DEGREES},
         "log2_batch_per_device": math.log2(batch_per_device),
-        "dtype_bytes": float(DTYPE_BYTES[dtype]),
+        "dtype_bytes": float(element_bytes),
         "log2_threads": math.log2(threads),
         "cpu_oversubscription": devices * threads / cpu_count if cpu_count > 0 else 0.0,
         "halo_bytes_per_flop": halo_bytes / flops_per_device if flops_per_device > 0 else 0.0,

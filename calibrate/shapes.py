@@ -16,11 +16,8 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping, Optional
 
+from profiler.dtypes import DTYPE_ALIASES, DTYPE_BYTES
 from profiler.errors import UserError
-
-DTYPE_BYTES = {"float64": 8, "float32": 4, "tf32": 4, "float16": 2, "bfloat16": 2, "float8": 1}
-DTYPE_ALIASES = {"fp32": "float32", "fp16": "float16", "half": "float16", "bf16": "bfloat16", "fp64": "float64",
-                 "double": "float64", "float": "float32", "fp8": "float8"}
 
 FLOP_OPS = ("gemm", "linear", "conv2d", "conv3d")
 MEMORY_OPS = ("batchnorm", "relu", "maxpool", "avgpool", "add")

@@ -1,7 +1,7 @@
-"""Per-layer model description that every strategy model consumes (DESIGN.md `Layer` / `ModelGraph`).
+"""Per-layer model description that every strategy model consumes (`Layer`, `ModelGraph`).
 
-Shapes and FLOPs are per sample (ParaDL's |x_l|, |y_l| are per-sample element counts,
-../shared/reference/strategies.md §1); a strategy multiplies by its per-device batch. Shapes exclude the
+Shapes and FLOPs are per sample (ParaDL's |x_l|, |y_l| are per-sample element counts, its technical report's
+notation table); a strategy multiplies by its per-device batch. Shapes exclude the
 batch dimension: (C, H, W) for 2-D layers, (C, D, H, W) for 3-D, (features,) for linear layers.
 """
 from __future__ import annotations
@@ -10,14 +10,7 @@ import math
 from dataclasses import dataclass, field
 from functools import cached_property
 
-DTYPE_BYTES = {"float32": 4, "tf32": 4, "float16": 2, "bfloat16": 2, "fp32": 4, "fp16": 2, "bf16": 2}
-
-
-def dtype_bytes(dtype: str) -> int:
-    try:
-        return DTYPE_BYTES[dtype]
-    except KeyError:
-        raise ValueError(f"unknown dtype {dtype!r}; known: {', '.join(DTYPE_BYTES)}") from None
+from profiler.dtypes import dtype_bytes  # noqa: F401 - the predictor's callers read it here
 
 
 @dataclass(frozen=True)

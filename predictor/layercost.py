@@ -15,11 +15,12 @@ from typing import NamedTuple
 
 from calibrate.cost_api import CostModel
 from predictor.graph import Layer, ModelGraph
+from profiler.dtypes import dtype_bytes
 
 MIXED_DTYPES = ("fp16", "bf16")
 # tf32: fp32 storage, GEMMs and convolutions on TF32 tensor cores where the GPU has them (A100 and later)
 DTYPE_NAMES = {"fp32": "float32", "tf32": "tf32", "fp16": "float16", "bf16": "bfloat16"}
-ACT_BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2}
+ACT_BYTES = {name: dtype_bytes(name) for name in DTYPE_NAMES}  # bytes per activation element of each plan dtype
 ELEMENTWISE_OPS = ("batchnorm", "relu", "add", "silu", "sigmoid", "mul")
 FREE_OPS = ("flatten", "input")  # views: no kernel
 #: layer ops costed as a profiled op at the same shape (the cost API knows only its COMPUTE_OPS). SiLU and

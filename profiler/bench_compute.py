@@ -28,6 +28,7 @@ import torch
 
 from calibrate.shapes import work
 from profiler.cases import GRID_ENV, BenchCase
+from profiler.dtypes import dtype_bytes
 from profiler.errors import UserError
 
 GPU_DTYPES = ("float32", "tf32", "float16", "bfloat16")
@@ -38,7 +39,7 @@ INDEX_BYTES = 8  # int64 max-pool indices
 
 # ---------------------------------------------------------------------------------------------- counting
 def element_bytes(dtype: str) -> int:
-    return torch.finfo(TORCH_DTYPES[dtype]).bits // 8
+    return dtype_bytes(dtype)
 
 
 def gemm_flops(M: int, N: int, K: int) -> int:
