@@ -49,6 +49,8 @@ class ProfileCostModel:
                  provenance: str, bound: Optional[str] = None, cpu_cores: Optional[int] = None):
         self.coefficients = coefficients
         self.device_is_host = coefficients.device_is_host
+        #: whether TF32 fits were measured or published (else a tf32 call costs as float32)
+        self._has_tf32 = any(key.endswith("/tf32") for key in coefficients.compute)
         self.cpu_cores = cpu_cores
         #: the thread count PyTorch's CPU kernel choice depends on (calibrate.shapes.cpu_native_conv); None on GPUs
         self.host_threads = coefficients.host_threads if coefficients.device_is_host else None
@@ -78,7 +80,7 @@ class ProfileCostModel:
         if measured is not None:
             return measured
         compute = self.coefficients.compute
-        if dtype == "tf32" and not any(key.endswith("/tf32") for key in compute):
+        if dtype == "tf32" and not self._has_tf32:
             dtype = "float32"  # no TF32 tensor cores measured or published: frameworks run plain FP32
         fit = None
         grouped = int(params.get("groups", 1)) > 1

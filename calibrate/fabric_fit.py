@@ -17,7 +17,6 @@ up to the allocation (at least one count beyond a leaf). With every count inside
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
@@ -40,22 +39,26 @@ class FabricFit:
     note: str
 
 
-def _best(nodes: np.ndarray, bw: np.ndarray) -> tuple[Optional[int], float, float, float]:
-    """(leaf, ratio, B_inter, squared log error) of the best candidate, preferring no leaf within MIN_GAIN."""
+def _search(nodes: np.ndarray, bw: np.ndarray, leaves) -> tuple[Optional[int], float, float, float]:
+    """(leaf, ratio, B_inter, squared log error) of the best (leaf, over-subscription) over `leaves` x RATIOS;
+    B_inter is the geometric mean of B(N) * contention(N), ratio 1 being no contention."""
     log_bw = np.log(bw)
-    flat_b = float(np.exp(log_bw.mean()))
-    flat_err = float(((log_bw - log_bw.mean()) ** 2).sum())
-    best = (None, 1.0, flat_b, flat_err)
-    for leaf in range(1, int(nodes.max())):
-        for ratio in RATIOS[1:]:
-            c = np.array([contention(int(n), leaf, float(ratio)) for n in nodes])
-            level = log_bw + np.log(c)
+    best = (None, 1.0, float(np.exp(log_bw.mean())), float(((log_bw - log_bw.mean()) ** 2).sum()))
+    for leaf in leaves:
+        for ratio in RATIOS:
+            level = log_bw + np.log([contention(int(n), leaf, float(ratio)) for n in nodes])
             err = float(((level - level.mean()) ** 2).sum())
             if err < best[3]:
                 best = (leaf, float(ratio), float(np.exp(level.mean())), err)
-    if best[0] is not None and best[3] > (1.0 - MIN_GAIN) * flat_err:
-        return None, 1.0, flat_b, flat_err
     return best
+
+
+def _best(nodes: np.ndarray, bw: np.ndarray) -> tuple[Optional[int], float, float, float]:
+    """The best candidate over every leaf size below the largest node count, or no leaf (one switch) unless a
+    leaf removes more than MIN_GAIN of the no-contention error."""
+    flat = _search(nodes, bw, ())
+    best = _search(nodes, bw, range(1, int(nodes.max())))
+    return flat if best[0] is None or best[3] > (1.0 - MIN_GAIN) * flat[3] else best
 
 
 def fit_fabric(fits: Sequence[CollectiveFit], rng: np.random.Generator, rails_per_node: int = 1
@@ -70,7 +73,7 @@ def fit_fabric(fits: Sequence[CollectiveFit], rng: np.random.Generator, rails_pe
     ratios, bws = [], []
     for _ in range(DRAWS):
         drawn = np.array([rng.uniform(min(e.low, e.value), max(e.high, e.value)) for e in bw_est])
-        _, r, b, _ = _best(nodes, drawn) if leaf is None else _refit_ratio(nodes, drawn, leaf)
+        _, r, b, _ = _best(nodes, drawn) if leaf is None else _search(nodes, drawn, (leaf,))
         ratios.append(r)
         bws.append(b)
     lo_r, hi_r = np.quantile(ratios, [0.025, 0.975])
@@ -82,18 +85,6 @@ def fit_fabric(fits: Sequence[CollectiveFit], rng: np.random.Generator, rails_pe
                      oversubscription=Estimate(value=ratio, low=min(lo_r, ratio), high=max(hi_r, ratio)),
                      inter_bus_bandwidth_bytes_per_s=Estimate(value=b_inter, low=min(lo_b, b_inter), high=max(hi_b, b_inter)),
                      node_counts=counts, note=note)
-
-
-def _refit_ratio(nodes: np.ndarray, bw: np.ndarray, leaf: int) -> tuple[int, float, float, float]:
-    """Best over-subscription and B_inter with the leaf size held (for the bootstrap of the ratio)."""
-    log_bw = np.log(bw)
-    best = (leaf, 1.0, float(np.exp(log_bw.mean())), math.inf)
-    for ratio in RATIOS:
-        level = log_bw + np.log([contention(int(n), leaf, float(ratio)) for n in nodes])
-        err = float(((level - level.mean()) ** 2).sum())
-        if err < best[3]:
-            best = (leaf, float(ratio), float(np.exp(level.mean())), err)
-    return best
 
 
 def uncontended_links(links: dict, fits: Sequence[CollectiveFit], fabric: FabricFit) -> dict:

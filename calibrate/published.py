@@ -89,155 +89,155 @@ NCCL_NET_STEP = Fig(14.0e-6, "NCCL src/graph/tuning.cc hwLat NET Ring Simple = 1
 
 V100 = GPU(
     name="Tesla V100-SXM2-16GB",
-    memory_bytes=Fig(16 * GIB, f"HBM2 16 GB (binary GB, as nvidia-smi reports)"),
+    memory_bytes=Fig(16 * GIB, "HBM2 16 GB (binary GB, as nvidia-smi reports)"),
     clock_mhz=1530, nvlink_links=6, pcie_generation=3,
     peak_flops={
-        "float32": Fig(15.7e12, f"FP32 15.7 TFLOP/s at 1.53 GHz (Cornell CVW, third-party)"),
-        "float16": Fig(125e12, f"125 Tensor TFLOPS (developer.nvidia.com, verified)"),
-        "bfloat16": Fig(10.65e12, f"no BF16 tensor cores; torch bf16 matmul measured 10.65 TFLOP/s "
-                                  f"@8192 (emulated; zzc0721/torch-performance-test-data#140, verified)"),
+        "float32": Fig(15.7e12, "FP32 15.7 TFLOP/s at 1.53 GHz (Cornell CVW, third-party)"),
+        "float16": Fig(125e12, "125 Tensor TFLOPS (developer.nvidia.com, verified)"),
+        "bfloat16": Fig(10.65e12, "no BF16 tensor cores; torch bf16 matmul measured 10.65 TFLOP/s "
+                                  "@8192 (emulated; zzc0721/torch-performance-test-data#140, verified)"),
     },
     achievable_fraction={
-        "float32": Fig(14.51 / 15.7, f"FP32 14.51 TFLOP/s @10240 / 15.7 peak = 92% (derived)"),
-        "float16": Fig(97.4 / 125, f"FP16 torch matmul 97.4 TFLOP/s @8192 / 125 = 78% (derived)",
+        "float32": Fig(14.51 / 15.7, "FP32 14.51 TFLOP/s @10240 / 15.7 peak = 92% (derived)"),
+        "float16": Fig(97.4 / 125, "FP16 torch matmul 97.4 TFLOP/s @8192 / 125 = 78% (derived)",
                        low=83 / 125, high=97.4 / 125),
-        "bfloat16": Fig(1.0, f"the bf16 peak above is already the measured emulated rate"),
+        "bfloat16": Fig(1.0, "the bf16 peak above is already the measured emulated rate"),
     },
-    triad_bytes_per_s=Fig(814e9, f"gpu-benches gpu-stream V100 triad 814 GB/s (verified; form factor not "
-                                 f"stated); interval: its scale 802 to read 866 GB/s", low=802e9, high=866e9),
+    triad_bytes_per_s=Fig(814e9, "gpu-benches gpu-stream V100 triad 814 GB/s (verified; form factor not "
+                                 "stated); interval: its scale 802 to read 866 GB/s", low=802e9, high=866e9),
     h2d_bytes_per_s=Fig(12.57e9, "gpu-benches cuda-memcpy on a V100 PCIe, relative-weighted fit 12.57 GB/s; "
-                                 f"12.35 GB/s at >= 512 MB (gpu-benches, V100-PCIe)", low=12.0e9, high=12.57e9),
-    d2h_bytes_per_s=Fig(12.35e9, f"no V100 D2H figure; assumed equal to H2D 12.35 GB/s (PCIe Gen3 x16 is "
-                                 f"symmetric)"),
+                                 "12.35 GB/s at >= 512 MB (gpu-benches, V100-PCIe)", low=12.0e9, high=12.57e9),
+    d2h_bytes_per_s=Fig(12.35e9, "no V100 D2H figure; assumed equal to H2D 12.35 GB/s (PCIe Gen3 x16 is "
+                                 "symmetric)"),
 )
 
 A100 = GPU(
     name="NVIDIA A100-SXM4-40GB",
-    memory_bytes=Fig(40 * GIB, f"HBM2 40 GB (binary GB), DGX A100 MLPerf v0.7 configuration"),
+    memory_bytes=Fig(40 * GIB, "HBM2 40 GB (binary GB), DGX A100 MLPerf v0.7 configuration"),
     clock_mhz=1410, nvlink_links=12, pcie_generation=4,
     peak_flops={
-        "float32": Fig(19.5e12, f"FP32 19.5 TFLOP/s (glennklockwood citing the datasheet, third-party)"),
-        "tf32": Fig(156e12, f"TF32 tensor core 156 TFLOP/s dense (third-party)"),
-        "float16": Fig(312e12, f"FP16 tensor core 312 TFLOP/s dense (third-party)"),
-        "bfloat16": Fig(312e12, f"BF16 tensor core 312 TFLOP/s dense (third-party)"),
+        "float32": Fig(19.5e12, "FP32 19.5 TFLOP/s (glennklockwood citing the datasheet, third-party)"),
+        "tf32": Fig(156e12, "TF32 tensor core 156 TFLOP/s dense (third-party)"),
+        "float16": Fig(312e12, "FP16 tensor core 312 TFLOP/s dense (third-party)"),
+        "bfloat16": Fig(312e12, "BF16 tensor core 312 TFLOP/s dense (third-party)"),
     },
     achievable_fraction={
-        "float32": Fig(13.5 / 19.5, f"A100-SXM4-40GB FP32 mixbench 13-14 TFLOP/s ~ 70% (derived)",
+        "float32": Fig(13.5 / 19.5, "A100-SXM4-40GB FP32 mixbench 13-14 TFLOP/s ~ 70% (derived)",
                        low=13.0 / 19.5, high=14.0 / 19.5),
         "tf32": Fig(2147483648000/0.016 / 156e12, "PyTorch CUDA notes (pytorch#40800, verified text): a 10240^3 float32 matmul "
                                          "in TF32 mode 'takes 0.016s' (another revision: 0.018 s) on GA100, i.e. "
                                          "134 (119) TFLOP/s of the 156 peak", low=2147483648000/0.018 / 156e12, high=2147483648000/0.016 / 156e12),
-        "float16": Fig(256.5 / 312, f"A100-SXM4-80GB FP16 cuBLASLt 256.5 TFLOP/s @16k^3 = 82% (Azure, "
-                                    f"verified)", low=221.8 / 312, high=256.5 / 312),
-        "bfloat16": Fig(271.2 / 312, f"A100 BF16 MAMF 271.2 TFLOP/s = 86.9% (stas00, verified)",
+        "float16": Fig(256.5 / 312, "A100-SXM4-80GB FP16 cuBLASLt 256.5 TFLOP/s @16k^3 = 82% (Azure, "
+                                    "verified)", low=221.8 / 312, high=256.5 / 312),
+        "bfloat16": Fig(271.2 / 312, "A100 BF16 MAMF 271.2 TFLOP/s = 86.9% (stas00, verified)",
                         low=267.9 / 312, high=271.2 / 312),
     },
-    triad_bytes_per_s=Fig(1360e9, f"gpu-benches a100_40 triad 1360 GB/s (verified); interval up to its "
-                                 f"read 1490 GB/s", low=1360e9, high=1490e9),
-    h2d_bytes_per_s=Fig(25.13e9, f"nvbandwidth host_to_device_memcpy_sm A100-SXM4-40GB 512 MiB 25.13 GB/s "
-                                 f"(nvbandwidth#42, verified); interval: 18.05 GB/s at 10 GiB to Azure's 26.28 GB/s", low=18.05e9, high=26.28e9),
-    d2h_bytes_per_s=Fig(25.13e9, f"the only A100 D2H figure (Azure 6.27 GB/s) is flagged anomalous; "
-                                 f"assumed equal to H2D"),
+    triad_bytes_per_s=Fig(1360e9, "gpu-benches a100_40 triad 1360 GB/s (verified); interval up to its "
+                                 "read 1490 GB/s", low=1360e9, high=1490e9),
+    h2d_bytes_per_s=Fig(25.13e9, "nvbandwidth host_to_device_memcpy_sm A100-SXM4-40GB 512 MiB 25.13 GB/s "
+                                 "(nvbandwidth#42, verified); interval: 18.05 GB/s at 10 GiB to Azure's 26.28 GB/s", low=18.05e9, high=26.28e9),
+    d2h_bytes_per_s=Fig(25.13e9, "the only A100 D2H figure (Azure 6.27 GB/s) is flagged anomalous; "
+                                 "assumed equal to H2D"),
 )
 
 H100 = GPU(
     name="NVIDIA H100-SXM5-80GB",
-    memory_bytes=Fig(80 * GIB, f"HBM3 80 GB (binary GB)"),
+    memory_bytes=Fig(80 * GIB, "HBM3 80 GB (binary GB)"),
     clock_mhz=1830, nvlink_links=18, pcie_generation=5,
     peak_flops={
-        "float32": Fig(66.9e12, f"FP32 66.9 TFLOP/s (glennklockwood, third-party)"),
-        "tf32": Fig(494.7e12, f"TF32 tensor core 494.7 TFLOP/s dense (third-party)"),
-        "float16": Fig(989.4e12, f"FP16 tensor core 989.4 TFLOP/s dense (third-party)"),
-        "bfloat16": Fig(989.4e12, f"BF16 tensor core 989.4 TFLOP/s dense (third-party)"),
+        "float32": Fig(66.9e12, "FP32 66.9 TFLOP/s (glennklockwood, third-party)"),
+        "tf32": Fig(494.7e12, "TF32 tensor core 494.7 TFLOP/s dense (third-party)"),
+        "float16": Fig(989.4e12, "FP16 tensor core 989.4 TFLOP/s dense (third-party)"),
+        "bfloat16": Fig(989.4e12, "BF16 tensor core 989.4 TFLOP/s dense (third-party)"),
     },
     achievable_fraction={
-        "tf32": Fig(794.5 / 989.4, f"no published H100 TF32 GEMM figure; assumed the BF16 MAMF fraction "
-                                   f"80.3% (assumed)", low=0.5, high=794.5 / 989.4),
-        "float32": Fig(794.5 / 989.4, f"no published H100 FP32 GEMM figure; assumed the BF16 MAMF fraction "
-                                      f"80.3% (assumed)"),
-        "float16": Fig(794.5 / 989.4, f"H100 BF16 MAMF 794.5 TFLOP/s = 80.3% (stas00, verified); the caveat "
-                                      f"there says to use MAMF for FP16 too"),
-        "bfloat16": Fig(794.5 / 989.4, f"H100 BF16 MAMF 794.5 TFLOP/s = 80.3% (stas00, verified)",
+        "tf32": Fig(794.5 / 989.4, "no published H100 TF32 GEMM figure; assumed the BF16 MAMF fraction "
+                                   "80.3% (assumed)", low=0.5, high=794.5 / 989.4),
+        "float32": Fig(794.5 / 989.4, "no published H100 FP32 GEMM figure; assumed the BF16 MAMF fraction "
+                                      "80.3% (assumed)"),
+        "float16": Fig(794.5 / 989.4, "H100 BF16 MAMF 794.5 TFLOP/s = 80.3% (stas00, verified); the caveat "
+                                      "there says to use MAMF for FP16 too"),
+        "bfloat16": Fig(794.5 / 989.4, "H100 BF16 MAMF 794.5 TFLOP/s = 80.3% (stas00, verified)",
                         low=792.1 / 989.4, high=794.5 / 989.4),
     },
-    triad_bytes_per_s=Fig(2970e9, f"Azure ND H100 v5 BabelStream triad 2.97 TB/s (verified); interval "
-                                 f"from its copy 2.90 TB/s", low=2900e9,
+    triad_bytes_per_s=Fig(2970e9, "Azure ND H100 v5 BabelStream triad 2.97 TB/s (verified); interval "
+                                 "from its copy 2.90 TB/s", low=2900e9,
                           high=2970e9),
-    h2d_bytes_per_s=Fig(51e9, f"Azure ND H100 v5 H2D SM copy 51 GB/s (verified); low end: another "
-                                 f"cluster's 35.2 GB/s", low=35.2e9, high=51e9),
-    d2h_bytes_per_s=Fig(52e9, f"Azure ND H100 v5 D2H SM copy 52 GB/s (verified)", low=52e9, high=52.8e9),
+    h2d_bytes_per_s=Fig(51e9, "Azure ND H100 v5 H2D SM copy 51 GB/s (verified); low end: another "
+                                 "cluster's 35.2 GB/s", low=35.2e9, high=51e9),
+    d2h_bytes_per_s=Fig(52e9, "Azure ND H100 v5 D2H SM copy 52 GB/s (verified)", low=52e9, high=52.8e9),
 )
 
 NODES = [
     Node(file="v100-abci-4gpu.published.yaml", title="ABCI 1.0 compute node (V): 4 x V100-SXM2-16GB, 2 x IB EDR",
          gpu=V100, gpus_per_node=4, cpu_model="2 x Intel Xeon Gold 6148", cpu_cores=40, host_memory_bytes=384e9,
          host_memory_bytes_per_s=Fig(2 * 6 * 21.33e9, "2 sockets x 6 channels DDR4-2666 x 21.33 GB/s: theoretical peak, not a STREAM measurement, shared by every process on the node (unverified: vendor memory-channel spec)"),
-         node_source=f"mlcommons hpc_results_v0.7 Fujitsu ABCI system JSONs (verified)",
-         allreduce_bus_bytes_per_s=Fig(85.36e9, f"vTrain V100 4-GPU LUT busbw at 1 GiB 85.36 GB/s; no "
-                                                f"published 4xV100 ABCI table, topology of the proxy unknown (unverified)"),
+         node_source="mlcommons hpc_results_v0.7 Fujitsu ABCI system JSONs (verified)",
+         allreduce_bus_bytes_per_s=Fig(85.36e9, "vTrain V100 4-GPU LUT busbw at 1 GiB 85.36 GB/s; no "
+                                                "published 4xV100 ABCI table, topology of the proxy unknown (unverified)"),
          other_collective_bus_bytes_per_s=Fig(85.36e9, "no figure for other collectives; assumed the all-reduce busbw"),
-         p2p_bytes_per_s=Fig(50e9, f"ParaDL's ABCI constants: NVLink 50 GB/s; 2 links per pair is "
-                                   f"(unverified) for ABCI"),
+         p2p_bytes_per_s=Fig(50e9, "ParaDL's ABCI constants: NVLink 50 GB/s; 2 links per pair is "
+                                   "(unverified) for ABCI"),
          base_latency_s=NCCL_BASE, step_latency_s=NCCL_STEP,
-         inter_bus_bytes_per_s=Fig(25e9, f"2 x EDR 100 Gb/s = 25 GB/s injection per node (derived); "
-                                         f"no published nccl-tests figure; ParaDL assumes a 12.5 GB/s link",
+         inter_bus_bytes_per_s=Fig(25e9, "2 x EDR 100 Gb/s = 25 GB/s injection per node (derived); "
+                                         "no published nccl-tests figure; ParaDL assumes a 12.5 GB/s link",
                                    low=12.5e9, high=25e9),
          inter_step_latency_s=NCCL_NET_STEP,
-         inter_p2p_bytes_per_s=Fig(25e9 / 4, f"2 x EDR 100 Gb/s = 25 GB/s over 4 GPUs: per-GPU share of the node's NIC line rate when every GPU exchanges at once (derived)"),
+         inter_p2p_bytes_per_s=Fig(25e9 / 4, "2 x EDR 100 Gb/s = 25 GB/s over 4 GPUs: per-GPU share of the node's NIC line rate when every GPU exchanges at once (derived)"),
          rails_per_node=2, nodes_per_leaf=34, oversubscription=3.0,
-         fabric_source=f"34 nodes per rack on full-bisection leaves, 1:3 over-subscription to the spine "
-                       f"(news.mynavi.jp ABCI article, third-party; ParaDL's ABCI topology constants)"),
+         fabric_source="34 nodes per rack on full-bisection leaves, 1:3 over-subscription to the spine "
+                       "(news.mynavi.jp ABCI article, third-party; ParaDL's ABCI topology constants)"),
     Node(file="v100-dgx1-8gpu.published.yaml", title="DGX-1: 8 x V100-SXM2-16GB, hybrid cube-mesh NVLink, 4 x IB EDR",
          gpu=V100, gpus_per_node=8, cpu_model="2 x Intel Xeon E5-2698 v4", cpu_cores=40, host_memory_bytes=512e9,
          host_memory_bytes_per_s=Fig(2 * 4 * 19.2e9, "2 sockets x 4 channels DDR4-2400 x 19.2 GB/s: theoretical peak, not a STREAM measurement, shared by every process on the node (unverified: vendor memory-channel spec)"),
-         node_source=f"MLPerf v0.7 NVIDIA dgx1_ngc20.06_mxnet.json (verified)",
-         allreduce_bus_bytes_per_s=Fig(134.51e9, f"vTrain V100 8-GPU LUT busbw at 1 GiB 134.5 GB/s "
-                                                 f"(verified; DGX-1-like system likely but unverified)"),
+         node_source="MLPerf v0.7 NVIDIA dgx1_ngc20.06_mxnet.json (verified)",
+         allreduce_bus_bytes_per_s=Fig(134.51e9, "vTrain V100 8-GPU LUT busbw at 1 GiB 134.5 GB/s "
+                                                 "(verified; DGX-1-like system likely but unverified)"),
          other_collective_bus_bytes_per_s=Fig(134.51e9, "no figure for other collectives; assumed the all-reduce busbw"),
-         p2p_bytes_per_s=Fig(25e9, f"one NVLink 2 link, 25 GB/s per direction (some pairs have 2)",
+         p2p_bytes_per_s=Fig(25e9, "one NVLink 2 link, 25 GB/s per direction (some pairs have 2)",
                              high=50e9),
          base_latency_s=NCCL_BASE, step_latency_s=NCCL_STEP,
          inter_bus_bytes_per_s=Fig(48e9, "NCCL maintainer in nccl-tests#29: 'DGX-1 can get 48 GB/s because we have 4 IB "
                                          "adapters' (verified text); 4 x EDR line rate 50 GB/s", low=40e9, high=50e9),
          rails_per_node=4,
          inter_step_latency_s=NCCL_NET_STEP,
-         inter_p2p_bytes_per_s=Fig(50e9 / 8, f"4 x EDR 100 Gb/s = 50 GB/s over 8 GPUs: per-GPU share of the node's NIC line rate when every GPU exchanges at once (derived)",
+         inter_p2p_bytes_per_s=Fig(50e9 / 8, "4 x EDR 100 Gb/s = 50 GB/s over 8 GPUs: per-GPU share of the node's NIC line rate when every GPU exchanges at once (derived)",
                                    high=12.5e9)),
     Node(file="a100-dgx-8gpu.published.yaml", title="DGX A100: 8 x A100-SXM4-40GB, NVSwitch, 8 x IB HDR 200",
          gpu=A100, gpus_per_node=8, cpu_model="2 x AMD EPYC 7742", cpu_cores=128, host_memory_bytes=2e12,
          host_memory_bytes_per_s=Fig(2 * 8 * 25.6e9, "2 sockets x 8 channels DDR4-3200 x 25.6 GB/s: theoretical peak, not a STREAM measurement, shared by every process on the node (unverified: vendor memory-channel spec)"),
-         node_source=f"MLPerf v0.7 dgxa100_ngc20.06_mxnet.json (verified)",
-         allreduce_bus_bytes_per_s=Fig(229.35e9, f"vTrain A100 8-GPU LUT busbw at 1 GiB 229.35 GB/s; "
-                                                 f"stas00 228.9-234.9, Azure 228.1-231.6 (verified)",
+         node_source="MLPerf v0.7 dgxa100_ngc20.06_mxnet.json (verified)",
+         allreduce_bus_bytes_per_s=Fig(229.35e9, "vTrain A100 8-GPU LUT busbw at 1 GiB 229.35 GB/s; "
+                                                 "stas00 228.9-234.9, Azure 228.1-231.6 (verified)",
                                        low=228.1e9, high=234.9e9),
          other_collective_bus_bytes_per_s=Fig(229.35e9, "no A100 figure for other collectives; assumed the all-reduce "
                                                         "busbw (on H200 ring ops match ring all-reduce within 2%)"),
-         p2p_bytes_per_s=Fig(237.5e9, f"p2pBandwidthLatencyTest bidirectional 430-520 GB/s (nccl-tests#149, "
-                                      f"verified), halved for one direction (derived)", low=215e9, high=260e9),
+         p2p_bytes_per_s=Fig(237.5e9, "p2pBandwidthLatencyTest bidirectional 430-520 GB/s (nccl-tests#149, "
+                                      "verified), halved for one direction (derived)", low=215e9, high=260e9),
          base_latency_s=NCCL_BASE, step_latency_s=NCCL_STEP,
-         inter_bus_bytes_per_s=Fig(192e9, f"DGX A100 8 x HDR multi-node all-reduce busBW 192 GB/s "
-                                          f"(NVIDIA staff in nccl#812, third-party)"),
+         inter_bus_bytes_per_s=Fig(192e9, "DGX A100 8 x HDR multi-node all-reduce busBW 192 GB/s "
+                                          "(NVIDIA staff in nccl#812, third-party)"),
          inter_step_latency_s=NCCL_NET_STEP,
-         inter_p2p_bytes_per_s=Fig(200e9 / 8, f"8 x HDR 200 Gb/s = 200 GB/s over 8 GPUs: per-GPU share of the node's NIC line rate when every GPU exchanges at once (derived)"),
+         inter_p2p_bytes_per_s=Fig(200e9 / 8, "8 x HDR 200 Gb/s = 200 GB/s over 8 GPUs: per-GPU share of the node's NIC line rate when every GPU exchanges at once (derived)"),
          rails_per_node=8),
     Node(file="h100-dgx-8gpu.published.yaml", title="DGX H100: 8 x H100-SXM5-80GB, NVSwitch gen 3, 8 x IB NDR 400",
          gpu=H100, gpus_per_node=8, cpu_model="2 x Intel Xeon Platinum 8480C", cpu_cores=112, host_memory_bytes=2e12,
          host_memory_bytes_per_s=Fig(2 * 8 * 38.4e9, "2 sockets x 8 channels DDR5-4800 x 38.4 GB/s: theoretical peak, not a STREAM measurement, shared by every process on the node (unverified: vendor memory-channel spec)"),
-         node_source=f"MLPerf v3.0 dgxh100_ngc23.04_mxnet.json (verified)",
-         allreduce_bus_bytes_per_s=Fig(478.9e9, f"Azure ND H100 v5 NVLS all-reduce busbw 478.9 GB/s at 8 GB "
-                                                f"(verified); NVIDIA staff ~480 (nccl-tests#212)",
+         node_source="MLPerf v3.0 dgxh100_ngc23.04_mxnet.json (verified)",
+         allreduce_bus_bytes_per_s=Fig(478.9e9, "Azure ND H100 v5 NVLS all-reduce busbw 478.9 GB/s at 8 GB "
+                                                "(verified); NVIDIA staff ~480 (nccl-tests#212)",
                                        low=466.4e9, high=480e9),
-         other_collective_bus_bytes_per_s=Fig(370e9, f"~370 GB/s busBw for non-all-reduce collectives "
-                                                     f"(sjeaugey, nccl-tests#212, verified)", low=361.4e9, high=370e9),
-         p2p_bytes_per_s=Fig(378e9, f"P2P NVLink unidirectional 376-380 GB/s (nccl#1264, verified)",
+         other_collective_bus_bytes_per_s=Fig(370e9, "~370 GB/s busBw for non-all-reduce collectives "
+                                                     "(sjeaugey, nccl-tests#212, verified)", low=361.4e9, high=370e9),
+         p2p_bytes_per_s=Fig(378e9, "P2P NVLink unidirectional 376-380 GB/s (nccl#1264, verified)",
                              low=376e9, high=380e9),
          base_latency_s=NCCL_BASE,
-         step_latency_s=Fig((26e-6 - 5.6e-6) / 14, f"Azure ND H100 v5 1 KB all-reduce ~26 us on 8 GPUs "
-                                                  f"(derived) = 5.6 us base + 14 steps x 1.46 us (derived)"),
-         inter_bus_bytes_per_s=Fig(320e9, f"8xH100, 8 x 400 Gb RoCE, 4 nodes busbw 320 GB/s (nccl#1221, "
-                                          f"verified; RoCE proxy for DGX H100's IB NDR)", high=430e9),
+         step_latency_s=Fig((26e-6 - 5.6e-6) / 14, "Azure ND H100 v5 1 KB all-reduce ~26 us on 8 GPUs "
+                                                  "(derived) = 5.6 us base + 14 steps x 1.46 us (derived)"),
+         inter_bus_bytes_per_s=Fig(320e9, "8xH100, 8 x 400 Gb RoCE, 4 nodes busbw 320 GB/s (nccl#1221, "
+                                          "verified; RoCE proxy for DGX H100's IB NDR)", high=430e9),
          inter_step_latency_s=NCCL_NET_STEP,
-         inter_p2p_bytes_per_s=Fig(400e9 / 8, f"8 x NDR 400 Gb/s = 400 GB/s over 8 GPUs: per-GPU share of the node's NIC line rate when every GPU exchanges at once (derived)"),
+         inter_p2p_bytes_per_s=Fig(400e9 / 8, "8 x NDR 400 Gb/s = 400 GB/s over 8 GPUs: per-GPU share of the node's NIC line rate when every GPU exchanges at once (derived)"),
          rails_per_node=8),
 ]
 
@@ -245,13 +245,13 @@ EDR_RAIL = Fig(12.2e9, "NCCL maintainer in nccl-tests#29: a single 100 Gb/s card
                        "as you can get' all-reduce busbw (verified text)")
 HDR_RAIL = Fig(24e9, "192 GB/s measured on 8 x HDR 200 Gb/s (NVIDIA staff, nccl#812, third-party) / 8 rails (derived)")
 
-V100_32 = replace(V100, name="Tesla V100-SXM2-32GB", memory_bytes=Fig(32 * GIB, f"HBM2 32 GB variant (binary GB)"))
+V100_32 = replace(V100, name="Tesla V100-SXM2-32GB", memory_bytes=Fig(32 * GIB, "HBM2 32 GB variant (binary GB)"))
 V100_SXM3 = replace(V100, name="Tesla V100-SXM3-32GB", memory_bytes=Fig(32 * GIB, "DGX-2: 16 x V100 32 GB (binary GB); "
                     "the SXM3 part's higher boost clock is not in our sources, so the SXM2 peaks are used (assumed)"))
 A100_80 = replace(
-    A100, name="NVIDIA A100-SXM4-80GB", memory_bytes=Fig(80 * GIB, f"HBM2e 80 GB (binary GB)"),
-    triad_bytes_per_s=Fig(1700e9, f"Azure ND A100 v4 (A100-SXM4-80GB) BabelStream triad 1.70 TB/s (verified); "
-                                  f"gpu-benches a100_80 triad 1759", low=1610e9, high=1759e9))
+    A100, name="NVIDIA A100-SXM4-80GB", memory_bytes=Fig(80 * GIB, "HBM2e 80 GB (binary GB)"),
+    triad_bytes_per_s=Fig(1700e9, "Azure ND A100 v4 (A100-SXM4-80GB) BabelStream triad 1.70 TB/s (verified); "
+                                  "gpu-benches a100_80 triad 1759", low=1610e9, high=1759e9))
 A100_PCIE = replace(
     A100, name="NVIDIA A100-PCIE-40GB",
     achievable_fraction={**A100.achievable_fraction,
@@ -259,8 +259,8 @@ A100_PCIE = replace(
                                                      "(verified)")},
     h2d_bytes_per_s=A100.h2d_bytes_per_s)
 A100_PCIE_80 = replace(A100_PCIE, name="NVIDIA A100-PCIe-80GB", memory_bytes=A100_80.memory_bytes,
-                       triad_bytes_per_s=Fig(1759e9, f"gpu-benches a100_80 triad 1759 GB/s (variant not "
-                                                     f"stated; PCIe peak 1935 GB/s)", low=1610e9, high=1759e9))
+                       triad_bytes_per_s=Fig(1759e9, "gpu-benches a100_80 triad 1759 GB/s (variant not "
+                                                     "stated; PCIe peak 1935 GB/s)", low=1610e9, high=1759e9))
 P100 = GPU(
     name="Tesla P100-SXM2-16GB",
     memory_bytes=Fig(16 * GIB, "AnandTech, 'NVIDIA Announces Tesla P100' (2016): 16 GB HBM2 (third-party)"),
@@ -298,8 +298,8 @@ NODES += [
          gpu=V100_SXM3, gpus_per_node=16, cpu_model="2 x Intel Xeon Platinum 8168", cpu_cores=48, host_memory_bytes=1.5e12,
          host_memory_bytes_per_s=Fig(2 * 6 * 21.33e9, "2 sockets x 6 channels DDR4-2666: theoretical peak (unverified)"),
          node_source="MLPerf v0.6 NVIDIA dgx2_ngc19.05_mxnet system JSON (via the corpus record): 16 x V100-SXM3, NVSwitch",
-         allreduce_bus_bytes_per_s=Fig(134.51e9, f"no published DGX-2 nccl-tests figure; assumed the V100 8-GPU LUT busbw "
-                                                 f"134.5 GB/s (vTrain); NVSwitch gives each GPU 6 x 25 GB/s",
+         allreduce_bus_bytes_per_s=Fig(134.51e9, "no published DGX-2 nccl-tests figure; assumed the V100 8-GPU LUT busbw "
+                                                 "134.5 GB/s (vTrain); NVSwitch gives each GPU 6 x 25 GB/s",
                                        high=150e9),
          other_collective_bus_bytes_per_s=Fig(134.51e9, "assumed the all-reduce busbw"),
          p2p_bytes_per_s=Fig(150e9, "NVSwitch: 6 NVLink2 links x 25 GB/s per direction to any peer (line rate)"),
@@ -311,9 +311,9 @@ NODES += [
     Node(file="a100-80gb-dgx-8gpu.published.yaml", title="DGX A100: 8 x A100-SXM4-80GB, NVSwitch, 8 x IB HDR 200",
          gpu=A100_80, gpus_per_node=8, cpu_model="2 x AMD EPYC 7742", cpu_cores=128, host_memory_bytes=2e12,
          host_memory_bytes_per_s=NODES[2].host_memory_bytes_per_s,
-         node_source=f"MLPerf v1.0 DGX A100 JSONs use A100-SXM4-80GB (verified)",
-         allreduce_bus_bytes_per_s=Fig(229.35e9, f"Azure ND A100 v4 (A100-80GB) 228.1 GB/s at 1 GiB, 231.6 at "
-                                                 f"8 GiB; vTrain A100 229.35 (verified)", low=228.1e9, high=231.6e9),
+         node_source="MLPerf v1.0 DGX A100 JSONs use A100-SXM4-80GB (verified)",
+         allreduce_bus_bytes_per_s=Fig(229.35e9, "Azure ND A100 v4 (A100-80GB) 228.1 GB/s at 1 GiB, 231.6 at "
+                                                 "8 GiB; vTrain A100 229.35 (verified)", low=228.1e9, high=231.6e9),
          other_collective_bus_bytes_per_s=NODES[2].other_collective_bus_bytes_per_s,
          p2p_bytes_per_s=NODES[2].p2p_bytes_per_s, base_latency_s=NCCL_BASE, step_latency_s=NCCL_STEP,
          inter_bus_bytes_per_s=NODES[2].inter_bus_bytes_per_s, inter_step_latency_s=NCCL_NET_STEP,
@@ -480,7 +480,7 @@ def build_profile(node: Node, constants: Optional[SystemConstants] = None,
                       device_memory_bytes=gpu.memory_bytes.value)
     return Profile(schema_version=SCHEMA_VERSION, machine=machine,
                    provenance=Provenance(kind="published", source=f"{node.title}; figures from "
-                                                                   f"published measurements and datasheets (see sources)"),
+                                                                   "published measurements and datasheets (see sources)"),
                    created="2026-11-29T00:00:00+00:00", coefficients=coefficients.model_dump(mode="json", exclude_none=True))
 
 
@@ -489,8 +489,8 @@ def render(node: Node, constants: Optional[dict[str, SystemConstants]] = None, m
     (defaults: the shipped constants file; pass {} for none)."""
     constants = load_constants() if constants is None else constants
     header = (f"# PUBLISHED reference profile: {node.title}\n"
-              f"# Not measured: built from published figures by `python -m calibrate.published`; do not edit by hand.\n"
-              f"# Every coefficient lists its sources: verified / third-party / derived / unverified / assumed.\n")
+              "# Not measured: built from published figures by `python -m calibrate.published`; do not edit by hand.\n"
+              "# Every coefficient lists its sources: verified / third-party / derived / unverified / assumed.\n")
     profile = build_profile(node, constants.get(gpu_family(node.gpu.name) or ""),
                             load_model_error() if model_error is None else model_error)
     return header + dump_yaml(profile.model_dump(mode="json", exclude_none=True))

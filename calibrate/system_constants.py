@@ -23,9 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Union
 
-import yaml
-
 from profiler.errors import UserError
+from profiler.inputs import read_yaml
 
 CONSTANTS_FILE = Path(__file__).resolve().parent / "data" / "system_constants.yaml"
 _FAMILIES = (("A100-PCIe", r"A100[- ]PCI"), ("A100", r"A100"), ("H100", r"H100"), ("V100", r"V100"), ("P100", r"P100"))
@@ -72,10 +71,7 @@ def load_model_error(path: Union[str, Path] = CONSTANTS_FILE) -> Optional[dict]:
     path = Path(path)
     if not path.exists():
         return None
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
-        raise UserError(f"{path}: cannot read system constants: {type(err).__name__}") from None
+    data = read_yaml(path) or {}
     section = data.get("model_error") if isinstance(data, dict) else None
     return section if isinstance(section, dict) else None
 
@@ -85,10 +81,7 @@ def load_constants(path: Union[str, Path] = CONSTANTS_FILE) -> dict[str, SystemC
     path = Path(path)
     if not path.exists():
         return {}
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
-        raise UserError(f"{path}: cannot read system constants: {type(err).__name__}") from None
+    data = read_yaml(path) or {}
     families = data.get("families") if isinstance(data, dict) else None
     if not isinstance(families, dict):
         raise UserError(f"{path}: must have a 'families' mapping")

@@ -76,30 +76,33 @@ def ready_times(bwd_s: Sequence[float]) -> list[float]:
     return list(accumulate(reversed(bwd_s)))
 
 
-def launches(grad_bytes: Sequence[float], ready: Sequence[float], reg: Regime) -> list[tuple[float, float]]:
+def launches(grad_bytes: Sequence[float], ready: Sequence[float], reg: Regime,
+             layout: Sequence[tuple[int, float]] | None = None) -> list[tuple[float, float]]:
     """(launch time, bytes) of every allreduce the regime issues; grad_bytes in forward order, ready from
-    ready_times (both over the same layers)."""
+    ready_times (both over the same layers). layout: the DDP bucket_layout of grad_bytes when the caller keeps
+    it (it does not depend on the backward times)."""
     if not ready:
         return []
     if not reg.overlaps:
         total = sum(grad_bytes)
         return [(ready[-1], total)] if total > 0 else []
     if reg.cycle_s <= 0:
-        return [(ready[pos], size) for pos, size in bucket_layout(grad_bytes, reg.fusion_bytes)]
+        layout = bucket_layout(grad_bytes, reg.fusion_bytes) if layout is None else layout
+        return [(ready[pos], size) for pos, size in layout]
     out: list[tuple[float, float]] = []
-    pending = 0.0
-    tick = None
+    pending, tick = 0.0, 0.0
     for pos, g in enumerate(reversed(grad_bytes)):
         if g <= 0:
             continue
         t = math.ceil(ready[pos] / reg.cycle_s - 1e-12) * reg.cycle_s
-        if tick is not None and (t > tick or pending + g > reg.fusion_bytes) and pending > 0:
+        if pending > 0 and (t > tick or pending + g > reg.fusion_bytes):
             out.append((tick, pending))
             pending = 0.0
-        tick = t if pending == 0.0 else tick
+        if pending == 0.0:
+            tick = t
         pending += g
     if pending > 0:
-        out.append((max(tick, 0.0), pending))
+        out.append((tick, pending))
     return out
 
 

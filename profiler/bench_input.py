@@ -10,7 +10,6 @@ time / IMAGES is the core-seconds per sample (calibrate.input_fit). Workers spre
 from __future__ import annotations
 
 import io
-from typing import Optional
 
 import numpy as np
 
@@ -78,8 +77,3 @@ def input_cases(quick: bool) -> list[BenchCase]:
 
     return [case(c) for c in CROPS]
 
-
-def per_sample_s(time_s: float, params: dict) -> Optional[float]:
-    """Core-seconds per sample of one timed call."""
-    images = params.get("images")
-    return time_s / images if images else None

@@ -103,3 +103,6 @@ def run_cli(prog: str, description: str, commands: dict[str, tuple[str, str]], a
     except KeyboardInterrupt:
         print(f"{prog} {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (`| head`): stop quietly, as Unix tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush at exit
+        return 141

@@ -30,6 +30,7 @@ MAX_BYTES = {
     "layer spec": 16 * MiB,
     "shapes": 16 * MiB,
     "suite": 1 * MiB,
+    "corpus": 16 * MiB,
     "file": 64 * MiB,
 }
 MAX_DEPTH = 64  # nesting of mappings and lists

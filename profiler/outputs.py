@@ -102,7 +102,7 @@ def _remove_stray_temporaries(path: Path) -> None:
         try:
             os.unlink(_folder(path) / name)
         except OSError:
-            pass
+            pass  # gone already, or not ours to remove: it is only a leftover, the write goes on
 
 
 def _alive(pid: int) -> bool:

@@ -60,7 +60,7 @@ def test_malformed_record_names_file_record_and_field(records, edit, field):
 
 def test_bad_corpus_files_are_one_line_errors(tmp_path, records):
     for name, text, match in [("a.yaml", "[1, 2", "not valid YAML"), ("b.yaml", "{}", "non-empty list"),
-                              ("c.yaml", yaml.safe_dump([records[0], records[0]]), "duplicate of record 0")]:
+                              ("c.yaml", yaml.safe_dump([records[0], copy.deepcopy(records[0])]), "duplicate of record 0")]:
         (tmp_path / name).write_text(text)
         with pytest.raises(UserError, match=match):
             load_corpus(tmp_path / name)

@@ -16,7 +16,7 @@ from predictor.published.correction import loso_corrected
 from predictor.published.fit import Decompositions
 from predictor.published.loso import base_cost_models, interval_coverage, loso_predictions
 from predictor.published.report import plot, render_text, summarise
-from predictor.published.rowmap import Skipped, interpret, load_rules
+from predictor.published.rowmap import load_rules
 from predictor.published.validate import Predictor, validate_runs
 from predictor.report import finite_json
 from profiler.profile import check_writable, write_atomic
@@ -33,8 +33,7 @@ def published_report(corpus: str | Path, profiles_dir: Path = PROFILES_DIR) -> d
     results, skipped = validate_runs(runs, rules, predictor)
     base = base_cost_models()
     setups = [r.setup for r in results]
-    decompositions = Decompositions([s for s in (interpret(r, rules) for r in runs) if not isinstance(s, Skipped)],
-                                    predictor, base)
+    decompositions = Decompositions(setups, predictor, base)
     datasheet, loso, fitted = loso_predictions(setups, predictor, base, decompositions)
     corrected, strengths = loso_corrected(results, loso)
     report = summarise(results, skipped, extra_predictions={

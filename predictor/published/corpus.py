@@ -14,18 +14,16 @@ and are reported as skipped with that reason.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-import yaml
-
 from profiler.errors import UserError
+from profiler.inputs import read_yaml
 
 #: the corpus shipped with the package (a copy of the published ground truth, with its SOURCES.md)
 CORPUS_DIR = Path(__file__).resolve().parent.parent / "data" / "groundtruth"
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_MAX_BYTES = 50_000_000
 
 
 @dataclass(frozen=True)
@@ -141,25 +139,12 @@ def parse_record(rec: Any, index: int, path: str) -> PublishedRun:
 
 
 def load_corpus(path: str | Path) -> list[PublishedRun]:
-    """Every record of a corpus YAML file (a list of records), validated."""
-    path = Path(path)
+    """Every record of a corpus YAML file (a list of records), validated; read by profiler.inputs (regular files
+    of bounded size, UTF-8, plain YAML without aliases or tags)."""
     name = str(path)
-    try:
-        if not path.is_file():
-            raise UserError(f"{name}: not a regular file" if path.exists() else f"{name}: does not exist")
-        if path.stat().st_size > _MAX_BYTES:
-            raise UserError(f"{name}: larger than {_MAX_BYTES} bytes; not a corpus file")
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as err:
-        raise UserError(f"{name}: not UTF-8 text (byte {err.start})") from None
-    except OSError as err:
-        raise UserError(f"{name}: cannot read: {err.strerror or err}") from None
-    try:
-        data = yaml.load(text, Loader=_Loader)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise UserError(f"{name}: not valid YAML{where}") from None
+    if not os.path.isfile(path):  # the corpus's own wording; read_yaml makes the remaining checks
+        raise UserError(f"{name}: not a regular file" if os.path.lexists(path) else f"{name}: does not exist")
+    data = read_yaml(path, "corpus")
     if not isinstance(data, list) or not data:
         raise UserError(f"{name}: must be a non-empty list of run records")
     runs = [parse_record(rec, i, name) for i, rec in enumerate(data)]

@@ -66,14 +66,14 @@ def _inner_choice(X, y, base, meas, groups) -> Optional[float]:
     if len(sources) < 2:
         return None
     best, best_acc = None, _accuracy(base, meas) + MIN_GAIN
+    analytical = {s: _accuracy(base[groups == s], meas[groups == s]) for s in sources}
     for strength in STRENGTHS:
         corrected = np.empty_like(base)
         for s in sources:
             test = groups == s
             model = Ridge(strength).fit(X[~test], y[~test])
             corrected[test] = base[test] * np.exp(model.predict(X[test]))
-        every = all(_accuracy(corrected[groups == s], meas[groups == s]) >= _accuracy(base[groups == s], meas[groups == s])
-                    for s in sources)
+        every = all(_accuracy(corrected[groups == s], meas[groups == s]) >= analytical[s] for s in sources)
         acc = _accuracy(corrected, meas)
         if every and acc > best_acc:
             best, best_acc = strength, acc

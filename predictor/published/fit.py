@@ -23,7 +23,6 @@ without each source in turn.
 from __future__ import annotations
 
 import argparse
-import math
 from collections import defaultdict
 from pathlib import Path
 from typing import Iterable, Optional, Sequence

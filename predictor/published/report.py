@@ -8,6 +8,7 @@ per GPU fixed this is t(p0) / t(p). Its error is
 """
 from __future__ import annotations
 
+import math
 import statistics
 from collections import defaultdict
 from typing import Callable, Iterable, Optional, Sequence
@@ -85,7 +86,7 @@ def summarise(results: Sequence[RowResult], skipped: Sequence[Skipped], *,
 
 
 def _coverage(results: Sequence[RowResult]) -> dict:
-    inside = [r.interval_s[0] <= r.measured_s <= r.interval_s[1] for r in results if r.interval_s[0] == r.interval_s[0]]
+    inside = [r.interval_s[0] <= r.measured_s <= r.interval_s[1] for r in results if not math.isnan(r.interval_s[0])]
     return {"rows": len(inside), "share_inside": sum(inside) / len(inside) if inside else None}
 
 

@@ -13,10 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Union
 
-import yaml
-
 from predictor.published.corpus import PublishedRun
 from profiler.errors import UserError
+from profiler.inputs import read_yaml
 
 RULES_FILE = Path(__file__).resolve().parent.parent / "data" / "published_mapping.yaml"
 SECTIONS = ("models", "precisions", "optimizers", "frameworks", "systems")
@@ -50,10 +49,7 @@ class Skipped:
 
 def load_rules(path: Union[str, Path] = RULES_FILE) -> dict[str, list[dict]]:
     """The mapping rules, checked (UserError naming the file, section and rule on a malformed one)."""
-    try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
-        raise UserError(f"{path}: cannot read mapping rules: {type(err).__name__}") from None
+    data = read_yaml(path)
     if not isinstance(data, dict):
         raise UserError(f"{path}: must be a mapping with sections {', '.join(SECTIONS)}")
     for section in SECTIONS:

@@ -14,7 +14,7 @@ from predictor.graph import ModelGraph
 from predictor.layercost import ACT_BYTES, LayerCoster, Split, update_time_s
 from predictor.plan import Plan, Prediction
 from predictor.shared_cores import SharedCores
-from predictor.overlap import launches, ready_times, regime, schedule
+from predictor.overlap import bucket_layout, launches, ready_times, regime, schedule
 from predictor.memory import SavedTensor, backward_peak_extra, parameter_bytes, saved_tensors
 
 
@@ -156,17 +156,22 @@ class Context:
         held = self._ready.get(id(bwd_list))
         if held is None or held[0] is not bwd_list:
             held = self._ready[id(bwd_list)] = (bwd_list, ready_times(bwd_list))
-        bkey = (indices if isinstance(indices, range) else tuple(indices), param_div, reg, id(bwd_list))
-        issued = self._buckets.get(bkey)
-        if issued is None or issued[0] is not bwd_list:
+        gkey = (indices if isinstance(indices, range) else tuple(indices), param_div)
+        grads = self._buckets.get(gkey)
+        if grads is None:  # per-layer gradient bytes and their total: they depend on neither times nor regime
             divs = param_div if isinstance(param_div, tuple) else (param_div,) * len(indices)
-            grads = [self.params[i] * 4.0 / d for i, d in zip(indices, divs)]
-            issued = self._buckets[bkey] = (bwd_list, launches(grads, held[1], reg))
+            per_layer = [self.params[i] * 4.0 / d for i, d in zip(indices, divs)]
+            grads = self._buckets[gkey] = (per_layer, sum(per_layer))
+        layout = None
+        if reg.overlaps and reg.cycle_s <= 0:  # DDP buckets: fixed by the gradients alone
+            layout = self._buckets.get((gkey, reg.fusion_bytes))
+            if layout is None:
+                layout = self._buckets[(gkey, reg.fusion_bytes)] = bucket_layout(grads[0], reg.fusion_bytes)
+        issued = launches(grads[0], held[1], reg, layout)
         total_bwd = held[1][-1] if held[1] else 0.0
-        exposed, hidden = schedule(issued[1], total_bwd, lambda size: self.collective("allreduce", size, group, nodes),
+        exposed, hidden = schedule(issued, total_bwd, lambda size: self.collective("allreduce", size, group, nodes),
                                    self.cm.overlap_efficiency() if reg.overlaps else 1.0)
-        grad_bytes = sum(size for _, size in issued[1])
-        return exposed + self.cm.memory_time_s(2 * 2 * grad_bytes), hidden
+        return exposed + self.cm.memory_time_s(2 * 2 * grads[1]), hidden
 
     def saved_bytes_per_sample(self, dtype: str, key, share: Callable[[SavedTensor], float]) -> float:
         """Bytes of saved-for-backward tensors per sample, each weighted by share(tensor) (the fraction
