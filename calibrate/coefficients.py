@@ -284,6 +284,24 @@ class EfficiencyModel(_Strict):
         return self
 
 
+class FitDomain(_Strict):
+    """Where a compute fit was measured (calibrate.domain): per feature the lowest and highest value of its
+    samples, and each sample's point in those features (log10 units), so that a call far from every measured
+    shape can be told apart from one between two of them."""
+
+    features: list[str]
+    low: list[float]
+    high: list[float]
+    points: list[list[float]] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _lengths_agree(self):
+        n = len(self.features)
+        if len(self.low) != n or len(self.high) != n or any(len(p) != n for p in self.points):
+            raise ValueError(f"low, high and every point must have one value per feature ({n})")
+        return self
+
+
 class ComputeFit(_Strict):
     """time(shape) = time_scale * (launch + max(work / (peak * efficiency(shape)), bytes / memory_bw)).
 
@@ -299,6 +317,7 @@ class ComputeFit(_Strict):
     time_scale: PositiveEstimate
     quality: Optional[FitQuality] = None
     extrapolation: Optional[FitQuality] = None
+    domain: Optional[FitDomain] = None  # None: not measured on this machine (a published profile)
     n_samples: int = Field(default=0, ge=0)
     sources: list[str] = Field(default_factory=list)
 

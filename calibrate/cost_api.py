@@ -39,6 +39,10 @@ class CostModel(Protocol):
         conv3d adds D; memory-bound ops {N, C, H, W[, D]} (pooling adds kernel, stride).
         Raises UserError naming the missing coefficient when the profile cannot cost this op."""
 
+    def compute_in_domain(self, op: str, pass_: str, params: Mapping[str, int], dtype: str) -> Optional[bool]:
+        """Whether compute_time_s of this call interpolates the profile's measurements (calibrate.domain):
+        False when it extrapolates beyond them, None when the profile records no measured domain."""
+
     def framework_overhead_s(self, pass_: Literal["fwd", "bwd"]) -> float:
         """Eager framework time one layer pays on top of its kernels: "fwd" its module call with autograd
         recording, "bwd" its autograd node (0 when the profile did not measure it)."""
@@ -88,6 +92,9 @@ class NeutralExtras:
     pipeline."""
 
     device_is_host = False
+
+    def compute_in_domain(self, op: str, pass_: str, params: Mapping[str, int], dtype: str) -> Optional[bool]:
+        return None
 
     def overlap_efficiency(self) -> float:
         return 1.0

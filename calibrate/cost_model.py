@@ -27,6 +27,7 @@ from calibrate.alphabeta import segment_for, segment_time_s
 from calibrate.coefficients import CollectiveFit, Coefficients, parse_coefficients
 from calibrate.collective_model import bus_factor, latency_steps, tree_latency_steps
 from calibrate.compute import predict_time
+from calibrate.domain import in_domain
 from calibrate.fabric import contention
 from calibrate.cost_api import COLLECTIVES
 from profiler.errors import UserError
@@ -79,21 +80,37 @@ class ProfileCostModel:
         measured = self._measured_time_s(op, pass_, params, dtype)
         if measured is not None:
             return measured
+        fit, op, pass_, params, dtype = self._family_fit(op, pass_, params, dtype)
+        w = shapes.work(op, pass_, params, dtype, self.host_threads, self.host_lanes)
+        return predict_time(fit, w["work"], w["bytes"], w["features"], self.bound)
+
+    def _family_fit(self, op: str, pass_: str, params: Mapping[str, int], dtype: str):
+        """(fit, op, pass, params, dtype) a call is costed with: its grouped family when it has groups, its own,
+        a kernel it shares (SAME_KERNEL), or for a GEMM backward pass the forward GEMM of its shape."""
         compute = self.coefficients.compute
         if dtype == "tf32" and not self._has_tf32:
             dtype = "float32"  # no TF32 tensor cores measured or published: frameworks run plain FP32
-        fit = None
         grouped = int(params.get("groups", 1)) > 1
         for candidate in ((f"{op}_grouped",) if grouped else ()) + (op, SAME_KERNEL.get(op)):
             if candidate and f"{candidate}/{pass_}/{dtype}" in compute:
-                fit = compute[f"{candidate}/{pass_}/{dtype}"]
-                break
-        if fit is None and op in ("gemm", "linear") and pass_ != "fwd" and f"gemm/fwd/{dtype}" in compute:
-            fit, params, pass_ = compute[f"gemm/fwd/{dtype}"], gemm_backward_as_forward(pass_, params), "fwd"
-        if fit is None:
-            raise UserError(f"profile {self.name} has no coefficient for {op} {pass_} {dtype}")
+                return compute[f"{candidate}/{pass_}/{dtype}"], op, pass_, params, dtype
+        if op in ("gemm", "linear") and pass_ != "fwd" and f"gemm/fwd/{dtype}" in compute:
+            return compute[f"gemm/fwd/{dtype}"], "gemm", "fwd", gemm_backward_as_forward(pass_, params), dtype
+        raise UserError(f"profile {self.name} has no coefficient for {op} {pass_} {dtype}")
+
+    def compute_in_domain(self, op: str, pass_: str, params: Mapping[str, int], dtype: str) -> Optional[bool]:
+        """Whether this call lies in the calibrated domain of the family that costs it (calibrate.domain): True
+        for a shape measured as it is or zero-cost, None when the family records no domain (a published profile)."""
+        if (op, pass_) in shapes.ZERO_COST:
+            return True
+        dtype = shapes.canonical_dtype(dtype)
+        if self._measured_time_s(op, pass_, params, dtype) is not None:
+            return True
+        fit, op, pass_, params, dtype = self._family_fit(op, pass_, params, dtype)
+        if fit.domain is None:
+            return None
         w = shapes.work(op, pass_, params, dtype, self.host_threads, self.host_lanes)
-        return predict_time(fit, w["work"], w["bytes"], w["features"], self.bound)
+        return in_domain(fit.domain, shapes.feature_names(op), w["features"])
 
     def _measured_time_s(self, op: str, pass_: str, params: Mapping[str, int], dtype: str) -> Optional[float]:
         """The measured time of exactly this call, if the profile has one (a GEMM backward pass is the forward

@@ -18,6 +18,7 @@ from calibrate.collective_fit import COLLECTIVE_BENCHMARKS, derive_links, fit_co
 from calibrate.fabric_fit import as_fabric, fit_fabric, uncontended_links
 from calibrate.input_fit import fit_input
 from calibrate.compute import ComputePoint, fit_compute
+from calibrate.domain import fit_domain
 from calibrate.framework import fit_framework
 from profiler.errors import UserError
 from profiler.profile import Profile, Sample
@@ -107,11 +108,12 @@ def fastest_per_shape(samples: Sequence[Sample]) -> list[Sample]:
     return [s for _, s in best.values()]
 
 
-def fit_compute_families(samples: list[Sample], memory_bw: Optional[float], rng,
-                         lanes: Optional[int] = None) -> dict[str, ComputeFit]:
-    """lanes: the host's float32 SIMD lanes (calibrate.shapes.simd_lanes), for the host samples' work."""
+def compute_points(samples: Sequence[Sample], lanes: Optional[int] = None) -> dict[str, list[ComputePoint]]:
+    """The compute samples among `samples` as fit points, per family "op/pass/dtype" (one per shape:
+    fastest_per_shape). lanes: the host's float32 SIMD lanes (calibrate.shapes.simd_lanes), for the host
+    samples' work."""
     groups: dict[str, list[ComputePoint]] = defaultdict(list)
-    for s in fastest_per_shape(samples):
+    for s in fastest_per_shape([s for s in samples if s.benchmark in COMPUTE_BENCHMARKS]):
         key = compute_family(s)
         op, pass_, dtype = key.split("/")
         if (op, pass_) in shapes.ZERO_COST:
@@ -121,13 +123,21 @@ def fit_compute_families(samples: list[Sample], memory_bw: Optional[float], rng,
             raise UserError(f"{s.benchmark} {s.variant} sample with params {s.params} does no work (0 FLOPs/bytes)")
         groups[key].append(ComputePoint(w["work"], w["bytes"], tuple(w["features"]), np.asarray(s.times_s, float),
                                         dict(s.params)))
+    return groups
+
+
+def fit_compute_families(samples: list[Sample], memory_bw: Optional[float], rng,
+                         lanes: Optional[int] = None) -> dict[str, ComputeFit]:
+    """lanes: the host's float32 SIMD lanes (calibrate.shapes.simd_lanes), for the host samples' work."""
     out = {}
-    for key, points in sorted(groups.items()):
+    for key, points in sorted(compute_points(samples, lanes).items()):
         op = key.split("/")[0]
         out[key] = fit_compute(points, shapes.feature_names(op), shapes.op_kind(op), memory_bw, rng)
         learner = "Gaussian process" if out[key].efficiency.gp else "boosted trees"
         out[key] = out[key].model_copy(update={"sources": [f"measured: {len(points)} shapes",
-                                                           f"efficiency: {learner} (chosen by cross-validation)"]})
+                                                           f"efficiency: {learner} (chosen by cross-validation)"],
+                                               "domain": fit_domain(shapes.feature_names(op),
+                                                                    [p.features for p in points])})
     return out
 
 

@@ -97,10 +97,23 @@ def load_inputs(args):
     return graph, cost_model, path
 
 
+def _mark_extrapolation(preds, graph, cm) -> list:
+    """Set each feasible prediction's extrapolated share (predictor.extrapolation); the predictions above
+    FLAG_SHARE, fastest first."""
+    from predictor.extrapolation import FLAG_SHARE, extrapolations
+
+    feasible = [p for p in preds if p.feasible]
+    for p, ex in zip(feasible, extrapolations(graph, [p.plan for p in feasible], cm)):
+        if ex is not None:
+            p.extrapolated_share, p.extrapolated_calls = ex.share, ex.calls
+    return [p for p in feasible if p.extrapolated_share is not None and p.extrapolated_share > FLAG_SHARE]
+
+
 def run(args) -> int:
     from rich.console import Console
 
     from predictor.api import predict_all
+    from predictor.extrapolation import FLAG_SHARE, measure_command
     from predictor.plan import STRATEGIES
     from predictor.report import chrome_trace, memory_table, ranked_table, to_json
 
@@ -118,6 +131,12 @@ def run(args) -> int:
         raise UserError(f"{args.strategy} on {args.gpus} devices with batch {args.batch}: {preds[0].reason}")
     meta = {"profile": str(path), "profile_provenance": cm.provenance, "model": graph.name, "batch": args.batch,
             "gpus": args.gpus, "params": graph.params}
+    flagged = _mark_extrapolation(preds, graph, cm)
+    if flagged:
+        meta["extrapolation"] = {"flag_share": FLAG_SHARE, "strategies": [p.plan.strategy for p in flagged],
+                                 "measure_command": measure_command(args.model, args.model_arg or [], args.batch,
+                                                                    args.gpus, flagged[0].plan.strategy,
+                                                                    cm.device_is_host)}
     # --- residual correction (issue 7: calibrate/correction.py via predictor/corrected.py) ---
     from predictor.corrected import corrected_times, correction_rows, correction_table
     from profiler.profile import load_profile
@@ -135,6 +154,10 @@ def run(args) -> int:
     console.print(f"profile: {path} ({cm.provenance})   model: {graph.name} ({graph.params / 1e6:.2f} M params, "
                   f"{len(graph.layers)} layers)   batch {args.batch} on {args.gpus} devices")
     console.print(ranked_table(preds, args.dataset_size, title="predicted training iteration, ranked"))
+    if flagged:
+        console.print(f"! {len(flagged)} strategies predict more than {FLAG_SHARE:.0%} of their compute from calls "
+                      f"outside the shapes this profile measured (column 'extrap.'); to measure them:\n  "
+                      f"{meta['extrapolation']['measure_command']}")
     if corrected is not None:  # residual correction (issue 7): analytical vs corrected, out-of-domain flagged
         console.print(correction_table(meta["correction"]))
     from predictor.outofcore_strategies import breakdown  # swap / recompute / planner choices (out-of-core)

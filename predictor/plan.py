@@ -123,6 +123,10 @@ class Prediction:
     bottleneck: str = ""
     throughput_samples_per_s: float = 0.0
     details: dict[str, Any] = field(default_factory=dict)  # per-stage / per-layer extras (trace, reports)
+    #: share of the compute predicted from calls outside the profile's calibrated domain (predictor.extrapolation;
+    #: None: not computed, or the profile records no measured domain) and how many distinct calls those are
+    extrapolated_share: Optional[float] = None
+    extrapolated_calls: int = 0
 
     @property
     def comm_exposed_total_s(self) -> float:

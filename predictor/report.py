@@ -7,6 +7,7 @@ from typing import Any, Sequence
 
 from rich.table import Table
 
+from predictor.extrapolation import FLAG_SHARE
 from predictor.plan import Prediction
 
 _SHORT = {"gradient": "grad", "layer_collective": "layer", "halo": "halo", "pipeline_p2p": "p2p",
@@ -39,6 +40,9 @@ def ranked_table(preds: Sequence[Prediction], dataset_size: int | None = None, t
                       ("hidden", "right"), ("bubble", "right"), ("update", "right"), ("mem GB", "right"),
                       ("fits", "center"), ("max batch", "right"), ("bottleneck", "left"), ("samples/s", "right")):
         table.add_column(col, justify=just, no_wrap=col in ("strategy", "split", "iteration"))
+    extrap = any(p.extrapolated_share is not None for p in preds)
+    if extrap:  # share of the compute predicted beyond the profile's measured shapes (predictor.extrapolation)
+        table.add_column("extrap.", justify="right")
     if dataset_size:
         table.add_column("epoch", justify="right")
         table.add_column("GPU-h", justify="right")
@@ -53,6 +57,9 @@ def ranked_table(preds: Sequence[Prediction], dataset_size: int | None = None, t
                    _t(p.bubble_s) if p.bubble_s else "-", _t(p.update_s), _gb(p.memory_bytes),
                    "yes" if p.fits else "OOM", str(p.max_batch_fits if p.max_batch_fits is not None else "-"),
                    p.bottleneck, f"{p.throughput_samples_per_s:.4g}"]
+        if extrap:
+            share = p.extrapolated_share
+            row.append("" if share is None else f"{share:.0%}" + (" !" if share > FLAG_SHARE else ""))
         if dataset_size:
             row += ([_t(p.epoch_s(dataset_size)), f"{p.gpu_hours(dataset_size):.4g}"] if p.feasible else ["", ""])
         table.add_row(*row)
