@@ -87,10 +87,11 @@ def extrapolations(graph: ModelGraph, plans: Sequence[Plan], cost_model: CostMod
     out = []
     for plan in plans:
         masked = _ComputeOnly(cost_model, only_outside=True)
-        total = _compute_s(evaluate(everything, plan))
         part = _compute_s(evaluate(Context(graph, masked), plan))
-        out.append(None if masked.unknown or total <= 0 else
-                   Extrapolation(share=min(1.0, part / total), calls=len(masked.outside)))
+        if masked.unknown:  # no measured domain (a published profile, whose fits all lack one)
+            return [None] * len(plans)
+        total = _compute_s(evaluate(everything, plan))
+        out.append(Extrapolation(share=min(1.0, part / total), calls=len(masked.outside)) if total > 0 else None)
     return out
 
 
