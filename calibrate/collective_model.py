@@ -1,23 +1,24 @@
-"""Collective algorithm formulas: bus-bandwidth factors and latency step counts per operation.
+"""Collective algorithm formulas: bus-bandwidth factors and latency step counts per operation
+(docs/method.md §6, where each is derived and sourced).
 
-Sources (../shared/reference):
-  bus factors: microbenchmarks.md §1.2 (nccl-tests busbw) = the bandwidth terms of strategies.md §2.2
-    (Thakur, Rabenseifner & Gropp 2005): all-reduce 2(p-1)/p; all-gather, reduce-scatter, all-to-all
-    (p-1)/p; broadcast, send/recv (and halo, a neighbour send/recv) 1.
-  steps: ring algorithms, strategies.md §2.2: all-reduce 2(p-1), all-gather/reduce-scatter/all-to-all
-    (pairwise) p-1, broadcast as a pipelined ring/chain p-1, point-to-point 1.
-  inter-node steps: NCCL's ring latency, microbenchmarks.md §4.2: nInterSteps = 2(nNodes-1) for
+  bus factors: nccl-tests' busbw = algbw * factor, the bandwidth terms of Thakur, Rabenseifner & Gropp (2005):
+    all-reduce 2(p-1)/p; all-gather, reduce-scatter, all-to-all (p-1)/p; broadcast, send/recv and halo 1.
+    They are defined once, beside each kernel (kernels.collectives), and read from there.
+  steps: ring algorithms: all-reduce 2(p-1), all-gather/reduce-scatter/all-to-all (pairwise) p-1, broadcast
+    as a pipelined ring/chain p-1, point-to-point 1.
+  inter-node steps: NCCL's ring latency model (src/graph/tuning.cc): 2(nNodes-1) inter-node steps for
     all-reduce, nNodes-1 otherwise; a point-to-point exchange spanning nodes has 1 inter-node step.
-  alpha(p) = a0 + a1 * steps (+ a2 * inter-steps): microbenchmarks.md §4.4 step 6 (nccl-tests#123 fit
-    alpha ~ 5.6 us + 1.98 us * 2(n-1)).
-  tree all-reduce: NCCL's latency baseLat + 2((nRanks/nNodes - 1) intraLat + log2(nNodes) interLat)
-    (microbenchmarks.md §4.2), with the ring's bandwidth (NCCL: tree algbw = 0.5 busBw, ring p/(2(p-1))
-    busBw, equal for large p). NCCL takes the faster algorithm; so does the extrapolation.
+  alpha(p) = a0 + a1 * steps (+ a2 * inter-steps): a fit of nccl-tests#123's DGX A100 ring points gives
+    alpha ~ 5.6 us + 1.98 us * 2(n-1).
+  tree all-reduce: NCCL's latency baseLat + 2((nRanks/nNodes - 1) intraLat + log2(nNodes) interLat), with the
+    ring's bandwidth (NCCL: tree algbw = 0.5 busBw, ring p/(2(p-1)) busBw, equal for large p). NCCL takes the
+    faster algorithm; so does the extrapolation.
 """
 from __future__ import annotations
 
 import math
 
+from kernels.collectives import OPERATIONS
 from profiler.errors import UserError
 
 POINT_TO_POINT = ("sendrecv", "halo")
@@ -30,14 +31,10 @@ def _check(op: str) -> None:
 
 
 def bus_factor(op: str, group_size: int) -> float:
-    """busbw / algbw (microbenchmarks.md §1.2): T = alpha + S * bus_factor / bus_bandwidth."""
+    """busbw / algbw as nccl-tests defines it for `op` on `group_size` ranks (each kernel module's busbw_factor,
+    kernels.collectives): T = alpha + S * bus_factor / bus_bandwidth."""
     _check(op)
-    p = group_size
-    if op == "allreduce":
-        return 2.0 * (p - 1) / p
-    if op in ("allgather", "reduce_scatter", "alltoall"):
-        return (p - 1) / p
-    return 1.0
+    return OPERATIONS[op].busbw_factor(group_size)
 
 
 def latency_steps(op: str, group_size: int, nodes: int = 1) -> tuple[int, int]:

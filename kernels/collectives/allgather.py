@@ -1,7 +1,5 @@
 """all_gather_into_tensor (nccl-tests all_gather_perf): S = sendcount*element_bytes*n, the gathered
 output buffer; busbw = algbw * (n-1)/n (microbenchmarks.md §1.2)."""
-import torch
-import torch.distributed as dist
 
 NAME = "allgather"
 min_group_size, max_group_size = 2, None
@@ -15,11 +13,13 @@ def busbw_factor(n: int) -> float:
     return (n - 1) / n
 
 
-# torch >= 2.13 renames all_gather_into_tensor (deprecated, warns) to all_gather_single
-_all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
-
-
 def setup(size_bytes, group, peers, rank, device, dtype):
+    import torch  # imported on use: the factors and sizes above are read without torch
+    import torch.distributed as dist
+
+    # torch >= 2.13 renames all_gather_into_tensor (deprecated, warns) to all_gather_single
+    _all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+
     out = torch.zeros(size_bytes // torch.tensor([], dtype=dtype).element_size(), dtype=dtype, device=device)
     piece = torch.zeros(out.numel() // len(peers), dtype=dtype, device=device)
 

@@ -1,7 +1,5 @@
 """all_reduce (nccl-tests all_reduce_perf): S = count*element_bytes, the buffer each rank holds;
 busbw = algbw * 2(n-1)/n (ring or tree optimum, microbenchmarks.md §1.2)."""
-import torch
-import torch.distributed as dist
 
 NAME = "allreduce"
 min_group_size, max_group_size = 2, None
@@ -16,6 +14,9 @@ def busbw_factor(n: int) -> float:
 
 
 def setup(size_bytes, group, peers, rank, device, dtype):
+    import torch  # imported on use: the factors and sizes above are read without torch
+    import torch.distributed as dist
+
     buf = torch.zeros(size_bytes // torch.tensor([], dtype=dtype).element_size(), dtype=dtype, device=device)
 
     def call():

@@ -1,7 +1,5 @@
 """all_to_all_single (nccl-tests alltoall_perf): S = per-peer count*n*element_bytes, each rank's whole
 send buffer (n pieces of S/n); busbw = algbw * (n-1)/n (microbenchmarks.md §1.2)."""
-import torch
-import torch.distributed as dist
 
 NAME = "alltoall"
 min_group_size, max_group_size = 2, None
@@ -16,6 +14,9 @@ def busbw_factor(n: int) -> float:
 
 
 def setup(size_bytes, group, peers, rank, device, dtype):
+    import torch  # imported on use: the factors and sizes above are read without torch
+    import torch.distributed as dist
+
     send = torch.zeros(size_bytes // torch.tensor([], dtype=dtype).element_size(), dtype=dtype, device=device)
     recv = torch.empty_like(send)
 

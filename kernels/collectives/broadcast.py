@@ -1,7 +1,5 @@
 """broadcast from the group's first rank (nccl-tests broadcast_perf): S = count*element_bytes;
 busbw = algbw * 1, the root's link is the bottleneck (microbenchmarks.md §1.2)."""
-import torch
-import torch.distributed as dist
 
 NAME = "broadcast"
 min_group_size, max_group_size = 2, None
@@ -16,6 +14,9 @@ def busbw_factor(n: int) -> float:
 
 
 def setup(size_bytes, group, peers, rank, device, dtype):
+    import torch  # imported on use: the factors and sizes above are read without torch
+    import torch.distributed as dist
+
     buf = torch.zeros(size_bytes // torch.tensor([], dtype=dtype).element_size(), dtype=dtype, device=device)
     root = peers[0]
 

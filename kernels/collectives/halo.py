@@ -2,8 +2,6 @@
 bytes to its left and S bytes to its right neighbour and receives the same from both, all four transfers
 posted at once with batch_isend_irecv. S = one face, count*element_bytes; busbw = algbw * 1 (each link
 carries S per direction, like nccl-tests sendrecv, microbenchmarks.md §1.2)."""
-import torch
-import torch.distributed as dist
 
 NAME = "halo"
 min_group_size, max_group_size = 2, None
@@ -19,6 +17,9 @@ def busbw_factor(n: int) -> float:
 
 
 def setup(size_bytes, group, peers, rank, device, dtype):
+    import torch  # imported on use: the factors and sizes above are read without torch
+    import torch.distributed as dist
+
     count = size_bytes // torch.tensor([], dtype=dtype).element_size()
     send_left, send_right, recv_left, recv_right = (torch.zeros(count, dtype=dtype, device=device) for _ in range(4))
     me = peers.index(rank)

@@ -1,7 +1,5 @@
 """reduce_scatter_tensor (nccl-tests reduce_scatter_perf): S = recvcount*element_bytes*n, the input
 buffer; busbw = algbw * (n-1)/n (microbenchmarks.md §1.2)."""
-import torch
-import torch.distributed as dist
 
 NAME = "reduce_scatter"
 min_group_size, max_group_size = 2, None
@@ -15,11 +13,13 @@ def busbw_factor(n: int) -> float:
     return (n - 1) / n
 
 
-# torch >= 2.13 renames reduce_scatter_tensor (deprecated, warns) to reduce_scatter_single
-_reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
-
-
 def setup(size_bytes, group, peers, rank, device, dtype):
+    import torch  # imported on use: the factors and sizes above are read without torch
+    import torch.distributed as dist
+
+    # torch >= 2.13 renames reduce_scatter_tensor (deprecated, warns) to reduce_scatter_single
+    _reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+
     full = torch.zeros(size_bytes // torch.tensor([], dtype=dtype).element_size(), dtype=dtype, device=device)
     piece = torch.zeros(full.numel() // len(peers), dtype=dtype, device=device)
 

@@ -1,8 +1,6 @@
 """One-directional send/recv between a pair: the group's first rank sends S bytes to the second.
 S = count*element_bytes; busbw = algbw * 1 (nccl-tests sendrecv_perf, microbenchmarks.md §1.2; nccl-tests
 shifts a ring r->r+1, which for a pair of ranks is bidirectional, so here only pairs are measured)."""
-import torch
-import torch.distributed as dist
 
 NAME = "sendrecv"
 min_group_size, max_group_size = 2, 2
@@ -17,6 +15,9 @@ def busbw_factor(n: int) -> float:
 
 
 def setup(size_bytes, group, peers, rank, device, dtype):
+    import torch  # imported on use: the factors and sizes above are read without torch
+    import torch.distributed as dist
+
     buf = torch.zeros(size_bytes // torch.tensor([], dtype=dtype).element_size(), dtype=dtype, device=device)
     sender, receiver = peers
 
