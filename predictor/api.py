@@ -28,7 +28,8 @@ from predictor.graph import ModelGraph
 from predictor.graph_cache import ZOO_SOURCES, cache_key, cached_graph
 from predictor.layerspec import load_layer_spec
 from predictor.overlap import FRAMEWORKS
-from predictor.plan import DTYPES, OPTIMIZERS, STRATEGIES, Plan, Prediction
+from predictor.plan import (ADDON_STRATEGIES, ALL_STRATEGIES, DTYPES, OPTIMIZERS, SPLIT_RECOMPUTE, STRATEGIES, Plan,
+                            Prediction)
 from predictor.strategies import evaluate
 from predictor.strategies.context import Context
 from profiler.errors import UserError
@@ -175,7 +176,7 @@ def default_plans(graph: ModelGraph, strategy: str, batch: int, devices: int, de
     """The plans `predictor run` evaluates for one strategy name: the pure strategy over all devices;
     hybrids with the model-parallel group = one node (`inner`, ParaDL's df/ds mapping); pipeline with
     every micro-batch count that divides the per-pipeline batch (or just `micro_batches`)."""
-    from predictor.outofcore_strategies import ADDON_STRATEGIES, SPLIT_RECOMPUTE, addon_plans
+    from predictor.outofcore_strategies import addon_plans
     if framework != "ddp" or synthetic_data:
         return [replace(p, framework=framework, synthetic_data=synthetic_data) for p in default_plans(
             graph, strategy, batch, devices, devices_per_node, dtype, optimizer, micro_batches, inner)]
@@ -214,7 +215,7 @@ def default_plans(graph: ModelGraph, strategy: str, batch: int, devices: int, de
         return [Plan(strategy, devices=devices, p_data=devices // g, p_filter=g, **base)]
     if strategy == "data+channel":
         return [Plan(strategy, devices=devices, p_data=devices // g, p_channel=g, **base)]
-    raise UserError(f"unknown strategy {strategy!r}; known: all, {', '.join(STRATEGIES)}")
+    raise UserError(f"unknown strategy {strategy!r}; known: all, {', '.join(ALL_STRATEGIES)}")
 
 
 # ---- prediction -------------------------------------------------------------------------------------

@@ -6,18 +6,13 @@ import json
 import sys
 
 from predictor.overlap import FRAMEWORKS
-from predictor.plan import DTYPES
+from predictor.plan import ADDON_STRATEGIES, ALL_STRATEGIES, DTYPES, STRATEGIES
 from profiler.cliutil import MAX_LOCAL_RANKS, batch_size, device_count, float_in, int_in
 from profiler.errors import UserError
 
-STRATEGY_CHOICES = ("all", "serial", "data", "spatial", "filter", "channel", "pipeline", "data+spatial",
-                    "data+filter", "data+channel", "data+pipeline", "spatial-then-data")
-# add-on strategies: predictor/outofcore_strategies.py ADDON_STRATEGIES (listed here to keep --help light)
+STRATEGY_CHOICES = ("all",) + ALL_STRATEGIES
 MAX_MEMORY_GB = 1e6  # device memory a plan may assume, in GB
 MAX_INPUT_DIM = 1 << 20
-STRATEGY_CHOICES += ("serial+recompute", "data+recompute", "serial+offload", "data+offload", "outofcore", "cooperative",
-                     "spatial+recompute", "filter+recompute", "channel+recompute", "data+spatial+recompute",
-                     "data+filter+recompute", "data+channel+recompute")
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
@@ -114,14 +109,12 @@ def run(args) -> int:
 
     from predictor.api import predict_all
     from predictor.extrapolation import FLAG_SHARE, measure_command
-    from predictor.plan import STRATEGIES
     from predictor.report import chrome_trace, memory_table, ranked_table, to_json
 
     if args.trace:
         from profiler.outputs import check_output
         check_output(args.trace, "--trace", args.force)
     graph, cm, path = load_inputs(args)
-    from predictor.outofcore_strategies import ADDON_STRATEGIES
     strategies = STRATEGIES + ADDON_STRATEGIES if args.strategy == "all" else (args.strategy,)
     cap = args.memory_cap * 1e9 if args.memory_cap else None
     preds = predict_all(graph, args.batch, args.gpus, cm, strategies=strategies, devices_per_node=args.gpus_per_node,

@@ -52,8 +52,7 @@ def record_suite(suite_name: str, cost_model) -> set:
 def record_model(args, cost_model) -> set:
     from predictor.api import predict_all
     from predictor.cmd_run import load_inputs
-    from predictor.outofcore_strategies import ADDON_STRATEGIES
-    from predictor.plan import STRATEGIES
+    from predictor.plan import ADDON_STRATEGIES, STRATEGIES
 
     if args.batch is None or args.gpus is None:
         raise UserError("--model needs --batch and --gpus")

@@ -29,18 +29,13 @@ from predictor.cooperative import cooperative
 from predictor.layercost import OPTIMIZER_STATE_WORDS, update_bytes
 from predictor.layout import data_nodes, inner_nodes
 from predictor.memory import parameter_bytes
-from predictor.plan import Plan, Prediction
+from predictor.plan import ADDON_STRATEGIES, SPLIT_RECOMPUTE, Plan, Prediction
 from predictor.recompute import chain_segments, checkpoint_terms, sqrt_segment_count
 from predictor.strategies import EVALUATORS, data, register
 from predictor.strategies.pipeline import partition as balanced_starts
 from predictor.strategies.context import Context, Infeasible
 from profiler.errors import UserError
 
-ADDON_STRATEGIES = ("serial+recompute", "data+recompute", "serial+offload", "data+offload", "outofcore",
-                    "cooperative")
-#: model-parallel strategies with checkpointing (pipeline has its own re-materialisation flag)
-SPLIT_RECOMPUTE = tuple(f"{name}+recompute" for name in ("spatial", "filter", "channel", "data+spatial",
-                                                           "data+filter", "data+channel"))
 
 
 def _device_memory_of_its_own(ctx: Context) -> None:

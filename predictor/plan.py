@@ -29,6 +29,14 @@ STRATEGIES = (
     "serial", "data", "spatial", "filter", "channel", "pipeline",
     "data+spatial", "data+filter", "data+channel", "data+pipeline", "spatial-then-data",
 )
+#: strategies built on a base one (predictor.outofcore_strategies registers their evaluators)
+ADDON_STRATEGIES = ("serial+recompute", "data+recompute", "serial+offload", "data+offload", "outofcore",
+                    "cooperative")
+#: model-parallel strategies with checkpointing (pipeline has its own re-materialisation flag)
+SPLIT_RECOMPUTE = tuple(f"{name}+recompute" for name in ("spatial", "filter", "channel", "data+spatial",
+                                                           "data+filter", "data+channel"))
+#: every strategy name `predictor run --strategy` accepts
+ALL_STRATEGIES = STRATEGIES + ADDON_STRATEGIES + SPLIT_RECOMPUTE
 OPTIMIZERS = ("sgd", "momentum", "adam")
 DTYPES = ("fp32", "tf32", "fp16", "bf16")  # fp16/bf16 = mixed precision (fp32 master weights and optimizer state)
 
