@@ -18,6 +18,7 @@ from typing import Any, Mapping, Optional
 
 from profiler.dtypes import DTYPE_ALIASES, DTYPE_BYTES
 from profiler.errors import UserError
+from profiler.opmath import conv_flops, conv_output_volume, gemm_flops
 
 FLOP_OPS = ("gemm", "linear", "conv2d", "conv3d")
 MEMORY_OPS = ("batchnorm", "relu", "maxpool", "avgpool", "add")
@@ -150,7 +151,7 @@ def work(op: str, pass_: str, params: Mapping[str, Any], dtype: str,
     kind = op_kind(op)
     if op in ("gemm", "linear"):
         m, n, k = (_int(params, key, op) for key in ("M", "N", "K"))
-        flops = 2.0 * m * n * k
+        flops = gemm_flops(m, n, k)
         nbytes = float(m * k + k * n + m * n) * b
         return _flop_features(flops, flops, nbytes, min(m, n, k), m, k, n, 1, 1, False, 0)
     dims = 3 if op.endswith("3d") or (kind == "bytes" and "D" in params) else 2  # 3-D pooling/BN carry D
@@ -166,9 +167,8 @@ def work(op: str, pass_: str, params: Mapping[str, Any], dtype: str,
         kernel = _per_dim(params, "kernel", dims, 1)
         stride = _per_dim(params, "stride", dims, 1)
         padding = _per_dim(params, "padding", dims, 0)
-        out = [max((s + 2 * p - k) // st + 1, 1) for s, k, st, p in zip(spatial, kernel, stride, padding)]
-        kvol, ovol = math.prod(kernel), math.prod(out)
-        flops = 2.0 * batch * filters * channels * kvol * ovol
+        kvol, ovol = math.prod(kernel), conv_output_volume(spatial, kernel, stride, padding)
+        flops = conv_flops(batch, channels, filters, kvol, ovol)
         nbytes = float(batch * channels_in * math.prod(spatial) + filters * channels * kvol + batch * filters * ovol) * b
         native = host_threads is not None and cpu_native_conv(op, params, dtype, host_threads)
         columns = batch * channels * kvol * ovol if native else 0
@@ -191,8 +191,7 @@ def work(op: str, pass_: str, params: Mapping[str, Any], dtype: str,
         kvol = math.prod(kernel)
         stride = _per_dim(params, "stride", dims, kernel[0])
         padding = _per_dim(params, "padding", dims, 0)
-        out_elems = batch * channels * math.prod(max((s + 2 * p - k) // st + 1, 1)
-                                                 for s, k, st, p in zip(spatial, kernel, stride, padding))
+        out_elems = batch * channels * conv_output_volume(spatial, kernel, stride, padding)
         index_bytes = POOL_INDEX_BYTES * out_elems if op == "maxpool" else 0
         nbytes = float(elems + out_elems) * b + index_bytes
     else:

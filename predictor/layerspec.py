@@ -22,6 +22,7 @@ from pathlib import Path
 from predictor.graph import Layer, ModelGraph
 from profiler.errors import UserError
 from profiler.inputs import read_structured
+from profiler.opmath import conv_flops, gemm_flops, window_output_dims
 
 OPS = ("conv2d", "conv3d", "linear", "batchnorm", "relu", "maxpool", "avgpool", "add", "concat", "flatten", "dropout")
 
@@ -51,7 +52,7 @@ def _window(x, kernel, stride, padding, where: str) -> tuple[int, ...]:
     """Output sizes of a convolution or pooling window; the kernel must fit the padded input."""
     if any(k > s + 2 * p for s, p, k in zip(x[1:], padding, kernel)):
         raise UserError(f"{where}: kernel {kernel} is larger than the padded input {x[1:]} (padding {padding})")
-    return tuple((s + 2 * p - k) // st + 1 for s, p, k, st in zip(x[1:], padding, kernel, stride))
+    return window_output_dims(x[1:], kernel, stride, padding)
 
 
 def load_layer_spec(path: str | Path) -> ModelGraph:
@@ -111,14 +112,14 @@ def _layer(name, op, x, xs, inputs, item, where) -> Layer:
         y = (f, *out)
         weight = (f, x[0], *kernel)
         params = math.prod(weight) + (f if item.get("bias", True) else 0)
-        flop = 2.0 * x[0] * math.prod(kernel) * math.prod(y)
+        flop = conv_flops(1, x[0], f, math.prod(kernel), math.prod(out))  # per sample
         flops = (flop, flop, flop)
     elif op == "linear":
         out = _positive(item.get("out"), "out", where)
         y = (out,)
         weight = (out, math.prod(x))
         params = math.prod(weight) + (out if item.get("bias", True) else 0)
-        flop = 2.0 * math.prod(x) * out
+        flop = gemm_flops(1, out, math.prod(x))  # per sample
         flops = (flop, flop, flop)
     elif op in ("maxpool", "avgpool"):
         if nd < 1:

@@ -16,23 +16,23 @@ nothing here is measured, and no CLI uses it.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from typing import Mapping
 
 from calibrate.cost_api import NeutralExtras
+from profiler.opmath import conv_flops, conv_output_volume, gemm_flops
 
 
 def op_flops(op: str, params: Mapping[str, int]) -> float:
     """FLOPs of one call (any pass) of `op` at `params` (cost_api conventions)."""
     n = params.get("N", params.get("M", 1))
     if op in ("conv2d", "conv3d"):
-        k, s, p = params["kernel"], params["stride"], params["padding"]
         dims = [params[d] for d in (("D", "H", "W") if op == "conv3d" else ("H", "W"))]
-        out = math.prod((x + 2 * p - k) // s + 1 for x in dims)
-        return 2.0 * n * params["C"] * params["F"] * k ** len(dims) * out
+        nd = len(dims)
+        out = conv_output_volume(dims, (params["kernel"],) * nd, (params["stride"],) * nd, (params["padding"],) * nd)
+        return conv_flops(n, params["C"] // params.get("groups", 1), params["F"], params["kernel"] ** nd, out)
     if op in ("gemm", "linear"):
-        return 2.0 * params["M"] * params["N"] * params["K"]
+        return gemm_flops(params["M"], params["N"], params["K"])
     elems = n * params["C"] * params.get("D", 1) * params.get("H", 1) * params.get("W", 1)
     return float(elems)
 

@@ -26,6 +26,7 @@ from torch.fx.passes.shape_prop import ShapeProp
 
 from predictor.graph import Layer, ModelGraph
 from profiler.errors import UserError
+from profiler.opmath import conv_flops, gemm_flops
 
 _MODULE_OPS = {
     nn.Conv2d: "conv2d", nn.Conv3d: "conv3d", nn.Linear: "linear",
@@ -76,10 +77,11 @@ def _tensor_inputs(node: Node) -> list[Node]:
 def _flops(op: str, x: tuple[int, ...], y: tuple[int, ...], module, n_inputs: int) -> tuple[float, float, float]:
     ye = math.prod(y)
     if op in ("conv2d", "conv3d"):
-        f = 2.0 * (x[0] // module.groups) * math.prod(module.kernel_size) * ye
+        # per sample
+        f = conv_flops(1, x[0] // module.groups, y[0], math.prod(module.kernel_size), math.prod(y[1:]))
         return f, f, f
     if op == "linear":
-        f = 2.0 * module.in_features * module.out_features
+        f = gemm_flops(1, module.out_features, module.in_features)  # per sample
         return f, f, f
     if op == "batchnorm":
         return 4.0 * ye, 4.0 * ye, 2.0 * ye

@@ -28,7 +28,9 @@ import torch
 
 from calibrate.shapes import work
 from profiler.cases import GRID_ENV, BenchCase
+from profiler import opmath
 from profiler.dtypes import dtype_bytes
+from profiler.opmath import gemm_flops, window_output_size
 from profiler.errors import UserError
 
 GPU_DTYPES = ("float32", "tf32", "float16", "bfloat16")
@@ -42,25 +44,16 @@ def element_bytes(dtype: str) -> int:
     return dtype_bytes(dtype)
 
 
-def gemm_flops(M: int, N: int, K: int) -> int:
-    """C[M,N] = A[M,K] @ B[K,N]: 2MNK."""
-    return 2 * M * N * K
-
-
 def gemm_bytes(M: int, N: int, K: int, elem_bytes: int) -> int:
     """Read A and B, write C once."""
     return elem_bytes * (M * K + K * N + M * N)
-
-
-def conv_output_size(size: int, kernel: int, stride: int, padding: int) -> int:
-    return (size + 2 * padding - kernel) // stride + 1
 
 
 def conv_spatial(params: dict) -> tuple[list[int], list[int]]:
     """(input spatial sizes, output spatial sizes), in (D,) H, W order."""
     spatial_in = ([params["D"]] if "D" in params else []) + [params["H"], params["W"]]
     k, s, p = params["kernel"], params["stride"], params["padding"]
-    return spatial_in, [conv_output_size(n, k, s, p) for n in spatial_in]
+    return spatial_in, [window_output_size(n, k, s, p) for n in spatial_in]
 
 
 def conv_flops(params: dict) -> int:
@@ -68,7 +61,7 @@ def conv_flops(params: dict) -> int:
     spatial_in, spatial_out = conv_spatial(params)
     d = len(spatial_in)
     c_group = params["C"] // params.get("groups", 1)
-    return 2 * params["N"] * params["F"] * math.prod(spatial_out) * c_group * params["kernel"] ** d
+    return int(opmath.conv_flops(params["N"], c_group, params["F"], params["kernel"] ** d, math.prod(spatial_out)))
 
 
 def conv_bytes(params: dict, elem_bytes: int) -> int:
@@ -87,7 +80,7 @@ def activation_elems(params: dict) -> int:
 
 def pool_output_elems(params: dict) -> int:
     spatial_in = ([params["D"]] if "D" in params else []) + [params["H"], params["W"]]
-    out = [conv_output_size(n, params["kernel"], params["stride"], params["padding"]) for n in spatial_in]
+    out = [window_output_size(n, params["kernel"], params["stride"], params["padding"]) for n in spatial_in]
     return params["N"] * params["C"] * math.prod(out)
 
 
