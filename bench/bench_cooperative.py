@@ -1,6 +1,6 @@
 """Cooperative-process model parallelism vs GPipe on 4 devices: predicted vs published speed-up.
 
-Published (Yu & Park, IEEE Access 2023, abstract only; ../shared/reference/strategies.md §7): on four
+Published (Yu & Park, IEEE Access 2023, DOI 10.1109/ACCESS.2023.3296609, abstract only; docs/method.md §18): on four
 devices, cooperative is faster than GPipe by +15.3% (VGG16-bn), +34.5% (ResNet-50), +25.8% (Inception-v3),
 with training memory reduced by up to 75.0%. The paper's batch sizes, micro-batch counts, precision and
 GPipe settings are not in the abstract; this script states its own (flags) and reports, per model, each

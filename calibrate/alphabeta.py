@@ -1,11 +1,11 @@
 """Piecewise alpha-beta (Hockney) fits minimising relative error, with detected break points,
 bootstrap confidence intervals and held-out quality.
 
-Model (microbenchmarks.md §4.1, §4.4): T(x) = alpha + x * beta on each segment, beta = 1 / bandwidth.
-Loss: relative error, i.e. least squares on (alpha + x*beta - t) / t (§4.4 step 4: "OLS on T is dominated
-by large messages, so alpha becomes noise"). Regimes (protocol/algorithm switches, cache vs DRAM) are
-found by searching every split into 1..3 contiguous segments and keeping the lowest penalised BIC (§4.4 step 3:
-"fit segments with 1-3 breakpoints"). Confidence (§4.4 step 8): bootstrap over each sample's raw per-call
+Model (Hockney's; docs/calibration.md "Fitting"): T(x) = alpha + x * beta on each segment, beta = 1 / bandwidth.
+Loss: relative error, i.e. least squares on (alpha + x*beta - t) / t (plain least squares on t lets the largest
+messages decide the fit and leaves alpha as noise). Regimes (protocol/algorithm switches, e.g. NCCL's
+LL -> LL128 -> Simple in src/graph/tuning.cc; cache vs DRAM) are found by searching every split into 1..3
+contiguous segments and keeping the lowest penalised BIC. Confidence: bootstrap over each sample's raw per-call
 times (see `resample`); break points stay where the full-data fit put them.
 """
 from __future__ import annotations

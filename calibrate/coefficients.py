@@ -96,7 +96,7 @@ class Segment(_Strict):
     """Hockney line T = alpha + x / bandwidth on from_x <= x < to_x (x = message bytes or bytes moved).
 
     For collectives the line is T = alpha + x * bus_factor(op, p) / bandwidth, so `bandwidth` is the bus
-    bandwidth of nccl-tests (microbenchmarks.md §1.2) and lines of different group sizes compare directly."""
+    bandwidth of nccl-tests (its doc/PERFORMANCE.md) and lines of different group sizes compare directly."""
 
     from_x: float = Field(ge=0)
     to_x: Optional[float] = None
@@ -127,7 +127,7 @@ class CollectiveFit(SegmentedFit):
 
 
 class LinkModel(_Strict):
-    """Per-link parameters of one collective at one level (intra-node or inter-node), strategies.md §2.2:
+    """Per-link parameters of one collective at one level (intra-node or inter-node), docs/method.md §6:
     alpha(p) = base_latency + intra_steps * step_latency (+ inter_steps * inter_step_latency), and
     T = alpha(p) + S * bus_factor(op, p) / bus_bandwidth."""
 

@@ -2,8 +2,9 @@
 parameters (latency per step, bus bandwidth per level) so unmeasured group sizes follow ring formulas.
 
 x of every line is S * bus_factor(op, p) (calibrate.collective_model), so each segment's bandwidth is the
-nccl-tests bus bandwidth (microbenchmarks.md §1.2) and lines for different p compare directly.
-Per-link derivation (microbenchmarks.md §4.4 step 6, strategies.md §2.2): the small-message alpha of each
+nccl-tests bus bandwidth (nccl-tests doc/PERFORMANCE.md) and lines for different p compare directly.
+Per-link derivation (docs/method.md §6; ring step counts after Thakur, Rabenseifner & Gropp, IJHPCA 2005, and
+alpha rising with the step count as fitted to nccl-tests issue #123): the small-message alpha of each
 measured group is regressed on its step count, alpha(p) = a0 + a1 * intra_steps (+ a2 * inter_steps), with
 the relative-error loss of calibrate.alphabeta; the bus bandwidth of a level is the large-message bandwidth
 of its largest measured group. With one group size only, a0 = 0 and a1 = alpha / steps (stated in notes).

@@ -1,8 +1,8 @@
 """Compute fits: time(shape) = launch + max(work / (peak * efficiency(shape)), bytes / memory bandwidth).
 
-The roofline form is the standard max(compute, memory) bound (microbenchmarks.md §3.6); the efficiency
+The roofline form is the standard max(compute, memory) bound (Williams et al., CACM 2009); the efficiency
 term is learned from the sweep over shape features (calibrate.shapes), because achieved throughput depends
-on shape in ways no closed form captures (microbenchmarks.md §3.5: MAMF varies by tens of percent between
+on shape in ways no closed form captures (stas00/ml-engineering's MAMF GEMM sweeps: tens of % between
 shapes). Two learners fit it, and each family keeps the one that cross-validates better (LEARNERS):
 gradient-boosted shallow trees, monotone in every size feature (calibrate.shapes.MONOTONE: sklearn's
 `monotonic_cst`; arithmetic intensity and kernel size are free), so a smaller batch, channel count or

@@ -1,4 +1,5 @@
-"""The cost API: the only way the predictor reads a profile (DESIGN.md, "Data flows one way").
+"""The cost API: the only way the predictor reads a profile (data flows one way: profiler measures, calibrate
+fits, predictor reads the coefficients only through this API; docs/calibration.md, opening paragraph).
 
 `calibrate` implements `CostModel` from a profile's coefficients; predictor code and its tests depend
 only on this protocol, so a hand-written synthetic cost model can stand in for a profile in tests.

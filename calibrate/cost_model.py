@@ -10,7 +10,7 @@ missing coefficient. Substitutions, all exact or stated:
     a skinny batch, so such profiles predict linear-heavy nets too fast;
   - a GEMM's backward passes, when only its forward was benchmarked, cost as the forward GEMMs they are:
     for Y = X W with X (M x K), W (K x N): dX = dY W^T is a GEMM (M, N'=K, K'=N) and dW = X^T dY is a GEMM
-    (M'=K, N'=N, K'=M) (microbenchmarks.md §3.1: 2 M N K FLOPs each);
+    (M'=K, N'=N, K'=M) (2 M N K FLOPs each, docs/method.md §1 and §3);
   - a grouped or depthwise convolution (params["groups"] > 1) uses the "<op>_grouped" fit when the profile has
     one (cuDNN runs other kernels for them), else the convolution's own;
   - avgpool, when not benchmarked, costs as maxpool (same window traffic, minus maxpool's index bytes:

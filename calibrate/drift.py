@@ -1,7 +1,8 @@
 """Has this machine changed? Compare two profiles' raw samples family by family (pure statistics).
 
-Method (../shared/reference/microbenchmarks.md §5.3: single-run noise of a few %, thresholds below ~5%
-false-alarm; annotate changes with environment diffs):
+Method (docs/drift.md, "Statistics"): one run repeats only to within a few percent (stas00/ml-engineering's
+MAMF measurements), so a threshold much under 5% would raise false alarms; each change is matched to the
+metadata differences that could explain it:
 
 1. Samples are matched by *point* (benchmark, variant, params, dtype, device) and grouped into
    coefficient *families*: compute throughput per op and dtype, STREAM bandwidth per kernel,
@@ -49,7 +50,7 @@ DEFAULT_BOOTSTRAP = 400
 # is far more repeatable than the median on a shared machine (figures: README, drift section).
 LOCATION_QUANTILE = 0.10
 # Floor on each point's variance of d (log scale): run-to-run repeatability is ~1-2% at best
-# (microbenchmarks.md §5.3), so a point never claims less than 1% noise, even with tied or single samples.
+# (stas00/ml-engineering's MAMF repeats), so a point never claims less than 1% noise, even with tied or single samples.
 POINT_VARIANCE_FLOOR = 0.01**2
 OUTLIER_MIN_POINTS = 5
 OUTLIER_MADS = 4.0

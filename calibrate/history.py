@@ -2,7 +2,7 @@
 
 Each family's headline value per profile is `drift.headline_value` over the points that every profile
 containing that family measured (so a profile with extra or missing shapes does not move the series).
-Change points (../shared/reference/microbenchmarks.md §5.3, step 3: PELT on each coefficient series) are
+Change points (docs/drift.md, `profiler history`; PELT: Killick, Fearnhead & Eckley, JASA 2012) are
 found with `ruptures` PELT on the log of the series, with noise scaled from the series itself, and kept
 only where the level moves by at least `min_effect` (the same minimum effect `profiler drift` uses).
 """

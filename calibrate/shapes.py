@@ -3,7 +3,7 @@
 The same function serves fitting (sample params) and prediction (cost-model params), so the features a
 model was trained on are exactly those it is queried with.
 
-FLOPs (microbenchmarks.md §3.1, 2 FLOPs per multiply-add): gemm/linear 2*M*N*K for every pass (dX = dY W^T
+FLOPs (docs/method.md §1, 2 FLOPs per multiply-add): gemm/linear 2*M*N*K for every pass (dX = dY W^T
 and dW = X^T dY are GEMMs of the same size); convolution 2*N*F*C*prod(kernel)*prod(output spatial) for
 fwd, bwd_data and bwd_weight alike. Bytes: every operand read or written once (a lower bound the learned
 efficiency absorbs). Memory-bound ops count element reads+writes per pass (relu fwd: read x, write y).

@@ -1,4 +1,4 @@
-// STREAM kernels (McCalpin; BabelStream's CUDA variants, ../shared/reference/microbenchmarks.md §2.1)
+// STREAM kernels (McCalpin; after the CUDA variants of BabelStream, UoB-HPC/BabelStream src/cuda/CUDAStream.cu)
 // over double arrays, grid-stride loops. Compiled at run time by cupy.RawModule (kernels/stream.py).
 // Bytes moved per call, STREAM convention (no write-allocate traffic): copy/scale 2*8*n,
 // add/triad 3*8*n, dot 2*8*n.

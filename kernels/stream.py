@@ -2,7 +2,7 @@
 compiled at run time by cupy.RawModule).
 
 Definitions and byte counting follow McCalpin's STREAM as BabelStream implements it
-(../shared/reference/microbenchmarks.md §2.1): copy c = a, scale b = s*c, add c = a + b,
+(UoB-HPC/BabelStream; docs/calibration.md "Sections"): copy c = a, scale b = s*c, add c = a + b,
 triad a = b + s*c, dot sum(a*b); bytes moved = arrays touched * n * element size (copy/scale 2,
 add/triad 3, dot 2), write-allocate traffic not counted. Arrays are float64, as in STREAM.
 

@@ -1,6 +1,6 @@
 """Cooperative-process model parallelism (Yu & Park, IEEE Access 2023) against GPipe on the same devices.
 
-Only the abstract of the paper is known (../shared/reference/strategies.md §7): a synchronisation step
+Only the paper's abstract is public (DOI 10.1109/ACCESS.2023.3296609; docs/method.md §18): a synchronisation step
 shares the weights beforehand; in the prediction step all processes compute the forward inputs of every
 process concurrently and the results reach their owners by all-to-all; no activations are stored. This
 module models that reading of it, with K processes each owning one contiguous stage:

@@ -56,7 +56,7 @@ class Layer:
     @cached_property
     def halo_width(self) -> tuple[int, ...]:
         """Rows/columns a spatial split needs from each neighbour per spatial dim: the kernel's reach beyond
-        a stride-aligned block, (k - 1) // 2 for 'same' padding (ParaDL code uses (K-1)/2, strategies.md §3)."""
+        a stride-aligned block, (k - 1) // 2 for 'same' padding (ParaDL's code too; docs/method.md §10)."""
         return tuple(max(k - 1, 0) // 2 if p else max(k - s, 0) for k, s, p in zip(self.kernel, self.stride, self.padding))
 
 

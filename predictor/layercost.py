@@ -1,9 +1,9 @@
 """Per-layer compute time at a per-device split shape, through the profile's compute model.
 
-ParaDL spreads one measured per-sample time by FLOP share and divides it by p (strategies.md §4.1, defect
-6 in §4.5). Here every layer is costed at the shape one device actually runs — local batch, spatial
-block, filter or channel slice — by `CostModel.compute_time_s`, so the efficiency lost to small split
-shapes shows up in the prediction.
+ParaDL spreads one measured per-sample time by FLOP share and divides it by p (its tech report §IV-B and
+released oracle; docs/method.md §3, §23). Here every layer is costed at the shape one device actually
+runs — local batch, spatial block, filter or channel slice — by `CostModel.compute_time_s`, so the
+efficiency lost to small split shapes shows up in the prediction.
 
 A `Split` says how a layer is cut on one device: `n` samples, spatial divisors per dim, filter (output
 channel) divisor, channel (input channel) divisor. Times are cached per (layer, split) in `LayerCoster`.
@@ -214,5 +214,5 @@ def update_bytes(params: float, optimizer: str, dtype: str) -> float:
 
 
 def update_time_s(cost_model: CostModel, params: float, optimizer: str, dtype: str) -> float:
-    """Weight update as memory-bound work (ParaDL drops WU entirely, strategies.md §4.3)."""
+    """Weight update as memory-bound work (ParaDL's released oracle drops WU entirely; docs/method.md §4)."""
     return cost_model.memory_time_s(update_bytes(params, optimizer, dtype)) if params else 0.0

@@ -2,7 +2,7 @@
 
 Ranks are numbered node by node (devices_per_node consecutive ranks per node). A plan's inner
 model-parallel group is `inner` consecutive ranks (inside one node when it fits, as ParaDL maps df/ds,
-strategies.md §3); the data-parallel group takes one rank from each inner group (stride `inner`).
+docs/method.md §7); the data-parallel group takes one rank from each inner group (stride `inner`).
 """
 from __future__ import annotations
 

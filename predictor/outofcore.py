@@ -1,8 +1,8 @@
 """Out-of-core training planner (KARMA-style): per block keep, swap or recompute, under a memory cap.
 
-KARMA (SC20, ../shared/reference/strategies.md §6) derives a strategy "combining layer swapping and
-redundant recomputing" from a concurrency analysis of out-of-core training; its equations are not public.
-This module implements the sketch of §6 as a precise schedule:
+KARMA (Wahib et al., SC'20, arXiv 2008.11421) derives, from a concurrency analysis of out-of-core training, a
+strategy that mixes swapping layers to the host with recomputing them; its equations are not public. This
+module is our own precise schedule for that description (docs/method.md §17):
 
 * Forward: block i computes, and a swapped block's activations go device->host on a copy stream while the
   next block computes. Backward (reverse order): a swapped block's activations come host->device while the
@@ -226,7 +226,7 @@ def data_parallel_iteration(single: OutOfCorePlan, blocks: Sequence[Block], *, a
                             d2h_s: TransferTime, h2d_s: TransferTime,
                             host_update_s: TransferTime) -> DataParallelOutOfCore:
     """Iteration time of out-of-core data parallelism with the gradient pipeline (KARMA multi-node form,
-    strategies.md §6), as a flow shop over blocks in backward order (G-1 .. 0) with one resource per stage:
+    docs/method.md §17), as a flow shop over blocks in backward order (G-1 .. 0) with one resource per stage:
         ar_i  = max(d_i, ar_{i+1}) + T_ar(w_i)          (gradient all-reduce as soon as backward i ends)
         c_i   = max(ar_i, c_{i+1}) + T_d2h(w_i)          (gradients to the host)
         u_i   = max(c_i, u_{i+1}) + T_update(w_i)        (host optimizer: streaming at host bandwidth)

@@ -11,7 +11,7 @@ device layout. Strategies are named; hybrids are a data-parallel outer split tim
     data+spatial, data+filter, data+channel, data+pipeline
                       p_data x (inner degree) = devices; inner groups are contiguous ranks (inside a node
                       when they fit), data groups are strided across nodes (ParaDL df/ds mapping,
-                      ../shared/reference/strategies.md §3)
+                      ParaDL tech report §V-A; docs/method.md §7)
     spatial-then-data per-layer mix: the first `spatial_layers` layers spatial over p_spatial devices,
                       the rest data parallel over all devices (all-to-all at the switch)
 

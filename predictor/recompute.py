@@ -2,7 +2,7 @@
 
 A checkpointed segment keeps only its input on the device during the forward pass and runs its forward
 again during the backward pass, just before its own backward (GPipe's "re-materialisation",
-../shared/reference/strategies.md §8: peak activation memory O(N + (L/K)(N/M)) instead of O(N L); with
+Huang et al., arXiv 1811.06965 §2.3: peak activation memory O(N + (L/K)(N/M)) instead of O(N L); with
 sqrt(G) equal segments of G layers the stored part is O(sqrt(G)) segments). The extra compute is one
 forward of every checkpointed segment. The layout of `sequential_segments` is the one of
 `torch.utils.checkpoint.checkpoint_sequential`, so measured recompute runs (validation runner) and these

@@ -2,7 +2,7 @@
 ranking agreement per scenario, a text table and a PNG scatter.
 
 accuracy = 1 - |predicted - measured| / measured (issue 6; ParaDL reports projection/empirical instead,
-strategies.md §5.2). A scenario is the set of runs sharing model, global batch, devices and dtype; the
+its tech report's Tables VIII-IX). A scenario is the set of runs sharing model, global batch, devices and dtype; the
 ranking agrees when the strategy predicted fastest is the one measured fastest.
 Rows are the JSONL records of `predictor validate` (fields label, scenario, predicted_time_s,
 measured_time_s, ...).

@@ -2,7 +2,7 @@
 memory-bound CNN ops (batchnorm, relu, maxpool, add), each point timed by profiler.timing.Timer and returned
 as a Sample.
 
-FLOPs (../shared/reference/microbenchmarks.md §3.1): GEMM 2MNK; convolution 2·N·F·prod(out)·C·prod(kernel)
+FLOPs (2 per multiply-add, docs/method.md §1): GEMM 2MNK; convolution 2·N·F·prod(out)·C·prod(kernel)
 for each of fwd, bwd_data and bwd_weight (the three passes do the same multiply-adds). Bytes moved are the
 compulsory traffic of one call (every operand read once, every result written once), in the element size
 of the dtype; see the *_bytes functions for each op. These counts let the fitting stage derive throughput
@@ -500,7 +500,7 @@ def _under_flags(build, flags: dict):
 
 # ---------------------------------------------------------------------------------------------- flags
 def dtype_flags(dtype: str, device: str) -> dict:
-    """The backend flags a dtype runs under (microbenchmarks.md §3.4): TF32 only for the `tf32`
+    """The backend flags a dtype runs under (torch.backends in the PyTorch docs): TF32 only for the `tf32`
     pseudo-dtype, cudnn.benchmark (autotuned algorithms) on GPU. Recorded with every sample."""
     if not device.startswith("cuda"):
         return {}

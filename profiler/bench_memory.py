@@ -3,7 +3,7 @@ the last-level cache (CPU: torch in kernels/stream.py; GPU: the CUDA C kernels o
 cupy, or torch ops on the device where cupy cannot compile them, recorded in each sample's `extra`), and
 on GPU host<->device copies (pinned and pageable, both directions, a size sweep).
 
-Bytes are counted the STREAM way (../shared/reference/microbenchmarks.md §2.1): copy/scale 2 arrays,
+Bytes are counted the STREAM way (McCalpin's STREAM, as BabelStream counts them): copy/scale 2 arrays,
 add/triad 3, dot 2, float64 elements, no write-allocate traffic. A host<->device copy of S bytes moves S.
 """
 from __future__ import annotations

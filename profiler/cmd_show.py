@@ -4,7 +4,7 @@ figures, and the fitted coefficients with their warnings.
 Headline figures use each sample's median per-call time: throughput = flops (or bytes moved) / median.
 STREAM "cache" is the best rate over sizes whose arrays fit in the last-level cache together, "DRAM" the
 rate at the largest size (>= 4x LLC per array). Collective bus bandwidth is nccl-tests' busbw
-(profiler/comm/factors.py; ../shared/reference/microbenchmarks.md §1.2).
+(profiler/comm/factors.py; nccl-tests doc/PERFORMANCE.md).
 """
 from __future__ import annotations
 

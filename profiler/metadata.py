@@ -1,7 +1,7 @@
 """Machine metadata for a profile: host, CPU, memory, GPUs (through NVML when present), software versions.
 
 NVML (nvidia-ml-py, `import pynvml`) is optional: a missing library, a missing driver or an unsupported
-query leaves the field empty instead of failing (../shared/reference/microbenchmarks.md §6.3). Every GPU
+query leaves the field empty instead of failing (each raises an NVMLError; NVML API reference). Every GPU
 query goes through `_nvml_value`, so the collection is testable with a fake NVML module.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ import torch
 
 from profiler.profile import GPUInfo, Machine
 
-# NVML clock-event (throttle) reason bits (microbenchmarks.md §6.3).
+# NVML clock-event (throttle) reason bits (nvmlDeviceGetCurrentClocksEventReasons, NVML API reference).
 THROTTLE_REASONS = {
     0x1: "GpuIdle", 0x2: "ApplicationsClocksSetting", 0x4: "SwPowerCap", 0x8: "HwSlowdown",
     0x10: "SyncBoost", 0x20: "SwThermalSlowdown", 0x40: "HwThermalSlowdown", 0x80: "HwPowerBrakeSlowdown",

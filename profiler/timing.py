@@ -1,11 +1,11 @@
 """The one timing harness every benchmark uses: Timer -> Measurement (after torch.utils.benchmark).
 
-Method (../shared/reference/microbenchmarks.md §3, §7): warm up, then take timed samples and keep every
-one. On CPU a sample is `time.perf_counter_ns` around `number` back-to-back calls (chosen so one sample is
-long enough to dwarf the clock's resolution). On CUDA a sample is a pair of CUDA events around the calls,
-with the L2 cache flushed before each sample (a write of a buffer larger than L2), so every sample starts
-cold. Sampling is adaptive: it stops when the distribution-free 95% confidence interval of the median is
-within `target_rel_ci` of the median, or when the time budget runs out.
+Method (docs/calibration.md "Timing harness"; as torch.utils.benchmark and triton.testing.do_bench time):
+warm up, then take timed samples and keep every one. On CPU a sample is `time.perf_counter_ns` around
+`number` back-to-back calls (chosen so one sample is long enough to dwarf the clock's resolution). On CUDA a
+sample is a pair of CUDA events around the calls, with the L2 cache flushed before each sample (a write of a
+buffer larger than L2), so every sample starts cold. Sampling is adaptive: it stops when the distribution-free
+95% confidence interval of the median is within `target_rel_ci` of the median, or when the time budget runs out.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from typing import Callable
 
 import torch
 
-L2_FLUSH_BYTES = 256 * 2**20  # >= 2x the largest current L2 (H200/B200 ~50-126 MB), microbenchmarks.md §7
+L2_FLUSH_BYTES = 256 * 2**20  # >= 2x the largest current L2 (H200/B200 ~50-126 MB), as triton's do_bench flushes
 
 
 @dataclass
@@ -132,7 +132,7 @@ class _CudaClock:
 class Timer:
     """Times `fn` on `device`; `measure()` returns a Measurement of per-call seconds.
 
-    warmup_s: time spent calling fn before sampling (>= 25 ms recommended, microbenchmarks.md §7).
+    warmup_s: time spent calling fn before sampling (>= 25 ms recommended: triton.testing.do_bench's default).
     min_sample_s: a sample batches calls until it lasts at least this long (clock resolution, launch jitter).
     target_rel_ci: stop once the median's 95% CI half-width is within this fraction of the median.
     budget_s: stop after this much sampling time even if not converged (min_samples is always taken:

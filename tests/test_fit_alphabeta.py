@@ -81,7 +81,7 @@ def test_bounds_order_times():
 
 def test_detects_two_breaks_like_nccl_protocol_switches():
     """LL (low latency, half bandwidth) -> LL128 -> Simple (high latency, full bandwidth), as in
-    microbenchmarks.md §4.3; sizes 8 B .. 1 GiB, two points per octave."""
+    NCCL's protocol choice (src/graph/tuning.cc); sizes 8 B .. 1 GiB, two points per octave."""
     rng = np.random.default_rng(12)
     sizes = sorted({round(2.0 ** (k / 2)) for k in range(6, 61)})
 

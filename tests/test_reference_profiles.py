@@ -69,7 +69,7 @@ def test_every_coefficient_has_a_source(name):
 
 
 def test_published_figures_reproduce_their_sources():
-    """Spot checks against hardware.md: the roofline at large GEMMs gives the quoted achieved throughput."""
+    """Spot checks against the figures the `sources` name: the roofline at large GEMMs gives the quoted throughput."""
     a100 = datasheet("a100-dgx-8gpu.published.yaml")
     n = 16384
     t = a100.compute_time_s("gemm", "fwd", dict(M=n, N=n, K=n), "float16")

@@ -49,7 +49,7 @@ def test_collective_busbw_by_hand():
         _s("allreduce", "latency", [1e-6], params={"size_bytes": 1e8, "group": group}, bytes_moved=1e8),
     ]
     [(op, n, nodes, bw, size)] = cmd_show.collective_figures(_profile(samples))
-    # algbw = 1e8 / 0.01 = 1e10; busbw factor 2(n-1)/n = 1.5 (microbenchmarks.md §1.2); latency rows ignored
+    # algbw = 1e8 / 0.01 = 1e10; busbw factor 2(n-1)/n = 1.5 (nccl-tests doc/PERFORMANCE.md); latency rows ignored
     assert (op, n, nodes, size) == ("allreduce", 4, 1, 1e8) and bw == pytest.approx(1.5e10)
 
 

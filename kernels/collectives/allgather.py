@@ -1,5 +1,5 @@
 """all_gather_into_tensor (nccl-tests all_gather_perf): S = sendcount*element_bytes*n, the gathered
-output buffer; busbw = algbw * (n-1)/n (microbenchmarks.md §1.2)."""
+output buffer; busbw = algbw * (n-1)/n (nccl-tests doc/PERFORMANCE.md; docs/method.md §6)."""
 
 NAME = "allgather"
 min_group_size, max_group_size = 2, None

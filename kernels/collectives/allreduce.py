@@ -1,5 +1,5 @@
 """all_reduce (nccl-tests all_reduce_perf): S = count*element_bytes, the buffer each rank holds;
-busbw = algbw * 2(n-1)/n (ring or tree optimum, microbenchmarks.md §1.2)."""
+busbw = algbw * 2(n-1)/n (ring or tree optimum; nccl-tests doc/PERFORMANCE.md, docs/method.md §6)."""
 
 NAME = "allreduce"
 min_group_size, max_group_size = 2, None

@@ -1,5 +1,5 @@
 """all_to_all_single (nccl-tests alltoall_perf): S = per-peer count*n*element_bytes, each rank's whole
-send buffer (n pieces of S/n); busbw = algbw * (n-1)/n (microbenchmarks.md §1.2)."""
+send buffer (n pieces of S/n); busbw = algbw * (n-1)/n (nccl-tests doc/PERFORMANCE.md; docs/method.md §6)."""
 
 NAME = "alltoall"
 min_group_size, max_group_size = 2, None

@@ -1,5 +1,5 @@
 """broadcast from the group's first rank (nccl-tests broadcast_perf): S = count*element_bytes;
-busbw = algbw * 1, the root's link is the bottleneck (microbenchmarks.md §1.2)."""
+busbw = algbw * 1, the root's link is the bottleneck (nccl-tests doc/PERFORMANCE.md)."""
 
 NAME = "broadcast"
 min_group_size, max_group_size = 2, None

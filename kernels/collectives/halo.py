@@ -1,7 +1,7 @@
 """Bidirectional neighbour (halo) exchange as spatial parallelism does it: each rank of a ring sends S
 bytes to its left and S bytes to its right neighbour and receives the same from both, all four transfers
 posted at once with batch_isend_irecv. S = one face, count*element_bytes; busbw = algbw * 1 (each link
-carries S per direction, like nccl-tests sendrecv, microbenchmarks.md §1.2)."""
+carries S per direction, like nccl-tests sendrecv; nccl-tests doc/PERFORMANCE.md)."""
 
 NAME = "halo"
 min_group_size, max_group_size = 2, None

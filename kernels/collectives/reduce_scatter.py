@@ -1,5 +1,5 @@
 """reduce_scatter_tensor (nccl-tests reduce_scatter_perf): S = recvcount*element_bytes*n, the input
-buffer; busbw = algbw * (n-1)/n (microbenchmarks.md §1.2)."""
+buffer; busbw = algbw * (n-1)/n (nccl-tests doc/PERFORMANCE.md; docs/method.md §6)."""
 
 NAME = "reduce_scatter"
 min_group_size, max_group_size = 2, None

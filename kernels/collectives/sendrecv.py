@@ -1,5 +1,5 @@
 """One-directional send/recv between a pair: the group's first rank sends S bytes to the second.
-S = count*element_bytes; busbw = algbw * 1 (nccl-tests sendrecv_perf, microbenchmarks.md §1.2; nccl-tests
+S = count*element_bytes; busbw = algbw * 1 (nccl-tests sendrecv_perf and doc/PERFORMANCE.md; nccl-tests
 shifts a ring r->r+1, which for a pair of ranks is bidirectional, so here only pairs are measured)."""
 
 NAME = "sendrecv"

@@ -1,14 +1,14 @@
 """Channel parallelism: each rank of the model group holds C/p input channels (input features) of every
 conv and linear layer after the first, computes a partial output over all F channels from its input
-channels, and the partial outputs are summed with an autograd-aware all-reduce (strategies.md §3,
-"Channel": forward Allreduce of y; its backward all-reduces dL/dy). After the sum each rank keeps its own
+channels, and the partial outputs are summed with an autograd-aware all-reduce (ParaDL;
+docs/method.md §12: forward Allreduce of y; its backward all-reduces dL/dy). After the sum each rank keeps its own
 C/p channels, on which batch norm, ReLU and pooling act locally (their parameters split the same way), and
 which are the input channels of its shard of the next layer. The logits are summed with an all-reduce whose
 consumer (the loss) is replicated, so its backward needs no communication.
 
 The first weight layer reads the replicated model input (3 channels are not divisible by p) and runs
 unsplit on every rank, keeping its own output channels; ParaDL's experiments also started channel
-parallelism at layer 2 (strategies.md §1). Its gradients are partial per rank and summed over the model
+parallelism at layer 2 (docs/method.md §12). Its gradients are partial per rank and summed over the model
 group. Biases are added after the sum, on this rank's channels (the last layer's bias is replicated).
 """
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Every function here takes the process group it works in, so hybrids can run the same layer code inside a
 subgroup. All chunks along the split dimension are equal (the strategy modules check divisibility).
 
-Backward rules (strategies.md §3, "Filter", "Channel", "Spatial"):
+Backward rules (ParaDL tech report, Kahira et al., Table III; docs/method.md §10-§12):
 - gather with grad_mode="sum": the consumer is itself split (each rank's gradient is a partial sum), so the
   backward all-reduces the gradient and keeps this rank's chunk (ParaDL's backward Allreduce on dL/dx).
 - gather with grad_mode="slice": the consumer is replicated (every rank holds the same gradient), so the

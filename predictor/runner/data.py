@@ -1,5 +1,5 @@
 """Data parallelism: every rank holds the whole net, trains on B/p samples, and DistributedDataParallel
-all-reduces the gradients, overlapped with backward in buckets (strategies.md §3, "Data")."""
+all-reduces the gradients, overlapped with backward in buckets (PyTorch DDP design notes; docs/method.md §8, §9)."""
 from __future__ import annotations
 
 from torch.nn.parallel import DistributedDataParallel

@@ -2,7 +2,7 @@
 conv and linear layer, computes its F/p output channels, and batch norm, ReLU and pooling act on those
 channels locally (their parameters split the same way). Before each following weight layer the channel
 shards are all-gathered with an autograd-aware gather whose backward all-reduces dL/dx and keeps this rank's
-chunk (strategies.md §3, "Filter": forward Allgather of y, backward Allreduce of dL/dx). The logits are
+chunk (ParaDL, docs/method.md §11: forward Allgather of y, backward Allreduce of dL/dx). The logits are
 gathered the same way before the (replicated) loss, whose gradient needs no communication.
 
 No gradient exchange inside the model group: each rank updates its own filters. With p_data > 1 (the

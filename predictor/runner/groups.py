@@ -1,6 +1,6 @@
 """Process subgroups for hybrids: rank = d * p_model + m, so a model group is p_model consecutive ranks
 (one node's devices when ranks are numbered node by node, as ParaDL maps hybrids: model inside a node,
-data across nodes, strategies.md §5.1) and a data group holds the ranks with the same model index."""
+data across nodes, docs/method.md §7) and a data group holds the ranks with the same model index."""
 from __future__ import annotations
 
 import torch.distributed as dist

@@ -3,7 +3,7 @@ rank, the batch into S micro-batches; every stage runs all S forwards (receiving
 previous stage, sending its output to the next), then all S backwards in reverse order (receiving
 dL/dy from the next stage, sending dL/dx to the previous). Written as explicit send/recv rather than
 torch.distributed.pipelining, whose schedules target GPU/NCCL; the schedule is the one whose bubble is
-(p-1)/(S+p-1) (strategies.md §3 "Layer/pipeline", §8).
+(p-1)/(S+p-1) (GPipe, Huang et al., arXiv 1811.06965 §2.3; docs/method.md §13).
 
 Stage cut: the predictor's (so the run measures the pipeline that was predicted), else contiguous stages
 balanced on forward+backward FLOPs; the cut is recorded with every run. Batch norm uses each micro-batch's statistics (as GPipe does), so with

@@ -1,5 +1,5 @@
 """Serial training on one device, with optional recompute (activation checkpointing) and, on GPU,
-activation offload to host memory (strategies.md §6, out-of-core: swap and recompute)."""
+activation offload to host memory (docs/method.md §15, §16; KARMA, Wahib et al., SC'20, swaps and recomputes)."""
 from __future__ import annotations
 
 import contextlib

@@ -1,7 +1,7 @@
 """Spatial parallelism: the input is split along its first spatial dimension (H for 2-D nets, D for 3-D)
 over the model group; each conv/pool exchanges halos with its neighbours by point-to-point inside an
 autograd function, so forward (halo of x) and backward (halo of dL/dy) are both distributed
-(strategies.md §3, "Spatial", eq. 10). Convs run with padding 0 along the split dimension on the
+(ParaDL tech report eq. 10; docs/method.md §10). Convs run with padding 0 along the split dimension on the
 halo-extended local slab; the chain's ends receive zero halos (the serial net's zero padding).
 
 Batch norm is synchronised over the spatial group (sum and sum of squares all-reduced), so statistics are

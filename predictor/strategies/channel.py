@@ -1,4 +1,4 @@
-"""Channel (input-channel) parallelism and data x channel (strategies.md §3 "Channel").
+"""Channel (input-channel) parallelism and data x channel (ParaDL tech report Table III; docs/method.md §12).
 
 Each of p_channel devices holds the C_l/p_channel input-channel slice of every conv/linear weight and
 the matching activation slice. A conv/linear on a channel slice produces a *partial sum* of the whole

@@ -1,4 +1,4 @@
-"""Serial and data parallelism (strategies.md §3 "Serial", "Data").
+"""Serial and data parallelism (ParaDL tech report Table III; docs/method.md §9).
 
 Each of p_data replicas runs the whole model on b = B/p_data samples; gradients are allreduced over the
 replicas in DDP buckets overlapped with backward. Departures from ParaDL: compute is costed at the local

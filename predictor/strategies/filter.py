@@ -1,4 +1,4 @@
-"""Filter (output-channel) parallelism and data x filter (strategies.md §3 "Filter", "df").
+"""Filter (output-channel) parallelism and data x filter (ParaDL tech report Table III; docs/method.md §11, §14).
 
 Each of p_filter devices holds F_l/p_filter filters of every conv/linear layer (and the matching slice of
 every channel-wise layer: batchnorm, ReLU, pooling, add). A conv/linear needs its whole input, so:

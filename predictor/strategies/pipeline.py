@@ -1,5 +1,5 @@
-"""Layer (pipeline) parallelism with the GPipe schedule, and data x pipeline (strategies.md §3
-"Layer/pipeline", §8).
+"""Layer (pipeline) parallelism with the GPipe schedule, and data x pipeline (ParaDL tech report
+Table III; GPipe, Huang et al., arXiv 1811.06965 §2.3; docs/method.md §13).
 
 The layers are cut into K = `stages` contiguous stages balanced on their compute time at the micro-batch
 m = b/S (b = B/p_data, S = micro_batches): the cut minimises the slowest stage (binary search on the

@@ -1,4 +1,4 @@
-"""Spatial parallelism and its data hybrids (strategies.md §3 "Spatial", "Data+Spatial").
+"""Spatial parallelism and its data hybrids (ParaDL tech report Table III, eq. 10; docs/method.md §10, §14).
 
 A group of p_spatial devices splits every sample's H/W(/D) as `spatial_split` (one factor per spatial
 dim). A layer stays spatially split while its input and output are at least as large as the split in

@@ -1,4 +1,4 @@
-"""algbw and busbw as nccl-tests defines them (../shared/reference/microbenchmarks.md §1.2):
+"""algbw and busbw as nccl-tests defines them (nccl-tests doc/PERFORMANCE.md):
 algbw = S / t (bytes/s, SI), busbw = algbw * factor(op, n), so figures compare directly with nccl-tests."""
 from __future__ import annotations
 

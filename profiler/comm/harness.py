@@ -1,5 +1,5 @@
 """Timing of one collective at one size on one group, in both regimes nccl-tests distinguishes
-(../shared/reference/microbenchmarks.md §1.1, §1.3 "Implication"):
+(nccl-tests README, flags `-z` and `-I`; docs/calibration.md "Collectives"):
 
 - latency: barrier, one timed op, then the maximum over ranks of each iteration's time (≈ nccl-tests
   `-z 3 -I 1`; the right statistic for bulk-synchronous training);

@@ -1,7 +1,7 @@
 """Where this process sits in a distributed job, and how to reach the job's master.
 
 Three launchers: `spawn` (`--ranks N`: this process starts N local ranks itself), `torchrun` (env RANK,
-WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT; microbenchmarks.md §6.1) and `slurm` (srun: env
+WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT; PyTorch's torchrun docs) and `slurm` (srun: env
 SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NODELIST; the master is the first node of the list and
 the port comes from --master-port or MASTER_PORT or the job id, so every task derives the same one).
 """

@@ -1,6 +1,6 @@
 """Read nccl-tests output (text, or JSON from `-J`) into Samples, so a cluster's existing nccl-tests runs can
-be reused and compared with `profiler calibrate`'s own collectives (../shared/reference/microbenchmarks.md
-§1.1-§1.3: header `#` lines with run parameters and one `#  Rank r Group g Pid p on HOST device d [...] NAME`
+be reused and compared with `profiler calibrate`'s own collectives (the format nccl-tests' src/util.cu
+prints: header `#` lines with run parameters and one `#  Rank r Group g Pid p on HOST device d [...] NAME`
 line per rank; rows `size count type redop root` then `time algbw busbw #wrong` out-of-place and again
 in-place, `-I 1` adding `i_min i_max i_p99 i_cv%` after each; times in us, bandwidths in GB/s).
 
