@@ -1,7 +1,7 @@
 """Memory per device: what PyTorch keeps alive during one training step.
 
 ParaDL counts 2·δ·Σ[b(|x|+|y|) + |w|] (tech report Table III) and drops optimizer state, BN/ReLU activations
-and the DDP buffers (its released oracle; docs/method.md §5, §23). Here each term is the tensor PyTorch actually holds:
+and the DDP buffers (its released oracle; docs/method.md §23). Here each term is the tensor PyTorch actually holds:
 
 - weights: fp32 parameters (+ a half-precision copy under autocast mixed precision);
 - grads: fp32 `.grad` per parameter (autocast keeps parameters and gradients fp32);
