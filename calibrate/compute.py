@@ -23,6 +23,7 @@ from calibrate.alphabeta import (MIN_TIME_S, STATISTICS, bootstrap_estimate, fit
                                  resample, with_noise)
 from calibrate.coefficients import ComputeFit, EfficiencyModel, Estimate, FitQuality, GaussianProcess, Tree
 from calibrate.shapes import MONOTONE
+from calibrate.trees import float32_row, tree_arrays, value_at
 
 N_TREES = 100
 #: depth 4 lets one tree use interactions of up to four features (kernel regime x filters x channels x size).
@@ -60,25 +61,16 @@ class ComputePoint:
 
 
 def export_tree(tree) -> Tree:
-    t = tree.tree_
-    return Tree(children_left=t.children_left.tolist(), children_right=t.children_right.tolist(),
-                feature=t.feature.tolist(), threshold=t.threshold.tolist(), value=t.value.reshape(-1).tolist())
-
-
-def tree_value(tree: Tree, row: Sequence[float]) -> float:
-    """An exported tree's value at one feature row (sklearn semantics: go left when x[f] <= threshold)."""
-    left, right, feature, threshold = tree.children_left, tree.children_right, tree.feature, tree.threshold
-    node = 0
-    while left[node] != -1:
-        node = left[node] if row[feature[node]] <= threshold[node] else right[node]
-    return tree.value[node]
+    return Tree(**tree_arrays(tree))
 
 
 def efficiency_at(model: EfficiencyModel, row: Sequence[float]) -> float:
     """Fraction of peak at one shape: exp(trend in log work + boosted trees or GP), capped at 1."""
     log_eff = model.init + (model.slope * row[0] if model.slope else 0.0)
-    for tree in model.trees:
-        log_eff += model.learning_rate * tree_value(tree, row)
+    row32 = float32_row(row) if model.trees else row
+    for t in model.trees:
+        log_eff += model.learning_rate * value_at(t.children_left, t.children_right, t.feature, t.threshold, t.value,
+                                                  row32)
     if model.gp is not None:
         log_eff += model.gp.mean_at(row)
     return math.exp(min(log_eff, 0.0))

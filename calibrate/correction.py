@@ -43,6 +43,7 @@ from calibrate.correction_features import (
     numeric_features,
     strategy_of,
 )
+from calibrate.trees import tree_arrays, values_at
 from profiler.errors import UserError
 from profiler.inputs import decode_utf8, parse_json, read_bytes, read_text
 from profiler.profile import CorrectionRef, Profile, utc_now_iso, write_atomic
@@ -149,17 +150,6 @@ def _make_estimator(kind: str, seed: int):
     raise ValueError(f"unknown candidate {kind!r}")
 
 
-def _tree_arrays(tree) -> dict[str, list]:
-    t = tree.tree_
-    return {
-        "children_left": t.children_left.tolist(),
-        "children_right": t.children_right.tolist(),
-        "feature": t.feature.tolist(),
-        "threshold": t.threshold.tolist(),
-        "value": t.value[:, 0, 0].tolist(),
-    }
-
-
 def export_model(kind: str, estimator) -> dict[str, Any]:
     """A fitted candidate as plain parameters (lists and floats) that evaluate_model reads."""
     if kind == "strategy_factors":
@@ -172,30 +162,12 @@ def export_model(kind: str, estimator) -> dict[str, Any]:
                 "coef": ridge.coef_.tolist(), "intercept": float(ridge.intercept_)}
     if kind == "random_forest":
         return {"kind": "trees", "base": 0.0, "weight": 1.0 / len(estimator.estimators_),
-                "trees": [_tree_arrays(t) for t in estimator.estimators_]}
+                "trees": [tree_arrays(t) for t in estimator.estimators_]}
     if kind == "gradient_boosting":
         base = float(np.asarray(estimator.init_.constant_).ravel()[0])
         return {"kind": "trees", "base": base, "weight": float(estimator.learning_rate),
-                "trees": [_tree_arrays(t) for t in estimator.estimators_[:, 0]]}
+                "trees": [tree_arrays(t) for t in estimator.estimators_[:, 0]]}
     raise ValueError(f"unknown candidate {kind!r}")
-
-
-def _evaluate_tree(tree: Mapping[str, list], X32: np.ndarray) -> np.ndarray:
-    left = np.asarray(tree["children_left"], dtype=np.int64)
-    right = np.asarray(tree["children_right"], dtype=np.int64)
-    feature = np.asarray(tree["feature"], dtype=np.int64)
-    threshold = np.asarray(tree["threshold"], dtype=np.float64)
-    value = np.asarray(tree["value"], dtype=np.float64)
-    node = np.zeros(len(X32), dtype=np.int64)
-    rows = np.arange(len(X32))
-    for _ in range(len(left)):  # children have larger indices (validated), so depth < node count
-        internal = left[node] >= 0
-        if not internal.any():
-            break
-        n, r = node[internal], rows[internal]
-        go_left = X32[r, feature[n]] <= threshold[n]
-        node[internal] = np.where(go_left, left[n], right[n])
-    return value[node]
 
 
 def evaluate_model(model: Mapping[str, Any], X: np.ndarray) -> np.ndarray:
@@ -208,8 +180,7 @@ def evaluate_model(model: Mapping[str, Any], X: np.ndarray) -> np.ndarray:
         z = (X - np.asarray(model["mean"])) / np.asarray(model["scale"])
         return z @ np.asarray(model["coef"]) + float(model["intercept"])
     if model["kind"] == "trees":
-        X32 = X.astype(np.float32)
-        total = sum(_evaluate_tree(tree, X32) for tree in model["trees"])
+        total = sum(values_at(tree, X) for tree in model["trees"])
         return float(model["base"]) + float(model["weight"]) * np.asarray(total, dtype=np.float64)
     if model["kind"] == "none":
         return np.zeros(len(X))
