@@ -246,14 +246,14 @@ def _bootstrap_level(points, fit: ComputeFit, rng, launch_rule: str) -> tuple[Es
 def fit_compute(points: Sequence[ComputePoint], feature_names: list[str], kind: str, memory_bw: Optional[float],
                 rng: np.random.Generator,
                 extrapolation_band: Optional[Callable[[Sequence[ComputePoint]], tuple[np.ndarray, str]]] = smallest_work_band,
-                ) -> ComputeFit:
+                learners: Sequence[str] = LEARNERS) -> ComputeFit:
     """Fit one family (op, pass, dtype) with held-out quality, an extrapolation check and bootstrap CIs.
 
-    The launch rule (intercept or none) and the learner (LEARNERS) are the pair with the lowest
+    The launch rule (intercept or none) and the learner (one of `learners`, default LEARNERS) are the pair with the lowest
     cross-validated median error over the same folds, so the stored CV figure is the best of four and
     slightly optimistic; the extrapolation figure is not used for any choice."""
     order = rng.permutation(len(points))
-    learners = LEARNERS if len(points) > MIN_SAMPLES_FOR_TREES else ("trees",)
+    learners = tuple(learners) if len(points) > MIN_SAMPLES_FOR_TREES else ("trees",)
     scored = [(cross_validate(points, feature_names, kind, memory_bw, order, rule, learner), rule, learner)
               for rule in LAUNCH_RULES for learner in learners]
     quality_, rule, learner = min(scored, key=lambda qrl: qrl[0].median_rel_error if qrl[0] else 0.0)

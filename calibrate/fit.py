@@ -17,7 +17,7 @@ from calibrate.coefficients import Coefficients, ComputeFit, MeasuredShape, Segm
 from calibrate.collective_fit import COLLECTIVE_BENCHMARKS, derive_links, fit_collectives
 from calibrate.fabric_fit import as_fabric, fit_fabric, uncontended_links
 from calibrate.input_fit import fit_input
-from calibrate.compute import ComputePoint, fit_compute
+from calibrate.compute import LEARNERS, ComputePoint, fit_compute
 from calibrate.domain import fit_domain
 from calibrate.framework import fit_framework
 from profiler.errors import UserError
@@ -127,12 +127,13 @@ def compute_points(samples: Sequence[Sample], lanes: Optional[int] = None) -> di
 
 
 def fit_compute_families(samples: list[Sample], memory_bw: Optional[float], rng,
-                         lanes: Optional[int] = None) -> dict[str, ComputeFit]:
-    """lanes: the host's float32 SIMD lanes (calibrate.shapes.simd_lanes), for the host samples' work."""
+                         lanes: Optional[int] = None, learners: Sequence[str] = LEARNERS) -> dict[str, ComputeFit]:
+    """lanes: the host's float32 SIMD lanes (calibrate.shapes.simd_lanes), for the host samples' work;
+    learners: the efficiency learners each family chooses from (calibrate.compute.LEARNERS)."""
     out = {}
     for key, points in sorted(compute_points(samples, lanes).items()):
         op = key.split("/")[0]
-        out[key] = fit_compute(points, shapes.feature_names(op), shapes.op_kind(op), memory_bw, rng)
+        out[key] = fit_compute(points, shapes.feature_names(op), shapes.op_kind(op), memory_bw, rng, learners=learners)
         learner = "Gaussian process" if out[key].efficiency.gp else "boosted trees"
         out[key] = out[key].model_copy(update={"sources": [f"measured: {len(points)} shapes",
                                                            f"efficiency: {learner} (chosen by cross-validation)"],

@@ -119,15 +119,17 @@ def evaluate(blocks: Sequence[Block], choices: Sequence[str], d2h_s: TransferTim
 
 
 def plan(blocks: Sequence[Block], cap_bytes: float, d2h_s: TransferTime, h2d_s: TransferTime,
-         static_bytes: float = 0.0, resolution: int = 2048) -> OutOfCorePlan | None:
+         static_bytes: float = 0.0, resolution: int = 2048,
+         exhaustive_max_blocks: int = EXHAUSTIVE_MAX_BLOCKS) -> OutOfCorePlan | None:
     """The fastest keep/swap/recompute choice whose peak device memory is within cap_bytes, or None when
     even swapping or recomputing everything does not fit. static_bytes: weights, gradients, optimizer
-    state and workspace the caller keeps on the device."""
+    state and workspace the caller keeps on the device. Lists of up to `exhaustive_max_blocks` blocks are
+    searched exhaustively, longer ones by the dynamic programme over `resolution` memory units."""
     blocks = list(blocks)
     if not blocks:
         return evaluate(blocks, (), d2h_s, h2d_s, static_bytes) if static_bytes <= cap_bytes else None
     swap_s = [exposed_swap_s(blocks, i, d2h_s, h2d_s) for i in range(len(blocks))]
-    if len(blocks) <= EXHAUSTIVE_MAX_BLOCKS:
+    if len(blocks) <= exhaustive_max_blocks:
         choices = _exhaustive(blocks, cap_bytes - static_bytes, swap_s)
     else:
         choices = _dynamic_programme(blocks, cap_bytes - static_bytes, swap_s, resolution)

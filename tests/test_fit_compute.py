@@ -134,11 +134,10 @@ def test_a_malformed_gp_in_a_profile_is_a_one_line_error_naming_the_field(break_
     assert needle in message
 
 
-def test_a_family_keeps_the_learner_that_cross_validates_better(monkeypatch):
+def test_a_family_keeps_the_learner_that_cross_validates_better():
     """A smooth efficiency surface that is not monotone in channels (efficiency peaks at 32 channels) is what
     the monotone trees cannot follow and the GP can: the fit chooses the GP, says so in its sources, and its
     stored held-out error is the better one."""
-    from calibrate import compute
     from calibrate.fit import fit_compute_families
 
     rng = np.random.default_rng(8)
@@ -154,8 +153,7 @@ def test_a_family_keeps_the_learner_that_cross_validates_better(monkeypatch):
     fit = fit_compute_families(samples, None, np.random.default_rng(0))["conv2d/fwd/float32"]
     assert fit.efficiency.gp is not None and not fit.efficiency.trees
     assert "efficiency: Gaussian process (chosen by cross-validation)" in fit.sources
-    monkeypatch.setattr(compute, "LEARNERS", ("trees",))
-    trees = fit_compute_families(samples, None, np.random.default_rng(0))["conv2d/fwd/float32"]  # same folds
+    trees = fit_compute_families(samples, None, np.random.default_rng(0), learners=("trees",))["conv2d/fwd/float32"]
     assert trees.efficiency.trees and trees.efficiency.gp is None
     assert fit.quality.median_rel_error < trees.quality.median_rel_error
 
@@ -180,13 +178,11 @@ def test_memory_term_bounds_low_intensity_shapes():
     assert t >= w["bytes"] / bw
 
 
-def test_tree_efficiency_is_monotone_in_every_size_feature(monkeypatch):
+def test_tree_efficiency_is_monotone_in_every_size_feature():
     """The guarantee the trees give (the GP, chosen only where it cross-validates better, does not)."""
-    from calibrate import compute
-
-    monkeypatch.setattr(compute, "LEARNERS", ("trees",))
     rng = np.random.default_rng(6)
-    fit = fit_compute(points_of(conv_grid(), rng, noise=0.15), shapes.FLOP_FEATURES, "flops", None, rng)
+    fit = fit_compute(points_of(conv_grid(), rng, noise=0.15), shapes.FLOP_FEATURES, "flops", None, rng,
+                      learners=("trees",))
     names = fit.efficiency.features
     base = np.array([p.features for p in points_of(conv_grid(), rng)])
     for j, name in enumerate(names):

@@ -3,7 +3,6 @@ import random
 
 import pytest
 
-import predictor.outofcore as ooc
 from predictor.blocks import Block
 from predictor.outofcore import KEEP, RECOMPUTE, SWAP, Link, data_parallel_iteration, evaluate, plan
 
@@ -24,9 +23,8 @@ def toy():
 COMPUTE_S = (1 + 2) + (4 + 8) + (1 + 2) + (1 + 2)  # 21
 
 
-def test_unlimited_cap_keeps_everything_in_the_dynamic_programme_too(monkeypatch):
-    monkeypatch.setattr(ooc, "EXHAUSTIVE_MAX_BLOCKS", 0)
-    p = plan(toy() * 3, cap_bytes=1e6, d2h_s=LINK.time_s, h2d_s=LINK.time_s)
+def test_unlimited_cap_keeps_everything_in_the_dynamic_programme_too():
+    p = plan(toy() * 3, cap_bytes=1e6, d2h_s=LINK.time_s, h2d_s=LINK.time_s, exhaustive_max_blocks=0)
     assert p.choices == (KEEP,) * 12  # b0's swap would be free too; nothing is moved that need not be
 
 
@@ -89,24 +87,23 @@ def random_blocks(rng, n):
                   input_bytes=rng.randint(0, 3)) for i in range(n)]
 
 
-def test_dynamic_programme_matches_exhaustive_search(monkeypatch):
+def test_dynamic_programme_matches_exhaustive_search():
     rng = random.Random(7)
     for _ in range(25):
         blocks = random_blocks(rng, rng.randint(2, 7))
         cap = rng.randint(4, 40)
         exact = plan(blocks, cap, LINK.time_s, LINK.time_s)
-        monkeypatch.setattr(ooc, "EXHAUSTIVE_MAX_BLOCKS", 0)
         # integer sizes with a resolution equal to the budget: one unit per byte, no rounding
         for resolution in (cap, 4 * cap):
-            dp = plan(blocks, cap, LINK.time_s, LINK.time_s, resolution=resolution)
+            dp = plan(blocks, cap, LINK.time_s, LINK.time_s, resolution=resolution, exhaustive_max_blocks=0)
             assert (dp is None) == (exact is None)
             if exact is not None:
                 assert dp.iteration_s == pytest.approx(exact.iteration_s)
                 assert dp.peak_bytes <= cap
-        coarse = plan(blocks, cap, LINK.time_s, LINK.time_s, resolution=3)  # rounding up: fits, never faster
+        # rounding up: fits, never faster
+        coarse = plan(blocks, cap, LINK.time_s, LINK.time_s, resolution=3, exhaustive_max_blocks=0)
         if coarse is not None:
             assert coarse.peak_bytes <= cap and coarse.iteration_s >= exact.iteration_s - 1e-9
-        monkeypatch.setattr(ooc, "EXHAUSTIVE_MAX_BLOCKS", 8)
 
 
 def test_data_parallel_pipeline_closed_form():
