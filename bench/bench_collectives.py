@@ -1,4 +1,6 @@
-"""Collectives benchmark figures (prints; asserts nothing):
+"""Collectives: quick 2-rank calibration time (target < 90 s), harness vs hand-written all_reduce (within 15%).
+
+Figures (printed and recorded in results/collectives.json; nothing asserted):
 
 1. Wall time of the quick CPU collectives calibration with 2 gloo ranks, through the CLI:
    `profiler calibrate --device cpu --ranks 2 --quick --only collectives` (target: under 90 s).
@@ -9,12 +11,11 @@
    so machine load affects both alike; the figure is the median over rounds of the per-round ratio, and the
    two hand loops of a round give the noise floor.
 
-    python bench/bench_collectives.py [--skip-calibration] [--sizes 4,4096,65536,1048576,16777216] [--rounds 30]
-                                      [--budget quick|full]
+    python -m bench collectives [--skip-calibration] [--sizes 4,4096,65536,1048576,16777216] [--rounds 30]
+                                [--budget quick|full]
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
 import statistics
@@ -27,11 +28,18 @@ from pathlib import Path
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from bench import describe
+from bench.record import REPO as ROOT
+from bench.record import Figure, add_results_flag, record
+from profiler.cliutil import int_in
+from profiler.errors import UserError
+
+NAME = "collectives"
+TARGET_CALIBRATION_S, TARGET_DISAGREEMENT_PCT = "< 90", "<= 15"
 
 
-def time_quick_calibration() -> None:
+def time_quick_calibration() -> float | None:
+    """Wall seconds of the quick collectives calibration through the CLI (None when it failed)."""
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder) / "collectives.yaml"
         command = [sys.executable, "-m", "profiler", "calibrate", "--device", "cpu", "--ranks", "2", "--quick",
@@ -40,8 +48,9 @@ def time_quick_calibration() -> None:
         done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
         wall_s = time.perf_counter() - started
         if done.returncode != 0:
-            print(f"quick calibration FAILED (exit {done.returncode}): {done.stderr.strip().splitlines()[-1]}")
-            return
+            last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+            print(f"quick calibration FAILED (exit {done.returncode}): {last}")
+            return None
         from profiler.profile import load_profile
 
         profile = load_profile(out)
@@ -50,6 +59,7 @@ def time_quick_calibration() -> None:
               f"{inside_s} s inside the command), {len(profile.samples)} samples; target < 90 s: "
               f"{'OK' if wall_s < 90 else 'MISSED'}")
         print(f"  ({os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f})")
+        return wall_s
 
 
 def hand_loop(size_bytes: int, iterations: int, ops_per_sample: int, samples: int, group):
@@ -133,7 +143,8 @@ def _median_ci(values: list[float], draws: int = 2000) -> str:
     return f"[{low - 1:+.0%}, {high - 1:+.0%}]"
 
 
-def compare_allreduce(sizes: list[int], rounds: int, budget: str) -> None:
+def compare_allreduce(sizes: list[int], rounds: int, budget: str) -> float:
+    """Prints the table; returns the largest median disagreement over sizes and regimes (a fraction)."""
     from profiler.comm.launch import check_local_port
 
     port = check_local_port("127.0.0.1", None)
@@ -159,20 +170,36 @@ def compare_allreduce(sizes: list[int], rounds: int, budget: str) -> None:
         print(f"{size:>10} | {cells[0]} | {cells[1]}")
     print(f"largest median disagreement {worst:.1%}; target within 15%: {'OK' if worst <= 0.15 else 'MISSED'} "
           f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; noise = hand loop A / B in the same round)")
+    return worst
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def _sizes(text: str) -> list[int]:
+    try:
+        sizes = [int(s) for s in text.split(",")]
+    except ValueError:
+        raise UserError(f"--sizes: expected byte counts separated by commas, got {text[:60]!r}") from None
+    if not sizes or any(not 4 <= s <= 1 << 34 for s in sizes):
+        raise UserError("--sizes: each size must be in 4..2^34 bytes")
+    return sizes
+
+
+def add_arguments(parser) -> None:
+    describe(parser, __doc__)
     parser.add_argument("--skip-calibration", action="store_true", help="only the allreduce comparison")
     parser.add_argument("--sizes", default="4,4096,65536,1048576,16777216", help="allreduce sizes in bytes")
-    parser.add_argument("--rounds", type=int, default=30, help="paired rounds per size")
+    parser.add_argument("--rounds", type=int_in(1, 10000), default=30, help="paired rounds per size")
     parser.add_argument("--budget", choices=("quick", "full"), default="quick",
                         help="the harness's iteration budget per point: calibrate --quick's, or the default grid's")
-    args = parser.parse_args()
-    if not args.skip_calibration:
-        time_quick_calibration()
-    compare_allreduce([int(s) for s in args.sizes.split(",")], args.rounds, args.budget)
+    add_results_flag(parser)
 
 
-if __name__ == "__main__":
-    main()
+def run(args) -> int:
+    sizes = _sizes(args.sizes)
+    wall_s = None if args.skip_calibration else time_quick_calibration()
+    worst = compare_allreduce(sizes, args.rounds, args.budget)
+    record(NAME, [
+        Figure("quick collectives calibration wall time", wall_s, "s", TARGET_CALIBRATION_S),
+        Figure(f"largest median disagreement with a hand loop ({args.budget} budget)", worst * 100, "%",
+               TARGET_DISAGREEMENT_PCT),
+    ], args.results)
+    return 0

@@ -8,31 +8,33 @@ scheme at its fastest micro-batch count that fits the device memory.
 
 Speed-up is reported as T_gpipe / T_cooperative - 1 (the abstract's "+x%" is read as that).
 
-    python bench/bench_cooperative.py                        # V100 ABCI reference profile, batch 128
-    python bench/bench_cooperative.py --batch 64 --profile profiles/v100-dgx1-8gpu.published.yaml
+    python -m bench cooperative                        # V100 ABCI reference profile, batch 128
+    python -m bench cooperative --batch 64 --profile profiles/v100-dgx1-8gpu.published.yaml
+
+Records the predicted and published speed-ups per model in results/cooperative.json (no targets: a model
+evaluation against an abstract's figures).
 """
 from __future__ import annotations
 
-import argparse
-import sys
-from pathlib import Path
+import torch.nn as nn
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench import describe
+from bench.record import REPO, Figure, add_results_flag, record
+from calibrate.cost_model import load_cost_model
+from predictor.api import load_model
+from predictor.block_costs import boundary_bytes_per_sample, graph_blocks, per_layer_groups
+from predictor.cooperative import best_micro_batches, cooperative, gpipe
+from predictor.layercost import ACT_BYTES, OPTIMIZER_STATE_WORDS, LayerCoster
+from predictor.strategies.pipeline import partition as balanced_starts
+from predictor.trace import trace_module
+from predictor.zoo.vgg import VGG
+from profiler.cliutil import batch_size, device_count, float_in, int_in
 
-import torch.nn as nn  # noqa: E402
-
-from calibrate.cost_model import load_cost_model  # noqa: E402
-from predictor.api import load_model  # noqa: E402
-from predictor.block_costs import boundary_bytes_per_sample, graph_blocks, per_layer_groups  # noqa: E402
-from predictor.cooperative import best_micro_batches, cooperative, gpipe  # noqa: E402
-from predictor.layercost import ACT_BYTES, OPTIMIZER_STATE_WORDS, LayerCoster  # noqa: E402
-from predictor.strategies.pipeline import partition as balanced_starts  # noqa: E402
-from predictor.trace import trace_module  # noqa: E402
-from predictor.zoo.vgg import VGG  # noqa: E402
+NAME = "cooperative"
 
 PUBLISHED_SPEEDUP = {"vgg16_bn": 0.153, "resnet50": 0.345, "inception_v3": 0.258}
 ZOO_NAME = {"resnet50": "resnet50", "inception_v3": "inception_v3"}
-DEFAULT_PROFILE = Path(__file__).resolve().parent.parent / "profiles" / "v100-abci-4gpu.published.yaml"
+DEFAULT_PROFILE = REPO / "profiles" / "v100-abci-4gpu.published.yaml"
 
 
 def vgg16_bn() -> nn.Module:
@@ -110,18 +112,21 @@ def compare(model: str, cost_model, batch: int, devices: int, dtype: str, optimi
     return results
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(parser) -> None:
+    describe(parser, __doc__)
     parser.add_argument("--profile", default=str(DEFAULT_PROFILE))
-    parser.add_argument("--batch", type=int, default=128, help="global mini-batch (default 128)")
-    parser.add_argument("--devices", type=int, default=4)
+    parser.add_argument("--batch", type=batch_size, default=128, help="global mini-batch (default 128)")
+    parser.add_argument("--devices", type=device_count, default=4)
     parser.add_argument("--dtype", default="fp32", choices=sorted(ACT_BYTES))
     parser.add_argument("--optimizer", default="sgd", choices=sorted(OPTIMIZER_STATE_WORDS))
-    parser.add_argument("--gpipe-micro-batches", type=int, default=None,
+    parser.add_argument("--gpipe-micro-batches", type=int_in(1, 1 << 20), default=None,
                         help="fix GPipe's micro-batch count (e.g. 4K = 16, GPipe's guideline); default: its fastest")
-    parser.add_argument("--kernel-overhead-us", type=float, default=0.0,
+    parser.add_argument("--kernel-overhead-us", type=float_in(0.0, 1e6, low_open=False), default=0.0,
                         help="add this fixed time to every kernel call, on top of the profile's launch term (sensitivity; default 0)")
-    args = parser.parse_args(argv)
+    add_results_flag(parser)
+
+
+def run(args) -> int:
     cm = load_cost_model(args.profile)
     if args.kernel_overhead_us:
         cm = WithKernelOverhead(cm, args.kernel_overhead_us * 1e-6)
@@ -129,7 +134,7 @@ def main(argv=None) -> int:
           f"GPipe micro-batches {args.gpipe_micro_batches or 'fastest'}; kernel overhead {args.kernel_overhead_us} us")
     print(f"{'model':13} {'scheme':15} {'M':>4} {'iter ms':>9} {'fwd':>7} {'bwd':>7} {'recomp':>7} {'bubble':>7} "
           f"{'comm':>6} {'mem GB':>7} {'act GB':>7}")
-    summary = []
+    summary, figures = [], []
     for model, published in PUBLISHED_SPEEDUP.items():
         results = compare(model, cm, args.batch, args.devices, args.dtype, args.optimizer, args.gpipe_micro_batches)
         for scheme, c in results.items():
@@ -145,10 +150,11 @@ def main(argv=None) -> int:
             summary.append(f"{model:13} speed-up predicted {g.iteration_s / c.iteration_s - 1:+.1%}, published "
                            f"{published:+.1%}; cooperative memory vs GPipe: {c.memory_bytes / g.memory_bytes - 1:+.1%} "
                            f"(remat), {no_remat} (no remat; published: up to -75.0%)")
+            figures += [Figure(f"{model}: predicted speed-up over GPipe", (g.iteration_s / c.iteration_s - 1) * 100, "%"),
+                        Figure(f"{model}: published speed-up over GPipe", published * 100, "%"),
+                        Figure(f"{model}: cooperative memory vs GPipe (remat)",
+                               (c.memory_bytes / g.memory_bytes - 1) * 100, "%")]
     print("\ncooperative vs GPipe with re-materialisation (speed) and without (memory):")
     print("\n".join(summary))
+    record(NAME, figures, args.results)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

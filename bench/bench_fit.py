@@ -1,39 +1,63 @@
-"""Fit quality on a real calibration: held-out median relative error of every fit against the issue's
+"""Fit quality: held-out median error of every fit (targets: each collective fit <= 10%, each compute fit <= 15%).
+
+On a real calibration: held-out median relative error of every fit against the issue's
 targets (collectives <= 10%, compute <= 15%), the stored extrapolation errors, the samples' sampling noise (the
 median error a perfect model would show: calibrate.alphabeta.sampling_noise), for CPU convolutions the held-out
 error of oneDNN's and of the native kernels' shapes apart (FitQuality.by_kernel), and the fit's own run time.
 
-    python bench/bench_fit.py                      # quick CPU calibration with 2 ranks, then the figures
-    python bench/bench_fit.py --profile PATH       # figures for an existing profile (refitted, not rewritten)
+    python -m bench fit                      # quick CPU calibration with 2 ranks, then the figures
+    python -m bench fit --profile PATH       # figures for an existing profile (refitted, not rewritten)
 
-Prints figures only; asserts nothing (accuracy depends on how quiet the machine was while calibrating).
+Prints figures only; asserts nothing (accuracy depends on how quiet the machine was while calibrating). Records
+the worst fit of each family against its target in results/fit.json.
 """
 from __future__ import annotations
 
-import argparse
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from bench import describe
+from bench.record import Figure, add_results_flag, record
 from calibrate.coefficients import parse_coefficients
 from calibrate.fit import fit_profile
+from profiler.errors import UserError
 from profiler.profile import load_profile
 
+NAME = "fit"
 TARGETS = {"collective": 0.10, "compute": 0.15}
 
 
 def calibrate(out: Path) -> None:
     cmd = [sys.executable, "-m", "profiler", "calibrate", "--device", "cpu", "--quick", "--ranks", "2", "--out", str(out)]
     print("running:", " ".join(cmd), flush=True)
-    subprocess.run(cmd, check=True)
+    code = subprocess.run(cmd).returncode
+    if code != 0:
+        raise UserError(f"profiler calibrate failed (exit {code})")
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def add_arguments(parser) -> None:
+    describe(parser, __doc__)
     parser.add_argument("--profile", help="existing profile with samples (default: calibrate now)")
-    args = parser.parse_args()
+    add_results_flag(parser)
+
+
+def figures(rows, fit_s: float) -> list[Figure]:
+    """Per family with a target: its worst fit's held-out median error, and how many fits meet the target."""
+    out = []
+    for family, target in TARGETS.items():
+        errors = [q.median_rel_error for fam, _, q, _ in rows if fam == family and q is not None]
+        out.append(Figure(f"{family} fits: worst held-out median error", round(max(errors) * 100, 6) if errors else None, "%",
+                          f"<= {target * 100:g}"))
+        out.append(Figure(f"{family} fits within {target:.0%}", sum(e <= target for e in errors),
+                          f"fits of {len(errors)}"))
+    out.append(Figure("fit time", fit_s, "s"))
+    return out
+
+
+def run(args) -> int:
     if args.profile:
         path = Path(args.profile)
     else:
@@ -62,8 +86,5 @@ def main() -> int:
         kernels = ", ".join(f"{k} {v:.1%}" for k, v in q.by_kernel.items()) if q.by_kernel else ""
         print(f"{family:<11}{name:<34}{q.median_rel_error:>16.1%}{q.max_rel_error:>9.1%}{tgt:>8}  {ok:<4}{extra:>21}"
               f"{noise:>15}  {kernels}")
+    record(NAME, figures(rows, fit_s), args.results)
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

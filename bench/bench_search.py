@@ -1,33 +1,43 @@
-"""Search speed: `predictor search` over ResNet-50, every strategy and hybrid split, 1..4096 devices,
-every micro-batch count; prints plans evaluated per second (target >= 10,000/s on one core) and the total.
+"""Search speed: plans per CPU-second of `predictor search` over ResNet-50, 1..4096 devices (target >= 100,000).
 
-    python bench/bench_search.py                      # shipped V100 reference profile, batch 4096, 1..4096
-    python bench/bench_search.py --max-gpus 512 --profile profiles/<yours>.yaml
+Every strategy and hybrid split, every device count up to --max-gpus and every micro-batch count; prints
+plans evaluated per CPU-second and per wall second and the top plans, and records them (results/search.json).
+
+    python -m bench search                      # shipped V100 reference profile, batch 4096, 1..4096
+    python -m bench search --max-gpus 512 --profile profiles/<yours>.yaml
 
 Runs on one core (torch threads = 1); the first plans of each shape pay for cost-model calls, later ones
-hit the caches, so the rate grows with the search size.
+hit the caches, so the rate grows with the search size: compare figures only at the same flags.
 """
 from __future__ import annotations
 
-import argparse
 import platform
 import time
 
-import torch
+from bench import describe
+from bench.record import Figure, add_results_flag, record
+from profiler.cliutil import batch_size, device_count
+
+NAME = "search"
+TARGET_PLANS_PER_CPU_S = ">= 100000"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(parser) -> None:
+    describe(parser, __doc__)
     parser.add_argument("--profile", help="profile YAML (default: the shipped reference profile)")
     parser.add_argument("--model", default="resnet50")
-    parser.add_argument("--batch", type=int, default=4096, help="global mini-batch")
-    parser.add_argument("--max-gpus", type=int, default=4096)
-    args = parser.parse_args()
-    torch.set_num_threads(1)
+    parser.add_argument("--batch", type=batch_size, default=4096, help="global mini-batch")
+    parser.add_argument("--max-gpus", type=device_count, default=4096)
+    add_results_flag(parser)
+
+
+def run(args) -> int:
+    import torch
 
     from predictor.api import load_cost_model, load_model
     from predictor.search import search
 
+    torch.set_num_threads(1)
     t0 = time.perf_counter()
     graph = load_model(args.model)
     cm, path = load_cost_model(args.profile)
@@ -38,12 +48,15 @@ def main() -> None:
           f"devices 1..{args.max_gpus}; setup (trace + profile) {setup_s:.1f} s")
     print(f"plans evaluated: {result.evaluated} ({result.feasible} feasible, {result.fitting} fit)")
     print(f"search time: {result.seconds:.1f} s wall, {result.cpu_seconds:.1f} s CPU  ->  "
-          f"{result.plans_per_cpu_s:,.0f} plans per CPU-second ({result.plans_per_s:,.0f} per wall second); "
-          f"target >= 10,000/s")
+          f"{result.plans_per_cpu_s:,.0f} plans per CPU-second ({result.plans_per_s:,.0f} per wall second)")
     for k, pred in enumerate(result.best, 1):
         print(f"  {k}. {pred.plan.strategy:18s} {pred.plan.describe():16s} on {pred.plan.devices:5d} devices: "
               f"{pred.iteration_s * 1e3:8.2f} ms/iteration, {pred.memory_bytes / 1e9:6.2f} GB, {pred.bottleneck}")
-
-
-if __name__ == "__main__":
-    main()
+    record(NAME, [
+        Figure("plans per CPU-second", result.plans_per_cpu_s, "plans/CPU-s", TARGET_PLANS_PER_CPU_S),
+        Figure("plans per wall second", result.plans_per_s, "plans/s"),
+        Figure("plans evaluated", result.evaluated, "plans"),
+        Figure("search CPU time", result.cpu_seconds, "s"),
+        Figure("search wall time", result.seconds, "s"),
+    ], args.results)
+    return 0

@@ -1,27 +1,35 @@
-"""Accuracy of the analytical model on the default CPU validation suite, in one command.
+"""Accuracy of the analytical model on the CPU validation suite (targets: >= 95% overall, >= 85% per strategy).
 
-    python bench/bench_validate.py                 # calibrate this machine (quick, 1 thread per rank,
-                                                   # 2-rank collectives), then run the suite
-    python bench/bench_validate.py --model-shapes  # the same, the calibration also measuring the suite's layers
-    python bench/bench_validate.py --profile P     # reuse a profile calibrated with 1 thread per rank
-    python bench/bench_validate.py --profile P --layers small_cnn2d --knobs width=8,image=32 --batch 32
-                                                   # per-layer forward/backward: measured (1 thread) vs
-                                                   # the profile's prediction -- which term is wrong
+    python -m bench validate                 # calibrate this machine (quick, 1 thread per rank,
+                                             # 2-rank collectives), then run the suite
+    python -m bench validate --model-shapes  # the same, the calibration also measuring the suite's layers
+    python -m bench validate --profile P     # reuse a profile calibrated with 1 thread per rank
+    python -m bench validate --profile P --layers small_cnn2d --knobs width=8,image=32 --batch 32
+                                             # per-layer forward/backward: measured (1 thread) vs
+                                             # the profile's prediction -- which term is wrong
 
 Prints the validate table, mean accuracy per strategy, ranking agreement and the suite's wall time; the
-dataset goes to out/validate-<UTC time>.jsonl and the scatter next to it. Run it on a quiet machine: the
-runs and the calibration must not share the cores with other work.
+dataset goes to out/validate-<UTC time>.jsonl and the scatter next to it, the figures to
+results/validate.json (not with --layers). Run it on a quiet machine: the runs and the calibration must not
+share the cores with other work (on the 2-core development VM the runs themselves repeat only to ~90%:
+`python -m bench noise-floor`).
 """
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from bench import describe
+from bench.record import REPO, Figure, add_results_flag, record
+from profiler.cliutil import batch_size
+from profiler.errors import UserError
+from profiler.inputs import parse_json, read_text
+
+NAME = "validate"
+TARGET_OVERALL, TARGET_PER_STRATEGY = ">= 95", ">= 85"
 
 
 def _median_s(fn, repeats: int = 7) -> float:
@@ -69,27 +77,77 @@ def layer_table(profile: str, model: str, knobs: dict, batch: int) -> None:
     print(f"{'total':<16}" + "".join(f"{v * 1e3:12.3f}" for v in totals))
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def dataset_rows(path: Path) -> list[dict]:
+    rows = []
+    for number, line in enumerate(read_text(path, "runs").splitlines(), 1):
+        if line.strip():
+            row = parse_json(line, str(path), line=number)
+            if not isinstance(row, dict):
+                raise UserError(f"{path}:{number}: expected a JSON object per line")
+            rows.append(row)
+    return rows
+
+
+def figures(rows: list[dict], suite_s: float, calibration_s: float | None) -> list[Figure]:
+    """Overall and worst-strategy mean accuracy against the targets, ranking agreement, each strategy, wall times."""
+    from predictor.validate_report import overall_accuracy, per_strategy_accuracy, ranking
+
+    overall = overall_accuracy(rows)
+    per_strategy = per_strategy_accuracy(rows)
+    ranks = ranking(rows)
+    worst = min(per_strategy.items(), key=lambda kv: kv[1][0], default=None)
+    out = [Figure("overall mean accuracy", overall * 100 if overall is not None else None, "%", TARGET_OVERALL),
+           Figure(f"worst strategy mean accuracy ({worst[0] if worst else '-'})",
+                  worst[1][0] * 100 if worst else None, "%", TARGET_PER_STRATEGY),
+           Figure("ranking agreement", 100 * sum(r["agree"] for r in ranks) / len(ranks) if ranks else None,
+                  f"% of {len(ranks)} scenarios")]
+    out += [Figure(f"{label} mean accuracy ({n} runs)", mean * 100, "%") for label, (mean, n) in per_strategy.items()]
+    out.append(Figure("suite wall time", suite_s, "s"))
+    if calibration_s is not None:
+        out.append(Figure("calibration wall time", calibration_s, "s"))
+    return out
+
+
+def add_arguments(parser) -> None:
+    describe(parser, __doc__)
     parser.add_argument("--profile", help="existing profile (default: calibrate one now)")
     parser.add_argument("--suite", default="cpu_default")
     parser.add_argument("--layers", metavar="MODEL", help="print the per-layer table for MODEL instead")
     parser.add_argument("--knobs", default="", help="zoo knobs for --layers, e.g. width=8,image=32")
-    parser.add_argument("--batch", type=int, default=32, help="batch for --layers")
+    parser.add_argument("--batch", type=batch_size, default=32, help="batch for --layers")
     parser.add_argument("--model-shapes", action="store_true",
                         help="calibrate with the suite's own layer shapes too (predictor shapes -> calibrate --shapes)")
-    args = parser.parse_args()
+    add_results_flag(parser)
+
+
+def _knobs(text: str) -> dict:
+    knobs = {}
+    for item in (i for i in text.split(",") if i):
+        key, sep, value = item.partition("=")
+        if not sep or not value.lstrip("-").isdigit():
+            raise UserError(f"--knobs: expected KEY=INTEGER items separated by commas, got {item[:40]!r}")
+        knobs[key] = int(value)
+    return knobs
+
+
+def _check_run(command: list[str], env: dict) -> None:
+    code = subprocess.run(command, env=env, cwd=REPO).returncode
+    if code != 0:
+        raise UserError(f"`{' '.join(command[1:4])} ...` failed (exit {code})")
+
+
+def run(args) -> int:
     if args.layers:
         if not args.profile:
-            parser.error("--layers needs --profile")
-        knobs = {k: int(v) for k, v in (item.split("=") for item in args.knobs.split(",") if item)}
-        layer_table(args.profile, args.layers, knobs, args.batch)
+            raise UserError("--layers needs --profile")
+        layer_table(args.profile, args.layers, _knobs(args.knobs), args.batch)
         return 0
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     out = REPO / "out"
     out.mkdir(exist_ok=True)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}  # 2 ranks on 2 cores: 1 thread per rank, as the runs
     profile = args.profile
+    calibration_s = None
     if profile is None:
         profile = str(out / f"validate-profile-{stamp}.yaml")
         start = time.perf_counter()
@@ -97,18 +155,17 @@ def main() -> int:
                      "--out", profile]
         if args.model_shapes:  # also measure every compute call the suite's predictions cost
             shapes = out / f"validate-shapes-{stamp}.yaml"
-            subprocess.run([sys.executable, "-m", "predictor", "shapes", "--suite", args.suite, "--out", str(shapes)],
-                           check=True, env=env, cwd=REPO)
+            _check_run([sys.executable, "-m", "predictor", "shapes", "--suite", args.suite, "--out", str(shapes)], env)
             calibrate += ["--shapes", str(shapes)]
-        subprocess.run(calibrate, check=True, env=env, cwd=REPO)
-        print(f"calibration: {time.perf_counter() - start:.0f} s -> {profile}")
+        _check_run(calibrate, env)
+        calibration_s = time.perf_counter() - start
+        print(f"calibration: {calibration_s:.0f} s -> {profile}")
     dataset, plot = out / f"validate-{stamp}.jsonl", out / f"validate-{stamp}.png"
     start = time.perf_counter()
     code = subprocess.run([sys.executable, "-m", "predictor", "validate", "--profile", profile, "--suite", args.suite,
                            "--out", str(dataset), "--plot", str(plot), "--threads", "1"], env=env, cwd=REPO).returncode
-    print(f"suite wall time: {time.perf_counter() - start:.0f} s ({os.cpu_count()} cores); dataset {dataset}; scatter {plot}")
+    suite_s = time.perf_counter() - start
+    print(f"suite wall time: {suite_s:.0f} s ({os.cpu_count()} cores); dataset {dataset}; scatter {plot}")
+    if code == 0 and dataset.is_file():
+        record(NAME, figures(dataset_rows(dataset), suite_s, calibration_s), args.results)
     return code
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -7,11 +7,10 @@
 Expected: `profiler drift A B` exits 1 and names compute (and memory) families; `profiler drift A C`
 exits 0. Prints both reports and a one-line verdict per comparison; exit 0 when both came out as expected.
 
-    python bench/drift_e2e.py [--keep DIR] [--busy N]
+    python -m bench drift-e2e [--keep DIR] [--busy N]
 """
 from __future__ import annotations
 
-import argparse
 import multiprocessing as mp
 import os
 import subprocess
@@ -19,6 +18,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from bench import describe
+from profiler.cliutil import int_in
 
 CALIBRATE = ["-m", "profiler", "calibrate", "--device", "cpu", "--quick", "--only", "compute,memory"]
 
@@ -48,11 +50,14 @@ def drift(old: Path, new: Path) -> tuple[int, str]:
     return result.returncode, result.stdout + result.stderr
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(parser) -> None:
+    describe(parser, __doc__)
     parser.add_argument("--keep", type=Path, help="write the three profiles into this folder (default: a temp folder)")
-    parser.add_argument("--busy", type=int, default=os.cpu_count() or 2, help="busy processes during run B (default: one per CPU)")
-    args = parser.parse_args()
+    parser.add_argument("--busy", type=int_in(1, 4 * (os.cpu_count() or 1)), default=os.cpu_count() or 2,
+                        help="busy processes during run B (default: one per CPU)")
+
+
+def run(args) -> int:
     folder = args.keep or Path(tempfile.mkdtemp(prefix="drift_e2e_"))
     folder.mkdir(parents=True, exist_ok=True)
     runs = {"A": 0, "B": args.busy, "C": 0}
@@ -73,7 +78,3 @@ def main() -> int:
         print(f"verdict A->{new}: exit {code}, {'as expected' if code == expect else 'NOT as expected'}")
     print(f"\nmachine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end; profiles in {folder}")
     return 0 if ok else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

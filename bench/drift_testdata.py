@@ -1,10 +1,12 @@
-"""Make tests/data/drift_cpu_profile.yaml: real CPU timings with many samples per point, for the drift tests.
+"""Test data for the drift tests: real CPU timings, 40 samples per point, written as a profile (OUT.yaml).
+
+Makes tests/data/drift_cpu_profile.yaml (and _loaded.yaml): real CPU timings with many samples per point.
 
 `profiler calibrate --quick` keeps only ~3 samples for most points (it stops on a time budget), too few to
 split one point's samples into two halves. This script times a dozen CPU points (GEMM, conv2d, ReLU,
 STREAM copy/triad) with the project's Timer, 40 samples each, and writes them as a profile.
 
-    python bench/drift_testdata.py tests/data/drift_cpu_profile.yaml
+    python -m bench drift-testdata tests/data/drift_cpu_profile.yaml
 
 The committed drift_cpu_profile.yaml was taken at a quiet moment (load average 0.15) by the first version
 of this script (GEMM points keyed `shape: [M, N, K]`, machine block filled from torch); the committed
@@ -13,11 +15,14 @@ drift_cpu_profile_loaded.yaml by this version under load average ~9 on the 2-cor
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
+from bench import describe
 from profiler.metadata import collect_machine
+from profiler.outputs import check_output
 from profiler.profile import SCHEMA_VERSION, Profile, Provenance, Sample, save_profile, utc_now_iso
 from profiler.timing import Timer
 
@@ -54,7 +59,14 @@ def measure() -> list[Sample]:
     return samples
 
 
-def main(path: str) -> None:
+def add_arguments(parser) -> None:
+    describe(parser, __doc__)
+    parser.add_argument("out", type=Path, metavar="OUT.yaml", help="where to write the profile")
+    parser.add_argument("--force", action="store_true", help="overwrite OUT.yaml if it exists")
+
+
+def run(args) -> int:
+    path = check_output(args.out, "OUT.yaml", force=args.force)
     profile = Profile(
         schema_version=SCHEMA_VERSION,
         machine=collect_machine("cpu"),
@@ -65,9 +77,4 @@ def main(path: str) -> None:
     )
     save_profile(profile, path)
     print(f"wrote {path}", file=sys.stderr)
-
-
-if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit("usage: python bench/drift_testdata.py OUT.yaml")
-    main(sys.argv[1])
+    return 0

@@ -5,21 +5,17 @@ processes (gloo on CPU, NCCL on GPUs), with the stage cut the predictor chose. T
 its activations (no re-materialisation), so its prediction is the `pipeline` strategy with recompute off.
 Figures are printed, not asserted; on a shared machine they are noisy (the lead re-runs on a quiet one).
 
-    python bench/measure_cooperative.py --profile PROFILE.yaml
-    python bench/measure_cooperative.py --profile P.yaml --model resnet --model-arg width=8 --batch 16 --micro-batches 2,4
+    python -m bench measure-cooperative --profile PROFILE.yaml
+    python -m bench measure-cooperative --profile P.yaml --model resnet --model-arg width=8 --batch 16 --micro-batches 2,4
 """
 from __future__ import annotations
 
-import argparse
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from predictor.api import load_cost_model, load_model, predict  # noqa: E402
-from predictor.plan import Plan  # noqa: E402
-from predictor.runner.launch import spawn_ranks  # noqa: E402
-from profiler.errors import UserError  # noqa: E402
+from bench import describe
+from predictor.api import load_cost_model, load_model, predict
+from predictor.plan import Plan
+from predictor.runner.launch import spawn_ranks
+from profiler.cliutil import batch_size, int_in, rank_count, thread_count
+from profiler.errors import UserError
 
 DEFAULT_KNOBS = {"vgg16": {"width": 4, "fc": 64, "image": 32, "num_classes": 10}}
 
@@ -49,25 +45,28 @@ def _knobs(pairs: list[str], model: str) -> dict:
     return knobs
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(parser) -> None:
+    describe(parser, __doc__)
     parser.add_argument("--profile", help="profile YAML calibrated on this machine (default: the shipped reference)")
     parser.add_argument("--model", default="vgg16")
     parser.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE")
-    parser.add_argument("--batch", type=int, default=16)
-    parser.add_argument("--ranks", type=int, default=2)
+    parser.add_argument("--batch", type=batch_size, default=16)
+    parser.add_argument("--ranks", type=rank_count, default=2)
     parser.add_argument("--micro-batches", default="2,4", help="comma-separated micro-batch counts")
-    parser.add_argument("--iterations", type=int, default=5)
-    parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--threads", type=int, default=1, help="threads per rank")
-    args = parser.parse_args(argv)
+    parser.add_argument("--iterations", type=int_in(1, 100000), default=5)
+    parser.add_argument("--warmup", type=int_in(0, 100000), default=2)
+    parser.add_argument("--threads", type=thread_count, default=1, help="threads per rank")
+
+
+def run(args) -> int:
     try:
-        graph = load_model(args.model, **_knobs(args.model_arg, args.model))
-        cost_model, path = load_cost_model(args.profile)
         counts = [int(m) for m in args.micro_batches.split(",")]
-    except (UserError, ValueError) as err:
-        print(f"measure_cooperative: error: {err}", file=sys.stderr)
-        return 2
+    except ValueError:
+        raise UserError(f"--micro-batches: expected integers separated by commas, got {args.micro_batches[:60]!r}") from None
+    if any(not 1 <= m <= args.batch for m in counts):
+        raise UserError(f"--micro-batches: each count must be in 1..{args.batch} (the batch)")
+    graph = load_model(args.model, **_knobs(args.model_arg, args.model))
+    cost_model, path = load_cost_model(args.profile)
     print(f"model {graph.name} ({len(graph.layers)} layers), batch {args.batch}, {args.ranks} ranks, profile {path}")
     print(f"{'scheme':12} {'M':>3} {'measured ms':>12} {'IQR ms':>8} {'predicted ms':>13} {'pred/meas':>9}")
     measured = {}
@@ -97,7 +96,3 @@ def main(argv=None) -> int:
             print(f"M={m}: cooperative vs GPipe (no re-materialisation) measured {tp / tc - 1:+.1%}, "
                   f"predicted {pp / pc - 1:+.1%}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,29 +1,29 @@
-"""How reproducible are the measured runs themselves? The accuracy a perfect predictor could reach here.
+"""Noise floor: the accuracy a perfect predictor could reach on these measured runs (>= 95% needed to show the target).
 
 For every run measured in two or more datasets, each dataset's time is "predicted" by the median of the
 same run in the other datasets (leave one out), and scored as `predictor validate` scores a prediction
 (1 - |predicted - measured| / measured). No model enters: this is the ceiling that run-to-run variation of
 the machine puts on any predictor's accuracy for one suite run, per strategy.
 
-    python bench/noise_floor.py out/validate-A.jsonl out/validate-B.jsonl [...]
+    python -m bench noise-floor out/validate-A.jsonl out/validate-B.jsonl [...]
 
-Prints figures only. Datasets must measure the same suite with the same measurement code (the
+Prints figures only; records them in results/noise-floor.json with the validation targets (>= 95% overall,
+>= 85% per strategy) as targets: a machine whose ceiling misses them cannot show them. Datasets must measure the same suite with the same measurement code (the
 statistic of `measured_time_s` changed from the median to the mean of the timed steps on 2026-11-29).
 """
 from __future__ import annotations
 
-import argparse
 import statistics
-import sys
 from collections import defaultdict
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench import describe
+from bench.record import Figure, add_results_flag, record
+from bench.repredict import pooled_runs
+from predictor.validate_report import accuracy
+from profiler.errors import UserError
 
-from predictor.validate_report import accuracy  # noqa: E402
-from profiler.errors import UserError  # noqa: E402
-
-from repredict import pooled_runs  # noqa: E402
+NAME = "noise-floor"
+TARGET_OVERALL, TARGET_PER_STRATEGY = ">= 95", ">= 85"
 
 
 def leave_one_out_accuracy(times: list[float]) -> list[float]:
@@ -31,29 +31,30 @@ def leave_one_out_accuracy(times: list[float]) -> list[float]:
     return [accuracy(statistics.median(times[:i] + times[i + 1:]), t) for i, t in enumerate(times)]
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def add_arguments(parser) -> None:
+    describe(parser, __doc__)
     parser.add_argument("datasets", nargs="+", help="validation datasets (JSON lines) of the same suite")
-    args = parser.parse_args()
-    try:
-        runs = pooled_runs(args.datasets)
-    except UserError as err:
-        print(f"noise_floor: error: {err}", file=sys.stderr)
-        return 2
+    add_results_flag(parser)
+
+
+def run(args) -> int:
+    runs = pooled_runs(args.datasets)
     by_label: dict[str, list[float]] = defaultdict(list)
     for (label, _), row in sorted(runs.items()):
         if len(row["measured_times_s"]) >= 2:
             by_label[label] += leave_one_out_accuracy(row["measured_times_s"])
     if not by_label:
-        print("noise_floor: error: no run was measured in two or more of the datasets", file=sys.stderr)
-        return 2
+        raise UserError("no run was measured in two or more of the datasets")
     print(f"{len(args.datasets)} dataset(s): accuracy of the other datasets' median as the prediction")
     for label, values in sorted(by_label.items()):
         print(f"  {label:18} {statistics.fmean(values):6.1%}  ({len(values)} run measurements)")
     every = [v for values in by_label.values() for v in values]
     print(f"  {'overall':18} {statistics.fmean(every):6.1%}  ({len(every)} run measurements)")
+    worst = min(by_label, key=lambda label: statistics.fmean(by_label[label]))
+    record(NAME, [
+        Figure("overall ceiling", statistics.fmean(every) * 100, "%", TARGET_OVERALL),
+        Figure(f"worst strategy ceiling ({worst})", statistics.fmean(by_label[worst]) * 100, "%", TARGET_PER_STRATEGY),
+        Figure("datasets", len(args.datasets), "datasets"),
+    ] + [Figure(f"{label} ceiling", statistics.fmean(values) * 100, "%") for label, values in sorted(by_label.items())],
+        args.results)
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,34 +1,33 @@
-"""Analytical accuracy on measured runs already taken: re-predict every run of one or more validation datasets
+"""Re-predict measured runs already taken (validation datasets) with a profile and print the accuracy.
+
+Analytical accuracy on measured runs already taken: re-predict every run of one or more validation datasets
 with a profile (refitted with the current fitting code) and compare with the measured times.
 
 Runs on this VM vary by 10-40% between suite runs, so comparing two versions of the model by running the
 suite twice mixes the model's change with the machine's. This holds the measurements still: the same
 runs (pooled over every dataset given, median per run) against each version's predictions.
 
-    python bench/repredict.py --profile P.yaml out/validate-A.jsonl [out/validate-B.jsonl ...]
-    python bench/repredict.py --profile P.yaml --refit out/validate-*.jsonl   # refit P's samples first
+    python -m bench repredict --profile P.yaml out/validate-A.jsonl [out/validate-B.jsonl ...]
+    python -m bench repredict --profile P.yaml --refit out/validate-*.jsonl   # refit P's samples first
 
 Prints mean accuracy per strategy (1 - |predicted - measured| / measured), like `predictor validate`.
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import statistics
-import sys
 from collections import defaultdict
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from calibrate.cost_model import load_cost_model  # noqa: E402
-from calibrate.fit import fit_profile  # noqa: E402
-from predictor.api import load_model, predict  # noqa: E402
-from predictor.plan import Plan  # noqa: E402
-from predictor.validate_report import accuracy  # noqa: E402
-from profiler.errors import UserError  # noqa: E402
-from profiler.profile import load_profile  # noqa: E402
+from bench import describe
+from calibrate.cost_model import load_cost_model
+from calibrate.fit import fit_profile
+from predictor.api import load_model, predict
+from predictor.plan import Plan
+from predictor.validate_report import accuracy
+from profiler.errors import UserError
+from profiler.inputs import parse_json, read_text
+from profiler.profile import load_profile
 
 
 def pooled_runs(paths: list[str]) -> dict[tuple[str, str], dict]:
@@ -36,15 +35,13 @@ def pooled_runs(paths: list[str]) -> dict[tuple[str, str], dict]:
     dataset's time in measured_times_s)."""
     records, times = {}, defaultdict(list)
     for path in paths:
-        try:
-            lines = Path(path).read_text().splitlines()
-        except OSError as err:
-            raise UserError(f"dataset {path}: {err.strerror}") from None
+        lines = read_text(path, "runs", f"dataset {path}").splitlines()
         for number, line in enumerate(lines, 1):
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise UserError(f"dataset {path}:{number}: not a JSON line ({err.msg})") from None
+            if not line.strip():
+                continue
+            row = parse_json(line, f"dataset {path}", line=number)
+            if not isinstance(row, dict):
+                raise UserError(f"dataset {path}:{number}: expected a JSON object per line")
             if not row.get("measured_time_s") or not row.get("prediction"):
                 continue
             key = (row["label"], row["scenario"])
@@ -63,13 +60,15 @@ def plan_of(row: dict) -> Plan:
     return Plan(**fields)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(parser) -> None:
+    describe(parser, __doc__)
     parser.add_argument("datasets", nargs="+", help="validate JSONL files (runs pooled by label and scenario)")
     parser.add_argument("--profile", required=True)
     parser.add_argument("--refit", action="store_true", help="refit the profile's samples with the current code")
     parser.add_argument("--rows", action="store_true", help="print every run")
-    args = parser.parse_args()
+
+
+def run(args) -> int:
     profile = load_profile(args.profile)
     cost_model = load_cost_model(fit_profile(profile) if args.refit else profile)
     graphs, by_strategy = {}, defaultdict(list)
@@ -87,15 +86,9 @@ def main() -> int:
                   f"predicted {prediction.iteration_s * 1e3:8.2f} ms  {acc:6.1%}")
     print(f"profile {args.profile}{' (refitted)' if args.refit else ''}; {len(args.datasets)} dataset(s)")
     everything = [a for accs in by_strategy.values() for a in accs]
+    if not everything:
+        raise UserError("no run of the datasets has a feasible prediction with this profile")
     for label, accs in sorted(by_strategy.items()):
         print(f"  {label:17} {statistics.mean(accs):6.1%}  ({len(accs)} runs)")
     print(f"  {'overall':17} {statistics.mean(everything):6.1%}  ({len(everything)} runs)")
     return 0
-
-
-if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except UserError as err:
-        print(f"repredict: {err}", file=sys.stderr)
-        sys.exit(2)

@@ -52,7 +52,7 @@ step collectives 60 profiler calibrate --device cuda --quick --only collectives 
 PROFILE="$OUT/h200.yaml"
 # cooperative-process vs GPipe, measured next to the predictions (needs >= 2 GPUs)
 if [ "${NGPUS:-0}" -gt 1 ]; then
-  step cooperative 60 python bench/measure_cooperative.py --profile "$PROFILE" --ranks "$NGPUS" --batch 64
+  step cooperative 60 python -m bench measure-cooperative --profile "$PROFILE" --ranks "$NGPUS" --batch 64
 else
   echo "== cooperative: skipped (1 GPU; cooperative vs GPipe needs >= 2)"
 fi
