@@ -2,9 +2,16 @@
 append every run (features + prediction terms + measurement) to a JSONL dataset, and report accuracy.
 
     predictor validate --profile P [--suite NAME|FILE] --out runs.jsonl [--plot scatter.png]
+    predictor validate --profile P --suite random:N [--seed S] --out runs.jsonl
     predictor validate --published FILE|cnn [--json] [--plot scatter.png] [--out report.json]
 
-The second form measures nothing: it predicts published, measured multi-GPU runs with the reference profile of
+The second form generates N random nets (predictor/suites/random_nets.py, seed S, default 0), writes
+their layer specs to <out>.random-nets/seed-S/ (one file per net, named by its content hash, and a
+manifest random-N.json), measures them like any suite and adds per-family accuracy, per-net ranking
+agreement and the residual correction's leave-one-family-out accuracy to the report (random_report.py).
+Every row of such a run carries a `generator` field: seed, N, net index, family, spec path, ranges.
+
+The third form measures nothing: it predicts published, measured multi-GPU runs with the reference profile of
 each run's system and scores the predictions (predictor.published).
 
 Each row is written and flushed as soon as its run is measured, so an interrupted validation keeps what
@@ -23,9 +30,9 @@ from pathlib import Path
 
 from predictor.report import finite_json
 from predictor.runner.config import RunConfig
-from predictor.runner.suite import SuiteRun, load_suite
+from predictor.runner.suite import MAX_RANDOM_NETS, SuiteRun, load_suite, random_suite_size
 from profiler.allocator import keep_freed_memory
-from profiler.cliutil import int_in, thread_count
+from profiler.cliutil import int_in, seed, thread_count
 from profiler.errors import UserError
 from profiler.inputs import parse_json, read_text
 from profiler.outputs import PLOT_SUFFIXES, check_output, check_writable, same_file
@@ -57,7 +64,12 @@ def add_arguments(parser) -> None:
                              "'cnn' for the shipped corpus); --profile is then not needed")
     parser.add_argument("--json", action="store_true", help="with --published: print the report as JSON")
     parser.add_argument("--profile", help="profile YAML the predictions use (calibrated on this machine)")
-    parser.add_argument("--suite", default="cpu_default", help="built-in suite name or suite YAML file (default cpu_default)")
+    parser.add_argument("--suite", default="cpu_default",
+                        help=f"built-in suite name, suite YAML file, or random:N for N (1..{MAX_RANDOM_NETS}) generated "
+                             "random nets (default cpu_default)")
+    parser.add_argument("--seed", type=seed, default=None,
+                        help="with --suite random:N: the generator's seed (default 0, at most 2^32-1); refused with "
+                             "any other suite")
     parser.add_argument("--out", help="JSONL dataset; rows are appended, one per measured run (with --published: "
                                       "the JSON report)")
     parser.add_argument("--plot", help="scatter of predicted vs measured time per strategy (.png, .pdf or .svg)")
@@ -147,6 +159,32 @@ def predict_suite(suite, cost_model) -> list[tuple]:
     return out
 
 
+def random_suite(n: int, seed_: int, out: str):
+    """The suite of n random nets drawn with seed_, their specs written (atomically) to
+    <out>.random-nets/seed-<seed_>/ with a manifest; returns (suite, nets, {model path: row fields})."""
+    from predictor.suites import random_nets
+    from profiler.outputs import write_atomic
+
+    folder = Path(f"{out}.random-nets") / f"seed-{seed_}"
+    if (folder.exists() and not folder.is_dir()) or (folder.parent.exists() and not folder.parent.is_dir()):
+        raise UserError(f"--out {out}: {folder} is needed for the random nets' specs but is not a folder")
+    nets = random_nets.random_nets(n, seed_)
+    suite = random_nets.suite_of(nets, seed_, folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UserError(f"--out {out}: cannot create {folder} for the random nets' specs ({err.strerror})") from None
+    paths = random_nets.write_specs(nets, folder)
+    base = Path(out).parent
+    records = [random_nets.generator_record(net, seed_, n, os.path.relpath(path, base)) for net, path in zip(nets, paths)]
+    manifest = {"suite": suite.path, "generator_version": random_nets.GENERATOR_VERSION, "seed": seed_, "n": n,
+                "ranges": random_nets.RANGES,
+                "nets": [{k: v for k, v in record.items() if k != "ranges"} for record in records]}
+    write_atomic(folder / f"random-{n}.json", json.dumps(manifest, indent=1) + "\n")
+    extras = {str(path): {"generator": record} for path, record in zip(paths, records)}
+    return suite, nets, extras
+
+
 def _row(run: SuiteRun, cfg: RunConfig, graph, plan, prediction, why, measured, context) -> dict:
     from calibrate.correction_features import record_from_prediction
 
@@ -185,12 +223,21 @@ def run(args) -> int:
     for flag in ("profile", "out"):
         if not getattr(args, flag):
             raise UserError(f"--{flag} is required (unless --published is given)")
-    suite = load_suite(args.suite)
-    check_dataset(args.out, args.profile, suite.path)
+    random_n = random_suite_size(args.suite)
+    nets, extras = [], {}
+    if random_n is None:
+        if args.seed is not None:
+            raise UserError(f"--seed applies to --suite random:N only (the suite is {args.suite})")
+        suite = load_suite(args.suite)
+        check_dataset(args.out, args.profile, suite.path)
+    else:
+        check_dataset(args.out, args.profile)
     if args.plot:
         check_output(args.plot, "--plot", args.force, PLOT_SUFFIXES)
     profile = load_profile(args.profile)
     cost_model, profile_path = load_cost_model(args.profile)
+    if random_n is not None:  # after every check of the flags and the profile: nothing is written before
+        suite, nets, extras = random_suite(random_n, 0 if args.seed is None else args.seed, args.out)
     calibrated_threads = profile_threads(profile)
     threads = args.threads or calibrated_threads or 1
     warmup = suite.warmup if args.warmup is None else args.warmup
@@ -217,6 +264,12 @@ def run(args) -> int:
     if leader:
         print(f"validate: {len(jobs)} runs from {suite.path}, {threads} thread(s) per rank "
               f"(profile calibrated with {calibrated_threads}), {warmup} warm-up + {iterations} timed iterations", flush=True)
+        if nets:
+            from predictor.suites.random_nets import describe
+
+            print(f"random nets (specs and manifest in {Path(next(iter(extras))).parent}):", flush=True)
+            for net in nets:
+                print(describe(net), flush=True)
     with open(args.out, "a") if leader else open(os.devnull, "w") as out:
         def record(message, world: int) -> None:
             kind, index, payload = message
@@ -225,7 +278,8 @@ def run(args) -> int:
                 print(f"  skipped {cfg.label} {cfg.scenario}: {payload}", flush=True)
                 return
             row = _row(run_, cfg, graph, plan, prediction, why, payload,
-                       {**context, "oversubscribed": world * threads > (os.cpu_count() or 1), "timestamp": utc_now_iso()})
+                       {**context, "oversubscribed": world * threads > (os.cpu_count() or 1), "timestamp": utc_now_iso(),
+                        **extras.get(run_.model, {})})
             out.write(json.dumps(finite_json(row), default=str) + "\n")
             out.flush()
             rows.append(row)
@@ -248,6 +302,12 @@ def run(args) -> int:
         return 0
     print(f"validate: {len(rows)} runs measured in {time.perf_counter() - start:.0f} s; appended to {args.out}")
     print(validate_report.render(rows))
+    if nets:
+        from predictor import random_report
+
+        lofo = random_report.leave_one_family_out([json.loads(json.dumps(finite_json(r), default=str)) for r in rows], profile)
+        print()
+        print(random_report.render(rows, lofo))
     if args.plot and rows:
         validate_report.scatter(rows, args.plot)
         print(f"scatter: {args.plot}")
