@@ -353,6 +353,9 @@ class Coefficients(_Strict):
     fabric: Optional[Fabric] = None
     execution: Optional[Execution] = None
     model_error: Optional[ModelError] = None
+    #: published profiles: time of each software stack's kernels over the reference, per precision class
+    #: (calibrate.system_constants.StackScales); a calibrated profile measured its own stack and has none
+    software_stacks: Optional[dict[str, dict[str, Annotated[float, Field(gt=0)]]]] = None
     input_pipeline: Optional[InputPipelineFit] = None
     #: True on a CPU-only profile: "device" memory is host memory and there is no host<->device copy
     device_is_host: bool = False

@@ -44,6 +44,11 @@ class CostModel(Protocol):
         """Whether compute_time_s of this call interpolates the profile's measurements (calibrate.domain):
         False when it extrapolates beyond them, None when the profile records no measured domain."""
 
+    def stack_time_scale(self, stack: str, dtype: str) -> float:
+        """Multiplier of every compute call's time when the job runs under software stack `stack` (a published
+        profile's fitted factors, calibrate.system_constants.StackScales; 1 for a calibrated profile, which
+        measured the stack it runs)."""
+
     def framework_overhead_s(self, pass_: Literal["fwd", "bwd"]) -> float:
         """Eager framework time one layer pays on top of its kernels: "fwd" its module call with autograd
         recording, "bwd" its autograd node (0 when the profile did not measure it)."""
@@ -96,6 +101,9 @@ class NeutralExtras:
 
     def compute_in_domain(self, op: str, pass_: str, params: Mapping[str, int], dtype: str) -> Optional[bool]:
         return None
+
+    def stack_time_scale(self, stack: str, dtype: str) -> float:
+        return 1.0
 
     def overlap_efficiency(self) -> float:
         return 1.0

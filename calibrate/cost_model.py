@@ -29,6 +29,7 @@ from calibrate.collective_model import bus_factor, latency_steps, tree_latency_s
 from calibrate.compute import predict_time
 from calibrate.domain import in_domain
 from calibrate.fabric import contention
+from calibrate.system_constants import precision_class
 from calibrate.cost_api import COLLECTIVES
 from profiler.errors import UserError
 from profiler.profile import Profile, load_profile
@@ -128,6 +129,12 @@ class ProfileCostModel:
             if time_s is not None:
                 return time_s
         return None
+
+    def stack_time_scale(self, stack: str, dtype: str) -> float:
+        table = self.coefficients.software_stacks
+        if not table:
+            return 1.0
+        return table.get(stack, {}).get(precision_class(shapes.canonical_dtype(dtype)), 1.0)
 
     def framework_overhead_s(self, pass_: Literal["fwd", "bwd"]) -> float:
         fit = self.coefficients.framework

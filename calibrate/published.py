@@ -19,7 +19,8 @@ from typing import Optional
 from calibrate.coefficients import (Coefficients, ComputeFit, EfficiencyModel, Estimate, Execution, Fabric, FrameworkFit,
                                     LinkModel, ModelError, Segment, SegmentedFit)
 from calibrate.cost_api import COLLECTIVES
-from calibrate.system_constants import SystemConstants, gpu_family, load_constants, load_model_error
+from calibrate.system_constants import (StackScales, SystemConstants, gpu_family, load_constants, load_model_error,
+                                        load_stacks)
 from profiler.profile import (GPUInfo, Machine, Profile, Provenance, SCHEMA_VERSION, dump_yaml, write_atomic)
 
 GIB = 2**30
@@ -451,9 +452,11 @@ def _framework(constants: Optional[SystemConstants]) -> Optional[FrameworkFit]:
 
 
 def build_profile(node: Node, constants: Optional[SystemConstants] = None,
-                  model_error: Optional[dict] = None) -> Profile:
+                  model_error: Optional[dict] = None, stacks: Optional[StackScales] = None) -> Profile:
     """The published profile of a node; `constants`: its GPU family's constants fitted to published runs
-    (None: datasheet figures only); `model_error`: the held-out error of the published validation."""
+    (None: datasheet figures only); `model_error`: the held-out error of the published validation; `stacks`:
+    the software stacks' factors fitted with the constants (kept only with them: they are relative to the
+    fitted family scales, not to the datasheet)."""
     gpu = node.gpu
     compute = _compute(gpu)
     if constants is not None:
@@ -462,6 +465,7 @@ def build_profile(node: Node, constants: Optional[SystemConstants] = None,
         compute=compute, framework=_framework(constants),
         execution=Execution(overlap_efficiency=OVERLAP_EFFICIENCY.estimate(), sources=[OVERLAP_EFFICIENCY.source]),
         model_error=ModelError(**model_error) if model_error else None,
+        software_stacks=stacks.scales if constants is not None and stacks is not None and stacks.scales else None,
         memory={"device/triad": _line(NO_STREAM_LATENCY, gpu.triad_bytes_per_s),
                 "host/triad": _line(NO_STREAM_LATENCY, node.host_memory_bytes_per_s)},
         host_device={"h2d_pinned": _line(COPY_ALPHA, gpu.h2d_bytes_per_s),
@@ -484,15 +488,17 @@ def build_profile(node: Node, constants: Optional[SystemConstants] = None,
                    created="2026-11-29T00:00:00+00:00", coefficients=coefficients.model_dump(mode="json", exclude_none=True))
 
 
-def render(node: Node, constants: Optional[dict[str, SystemConstants]] = None, model_error: Optional[dict] = None) -> str:
-    """The profile file of a node, with its GPU family's fitted constants and the held-out model error
-    (defaults: the shipped constants file; pass {} for none)."""
+def render(node: Node, constants: Optional[dict[str, SystemConstants]] = None, model_error: Optional[dict] = None,
+           stacks: Optional[StackScales] = None) -> str:
+    """The profile file of a node, with its GPU family's fitted constants, the software stacks' factors and the
+    held-out model error (defaults: the shipped constants file; pass {} for no constants)."""
     constants = load_constants() if constants is None else constants
+    stacks = load_stacks() if stacks is None else stacks
     header = (f"# PUBLISHED reference profile: {node.title}\n"
               "# Not measured: built from published figures by `python -m calibrate.published`; do not edit by hand.\n"
               "# Every coefficient lists its sources: verified / third-party / derived / unverified / assumed.\n")
     profile = build_profile(node, constants.get(gpu_family(node.gpu.name) or ""),
-                            load_model_error() if model_error is None else model_error)
+                            load_model_error() if model_error is None else model_error, stacks)
     return header + dump_yaml(profile.model_dump(mode="json", exclude_none=True))
 
 

@@ -11,6 +11,16 @@ single-node rows of the published corpus by `python -m predictor.published.fit` 
   bytes_time_scale[dtype]  time of a memory-bound layer (BN, ReLU, add, pooling) over its STREAM-triad time
   per_layer_s              framework time per layer and pass on top of its kernels (FrameworkFit)
 
+One more table is fitted with them, across families: `software_stacks`, the time of a software stack's kernels
+over the reference, per precision class (StackScales). The same GPU runs the same model at different speeds
+under different frameworks: in one source on one V100 system, ResNet-50 at mixed precision takes 0.174 s per
+iteration under OneFlow and 0.319 s under PyTorch at the same batch (DLPerf). The factor is a property of the
+stack (its kernels, memory layout and fusions), not of a source or a row; every stack is measured by at least
+two sources, so the leave-one-source-out fit estimates it without the held-out rows. Per precision class the
+row-weighted geometric mean of the factors is 1, so the family scales mean the average stack. A published
+profile carries the table and `predictor run --stack` (default pytorch) picks the factor; a calibrated profile
+measured the stack it runs and has none.
+
 Each family's entry names the rows (ids and sources) it was fitted to. A `model_error` section holds the
 quantiles of the leave-one-source-out error over the corpus (calibrate.coefficients.ModelError), which every
 published profile carries so that `predictor run` intervals include the model's own error. Leave-one-source-out figures refit
@@ -27,6 +37,58 @@ from profiler.errors import UserError
 from profiler.inputs import read_yaml
 
 CONSTANTS_FILE = Path(__file__).resolve().parent / "data" / "system_constants.yaml"
+#: software stacks a published profile can scale its kernels for (`predictor run --stack`); "other" = neutral
+STACKS = ("pytorch", "mxnet", "tensorflow", "paddle", "oneflow", "chainer", "other")
+DEFAULT_STACK = "pytorch"
+#: precision classes a stack's factor is fitted per: mixed precision runs other kernels (tensor cores, casts)
+PRECISION_CLASSES = ("single", "mixed")
+
+
+def precision_class(dtype: str) -> str:
+    """"mixed" for half-precision compute dtypes (float16, bfloat16), else "single" (float32, tf32)."""
+    return "mixed" if dtype in ("float16", "bfloat16", "fp16", "bf16") else "single"
+
+
+@dataclass(frozen=True)
+class StackScales:
+    """Time of a stack's training-step kernels over the reference (the row-weighted geometric mean of the
+    stacks, = 1), per precision class: the same GPU runs the same model faster under one framework's kernels,
+    layouts and fusions than another's (module docstring). Stacks without a factor are neutral (1)."""
+
+    scales: dict[str, dict[str, float]] = field(default_factory=dict)
+    rows: int = 0
+    fitted_sources: tuple[str, ...] = ()
+
+    def factor(self, stack: str, dtype: str) -> float:
+        return self.scales.get(stack, {}).get(precision_class(dtype), 1.0)
+
+    def to_dict(self) -> dict:
+        return {"scales": {k: dict(v) for k, v in sorted(self.scales.items())}, "rows": self.rows,
+                "fitted_sources": list(self.fitted_sources)}
+
+
+def load_stacks(path: Union[str, Path] = CONSTANTS_FILE) -> StackScales:
+    """The `software_stacks` section (neutral StackScales when the file or the section is absent)."""
+    path = Path(path)
+    if not path.exists():
+        return StackScales()
+    data = read_yaml(path) or {}
+    section = data.get("software_stacks") if isinstance(data, dict) else None
+    if section is None:
+        return StackScales()
+    where = f"{path}: software_stacks"
+    scales = section.get("scales") if isinstance(section, dict) else None
+    if not isinstance(scales, dict):
+        raise UserError(f"{where}: must have a 'scales' mapping of stack -> precision class -> factor")
+    out = {}
+    for stack, table in scales.items():
+        if stack not in STACKS:
+            raise UserError(f"{where}.scales.{stack}: unknown stack (known: {', '.join(STACKS)})")
+        table = _positive_map(table, f"{where}.scales.{stack}")
+        if set(table) - set(PRECISION_CLASSES):
+            raise UserError(f"{where}.scales.{stack}: keys must be {' or '.join(PRECISION_CLASSES)}")
+        out[stack] = table
+    return StackScales(out, int(section.get("rows", 0)), tuple(section.get("fitted_sources", ())))
 _FAMILIES = (("A100-PCIe", r"A100[- ]PCI"), ("A100", r"A100"), ("H100", r"H100"), ("V100", r"V100"), ("P100", r"P100"))
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from calibrate.cost_api import CostModel
+from calibrate.system_constants import DEFAULT_STACK, STACKS
 from predictor import zoo
 from predictor.graph import ModelGraph
 from predictor.graph_cache import ZOO_SOURCES, cache_key, cached_graph
@@ -172,13 +173,14 @@ def balanced_split(p: int, ndim: int) -> tuple[int, ...]:
 
 def default_plans(graph: ModelGraph, strategy: str, batch: int, devices: int, devices_per_node: int,
                   dtype: str = "fp32", optimizer: str = "sgd", micro_batches: int | None = None,
-                  inner: int | None = None, framework: str = "ddp", synthetic_data: bool = False) -> list[Plan]:
+                  inner: int | None = None, framework: str = "ddp", synthetic_data: bool = False,
+                  stack: str = DEFAULT_STACK) -> list[Plan]:
     """The plans `predictor run` evaluates for one strategy name: the pure strategy over all devices;
     hybrids with the model-parallel group = one node (`inner`, ParaDL's df/ds mapping); pipeline with
     every micro-batch count that divides the per-pipeline batch (or just `micro_batches`)."""
     from predictor.outofcore_strategies import addon_plans
-    if framework != "ddp" or synthetic_data:
-        return [replace(p, framework=framework, synthetic_data=synthetic_data) for p in default_plans(
+    if framework != "ddp" or synthetic_data or stack != DEFAULT_STACK:
+        return [replace(p, framework=framework, synthetic_data=synthetic_data, stack=stack) for p in default_plans(
             graph, strategy, batch, devices, devices_per_node, dtype, optimizer, micro_batches, inner)]
     if strategy in ADDON_STRATEGIES:  # out-of-core, recompute, cooperative (predictor/outofcore_strategies.py)
         return addon_plans(strategy, batch, devices, devices_per_node, dtype, optimizer, micro_batches)
@@ -219,7 +221,9 @@ def default_plans(graph: ModelGraph, strategy: str, batch: int, devices: int, de
 
 
 # ---- prediction -------------------------------------------------------------------------------------
-def _check_options(dtype: str, optimizer: str, framework: str = "ddp") -> None:
+def _check_options(dtype: str, optimizer: str, framework: str = "ddp", stack: str = DEFAULT_STACK) -> None:
+    if stack not in STACKS:
+        raise UserError(f"unknown stack {stack!r}; known: {', '.join(STACKS)}")
     if framework not in FRAMEWORKS:
         raise UserError(f"unknown framework {framework!r}; known: {', '.join(FRAMEWORKS)}")
     if dtype not in DTYPES:
@@ -231,7 +235,7 @@ def _check_options(dtype: str, optimizer: str, framework: str = "ddp") -> None:
 def predict(graph: ModelGraph, plan: Plan, cost_model: CostModel, *, interval: bool = True,
             device_memory_bytes: float | None = None, context: Context | None = None) -> Prediction:
     """Predict one plan. interval=True also evaluates it at the profile's low/high coefficient bounds."""
-    _check_options(plan.dtype, plan.optimizer, plan.framework)
+    _check_options(plan.dtype, plan.optimizer, plan.framework, plan.stack)
     ctx = context or Context(graph, cost_model)
     pred = evaluate(ctx, plan, device_memory_bytes)
     if interval and pred.feasible:
@@ -254,11 +258,11 @@ def predict_all(graph: ModelGraph, batch: int, devices: int, cost_model: CostMod
                 strategies: Sequence[str] = STRATEGIES, devices_per_node: int | None = None, dtype: str = "fp32",
                 optimizer: str = "sgd", micro_batches: int | None = None, interval: bool = True,
                 device_memory_bytes: float | None = None, framework: str = "ddp",
-                synthetic_data: bool = False) -> list[Prediction]:
+                synthetic_data: bool = False, stack: str = DEFAULT_STACK) -> list[Prediction]:
     """One prediction per strategy (for pipelines, the best micro-batch count), ranked. A strategy the
     profile cannot cost (missing coefficient) comes back infeasible with the message; if none can be
     costed, that UserError is raised."""
-    _check_options(dtype, optimizer, framework)
+    _check_options(dtype, optimizer, framework, stack)
     if batch <= 0 or devices <= 0:
         raise UserError(f"batch ({batch}) and devices ({devices}) must be positive")
     dpn = devices_per_node or cost_model.devices_per_node
@@ -269,7 +273,7 @@ def predict_all(graph: ModelGraph, batch: int, devices: int, cost_model: CostMod
     missing: list[UserError] = []
     for name in strategies:
         plans = default_plans(graph, name, batch, devices, dpn, dtype, optimizer, micro_batches, framework=framework,
-                              synthetic_data=synthetic_data)
+                              synthetic_data=synthetic_data, stack=stack)
         try:
             preds = [evaluate(ctx, p, device_memory_bytes) for p in plans]
             best = rank(preds)[0]

@@ -5,6 +5,7 @@ import argparse
 import json
 import sys
 
+from calibrate.system_constants import DEFAULT_STACK, STACKS
 from predictor.overlap import FRAMEWORKS
 from predictor.plan import ADDON_STRATEGIES, ALL_STRATEGIES, DTYPES, STRATEGIES
 from profiler.cliutil import MAX_LOCAL_RANKS, batch_size, device_count, float_in, int_in
@@ -29,6 +30,9 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--optimizer", default="sgd", choices=("sgd", "momentum", "adam"))
     parser.add_argument("--synthetic-data", action="store_true",
                         help="samples are already in memory: no host decode/augmentation (the input pipeline term)")
+    parser.add_argument("--stack", default=DEFAULT_STACK, choices=STACKS,
+                        help="software stack whose kernels run (default pytorch): a published profile scales its "
+                             "compute by the stack's fitted factor; a calibrated profile measured its own")
     parser.add_argument("--framework", default="ddp", choices=FRAMEWORKS,
                         help="how the gradient allreduce is scheduled: ddp (PyTorch DDP buckets, default), "
                              "horovod (tensor fusion cycles), no-overlap (after backward)")
@@ -119,7 +123,8 @@ def run(args) -> int:
     cap = args.memory_cap * 1e9 if args.memory_cap else None
     preds = predict_all(graph, args.batch, args.gpus, cm, strategies=strategies, devices_per_node=args.gpus_per_node,
                         dtype=args.dtype, optimizer=args.optimizer, micro_batches=args.micro_batches,
-                        device_memory_bytes=cap, framework=args.framework, synthetic_data=args.synthetic_data)
+                        device_memory_bytes=cap, framework=args.framework, synthetic_data=args.synthetic_data,
+                        stack=args.stack)
     if args.strategy != "all" and not preds[0].feasible:
         raise UserError(f"{args.strategy} on {args.gpus} devices with batch {args.batch}: {preds[0].reason}")
     meta = {"profile": str(path), "profile_provenance": cm.provenance, "model": graph.name, "batch": args.batch,

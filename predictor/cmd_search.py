@@ -28,8 +28,10 @@ def run(args) -> int:
     from predictor.outofcore_strategies import swap_vs_model_parallel
     from predictor.report import ranked_table, to_json
     from predictor.search import search
+    from predictor.stacks import stack_scaled
 
     graph, cm, path = load_inputs(args)
+    cm = stack_scaled(cm, args.stack)  # every plan runs under --stack (predictor.stacks)
     result = search(graph, cm, batch=args.batch, max_devices=args.max_gpus, min_devices=args.min_gpus,
                     devices_per_node=args.gpus_per_node, dtype=args.dtype, optimizer=args.optimizer,
                     memory_cap_bytes=args.memory_cap * 1e9 if args.memory_cap else None,

@@ -66,6 +66,7 @@ class Plan:
     bucket_bytes: float = 25e6  # DDP gradient bucket size
     framework: str = "ddp"  # how the gradient allreduce is scheduled (predictor.overlap.FRAMEWORKS)
     synthetic_data: bool = False  # True: samples already in memory, no host decode/augment (input pipeline)
+    stack: str = "pytorch"  # software stack whose kernels run (calibrate.system_constants.STACKS; published profiles)
     extra: tuple[tuple[str, Any], ...] = ()  # strategy-specific knobs of add-on strategies (sorted pairs)
 
     @property

@@ -16,6 +16,12 @@ layers grow together with the batch in every CNN of the corpus, so separate scal
 identifiable (the fit runs to its bounds); a framework time per layer fitted to PyTorch and TensorFlow rows
 (~110 us) made the MLPerf MXNet rows, whose framework overhead is far lower, 3x too slow at small batch.
 
+Software stacks (calibrate.system_constants.StackScales): each record runs under a stack k and precision class
+c, and T = s_kc * (a_d (F + M) + g_d G) + R. The factors and the family constants are fitted by alternation
+(families with the factors fixed, then each factor in closed form with the families fixed, STACK_ITERATIONS
+at most); after each round, per precision class, the factors are divided by their row-weighted geometric mean
+so the split between the two is fixed. Stacks with fewer than MIN_ROWS rows of a class keep the factor 1.
+
 Families with fewer than MIN_ROWS rows keep the datasheet figures. `python -m predictor.published.fit`
 fits on every source and writes calibrate/data/system_constants.yaml; `predictor.published.loso` refits
 without each source in turn.
@@ -23,20 +29,22 @@ without each source in turn.
 from __future__ import annotations
 
 import argparse
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Iterable, Optional, Sequence
+from typing import Iterable, NamedTuple, Optional, Sequence
 
 import numpy as np
 import yaml
 
 from calibrate import shapes
-from calibrate.system_constants import CONSTANTS_FILE, SystemConstants
+from calibrate.system_constants import CONSTANTS_FILE, StackScales, SystemConstants, precision_class
 from predictor.layercost import DTYPE_NAMES
 from predictor.published.rowmap import Setup
 
 MIN_ROWS = 4
 BOUNDS = {"a": (0.2, 20.0), "g": (0.2, 50.0)}
+STACK_BOUNDS = (0.2, 5.0)
+STACK_ITERATIONS = 50  # alternations of the family and the stack fits (converges in a few)
 PRIOR_WEIGHT = 0.05  # relative weight of the pull towards the datasheet, per parameter
 
 
@@ -45,8 +53,10 @@ class ScaledCostModel:
     bytes_scale[dtype], and whose framework time per layer and pass is per_layer_s (module docstring)."""
 
     def __init__(self, cost_model, flops_scale: dict[str, float], bytes_scale: dict[str, float], per_layer_s: float,
-                 grouped_scale: Optional[dict[str, float]] = None, memory_scale: float = 1.0):
+                 grouped_scale: Optional[dict[str, float]] = None, memory_scale: float = 1.0,
+                 stacks: Optional[StackScales] = None):
         self._cm = cost_model
+        self.stacks = stacks
         self.memory_scale = memory_scale
         self.flops_scale, self.bytes_scale, self.per_layer_s = flops_scale, bytes_scale, per_layer_s
         self.grouped_scale = flops_scale if grouped_scale is None else grouped_scale
@@ -65,20 +75,24 @@ class ScaledCostModel:
     def framework_overhead_s(self, pass_):
         return self.per_layer_s
 
+    def stack_time_scale(self, stack, dtype):
+        return self.stacks.factor(stack, dtype) if self.stacks is not None else 1.0
+
     def memory_time_s(self, bytes_moved, *, where="device"):
         return self.memory_scale * self._cm.memory_time_s(bytes_moved, where=where)
 
     def at_bound(self, bound):
         return ScaledCostModel(self._cm.at_bound(bound), self.flops_scale, self.bytes_scale, self.per_layer_s,
-                               self.grouped_scale, self.memory_scale)
+                               self.grouped_scale, self.memory_scale, self.stacks)
 
 
-def with_constants(cost_model, constants: Optional[SystemConstants]):
-    """The cost model with a family's constants applied (unchanged when None)."""
+def with_constants(cost_model, constants: Optional[SystemConstants], stacks: Optional[StackScales] = None):
+    """The cost model with a family's constants and the stacks' factors applied (unchanged when the family has
+    no constants: the stack factors are relative to fitted family scales, as calibrate.published renders them)."""
     if constants is None:
         return cost_model
     return ScaledCostModel(cost_model, constants.flops_time_scale, constants.bytes_time_scale, constants.per_layer_s,
-                           {**constants.flops_time_scale, **constants.grouped_time_scale})
+                           {**constants.flops_time_scale, **constants.grouped_time_scale}, stacks=stacks)
 
 
 def decompose(setup: Setup, predictor, base_cost_model) -> dict[str, float]:
@@ -125,6 +139,44 @@ def fit_family(rows: Sequence[tuple[dict, float]], family: str, ids: Sequence[st
         row_ids=tuple(ids))
 
 
+class Fitted(NamedTuple):
+    families: dict[str, SystemConstants]
+    stacks: StackScales
+
+
+def _compute_part(constants: Optional[SystemConstants], parts: dict) -> float:
+    """a (F + M) + g G of one record under its family's constants (the datasheet's 1 without them)."""
+    if constants is None:
+        return parts["F"] + parts["M"] + parts["G"]
+    d = parts["dtype"]
+    a = constants.flops_time_scale.get(d, 1.0)
+    return a * (parts["F"] + parts["M"]) + constants.grouped_time_scale.get(d, a) * parts["G"]
+
+
+def _stack_factor(rows: Sequence[tuple[float, float, float]]) -> float:
+    """argmin_s sum(((s C + R - m) / m)^2) + (w (s - 1))^2 over (C, R, m) rows, within STACK_BOUNDS: the closed
+    form of the one-parameter least squares, with the same weak pull towards 1 as the family constants."""
+    c = np.array([r[0] / r[2] for r in rows])
+    y = np.array([1.0 - r[1] / r[2] for r in rows])
+    w2 = (PRIOR_WEIGHT * float(np.sqrt(np.mean(c ** 2)))) ** 2
+    return float(np.clip((c @ y + w2) / (c @ c + w2), *STACK_BOUNDS))
+
+
+def _families(items, stack_of, scale: dict) -> dict[str, SystemConstants]:
+    """Family constants with each record's compute parts multiplied by its stack's factor."""
+    by_family: dict[str, list] = defaultdict(list)
+    for (setup, family, parts), key in zip(items, stack_of):
+        f = scale.get(key, 1.0)
+        by_family[family].append((setup, parts | {"F": f * parts["F"], "M": f * parts["M"], "G": f * parts["G"]}))
+    out = {}
+    for family, rows in sorted(by_family.items()):
+        fitted = fit_family([(parts, s.run.measured_s) for s, parts in rows], family,
+                            [s.run.id for s, _ in rows], [s.run.source for s, _ in rows])
+        if fitted is not None:
+            out[family] = fitted
+    return out
+
+
 def single_node(setup: Setup) -> bool:
     return setup.run.nodes == 1
 
@@ -141,27 +193,43 @@ class Decompositions:
             cm, family = base[setup.profile]
             self.items.append((setup, family, decompose(setup, predictor, cm)))
 
-    def fit(self, exclude_source: Optional[str] = None) -> dict[str, SystemConstants]:
-        by_family: dict[str, list] = defaultdict(list)
-        for setup, family, parts in self.items:
-            if setup.run.source != exclude_source:
-                by_family[family].append((setup, parts))
-        out = {}
-        for family, items in sorted(by_family.items()):
-            fitted = fit_family([(parts, s.run.measured_s) for s, parts in items], family,
-                                [s.run.id for s, _ in items], [s.run.source for s, _ in items])
-            if fitted is not None:
-                out[family] = fitted
-        return out
+    def fit(self, exclude_source: Optional[str] = None) -> Fitted:
+        """Family constants and stack factors from every record not of `exclude_source` (module docstring)."""
+        items = [(s, family, parts) for s, family, parts in self.items if s.run.source != exclude_source]
+        stack_of = [(s.stack, precision_class(parts["dtype"])) for s, _, parts in items]
+        counts = Counter(stack_of)
+        fitted = sorted(k for k, n in counts.items() if n >= MIN_ROWS and k[0] != "other")
+        scale = {k: 1.0 for k in fitted}
+        families = _families(items, stack_of, scale)
+        for _ in range(STACK_ITERATIONS):
+            new = {k: _stack_factor([(_compute_part(families.get(f), parts), parts["R"], s.run.measured_s)
+                                     for (s, f, parts), key in zip(items, stack_of) if key == k]) for k in fitted}
+            for cls in {k[1] for k in new}:  # the reference: per precision class, the row-weighted geometric
+                keys = [k for k in new if k[1] == cls]  # mean of the stacks' factors is 1 (the family scales and
+                mean_log = sum(counts[k] * np.log(new[k]) for k in keys) / sum(counts[k] for k in keys)  # the
+                new.update({k: new[k] / float(np.exp(mean_log)) for k in keys})  # factors share that level)
+            converged = all(abs(new[k] - scale[k]) < 1e-5 for k in fitted)
+            scale = new
+            families = _families(items, stack_of, scale)
+            if converged:
+                break
+        table: dict[str, dict[str, float]] = defaultdict(dict)
+        for (stack, cls), v in scale.items():
+            table[stack][cls] = round(float(v), 4)
+        rows = sum(counts[k] for k in fitted)
+        sources = sorted({s.run.source for (s, _, _), key in zip(items, stack_of) if key in scale})
+        return Fitted(families, StackScales(dict(table), rows, tuple(sources)))
 
 
 def write_constants(constants: dict[str, SystemConstants], path: Path, corpus: str,
-                    model_error: Optional[dict] = None) -> None:
+                    model_error: Optional[dict] = None, stacks: Optional[StackScales] = None) -> None:
     from profiler.profile import write_atomic
 
     header = ("# Per-GPU-family constants fitted to single-node published runs (calibrate.system_constants).\n"
               f"# Written by `python -m predictor.published.fit` from {corpus}; do not edit by hand.\n")
     body = {"families": {f: c.to_dict() for f, c in sorted(constants.items())}}
+    if stacks is not None and stacks.scales:
+        body["software_stacks"] = stacks.to_dict()
     if model_error:
         body["model_error"] = model_error
     write_atomic(path, header + yaml.safe_dump(body, sort_keys=False, width=120))
@@ -199,11 +267,12 @@ def main(argv=None) -> int:
     predictor = Predictor(Path(__file__).resolve().parent.parent.parent / "profiles")
     base = base_cost_models()
     decompositions = Decompositions(setups, predictor, base)
-    constants = decompositions.fit()
+    constants, stacks = decompositions.fit()
     write_constants(constants, Path(args.out), Path(args.corpus).name,
-                    model_error_section(setups, predictor, base, decompositions))
+                    model_error_section(setups, predictor, base, decompositions), stacks)
     for family, c in constants.items():
         print(f"{family}: time scale {c.flops_time_scale}, grouped convolutions {c.grouped_time_scale} ({c.rows} rows)")
+    print(f"software stacks: {stacks.scales} ({stacks.rows} rows)")
     print(f"wrote {args.out}; now run `python -m calibrate.published`")
     return 0
 

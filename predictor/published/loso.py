@@ -35,12 +35,13 @@ def loso_predictions(setups: Sequence[Setup], predictor, base: dict, decompositi
     loso: dict[str, float] = {}
     fitted: dict[str, dict] = {}
     for source in sorted({s.run.source for s in setups}):
-        constants = decompositions.fit(exclude_source=source)
+        constants, stacks = decompositions.fit(exclude_source=source)
         fitted[source] = {family: c.to_dict() | {"row_ids": len(c.row_ids)} for family, c in constants.items()}
+        fitted[source]["software_stacks"] = stacks.to_dict()
         for setup in (s for s in setups if s.run.source == source and s.profile in base):
             cm, family = base[setup.profile]
             datasheet[setup.run.id] = predictor.predict(setup, cm).predicted_s
-            loso[setup.run.id] = predictor.predict(setup, with_constants(cm, constants.get(family))).predicted_s
+            loso[setup.run.id] = predictor.predict(setup, with_constants(cm, constants.get(family), stacks)).predicted_s
     return datasheet, loso, fitted
 
 

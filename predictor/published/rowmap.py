@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Union
 
+from calibrate.system_constants import STACKS
 from predictor.published.corpus import PublishedRun
 from profiler.errors import UserError
 from profiler.inputs import read_yaml
@@ -35,6 +36,7 @@ class Setup:
     devices_per_node: int
     synthetic_data: bool
     assumptions: tuple[str, ...] = field(default=())
+    stack: str = "other"             # software stack (calibrate.system_constants.STACKS)
 
     @property
     def batch(self) -> int:
@@ -52,7 +54,12 @@ def load_rules(path: Union[str, Path] = RULES_FILE) -> dict[str, list[dict]]:
     data = read_yaml(path)
     if not isinstance(data, dict):
         raise UserError(f"{path}: must be a mapping with sections {', '.join(SECTIONS)}")
-    for section in SECTIONS:
+    for rule in data.get("stacks") or []:
+        if not isinstance(rule, dict) or rule.get("stack") not in STACKS:
+            raise UserError(f"{path}: section stacks: rule {rule!r} must name a stack ({', '.join(STACKS)})")
+    for section in SECTIONS + ("stacks",):
+        if section == "stacks" and section not in data:
+            continue
         rules = data.get(section)
         if not isinstance(rules, list) or not all(isinstance(r, dict) for r in rules):
             raise UserError(f"{path}: section {section}: must be a list of rules")
@@ -119,10 +126,12 @@ def interpret(run: PublishedRun, rules: dict[str, list[dict]]) -> Union[Setup, S
         assumptions.append(f"optimizer {run.optimizer!r} taken as {optimizer['optimizer']}")
     if framework.get("assumed"):
         assumptions.append(f"framework {run.framework!r} taken as {framework['regime']}")
+    stack = _first(rules.get("stacks", []), run.framework)
+    stack = stack["stack"] if stack else "other"
     image = (run.extra.get("model_details") or {}).get("image_size")
     knobs = (("image", int(image)),) if isinstance(image, int) else ()
     per_node = run.system.get("gpus_used_per_node")
     per_node = per_node if isinstance(per_node, int) and per_node > 0 else min(run.num_gpus, run.gpus_per_node or 1)
     return Setup(run=run, model=model["zoo"], knobs=knobs, dtype=precision["dtype"], optimizer=optimizer["optimizer"],
                  framework=framework["regime"], profile=system["profile"], devices_per_node=per_node,
-                 synthetic_data="synthetic" in run.data.lower(), assumptions=tuple(assumptions))
+                 synthetic_data="synthetic" in run.data.lower(), assumptions=tuple(assumptions), stack=stack)

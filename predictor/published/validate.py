@@ -88,7 +88,7 @@ class Predictor:
         gpus = setup.run.num_gpus
         plan = default_plans(graph, "data" if gpus > 1 else "serial", setup.batch, gpus, setup.devices_per_node,
                              setup.dtype, setup.optimizer, framework=setup.framework,
-                             synthetic_data=setup.synthetic_data)[0]
+                             synthetic_data=setup.synthetic_data, stack=setup.stack)[0]
         pred = predict(graph, plan, cm)
         terms = {"compute_s": pred.compute_fwd_s + pred.compute_bwd_s, "update_s": pred.update_s,
                  "comm_exposed_s": pred.comm_exposed_total_s, "comm_hidden_s": pred.comm_hidden_total_s}

@@ -14,6 +14,7 @@ from predictor.graph import ModelGraph
 from predictor.layercost import ACT_BYTES, LayerCoster, Split, update_time_s
 from predictor.plan import Plan, Prediction
 from predictor.shared_cores import SharedCores
+from predictor.stacks import stack_scaled
 from predictor.overlap import bucket_layout, launches, ready_times, regime, schedule
 from predictor.memory import SavedTensor, backward_peak_extra, parameter_bytes, saved_tensors
 
@@ -52,17 +53,22 @@ class Context:
         self._crossing: dict[int, list[int]] = {}
         self.consumers = self._consumers()
         self.largest_output = max((l.output_elems for l in graph.layers), default=0)
-        self._shared: dict[float, "Context"] = {}
+        self._shared: dict[tuple, "Context"] = {}
+        self._stack_scaled: dict[str, CostModel] = {}
 
     def for_plan(self, plan: Plan) -> "Context":
         """This context, or one whose cost model is slowed down for the ranks that share a node's cores
-        (predictor.shared_cores); cached per slowdown factor."""
+        (predictor.shared_cores) and scaled to the plan's software stack (predictor.stacks); cached per pair."""
         factor = self.cm.rank_slowdown(min(plan.devices, plan.devices_per_node))
-        if factor <= 1.0:
+        scaled = self._stack_scaled.get(plan.stack)
+        if scaled is None:
+            scaled = self._stack_scaled[plan.stack] = stack_scaled(self.cm, plan.stack)
+        if factor <= 1.0 and scaled is self.cm:
             return self
-        if factor not in self._shared:
-            self._shared[factor] = Context(self.graph, SharedCores(self.cm, factor))
-        return self._shared[factor]
+        key = (factor, plan.stack if scaled is not self.cm else None)
+        if key not in self._shared:
+            self._shared[key] = Context(self.graph, SharedCores(scaled, factor) if factor > 1.0 else scaled)
+        return self._shared[key]
 
     @staticmethod
     def act_size(dtype: str) -> int:
