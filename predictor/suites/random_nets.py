@@ -41,6 +41,7 @@ from typing import Any
 from predictor.graph import Layer, ModelGraph
 from predictor.layerspec import load_layer_spec
 from predictor.runner.suite import Suite, SuiteRun
+from profiler.opmath import window_output_size
 
 GENERATOR_VERSION = 1
 
@@ -182,7 +183,7 @@ class _Builder:
     def conv(self, filters: int, kernel: int, stride: int, padding: int, source: str | None = None) -> str:
         x = self.shapes[self.last if source is None else source]
         nd = len(x) - 1
-        out = tuple((s + 2 * padding - kernel) // stride + 1 for s in x[1:])
+        out = tuple(window_output_size(s, kernel, stride, padding) for s in x[1:])
         op = "conv2d" if nd == 2 else "conv3d"
         return self.add(op, (filters, *out), None if source is None else [source],
                         filters=filters, kernel=kernel, stride=stride, padding=padding)
