@@ -20,6 +20,7 @@ from predictor.graph import Layer
 from predictor.runner import comm
 from predictor.runner.replica import Replica
 from profiler.errors import UserError
+from profiler.opmath import window_output_size
 
 SPLIT_DIM = 2  # tensor dimension: N, C, then the first spatial dimension
 
@@ -104,6 +105,14 @@ class SpatialReplica(Replica):
                                 f"{max(before, after)} rows but holds only {local_in}")
             if layer.stride and local_in % layer.stride[0]:
                 raise UserError(f"spatial split: layer {layer.name}'s local slab {local_in} is not a multiple of its stride")
+            if layer.op in ("conv2d", "conv3d", "maxpool", "avgpool"):
+                # each rank's slab with its halo must give exactly its share of the serial output (a window
+                # without padding along the split dim gives the last rank rows the serial layer never computes)
+                local_out = window_output_size(before + local_in + after, layer.kernel[0], layer.stride[0], 0)
+                if local_out != length_out // self.p_model:
+                    raise UserError(f"spatial split over {self.p_model} ranks: layer {layer.name} (kernel "
+                                    f"{layer.kernel[0]}, stride {layer.stride[0]}, padding {before}) gives each rank "
+                                    f"{local_out} output rows, not its share {length_out // self.p_model}")
 
     def local_batch(self, x, y):
         x, y = super().local_batch(x, y)
