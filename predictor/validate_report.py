@@ -12,11 +12,8 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 
+from calibrate.correction import accuracy
 from predictor.plots import predicted_vs_measured
-
-
-def accuracy(predicted_s: float, measured_s: float) -> float:
-    return 1.0 - abs(predicted_s - measured_s) / measured_s
 
 
 def _predicted(rows):

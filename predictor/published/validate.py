@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional, Sequence, Union
 
+from calibrate.correction import accuracy
 from predictor.published.corpus import PublishedRun
 from predictor.published.rowmap import Setup, Skipped, interpret
 
@@ -25,11 +26,6 @@ BUCKETS = ((1, 1, "1"), (2, 8, "2-8"), (9, 64, "9-64"), (65, 512, "65-512"), (51
 def gpu_bucket(gpus: int) -> str:
     """The GPU-count bucket a run falls in (1, 2-8, 9-64, 65-512, >512)."""
     return next(name for low, high, name in BUCKETS if low <= gpus <= high)
-
-
-def accuracy(predicted: float, measured: float) -> float:
-    """1 - |predicted - measured| / measured (1 = exact; negative beyond 100% error)."""
-    return 1.0 - abs(predicted - measured) / measured
 
 
 @dataclass
