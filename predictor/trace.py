@@ -17,16 +17,16 @@ from __future__ import annotations
 
 import math
 import operator
+from typing import Any, NamedTuple
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from torch.fx import Node, symbolic_trace
-from torch.fx.passes.shape_prop import ShapeProp
+from torch.fx import Interpreter, Node, symbolic_trace
 
 from predictor.graph import Layer, ModelGraph
 from profiler.errors import UserError
-from profiler.opmath import conv_flops, gemm_flops
+from profiler.opmath import conv_flops, gemm_flops, window_output_dims
 
 _MODULE_OPS = {
     nn.Conv2d: "conv2d", nn.Conv3d: "conv3d", nn.Linear: "linear",
@@ -112,6 +112,112 @@ def _geometry(op: str, module, x: tuple[int, ...], y: tuple[int, ...]):
     return (), (), ()
 
 
+#: modules whose output has their input's shape and dtype: shape propagation passes the input through instead of
+#: running them (batch norm on meta tensors goes through torch's decompositions, whose first use imports
+#: modules for about 1.5 s)
+_SHAPE_PRESERVING = (nn.modules.batchnorm._BatchNorm, nn.ReLU, nn.ReLU6, nn.SiLU, nn.Sigmoid, nn.Dropout,
+                     nn.Identity)
+
+
+class _Meta(NamedTuple):
+    shape: tuple[int, ...]
+
+
+def _known_output(module: nn.Module, x: torch.Tensor) -> torch.Tensor | None:
+    """The output of `module` on meta tensor x when its shape follows from the module alone, else None."""
+    if isinstance(module, _SHAPE_PRESERVING):
+        return x.new_empty(x.shape)
+    if isinstance(module, nn.Linear) and x.dim() >= 1 and x.shape[-1] == module.in_features:
+        return x.new_empty((*x.shape[:-1], module.out_features))
+    if isinstance(module, nn.Flatten):
+        start, end = module.start_dim % x.dim(), module.end_dim % x.dim()
+        return x.new_empty((*x.shape[:start], math.prod(x.shape[start:end + 1]), *x.shape[end + 1:]))
+    if isinstance(module, (nn.Conv2d, nn.Conv3d)) and not isinstance(module.padding, str) \
+            and set(module.dilation) == {1} and x.dim() == 2 + len(module.kernel_size):
+        dims = window_output_dims(x.shape[2:], module.kernel_size, module.stride, module.padding)
+        return x.new_empty((x.shape[0], module.out_channels, *dims))
+    if isinstance(module, (nn.MaxPool2d, nn.MaxPool3d, nn.AvgPool2d, nn.AvgPool3d)) and not module.ceil_mode \
+            and not getattr(module, "return_indices", False) and getattr(module, "dilation", 1) in (1, (1, 1), (1, 1, 1)):
+        nd = 3 if isinstance(module, (nn.MaxPool3d, nn.AvgPool3d)) else 2
+        if x.dim() == 2 + nd:
+            k = _tuple(module.kernel_size, nd)
+            dims = window_output_dims(x.shape[2:], k, _tuple(module.stride or module.kernel_size, nd),
+                                      _tuple(module.padding, nd))
+            return x.new_empty((*x.shape[:2], *dims))
+    if isinstance(module, (nn.AdaptiveAvgPool2d, nn.AdaptiveMaxPool2d, nn.AdaptiveAvgPool3d, nn.AdaptiveMaxPool3d)) \
+            and not getattr(module, "return_indices", False):
+        nd = 3 if isinstance(module, (nn.AdaptiveAvgPool3d, nn.AdaptiveMaxPool3d)) else 2
+        size = module.output_size if isinstance(module.output_size, tuple) else (module.output_size,) * nd
+        if x.dim() == 2 + nd:
+            return x.new_empty((*x.shape[:2], *(d if s is None else s for d, s in zip(x.shape[2:], size))))
+    return None
+
+
+_BROADCASTING = {operator.add, operator.iadd, operator.mul, operator.imul, operator.sub, torch.add, torch.mul,
+                 torch.sub}
+_SAME_SHAPE_FUNCTIONS = {F.relu, torch.relu, F.silu, torch.sigmoid, F.dropout, F.gelu, torch.tanh}
+
+
+def _broadcast(*shapes: tuple[int, ...]) -> tuple[int, ...] | None:
+    """NumPy broadcasting of `shapes` (None when they do not broadcast)."""
+    out = []
+    for dims in zip(*(((1,) * (max(map(len, shapes)) - len(s)) + tuple(s)) for s in shapes)):
+        sizes = {d for d in dims if d != 1}
+        if len(sizes) > 1:
+            return None
+        out.append(sizes.pop() if sizes else 1)
+    return tuple(out)
+
+
+def _known_function_output(target, args, kwargs) -> torch.Tensor | None:
+    """The output of a shape-only function call on meta tensors (element-wise arithmetic, activations,
+    concatenation), else None: on meta tensors these go through torch's reference implementations, whose
+    first use imports torch's compiler stack (seconds)."""
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    if target in _BROADCASTING and tensors and len(args) == 2 and not kwargs:
+        shape = _broadcast(*(tuple(a.shape) for a in tensors))
+        return tensors[0].new_empty(shape) if shape is not None else None
+    if target in _SAME_SHAPE_FUNCTIONS and args and isinstance(args[0], torch.Tensor):
+        return args[0].new_empty(args[0].shape)
+    if target is torch.cat and args and isinstance(args[0], (list, tuple)) and args[0] \
+            and all(isinstance(t, torch.Tensor) for t in args[0]):
+        parts = args[0]
+        dim = args[1] if len(args) > 1 else kwargs.get("dim", 0)
+        dim = dim % parts[0].dim()
+        shape = list(parts[0].shape)
+        if any(t.dim() != len(shape) or any(a != b for i, (a, b) in enumerate(zip(t.shape, shape)) if i != dim)
+               for t in parts):
+            return None
+        shape[dim] = sum(t.shape[dim] for t in parts)
+        return parts[0].new_empty(shape)
+    return None
+
+
+class _ShapeRecorder(Interpreter):
+    """Runs the traced module on meta tensors and records each tensor-valued node's shape in
+    node.meta["tensor_meta"] (as torch.fx's ShapeProp does, whose run_node imports sympy on every call), without
+    executing modules whose output shape follows from the module alone (_known_output): running convolutions
+    and adaptive pooling on meta tensors imports torch's decompositions the first time. Together about a second
+    of a cold `predictor run`."""
+
+    def run_node(self, n: Node) -> Any:
+        result = super().run_node(n)
+        if isinstance(result, torch.Tensor):
+            n.meta["tensor_meta"] = _Meta(tuple(result.shape))
+        return result
+
+    def call_function(self, target, args, kwargs):
+        out = _known_function_output(target, args, kwargs)
+        return out if out is not None else super().call_function(target, args, kwargs)
+
+    def call_module(self, target, args, kwargs):
+        if len(args) == 1 and not kwargs and isinstance(args[0], torch.Tensor):
+            out = _known_output(self.fetch_attr(target), args[0])
+            if out is not None:
+                return out
+        return super().call_module(target, args, kwargs)
+
+
 def trace_module(module: nn.Module, input_shape: tuple[int, ...], name: str = "model") -> ModelGraph:
     """Trace `module` (parameters may live anywhere; it is moved to the meta device) for one sample of
     `input_shape` (without the batch dimension). Raises UserError when the module cannot be traced."""
@@ -120,7 +226,7 @@ def trace_module(module: nn.Module, input_shape: tuple[int, ...], name: str = "m
     try:
         module = module.to("meta")
         gm = symbolic_trace(module)
-        ShapeProp(gm).propagate(torch.empty((2, *input_shape), device="meta"))
+        _ShapeRecorder(gm).run(torch.empty((2, *input_shape), device="meta"))
     except UserError:
         raise
     except Exception as err:  # noqa: BLE001 - any tracing failure is the user's module
