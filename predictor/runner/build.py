@@ -9,7 +9,8 @@ from predictor.runner.config import RunConfig
 from predictor.runner.data import DataReplica
 from predictor.runner.filter import FilterReplica
 from predictor.runner.groups import subgroups
-from predictor.runner.nets import build_serial
+from predictor.recompute import chain_segments
+from predictor.runner.nets import BRANCHED_STRATEGIES, build_graph_net, build_serial, is_chain
 from predictor.runner.pipeline import PipelineReplica
 from predictor.runner.replica import Replica
 from predictor.runner.serial import SerialReplica
@@ -29,8 +30,18 @@ def torch_dtype(name: str) -> torch.dtype:
 
 def build_replica(cfg: RunConfig, graph: ModelGraph, device: str = "cpu", seed: int = 0) -> Replica:
     """Every rank calls this with the same arguments; the world size must equal cfg.ranks."""
-    layers, modules = build_serial(graph, seed)
     dtype = torch_dtype(cfg.dtype)
+    if not is_chain(graph):  # residual sums or concatenations: the whole net as one module
+        if cfg.strategy not in BRANCHED_STRATEGIES:
+            raise UserError(f"model {graph.name} has branches (residual adds or concatenations): the validation runner "
+                            f"runs such nets as {' or '.join(BRANCHED_STRATEGIES)} only, not {cfg.strategy}")
+        segments = chain_segments(graph, cfg.recompute_segments) if cfg.recompute_segments else ()
+        net = build_graph_net(graph, seed, segments).to(device=device, dtype=dtype)
+        if cfg.strategy == "serial":
+            return SerialReplica([net], offload=cfg.offload)
+        _, data_group = subgroups(cfg.ranks, 1)
+        return DataReplica([net], data_group, cfg.ranks, 0, cfg.offload)
+    layers, modules = build_serial(graph, seed)
     for module in modules:
         module.to(device=device, dtype=dtype)
     p_data, p_model = cfg.degrees

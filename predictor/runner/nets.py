@@ -15,19 +15,45 @@ from predictor.graph import Layer, ModelGraph
 from profiler.errors import UserError
 
 RUNNABLE_OPS = ("conv2d", "conv3d", "batchnorm", "relu", "maxpool", "avgpool", "flatten", "linear", "dropout", "softmax_loss")
+#: ops of nets with branches (residual sums, concatenations): run by GraphNet, serially or data-parallel
+BRANCH_OPS = ("add", "concat")
 WEIGHT_OPS = ("conv2d", "conv3d", "linear")
+#: the strategies the runner implements for nets with branches (the model-parallel ones cut plain chains)
+BRANCHED_STRATEGIES = ("serial", "data")
+
+
+def _inputs(layer: Layer, previous: str) -> tuple[str, ...]:
+    """The names a layer reads ("" = the model input); no inputs listed = the previous layer."""
+    return tuple(layer.inputs) if layer.inputs else (previous,)
+
+
+def is_chain(graph: ModelGraph) -> bool:
+    """Whether every layer reads only the previous one's output."""
+    previous = ""
+    for layer in graph.layers:
+        if _inputs(layer, previous) != (previous,):
+            return False
+        previous = layer.name
+    return True
+
+
+def check_runnable(graph: ModelGraph) -> None:
+    """UserError unless the runner can build every layer (a chain of RUNNABLE_OPS, or with BRANCH_OPS)."""
+    known = RUNNABLE_OPS + BRANCH_OPS
+    for layer in graph.layers:
+        if layer.op not in known:
+            raise UserError(f"model {graph.name}: layer {layer.name} ({layer.op}) is not supported by the validation runner "
+                            f"(supported: {', '.join(known)})")
 
 
 def check_sequential(graph: ModelGraph) -> None:
     """UserError unless every layer is runnable and feeds only from the previous one."""
+    check_runnable(graph)
     previous = ""
     for layer in graph.layers:
-        if layer.op not in RUNNABLE_OPS:
-            raise UserError(f"model {graph.name}: layer {layer.name} ({layer.op}) is not supported by the validation runner "
-                            f"(supported: {', '.join(RUNNABLE_OPS)})")
         if layer.inputs and tuple(layer.inputs) != (previous,):
             raise UserError(f"model {graph.name}: layer {layer.name} is not a plain chain (inputs {layer.inputs}); "
-                            "the validation runner runs sequential nets only")
+                            f"the validation runner runs nets with branches as {' or '.join(BRANCHED_STRATEGIES)} only")
         previous = layer.name
 
 
@@ -68,6 +94,82 @@ def build_serial(graph: ModelGraph, seed: int = 0) -> tuple[list[Layer], list[nn
             layers.append(layer)
             modules.append(module)
     return layers, modules
+
+
+class GraphNet(nn.Module):
+    """A net with branches, run layer by layer in graph order: each layer reads its inputs by name, `add` sums
+    them, `concat` joins them along channels. With `segments` ([start, stop) ranges of graph layer indices,
+    predictor.recompute.chain_segments, so that the runner checkpoints what the predictor costs) each range
+    runs under torch.utils.checkpoint, taking the tensors it reads from before it and giving back those read
+    after it."""
+
+    def __init__(self, graph_layers: list[Layer], segments=()):
+        super().__init__()
+        self.layers = [l for l in graph_layers if l.op != "softmax_loss"]
+        index = {l.name: i for i, l in enumerate(self.layers)}
+        self.names = []
+        previous = ""
+        for layer in self.layers:
+            self.names.append(_inputs(layer, previous))
+            previous = layer.name
+        self.mods = nn.ModuleList((build_layer(l) or nn.Identity()) for l in self.layers)
+        self.segments = []
+        for start, stop in segments:  # graph layer indices -> indices of self.layers
+            inside = [index[l.name] for l in graph_layers[start:stop] if l.name in index]
+            if inside:
+                self.segments.append((inside[0], inside[-1] + 1))
+
+    def _step(self, i: int, env: dict) -> None:
+        layer, xs = self.layers[i], [env[n] for n in self.names[i]]
+        if layer.op == "add":
+            out = xs[0]
+            for x in xs[1:]:
+                out = out + x
+        elif layer.op == "concat":
+            out = torch.cat(xs, dim=1)
+        else:
+            out = self.mods[i](xs[0])
+        env[layer.name] = out
+
+    def _boundary(self, start: int, stop: int) -> tuple[list[str], list[str]]:
+        """(names read in [start, stop) and made before it, names made in it and read at or after stop)."""
+        made = {self.layers[i].name for i in range(start, stop)}
+        reads = [n for i in range(start, stop) for n in self.names[i] if n not in made]
+        later = {n for i in range(stop, len(self.layers)) for n in self.names[i]}
+        if stop == len(self.layers):
+            later.add(self.layers[-1].name)
+        return list(dict.fromkeys(reads)), [self.layers[i].name for i in range(start, stop)
+                                              if self.layers[i].name in later]
+
+    def forward(self, x):
+        from torch.utils.checkpoint import checkpoint
+
+        env = {"": x}
+        i = 0
+        for start, stop in self.segments + [(len(self.layers), len(self.layers))]:
+            while i < start:
+                self._step(i, env)
+                i += 1
+            if start == stop:
+                continue
+            ins, outs = self._boundary(start, stop)
+
+            def run(*tensors, start=start, stop=stop, ins=ins, outs=outs):
+                local = dict(zip(ins, tensors))
+                for j in range(start, stop):
+                    self._step(j, local)
+                return tuple(local[n] for n in outs)
+
+            env.update(zip(outs, checkpoint(run, *(env[n] for n in ins), use_reentrant=False)))
+            i = stop
+        return env[self.layers[-1].name]
+
+
+def build_graph_net(graph: ModelGraph, seed: int = 0, segments=()) -> GraphNet:
+    """A net with branches as one module, initialised from `seed` (the same draws as build_serial's layers)."""
+    check_runnable(graph)
+    torch.manual_seed(seed)
+    return GraphNet(list(graph.layers), segments)
 
 
 def num_classes(graph: ModelGraph) -> int:

@@ -19,8 +19,8 @@ is then drawn log-uniformly among the even batches (2..256) that keep it inside.
 
 Each net is measured under serial, serial+recompute (1 rank), data, pipeline, filter, channel and spatial
 (2 ranks) where the runner (predictor/runner/) can run it; a strategy it cannot run is left out and the
-reason kept (RandomNet.skipped). The runner trains plain chains only (runner/nets.py check_sequential), so
-residual nets are predicted but their runs are refused by the runner (RandomNet.runner_note says so).
+reason kept (RandomNet.skipped). The runner trains nets with branches (residual adds) serially and
+data-parallel only (runner/nets.py GraphNet), so residual nets get serial, serial+recompute and data runs.
 
 Everything is drawn from one `random.Random(seed)` stream, net after net: the same seed gives the same nets,
 and net i does not depend on N (random:3 and random:10 with one seed share their first three nets). The
@@ -409,11 +409,11 @@ def spatial_problem(graph: ModelGraph, p: int = RANKS) -> str:
 
 def runner_note(graph: ModelGraph) -> str:
     """Why the validation runner refuses the whole net (its own check), or ""."""
-    from predictor.runner.nets import check_sequential
+    from predictor.runner.nets import check_runnable
     from profiler.errors import UserError
 
     try:
-        check_sequential(graph)
+        check_runnable(graph)
     except UserError as err:
         return str(err)
     return ""
@@ -429,7 +429,15 @@ def plan_runs(graph: ModelGraph, family: str, batch: int) -> tuple[tuple[str, ..
         skipped["data"] = "batch norm would see 1 value per channel on a replica"
     if len(_computing(graph)) < RANKS:
         skipped["pipeline"] = f"fewer than {RANKS} layers to cut into stages"
+    from predictor.runner.nets import BRANCHED_STRATEGIES, is_chain
+
+    branched = not is_chain(graph)
+    for name in ("pipeline", "filter", "channel", "spatial"):
+        if branched and name not in BRANCHED_STRATEGIES:
+            skipped[name] = "the runner runs nets with branches (residual adds) serially or data-parallel only"
     for name, rule in (("filter", filter_problem), ("channel", channel_problem), ("spatial", spatial_problem)):
+        if name in skipped:
+            continue
         why = "no spatial dimensions (MLP)" if name == "spatial" and family == "mlp" else rule(graph)
         if why:
             skipped[name] = why
