@@ -234,6 +234,9 @@ def run(args) -> int:
         shape_cases = load_shape_cases(args.shapes, device, grid.dtypes)
         plans["compute"] += shape_cases
         settings["shapes_file"] = {"path": str(args.shapes), "points": len(shape_cases)}
+        request = getattr(args, "shapes_request", None)  # `profiler calibrate --model` (paraoracle/calibrate_model.py)
+        if request:  # its shapes file was temporary: record what it was written for instead
+            settings["shapes_file"] = {"model": request, "points": len(shape_cases)}
     settings["points"] = {name: len(section_sweep(name, cases, device)) for name, cases in plans.items()}
     settings["compute_passes"] = compute_passes(device)
     fallback = next((c.tags["cuda_c_unavailable"] for c in plans.get("memory", []) if "cuda_c_unavailable" in c.tags),
