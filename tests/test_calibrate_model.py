@@ -5,7 +5,6 @@ the request."""
 import os
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
@@ -68,9 +67,8 @@ def test_existing_out_fails_before_the_model_is_traced(tmp_path, capsys, calls, 
 def test_console_entry_errors_without_traceback_and_light_help(tmp_path):
     """The installed `profiler` script runs paraoracle.cli:profiler_main (pyproject.toml); a flag error through it
     is one line, and --help shows the model flags without loading the predictor's model code."""
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    assert project["project"]["scripts"]["profiler"] == "paraoracle.cli:profiler_main"
-    assert "paraoracle*" in project["tool"]["setuptools"]["packages"]["find"]["include"]
+    project = (ROOT / "pyproject.toml").read_text()  # (tomllib is 3.11+; the project supports 3.10)
+    assert '\nprofiler = "paraoracle.cli:profiler_main"\n' in project and '"paraoracle*"' in project
     script = Path(sys.executable).parent / "profiler"
     entry = [str(script)] if script.exists() else [sys.executable, "-m", "paraoracle.cli"]
     r = subprocess.run([*entry, "calibrate", "--device", "cpu", "--gpus", "2", "--out", str(tmp_path / "p.yaml")],
