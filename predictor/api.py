@@ -174,13 +174,15 @@ def balanced_split(p: int, ndim: int) -> tuple[int, ...]:
 def default_plans(graph: ModelGraph, strategy: str, batch: int, devices: int, devices_per_node: int,
                   dtype: str = "fp32", optimizer: str = "sgd", micro_batches: int | None = None,
                   inner: int | None = None, framework: str = "ddp", synthetic_data: bool = False,
-                  stack: str = DEFAULT_STACK) -> list[Plan]:
+                  stack: str = DEFAULT_STACK, schedule: str = "gpipe", virtual_stages: int = 1) -> list[Plan]:
     """The plans `predictor run` evaluates for one strategy name: the pure strategy over all devices;
     hybrids with the model-parallel group = one node (`inner`, ParaDL's df/ds mapping); pipeline with
     every micro-batch count that divides the per-pipeline batch (or just `micro_batches`)."""
     from predictor.outofcore_strategies import addon_plans
-    if framework != "ddp" or synthetic_data or stack != DEFAULT_STACK:
-        return [replace(p, framework=framework, synthetic_data=synthetic_data, stack=stack) for p in default_plans(
+    if framework != "ddp" or synthetic_data or stack != DEFAULT_STACK or schedule != "gpipe":
+        return [replace(p, framework=framework, synthetic_data=synthetic_data, stack=stack, **(
+            dict(schedule=schedule, virtual_stages=virtual_stages if schedule == "interleaved" else 1)
+            if p.stages > 1 else {})) for p in default_plans(
             graph, strategy, batch, devices, devices_per_node, dtype, optimizer, micro_batches, inner)]
     if strategy in ADDON_STRATEGIES:  # out-of-core, recompute, cooperative (predictor/outofcore_strategies.py)
         return addon_plans(strategy, batch, devices, devices_per_node, dtype, optimizer, micro_batches)
@@ -258,7 +260,8 @@ def predict_all(graph: ModelGraph, batch: int, devices: int, cost_model: CostMod
                 strategies: Sequence[str] = STRATEGIES, devices_per_node: int | None = None, dtype: str = "fp32",
                 optimizer: str = "sgd", micro_batches: int | None = None, interval: bool = True,
                 device_memory_bytes: float | None = None, framework: str = "ddp",
-                synthetic_data: bool = False, stack: str = DEFAULT_STACK) -> list[Prediction]:
+                synthetic_data: bool = False, stack: str = DEFAULT_STACK, schedule: str = "gpipe",
+                virtual_stages: int = 1) -> list[Prediction]:
     """One prediction per strategy (for pipelines, the best micro-batch count), ranked. A strategy the
     profile cannot cost (missing coefficient) comes back infeasible with the message; if none can be
     costed, that UserError is raised."""
@@ -273,7 +276,8 @@ def predict_all(graph: ModelGraph, batch: int, devices: int, cost_model: CostMod
     missing: list[UserError] = []
     for name in strategies:
         plans = default_plans(graph, name, batch, devices, dpn, dtype, optimizer, micro_batches, framework=framework,
-                              synthetic_data=synthetic_data, stack=stack)
+                              synthetic_data=synthetic_data, stack=stack, schedule=schedule,
+                              virtual_stages=virtual_stages)
         try:
             preds = [evaluate(ctx, p, device_memory_bytes) for p in plans]
             best = rank(preds)[0]

@@ -7,7 +7,7 @@ import sys
 
 from calibrate.system_constants import DEFAULT_STACK, STACKS
 from predictor.overlap import FRAMEWORKS
-from predictor.plan import ADDON_STRATEGIES, ALL_STRATEGIES, DTYPES, STRATEGIES
+from predictor.plan import ADDON_STRATEGIES, ALL_STRATEGIES, DTYPES, PIPELINE_SCHEDULES, STRATEGIES
 from profiler.cliutil import MAX_LOCAL_RANKS, batch_size, device_count, float_in, int_in
 from profiler.errors import UserError
 
@@ -48,6 +48,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gpus", type=device_count, required=True, help="number of devices")
     parser.add_argument("--strategy", default="all", choices=STRATEGY_CHOICES)
     parser.add_argument("--micro-batches", type=batch_size, help="pipeline micro-batches (default: the best that divides the batch)")
+    parser.add_argument("--schedule", default="gpipe", choices=PIPELINE_SCHEDULES,
+                        help="pipeline schedule: gpipe (default), 1f1b (PipeDream-Flush, Megatron-LM), interleaved "
+                             "(1F1B with --virtual-stages chunks per device)")
+    parser.add_argument("--virtual-stages", type=int_in(2, 64), default=2,
+                        help="model chunks per device for --schedule interleaved (default 2)")
     parser.add_argument("--trace", metavar="FILE", help="write the top prediction's iteration as a Chrome/Perfetto trace")
     parser.add_argument("--force", action="store_true", help="overwrite --trace if it exists")
 
@@ -124,7 +129,7 @@ def run(args) -> int:
     preds = predict_all(graph, args.batch, args.gpus, cm, strategies=strategies, devices_per_node=args.gpus_per_node,
                         dtype=args.dtype, optimizer=args.optimizer, micro_batches=args.micro_batches,
                         device_memory_bytes=cap, framework=args.framework, synthetic_data=args.synthetic_data,
-                        stack=args.stack)
+                        stack=args.stack, schedule=args.schedule, virtual_stages=args.virtual_stages)
     if args.strategy != "all" and not preds[0].feasible:
         raise UserError(f"{args.strategy} on {args.gpus} devices with batch {args.batch}: {preds[0].reason}")
     meta = {"profile": str(path), "profile_provenance": cm.provenance, "model": graph.name, "batch": args.batch,

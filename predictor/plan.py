@@ -37,6 +37,9 @@ SPLIT_RECOMPUTE = tuple(f"{name}+recompute" for name in ("spatial", "filter", "c
                                                            "data+filter", "data+channel"))
 #: every strategy name `predictor run --strategy` accepts
 ALL_STRATEGIES = STRATEGIES + ADDON_STRATEGIES + SPLIT_RECOMPUTE
+#: pipeline schedules (predictor.strategies.pipeline): GPipe (all forwards, then all backwards), 1F1B
+#: (PipeDream-Flush as Megatron-LM runs it) and interleaved 1F1B with virtual stages
+PIPELINE_SCHEDULES = ("gpipe", "1f1b", "interleaved")
 OPTIMIZERS = ("sgd", "momentum", "adam")
 DTYPES = ("fp32", "tf32", "fp16", "bf16")  # fp16/bf16 = mixed precision (fp32 master weights and optimizer state)
 
@@ -63,6 +66,8 @@ class Plan:
     dtype: str = "fp32"
     optimizer: str = "sgd"
     recompute: bool = False  # pipeline: keep only stage-boundary activations, recompute inside (GPipe)
+    schedule: str = "gpipe"  # pipeline schedule (PIPELINE_SCHEDULES): gpipe, 1f1b, interleaved
+    virtual_stages: int = 1  # interleaved 1F1B: model chunks per device (v)
     bucket_bytes: float = 25e6  # DDP gradient bucket size
     framework: str = "ddp"  # how the gradient allreduce is scheduled (predictor.overlap.FRAMEWORKS)
     synthetic_data: bool = False  # True: samples already in memory, no host decode/augment (input pipeline)
@@ -89,7 +94,9 @@ class Plan:
         if self.p_channel > 1:
             parts.append(f"c{self.p_channel}")
         if self.stages > 1:
-            parts.append(f"p{self.stages}/S{self.micro_batches}")
+            parts.append(f"p{self.stages}/S{self.micro_batches}" + (
+                "" if self.schedule == "gpipe" else f"/{self.schedule}" + (
+                    f"x{self.virtual_stages}" if self.schedule == "interleaved" else "")))
         if self.strategy == "spatial-then-data" and self.spatial_layers is not None:
             parts.append(f"k{self.spatial_layers}")
         return " ".join(parts) or "1 device"

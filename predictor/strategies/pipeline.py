@@ -14,6 +14,19 @@ ParaDL's own pipeline code is unfinished (§4.3) and its memory uses the full ba
 its saved tensors for all S micro-batches (= b samples) or, with recompute, only the stage-input tensors
 of all micro-batches plus one micro-batch's activations. Gradients of a stage are allreduced over the
 p_data replicas after the stage's last backward (overlapped with that micro-batch's backward).
+
+Other schedules (plan.schedule; Narayanan et al., "Efficient Large-Scale Language Model Training on GPU
+Clusters Using Megatron-LM", SC'21, §2.2; docs/method.md §13):
+  1f1b         PipeDream-Flush: after K - k - 1 warm-up forwards, stage k alternates one forward and one
+               backward. The same time as GPipe, (S + K - 1)·(F + Bw), bubble share (K - 1)/S, but stage k
+               holds at most min(S, K - k) micro-batches in flight instead of S.
+  interleaved  each device holds v = plan.virtual_stages model chunks (chunk j on device j mod K, K·v chunks
+               balanced on compute). With F, Bw the slowest device's time per micro-batch (all its chunks):
+               compute S·(F + Bw), bubble (K - 1)·(F + Bw) / v (bubble share (K - 1)/(S·v)); every micro-batch
+               crosses v times as many stage boundaries: p2p 2·(v·S + K - 2)·T_sendrecv. Device k holds
+               min(S·v, 2·(K - k - 1) + (v - 1)·K + 1) chunk micro-batches in flight (Megatron-LM's warm-up
+               count plus the one in its steady state), each of a chunk's saved tensors. Needs S a multiple
+               of K (Megatron's rule).
 """
 from __future__ import annotations
 
@@ -25,7 +38,7 @@ from predictor.layercost import Split
 from predictor.layout import data_nodes
 from predictor.memory import parameter_bytes
 from predictor.overlap import bucket_layout, overlap, ready_times
-from predictor.plan import Plan, Prediction
+from predictor.plan import PIPELINE_SCHEDULES, Plan, Prediction
 from predictor.strategies.context import Context, Infeasible
 from predictor.strategies.data import local_batch
 
@@ -114,21 +127,41 @@ def _stages(ctx: Context, dtype: str, K: int, m: int) -> Stages:
         workspace_bytes=[2 * max(ctx.layers[i].output_elems for i in range(a, z)) * act for a, z in bounds])
 
 
+def _in_flight(plan: Plan, k: int) -> int:
+    """Micro-batches (interleaved: chunk micro-batches) device k holds saved tensors for (module docstring)."""
+    K, S, v = plan.stages, plan.micro_batches, plan.virtual_stages
+    if plan.schedule == "1f1b":
+        return min(S, K - k)
+    if plan.schedule == "interleaved":
+        return min(S * v, 2 * (K - k - 1) + (v - 1) * K + 1)
+    return S
+
+
 def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     K, S = plan.stages, plan.micro_batches
+    v = plan.virtual_stages if plan.schedule == "interleaved" else 1
+    if plan.schedule not in PIPELINE_SCHEDULES:
+        raise Infeasible(f"unknown pipeline schedule {plan.schedule!r} (known: {', '.join(PIPELINE_SCHEDULES)})")
+    if plan.schedule == "interleaved" and (v < 2 or S % K):
+        raise Infeasible(f"interleaved 1F1B needs >= 2 virtual stages and micro-batches ({S}) a multiple of the "
+                         f"{K} stages")
     b = local_batch(plan)
-    if K > ctx.n_layers:
-        raise Infeasible(f"{K} stages > {ctx.n_layers} layers")
+    if K * v > ctx.n_layers:
+        raise Infeasible(f"{K * v} stages > {ctx.n_layers} layers")
     if S < 1 or b % S:
         raise Infeasible(f"{b} samples per pipeline not divisible into {S} micro-batches")
     m = b // S
     dtype = plan.dtype
     act = ctx.act_size(dtype)
-    st: Stages = ctx.cached(("stages", dtype, K, m), lambda: _stages(ctx, dtype, K, m))
-    F = max(st.fwd_s)
-    Bw = max(st.bwd_total_s)
+    st: Stages = ctx.cached(("stages", dtype, K * v, m), lambda: _stages(ctx, dtype, K * v, m))
+    # the chunks each device holds: chunk j on device j mod K (one chunk per device unless interleaved)
+    devices = [list(range(k, K * v, K)) for k in range(K)]
+    dev_fwd = [sum(st.fwd_s[j] for j in chunks) for chunks in devices]
+    dev_bwd = [sum(st.bwd_total_s[j] for j in chunks) for chunks in devices]
+    F = max(dev_fwd)
+    Bw = max(dev_bwd)
     pred.compute_fwd_s, pred.compute_bwd_s = S * F, S * Bw
-    pred.bubble_s = (K - 1) * (F + Bw)
+    pred.bubble_s = (K - 1) * (F + Bw) / v
     if plan.recompute:
         pred.recompute_s = (S + K - 1) * F
 
@@ -136,27 +169,37 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
 
     def slowest_p2p() -> float:
         worst = 0.0
-        for k in range(1, K):
-            nodes = 1 if (k - 1) // dpn == k // dpn else 2
-            worst = max(worst, ctx.collective("sendrecv", m * st.incoming_elems[k] * act, 2, nodes))
+        for j in range(1, K * v):
+            a, z = (j - 1) % K, j % K  # devices on either side of chunk boundary j
+            nodes = 1 if a // dpn == z // dpn else 2
+            worst = max(worst, ctx.collective("sendrecv", m * st.incoming_elems[j] * act, 2, nodes))
         return worst
 
-    p2p = ctx.cached(("p2p", dtype, K, m, dpn), slowest_p2p)
-    pred.comm_exposed_s["pipeline_p2p"] = 2 * (S + K - 2) * p2p if K > 1 else 0.0
-    pred.update_s = ctx.cached(("pipe-update", dtype, K, m, plan.optimizer),
-                               lambda: max(ctx.update_s(p, plan.optimizer, dtype, sum(ctx.param_tensors[a:z]))
-                                           for p, (a, z) in zip(st.params, st.bounds)))
+    p2p = ctx.cached(("p2p", dtype, K, v, m, dpn), slowest_p2p)
+    pred.comm_exposed_s["pipeline_p2p"] = 2 * (v * S + K - 2) * p2p if K > 1 else 0.0
+    dev_params = [sum(st.params[j] for j in chunks) for chunks in devices]
+    dev_tensors = [sum(sum(ctx.param_tensors[a:z]) for a, z in (st.bounds[j] for j in chunks)) for chunks in devices]
+    pred.update_s = ctx.cached(("pipe-update", dtype, K, v, m, plan.optimizer),
+                               lambda: max(ctx.update_s(p, plan.optimizer, dtype, t)
+                                           for p, t in zip(dev_params, dev_tensors)))
 
     d_nodes = data_nodes(plan.p_data, K, dpn)
 
     def gradient() -> tuple[float, float]:
-        """The stage whose bucketed gradient allreduce (over its p_data replicas) is most exposed."""
+        """The device whose bucketed gradient allreduce (over its p_data replicas) is most exposed."""
         if plan.p_data <= 1:
             return 0.0, 0.0
-        # bucket layouts and backward clocks per stage do not depend on p_data: searches reuse them
-        stages = ctx.cached(("pipe-buckets", dtype, K, m, plan.bucket_bytes), lambda: [
-            (bucket_layout([ctx.params[i] * 4.0 for i in range(a, z)], plan.bucket_bytes), ready_times(st.bwd_s[k]))
-            for k, (a, z) in enumerate(st.bounds)])
+
+        def layouts():
+            out = []
+            for chunks in devices:  # a device's layers in graph order, its chunks' backward clocks end to end
+                layers = [i for j in chunks for i in range(*st.bounds[j])]
+                out.append((bucket_layout([ctx.params[i] * 4.0 for i in layers], plan.bucket_bytes),
+                            ready_times([t for j in chunks for t in st.bwd_s[j]])))
+            return out
+
+        # bucket layouts and backward clocks per device do not depend on p_data: searches reuse them
+        stages = ctx.cached(("pipe-buckets", dtype, K, v, m, plan.bucket_bytes), layouts)
 
         def allreduce_s(size: float) -> float:
             return ctx.collective("allreduce", size, plan.p_data, d_nodes)
@@ -168,26 +211,31 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
                 exposed, hidden = e, h
         return exposed, hidden
 
-    exposed, hidden = ctx.cached(("pipe-grad", dtype, K, m, plan.p_data, d_nodes, plan.bucket_bytes), gradient)
+    exposed, hidden = ctx.cached(("pipe-grad", dtype, K, v, m, plan.p_data, d_nodes, plan.bucket_bytes), gradient)
     pred.comm_exposed_s["gradient"], pred.comm_hidden_s["gradient"] = exposed, hidden
 
-    def heaviest_stage() -> tuple:
-        """The stage holding the most bytes (it sets the memory per device), with its terms."""
+    def heaviest_device() -> tuple:
+        """The device holding the most bytes (it sets the memory per device), with its terms."""
         worst = None
-        for k in range(K):
-            saved = st.saved_bytes[k]
-            activations = b * st.incoming_elems[k] * act + m * saved if plan.recompute else b * saved
-            buffers = 2 * m * (st.incoming_elems[k] + st.outgoing_elems[k]) * act  # send + receive boundaries
-            workspace = m * st.workspace_bytes[k]
-            total = activations + buffers + workspace + sum(parameter_bytes(st.params[k], dtype, plan.optimizer))
+        for k, chunks in enumerate(devices):
+            flight = _in_flight(plan, k)  # micro-batches (interleaved: chunk micro-batches) held at once
+            saved = sum(st.saved_bytes[j] for j in chunks) / len(chunks)  # one chunk's, on average
+            incoming = sum(st.incoming_elems[j] for j in chunks) / len(chunks)
+            if plan.recompute:  # the stage inputs of every micro-batch in flight, one micro-batch's activations
+                activations = flight * m * incoming * act + m * saved
+            else:
+                activations = flight * m * saved
+            buffers = sum(2 * m * (st.incoming_elems[j] + st.outgoing_elems[j]) * act for j in chunks)
+            workspace = m * max(st.workspace_bytes[j] for j in chunks)
+            total = activations + buffers + workspace + sum(parameter_bytes(dev_params[k], dtype, plan.optimizer))
             if worst is None or total > worst[0]:
                 worst = (total, k, activations, buffers, workspace)
         return worst
 
     # independent of the data-parallel degree: a search over device counts reuses it
     _, k, pred.activations_bytes, buffers, pred.workspace_bytes = ctx.cached(
-        ("pipe-memory", dtype, K, m, S, plan.recompute, plan.optimizer), heaviest_stage)
-    ctx.set_parameters(pred, st.params[k], plan, plan.p_data)
+        ("pipe-memory", dtype, K, v, plan.schedule, m, S, plan.recompute, plan.optimizer), heaviest_device)
+    ctx.set_parameters(pred, dev_params[k], plan, plan.p_data)
     pred.comm_buffers_bytes += buffers
     pred.details.update(stage_bounds=st.bounds, stage_fwd_s=st.fwd_s, stage_bwd_s=st.bwd_total_s,
                         stage_params=st.params, memory_stage=k, nodes_data_group=d_nodes)
