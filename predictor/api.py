@@ -2,7 +2,7 @@
 
     graph = load_model("resnet50")                      # zoo name, package.module:callable, file.py[:fn],
                                                         # or a .yaml/.json layer spec
-    cm = load_cost_model("profiles/....yaml")           # calibrate's CostModel (or any CostModel)
+    cm = load_cost_model("v100-dgx1-8gpu.published")    # a profile file or a shipped profile's name (calibrate.shipped)
     pred = predict(graph, Plan("data", batch=256, devices=64, devices_per_node=4, p_data=64), cm)
     preds = predict_all(graph, batch=256, devices=64, cost_model=cm)   # ranked, fastest fitting first
     best = search(graph, cm, batch=256, max_devices=1024)
@@ -13,7 +13,6 @@ Predictions carry a (low, high) interval: the prediction at the profile's confid
 """
 from __future__ import annotations
 
-import glob
 import importlib
 import importlib.util
 import math
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from calibrate.cost_api import CostModel
+from calibrate.shipped import resolve_profile, shipped_profiles, shipped_profiles_dir
 from calibrate.system_constants import DEFAULT_STACK, STACKS
 from predictor import zoo
 from predictor.graph import ModelGraph
@@ -34,9 +34,6 @@ from predictor.plan import (ADDON_STRATEGIES, ALL_STRATEGIES, DTYPES, OPTIMIZERS
 from predictor.strategies import evaluate
 from predictor.strategies.context import Context
 from profiler.errors import UserError
-
-REPO_PROFILES = Path(__file__).resolve().parent.parent / "profiles"
-
 
 # ---- model input -------------------------------------------------------------------------------------
 def load_model(name_or_path: str, input_shape: Sequence[int] | None = None, *, allow_code: bool = True,
@@ -142,16 +139,16 @@ def _import_callable(ref: str, knobs: dict):
 # ---- cost model -------------------------------------------------------------------------------------
 def default_profile() -> Path:
     """The shipped reference profile used when --profile is not given (a published V100 one if present)."""
-    found = sorted(glob.glob(str(REPO_PROFILES / "*v100*.published.yaml"))) or \
-        sorted(glob.glob(str(REPO_PROFILES / "*.published.yaml")))
+    found = shipped_profiles("*v100*.published.yaml") or shipped_profiles("*.published.yaml")
     if not found:
-        raise UserError(f"no --profile given and no reference profile (*.published.yaml) in {REPO_PROFILES}")
+        raise UserError(f"no --profile given and no reference profile (*.published.yaml) in {shipped_profiles_dir()}")
     return Path(found[0])
 
 
 def load_cost_model(path: str | os.PathLike | None) -> tuple[CostModel, Path]:
-    """calibrate's CostModel for a profile file (default: the shipped reference profile)."""
-    chosen = Path(path) if path else default_profile()
+    """calibrate's CostModel for a profile file or a shipped profile's name (default: the shipped reference
+    profile)."""
+    chosen = resolve_profile(path) if path else default_profile()
     try:
         from calibrate.cost_model import load_cost_model as _load
     except ImportError as err:
@@ -174,15 +171,17 @@ def balanced_split(p: int, ndim: int) -> tuple[int, ...]:
 def default_plans(graph: ModelGraph, strategy: str, batch: int, devices: int, devices_per_node: int,
                   dtype: str = "fp32", optimizer: str = "sgd", micro_batches: int | None = None,
                   inner: int | None = None, framework: str = "ddp", synthetic_data: bool = False,
-                  stack: str = DEFAULT_STACK, schedule: str = "gpipe", virtual_stages: int = 1) -> list[Plan]:
+                  stack: str = DEFAULT_STACK, schedule: str = "gpipe", virtual_stages: int = 1,
+                  zero_stage: int = 0) -> list[Plan]:
     """The plans `predictor run` evaluates for one strategy name: the pure strategy over all devices;
     hybrids with the model-parallel group = one node (`inner`, ParaDL's df/ds mapping); pipeline with
     every micro-batch count that divides the per-pipeline batch (or just `micro_batches`)."""
     from predictor.outofcore_strategies import addon_plans
-    if framework != "ddp" or synthetic_data or stack != DEFAULT_STACK or schedule != "gpipe":
+    if framework != "ddp" or synthetic_data or stack != DEFAULT_STACK or schedule != "gpipe" or zero_stage:
         return [replace(p, framework=framework, synthetic_data=synthetic_data, stack=stack, **(
             dict(schedule=schedule, virtual_stages=virtual_stages if schedule == "interleaved" else 1)
-            if p.stages > 1 else {})) for p in default_plans(
+            if p.stages > 1 else {}), **(dict(zero_stage=zero_stage) if p.strategy == "data" else {}))
+            for p in default_plans(
             graph, strategy, batch, devices, devices_per_node, dtype, optimizer, micro_batches, inner)]
     if strategy in ADDON_STRATEGIES:  # out-of-core, recompute, cooperative (predictor/outofcore_strategies.py)
         return addon_plans(strategy, batch, devices, devices_per_node, dtype, optimizer, micro_batches)
@@ -261,7 +260,7 @@ def predict_all(graph: ModelGraph, batch: int, devices: int, cost_model: CostMod
                 optimizer: str = "sgd", micro_batches: int | None = None, interval: bool = True,
                 device_memory_bytes: float | None = None, framework: str = "ddp",
                 synthetic_data: bool = False, stack: str = DEFAULT_STACK, schedule: str = "gpipe",
-                virtual_stages: int = 1) -> list[Prediction]:
+                virtual_stages: int = 1, zero_stage: int = 0) -> list[Prediction]:
     """One prediction per strategy (for pipelines, the best micro-batch count), ranked. A strategy the
     profile cannot cost (missing coefficient) comes back infeasible with the message; if none can be
     costed, that UserError is raised."""
@@ -277,7 +276,7 @@ def predict_all(graph: ModelGraph, batch: int, devices: int, cost_model: CostMod
     for name in strategies:
         plans = default_plans(graph, name, batch, devices, dpn, dtype, optimizer, micro_batches, framework=framework,
                               synthetic_data=synthetic_data, stack=stack, schedule=schedule,
-                              virtual_stages=virtual_stages)
+                              virtual_stages=virtual_stages, zero_stage=zero_stage)
         try:
             preds = [evaluate(ctx, p, device_memory_bytes) for p in plans]
             best = rank(preds)[0]

@@ -48,6 +48,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gpus", type=device_count, required=True, help="number of devices")
     parser.add_argument("--strategy", default="all", choices=STRATEGY_CHOICES)
     parser.add_argument("--micro-batches", type=batch_size, help="pipeline micro-batches (default: the best that divides the batch)")
+    parser.add_argument("--zero", type=int, default=0, choices=(0, 1, 2, 3),
+                        help="sharded data parallelism for the data strategy: ZeRO stage 1 (optimizer state), "
+                             "2 (+ gradients), 3 (+ parameters, as FSDP); 0 = DDP (default)")
     parser.add_argument("--schedule", default="gpipe", choices=PIPELINE_SCHEDULES,
                         help="pipeline schedule: gpipe (default), 1f1b (PipeDream-Flush, Megatron-LM), interleaved "
                              "(1F1B with --virtual-stages chunks per device)")
@@ -129,7 +132,8 @@ def run(args) -> int:
     preds = predict_all(graph, args.batch, args.gpus, cm, strategies=strategies, devices_per_node=args.gpus_per_node,
                         dtype=args.dtype, optimizer=args.optimizer, micro_batches=args.micro_batches,
                         device_memory_bytes=cap, framework=args.framework, synthetic_data=args.synthetic_data,
-                        stack=args.stack, schedule=args.schedule, virtual_stages=args.virtual_stages)
+                        stack=args.stack, schedule=args.schedule, virtual_stages=args.virtual_stages,
+                        zero_stage=args.zero)
     if args.strategy != "all" and not preds[0].feasible:
         raise UserError(f"{args.strategy} on {args.gpus} devices with batch {args.batch}: {preds[0].reason}")
     meta = {"profile": str(path), "profile_provenance": cm.provenance, "model": graph.name, "batch": args.batch,

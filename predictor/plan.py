@@ -66,6 +66,7 @@ class Plan:
     dtype: str = "fp32"
     optimizer: str = "sgd"
     recompute: bool = False  # pipeline: keep only stage-boundary activations, recompute inside (GPipe)
+    zero_stage: int = 0  # data parallelism: 0 = DDP; ZeRO 1 (optimizer state), 2 (+ gradients), 3 (+ parameters: FSDP)
     schedule: str = "gpipe"  # pipeline schedule (PIPELINE_SCHEDULES): gpipe, 1f1b, interleaved
     virtual_stages: int = 1  # interleaved 1F1B: model chunks per device (v)
     bucket_bytes: float = 25e6  # DDP gradient bucket size
@@ -86,7 +87,7 @@ class Plan:
     def describe(self) -> str:
         parts = []
         if self.p_data > 1:
-            parts.append(f"d{self.p_data}")
+            parts.append(f"d{self.p_data}" + (f"/zero{self.zero_stage}" if self.zero_stage else ""))
         if self.p_spatial > 1:
             parts.append("s" + "x".join(map(str, self.spatial_split)))
         if self.p_filter > 1:

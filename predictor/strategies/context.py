@@ -147,7 +147,7 @@ class Context:
 
     # ---- common pieces ---------------------------------------------------------------------------
     def gradient_sync(self, indices, bwd_list: list[float], param_div, group: int, nodes: int,
-                      bucket_bytes: float, framework: str = "ddp") -> tuple[float, float]:
+                      bucket_bytes: float, framework: str = "ddp", op: str = "allreduce") -> tuple[float, float]:
         """(exposed_s, hidden_s) of the fp32 gradient allreduce of layers `indices` over `group` ranks on
         `nodes` nodes, scheduled by the framework's regime behind backward (overlap.py). param_div: one
         divisor of every layer's parameters, or a tuple with one divisor per index.
@@ -155,7 +155,7 @@ class Context:
         Exposed also holds the two gradient copies every regime makes on the compute stream: into the
         bucket / fusion buffer and back (DDP's default gradient_as_bucket_view=False; Horovod's fusion buffer;
         the one packed buffer after backward), each reading and writing the fp32 gradients (op audit:
-        the DDP reducer's mul and copy_)."""
+        the DDP reducer's mul and copy_). op: "reduce_scatter" for sharded data parallelism (ZeRO stages 1-2)."""
         if group <= 1:
             return 0.0, 0.0
         reg = regime(framework, bucket_bytes)
@@ -175,7 +175,7 @@ class Context:
                 layout = self._buckets[(gkey, reg.fusion_bytes)] = bucket_layout(grads[0], reg.fusion_bytes)
         issued = launches(grads[0], held[1], reg, layout)
         total_bwd = held[1][-1] if held[1] else 0.0
-        exposed, hidden = schedule(issued, total_bwd, lambda size: self.collective("allreduce", size, group, nodes),
+        exposed, hidden = schedule(issued, total_bwd, lambda size: self.collective(op, size, group, nodes),
                                    self.cm.overlap_efficiency() if reg.overlaps else 1.0)
         return exposed + self.cm.memory_time_s(2 * 2 * grads[1]), hidden
 

@@ -10,10 +10,23 @@ allreduce of a rank index to agree on the source rank, then a coalesced broadcas
 per dtype: the batch-norm running mean and variance (2·C fp32 per BN layer) and their int64 step
 counters. A model without batch norm has no buffers and skips it. These blocking collectives are
 reported under layer_collective; ParaDL omits them.
+
+Sharded data parallelism (plan.zero_stage; Rajbhandari et al., "ZeRO", SC'20 §5; PyTorch FSDP, Zhao et al.,
+VLDB'23; docs/method.md §9): each of the N = p_data replicas keeps 1/N of
+  stage 1: the optimizer state and, under mixed precision, the fp32 master weights;
+  stage 2: also the gradients;
+  stage 3 (FSDP full sharding): also the weights, gathered layer by layer when used.
+Communication: stages 1-2 reduce-scatter the gradients in buckets behind backward (the DDP schedule, half the
+all-reduce's bus traffic) and all-gather the updated weights after the step (exposed); stage 3 all-gathers each
+layer's weights before its forward and again before its backward, prefetched behind the previous layer's
+compute (exposed: what the compute cannot hide, plus the first layer's gather; the hidden part slows the compute
+by the profile's overlap efficiency, as the DDP schedule does), and reduce-scatters the gradients behind
+backward. Each replica updates its 1/N shard.
 """
 from __future__ import annotations
 
 from predictor.layercost import Split
+from predictor.memory import MIXED_DTYPES, parameter_bytes
 from predictor.layout import data_nodes
 from predictor.plan import Plan, Prediction
 from predictor.strategies.context import Context, Infeasible
@@ -35,6 +48,45 @@ def ddp_buffer_sync_s(ctx: Context, group: int, nodes: int) -> float:
             + ctx.collective("broadcast", 8 * len(bn_channels), group, nodes))
 
 
+def _zero(ctx: Context, plan: Plan, pred: Prediction, fwd: float, bwd: float, bwd_list, nodes: int) -> None:
+    """The terms of sharded data parallelism (module docstring) over the N = p_data replicas."""
+    N, stage, everything = plan.p_data, plan.zero_stage, range(ctx.n_layers)
+    weight_bytes = 2.0 if plan.dtype in MIXED_DTYPES else 4.0  # the copy the layers compute with
+    pred.update_s = ctx.update_s(ctx.total_params / N, plan.optimizer, plan.dtype)
+    weights, grads, optimizer = parameter_bytes(ctx.total_params, plan.dtype, plan.optimizer)
+    master = weights - ctx.total_params * weight_bytes if plan.dtype in MIXED_DTYPES else 0.0
+    pred.optimizer_bytes = optimizer / N
+    pred.weights_bytes = weights / N if stage >= 3 else weights - master + master / N
+    pred.grads_bytes = grads / N if stage >= 2 else grads
+    pred.comm_buffers_bytes += min(grads, 2 * plan.bucket_bytes)  # reduce-scatter and gather buckets
+    pred.details["params_per_device"] = ctx.total_params / N if stage >= 3 else ctx.total_params
+
+    def gather(i: int) -> float:
+        return ctx.collective("allgather", ctx.params[i] * weight_bytes, N, nodes) if ctx.params[i] else 0.0
+
+    if stage <= 2:
+        exposed, hidden = ctx.gradient_sync(everything, bwd_list, 1, N, nodes, plan.bucket_bytes, plan.framework,
+                                            op="reduce_scatter")
+        pred.comm_exposed_s["layer_collective"] = ctx.collective("allgather", ctx.total_params * weight_bytes, N,
+                                                                 nodes)
+    else:
+        gathers = ctx.cached(("zero3-gathers", N, nodes, weight_bytes), lambda: [gather(i) for i in everything])
+        first = next((g for g in gathers if g > 0), 0.0)
+        scatter = ctx.cached(("zero3-scatter", N, nodes), lambda: sum(
+            ctx.collective("reduce_scatter", ctx.params[i] * 4.0, N, nodes) for i in everything if ctx.params[i]))
+        fwd_exposed = first + max(0.0, sum(gathers) - first - fwd)
+        bwd_total = sum(gathers) + scatter
+        exposed = fwd_exposed + max(0.0, bwd_total - bwd)
+        hidden = sum(gathers) + bwd_total - exposed
+        slowdown = (1.0 - ctx.cm.overlap_efficiency()) * hidden  # compute slowed by the concurrent collectives
+        exposed, hidden = exposed + slowdown, hidden - slowdown
+        pred.comm_exposed_s["layer_collective"] = 0.0
+        largest = max(ctx.params, default=0)
+        pred.workspace_bytes += 2 * largest * weight_bytes  # a gathered layer and the prefetched next one
+    pred.comm_exposed_s["gradient"], pred.comm_hidden_s["gradient"] = exposed, hidden
+    pred.details["zero_stage"] = stage
+
+
 def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     b = local_batch(plan)
     split = Split(b)
@@ -54,3 +106,9 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     pred.activations_bytes = b * ctx.saved_bytes_per_sample(plan.dtype, "all", lambda t: 1.0)
     pred.workspace_bytes = b * ctx.workspace_per_sample(plan.dtype, "all", lambda t: 1.0, lambda i: 1.0)
     pred.details["nodes_data_group"] = nodes
+    if plan.zero_stage:
+        if plan.zero_stage not in (1, 2, 3):
+            raise Infeasible(f"ZeRO stage {plan.zero_stage}: known stages are 1, 2 and 3")
+        if plan.p_data > 1:
+            pred.comm_buffers_bytes = 0.0  # no DDP bucket copy: _zero sets its own buckets
+            _zero(ctx, plan, pred, fwd, bwd, bwd_list, nodes)
