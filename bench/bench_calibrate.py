@@ -25,7 +25,7 @@ from bench import describe
 from bench.record import Figure, add_results_flag, record
 from profiler.bench_compute import GEMM_SHAPES_QUICK
 from profiler.cliutil import float_in
-from profiler.cmd_show import best_compute, stream_figures
+from paraoracle.cmd_show import best_compute, stream_figures
 from profiler.errors import UserError
 from profiler.profile import load_profile
 

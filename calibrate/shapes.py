@@ -16,9 +16,10 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping, Optional
 
-from profiler.dtypes import DTYPE_ALIASES, DTYPE_BYTES
+from profiler.dtypes import DTYPE_BYTES, canonical_dtype
 from profiler.errors import UserError
-from profiler.opmath import conv_flops, conv_output_volume, gemm_flops
+# shapes.shape_key and shapes.canonical_dtype stay this module's names too (calibrate.fit, the predictor)
+from profiler.opmath import conv_flops, conv_output_volume, gemm_bytes, gemm_flops, shape_key  # noqa: F401
 
 FLOP_OPS = ("gemm", "linear", "conv2d", "conv3d")
 MEMORY_OPS = ("batchnorm", "relu", "maxpool", "avgpool", "add")
@@ -66,13 +67,6 @@ SIMD_FP32_LANES = {"AVX512": 16, "AVX2": 8}
 def simd_lanes(cpu_capability: Optional[str]) -> Optional[int]:
     """The float32 lanes of a recorded CPU capability; None (no padding) when unknown or unrecorded."""
     return SIMD_FP32_LANES.get(cpu_capability or "")
-
-
-def canonical_dtype(dtype: str) -> str:
-    d = DTYPE_ALIASES.get(dtype, dtype)
-    if d not in DTYPE_BYTES:
-        raise UserError(f"unknown dtype {dtype!r}; known: {', '.join(DTYPE_BYTES)}")
-    return d
 
 
 def op_kind(op: str) -> str:
@@ -152,7 +146,7 @@ def work(op: str, pass_: str, params: Mapping[str, Any], dtype: str,
     if op in ("gemm", "linear"):
         m, n, k = (_int(params, key, op) for key in ("M", "N", "K"))
         flops = gemm_flops(m, n, k)
-        nbytes = float(m * k + k * n + m * n) * b
+        nbytes = float(gemm_bytes(m, n, k, b))
         return _flop_features(flops, flops, nbytes, min(m, n, k), m, k, n, 1, 1, False, 0)
     dims = 3 if op.endswith("3d") or (kind == "bytes" and "D" in params) else 2  # 3-D pooling/BN carry D
     batch, channels = _int(params, "N", op), _int(params, "C", op)
@@ -198,13 +192,6 @@ def work(op: str, pass_: str, params: Mapping[str, Any], dtype: str,
         nbytes = float(_ELEMENT_PASSES[op][pass_] * elems) * b
     return {"flops": 0.0, "bytes": nbytes, "work": nbytes,
             "features": [_log(nbytes), _log(batch), _log(channels), _log(math.prod(spatial)), float(dims), float(kvol)]}
-
-
-def shape_key(params: Mapping[str, Any]) -> tuple:
-    """One call's shape parameters as an order-insensitive key (integral floats as ints): how measured shapes,
-    recorded calls and shapes-file entries are matched and de-duplicated."""
-    return tuple(sorted((k, int(v) if isinstance(v, (int, float)) and float(v).is_integer() else v)
-                        for k, v in params.items()))
 
 
 def _log(v: float) -> float:

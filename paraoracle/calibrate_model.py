@@ -5,6 +5,8 @@ It is `predictor shapes --model M ... --out TMP` followed by `profiler calibrate
 goes to a temporary folder that is removed afterwards (the profile keeps every measured shape as samples
 tagged `source: shapes file`, and `settings.shapes_file.model` records the request). Every other calibrate
 flag means what it means in profiler.cmd_calibrate; without --model this is profiler.cmd_calibrate unchanged.
+Either way the measured samples are fitted (calibrate.fit.fit_profile) before the profile is written: the
+profiler stage alone (`python -m profiler calibrate`) does not fit.
 
 User errors are one line and exit 2, before anything is measured: a model flag without --model, --model with
 --shapes, --model without --batch/--gpus, an unknown model (predictor's message), --only without compute, an
@@ -110,13 +112,20 @@ def write_model_shapes(args, out: Path) -> dict:
     return {key: value for key, value in request.items() if value is not None}
 
 
+def fit(profile):
+    """calibrate.fit.fit_profile, imported once the measuring is done (--help and flag errors stay light)."""
+    from calibrate.fit import fit_profile
+
+    return fit_profile(profile)
+
+
 def run(args) -> int:
     check_flags(args)
     if args.model is None or collectives.is_worker_rank():  # a launcher's other ranks only join the collectives
-        return cmd_calibrate.run(args)
+        return cmd_calibrate.run(args, fit=fit)
     precheck(args)
     with tempfile.TemporaryDirectory(prefix="paraoracle-shapes-") as folder:
         path = Path(folder) / "model.shapes.yaml"
         args.shapes_request = write_model_shapes(args, path)
         args.shapes = str(path)
-        return cmd_calibrate.run(args)
+        return cmd_calibrate.run(args, fit=fit)

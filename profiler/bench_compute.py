@@ -26,11 +26,10 @@ from dataclasses import dataclass
 
 import torch
 
-from calibrate.shapes import work
 from profiler.cases import GRID_ENV, BenchCase
 from profiler import opmath
 from profiler.dtypes import dtype_bytes
-from profiler.opmath import gemm_flops, window_output_size
+from profiler.opmath import gemm_bytes, gemm_flops, window_output_size
 from profiler.errors import UserError
 
 GPU_DTYPES = ("float32", "tf32", "float16", "bfloat16")
@@ -42,11 +41,6 @@ INDEX_BYTES = 8  # int64 max-pool indices
 # ---------------------------------------------------------------------------------------------- counting
 def element_bytes(dtype: str) -> int:
     return dtype_bytes(dtype)
-
-
-def gemm_bytes(M: int, N: int, K: int, elem_bytes: int) -> int:
-    """Read A and B, write C once."""
-    return elem_bytes * (M * K + K * N + M * N)
 
 
 def conv_spatial(params: dict) -> tuple[list[int], list[int]]:
@@ -302,8 +296,8 @@ def linear_cases(M: int, N: int, K: int, dtype: str, device: str, tags: dict | N
     """The three calls of one nn.Linear(K, N) layer (with bias) on an (M, K) input, as autograd runs them
     (AddmmBackward0, torch/csrc/autograd/FunctionsManual.cpp): fwd `linear_fwd`, bwd_data `linear_bwd_data`,
     bwd_weight `linear_bwd_weight`, on operands allocated as training holds them (X (M, K), W (N, K), b (N,)
-    and dY (M, N), each contiguous). FLOPs 2MNK per pass and bytes as calibrate.shapes.work counts them (the
-    same call the fit makes)."""
+    and dY (M, N), each contiguous). FLOPs 2MNK per pass and bytes A, B and C once (profiler.opmath's
+    gemm_flops and gemm_bytes, which calibrate.shapes.work counts them with too)."""
     params = {"M": M, "N": N, "K": K}
 
     def builder(variant: str):
@@ -316,10 +310,10 @@ def linear_cases(M: int, N: int, K: int, dtype: str, device: str, tags: dict | N
         return build
 
     cases = []
+    flops, nbytes = int(gemm_flops(M, N, K)), gemm_bytes(M, N, K, element_bytes(dtype))
     for variant in LINEAR_PASSES:
-        counted = work("linear", variant, params, dtype)
-        cases.append(BenchCase("linear", variant, dict(params), dtype, int(counted["flops"]), int(counted["bytes"]),
-                               builder(variant), dict(tags or {})))
+        cases.append(BenchCase("linear", variant, dict(params), dtype, flops, nbytes, builder(variant),
+                               dict(tags or {})))
     return cases
 
 

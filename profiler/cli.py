@@ -1,4 +1,7 @@
-"""`profiler`: measure a machine and keep its profiles (calibrate, fit, show, drift, history, imports)."""
+"""`python -m profiler`: measure this machine (the profiler stage alone; its samples are not fitted).
+
+The `profiler` command users run (paraoracle.cli) adds what composes later stages: fitting after calibrate,
+show, fit, import-nccl-tests, drift, history. Asked for one of those, this one says so in one line, exit 2."""
 from __future__ import annotations
 
 import sys
@@ -7,16 +10,19 @@ from profiler.cliutil import run_cli
 
 COMMANDS = {
     "calibrate": ("profiler.cmd_calibrate", "run microbenchmarks on this machine and write a profile"),
-    "show": ("profiler.cmd_show", "print a readable summary of a profile"),
-    "fit": ("calibrate.cmd_fit", "recompute a profile's coefficients from its samples"),
-    "import-nccl-tests": ("profiler.cmd_import_nccl", "read nccl-tests output into a profile's samples"),
-    "drift": ("profiler.cmd_drift", "compare two profiles of one machine; exit 1 when something drifted"),
-    "history": ("profiler.cmd_history", "time series, change points and plots over many profiles"),
 }
+#: the `profiler` command's subcommands that need later stages (paraoracle.cli.PROFILER_COMMANDS)
+COMPOSED = ("show", "fit", "import-nccl-tests", "drift", "history")
 
 
 def main(argv=None) -> int:
-    return run_cli("profiler", __doc__.split(":")[1].strip(), COMMANDS, argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    wanted = next((a for a in argv if not a.startswith("-")), None)
+    if wanted in COMPOSED:
+        print(f"python -m profiler: '{wanted}' is not part of the profiler stage alone; run `profiler {wanted} ...` "
+              f"(or `python -m paraoracle.cli {wanted} ...`)", file=sys.stderr)
+        return 2
+    return run_cli("profiler", "measure this machine (the profiler stage alone: samples, not fitted)", COMMANDS, argv)
 
 
 if __name__ == "__main__":

@@ -4,8 +4,12 @@ Sections run in order: compute (GEMM, linear layers, conv2d/3d, memory-bound ops
 (host JPEG decode + augmentation per sample, profiler.bench_input), host_device (GPU only), collectives
 (profiler/comm/section.py; needs >= 2 ranks). Every check a user can fail (device,
 --only, --out) happens before the first benchmark. The samples are collected into a Profile
-(provenance `calibrated`), fitted (calibrate.fit.fit_profile) and written atomically. Ctrl-C, or a
+(provenance `calibrated`), fitted by the `fit` run() is given, and written atomically. Ctrl-C, or a
 UserError inside a section, writes the samples so far to `<out>.partial` and exits 130 / 2.
+
+The profiler measures; it does not fit (a later stage). The `profiler` command (paraoracle.calibrate_model)
+passes calibrate.fit.fit_profile; `python -m profiler calibrate`, the profiler stage alone, writes the
+samples unfitted (`profiler fit` fits them).
 """
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable, Optional
 
 import torch
 from rich.console import Console
@@ -191,13 +196,15 @@ def case_timer_kwargs(timer_kwargs: dict, case: BenchCase, device: str) -> dict:
     return {**timer_kwargs, "warmup_s": timer_kwargs["warmup_s"] / passes, "budget_s": timer_kwargs["budget_s"] / passes}
 
 
-def fit_or_warn(profile: Profile, path: Path, console: Console) -> Profile:
-    """calibrate.fit.fit_profile; a UserError only warns (the samples are still written). Any other failure
-    is a bug: the unfitted profile is written first so the measurements survive it."""
-    from calibrate.fit import fit_profile
+#: turns a profile's samples into its coefficients (calibrate.fit.fit_profile, given by the `profiler` command)
+Fit = Callable[[Profile], Profile]
 
+
+def fit_or_warn(profile: Profile, path: Path, console: Console, fit: Fit) -> Profile:
+    """fit(profile); a UserError only warns (the samples are still written). Any other failure
+    is a bug: the unfitted profile is written first so the measurements survive it."""
     try:
-        return fit_profile(profile)
+        return fit(profile)
     except UserError as err:
         console.print(f"profiler calibrate: warning: fit skipped: {err}")
         return profile
@@ -206,7 +213,8 @@ def fit_or_warn(profile: Profile, path: Path, console: Console) -> Profile:
         raise
 
 
-def run(args) -> int:
+def run(args, fit: Optional[Fit] = None) -> int:
+    """Measure and write the profile, fitted by `fit` (None: written unfitted)."""
     if collectives.is_worker_rank():
         return collectives.run_worker(args)
     device = resolve_device(args.device)
@@ -270,13 +278,14 @@ def run(args) -> int:
         raise
     cal.settings["duration_s"] = round(time.perf_counter() - started, 3)
     try:
-        profile = fit_or_warn(cal.profile(), out, console)
+        profile = fit_or_warn(cal.profile(), out, console, fit) if fit is not None else cal.profile()
     except KeyboardInterrupt:  # every benchmark ran: keep them all, unfitted, in the real output
         save_uninterrupted(cal.profile(), out)
         print(f"profiler calibrate: interrupted while fitting; wrote {out} with all {len(cal.samples)} samples, "
               f"not fitted (run `profiler fit {out}`)", file=sys.stderr)
         return 130
     save_uninterrupted(profile, out)
-    fitted = "fitted" if profile.coefficients else "not fitted"
+    fitted = ("fitted" if profile.coefficients else "not fitted" if fit is not None
+              else f"not fitted: `profiler fit {out}`")
     print(f"wrote {out}: {len(profile.samples)} samples ({fitted}) in {cal.settings['duration_s']:.1f} s")
     return 0

@@ -8,7 +8,7 @@ same three sizes (docs/method.md §3).
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 
 def window_output_size(size: int, kernel: int, stride: int, padding: int) -> int:
@@ -28,6 +28,12 @@ def gemm_flops(m: int, n: int, k: int) -> float:
     return 2.0 * m * n * k
 
 
+def gemm_bytes(m: int, n: int, k: int, element_bytes: int) -> int:
+    """Compulsory traffic of C (M x N) = A (M x K) B (K x N): read A and B, write C once (every pass of a
+    GEMM or linear layer moves the same three tensors)."""
+    return element_bytes * (m * k + k * n + m * n)
+
+
 def conv_flops(batch: int, in_channels_per_group: int, filters: int, kernel_volume: int, output_volume: int) -> float:
     """2 N F (C / groups) prod(kernel) prod(output): each output element is a dot product over C / groups input
     channels and the kernel window."""
@@ -38,3 +44,10 @@ def conv_output_volume(dims: Sequence[int], kernel: Sequence[int], stride: Seque
                        padding: Sequence[int]) -> int:
     """Output positions of one sample's convolution (at least 1 per dimension)."""
     return math.prod(max(o, 1) for o in window_output_dims(dims, kernel, stride, padding))
+
+
+def shape_key(params: Mapping[str, Any]) -> tuple:
+    """One call's shape parameters as an order-insensitive key (integral floats as ints): how measured shapes,
+    recorded calls and shapes-file entries are matched and de-duplicated."""
+    return tuple(sorted((k, int(v) if isinstance(v, (int, float)) and float(v).is_integer() else v)
+                        for k, v in params.items()))

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import math
 
-from calibrate.shapes import canonical_dtype, shape_key
 from profiler.bench_compute import conv_cases, conv_spatial, gemm_case, linear_cases, memory_op_case
 from profiler.cases import BenchCase
+from profiler.dtypes import canonical_dtype
 from profiler.errors import UserError
 from profiler.inputs import read_yaml
+from profiler.opmath import shape_key
 
 REQUIRED = {
     "conv2d": ("N", "C", "F", "H", "W", "kernel"),

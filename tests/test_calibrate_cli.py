@@ -1,5 +1,7 @@
 """`profiler calibrate` end to end on CPU: a tiny calibration, every bad input (one line on stderr, exit 2,
-no traceback), the store's no-overwrite rules, and Ctrl-C / in-section failures leaving PATH.partial."""
+no traceback), the store's no-overwrite rules, and Ctrl-C / in-section failures leaving PATH.partial.
+`profiler` is the command users run (paraoracle.cli, `python -m paraoracle.cli`); `python -m profiler` is the
+profiler stage alone, which measures without fitting."""
 import os
 import signal
 import subprocess
@@ -9,8 +11,10 @@ import time
 import pytest
 import torch
 
+from paraoracle import calibrate_model
+from paraoracle.cli import profiler_main as main
 from profiler import store
-from profiler.cli import main
+from profiler.cli import main as stage_main
 from profiler.cmd_calibrate import fit_or_warn, parse_sections
 from profiler.errors import UserError
 from profiler.profile import load_profile
@@ -22,7 +26,7 @@ TINY = {**os.environ, "PARAORACLE_GRID": "tiny", "PYTHONUNBUFFERED": "1"}
 
 
 def cli(*args, env=TINY, timeout=240):
-    return subprocess.run([sys.executable, "-m", "profiler", *args], capture_output=True, text=True, env=env,
+    return subprocess.run([sys.executable, "-m", "paraoracle.cli", *args], capture_output=True, text=True, env=env,
                           timeout=timeout)
 
 
@@ -143,7 +147,7 @@ def test_parse_sections():
 def test_ctrl_c_leaves_the_samples_in_partial(tmp_path):
     out = tmp_path / "int.yaml"
     env = {k: v for k, v in TINY.items() if k != "PARAORACLE_GRID"}  # the quick grid runs long enough
-    proc = subprocess.Popen([sys.executable, "-m", "profiler", "calibrate", "--device", "cpu", "--quick",
+    proc = subprocess.Popen([sys.executable, "-m", "paraoracle.cli", "calibrate", "--device", "cpu", "--quick",
                              "--only", "compute", "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     first_line = proc.stderr.readline()  # the plan line: benchmarking starts right after it
@@ -191,7 +195,7 @@ def test_fit_failure_only_warns(tmp_path, capsys):
     from profiler.metadata import collect_machine
 
     empty = Calibration(machine=collect_machine("cpu"), created="2026-01-01T00:00:00+00:00", settings={}).profile()
-    kept = fit_or_warn(empty, tmp_path / "x.yaml", Console(stderr=True))
+    kept = fit_or_warn(empty, tmp_path / "x.yaml", Console(stderr=True), calibrate_model.fit)
     assert kept == empty and not kept.coefficients
     assert "fit skipped" in capsys.readouterr().err
 
@@ -233,3 +237,13 @@ def test_ctrl_c_while_fitting_keeps_every_sample_unfitted(tmp_path, monkeypatch,
     profile = load_profile(out)
     assert len(profile.samples) == profile.settings["points"]["memory"] and not profile.coefficients
     assert "profiler fit" in capsys.readouterr().err
+
+
+def test_the_profiler_stage_alone_measures_without_fitting(tmp_path, monkeypatch, capsys):
+    """`python -m profiler calibrate` imports no later stage: the samples are written, not fitted."""
+    monkeypatch.setenv("PARAORACLE_GRID", "tiny")
+    out = tmp_path / "p.yaml"
+    assert stage_main(["calibrate", "--device", "cpu", "--only", "memory", "--out", str(out)]) == 0
+    profile = load_profile(out)
+    assert len(profile.samples) == profile.settings["points"]["memory"] and not profile.coefficients
+    assert f"not fitted: `profiler fit {out}`" in capsys.readouterr().out

@@ -11,8 +11,9 @@ import pytest
 import yaml
 
 from paraoracle import calibrate_model
-from paraoracle.cli import profiler_main
+from paraoracle.cli import PROFILER_COMMANDS, profiler_main
 from predictor.cli import main as predictor_main
+from profiler import cli as profiler_cli
 from profiler import cmd_calibrate
 from profiler.profile import load_profile
 
@@ -23,13 +24,13 @@ SMALL = ["--model", "small_cnn2d", "--model-arg", "width=4", "--model-arg", "ima
 
 @pytest.fixture
 def calls(monkeypatch):
-    """cmd_calibrate.run replaced by a recorder of its args and of the shapes file it was given (read while the
-    temporary file still exists)."""
+    """cmd_calibrate.run replaced by a recorder of its args, of the shapes file it was given (read while the
+    temporary file still exists) and of the fit it was given."""
     seen = []
 
-    def fake_run(args):
+    def fake_run(args, fit=None):
         text = Path(args.shapes).read_text(encoding="utf-8") if args.shapes else None
-        seen.append((args, text))
+        seen.append((args, text, fit))
         return 0
 
     monkeypatch.setattr(cmd_calibrate, "run", fake_run)
@@ -86,10 +87,21 @@ def test_console_entry_errors_without_traceback_and_light_help(tmp_path):
     assert "predictor.cmd_shapes" not in loaded and "predictor.api" not in loaded
 
 
+def test_the_profiler_stage_alone_names_the_profiler_command(capsys):
+    """`python -m profiler` only measures; asked for a command that reads profiles with later stages, it names
+    the `profiler` command (paraoracle.cli), which offers every one of them."""
+    assert set(PROFILER_COMMANDS) == {*profiler_cli.COMMANDS, *profiler_cli.COMPOSED}
+    for name in profiler_cli.COMPOSED:
+        assert profiler_cli.main([name, "x.yaml"]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and f"run `profiler {name} ...`" in err
+
+
 def test_without_model_the_calibration_is_unchanged(tmp_path, calls):
     assert profiler_main(["calibrate", "--device", "cpu", "--quick", "--out", str(tmp_path / "p.yaml")]) == 0
-    (args, text), = calls
+    (args, text, fit), = calls
     assert args.shapes is None and text is None and not hasattr(args, "shapes_request") and args.quick
+    assert fit is calibrate_model.fit  # the profiler stage measures; the `profiler` command fits
 
 
 def test_model_passes_the_shapes_predictor_writes(tmp_path, calls, capsys):
@@ -98,7 +110,8 @@ def test_model_passes_the_shapes_predictor_writes(tmp_path, calls, capsys):
     out = tmp_path / "p.yaml"
     assert profiler_main(["calibrate", "--device", "cpu", "--only", "compute", *SMALL, "--strategy", "data",
                           "--out", str(out)]) == 0
-    (args, text), = calls
+    (args, text, fit), = calls
+    assert fit is calibrate_model.fit
     assert text == reference.read_text(encoding="utf-8")  # the same file, header included
     assert not Path(args.shapes).exists()  # temporary: removed after the calibration
     entries = yaml.safe_load(text)["shapes"]
@@ -127,7 +140,7 @@ def test_launcher_worker_ranks_skip_the_model(tmp_path, calls, monkeypatch):
     monkeypatch.setattr(calibrate_model.collectives, "is_worker_rank", lambda: True)
     monkeypatch.setattr(calibrate_model, "write_model_shapes", lambda *a: pytest.fail("a worker traced the model"))
     assert profiler_main(["calibrate", "--device", "cpu", *SMALL, "--out", str(tmp_path / "p.yaml")]) == 0
-    (args, text), = calls
+    (args, text, _), = calls
     assert args.shapes is None and text is None
 
 

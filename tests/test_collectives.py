@@ -28,7 +28,7 @@ def calibrate(out, *flags, env_extra=None, launcher=None, timeout=300):
     env = {**os.environ, "PARAORACLE_TEST_TAG": tag, **(env_extra or {})}
     for name in ("RANK", "WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS"):
         env.pop(name, None) if name not in (env_extra or {}) else None
-    command = (launcher or [sys.executable, "-m"]) + ["profiler", "calibrate", "--device", "cpu", "--quick",
+    command = (launcher or [sys.executable, "-m"]) + ["paraoracle.cli", "calibrate", "--device", "cpu", "--quick",
                                                      "--only", "collectives", "--out", str(out), *flags]
     started = time.monotonic()
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
@@ -201,7 +201,7 @@ def test_nccl_path_on_gpus(tmp_path):
     gpus = min(torch.cuda.device_count(), 4)
     out = tmp_path / "gpu.yaml"
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS")}
-    done = subprocess.run([sys.executable, "-m", "profiler", "calibrate", "--device", "cuda", "--quick", "--only",
+    done = subprocess.run([sys.executable, "-m", "paraoracle.cli", "calibrate", "--device", "cuda", "--quick", "--only",
                            "collectives", "--ranks", str(gpus), "--max-message-bytes", str(2**20), "--out", str(out)],
                           env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]

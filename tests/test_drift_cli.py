@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from profiler.cli import main
+from paraoracle.cli import profiler_main as main
 from profiler.profile import load_profile, save_profile
 
 DATA = Path(__file__).parent / "data" / "drift_cpu_profile.yaml"

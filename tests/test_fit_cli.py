@@ -2,7 +2,7 @@
 import numpy as np
 
 from calibrate.synthetic import collective_samples, hockney, profile_with, stream_samples
-from profiler.cli import main
+from paraoracle.cli import profiler_main as main
 from profiler.profile import load_profile, save_profile
 
 SIZES = [2.0**k for k in range(4, 20)]

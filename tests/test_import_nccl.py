@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from profiler.cli import main
+from paraoracle.cli import profiler_main as main
 from profiler.comm.factors import busbw_factor
 from profiler.comm.nccl_tests import read_nccl_tests
 from profiler.errors import UserError
@@ -119,7 +119,7 @@ def test_truncated_json_names_the_line(tmp_path):
 def test_cli_error_is_one_line_exit_2(tmp_path):
     bad = tmp_path / "all_reduce_perf.txt"
     bad.write_text("# Using devices\nnot a row\n")
-    done = subprocess.run([sys.executable, "-m", "profiler", "import-nccl-tests", str(bad), "--out", str(tmp_path / "o.yaml")],
-                          capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "paraoracle.cli", "import-nccl-tests", str(bad),
+                           "--out", str(tmp_path / "o.yaml")], capture_output=True, text=True)
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1 and str(bad) in done.stderr
     assert not (tmp_path / "o.yaml").exists()

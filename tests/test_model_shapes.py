@@ -22,7 +22,9 @@ CONV = {"N": 2, "C": 4, "F": 4, "H": 16, "W": 16, "kernel": 3, "stride": 1, "pad
 
 
 def cli(tool, *args):
-    return subprocess.run([sys.executable, "-m", tool, *args], capture_output=True, text=True, env=TINY, timeout=300)
+    """`profiler` or `predictor` as a user runs it (the `profiler` command is paraoracle.cli)."""
+    module = {"profiler": "paraoracle.cli"}.get(tool, tool)
+    return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, env=TINY, timeout=300)
 
 
 def test_recorded_shapes_are_what_the_predictions_cost():

@@ -10,7 +10,7 @@ import pytest
 
 from calibrate.correction_synthetic import synthetic_runs
 from predictor.cli import main as predictor_main
-from profiler.cli import main as profiler_main
+from paraoracle.cli import profiler_main
 from profiler.errors import UserError
 from profiler.outputs import check_output, write_atomic
 from profiler.profile import load_profile, save_profile

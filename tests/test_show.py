@@ -7,8 +7,8 @@ import sys
 import pytest
 import yaml
 
-from profiler import cmd_show
-from profiler.cli import main
+from paraoracle import cmd_show
+from paraoracle.cli import profiler_main as main
 from profiler.profile import SCHEMA_VERSION, Machine, Profile, Provenance, Sample, save_profile
 
 
@@ -80,7 +80,7 @@ def test_show_real_tiny_profile(tmp_path, capsys, monkeypatch):
 def test_bad_profiles_one_line_exit_2(tmp_path, content, needle):
     path = tmp_path / "bad.yaml"
     path.write_text(content)
-    r = subprocess.run([sys.executable, "-m", "profiler", "show", str(path)], capture_output=True, text=True,
+    r = subprocess.run([sys.executable, "-m", "paraoracle.cli", "show", str(path)], capture_output=True, text=True,
                        env=os.environ, timeout=120)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     lines = r.stderr.strip().splitlines()

@@ -129,8 +129,8 @@ def _alarm(signum, frame):
 
 def run_in_process(case: Case, folder: Path, limit_s: float) -> Result:
     """The CLI's main() called in this process with the case folder as working directory."""
+    from paraoracle.cli import profiler_main
     from predictor.cli import main as predictor_main
-    from profiler.cli import main as profiler_main
 
     lay_out(case, folder)
     argv, needle = case.expand(folder)
@@ -163,13 +163,15 @@ def run_in_process(case: Case, folder: Path, limit_s: float) -> Result:
 
 
 def run_subprocess(case: Case, folder: Path, limit_s: float) -> Result:
-    """The CLI as a user starts it: `python -m profiler|predictor ...`, killed at the time limit."""
+    """The CLI as a user starts it: `python -m paraoracle.cli|predictor ...` (the `profiler` and `predictor`
+    console scripts), killed at the time limit."""
     lay_out(case, folder)
     argv, needle = case.expand(folder)
     before = snapshot(folder)
     start = time.perf_counter()
     try:
-        proc = subprocess.run([sys.executable, "-m", argv[0], *argv[1:]], cwd=folder, capture_output=True, text=True,
+        module = {"profiler": "paraoracle.cli"}.get(argv[0], argv[0])
+        proc = subprocess.run([sys.executable, "-m", module, *argv[1:]], cwd=folder, capture_output=True, text=True,
                               timeout=limit_s, stdin=subprocess.DEVNULL)
         code, stderr, timed_out = proc.returncode, proc.stderr, False
     except subprocess.TimeoutExpired as exc:

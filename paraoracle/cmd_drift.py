@@ -64,7 +64,7 @@ def reference_predictions(old_path: str, new_path: str) -> dict:
     """Iteration time of the reference workload (ResNet-50, data parallel over one node's devices,
     REFERENCE_BATCH_PER_DEVICE samples per device, fp32, SGD) predicted from each profile; or why not.
 
-    This is the one place `profiler` reaches into `predictor`, imported lazily so drift works without it."""
+    The predictor is imported lazily, so drift still compares the profiles when it cannot be loaded."""
     try:
         from predictor import api  # noqa: PLC0415 - optional, see docstring
         from predictor.plan import Plan  # noqa: PLC0415
