@@ -9,7 +9,7 @@ scheme at its fastest micro-batch count that fits the device memory.
 Speed-up is reported as T_gpipe / T_cooperative - 1 (the abstract's "+x%" is read as that).
 
     python -m bench cooperative                        # V100 ABCI reference profile, batch 128
-    python -m bench cooperative --batch 64 --profile profiles/v100-dgx1-8gpu.published.yaml
+    python -m bench cooperative --batch 64 --profile v100-dgx1-8gpu.published
 
 Records the predicted and published speed-ups per model in results/cooperative.json (no targets: a model
 evaluation against an abstract's figures).
@@ -19,8 +19,9 @@ from __future__ import annotations
 import torch.nn as nn
 
 from bench import describe
-from bench.record import REPO, Figure, add_results_flag, record
+from bench.record import Figure, add_results_flag, record
 from calibrate.cost_model import load_cost_model
+from calibrate.shipped import resolve_profile
 from predictor.api import load_model
 from predictor.block_costs import boundary_bytes_per_sample, graph_blocks, per_layer_groups
 from predictor.cooperative import best_micro_batches, cooperative, gpipe
@@ -34,7 +35,7 @@ NAME = "cooperative"
 
 PUBLISHED_SPEEDUP = {"vgg16_bn": 0.153, "resnet50": 0.345, "inception_v3": 0.258}
 ZOO_NAME = {"resnet50": "resnet50", "inception_v3": "inception_v3"}
-DEFAULT_PROFILE = REPO / "profiles" / "v100-abci-4gpu.published.yaml"
+DEFAULT_PROFILE = "v100-abci-4gpu.published"  # a shipped profile (calibrate/profiles)
 
 
 def vgg16_bn() -> nn.Module:
@@ -114,7 +115,7 @@ def compare(model: str, cost_model, batch: int, devices: int, dtype: str, optimi
 
 def add_arguments(parser) -> None:
     describe(parser, __doc__)
-    parser.add_argument("--profile", default=str(DEFAULT_PROFILE))
+    parser.add_argument("--profile", default=DEFAULT_PROFILE, help="profile YAML or a shipped profile's name")
     parser.add_argument("--batch", type=batch_size, default=128, help="global mini-batch (default 128)")
     parser.add_argument("--devices", type=device_count, default=4)
     parser.add_argument("--dtype", default="fp32", choices=sorted(ACT_BYTES))
@@ -127,7 +128,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    cm = load_cost_model(args.profile)
+    cm = load_cost_model(resolve_profile(args.profile))
     if args.kernel_overhead_us:
         cm = WithKernelOverhead(cm, args.kernel_overhead_us * 1e-6)
     print(f"profile {args.profile}; batch {args.batch}; {args.devices} devices; {args.dtype}; {args.optimizer}; "

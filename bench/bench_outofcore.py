@@ -6,7 +6,7 @@ outgrows the device as the batch grows: data parallelism, its checkpointed form,
 at its best micro-batch count. Pure model evaluation on a profile (no timing); prints a table, records nothing.
 
     python -m bench outofcore                                   # ResNet-50 and VGG16, 4 devices, V100 ABCI
-    python -m bench outofcore --model inception_v3 --devices 8 --profile profiles/v100-dgx1-8gpu.published.yaml
+    python -m bench outofcore --model inception_v3 --devices 8 --profile v100-dgx1-8gpu.published
 """
 from __future__ import annotations
 

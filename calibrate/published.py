@@ -3,7 +3,7 @@
 Every number below carries its source (the measurement or document it comes from, marked verified /
 third-party / derived / unverified / assumed). Regenerate the files with
 
-    python -m calibrate.published [--out-dir profiles]
+    python -m calibrate.published [--out-dir calibrate/profiles]
 
 The profiles have no samples; their coefficients use the calibrated schema (calibrate.coefficients) so the
 same cost model serves both. Intervals are degenerate (low = high = value) unless a source gives a range.
@@ -19,6 +19,7 @@ from typing import Optional
 from calibrate.coefficients import (Coefficients, ComputeFit, EfficiencyModel, Estimate, Execution, Fabric, FrameworkFit,
                                     LinkModel, ModelError, Segment, SegmentedFit)
 from calibrate.cost_api import COLLECTIVES
+from calibrate.shipped import shipped_profiles_dir
 from calibrate.system_constants import (StackScales, SystemConstants, gpu_family, load_constants, load_model_error,
                                         load_stacks)
 from profiler.profile import (GPUInfo, Machine, Profile, Provenance, SCHEMA_VERSION, dump_yaml, write_atomic)
@@ -504,7 +505,8 @@ def render(node: Node, constants: Optional[dict[str, SystemConstants]] = None, m
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="write the published reference profiles")
-    parser.add_argument("--out-dir", default=str(Path(__file__).resolve().parent.parent / "profiles"))
+    parser.add_argument("--out-dir", default=str(shipped_profiles_dir()),
+                        help="folder to write into (default: the shipped profiles, calibrate/profiles)")
     args = parser.parse_args(argv)
     constants = load_constants()
     for node in NODES:

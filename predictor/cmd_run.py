@@ -17,7 +17,8 @@ MAX_INPUT_DIM = 1 << 20
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--profile", help="profile YAML (default: the shipped reference profile, named in the output)")
+    parser.add_argument("--profile", help="profile YAML, or a shipped profile's name (e.g. v100-dgx1-8gpu.published; "
+                                          "default: the shipped reference profile, named in the output)")
     parser.add_argument("--model", required=True,
                         help="zoo name (resnet50, resnet152, vgg16, inception_v3, alexnet, cosmoflow, resnet, "
                              "small_cnn2d, small_cnn3d), package.module:callable, file.py[:callable] or a .yaml/.json layer spec")

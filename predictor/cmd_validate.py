@@ -63,7 +63,7 @@ def add_arguments(parser) -> None:
                         help="score predictions of published measured runs instead of measuring (a corpus YAML, or "
                              "'cnn' for the shipped corpus); --profile is then not needed")
     parser.add_argument("--json", action="store_true", help="with --published: print the report as JSON")
-    parser.add_argument("--profile", help="profile YAML the predictions use (calibrated on this machine)")
+    parser.add_argument("--profile", help="profile YAML the predictions use (calibrated on this machine), or a shipped profile's name")
     parser.add_argument("--suite", default="cpu_default",
                         help=f"built-in suite name, suite YAML file, or random:N for N (1..{MAX_RANDOM_NETS}) generated "
                              "random nets (default cpu_default)")
@@ -212,6 +212,7 @@ def _row(run: SuiteRun, cfg: RunConfig, graph, plan, prediction, why, measured, 
 
 
 def run(args) -> int:
+    from calibrate.shipped import resolve_profile
     from predictor.api import load_cost_model
     from predictor.runner.launch import external_launch, init_process_group, spawn_ranks
     from predictor.runner.worker import run_jobs
@@ -223,6 +224,7 @@ def run(args) -> int:
     for flag in ("profile", "out"):
         if not getattr(args, flag):
             raise UserError(f"--{flag} is required (unless --published is given)")
+    args.profile = str(resolve_profile(args.profile))  # a path, or a shipped profile's name
     random_n = random_suite_size(args.suite)
     nets, extras = [], {}
     if random_n is None:

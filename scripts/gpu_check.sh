@@ -12,6 +12,8 @@
 #   cooperative cooperative-process vs GPipe measured runs (>= 2 GPUs)
 #   validate   predictor validate on the gpu_smoke suite (serial, recompute, offload) -> validate.jsonl/.png
 # Exit status: 0 when every step passed, 1 otherwise (the failed steps are listed at the end).
+# The shipped GPU profile is package data: `cp OUTDIR/h200.yaml calibrate/profiles/h200.yaml` replaces it
+# (read by calibrate.shipped; `predictor run --profile h200`).
 set -uo pipefail
 OUT=${1:?usage: bash scripts/gpu_check.sh OUTDIR}
 mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)

@@ -292,10 +292,10 @@ def test_correction_table_flags_out_of_domain():
 
 
 def test_predictor_run_shows_corrected_figure_and_refuses_tampered_file(tmp_path, capsys):
-    from pathlib import Path
+    from calibrate.shipped import shipped_profiles
 
-    source = sorted(Path(__file__).resolve().parents[1].glob("profiles/*.published.yaml"))
-    assert source, "profiles/*.published.yaml: the shipped reference profiles are missing"
+    source = shipped_profiles("*.published.yaml")
+    assert source, "calibrate/profiles/*.published.yaml: the shipped reference profiles are missing"
     profile_path = tmp_path / "ref.yaml"
     shutil.copy(source[0], profile_path)
     runs = tmp_path / "runs.jsonl"

@@ -14,6 +14,7 @@ from calibrate.coefficients import parse_coefficients
 from calibrate.cost_model import load_cost_model
 from calibrate.fit import compute_points
 from calibrate.domain import NEAR_FACTOR, fit_domain, in_domain
+from calibrate.shipped import shipped_profile
 from predictor.api import load_model
 from predictor.extrapolation import FLAG_SHARE, extrapolations, measure_command
 from predictor.layercost import LayerCoster, Split
@@ -122,7 +123,7 @@ def test_cost_model_reports_domain(tmp_path):
     # far beyond the quick grid: batch 256 at 224x224
     big = dict(N=256, C=64, F=64, H=224, W=224, kernel=3, stride=1, padding=1)
     assert cm.compute_in_domain("conv2d", "fwd", big, "float32") is False
-    published = load_cost_model(Path(__file__).parent.parent / "profiles" / "v100-dgx1-8gpu.published.yaml")
+    published = load_cost_model(shipped_profile("v100-dgx1-8gpu.published"))
     assert published.compute_in_domain("conv2d", "fwd", big, "float32") is None
 
 

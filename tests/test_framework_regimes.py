@@ -80,12 +80,11 @@ def test_leaves_spanned():
 def test_abci_profile_slows_inter_node_bandwidth_beyond_a_rack():
     """The ABCI reference profile (34 nodes per leaf, 1:3): a 1 GB allreduce over 64 nodes (2 leaves) pays
     1.5x the bandwidth term of one over 32 nodes (1 leaf); latency terms aside."""
-    from pathlib import Path
-
     from calibrate.collective_model import bus_factor
     from calibrate.cost_model import load_cost_model
+    from calibrate.shipped import shipped_profile
 
-    cm = load_cost_model(Path(__file__).resolve().parent.parent / "profiles" / "v100-abci-4gpu.published.yaml")
+    cm = load_cost_model(shipped_profile("v100-abci-4gpu.published"))
     link = cm.coefficients.links["allreduce"]["inter"]
     size = 1e9
     bw_term = lambda p: size * bus_factor("allreduce", p) / link.bus_bandwidth_bytes_per_s.value
@@ -99,10 +98,9 @@ def test_regime_changes_the_prediction_in_the_right_order():
     DDP buckets and Horovod cycles hide much of it behind a 0.1 s backward; a backward shorter than one Horovod
     cycle hides nothing."""
     from predictor.api import default_plans, load_cost_model, load_model, predict
-    from pathlib import Path
 
     graph = load_model("resnet50")
-    cm, _ = load_cost_model(Path(__file__).resolve().parent.parent / "profiles" / "v100-dgx1-1edr-8gpu.published.yaml")
+    cm, _ = load_cost_model("v100-dgx1-1edr-8gpu.published")
     exposed = {}
     for fw in FRAMEWORKS:
         plan = default_plans(graph, "data", 128 * 64, 128, 8, "fp32", "sgd", framework=fw)[0]

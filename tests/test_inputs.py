@@ -63,7 +63,7 @@ def test_special_files_are_refused_without_blocking(tmp_path):
             inputs.read_yaml(path, "suite")
 
 
-@pytest.mark.parametrize("path", sorted(glob.glob("profiles/*.yaml") + glob.glob("tests/data/*.yaml")))
+@pytest.mark.parametrize("path", sorted(glob.glob("calibrate/profiles/*.yaml") + glob.glob("tests/data/*.yaml")))
 def test_shipped_profiles_and_fixtures_still_load(path):
     from calibrate.coefficients import parse_coefficients
 

@@ -1,13 +1,13 @@
 """Ops costed through another op's profile fit: SiLU and sigmoid as ReLU, mul as add."""
-from pathlib import Path
 
 import pytest
 
 from calibrate.cost_model import load_cost_model
+from calibrate.shipped import shipped_profile
 from predictor.graph import Layer, ModelGraph
 from predictor.layercost import LayerCoster, Split
 
-PROFILE = Path(__file__).resolve().parents[1] / "profiles" / "a100-dgx-8gpu.published.yaml"
+PROFILE = shipped_profile("a100-dgx-8gpu.published")
 SHAPE = (64, 28, 28)
 
 

@@ -21,7 +21,7 @@ def test_suite_naming_code_is_refused_and_nothing_runs(tmp_path, capsys, model, 
     marker = tmp_path / "ran"
     (tmp_path / "evil.py").write_text(f"open({str(marker)!r}, 'w').close()\nmodel = None\n")
     suite = _suite(tmp_path, model, marker)
-    argv = {"validate": ["validate", "--suite", suite, "--profile", "profiles/h200.yaml", "--out", str(tmp_path / "r.jsonl")],
+    argv = {"validate": ["validate", "--suite", suite, "--profile", "h200", "--out", str(tmp_path / "r.jsonl")],
             "shapes": ["shapes", "--suite", suite, "--out", str(tmp_path / "s.yaml")]}[command]
     code = predictor_main(argv)
     err = capsys.readouterr().err

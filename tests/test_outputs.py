@@ -16,7 +16,7 @@ from profiler.outputs import check_output, write_atomic
 from profiler.profile import load_profile, save_profile
 
 FIXTURE = "tests/data/drift_cpu_profile.yaml"
-V100 = "profiles/v100-dgx1-8gpu.published.yaml"
+V100 = "v100-dgx1-8gpu.published"  # a shipped profile, by name
 
 
 def _digest(path) -> str:

@@ -6,11 +6,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from calibrate.shipped import shipped_profile
 from predictor.cli import main
 from predictor.plan import STRATEGIES
 
-ROOT = Path(__file__).resolve().parent.parent
-V100 = str(ROOT / "profiles" / "v100-abci-4gpu.published.yaml")
+V100 = str(shipped_profile("v100-abci-4gpu.published"))
 
 
 def test_run_all_strategies_prints_ranked_table(capsys):
@@ -71,6 +71,27 @@ def test_bad_input_is_one_line_exit_2(capsys, argv, message):
     assert main(["run"] + argv) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("name", ["v100-abci-4gpu.published", "v100-abci-4gpu.published.yaml"])
+def test_a_shipped_profile_is_named_by_its_name_from_any_directory(tmp_path, monkeypatch, capsys, name):
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "--profile", name, "--model", "small_cnn2d", "--batch", "8", "--gpus", "2",
+                 "--strategy", "data", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["profile"] == V100
+
+
+def test_a_path_beats_a_shipped_name_and_an_unknown_name_lists_the_shipped_ones(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    Path("v100-abci-4gpu.published.yaml").write_text(Path(_no_conv_profile(tmp_path)).read_text())
+    assert main(["run", "--profile", "v100-abci-4gpu.published.yaml", "--model", "small_cnn2d", "--batch", "8",
+                 "--gpus", "2", "--strategy", "data"]) == 2  # the local file, which lacks conv2d, not the shipped one
+    assert "conv2d" in capsys.readouterr().err
+    assert main(["run", "--profile", "v100-nowhere.published", "--model", "small_cnn2d", "--batch", "8",
+                 "--gpus", "2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "v100-nowhere.published" in err and "no shipped profile" in err
+    assert "v100-abci-4gpu.published" in err and "h200" in err
 
 
 def test_missing_coefficient_is_named(tmp_path, capsys):

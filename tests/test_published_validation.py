@@ -81,14 +81,14 @@ def test_cli_bad_corpus_exit_2_one_line(tmp_path, capsys, records):
 
 
 def test_every_representable_record_maps_to_a_shipped_profile(corpus):
-    from predictor.published.command import PROFILES_DIR
+    from calibrate.shipped import shipped_profiles_dir
     from predictor.zoo import ZOO
 
     rules = load_rules()
     setups = [interpret(r, rules) for r in corpus]
     kept = [s for s in setups if isinstance(s, Setup)]
     assert len(kept) >= 250
-    assert all((PROFILES_DIR / s.profile).is_file() and s.model in ZOO for s in kept)
+    assert all((shipped_profiles_dir() / s.profile).is_file() and s.model in ZOO for s in kept)
     reasons = {s.reason for s in setups if isinstance(s, Skipped)}
     assert any("parameter-server" in r for r in reasons) and any("K80" in r for r in reasons)
     by_id = {s.run.id: s for s in kept}

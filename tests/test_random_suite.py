@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from calibrate.shipped import shipped_profile
 from predictor import random_report
 from predictor.api import load_model
 from predictor.cli import main
@@ -21,8 +22,7 @@ from predictor.suites import random_nets as rn
 from profiler.errors import UserError
 from profiler.profile import Machine, Profile, Provenance, Sample
 
-REPO = Path(__file__).resolve().parent.parent
-PROFILE = str(REPO / "profiles" / "v100-abci-4gpu.published.yaml")  # any profile works for the mechanics
+PROFILE = str(shipped_profile("v100-abci-4gpu.published"))  # any profile works for the mechanics
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,4 @@
 """The published reference profiles: loadable, marked published, sourced, and costing every op/pass/dtype."""
-from pathlib import Path
 
 import pytest
 
@@ -8,9 +7,10 @@ from calibrate.cost_model import load_cost_model
 from calibrate.published import KERNEL_LAUNCH, NODES, build_profile, render
 from calibrate.system_constants import SystemConstants, gpu_family, load_constants
 from calibrate.report import fit_lines
+from calibrate.shipped import shipped_profiles_dir
 from profiler.profile import load_profile
 
-PROFILES = Path(__file__).resolve().parent.parent / "profiles"
+PROFILES = shipped_profiles_dir()
 EXPECTED = {"v100-abci-4gpu.published.yaml": (4, 16), "v100-dgx1-8gpu.published.yaml": (8, 16),
             "a100-dgx-8gpu.published.yaml": (8, 40), "h100-dgx-8gpu.published.yaml": (8, 80),
             "v100-dgx1-1edr-8gpu.published.yaml": (8, 16), "v100-dgx2-16gpu.published.yaml": (16, 32),

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from calibrate.cost_model import load_cost_model
+from calibrate.shipped import shipped_profiles_dir
 from calibrate.system_constants import StackScales, load_stacks, precision_class
 from predictor.api import load_model, predict_all
 from predictor.published.fit import Decompositions, _stack_factor
 from predictor.synthetic import SyntheticCostModel
 from profiler.errors import UserError
 
-PROFILES = Path(__file__).resolve().parent.parent / "profiles"
+PROFILES = shipped_profiles_dir()
 
 
 def test_precision_classes_and_factor_lookup():

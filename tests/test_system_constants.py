@@ -85,12 +85,10 @@ def test_constants_file_is_checked(tmp_path):
 
 def test_model_error_widens_prediction_intervals():
     """A published profile carries the held-out error quantiles; predict() widens its interval to them."""
-    from pathlib import Path
-
     from calibrate.coefficients import ModelError
     from predictor.api import default_plans, load_cost_model, load_model, predict
 
-    cm, _ = load_cost_model(Path(__file__).resolve().parent.parent / "profiles" / "v100-dgx1-8gpu.published.yaml")
+    cm, _ = load_cost_model("v100-dgx1-8gpu.published")  # a shipped profile by name
     me = cm.coefficients.model_error
     assert me is not None and me.coverage == 0.8 and "*" in me.quantiles and me.sources
     graph = load_model("small_cnn2d")

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from calibrate.shipped import shipped_profile
 from predictor.cli import main
 from predictor.runner.suite import load_suite
 from predictor import validate_report
@@ -20,7 +21,7 @@ from profiler.errors import UserError
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parent.parent
-PROFILE = str(REPO / "profiles" / "v100-abci-4gpu.published.yaml")  # any profile works for the mechanics
+PROFILE = str(shipped_profile("v100-abci-4gpu.published"))  # any profile works for the mechanics
 
 TINY = """warmup: 1
 iterations: 2

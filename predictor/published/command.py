@@ -22,11 +22,11 @@ from predictor.report import finite_json
 from profiler.profile import check_writable, write_atomic
 
 SHIPPED = {"cnn": CORPUS_DIR / "cnn_runs.yaml"}
-PROFILES_DIR = Path(__file__).resolve().parent.parent.parent / "profiles"
 
 
-def published_report(corpus: str | Path, profiles_dir: Path = PROFILES_DIR) -> dict:
-    """The full report of one corpus file (see predictor.published.report.summarise)."""
+def published_report(corpus: str | Path, profiles_dir: Path | None = None) -> dict:
+    """The full report of one corpus file (see predictor.published.report.summarise), predicted with the
+    profiles in `profiles_dir` (default: the shipped ones)."""
     runs = load_corpus(corpus)
     rules = load_rules()
     predictor = Predictor(profiles_dir)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence, Union
 
 from calibrate.correction import accuracy
+from calibrate.shipped import shipped_profiles_dir
 from predictor.published.corpus import PublishedRun
 from predictor.published.rowmap import Setup, Skipped, interpret
 
@@ -56,8 +57,9 @@ class RowResult:
 class Predictor:
     """Caches graphs and cost models across rows (tracing a zoo model takes seconds)."""
 
-    def __init__(self, profiles_dir: Union[str, Path]):
-        self.profiles_dir = Path(profiles_dir)
+    def __init__(self, profiles_dir: Union[str, Path, None] = None):
+        """profiles_dir: where the rows' profile files are (default: the shipped profiles)."""
+        self.profiles_dir = Path(profiles_dir) if profiles_dir is not None else shipped_profiles_dir()
         self._graphs: dict = {}
         self._models: dict = {}
 

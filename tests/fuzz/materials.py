@@ -10,8 +10,10 @@ from pathlib import Path
 
 import yaml
 
+from calibrate.shipped import shipped_profile
+
 REPO = Path(__file__).resolve().parents[2]
-V100 = REPO / "profiles" / "v100-dgx1-8gpu.published.yaml"  # links, collectives, framework, fabric
+V100 = shipped_profile("v100-dgx1-8gpu.published")  # links, collectives, framework, fabric
 CPU_TREES = REPO / "tests" / "data" / "drift_quick_cpu_profile.yaml"  # compute fits with boosted trees
 CPU_SAMPLES = REPO / "tests" / "data" / "drift_cpu_profile.yaml"  # samples, small
 NCCL = REPO / "tests" / "data" / "nccl_tests"
