@@ -41,7 +41,8 @@ def search_predictions() -> list:
 
     cm, _ = load_cost_model("v100-dgx1-8gpu.published")
     result = search(load_model("resnet50"), cm, batch=1024, max_devices=64, top=20, interval=False)
-    return [[p.plan.strategy, p.plan.describe(), p.iteration_s, p.memory_bytes] for p in result.best]
+    rows = [[p.plan.strategy, p.plan.describe(), p.iteration_s, p.memory_bytes] for p in result.best]
+    return sorted(rows, key=lambda r: (float(f"{r[2]:.12g}"), r[0], r[1]))  # plans tied in time: any order
 
 
 def current() -> dict:
