@@ -46,7 +46,8 @@ def run(args) -> int:
     print(f"machine: {platform.processor() or platform.machine()}, python {platform.python_version()}, 1 thread")
     print(f"profile: {path}; model {args.model} ({len(graph.layers)} layers); batch {args.batch}; "
           f"devices 1..{args.max_gpus}; setup (trace + profile) {setup_s:.1f} s")
-    print(f"plans evaluated: {result.evaluated} ({result.feasible} feasible, {result.fitting} fit)")
+    print(f"plans evaluated: {result.evaluated} ({result.feasible} feasible, {result.fitting} fit); "
+          f"{result.pruned} more pruned by bounds (not counted as evaluated)")
     print(f"search time: {result.seconds:.1f} s wall, {result.cpu_seconds:.1f} s CPU  ->  "
           f"{result.plans_per_cpu_s:,.0f} plans per CPU-second ({result.plans_per_s:,.0f} per wall second)")
     for k, pred in enumerate(result.best, 1):
@@ -56,6 +57,7 @@ def run(args) -> int:
         Figure("plans per CPU-second", result.plans_per_cpu_s, "plans/CPU-s", TARGET_PLANS_PER_CPU_S),
         Figure("plans per wall second", result.plans_per_s, "plans/s"),
         Figure("plans evaluated", result.evaluated, "plans"),
+        Figure("plans pruned by bounds", result.pruned, "plans"),
         Figure("search CPU time", result.cpu_seconds, "s"),
         Figure("search wall time", result.seconds, "s"),
     ], args.results)

@@ -38,7 +38,8 @@ def run(args) -> int:
                     objective=args.objective, top=args.top)
     summary = {"profile": str(path), "profile_provenance": cm.provenance, "model": graph.name, "batch": args.batch,
                "max_gpus": args.max_gpus, "objective": args.objective, "evaluated": result.evaluated,
-               "feasible": result.feasible, "fitting": result.fitting, "seconds": result.seconds,
+               "feasible": result.feasible, "fitting": result.fitting, "pruned": result.pruned,
+               "seconds": result.seconds,
                "cpu_seconds": result.cpu_seconds, "plans_per_s": result.plans_per_s,
                "swap_vs_model_parallel": swap_vs_model_parallel(result.best_by_strategy)}
     if args.json:
@@ -47,7 +48,8 @@ def run(args) -> int:
     console = Console(width=max(Console().width, 200), file=sys.stdout)
     console.print(f"profile: {path} ({cm.provenance})   model: {graph.name}   batch {args.batch}, "
                   f"{args.min_gpus}..{args.max_gpus} devices, objective {args.objective}")
-    console.print(f"evaluated {result.evaluated} plans ({result.feasible} feasible, {result.fitting} fit in memory) "
+    console.print(f"evaluated {result.evaluated} plans ({result.feasible} feasible, {result.fitting} fit in memory; "
+                  f"{result.pruned} more pruned by bounds) "
                   f"in {result.seconds:.2f} s = {result.plans_per_s:,.0f} plans/s")
     if not result.best:
         console.print("no configuration fits; raise --memory-cap or lower --batch")

@@ -150,6 +150,12 @@ def _option_costs(block: Block, swap_s: float) -> dict[str, tuple[float, float]]
 def _exhaustive(blocks, budget_bytes, swap_s):
     best, best_key = None, None
     options = [_option_costs(b, s) for b, s in zip(blocks, swap_s)]
+    # keeping every block has the least key there is, (0.0, [0, ..., 0]), when no choice has a negative extra
+    # time: if it fits, the enumeration below would return it (a search meets this case on most device counts)
+    keep_all = (KEEP,) * len(blocks)
+    if all(extra >= 0.0 for option in options for extra, _ in option.values()) and \
+            activation_peak_bytes(blocks, keep_all) <= budget_bytes:
+        return keep_all
     for choices in itertools.product(CHOICES, repeat=len(blocks)):
         if activation_peak_bytes(blocks, choices) > budget_bytes:
             continue
@@ -159,10 +165,10 @@ def _exhaustive(blocks, budget_bytes, swap_s):
     return best
 
 
-def _dynamic_programme(blocks, budget_bytes, swap_s, resolution):
+def _dynamic_programme(blocks, budget_bytes, swap_s, resolution, shortcut: bool = True):
     """Knapsack over blocks in forward order (module docstring); memory in units of budget/resolution,
     rounded up. dp[k][m]: least extra time of the blocks so far holding m units, k = the last block's
-    choice index."""
+    choice index. shortcut=False always runs the programme (tests compare it with the shortcut)."""
     if budget_bytes < 0:
         return None
     unit = budget_bytes / resolution if budget_bytes > 0 else 1.0
@@ -173,6 +179,8 @@ def _dynamic_programme(blocks, budget_bytes, swap_s, resolution):
     room = resolution if budget_bytes > 0 else 0
     held = np.arange(room + 1)  # units held by the blocks before this one, per dp index
     options = [_option_costs(b, s) for b, s in zip(blocks, swap_s)]
+    if shortcut and _keeping_all_wins(blocks, options, units_of, room):
+        return (KEEP,) * len(blocks)
     n_states = len(CHOICES)
     start = np.full(room + 1, np.inf)
     start[0] = 0.0
@@ -208,6 +216,24 @@ def _dynamic_programme(blocks, budget_bytes, swap_s, resolution):
         choices.append(choice)
         state, m = int(came[state][m]), m - units_of(option[choice][1])
     return tuple(reversed(choices))
+
+
+def _keeping_all_wins(blocks, options, units_of, room) -> bool:
+    """Whether _dynamic_programme would return every block kept: it costs no extra time, so when no choice has
+    a negative extra time it is among the fastest; of those the programme takes the one holding the most units,
+    ending in KEEP, and walks back through kept predecessors on ties, so it returns keeping every block when
+    that fits in the units and no recompute that costs nothing holds more than the kept activations."""
+    held = 0
+    for block, option in zip(blocks, options):
+        if not all(extra >= 0.0 for extra, _ in option.values()):
+            return False
+        units = units_of(block.activation_bytes)
+        if not option[RECOMPUTE][0] > 0.0 and units_of(option[RECOMPUTE][1]) > units:
+            return False
+        if held + units > room:
+            return False
+        held += units
+    return True
 
 
 @dataclass(frozen=True)

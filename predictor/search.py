@@ -5,10 +5,16 @@ rest data parallel): data; data+filter / data+channel (filter / channel when inn
 and spatial-then-data for every factorisation of inner over the spatial dims; data+pipeline with every
 micro-batch count that divides the per-pipeline batch. Each candidate is a Plan evaluated by the same
 strategy models as `predictor run`, sharing one Context so per-layer costs, layer-range sums, collective
-times and bucket layouts are computed once and reused (that is what makes ~10^4 plans/s possible).
+times and bucket layouts are computed once and reused.
 
 Objectives: `time` = iteration seconds; `cost` = device-seconds per sample (P · iteration_s / B), i.e.
 GPU-hours per epoch up to a constant. Plans that do not fit the memory cap are dropped.
+
+Two ways to walk the candidates, with the same answer (tests/test_search_fast.py): `exhaustive=True` evaluates
+every plan in order (`evaluate`, the reference); the default (predictor.search_fast) settles infeasible plans by
+the strategies' own checks, prunes plans that a lower bound on their time or memory proves can neither fit nor
+enter the ranking, and evaluates the rest best bound first with the same `evaluate` (docs/method.md §22). Ties
+in the ranking go to the plan enumerated first.
 """
 from __future__ import annotations
 
@@ -16,6 +22,7 @@ import heapq
 import math
 import time
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Iterator
 
 from calibrate.cost_api import CostModel
@@ -40,6 +47,7 @@ class SearchResult:
     seconds: float  # wall clock
     cpu_seconds: float  # this process's CPU time (what "on one core" means on a shared machine)
     best_by_strategy: dict = None  # strategy name -> fastest fitting Prediction (for swap vs model parallel)
+    pruned: int = 0  # plans not evaluated: a bound proved they can neither fit nor rank (not in `evaluated`)
 
     @property
     def plans_per_s(self) -> float:
@@ -50,22 +58,29 @@ class SearchResult:
         return self.evaluated / self.cpu_seconds if self.cpu_seconds > 0 else math.inf
 
 
-def divisors(n: int) -> list[int]:
+@lru_cache(maxsize=1 << 16)
+def divisors(n: int) -> tuple[int, ...]:
     small = [d for d in range(1, int(math.isqrt(n)) + 1) if n % d == 0]
-    return sorted(set(small + [n // d for d in small]))
+    return tuple(sorted(set(small + [n // d for d in small])))
 
 
-def factorizations(p: int, ndim: int) -> list[tuple[int, ...]]:
+@lru_cache(maxsize=1 << 16)
+def factorizations(p: int, ndim: int) -> tuple[tuple[int, ...], ...]:
     """Every ordered way to write p as a product of ndim positive factors."""
     if ndim == 1:
-        return [(p,)]
-    return [(d, *rest) for d in divisors(p) for rest in factorizations(p // d, ndim - 1)]
+        return ((p,),)
+    return tuple((d, *rest) for d in divisors(p) for rest in factorizations(p // d, ndim - 1))
 
 
-def candidates(graph: ModelGraph, batch: int, devices: range, devices_per_node: int, dtype: str,
-               optimizer: str, strategies=SEARCH_STRATEGIES) -> Iterator[Plan]:
+def candidate_specs(graph: ModelGraph, batch: int, devices: range, devices_per_node: int, dtype: str,
+                    optimizer: str, strategies=SEARCH_STRATEGIES, grouped: bool = False) -> Iterator[tuple]:
+    """The search's candidates in order, as light tuples (`spec_plan` makes each a Plan):
+    (kind, strategy, devices, p_data, inner, split or micro-batches), or ("addon", plan). grouped=True yields
+    the spatial candidates of one (devices, inner) as one tuple ("spatial-group", strategy, devices, p_data,
+    inner, splits, with spatial, with spatial-then-data) standing for, per split in order, the spatial
+    candidate and then the spatial-then-data one (those of the two the strategies ask for)."""
     nd = len(graph.input_shape) - 1
-    base = dict(batch=batch, devices_per_node=devices_per_node, dtype=dtype, optimizer=optimizer)
+    want_spatial, want_mix = "spatial" in strategies, "spatial-then-data" in strategies
     for p in devices:
         for inner in divisors(p):
             p_data = p // inner
@@ -73,28 +88,89 @@ def candidates(graph: ModelGraph, batch: int, devices: range, devices_per_node: 
                 continue  # every strategy here needs whole samples per data-parallel replica
             if inner == 1:
                 if "data" in strategies:
-                    yield Plan("data" if p > 1 else "serial", devices=p, p_data=p, **base)
+                    yield ("data", "data" if p > 1 else "serial", p, p, 1, None)
                 continue
             prefix = "data+" if p_data > 1 else ""
             if "filter" in strategies:
-                yield Plan(prefix + "filter", devices=p, p_data=p_data, p_filter=inner, **base)
+                yield ("filter", prefix + "filter", p, p_data, inner, None)
             if "channel" in strategies:
-                yield Plan(prefix + "channel", devices=p, p_data=p_data, p_channel=inner, **base)
-            for split in factorizations(inner, nd):
-                if "spatial" in strategies:
-                    yield Plan(prefix + "spatial", devices=p, p_data=p_data, p_spatial=inner, spatial_split=split, **base)
-                if "spatial-then-data" in strategies:
-                    yield Plan("spatial-then-data", devices=p, p_data=p_data, p_spatial=inner, spatial_split=split, **base)
+                yield ("channel", prefix + "channel", p, p_data, inner, None)
+            if want_spatial or want_mix:
+                if grouped:
+                    yield ("spatial-group", prefix + "spatial", p, p_data, inner, factorizations(inner, nd),
+                           want_spatial, want_mix)
+                else:
+                    for split in factorizations(inner, nd):
+                        if want_spatial:
+                            yield ("spatial", prefix + "spatial", p, p_data, inner, split)
+                        if want_mix:
+                            yield ("spatial", "spatial-then-data", p, p_data, inner, split)
             if "pipeline" in strategies and inner <= len(graph.layers):
                 for s in divisors(batch // p_data):
-                    yield Plan(prefix + "pipeline", devices=p, p_data=p_data, stages=inner, micro_batches=s, **base)
-        yield from search_candidates(batch, p, devices_per_node, dtype, optimizer, strategies)
+                    yield ("pipeline", prefix + "pipeline", p, p_data, inner, s)
+        for plan in search_candidates(batch, p, devices_per_node, dtype, optimizer, strategies):
+            yield ("addon", plan)
+
+
+def spec_plan(spec: tuple, base: dict) -> Plan:
+    """The Plan of a candidate_specs tuple; base: batch, devices_per_node, dtype, optimizer."""
+    kind = spec[0]
+    if kind == "addon":
+        return spec[1]
+    _, strategy, p, p_data, inner, extra = spec
+    if kind == "data":
+        return Plan(strategy, devices=p, p_data=p, **base)
+    if kind == "filter":
+        return Plan(strategy, devices=p, p_data=p_data, p_filter=inner, **base)
+    if kind == "channel":
+        return Plan(strategy, devices=p, p_data=p_data, p_channel=inner, **base)
+    if kind == "spatial":
+        return Plan(strategy, devices=p, p_data=p_data, p_spatial=inner, spatial_split=extra, **base)
+    return Plan(strategy, devices=p, p_data=p_data, stages=inner, micro_batches=extra, **base)
+
+
+def candidates(graph: ModelGraph, batch: int, devices: range, devices_per_node: int, dtype: str,
+               optimizer: str, strategies=SEARCH_STRATEGIES) -> Iterator[Plan]:
+    """Every plan the search considers, in its order: for each device count P, each divisor `inner` of P that
+    leaves whole samples per replica: data (inner = 1); filter, channel, spatial and spatial-then-data over
+    every factorisation of inner, pipeline over every micro-batch count; then the add-on families."""
+    base = dict(batch=batch, devices_per_node=devices_per_node, dtype=dtype, optimizer=optimizer)
+    for spec in candidate_specs(graph, batch, devices, devices_per_node, dtype, optimizer, strategies):
+        yield spec_plan(spec, base)
+
+
+class Ranking:
+    """The `top` best fitting predictions by objective score and the fastest one per strategy, fed in the
+    candidates' order (`add(index, pred)`); ties go to the plan fed first (lower index)."""
+
+    def __init__(self, objective: str, batch: int, top: int):
+        self.objective, self.batch, self.top = objective, batch, top
+        self.heap: list[tuple[float, int, Prediction]] = []
+        self.best_by_strategy: dict[str, Prediction] = {}
+
+    def score(self, pred: Prediction) -> float:
+        return pred.iteration_s if self.objective == "time" else pred.plan.devices * pred.iteration_s / self.batch
+
+    def add(self, index: int, pred: Prediction) -> None:
+        name = pred.plan.strategy
+        if name not in self.best_by_strategy or pred.iteration_s < self.best_by_strategy[name].iteration_s:
+            self.best_by_strategy[name] = pred
+        item = (-self.score(pred), index, pred)
+        if len(self.heap) < self.top:
+            heapq.heappush(self.heap, item)
+        elif item[0] > self.heap[0][0]:
+            heapq.heapreplace(self.heap, item)
+
+    def best(self) -> list[Prediction]:
+        return [item[2] for item in sorted(self.heap, key=lambda it: (-it[0], it[1]))]
 
 
 def search(graph: ModelGraph, cost_model: CostModel, *, batch: int, max_devices: int, min_devices: int = 1,
            devices_per_node: int | None = None, dtype: str = "fp32", optimizer: str = "sgd",
            memory_cap_bytes: float | None = None, objective: str = "time", top: int = 10,
-           strategies=SEARCH_STRATEGIES, interval: bool = True) -> SearchResult:
+           strategies=SEARCH_STRATEGIES, interval: bool = True, exhaustive: bool = False) -> SearchResult:
+    """The `top` best plans and the fastest per strategy. exhaustive=True evaluates every candidate in order
+    (the reference); the default prunes with bounds (predictor.search_fast) and returns the same plans."""
     if batch <= 0 or max_devices <= 0 or min_devices <= 0 or min_devices > max_devices:
         raise UserError(f"search needs 0 < min devices ({min_devices}) <= max devices ({max_devices}) and batch > 0 ({batch})")
     if objective not in ("time", "cost"):
@@ -105,33 +181,31 @@ def search(graph: ModelGraph, cost_model: CostModel, *, batch: int, max_devices:
     dpn = devices_per_node or cost_model.devices_per_node
     cap = memory_cap_bytes if memory_cap_bytes is not None else cost_model.device_memory_bytes
     ctx = Context(graph, cost_model)
-    heap: list[tuple[float, int, Prediction]] = []
-    evaluated = feasible = fitting = 0
-    best_by_strategy: dict[str, Prediction] = {}
+    ranking = Ranking(objective, batch, top)
+    devices = range(min_devices, max_devices + 1)
+    evaluated = feasible = fitting = pruned = 0
     start, cpu_start = time.perf_counter(), time.process_time()
-    for plan in candidates(graph, batch, range(min_devices, max_devices + 1), dpn, dtype, optimizer, strategies):
-        pred = evaluate(ctx, plan, cap)
-        evaluated += 1
-        if not pred.feasible:
-            continue
-        feasible += 1
-        if not pred.fits:
-            continue
-        fitting += 1
-        if plan.strategy not in best_by_strategy or pred.iteration_s < best_by_strategy[plan.strategy].iteration_s:
-            best_by_strategy[plan.strategy] = pred
-        score = pred.iteration_s if objective == "time" else plan.devices * pred.iteration_s / batch
-        item = (-score, evaluated, pred)
-        if len(heap) < top:
-            heapq.heappush(heap, item)
-        elif -score > heap[0][0]:
-            heapq.heapreplace(heap, item)
+    if exhaustive:
+        for index, plan in enumerate(candidates(graph, batch, devices, dpn, dtype, optimizer, strategies)):
+            pred = evaluate(ctx, plan, cap)
+            evaluated += 1
+            if not pred.feasible:
+                continue
+            feasible += 1
+            if not pred.fits:
+                continue
+            fitting += 1
+            ranking.add(index, pred)
+    else:
+        from predictor.search_fast import fast_search
+        evaluated, feasible, fitting, pruned = fast_search(ctx, ranking, batch=batch, devices=devices,
+                                                           devices_per_node=dpn, dtype=dtype, optimizer=optimizer,
+                                                           cap=cap, strategies=strategies)
     seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
-    best = [item[2] for item in sorted(heap, key=lambda it: -it[0])]
+    best = ranking.best()
     if interval:
         low, high = Context(graph, cost_model.at_bound("low")), Context(graph, cost_model.at_bound("high"))
         for pred in best:
             pred.interval_s = (min(evaluate(low, pred.plan, cap).iteration_s, pred.iteration_s),
                                max(evaluate(high, pred.plan, cap).iteration_s, pred.iteration_s))
-    return SearchResult(best, evaluated, feasible, fitting, seconds, cpu_seconds, best_by_strategy)
-
+    return SearchResult(best, evaluated, feasible, fitting, seconds, cpu_seconds, ranking.best_by_strategy, pruned)

@@ -1,0 +1,209 @@
+"""The default search (predictor.search_fast: bounds, pruning, best bound first) returns what evaluating every
+candidate returns: the same top 20 and the same fastest plan per strategy, to 1e-9 in time, on several models,
+batches, device ranges, objectives and cost models; every bound it prunes with is below the exact evaluation.
+No timing is asserted here (python -m bench search measures the speed)."""
+from __future__ import annotations
+
+import heapq
+import random
+
+import pytest
+
+from predictor.api import load_cost_model, load_model
+from predictor.search import Ranking, candidate_specs, search, spec_plan
+from predictor.strategies import evaluate
+from predictor.strategies.context import Context
+
+CASES = [  # model, batch, max devices, objective, profile (None: the default reference profile), options
+    ("resnet50", 256, 64, "time", None, {}),
+    ("resnet50", 4096, 256, "time", None, {}),
+    ("resnet50", 256, 32, "cost", None, {"memory_cap_bytes": 3e9}),
+    ("vgg16", 512, 128, "time", "a100-dgx-8gpu.published", {}),
+    ("small_cnn2d", 48, 96, "cost", "p100-dgx1-8gpu.published", {}),
+    ("small_cnn2d", 64, 64, "time", None, {"strategies": ("spatial-then-data", "filter", "pipeline", "outofcore")}),
+    ("small_cnn3d", 128, 256, "time", None, {}),
+    ("cosmoflow", 64, 64, "time", "a100-dgx-8gpu.published", {}),
+    ("efficientnet_b0", 128, 32, "time", "h100-dgx-8gpu.published", {"min_devices": 4}),
+    ("resnet50", 512, 48, "time", "a100-dgx-8gpu.published", {"dtype": "bf16", "optimizer": "adam"}),
+]
+
+
+def _same(exhaustive, fast):
+    assert [p.plan for p in fast.best] == [p.plan for p in exhaustive.best]
+    for mine, ref in zip(fast.best, exhaustive.best):
+        assert mine.iteration_s == pytest.approx(ref.iteration_s, rel=1e-9)
+    assert fast.best_by_strategy.keys() == exhaustive.best_by_strategy.keys()
+    for name, ref in exhaustive.best_by_strategy.items():
+        assert fast.best_by_strategy[name].plan == ref.plan
+        assert fast.best_by_strategy[name].iteration_s == pytest.approx(ref.iteration_s, rel=1e-9)
+    # every candidate is evaluated or pruned; pruned plans are never counted as evaluated
+    assert fast.evaluated + fast.pruned == exhaustive.evaluated
+    assert fast.feasible <= exhaustive.feasible and fast.fitting <= exhaustive.fitting
+
+
+def _hybrid_cpu_model():
+    """A CPU profile with fitted trees (ranks share the cores: per-device-count contexts), with the reference
+    profile's collectives so that plans on several devices can be costed."""
+    from calibrate.cost_model import ProfileCostModel
+    cpu, _ = load_cost_model("tests/data/drift_quick_cpu_profile.yaml")
+    ref, _ = load_cost_model(None)
+    coefficients = cpu.coefficients.model_copy(update={"links": ref.coefficients.links,
+                                                       "collectives": ref.coefficients.collectives,
+                                                       "fabric": ref.coefficients.fabric})
+    return ProfileCostModel(coefficients, name="cpu+collectives", device_memory_bytes=8e9, devices_per_node=4,
+                            provenance="calibrated", cpu_cores=2)
+
+
+@pytest.mark.parametrize("model, batch, max_devices, objective, profile, options", CASES,
+                         ids=[f"{c[0]}-b{c[1]}-p{c[2]}-{c[3]}" for c in CASES])
+def test_fast_search_ranks_as_evaluating_every_plan(model, batch, max_devices, objective, profile, options):
+    graph = load_model(model)
+    cm, _ = load_cost_model(profile)
+    common = dict(batch=batch, max_devices=max_devices, objective=objective, top=20, interval=False, **options)
+    exhaustive = search(graph, cm, exhaustive=True, **common)
+    fast = search(graph, cm, **common)
+    assert exhaustive.best and fast.pruned > 0
+    _same(exhaustive, fast)
+
+
+@pytest.mark.parametrize("model, batch, objective", [("small_cnn2d", 64, "time"), ("small_cnn3d", 16, "cost")])
+def test_fast_search_on_a_cpu_profile_with_trees(model, batch, objective):
+    graph, cm = load_model(model), _hybrid_cpu_model()
+    common = dict(batch=batch, max_devices=16, objective=objective, top=20, interval=False)
+    _same(search(graph, cm, exhaustive=True, **common), search(graph, cm, **common))
+
+
+def test_a_cost_model_of_unknown_sign_prunes_on_memory_only():
+    from predictor.search_fast import costs_nonnegative
+    from tests.outofcore_toys import FlatCostModel, conv_chain_graph
+    cm = FlatCostModel(call_s=1e-3)
+    assert not costs_nonnegative(cm) and costs_nonnegative(load_cost_model(None)[0])
+    common = dict(batch=8, max_devices=6, devices_per_node=2, memory_cap_bytes=0.6e6, top=20, interval=False)
+    _same(search(conv_chain_graph(), cm, exhaustive=True, **common), search(conv_chain_graph(), cm, **common))
+
+
+@pytest.mark.parametrize("model, batch, max_devices, profile", [
+    ("resnet50", 256, 24, None), ("small_cnn3d", 32, 32, None), ("vgg16", 64, 16, "a100-dgx-8gpu.published"),
+    ("small_cnn2d", 64, 12, "cpu")])
+def test_every_bound_is_below_the_evaluation(model, batch, max_devices, profile):
+    """The bounds the fast search prunes with, on every candidate, against the exact evaluation (with the
+    refinements it applies before evaluating); and what it settles as infeasible is infeasible."""
+    from predictor.layout import inner_nodes
+    from predictor.plan import Plan
+    from predictor.search_fast import _LOW, _REFINE, _Bounds, _Graph, costs_nonnegative
+    from predictor.strategies.spatial import region_end
+    graph = load_model(model)
+    cm = _hybrid_cpu_model() if profile == "cpu" else load_cost_model(profile)[0]
+    ctx, dpn = Context(graph, cm), cm.devices_per_node
+    g = _Graph(ctx, "fp32", "sgd")
+    base = dict(batch=batch, devices_per_node=dpn, dtype="fp32", optimizer="sgd")
+    checked = 0
+    for spec in candidate_specs(graph, batch, range(1, max_devices + 1), dpn, "fp32", "sgd"):
+        plan = spec_plan(spec, base)
+        pctx = ctx.for_plan(Plan("data", devices=plan.devices, p_data=plan.devices, **base))
+        bounds = _Bounds(pctx, g, batch, dpn, float("inf"), costs_nonnegative(cm))
+        pred = evaluate(ctx, plan, cm.device_memory_bytes)
+        kind = spec[0]
+        if kind == "spatial":
+            end = g.region_end(plan.spatial_split)
+            assert end == region_end(pctx, plan.spatial_split, None)
+            mix, n = plan.strategy == "spatial-then-data", batch // plan.p_data
+            found = None if end == 0 or (mix and n % plan.p_spatial) else \
+                bounds.spatial(mix, plan.devices, plan.p_data, plan.p_spatial, end) + (
+                    (n, plan.spatial_split, end, inner_nodes(plan.p_spatial, plan.p_data, dpn)),)
+        elif kind == "pipeline":
+            found = bounds.pipeline(plan.p_data, plan.stages, plan.micro_batches)
+        elif kind == "filter":
+            found = bounds.filter(plan.p_filter, plan.p_data)
+        elif kind == "channel":
+            found = bounds.channel(plan.p_channel, plan.p_data)
+        elif plan.strategy == "outofcore":
+            found = bounds.outofcore(plan.devices, dict(plan.extra).get("optimizer_on", "host"))
+        elif plan.strategy == "cooperative":
+            found = bounds.cooperative(plan.stages, plan.micro_batches)
+        else:
+            continue  # no bound: always evaluated
+        if found is None:  # settled as infeasible without evaluating
+            assert not pred.feasible, plan
+            continue
+        time_s, memory, refine = found
+        while refine is not None:  # every refinement the search may apply before evaluating
+            extra_s, extra_bytes, refine = _REFINE[plan.strategy if kind == "addon" else kind](bounds, refine)
+            time_s, memory = time_s + extra_s, memory + extra_bytes
+        if pred.feasible:
+            assert time_s * _LOW <= pred.iteration_s and memory * _LOW <= pred.memory_bytes, plan
+            checked += 1
+    assert checked > 20
+
+
+def test_plans_scoring_above_the_final_cut_never_change_the_ranking():
+    """Why feeding only the evaluated plans (in candidate order) gives the exhaustive ranking: a plan whose
+    score exceeds the final top-k cut can be left out without changing which plans the heap keeps or their
+    order, ties included (they go to the plan fed first)."""
+    rng = random.Random(7)
+    for _ in range(3000):
+        k, n = rng.randint(1, 5), rng.randint(1, 14)
+        scores = [rng.randint(0, 3) for _ in range(n)]
+
+        def ranked(keep):
+            ranking = Ranking("time", 1, k)
+            for index in keep:
+                ranking.add(index, _Pred(scores[index], index))
+            return [p.index for p in ranking.best()]
+
+        full = ranked(range(n))
+        cut = max(scores[i] for i in full)
+        assert ranked([i for i in range(n) if scores[i] <= cut or rng.random() < 0.5]) == full
+
+
+class _Pred:
+    """Just what Ranking reads of a Prediction."""
+
+    def __init__(self, iteration_s, index):
+        self.iteration_s, self.index = iteration_s, index
+        self.plan = _Plan()
+
+
+class _Plan:
+    strategy, devices = "data", 1
+
+
+def test_the_planner_keeping_every_block_is_what_the_enumeration_finds():
+    """predictor.outofcore._exhaustive returns all-keep at once when it fits: the enumeration's choice too."""
+    import itertools
+
+    from predictor import outofcore
+    from predictor.blocks import Block
+    rng = random.Random(3)
+    for _ in range(200):
+        blocks = [Block(name=str(i), fwd_s=rng.choice([0.0, rng.random()]), bwd_s=rng.random(),
+                        activation_bytes=rng.randint(0, 5), input_bytes=rng.randint(0, 5)) for i in range(rng.randint(1, 5))]
+        swap = [rng.choice([0.0, rng.random()]) for _ in blocks]
+        budget = rng.randint(0, 30)
+        options = [outofcore._option_costs(b, s) for b, s in zip(blocks, swap)]
+        expected, key = None, None
+        for choices in itertools.product(outofcore.CHOICES, repeat=len(blocks)):
+            if outofcore.activation_peak_bytes(blocks, choices) > budget:
+                continue
+            k = (sum(options[i][c][0] for i, c in enumerate(choices)), [outofcore.CHOICES.index(c) for c in choices])
+            if key is None or k < key:
+                expected, key = choices, k
+        assert outofcore._exhaustive(blocks, budget, swap) == expected
+
+
+def test_the_programme_keeping_every_block_is_what_it_computes():
+    """predictor.outofcore._dynamic_programme returns all-keep at once when that is what it would compute."""
+    from predictor import outofcore
+    from predictor.blocks import Block
+    rng = random.Random(5)
+    shortcuts = 0
+    for _ in range(400):
+        blocks = [Block(name=str(i), fwd_s=rng.choice([0.0, rng.random()]), bwd_s=rng.random(),
+                        activation_bytes=rng.choice([0, rng.randint(1, 9)]), input_bytes=rng.randint(0, 9))
+                  for i in range(rng.randint(1, 12))]
+        swap = [rng.choice([0.0, rng.random()]) for _ in blocks]
+        budget, resolution = rng.randint(0, 60), rng.choice([7, 16, 64])
+        fast = outofcore._dynamic_programme(blocks, budget, swap, resolution)
+        assert fast == outofcore._dynamic_programme(blocks, budget, swap, resolution, shortcut=False)
+        shortcuts += fast == (outofcore.KEEP,) * len(blocks)
+    assert shortcuts > 50
