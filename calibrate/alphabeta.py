@@ -24,7 +24,7 @@ MIN_SIZES_PER_SEGMENT = 3
 BOOTSTRAP_REPLICATES = 200
 #: BIC cost of one break point, in units of log(n). Plain BIC (1) ignores that the break's position is chosen
 #: from every split, and found spurious breaks in 9 of 40 synthetic single-regime sweeps (5% noise); 6 found
-#: none in 40 while still finding a 2 -> 3 GB/s bandwidth change in 40 of 40 (tests/test_fit_alphabeta.py).
+#: none in 40 while still finding a 2 -> 3 GB/s bandwidth change in 40 of 40 (tests/calibrate/test_fit_alphabeta.py).
 BREAK_PENALTY = 6.0
 CV_FOLDS = 5
 #: floor on a sample's time: relative-error weights are 1/t, and a coarse clock can report 0

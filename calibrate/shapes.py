@@ -101,7 +101,7 @@ def _spatial(params: Mapping[str, Any], op: str, dims: int) -> list[int]:
 def cpu_native_conv(op: str, params: Mapping[str, Any], dtype: str, threads: int) -> bool:
     """Whether PyTorch runs this CPU convolution with its native kernels (thnn_conv2d, slow_conv3d) instead of
     oneDNN: the float32 rule of `use_mkldnn` in aten/src/ATen/native/ConvUtils.h, checked against the aten op
-    torch.profiler records in tests/test_fit_shapes.py. The native kernels are up to 9x slower per FLOP here
+    torch.profiler records in tests/calibrate/test_fit_shapes.py. The native kernels are up to 9x slower per FLOP here
     (a batch-1 16->32 conv3d at 32^3: 45 ms native vs 10 ms per sample through oneDNN at batch 2), a regime
     no smooth efficiency curve can follow, so the fit gets it as a feature."""
     if op not in ("conv2d", "conv3d") or canonical_dtype(dtype) != "float32":

@@ -13,7 +13,7 @@ Each op is keyed by where it ran (WHERE) and looked up in AUDIT, which says how 
             optimizer update (layercost.update_time_s plus optimizer_overhead_s), collectives;
   free      a view or metadata change: no kernel, no data moved;
   ignored   a real kernel the predictor does not cost, and why.
-An op with no AUDIT entry is a cost nobody has decided on; tests/test_op_audit.py fails on it.
+An op with no AUDIT entry is a cost nobody has decided on; tests/predictor/test_op_audit.py fails on it.
 
 `python -m predictor.op_audit` prints AUDIT as a table; `--run` also audits the small zoo models
 (SMALL_KNOBS) and adds the models each op ran in.

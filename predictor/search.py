@@ -10,7 +10,7 @@ times and bucket layouts are computed once and reused.
 Objectives: `time` = iteration seconds; `cost` = device-seconds per sample (P · iteration_s / B), i.e.
 GPU-hours per epoch up to a constant. Plans that do not fit the memory cap are dropped.
 
-Two ways to walk the candidates, with the same answer (tests/test_search_fast.py): `exhaustive=True` evaluates
+Two ways to walk the candidates, with the same answer (tests/predictor/test_search_fast.py): `exhaustive=True` evaluates
 every plan in order (`evaluate`, the reference); the default (predictor.search_fast) settles infeasible plans by
 the strategies' own checks, prunes plans that a lower bound on their time or memory proves can neither fit nor
 enter the ranking, and evaluates the rest best bound first with the same `evaluate` (docs/method.md §22). Ties

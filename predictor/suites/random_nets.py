@@ -371,7 +371,7 @@ def channel_problem(graph: ModelGraph, p: int = RANKS) -> str:
 def spatial_problem(graph: ModelGraph, p: int = RANKS) -> str:
     """Why the runner's spatial split (runner/spatial.py: first spatial dimension over p ranks, halo
     exchange, all-gather at the first flatten/linear) cannot run the net, or "". SpatialReplica._check's
-    rules (tests/test_random_suite.py compares the two on generated nets), plus one it lacks: each conv's
+    rules (tests/predictor/test_random_suite.py compares the two on generated nets), plus one it lacks: each conv's
     local output must be its share of the serial output, which the runner's halos give only for 'same'
     padding along the split dim (an unpadded conv passes _check and then crashes the run)."""
     from predictor.runner.spatial import halo_rows

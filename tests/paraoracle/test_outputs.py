@@ -78,7 +78,7 @@ def test_existing_outputs_are_not_overwritten(tmp_path, capsys, argv):
 
 
 def _trained_pair(tmp_path):
-    from tests.test_correction import make_profile
+    from tests.calibrate.test_correction import make_profile
 
     profile_path = tmp_path / "profile.yaml"
     save_profile(make_profile(), profile_path)
@@ -87,6 +87,7 @@ def _trained_pair(tmp_path):
     return profile_path, runs
 
 
+@pytest.mark.slow  # trains a correction
 def test_train_correction_out_is_never_the_profile_and_leaves_it_alone(tmp_path, capsys):
     profile_path, runs = _trained_pair(tmp_path)
     before = _digest(profile_path)

@@ -67,6 +67,7 @@ CASES = [
 ]
 
 
+@pytest.mark.slow  # runs real training steps
 @pytest.mark.parametrize("name, batch, optimizer, knobs", CASES, ids=[c[0] for c in CASES])
 def test_serial_memory_matches_measured_peak(name, batch, optimizer, knobs):
     measured = measured_peak_bytes(name, batch, optimizer, knobs)
@@ -99,6 +100,7 @@ def _ddp_rank(rank, world, port, name, batch, knobs, out):
         dist.destroy_process_group()
 
 
+@pytest.mark.slow  # runs real training steps
 def test_data_parallel_memory_matches_measured_peak_on_two_gloo_ranks():
     name, batch, knobs = "resnet", 8, dict(width=8, image=64)
     with mp.Manager() as manager:

@@ -65,6 +65,7 @@ def test_64_node_allreduce_within_10_percent(fitted, size):
     assert predicted == pytest.approx(true_time(size, 64), rel=0.10)
 
 
+@pytest.mark.slow  # a fabric fit over simulated node counts
 def test_without_contention_the_fit_says_one_switch():
     saved = dict(TRUE)
     TRUE["ratio"] = 1.0

@@ -14,7 +14,7 @@ from profiler.comm.nccl_tests import read_nccl_tests
 from profiler.errors import UserError
 from profiler.profile import load_profile
 
-DATA = Path(__file__).parent / "data" / "nccl_tests"
+DATA = Path(__file__).resolve().parents[1] / "data" / "nccl_tests"
 ALLREDUCE = DATA / "all_reduce_perf_8gpu.txt"
 ALLGATHER = DATA / "all_gather_perf_2node_I1.txt"
 ALLTOALL = DATA / "alltoall_perf_4gpu.json"

@@ -22,7 +22,7 @@ from predictor.plan import Plan
 from predictor.synthetic import SyntheticCostModel
 from profiler.profile import load_profile, save_profile
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 NAMES = ["log_flops", "log_intensity", "log_min_dim", "log_batch", "log_in_channels", "log_out_channels",
          "log_spatial", "kernel_volume", "cpu_native_conv", "log_native_columns"]
 

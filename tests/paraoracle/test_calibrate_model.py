@@ -17,7 +17,7 @@ from profiler import cli as profiler_cli
 from profiler import cmd_calibrate
 from profiler.profile import load_profile
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TINY = {**os.environ, "PARAORACLE_GRID": "tiny", "PYTHONUNBUFFERED": "1"}
 SMALL = ["--model", "small_cnn2d", "--model-arg", "width=4", "--model-arg", "image=16", "--batch", "4", "--gpus", "2"]
 
@@ -65,6 +65,7 @@ def test_existing_out_fails_before_the_model_is_traced(tmp_path, capsys, calls, 
     assert "pass --force" in capsys.readouterr().err and out.read_text() == "keep" and not calls
 
 
+@pytest.mark.slow  # spawns the installed console script
 def test_console_entry_errors_without_traceback_and_light_help(tmp_path):
     """The installed `profiler` script runs paraoracle.cli:profiler_main (pyproject.toml); a flag error through it
     is one line, and --help shows the model flags without loading the predictor's model code."""

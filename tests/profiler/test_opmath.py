@@ -8,7 +8,7 @@ import torch
 
 from profiler.opmath import conv_flops, conv_output_volume, gemm_flops, window_output_dims, window_output_size
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_window_output_size_matches_pytorch():

@@ -39,6 +39,7 @@ def predict(fit, params_list):
                          np.array([w["features"] for w in ws]))
 
 
+@pytest.mark.slow  # a real fit: seconds on 2 cores (CI runs it)
 def test_recovers_a_known_efficiency_curve_on_unseen_shapes():
     rng = np.random.default_rng(0)
     fit = fit_compute(points_of(conv_grid(), rng), shapes.FLOP_FEATURES, "flops", None, rng)
@@ -56,6 +57,7 @@ def test_recovers_a_known_efficiency_curve_on_unseen_shapes():
     assert fit.quality.median_rel_error < 0.10
 
 
+@pytest.mark.slow  # a real fit: seconds on 2 cores (CI runs it)
 def test_holds_out_a_band_of_small_channel_shapes_and_stores_the_error():
     rng = np.random.default_rng(1)
     pts = points_of(conv_grid(), rng)
@@ -72,6 +74,7 @@ def test_holds_out_a_band_of_small_channel_shapes_and_stores_the_error():
     assert 0 < ex.median_rel_error < 0.30  # measured, not assumed: it is a real, nonzero number
 
 
+@pytest.mark.slow  # a real fit: seconds on 2 cores (CI runs it)
 def test_default_extrapolation_band_is_the_smallest_work_quarter():
     rng = np.random.default_rng(2)
     fit = fit_compute(points_of(conv_grid(), rng), shapes.FLOP_FEATURES, "flops", None, rng)
@@ -79,6 +82,7 @@ def test_default_extrapolation_band_is_the_smallest_work_quarter():
     assert fit.extrapolation.held_out.startswith("extrapolation: the")
 
 
+@pytest.mark.slow  # a real fit: seconds on 2 cores (CI runs it)
 def test_fit_is_stored_as_plain_yaml_and_reloads_to_the_same_predictions():
     rng = np.random.default_rng(3)
     samples = conv_samples(conv_grid(), lambda fl, b: true_time(fl), rng)
@@ -134,6 +138,7 @@ def test_a_malformed_gp_in_a_profile_is_a_one_line_error_naming_the_field(break_
     assert needle in message
 
 
+@pytest.mark.slow  # two real fits
 def test_a_family_keeps_the_learner_that_cross_validates_better():
     """A smooth efficiency surface that is not monotone in channels (efficiency peaks at 32 channels) is what
     the monotone trees cannot follow and the GP can: the fit chooses the GP, says so in its sources, and its
@@ -158,6 +163,7 @@ def test_a_family_keeps_the_learner_that_cross_validates_better():
     assert fit.quality.median_rel_error < trees.quality.median_rel_error
 
 
+@pytest.mark.slow  # a real fit: seconds on 2 cores (CI runs it)
 def test_efficiency_never_exceeds_one():
     rng = np.random.default_rng(4)
     fit = fit_compute(points_of(conv_grid(), rng), shapes.FLOP_FEATURES, "flops", None, rng)
@@ -165,6 +171,7 @@ def test_efficiency_never_exceeds_one():
     assert 0 < efficiency(fit.efficiency, np.array([huge["features"]]))[0] <= 1.0
 
 
+@pytest.mark.slow  # a real fit: seconds on 2 cores (CI runs it)
 def test_memory_term_bounds_low_intensity_shapes():
     rng = np.random.default_rng(5)
     points = points_of(conv_grid(), rng)

@@ -121,12 +121,14 @@ def gemm_cm():
     return _profile(with_linear=False)
 
 
+@pytest.mark.slow  # a real fit: seconds on 2 cores (CI runs it)
 def test_fit_makes_a_family_per_linear_pass(linear_cm):
     compute = linear_cm.coefficients.compute
     assert {"linear/fwd/float32", "linear/bwd_data/float32", "linear/bwd_weight/float32"} <= set(compute)
     assert compute["linear/bwd_weight/float32"].n_samples == len(LINEAR_GRID)
 
 
+@pytest.mark.slow  # fits two CPU profiles (the module fixture)
 @pytest.mark.parametrize("pass_", ["bwd_data", "bwd_weight"])
 def test_cost_model_uses_the_linear_families(linear_cm, gemm_cm, pass_):
     shape = dict(M=32, N=1000, K=2048)  # not a grid shape: the fit answers
@@ -138,6 +140,7 @@ def test_cost_model_uses_the_linear_families(linear_cm, gemm_cm, pass_):
     assert linear_cm.compute_time_s("linear", pass_, shape, "fp32") > 1.5 * as_gemm
 
 
+@pytest.mark.slow  # fits two CPU profiles (the module fixture)
 def test_a_measured_forward_gemm_does_not_stand_in_for_a_linear_pass(linear_cm):
     """The grid's GEMM (64, 1024, 2048) is the forward-GEMM form of the linear bwd_data call (64, 2048, 1024);
     with linear families in the profile, that call is costed by its own family, not by the measured GEMM."""
@@ -151,6 +154,7 @@ def test_a_measured_forward_gemm_does_not_stand_in_for_a_linear_pass(linear_cm):
         5e-6 + 2 * 16 * 1024 * 4096 / LINEAR_RATE["bwd_weight"], rel=0.05)
 
 
+@pytest.mark.slow  # fits two CPU profiles (the module fixture)
 def test_predictor_costs_linear_layers_by_their_families(linear_cm, gemm_cm):
     graph = trace_module(torch.nn.Sequential(torch.nn.Linear(2048, 1024), torch.nn.Linear(1024, 10)), (2048,), "mlp")
     batch = 32

@@ -20,7 +20,7 @@ from profiler.errors import UserError
 # spawns processes or ranks, or profiles real training steps: not in the fast inner loop (-m "not slow")
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PROFILE = str(shipped_profile("v100-abci-4gpu.published"))  # any profile works for the mechanics
 
 TINY = """warmup: 1

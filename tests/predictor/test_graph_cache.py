@@ -11,7 +11,7 @@ import pytest
 from predictor.api import load_model
 from predictor.graph_cache import cache_key, cached_graph, from_json, to_json
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_round_trip_is_exact():

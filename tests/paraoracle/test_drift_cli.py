@@ -10,7 +10,7 @@ import pytest
 from paraoracle.cli import profiler_main as main
 from profiler.profile import load_profile, save_profile
 
-DATA = Path(__file__).parent / "data" / "drift_cpu_profile.yaml"
+DATA = Path(__file__).resolve().parents[1] / "data" / "drift_cpu_profile.yaml"
 
 
 def _halves(tmp_path, *, scale_benchmark=None, scale=1.15, new_machine=None, new_threads=None):

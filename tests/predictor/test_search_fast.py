@@ -56,6 +56,7 @@ def _hybrid_cpu_model():
 
 @pytest.mark.parametrize("model, batch, max_devices, objective, profile, options", CASES,
                          ids=[f"{c[0]}-b{c[1]}-p{c[2]}-{c[3]}" for c in CASES])
+@pytest.mark.slow  # a plan-by-plan search per case: up to 10 s on 2 cores (CI runs it)
 def test_fast_search_ranks_as_evaluating_every_plan(model, batch, max_devices, objective, profile, options):
     graph = load_model(model)
     cm, _ = load_cost_model(profile)

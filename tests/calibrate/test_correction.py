@@ -80,6 +80,7 @@ def test_exported_parameters_predict_like_sklearn(kind):
     np.testing.assert_allclose(evaluate_model(params, X[150:]), estimator.predict(X[150:]), rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.slow  # a real fit: seconds on 2 cores (CI runs it)
 def test_fixed_overhead_per_collective_call_is_recovered(synthetic):
     report = cross_validate(build_dataset(synthetic))
     analytical, corrected, worst = report.headline

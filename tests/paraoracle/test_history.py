@@ -12,7 +12,7 @@ from calibrate import history
 from paraoracle.cli import profiler_main as main
 from profiler.profile import load_profile, save_profile
 
-DATA = Path(__file__).parent / "data" / "drift_cpu_profile.yaml"
+DATA = Path(__file__).resolve().parents[1] / "data" / "drift_cpu_profile.yaml"
 START = dt.datetime(2026, 10, 1, 2, 0, tzinfo=dt.timezone.utc)
 
 

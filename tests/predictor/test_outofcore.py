@@ -234,7 +234,7 @@ def test_a_cpu_profile_offers_no_offload_or_out_of_core():
     from calibrate.cost_model import load_cost_model
     from predictor.api import load_model, predict_all
 
-    cm = load_cost_model(Path(__file__).resolve().parent / "data" / "drift_quick_cpu_profile.yaml")
+    cm = load_cost_model(Path(__file__).resolve().parents[1] / "data" / "drift_quick_cpu_profile.yaml")
     assert cm.device_is_host
     preds = predict_all(load_model("small_cnn2d"), 16, 1, cm, strategies=("serial", "serial+offload", "outofcore"),
                         devices_per_node=1, interval=False)

@@ -58,6 +58,7 @@ def test_no_break_on_a_single_regime():
         assert len(detect_segments(x, t)) == 1
 
 
+@pytest.mark.slow  # a real fit: seconds on 2 cores (CI runs it)
 def test_bootstrap_intervals_cover_the_truth_in_90_percent_of_trials():
     rng = np.random.default_rng(2026)
     alpha_s, bw = 12e-6, 6e9

@@ -14,9 +14,9 @@ import pytest
 from calibrate import drift
 from profiler.profile import Machine, Profile, Provenance, Sample, load_profile
 
-DATA = Path(__file__).parent / "data" / "drift_cpu_profile.yaml"  # bench/drift_testdata.py, quiet machine
+DATA = Path(__file__).resolve().parents[1] / "data" / "drift_cpu_profile.yaml"  # bench/drift_testdata.py, quiet machine
 # the same script on the same VM under ~4x CPU oversubscription (load average 9 on 2 cores): CVs up to 1.4
-LOADED = Path(__file__).parent / "data" / "drift_cpu_profile_loaded.yaml"
+LOADED = Path(__file__).resolve().parents[1] / "data" / "drift_cpu_profile_loaded.yaml"
 PAIRS = 100
 
 

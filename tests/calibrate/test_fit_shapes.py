@@ -89,6 +89,7 @@ def test_native_column_buffer_feature_by_hand():
     assert shapes.work("gemm", "fwd", dict(M=64, N=64, K=64), "float32")["features"][column] == 0.0
 
 
+@pytest.mark.slow  # a real fit: seconds on 2 cores (CI runs it)
 def test_a_fit_learns_the_native_kernel_regime():
     """CPU samples where PyTorch's native kernels run 5x slower than oneDNN: unseen shapes on both sides of
     the rule are predicted at their own rate, through the host thread count the profile records."""
@@ -138,6 +139,7 @@ def test_lane_padding_by_hand():
     assert shapes.work("conv2d", "fwd", native, "float32", host_threads=1, lanes=16)["work"] == flops / 2
 
 
+@pytest.mark.slow  # a real fit: seconds on 2 cores (CI runs it)
 def test_a_fit_pads_filters_to_the_recorded_lanes():
     """Samples from a host that computes F in blocks of 16 (time = padded FLOPs / rate): with the profile's
     cpu_capability recorded, a filter count below every measured one (F = 2) is predicted at the padded cost;

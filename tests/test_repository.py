@@ -1,0 +1,38 @@
+"""The repository reads on its own: no file refers to the notes folder beside it, the README stays a short user's
+guide, and the tests mirror the packages."""
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("kernels", "profiler", "calibrate", "predictor", "paraoracle", "bench")
+
+
+def _tracked() -> list[Path]:
+    try:
+        out = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("not a git checkout")
+    return [ROOT / line for line in out.splitlines()]
+
+
+def test_no_file_refers_to_the_shared_folder():
+    needle = "../" + "shared"  # split so this file does not match itself
+    hits = [str(p.relative_to(ROOT)) for p in _tracked()
+            if p.suffix in (".py", ".md", ".sh", ".yaml", ".yml", ".toml", ".cu", ".txt") and p.is_file()
+            and needle in p.read_text(errors="replace")]
+    assert hits == []
+
+
+def test_readme_is_at_most_200_lines():
+    assert len((ROOT / "README.md").read_text().splitlines()) <= 200
+
+
+def test_tests_mirror_the_packages():
+    loose = [p.name for p in (ROOT / "tests").glob("test_*.py")]
+    assert set(loose) <= {"test_layers.py", "test_install.py", "test_golden.py", "test_no_code_from_data.py",
+                          "test_repository.py"}, "put a package's tests under tests/<package>/"
+    assert {p.name for p in (ROOT / "tests").iterdir() if p.is_dir() and p.name in PACKAGES} == set(PACKAGES)
