@@ -39,6 +39,27 @@ SEARCH_STRATEGIES += tuple(SEARCH_FAMILIES)
 
 
 @dataclass
+class Counts:
+    """Plans a search evaluated (and of those, runnable and within the memory cap), and plans it pruned."""
+
+    evaluated: int = 0
+    feasible: int = 0
+    fitting: int = 0
+    pruned: int = 0
+
+    def tally(self, pred: Prediction) -> bool:
+        """Count one evaluated plan; whether it is feasible and fits."""
+        self.evaluated += 1
+        if not pred.feasible:
+            return False
+        self.feasible += 1
+        if not pred.fits:
+            return False
+        self.fitting += 1
+        return True
+
+
+@dataclass
 class SearchResult:
     best: list[Prediction]
     evaluated: int  # plans costed
@@ -183,24 +204,17 @@ def search(graph: ModelGraph, cost_model: CostModel, *, batch: int, max_devices:
     ctx = Context(graph, cost_model)
     ranking = Ranking(objective, batch, top)
     devices = range(min_devices, max_devices + 1)
-    evaluated = feasible = fitting = pruned = 0
+    counts = Counts()
     start, cpu_start = time.perf_counter(), time.process_time()
     if exhaustive:
         for index, plan in enumerate(candidates(graph, batch, devices, dpn, dtype, optimizer, strategies)):
             pred = evaluate(ctx, plan, cap)
-            evaluated += 1
-            if not pred.feasible:
-                continue
-            feasible += 1
-            if not pred.fits:
-                continue
-            fitting += 1
-            ranking.add(index, pred)
+            if counts.tally(pred):
+                ranking.add(index, pred)
     else:
         from predictor.search_fast import fast_search
-        evaluated, feasible, fitting, pruned = fast_search(ctx, ranking, batch=batch, devices=devices,
-                                                           devices_per_node=dpn, dtype=dtype, optimizer=optimizer,
-                                                           cap=cap, strategies=strategies)
+        fast_search(ctx, ranking, counts, batch=batch, devices=devices, devices_per_node=dpn, dtype=dtype,
+                    optimizer=optimizer, cap=cap, strategies=strategies)
     seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
     best = ranking.best()
     if interval:
@@ -208,4 +222,5 @@ def search(graph: ModelGraph, cost_model: CostModel, *, batch: int, max_devices:
         for pred in best:
             pred.interval_s = (min(evaluate(low, pred.plan, cap).iteration_s, pred.iteration_s),
                                max(evaluate(high, pred.plan, cap).iteration_s, pred.iteration_s))
-    return SearchResult(best, evaluated, feasible, fitting, seconds, cpu_seconds, ranking.best_by_strategy, pruned)
+    return SearchResult(best, counts.evaluated, counts.feasible, counts.fitting, seconds, cpu_seconds,
+                        ranking.best_by_strategy, counts.pruned)

@@ -51,7 +51,7 @@ from predictor.layercost import ACT_BYTES, Split
 from predictor.layout import data_nodes, inner_nodes, nodes_spanned
 from predictor.memory import parameter_bytes
 from predictor.plan import Plan
-from predictor.search import Ranking, candidate_specs, spec_plan
+from predictor.search import Counts, Ranking, candidate_specs, spec_plan
 from predictor.strategies import evaluate
 from predictor.strategies.context import Context
 from predictor.strategies.filter import PARAMETRIC
@@ -579,16 +579,15 @@ def _no_time(size: float) -> float:
     return 0.0
 
 
-def fast_search(ctx: Context, ranking: Ranking, *, batch: int, devices: range, devices_per_node: int, dtype: str,
-                optimizer: str, cap: float, strategies) -> tuple[int, int, int, int]:
-    """Feed `ranking` what evaluating every candidate would; returns (evaluated, feasible, fitting, pruned)."""
+def fast_search(ctx: Context, ranking: Ranking, counts: Counts, *, batch: int, devices: range, devices_per_node: int,
+                dtype: str, optimizer: str, cap: float, strategies) -> None:
+    """Feed `ranking` what evaluating every candidate would, counting into `counts`."""
     graph = ctx.graph
     base = dict(batch=batch, devices_per_node=devices_per_node, dtype=dtype, optimizer=optimizer)
     g = _Graph(ctx, dtype, optimizer)
     timed = costs_nonnegative(ctx.cm)
     bounders: dict[int, _Bounds] = {}
     objective_cost = ranking.objective == "cost"
-    evaluated = pruned = 0
     records = []  # (score bound, index, time bound, memory bound, spec, bounder, refine args)
     current_p, bounds = None, None
     index = 0
@@ -610,13 +609,13 @@ def fast_search(ctx: Context, ranking: Ranking, *, batch: int, devices: range, d
             width = with_spatial + with_mix
             mix_ok = with_mix and (batch // p_data) % p_s == 0
             if with_mix and not mix_ok:  # group batch not divisible by the split: infeasible, every split
-                evaluated += len(splits)
+                counts.evaluated += len(splits)
             by_end: dict = {}
             inner_n = inner_nodes(p_s, p_data, devices_per_node)
             n = batch // p_data
             for j, (split, end) in enumerate(zip(splits, g.region_ends(splits))):
                 if end == 0:  # the first layer cannot be split so: infeasible (both kinds)
-                    evaluated += with_spatial + mix_ok
+                    counts.evaluated += with_spatial + mix_ok
                     continue
                 for mix, name, offset in ((False, strategy, 0), (True, "spatial-then-data", with_spatial)):
                     if not (mix_ok if mix else with_spatial):
@@ -626,7 +625,7 @@ def fast_search(ctx: Context, ranking: Ranking, *, batch: int, devices: range, d
                         found = by_end[(mix, end)] = bounds.spatial(mix, p, p_data, p_s, end)
                     time_s, memory = found
                     if memory * _LOW > cap:
-                        pruned += 1
+                        counts.pruned += 1
                         continue
                     time_s *= _LOW
                     records.append((p * time_s / batch if objective_cost else time_s, index + j * width + offset,
@@ -649,11 +648,11 @@ def fast_search(ctx: Context, ranking: Ranking, *, batch: int, devices: range, d
             found = 0.0, 0.0, None
         index += 1
         if found is None:  # infeasible by the strategy's own check: that is its evaluation
-            evaluated += 1
+            counts.evaluated += 1
             continue
         time_s, memory, refine = found
         if memory * _LOW > cap:
-            pruned += 1
+            counts.pruned += 1
             continue
         time_s *= _LOW
         score = p * time_s / batch if objective_cost else time_s
@@ -663,21 +662,20 @@ def fast_search(ctx: Context, ranking: Ranking, *, batch: int, devices: range, d
     top = ranking.top
     worst: list[float] = []  # max-heap (negated) of the `top` best scores evaluated so far
     best: dict[str, float] = {}
-    feasible = fitting = 0
     kept = []  # (candidate index, prediction) of the evaluated plans that fit
     while records:
         score, index, time_s, memory, spec, bounds, refine = heapq.heappop(records)
         plan_strategy = spec[1].strategy if spec[0] == "addon" else spec[1]
         threshold = -worst[0] if len(worst) >= top else _INF
         if score > threshold and time_s > best.get(plan_strategy, _INF):
-            pruned += 1
+            counts.pruned += 1
             continue
         if refine is not None:  # tighten the bound, and wait for the turn of the tighter one
             kind = spec[0]
             extra_s, extra_bytes, refine = _REFINE[plan_strategy if kind == "addon" else kind](bounds, refine)
             memory += extra_bytes
             if memory * _LOW > cap:
-                pruned += 1
+                counts.pruned += 1
                 continue
             if extra_s > 0 or refine is not None:
                 time_s += extra_s * _LOW
@@ -685,13 +683,8 @@ def fast_search(ctx: Context, ranking: Ranking, *, batch: int, devices: range, d
                 heapq.heappush(records, (score, index, time_s, memory, spec, bounds, refine))
                 continue
         pred = evaluate(ctx, spec_plan(spec, base), cap)
-        evaluated += 1
-        if not pred.feasible:
+        if not counts.tally(pred):
             continue
-        feasible += 1
-        if not pred.fits:
-            continue
-        fitting += 1
         kept.append((index, pred))
         exact = ranking.score(pred)
         if len(worst) < top:
@@ -703,4 +696,3 @@ def fast_search(ctx: Context, ranking: Ranking, *, batch: int, devices: range, d
     kept.sort(key=lambda item: item[0])
     for index, pred in kept:
         ranking.add(index, pred)
-    return evaluated, feasible, fitting, pruned

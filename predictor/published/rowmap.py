@@ -54,12 +54,7 @@ def load_rules(path: Union[str, Path] = RULES_FILE) -> dict[str, list[dict]]:
     data = read_yaml(path)
     if not isinstance(data, dict):
         raise UserError(f"{path}: must be a mapping with sections {', '.join(SECTIONS)}")
-    for rule in data.get("stacks") or []:
-        if not isinstance(rule, dict) or rule.get("stack") not in STACKS:
-            raise UserError(f"{path}: section stacks: rule {rule!r} must name a stack ({', '.join(STACKS)})")
-    for section in SECTIONS + ("stacks",):
-        if section == "stacks" and section not in data:
-            continue
+    for section in SECTIONS + (("stacks",) if "stacks" in data else ()):  # stacks: optional
         rules = data.get(section)
         if not isinstance(rules, list) or not all(isinstance(r, dict) for r in rules):
             raise UserError(f"{path}: section {section}: must be a list of rules")
@@ -70,6 +65,9 @@ def load_rules(path: Union[str, Path] = RULES_FILE) -> dict[str, list[dict]]:
                         re.compile(value)
                     except re.error as err:
                         raise UserError(f"{path}: {section}[{i}].{key}: bad pattern: {err}") from None
+    for i, rule in enumerate(data.get("stacks", [])):
+        if rule.get("stack") not in STACKS:
+            raise UserError(f"{path}: section stacks[{i}]: must name a stack ({', '.join(STACKS)})")
     return data
 
 

@@ -127,6 +127,27 @@ def _stages(ctx: Context, dtype: str, K: int, m: int) -> Stages:
         workspace_bytes=[2 * max(ctx.layers[i].output_elems for i in range(a, z)) * act for a, z in bounds])
 
 
+@dataclass(frozen=True)
+class Devices:
+    """Per device, the chunks it holds (chunk j on device j mod K: one chunk each unless interleaved) and their
+    totals: forward and backward seconds per micro-batch, parameters and parameter tensors."""
+
+    chunks: list[list[int]]
+    fwd_s: list[float]
+    bwd_s: list[float]
+    params: list[float]
+    tensors: list[int]
+
+
+def _devices(ctx: Context, st: Stages, K: int, v: int) -> Devices:
+    chunks = [list(range(k, K * v, K)) for k in range(K)]
+    return Devices(chunks=chunks,
+                   fwd_s=[sum(st.fwd_s[j] for j in c) for c in chunks],
+                   bwd_s=[sum(st.bwd_total_s[j] for j in c) for c in chunks],
+                   params=[sum(st.params[j] for j in c) for c in chunks],
+                   tensors=[sum(sum(ctx.param_tensors[a:z]) for a, z in (st.bounds[j] for j in c)) for c in chunks])
+
+
 def _in_flight(plan: Plan, k: int) -> int:
     """Micro-batches (interleaved: chunk micro-batches) device k holds saved tensors for (module docstring)."""
     K, S, v = plan.stages, plan.micro_batches, plan.virtual_stages
@@ -154,12 +175,10 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     dtype = plan.dtype
     act = ctx.act_size(dtype)
     st: Stages = ctx.cached(("stages", dtype, K * v, m), lambda: _stages(ctx, dtype, K * v, m))
-    # the chunks each device holds: chunk j on device j mod K (one chunk per device unless interleaved)
-    devices = [list(range(k, K * v, K)) for k in range(K)]
-    dev_fwd = [sum(st.fwd_s[j] for j in chunks) for chunks in devices]
-    dev_bwd = [sum(st.bwd_total_s[j] for j in chunks) for chunks in devices]
-    F = max(dev_fwd)
-    Bw = max(dev_bwd)
+    dev: Devices = ctx.cached(("pipe-devices", dtype, K, v, m), lambda: _devices(ctx, st, K, v))
+    devices, dev_params, dev_tensors = dev.chunks, dev.params, dev.tensors
+    F = max(dev.fwd_s)
+    Bw = max(dev.bwd_s)
     pred.compute_fwd_s, pred.compute_bwd_s = S * F, S * Bw
     pred.bubble_s = (K - 1) * (F + Bw) / v
     if plan.recompute:
@@ -177,8 +196,6 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
 
     p2p = ctx.cached(("p2p", dtype, K, v, m, dpn), slowest_p2p)
     pred.comm_exposed_s["pipeline_p2p"] = 2 * (v * S + K - 2) * p2p if K > 1 else 0.0
-    dev_params = [sum(st.params[j] for j in chunks) for chunks in devices]
-    dev_tensors = [sum(sum(ctx.param_tensors[a:z]) for a, z in (st.bounds[j] for j in chunks)) for chunks in devices]
     pred.update_s = ctx.cached(("pipe-update", dtype, K, v, m, plan.optimizer),
                                lambda: max(ctx.update_s(p, plan.optimizer, dtype, t)
                                            for p, t in zip(dev_params, dev_tensors)))

@@ -235,13 +235,18 @@ def _head(rng: random.Random, b: _Builder, classes: int) -> None:
         b.flatten()
     low, high = RANGES["head_hidden_linear"]
     for _ in range(rng.randint(low, high)):
-        b.linear(b.width(_log_int(rng, 3, 1024)))
-        if rng.random() < 0.2:
-            b.simple("batchnorm")
-        b.simple("relu")
-        if rng.random() < 0.2:
-            b.add("dropout", b.shape, p=0.1)
+        _hidden_linear(rng, b, batchnorm_p=0.2, dropout_p=0.2)
     b.linear(classes)
+
+
+def _hidden_linear(rng: random.Random, b: _Builder, batchnorm_p: float, dropout_p: float) -> None:
+    """A hidden linear layer of random width, [batch norm], relu, [dropout]."""
+    b.linear(b.width(_log_int(rng, *RANGES["width"])))
+    if rng.random() < batchnorm_p:
+        b.simple("batchnorm")
+    b.simple("relu")
+    if rng.random() < dropout_p:
+        b.add("dropout", b.shape, p=0.1)
 
 
 def _image(rng: random.Random, key: str, multiple: int) -> int:
@@ -302,12 +307,7 @@ def _mlp(rng: random.Random, even: bool, classes: int) -> _Builder:
     b.flatten()
     layers = rng.randint(*RANGES["mlp_linear"])
     for _ in range(layers - 1):
-        b.linear(b.width(_log_int(rng, *RANGES["width"])))
-        if rng.random() < 0.3:
-            b.simple("batchnorm")
-        b.simple("relu")
-        if rng.random() < 0.15:
-            b.add("dropout", b.shape, p=0.1)
+        _hidden_linear(rng, b, batchnorm_p=0.3, dropout_p=0.15)
     b.linear(classes)
     return b
 
