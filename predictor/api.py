@@ -172,15 +172,17 @@ def default_plans(graph: ModelGraph, strategy: str, batch: int, devices: int, de
                   dtype: str = "fp32", optimizer: str = "sgd", micro_batches: int | None = None,
                   inner: int | None = None, framework: str = "ddp", synthetic_data: bool = False,
                   stack: str = DEFAULT_STACK, schedule: str = "gpipe", virtual_stages: int = 1,
-                  zero_stage: int = 0) -> list[Plan]:
+                  zero_stage: int = 0, sequence_parallel: bool = False) -> list[Plan]:
     """The plans `predictor run` evaluates for one strategy name: the pure strategy over all devices;
     hybrids with the model-parallel group = one node (`inner`, ParaDL's df/ds mapping); pipeline with
     every micro-batch count that divides the per-pipeline batch (or just `micro_batches`)."""
     from predictor.outofcore_strategies import addon_plans
-    if framework != "ddp" or synthetic_data or stack != DEFAULT_STACK or schedule != "gpipe" or zero_stage:
+    if (framework != "ddp" or synthetic_data or stack != DEFAULT_STACK or schedule != "gpipe" or zero_stage
+            or sequence_parallel):
         return [replace(p, framework=framework, synthetic_data=synthetic_data, stack=stack, **(
             dict(schedule=schedule, virtual_stages=virtual_stages if schedule == "interleaved" else 1)
-            if p.stages > 1 else {}), **(dict(zero_stage=zero_stage) if p.strategy == "data" else {}))
+            if p.stages > 1 else {}), **(dict(zero_stage=zero_stage) if p.strategy == "data" else {}),
+            **(dict(sequence_parallel=True) if sequence_parallel and p.p_tensor > 1 else {}))
             for p in default_plans(
             graph, strategy, batch, devices, devices_per_node, dtype, optimizer, micro_batches, inner)]
     if strategy in ADDON_STRATEGIES:  # out-of-core, recompute, cooperative (predictor/outofcore_strategies.py)
@@ -202,6 +204,8 @@ def default_plans(graph: ModelGraph, strategy: str, batch: int, devices: int, de
         return [Plan("filter", devices=devices, p_filter=devices, **base)]
     if strategy == "channel":
         return [Plan("channel", devices=devices, p_channel=devices, **base)]
+    if strategy == "tensor":
+        return [Plan("tensor", devices=devices, p_tensor=devices, **base)]
     if strategy in ("pipeline", "data+pipeline"):
         stages = devices if strategy == "pipeline" else g
         p_data = devices // stages
@@ -218,6 +222,8 @@ def default_plans(graph: ModelGraph, strategy: str, batch: int, devices: int, de
         return [Plan(strategy, devices=devices, p_data=devices // g, p_filter=g, **base)]
     if strategy == "data+channel":
         return [Plan(strategy, devices=devices, p_data=devices // g, p_channel=g, **base)]
+    if strategy == "data+tensor":
+        return [Plan(strategy, devices=devices, p_data=devices // g, p_tensor=g, **base)]
     raise UserError(f"unknown strategy {strategy!r}; known: all, {', '.join(ALL_STRATEGIES)}")
 
 
@@ -260,7 +266,7 @@ def predict_all(graph: ModelGraph, batch: int, devices: int, cost_model: CostMod
                 optimizer: str = "sgd", micro_batches: int | None = None, interval: bool = True,
                 device_memory_bytes: float | None = None, framework: str = "ddp",
                 synthetic_data: bool = False, stack: str = DEFAULT_STACK, schedule: str = "gpipe",
-                virtual_stages: int = 1, zero_stage: int = 0) -> list[Prediction]:
+                virtual_stages: int = 1, zero_stage: int = 0, sequence_parallel: bool = False) -> list[Prediction]:
     """One prediction per strategy (for pipelines, the best micro-batch count), ranked. A strategy the
     profile cannot cost (missing coefficient) comes back infeasible with the message; if none can be
     costed, that UserError is raised."""
@@ -276,7 +282,8 @@ def predict_all(graph: ModelGraph, batch: int, devices: int, cost_model: CostMod
     for name in strategies:
         plans = default_plans(graph, name, batch, devices, dpn, dtype, optimizer, micro_batches, framework=framework,
                               synthetic_data=synthetic_data, stack=stack, schedule=schedule,
-                              virtual_stages=virtual_stages, zero_stage=zero_stage)
+                              virtual_stages=virtual_stages, zero_stage=zero_stage,
+                              sequence_parallel=sequence_parallel)
         try:
             preds = [evaluate(ctx, p, device_memory_bytes) for p in plans]
             best = rank(preds)[0]

@@ -52,6 +52,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--zero", type=int, default=0, choices=(0, 1, 2, 3),
                         help="sharded data parallelism for the data strategy: ZeRO stage 1 (optimizer state), "
                              "2 (+ gradients), 3 (+ parameters, as FSDP); 0 = DDP (default)")
+    parser.add_argument("--sequence-parallel", action="store_true",
+                        help="tensor strategies: Megatron's sequence parallelism (reduce-scatter + all-gather instead "
+                             "of all-reduce; norms, dropout and residuals split over tokens)")
     parser.add_argument("--schedule", default="gpipe", choices=PIPELINE_SCHEDULES,
                         help="pipeline schedule: gpipe (default), 1f1b (PipeDream-Flush, Megatron-LM), interleaved "
                              "(1F1B with --virtual-stages chunks per device)")
@@ -134,7 +137,7 @@ def run(args) -> int:
                         dtype=args.dtype, optimizer=args.optimizer, micro_batches=args.micro_batches,
                         device_memory_bytes=cap, framework=args.framework, synthetic_data=args.synthetic_data,
                         stack=args.stack, schedule=args.schedule, virtual_stages=args.virtual_stages,
-                        zero_stage=args.zero)
+                        zero_stage=args.zero, sequence_parallel=args.sequence_parallel)
     if args.strategy != "all" and not preds[0].feasible:
         raise UserError(f"{args.strategy} on {args.gpus} devices with batch {args.batch}: {preds[0].reason}")
     meta = {"profile": str(path), "profile_provenance": cm.provenance, "model": graph.name, "batch": args.batch,
@@ -171,6 +174,9 @@ def run(args) -> int:
     from predictor.outofcore_strategies import breakdown  # swap / recompute / planner choices (out-of-core)
     for line in filter(None, map(breakdown, preds)):
         console.print(line)
+    for pred in preds:  # which linears tensor parallelism splits and which it leaves replicated
+        if pred.feasible and "tensor_notes" in pred.details:
+            console.print(f"{pred.plan.strategy} ({pred.plan.describe()}): {pred.details['tensor_notes']}")
     best = next((p for p in preds if p.feasible), None)
     if best is not None:
         console.print(memory_table(best))

@@ -116,6 +116,8 @@ def plan_for(run: SuiteRun, graph, devices_per_node: int, segments: int):
         "pipeline": dict(stages=run.ranks, micro_batches=run.micro_batches),
         "data+spatial": dict(p_data=run.ranks // p_model, p_spatial=p_model, spatial_split=split(p_model)),
         "data+filter": dict(p_data=run.ranks // p_model, p_filter=p_model),
+        "tensor": dict(p_tensor=run.ranks),
+        "data+tensor": dict(p_data=run.ranks // p_model, p_tensor=p_model),
     }
     extra = (("checkpoint_segments", segments),) if "recompute" in run.addons else ()
     return Plan(name, **base, **table[run.strategy], extra=extra)

@@ -12,6 +12,9 @@ device layout. Strategies are named; hybrids are a data-parallel outer split tim
                       p_data x (inner degree) = devices; inner groups are contiguous ranks (inside a node
                       when they fit), data groups are strided across nodes (ParaDL df/ds mapping,
                       ParaDL tech report §V-A; docs/method.md §7)
+    tensor            p_tensor = devices: Megatron-LM column/row-parallel linear pairs (predictor.strategies.tensor),
+                      `sequence_parallel` for its sequence-parallel variant
+    data+tensor       p_data x p_tensor = devices, tensor groups inside a node
     spatial-then-data per-layer mix: the first `spatial_layers` layers spatial over p_spatial devices,
                       the rest data parallel over all devices (all-to-all at the switch)
 
@@ -27,7 +30,7 @@ from typing import Any, Optional
 
 STRATEGIES = (
     "serial", "data", "spatial", "filter", "channel", "pipeline",
-    "data+spatial", "data+filter", "data+channel", "data+pipeline", "spatial-then-data",
+    "data+spatial", "data+filter", "data+channel", "data+pipeline", "spatial-then-data", "tensor", "data+tensor",
 )
 #: strategies built on a base one (predictor.outofcore_strategies registers their evaluators)
 ADDON_STRATEGIES = ("serial+recompute", "data+recompute", "serial+offload", "data+offload", "outofcore",
@@ -60,6 +63,8 @@ class Plan:
     spatial_split: tuple[int, ...] = ()  # split factor per spatial dim, in shape order (D,)H,W; product = p_spatial
     p_filter: int = 1
     p_channel: int = 1
+    p_tensor: int = 1  # Megatron-LM tensor parallelism: column/row-parallel linear pairs split over p_tensor ranks
+    sequence_parallel: bool = False  # tensor: Korthikanti et al.'s sequence parallelism (RS + AG, split norms)
     stages: int = 1
     micro_batches: int = 1
     spatial_layers: Optional[int] = None  # spatial-then-data: layers [0, k) spatial; None = as many as can split
@@ -78,7 +83,7 @@ class Plan:
     @property
     def inner(self) -> int:
         """Devices in one model-parallel group (1 for pure data parallelism)."""
-        return self.p_spatial * self.p_filter * self.p_channel * self.stages
+        return self.p_spatial * self.p_filter * self.p_channel * self.p_tensor * self.stages
 
     @property
     def samples_per_group(self) -> float:
@@ -94,6 +99,8 @@ class Plan:
             parts.append(f"f{self.p_filter}")
         if self.p_channel > 1:
             parts.append(f"c{self.p_channel}")
+        if self.p_tensor > 1 or self.sequence_parallel:
+            parts.append(f"t{self.p_tensor}" + ("/sp" if self.sequence_parallel else ""))
         if self.stages > 1:
             parts.append(f"p{self.stages}/S{self.micro_batches}" + (
                 "" if self.schedule == "gpipe" else f"/{self.schedule}" + (

@@ -1,7 +1,8 @@
 """Search over strategies, hybrid splits, device counts (any integer) and micro-batch counts.
 
 For every device count P in the range and every divisor `inner` of P (the model-parallel group, the
-rest data parallel): data; data+filter / data+channel (filter / channel when inner = P); data+spatial
+rest data parallel): data; data+filter / data+channel (filter / channel when inner = P); data+tensor (tensor)
+for every inner that divides the widths of the column/row-parallel pairs; data+spatial
 and spatial-then-data for every factorisation of inner over the spatial dims; data+pipeline with every
 micro-batch count that divides the per-pipeline batch. Each candidate is a Plan evaluated by the same
 strategy models as `predictor run`, sharing one Context so per-layer costs, layer-range sums, collective
@@ -31,9 +32,10 @@ from predictor.outofcore_strategies import SEARCH_FAMILIES, search_candidates
 from predictor.plan import Plan, Prediction
 from predictor.strategies import evaluate
 from predictor.strategies.context import Context
+from predictor.strategies.tensor import tensor_split
 from profiler.errors import UserError
 
-SEARCH_STRATEGIES = ("data", "filter", "channel", "spatial", "pipeline", "spatial-then-data")
+SEARCH_STRATEGIES = ("data", "filter", "channel", "spatial", "pipeline", "spatial-then-data", "tensor")
 # add-on families (predictor/outofcore_strategies.py): recompute, outofcore, cooperative
 SEARCH_STRATEGIES += tuple(SEARCH_FAMILIES)
 
@@ -102,6 +104,8 @@ def candidate_specs(graph: ModelGraph, batch: int, devices: range, devices_per_n
     candidate and then the spatial-then-data one (those of the two the strategies ask for)."""
     nd = len(graph.input_shape) - 1
     want_spatial, want_mix = "spatial" in strategies, "spatial-then-data" in strategies
+    # tensor degrees: those dividing every split width of the column/row pairs (0: the graph has none)
+    tensor_widths = tensor_split(graph).width_gcd if "tensor" in strategies else 0
     for p in devices:
         for inner in divisors(p):
             p_data = p // inner
@@ -116,7 +120,9 @@ def candidate_specs(graph: ModelGraph, batch: int, devices: range, devices_per_n
                 yield ("filter", prefix + "filter", p, p_data, inner, None)
             if "channel" in strategies:
                 yield ("channel", prefix + "channel", p, p_data, inner, None)
-            if want_spatial or want_mix:
+            if tensor_widths and tensor_widths % inner == 0:
+                yield ("tensor", prefix + "tensor", p, p_data, inner, None)
+            if (want_spatial or want_mix) and nd >= 1:  # a (features,) input has no spatial dim to split
                 if grouped:
                     yield ("spatial-group", prefix + "spatial", p, p_data, inner, factorizations(inner, nd),
                            want_spatial, want_mix)
@@ -145,6 +151,8 @@ def spec_plan(spec: tuple, base: dict) -> Plan:
         return Plan(strategy, devices=p, p_data=p_data, p_filter=inner, **base)
     if kind == "channel":
         return Plan(strategy, devices=p, p_data=p_data, p_channel=inner, **base)
+    if kind == "tensor":
+        return Plan(strategy, devices=p, p_data=p_data, p_tensor=inner, **base)
     if kind == "spatial":
         return Plan(strategy, devices=p, p_data=p_data, p_spatial=inner, spatial_split=extra, **base)
     return Plan(strategy, devices=p, p_data=p_data, stages=inner, micro_batches=extra, **base)
@@ -153,7 +161,7 @@ def spec_plan(spec: tuple, base: dict) -> Plan:
 def candidates(graph: ModelGraph, batch: int, devices: range, devices_per_node: int, dtype: str,
                optimizer: str, strategies=SEARCH_STRATEGIES) -> Iterator[Plan]:
     """Every plan the search considers, in its order: for each device count P, each divisor `inner` of P that
-    leaves whole samples per replica: data (inner = 1); filter, channel, spatial and spatial-then-data over
+    leaves whole samples per replica: data (inner = 1); filter, channel, tensor (inner dividing its widths), spatial and spatial-then-data over
     every factorisation of inner, pipeline over every micro-batch count; then the add-on families."""
     base = dict(batch=batch, devices_per_node=devices_per_node, dtype=dtype, optimizer=optimizer)
     for spec in candidate_specs(graph, batch, devices, devices_per_node, dtype, optimizer, strategies):

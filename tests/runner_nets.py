@@ -54,3 +54,9 @@ def net2d_strided() -> ModelGraph:
     """Stride-2 and 1x1 convolutions (halo only before the slab for the stride-2 conv)."""
     return chain("strided2d", (3, 8, 8), [("conv", 4, 3, 1, 1), ("relu",), ("conv", 8, 3, 2, 1), ("bn",), ("relu",),
                                           ("conv", 8, 1, 1, 0), ("flatten",), ("linear", 4)])
+
+
+def mlp() -> ModelGraph:
+    """Two column/row-parallel pairs (8 -> 16 -> 12 and 12 -> 16 -> 8) and a replicated head (8 -> 4)."""
+    return chain("mlp", (8,), [("linear", 16), ("relu",), ("linear", 12), ("relu",), ("linear", 16), ("relu",),
+                               ("linear", 8), ("linear", 4)])

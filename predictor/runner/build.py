@@ -15,6 +15,7 @@ from predictor.runner.pipeline import PipelineReplica
 from predictor.runner.replica import Replica
 from predictor.runner.serial import SerialReplica
 from predictor.runner.spatial import SpatialReplica
+from predictor.runner.tensor import TensorReplica
 from profiler.errors import UserError
 
 TORCH_DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
@@ -56,6 +57,8 @@ def build_replica(cfg: RunConfig, graph: ModelGraph, device: str = "cpu", seed: 
         raise UserError(f"recompute/offload runs are implemented for serial and data, not {cfg.strategy}")
     if cfg.strategy == "pipeline":
         return PipelineReplica(layers, modules, model_group, p_model, cfg.micro_batches, cfg.stage_starts, graph)
+    if cfg.strategy in ("tensor", "data+tensor"):
+        return TensorReplica(graph, layers, modules, model_group, p_model, data_group, p_data)
     kind = {"spatial": SpatialReplica, "data+spatial": SpatialReplica, "filter": FilterReplica,
             "data+filter": FilterReplica, "channel": ChannelReplica}[cfg.strategy]
     return kind(layers, modules, model_group, p_model, data_group, p_data)

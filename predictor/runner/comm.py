@@ -76,6 +76,24 @@ class _AllReduceSum(torch.autograd.Function):
         return grad, None, None
 
 
+class _CopyToGroup(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, group):
+        ctx.group = group
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _all_reduce(grad.contiguous().clone(), ctx.group), None
+
+
+def copy_to_group(x: torch.Tensor, group) -> torch.Tensor:
+    """Identity forward; the backward all-reduces the gradient (Megatron-LM's "f" before a column-parallel
+    layer: each rank's dL/dx is a partial sum over its output features). Its conjugate "g" is
+    all_reduce_sum(y, group, "identity")."""
+    return _CopyToGroup.apply(x, group)
+
+
 def gather(x: torch.Tensor, dim: int, group, grad_mode: str) -> torch.Tensor:
     """All-gather equal chunks along `dim`; grad_mode "sum" or "slice" (see module docstring)."""
     return _Gather.apply(x, dim, group, grad_mode)

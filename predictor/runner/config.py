@@ -13,6 +13,8 @@ STRATEGIES = {
     "pipeline": (True, False),
     "data+spatial": (True, True),
     "data+filter": (True, True),
+    "tensor": (True, False),
+    "data+tensor": (True, True),
 }
 
 

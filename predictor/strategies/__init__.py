@@ -12,7 +12,7 @@ from typing import Callable
 
 from predictor.input_pipeline import exposed_input_s
 from predictor.plan import Plan, Prediction
-from predictor.strategies import channel, data, filter as filter_, pipeline, spatial
+from predictor.strategies import channel, data, filter as filter_, pipeline, spatial, tensor
 from predictor.strategies.context import Context, Infeasible
 
 Evaluator = Callable[[Context, Plan, Prediction], None]
@@ -29,6 +29,8 @@ EVALUATORS: dict[str, Evaluator] = {
     "data+channel": channel.evaluate,
     "data+pipeline": pipeline.evaluate,
     "spatial-then-data": spatial.evaluate,
+    "tensor": tensor.evaluate,
+    "data+tensor": tensor.evaluate,
 }
 
 
@@ -47,7 +49,7 @@ def _addon(name: str) -> Evaluator | None:
 def _check_layout(plan: Plan) -> None:
     if plan.batch < 1:
         raise Infeasible(f"batch {plan.batch} < 1")
-    for name in ("p_data", "p_spatial", "p_filter", "p_channel", "stages", "micro_batches", "devices"):
+    for name in ("p_data", "p_spatial", "p_filter", "p_channel", "p_tensor", "stages", "micro_batches", "devices"):
         if getattr(plan, name) < 1:
             raise Infeasible(f"{name} {getattr(plan, name)} < 1")
     if plan.p_data * plan.inner != plan.devices:

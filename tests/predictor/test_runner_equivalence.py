@@ -12,7 +12,7 @@ import torch
 from predictor.runner.build import build_replica
 from predictor.runner.config import RunConfig
 from predictor.runner.launch import spawn_ranks
-from tests.runner_nets import net2d, net2d_strided, net3d
+from tests.runner_nets import mlp, net2d, net2d_strided, net3d
 
 # spawns processes or ranks, or profiles real training steps: not in the fast inner loop (-m "not slow")
 pytestmark = pytest.mark.slow
@@ -81,6 +81,9 @@ CASES = [
     ("data", net2d(bn=False), 2, {"recompute_segments": 2}),
     ("data+spatial", net2d(bn=False), 4, {"p_model": 2}),
     ("data+filter", net2d(bn=False), 4, {"p_model": 2}),
+    ("tensor", mlp(), 2, {}),
+    ("tensor", mlp(), 4, {}),
+    ("data+tensor", mlp(), 4, {"p_model": 2}),
     ("spatial", net2d(), 2, {"model": "tiny2d-broken"}),  # control: the check catches a missing halo
 ]
 

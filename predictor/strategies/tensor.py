@@ -1,0 +1,264 @@
+"""Tensor parallelism as Megatron-LM runs it, and data x tensor (Shoeybi et al. 2019 §3; Korthikanti et al. 2022
+§4.2; docs/method.md §14a).
+
+**Pairs.** A `linear` layer whose input is replicated is *column-parallel*: each of the p = p_tensor ranks holds
+F/p of its output features (weight rows and bias), and its output stays split. Element-wise layers whose inputs
+are all split (ReLU, GELU, SiLU, dropout, a SwiGLU product, ...) act on the split features locally. A `linear`
+reading a split tensor through at least one of them is *row-parallel*: it holds the matching K/p input features of its weight, produces a
+partial sum of the whole output, and the partial sums are all-reduced (its bias is added once, after the sum,
+and is replicated). `tensor_split` finds these regions in any ModelGraph; a linear whose split output would
+reach anything else (a loss, a non-element-wise layer, a replicated operand) is left replicated, and so is every
+other layer. Per region:
+
+    forward:  all-reduce of each row layer's output y          S = n·|y|·δ   (Megatron's "g")
+    backward: all-reduce of dL/dx for each distinct input x of the region's column layers, S = n·|x|·δ ("f")
+              (none when x is the model input: no gradient is needed)
+
+so an MLP block (Linear h->4h, activation, Linear 4h->h) costs 1 + 1 all-reduces of n·h·δ and a transformer
+layer (its attention block a second pair) 2 + 2, as the Megatron paper counts them (§3, Fig. 4).
+
+**Sequence parallelism** (plan.sequence_parallel; Korthikanti et al. §4.2.2): the tensors between pairs are split
+over tokens (over samples for per-sample (features,) tensors) instead of replicated. Each all-reduce becomes
+a reduce-scatter + all-gather of the same tensor: forward all-gather of a column input and reduce-scatter of a row
+output, backward all-gather of the row's dL/dy and reduce-scatter of the column's dL/dx. Token-wise layers
+(layer norm, dropout, residual add, activations) fed by a row run on 1/p of the tokens: compute and saved
+activations /p. A sequence-split tensor read by any other layer is all-gathered first (forward only: the reader
+is replicated, its gradient is the same on every rank); a replicated tensor (not the model input) joining a
+sequence-split one is sliced, and its gradient all-gathered in backward. Not modelled: Megatron re-gathers the
+column's saved sequence-split input during backward for the weight gradient, behind the dL/dx GEMM.
+
+**Costs.** Compute: every layer at its per-device shape through the profile (LayerCoster): column and inside
+layers at F/p (layercost.Split filter_div, as filter parallelism), row layers at K/p (channel_div, as channel
+parallelism), replicated layers whole. Parameters: column /p, row weight /p + bias, replicated whole; data x
+tensor all-reduces each rank's slices over the p_data replicas (strided across nodes, as the other hybrids).
+Memory: outputs of column and inside layers /p, everything else whole (sequence-split tensors /p).
+
+**Against ParaDL's filter and channel parallelism** (strategies.filter, strategies.channel): a column layer is
+filter parallelism of one linear and a row layer is channel parallelism of the next, and the compute splits are
+the same. ParaDL applies one kind to every layer, so filter parallelism all-gathers every layer's input in
+forward and channel parallelism all-reduces every layer's output; a Megatron pair keeps the split between the two
+layers and needs one all-reduce per pair in each direction, and leaves the layers it cannot pair replicated.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from predictor.graph import ModelGraph
+from predictor.layercost import Split
+from predictor.layout import data_nodes, inner_nodes
+from predictor.plan import Plan, Prediction
+from predictor.strategies.context import Context, Infeasible
+from predictor.strategies.data import local_batch
+
+#: element-wise layers that act on a feature-split tensor locally (every input split the same way)
+SPLIT_THROUGH = ("relu", "gelu", "silu", "sigmoid", "tanh", "dropout", "mul", "add")
+#: layers that act on each token (sample) on its own: sequence parallelism splits them over tokens
+TOKENWISE = ("layernorm", "rmsnorm", "dropout", "add", "relu", "gelu", "silu", "sigmoid", "tanh")
+VIEWS = ("flatten",)
+
+
+@dataclass(frozen=True)
+class TensorSplit:
+    """The column/row-parallel regions of one graph (`tensor_split`). Indices are graph layer indices;
+    tensors are named by their producer (-1 = the model input)."""
+
+    columns: tuple[int, ...]  # column-parallel linears (output features split)
+    rows: tuple[int, ...]  # row-parallel linears (input features split, output all-reduced)
+    inside: tuple[int, ...]  # element-wise layers between them, on split features
+    column_inputs: tuple[int, ...]  # distinct tensors the column layers read (the "f" operators)
+    replicated_linears: tuple[int, ...]  # linears left whole (no partner)
+    width_gcd: int  # gcd of every split feature count: p_tensor must divide it (0: nothing to split)
+
+    @property
+    def split(self) -> frozenset[int]:
+        """Layers whose output is split over the tensor group."""
+        return frozenset(self.columns + self.inside)
+
+
+def _producers(graph: ModelGraph) -> list[tuple[int, ...]]:
+    """Per layer, the producers of its inputs (-1 = model input; views resolve to what they alias), as
+    strategies.context.Context.producer resolves them."""
+    index = {l.name: i for i, l in enumerate(graph.layers)}
+
+    def producer(name: str) -> int:
+        while name:
+            i = index[name]
+            if graph.layers[i].op not in VIEWS:
+                return i
+            name = graph.layers[i].inputs[0] if graph.layers[i].inputs else ""
+        return -1
+
+    return [tuple(producer(n) for n in (l.inputs or ("",))) for l in graph.layers]
+
+
+def tensor_split(graph: ModelGraph) -> TensorSplit:
+    """Megatron's column/row pairs of `graph` (module docstring). A fixed point: every linear starts as a
+    column candidate; a candidate whose split output reaches a layer that cannot take it (or leaves the graph)
+    is barred and the walk repeats, until every split tensor ends in row layers. A column must reach its row
+    through at least one element-wise layer (Megatron splits the first GEMM so that its GeLU, or the attention
+    core, runs on the split without communication): two linears back to back are not paired."""
+    layers = graph.layers
+    inputs = _producers(graph)
+    read: set[int] = {p for i, srcs in enumerate(inputs) if layers[i].op not in VIEWS for p in srcs}
+    barred: set[int] = set()
+    while True:
+        origin: dict[int, frozenset[int]] = {}  # split tensor -> the columns it comes from
+        columns, rows, inside, bad = [], [], [], set()
+        for i, layer in enumerate(layers):
+            if layer.op in VIEWS:
+                continue
+            srcs = inputs[i]
+            split_in = [s for s in srcs if s in origin]
+            if not split_in:
+                if layer.op == "linear" and i not in barred:
+                    columns.append(i)
+                    origin[i] = frozenset((i,))
+                continue
+            came_from = frozenset().union(*(origin[s] for s in split_in))
+            if layer.op == "linear" and len(srcs) == 1 and srcs[0] in columns:
+                bad |= came_from  # two linears in a row: no element-wise layer between to run on the split
+            elif layer.op == "linear" and len(srcs) == 1:
+                rows.append(i)
+            elif layer.op in SPLIT_THROUGH and len(split_in) == len(srcs):
+                inside.append(i)
+                origin[i] = came_from
+            else:
+                bad |= came_from
+        for t, came_from in origin.items():
+            if t not in read:  # a split tensor nobody reads in split form: the graph's output
+                bad |= came_from
+        if not bad:
+            break
+        barred |= bad
+    column_inputs = tuple(dict.fromkeys(inputs[i][0] for i in columns))
+    widths = [layers[i].output_shape[-1] for i in columns + inside] + [layers[i].input_shape[-1] for i in rows]
+    return TensorSplit(tuple(columns), tuple(rows), tuple(inside), column_inputs,
+                       tuple(i for i, l in enumerate(layers) if l.op == "linear" and i not in columns and i not in rows),
+                       math.gcd(*widths) if columns else 0)
+
+
+def local_parameters(graph: ModelGraph, ts: TensorSplit, p: int) -> list[float]:
+    """Parameters each layer keeps on one rank: columns /p, row weights /p with the whole bias, others whole."""
+    out = []
+    for i, layer in enumerate(graph.layers):
+        if i in ts.columns:
+            out.append(layer.params / p)
+        elif i in ts.rows:
+            weight = math.prod(layer.weight_shape) if layer.weight_shape else layer.params
+            out.append(weight / p + (layer.params - weight))
+        else:
+            out.append(float(layer.params))
+    return out
+
+
+@dataclass(frozen=True)
+class SequenceSplit:
+    """Sequence parallelism's token-split tensors and the collectives at their edges (module docstring)."""
+
+    tokens: frozenset[int]  # layers whose output is split over tokens: the rows and token-wise layers after them
+    exits: tuple[int, ...]  # token-split tensors a replicated layer reads: all-gathered in forward
+    entries: tuple[int, ...]  # replicated tensors (not the model input) sliced into a token-split layer
+
+
+def sequence_split(graph: ModelGraph, ts: TensorSplit) -> SequenceSplit:
+    inputs = _producers(graph)
+    tokens: set[int] = set()
+    exits: dict[int, None] = {}
+    entries: dict[int, None] = {}
+    region = ts.split
+    for i, layer in enumerate(graph.layers):
+        if layer.op in VIEWS:
+            continue
+        srcs = inputs[i]
+        if i in ts.rows:
+            tokens.add(i)
+        elif i in region:
+            continue
+        elif layer.op in TOKENWISE and any(s in tokens for s in srcs):
+            tokens.add(i)
+            entries.update((s, None) for s in srcs if s not in tokens and s >= 0)
+        elif i not in ts.columns:
+            exits.update((s, None) for s in srcs if s in tokens)
+    return SequenceSplit(frozenset(tokens), tuple(exits), tuple(entries))
+
+
+def _check_degree(ctx: Context, ts: TensorSplit, p: int) -> None:
+    if not ts.columns:
+        raise Infeasible("no linear -> linear pair (column- then row-parallel) to split by tensor parallelism")
+    if ts.width_gcd % p:
+        layers = ctx.layers
+        for i in ts.columns + ts.inside + ts.rows:
+            width = layers[i].input_shape[-1] if i in ts.rows else layers[i].output_shape[-1]
+            if width % p:
+                raise Infeasible(f"p_tensor {p} does not divide the {width} features of layer {layers[i].name}")
+
+
+def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
+    p, sp = plan.p_tensor, plan.sequence_parallel
+    n = local_batch(plan)
+    ts: TensorSplit = ctx.cached(("tensor-split",), lambda: tensor_split(ctx.graph))
+    _check_degree(ctx, ts, p)
+    seq: SequenceSplit | None = ctx.cached(("sequence-split",), lambda: sequence_split(ctx.graph, ts)) if sp else None
+    act = ctx.act_size(plan.dtype)
+    region, rows = ts.split, set(ts.rows)
+    tokens = seq.tokens if seq is not None and p > 1 else frozenset()
+    by_features, by_inputs = Split(n, filter_div=p), Split(n, channel_div=p)
+    whole, token_share = Split(n), Split(-(-n // p))
+
+    def split_of(i: int) -> Split:
+        if i in region:
+            return by_features
+        if i in rows:
+            return by_inputs
+        return token_share if i in tokens else whole
+
+    fwd, bwd, bwd_list = ctx.compute(plan.dtype, ("tensor", n, p, sp), range(ctx.n_layers), split_of)
+    pred.compute_fwd_s, pred.compute_bwd_s = fwd, bwd
+
+    nodes = inner_nodes(p, plan.p_data, plan.devices_per_node)
+    coll = ctx.collective
+    size = lambda t: n * ctx.tensor_elems(t) * act  # noqa: E731 - bytes of tensor t on one rank
+    if seq is None:
+        fwd_s = sum(coll("allreduce", size(i), p, nodes) for i in ts.rows)
+        bwd_s = sum(coll("allreduce", size(t), p, nodes) for t in ts.column_inputs if t >= 0)
+    else:
+        fwd_s = sum(coll("reduce_scatter", size(i), p, nodes) for i in ts.rows) + sum(
+            coll("allgather", size(t), p, nodes) for t in ts.column_inputs if t in tokens) + sum(
+            coll("allgather", size(t), p, nodes) for t in seq.exits)
+        bwd_s = sum(coll("allgather", size(i), p, nodes) for i in ts.rows) + sum(
+            coll("reduce_scatter", size(t), p, nodes) if t in tokens else coll("allreduce", size(t), p, nodes)
+            for t in ts.column_inputs if t >= 0) + sum(coll("allgather", size(t), p, nodes) for t in seq.entries)
+    pred.comm_exposed_s["layer_collective"] = fwd_s + bwd_s
+    names = lambda idx: [ctx.layers[i].name for i in idx]  # noqa: E731
+    pred.details.update(tensor_fwd_collective_s=fwd_s, tensor_bwd_collective_s=bwd_s, nodes_inner_group=nodes,
+                        column_parallel=names(ts.columns), row_parallel=names(ts.rows),
+                        replicated_linears=names(ts.replicated_linears),
+                        tensor_notes=(f"{len(ts.rows)} row-parallel linear(s) after {len(ts.columns)} column-parallel; "
+                                      + (f"replicated: {', '.join(names(ts.replicated_linears))} and every "
+                                         "non-linear layer outside the pairs" if ts.replicated_linears else
+                                         "every layer outside the pairs replicated")))
+
+    local = ctx.cached(("tensor-params", p), lambda: local_parameters(ctx.graph, ts, p))
+    local_params = sum(local)
+    pred.update_s = ctx.update_s(local_params, plan.optimizer, plan.dtype)
+    divisors = ctx.cached(("tensor-divisors", p), lambda: tuple(
+        ctx.params[i] / x if x else 1 for i, x in enumerate(local)))
+    d_nodes = data_nodes(plan.p_data, p, plan.devices_per_node)
+    exposed, hidden = ctx.gradient_sync(range(ctx.n_layers), bwd_list, divisors, plan.p_data, d_nodes,
+                                        plan.bucket_bytes, plan.framework)
+    pred.comm_exposed_s["gradient"], pred.comm_hidden_s["gradient"] = exposed, hidden
+    ctx.set_parameters(pred, local_params, plan, plan.p_data)
+
+    sliced = region | tokens
+
+    def share(t) -> float:
+        return 1.0 / p if t.producer in sliced else 1.0
+
+    key = ("tensor", p, sp)
+    pred.activations_bytes = n * ctx.saved_bytes_per_sample(plan.dtype, key, share)
+    pred.workspace_bytes = n * ctx.workspace_per_sample(plan.dtype, key, share,
+                                                        lambda i: 1.0 / p if i in sliced else 1.0)
+    if seq is not None and p > 1:  # the gathered (full) tensor before a column or a replicated reader
+        gathered = [t for t in ts.column_inputs if t in tokens] + list(seq.exits)
+        pred.comm_buffers_bytes += max((size(t) for t in gathered), default=0.0)

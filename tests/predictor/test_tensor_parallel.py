@@ -1,0 +1,203 @@
+"""Tensor parallelism (predictor.strategies.tensor) against the Megatron-LM papers' counts: per MLP block one
+all-reduce of b·s·h elements in forward and one in backward, per transformer layer two and two (Shoeybi et al.
+2019 §3, Fig. 4); with sequence parallelism each all-reduce a reduce-scatter + all-gather (Korthikanti et al. 2022
+§4.2.2); weights and activations per device; tp = 1 equals serial; the pairs found in a graph."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from predictor.api import load_model, predict, predict_all
+from predictor.graph import Layer, ModelGraph
+from predictor.plan import Plan
+from predictor.strategies.tensor import tensor_split
+from predictor.synthetic import SyntheticCostModel
+
+H, N = 64, 8  # hidden size, samples per iteration
+FP32 = 4
+
+
+def _graph(name: str, items: list[tuple]) -> ModelGraph:
+    """items: (name, op, out features or None = same, inputs or None = the previous layer)."""
+    shapes, layers, previous = {"": (H,)}, [], ""
+    for lname, op, out, inputs in items:
+        inputs = tuple(inputs) if inputs else (previous,)
+        x = shapes[inputs[0]]
+        y = (out,) if out else x
+        weight = (out, x[0]) if op == "linear" else ()
+        params = out * x[0] + out if op == "linear" else 0
+        flop = 2.0 * params if op == "linear" else float(y[0])
+        layers.append(Layer(lname, op, x, y, weight, params, flops_fwd=flop, flops_bwd_data=flop,
+                            flops_bwd_weight=flop if params else 0.0, inputs=inputs))
+        shapes[lname], previous = y, lname
+    return ModelGraph(name, (H,), tuple(layers))
+
+
+def mlp_block(prefix: str = "", first_input: str | None = None) -> list[tuple]:
+    """Linear h -> 4h, ReLU, Linear 4h -> h, residual add (Megatron's MLP block)."""
+    return [(f"{prefix}fc1", "linear", 4 * H, [first_input] if first_input is not None else None),
+            (f"{prefix}act", "relu", None, None), (f"{prefix}fc2", "linear", H, None),
+            (f"{prefix}res", "add", None, [f"{prefix}fc2", first_input or ""])]
+
+
+def transformer_layer(prefix: str, x: str) -> list[tuple]:
+    """A transformer layer with a stand-in attention core (dropout over the QKV features: the heads' score and
+    context products are not graph ops yet): LN, QKV h -> 3h, core, out-projection 3h -> h, residual add, LN,
+    MLP block."""
+    return [(f"{prefix}ln1", "layernorm", None, [x]), (f"{prefix}qkv", "linear", 3 * H, None),
+            (f"{prefix}core", "dropout", None, None), (f"{prefix}proj", "linear", H, None),
+            (f"{prefix}res1", "add", None, [f"{prefix}proj", x]), (f"{prefix}ln2", "layernorm", None, None),
+            (f"{prefix}fc1", "linear", 4 * H, None), (f"{prefix}act", "relu", None, None),
+            (f"{prefix}fc2", "linear", H, None), (f"{prefix}res2", "add", None, [f"{prefix}fc2", f"{prefix}res1"])]
+
+
+class Recording(SyntheticCostModel):
+    """The synthetic machine, remembering every collective the strategy asks it to cost."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.calls: list[tuple[str, float, int]] = []
+
+    def collective_time_s(self, op, size_bytes, group, nodes):
+        self.calls.append((op, size_bytes, group))
+        return super().collective_time_s(op, size_bytes, group, nodes)
+
+
+def _tensor(graph, p, sp=False, cm=None, p_data=1, **kw):
+    cm = cm or Recording()
+    plan = Plan("data+tensor" if p_data > 1 else "tensor", batch=N, devices=p * p_data, devices_per_node=8,
+                p_tensor=p, p_data=p_data, sequence_parallel=sp, **kw)
+    pred = predict(graph, plan, cm, interval=False)
+    return pred, cm
+
+
+def _expected_s(cm, ops) -> float:
+    return sum(cm.collective_time_s(op, size, g, 1) for op, size, g in ops)
+
+
+BH = N * H * FP32  # b·s·h elements in bytes: one per-sample hidden vector of every sample
+
+
+def test_mlp_block_one_allreduce_each_way():
+    graph = _graph("mlp", [("emb", "linear", H, None)] + mlp_block(first_input="emb") + [("head", "linear", 10, None)])
+    ts = tensor_split(graph)
+    assert [graph.layers[i].name for i in ts.columns] == ["fc1"]
+    assert [graph.layers[i].name for i in ts.rows] == ["fc2"]
+    assert [graph.layers[i].name for i in ts.replicated_linears] == ["emb", "head"]
+    pred, cm = _tensor(graph, 4)
+    assert sorted(set(cm.calls)) == [("allreduce", BH, 4)]  # g: the row's output; f: dL/dx of fc1's input
+    assert pred.details["tensor_fwd_collective_s"] == pytest.approx(_expected_s(cm, [("allreduce", BH, 4)]))
+    assert pred.details["tensor_bwd_collective_s"] == pytest.approx(_expected_s(cm, [("allreduce", BH, 4)]))
+    assert pred.comm_exposed_s["gradient"] == 0.0  # no gradient exchange inside the tensor group
+
+
+def test_transformer_layer_two_allreduces_each_way():
+    graph = _graph("gpt-ish", [("emb", "linear", H, None)] + transformer_layer("l0.", "emb")
+                   + transformer_layer("l1.", "l0.res2") + [("head", "linear", 10, None)])
+    pred, cm = _tensor(graph, 2)
+    per_direction = [("allreduce", BH, 2)] * 4  # 2 per layer, 2 layers
+    assert pred.details["tensor_fwd_collective_s"] == pytest.approx(_expected_s(cm, per_direction))
+    assert pred.details["tensor_bwd_collective_s"] == pytest.approx(_expected_s(cm, per_direction))
+    ts = tensor_split(graph)
+    assert len(ts.columns) == len(ts.rows) == 4 and len(ts.column_inputs) == 4
+
+
+def test_sequence_parallel_replaces_each_allreduce_by_reduce_scatter_and_allgather():
+    graph = _graph("gpt-ish", [("emb", "linear", H, None)] + transformer_layer("l0.", "emb")
+                   + transformer_layer("l1.", "l0.res2") + [("head", "linear", 10, None)])
+    cm = Recording()
+    pred, _ = _tensor(graph, 2, sp=True, cm=cm)
+    rs, ag, ar = ("reduce_scatter", BH, 2), ("allgather", BH, 2), ("allreduce", BH, 2)
+    # forward: every row reduce-scatters (4); the columns whose input is token-split all-gather it: layer 0's
+    # attention reads ln1(emb), which is replicated (emb comes before any row), the other 3 columns all-gather;
+    # the head all-gathers the last residual
+    assert pred.details["tensor_fwd_collective_s"] == pytest.approx(_expected_s(cm, [rs] * 4 + [ag] * 3 + [ag]))
+    # backward: every row all-gathers dL/dy (4); the 3 token-split column inputs reduce-scatter dL/dx, layer 0's
+    # replicated one all-reduces it; emb's output, sliced into the first residual add, all-gathers its gradient
+    assert pred.details["tensor_bwd_collective_s"] == pytest.approx(
+        _expected_s(cm, [ag] * 4 + [rs] * 3 + [ar] + [ag]))
+    plain, _ = _tensor(graph, 2)
+    assert pred.activations_bytes < plain.activations_bytes  # layer norms' inputs split over tokens
+
+
+def test_weights_and_activations_per_device():
+    graph = _graph("mlp", [("emb", "linear", H, None)] + mlp_block(first_input="emb") + [("head", "linear", 10, None)])
+    p = 4
+    pred, _ = _tensor(graph, p)
+    emb, head = H * H + H, 10 * H + 10
+    fc1 = 4 * H * H + 4 * H  # column: weight and bias split
+    fc2_weight, fc2_bias = 4 * H * H, H  # row: weight split, bias replicated (added after the all-reduce)
+    local = emb + head + fc1 / p + fc2_weight / p + fc2_bias
+    assert pred.details["params_per_device"] == pytest.approx(local)
+    assert pred.weights_bytes == pytest.approx(FP32 * local)
+    assert pred.grads_bytes == pytest.approx(FP32 * local)
+    # saved for backward: emb's input (the model input, h), fc1's input (h, replicated, as in Megatron), the ReLU
+    # output that fc2 also saves (4h / p), head's input (h)
+    assert pred.activations_bytes == pytest.approx(N * FP32 * (H + H + 4 * H / p + H))
+
+
+def test_one_rank_equals_serial():
+    graph = _graph("gpt-ish", [("emb", "linear", H, None)] + transformer_layer("l0.", "emb") + [("head", "linear", 10, None)])
+    cm = SyntheticCostModel()
+    serial = predict(graph, Plan("serial", batch=N, devices=1, devices_per_node=8), cm, interval=False)
+    for sp in (False, True):
+        one, _ = _tensor(graph, 1, sp=sp, cm=cm)
+        assert one.iteration_s == serial.iteration_s
+        assert one.memory_bytes == serial.memory_bytes
+
+
+def test_compute_shrinks_and_data_tensor_syncs_the_slices():
+    graph = _graph("mlp", [("emb", "linear", H, None)] + mlp_block(first_input="emb") + [("head", "linear", 10, None)])
+    t1, _ = _tensor(graph, 1)
+    t4, _ = _tensor(graph, 4)
+    assert t4.compute_fwd_s < t1.compute_fwd_s
+    hybrid, cm = _tensor(graph, 2, p_data=2)
+    assert hybrid.comm_exposed_s["gradient"] + hybrid.comm_hidden_s["gradient"] > 0
+    local = _tensor(graph, 2)[0].details["params_per_device"]
+    assert hybrid.details["params_per_device"] == pytest.approx(local)
+
+
+def test_swiglu_two_columns_share_one_backward_allreduce():
+    graph = _graph("swiglu", [("emb", "linear", H, None), ("gate", "linear", 4 * H, ["emb"]),
+                              ("up", "linear", 4 * H, ["emb"]), ("act", "silu", None, ["gate"]),
+                              ("prod", "mul", None, ["act", "up"]), ("down", "linear", H, None),
+                              ("head", "linear", 10, None)])
+    ts = tensor_split(graph)
+    assert [graph.layers[i].name for i in ts.columns] == ["gate", "up"]
+    pred, cm = _tensor(graph, 2)
+    one = [("allreduce", BH, 2)]
+    assert pred.details["tensor_fwd_collective_s"] == pytest.approx(_expected_s(cm, one))
+    assert pred.details["tensor_bwd_collective_s"] == pytest.approx(_expected_s(cm, one))
+
+
+def test_unpaired_linears_stay_replicated():
+    # a column whose split output would reach a replicated operand (a residual with the unsplit input) is barred
+    graph = _graph("odd", [("emb", "linear", H, None), ("fc", "linear", H, None), ("res", "add", None, ["fc", "emb"]),
+                           ("head", "linear", 10, None)])
+    ts = tensor_split(graph)
+    assert ts.columns == ts.rows == () and ts.width_gcd == 0
+    pred, _ = _tensor(graph, 2)
+    assert not pred.feasible and "no linear -> linear pair" in pred.reason
+
+
+def test_degree_must_divide_the_split_widths():
+    graph = _graph("mlp", [("emb", "linear", H, None)] + mlp_block(first_input="emb") + [("head", "linear", 10, None)])
+    pred, _ = _tensor(graph, 3)
+    assert not pred.feasible and "p_tensor 3 does not divide the 256 features of layer fc1" in pred.reason
+
+
+def test_cnns_have_no_pairs_and_vgg_its_classifier():
+    assert tensor_split(load_model("resnet", width=4, image=32)).columns == ()
+    vgg = load_model("vgg16", width=4, fc=64, image=32, num_classes=10)
+    ts = tensor_split(vgg)
+    assert len(ts.columns) == len(ts.rows) == 1 and len(ts.replicated_linears) == 1
+    assert ts.width_gcd == 64 and math.gcd(ts.width_gcd, 4) == 4
+
+
+def test_run_ranks_tensor_next_to_the_others():
+    graph = _graph("mlp", [("emb", "linear", H, None)] + mlp_block(first_input="emb") + [("head", "linear", 10, None)])
+    preds = predict_all(graph, N, 2, SyntheticCostModel(), strategies=("data", "tensor", "data+tensor"),
+                        interval=False)
+    by_name = {p.plan.strategy: p for p in preds}
+    assert by_name["tensor"].feasible and by_name["tensor"].plan.p_tensor == 2
