@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from typing import Literal, Mapping, Optional, Protocol, runtime_checkable
 
-COMPUTE_OPS = ("gemm", "conv2d", "conv3d", "batchnorm", "relu", "maxpool", "avgpool", "add", "linear")
+COMPUTE_OPS = ("gemm", "conv2d", "conv3d", "batchnorm", "relu", "maxpool", "avgpool", "add", "linear", "bmm", "sdpa",
+               "layernorm", "gelu", "softmax")
 PASSES = ("fwd", "bwd_data", "bwd_weight")
 COLLECTIVES = ("allreduce", "allgather", "reduce_scatter", "alltoall", "broadcast", "sendrecv", "halo")
 Bound = Literal["low", "high"]
@@ -36,8 +37,9 @@ class CostModel(Protocol):
     def compute_time_s(self, op: str, pass_: str, params: Mapping[str, int], dtype: str) -> float:
         """Time of one call of `op` (see COMPUTE_OPS) for `pass_` (see PASSES) at the given shape.
 
-        params: gemm/linear {M, N, K}; conv2d {N, C, F, H, W, kernel, stride, padding};
-        conv3d adds D; memory-bound ops {N, C, H, W[, D]} (pooling adds kernel, stride).
+        params: gemm/linear {M, N, K}; bmm {B, M, N, K}; sdpa {B, S, D[, T, causal]};
+        conv2d {N, C, F, H, W, kernel, stride, padding}; conv3d adds D; memory-bound ops {N, C, H, W[, D]}
+        (pooling adds kernel, stride).
         Raises UserError naming the missing coefficient when the profile cannot cost this op."""
 
     def compute_in_domain(self, op: str, pass_: str, params: Mapping[str, int], dtype: str) -> Optional[bool]:

@@ -14,7 +14,12 @@ missing coefficient. Substitutions, all exact or stated:
   - a grouped or depthwise convolution (params["groups"] > 1) uses the "<op>_grouped" fit when the profile has
     one (cuDNN runs other kernels for them), else the convolution's own;
   - avgpool, when not benchmarked, costs as maxpool (same window traffic, minus maxpool's index bytes:
-    slightly pessimistic).
+    slightly pessimistic);
+  - the transformer families, when the profile lacks them (published profiles, older calibrations), cost by
+    an explicit formula (FALLBACK), each use recorded in `substitutions` for the report: a batched GEMM
+    {B, M, N, K} as the GEMM (B M, N, K) of the same FLOPs (its backward passes as above); fused attention as
+    a GEMM (B S, T, D) scaled to the attention's FLOPs (profiler.opmath.sdpa_flops); layer norm, GELU and
+    softmax as streaming traffic at the STREAM triad bandwidth (bytes from calibrate.shapes.work).
 """
 from __future__ import annotations
 
@@ -36,6 +41,9 @@ from profiler.profile import Profile, load_profile
 
 #: ops costed with another op's fit when their own is missing (module docstring)
 SAME_KERNEL = {"linear": "gemm", "avgpool": "maxpool"}
+#: ops with an explicit cost when their family is missing (module docstring): op -> how, for the report
+FALLBACK = {"bmm": "gemm of the same FLOPs", "sdpa": "gemm scaled to its FLOPs",
+            "layernorm": "memory bandwidth", "gelu": "memory bandwidth", "softmax": "memory bandwidth"}
 
 
 def gemm_backward_as_forward(pass_: str, params: Mapping[str, int]) -> dict:
@@ -65,6 +73,8 @@ class ProfileCostModel:
         self.bound = bound
         self._measured = {(f.op, f.group_size, f.nodes): f for f in coefficients.collectives}
         self._measured_shapes = {(m.family, shapes.shape_key(m.params)): m.time_s for m in coefficients.measured_shapes}
+        #: "op pass dtype" -> how it was costed, for each call costed by FALLBACK since this model was made
+        self.substitutions: dict[str, str] = {}
 
     def at_bound(self, bound: Literal["low", "high"]) -> "ProfileCostModel":
         if bound not in ("low", "high"):
@@ -81,9 +91,30 @@ class ProfileCostModel:
         measured = self._measured_time_s(op, pass_, params, dtype)
         if measured is not None:
             return measured
+        if op in FALLBACK and not self._has_family(op, pass_, dtype):
+            return self._fallback_time_s(op, pass_, params, dtype)
         fit, op, pass_, params, dtype = self._family_fit(op, pass_, params, dtype)
         w = shapes.work(op, pass_, params, dtype, self.host_threads, self.host_lanes)
         return predict_time(fit, w["work"], w["bytes"], w["features"], self.bound)
+
+    def _has_family(self, op: str, pass_: str, dtype: str) -> bool:
+        if dtype == "tf32" and not self._has_tf32:
+            dtype = "float32"
+        return f"{op}/{pass_}/{dtype}" in self.coefficients.compute
+
+    def _fallback_time_s(self, op: str, pass_: str, params: Mapping[str, int], dtype: str) -> float:
+        """A transformer op's explicit cost where its family is missing (module docstring, FALLBACK)."""
+        self.substitutions[f"{op} {pass_} {dtype}"] = FALLBACK[op]
+        if op == "bmm":
+            return self.compute_time_s("gemm", pass_, {"M": int(params["B"]) * int(params["M"]), "N": int(params["N"]),
+                                                       "K": int(params["K"])}, dtype)
+        if op == "sdpa":
+            heads, seq, dim = int(params["B"]), int(params["S"]), int(params["D"])
+            seq_kv = int(params.get("T", seq))
+            gemm = {"M": heads * seq, "N": seq_kv, "K": dim}
+            ratio = shapes.work(op, pass_, params, dtype)["flops"] / shapes.gemm_flops(heads * seq, seq_kv, dim)
+            return ratio * self.compute_time_s("gemm", "fwd", gemm, dtype)
+        return self.memory_time_s(shapes.work(op, pass_, params, dtype)["bytes"])
 
     def _family_fit(self, op: str, pass_: str, params: Mapping[str, int], dtype: str):
         """(fit, op, pass, params, dtype) a call is costed with: its grouped family when it has groups, its own,
@@ -107,6 +138,8 @@ class ProfileCostModel:
         dtype = shapes.canonical_dtype(dtype)
         if self._measured_time_s(op, pass_, params, dtype) is not None:
             return True
+        if op in FALLBACK and not self._has_family(op, pass_, dtype):
+            return False  # an explicit formula stands in for a family never measured: outside what was measured
         fit, op, pass_, params, dtype = self._family_fit(op, pass_, params, dtype)
         if fit.domain is None:
             return None

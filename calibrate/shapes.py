@@ -19,22 +19,24 @@ from typing import Any, Mapping, Optional
 from profiler.dtypes import DTYPE_BYTES, canonical_dtype
 from profiler.errors import UserError
 # shapes.shape_key and shapes.canonical_dtype stay this module's names too (calibrate.fit, the predictor)
-from profiler.opmath import conv_flops, conv_output_volume, gemm_bytes, gemm_flops, shape_key  # noqa: F401
+from profiler.opmath import (ELEMENT_PASS_TENSORS, bmm_bytes, bmm_flops, conv_flops, conv_output_volume,  # noqa: F401
+                             gemm_bytes, gemm_flops, sdpa_bytes, sdpa_flops, shape_key)
 
-FLOP_OPS = ("gemm", "linear", "conv2d", "conv3d")
-MEMORY_OPS = ("batchnorm", "relu", "maxpool", "avgpool", "add")
-#: tensors read + written (in units of the input tensor) per memory-bound op and pass, compulsory traffic
-#: as profiler/bench_compute.py counts it: batchnorm fwd x->y, bwd dy,x->dx; relu fwd x->y, bwd dy,y->dx;
-#: add a,b->c. The backward of a memory-bound op is one call (`bwd`, costed as bwd_data; see ZERO_COST).
-_ELEMENT_PASSES = {
-    "relu": {"fwd": 2, "bwd_data": 3},
-    "add": {"fwd": 3},
-    "batchnorm": {"fwd": 2, "bwd_data": 3},
-}
+#: bmm {B, M, N, K}: a batched GEMM (attention's score and context products); sdpa {B, S, D[, T][, causal]}:
+#: fused attention over B = samples x heads, S queries, T keys (default S), head size D
+FLOP_OPS = ("gemm", "linear", "conv2d", "conv3d", "bmm", "sdpa")
+#: layernorm, gelu and softmax take {N, C, H, W} like the CNN ops: a (seq, hidden) activation per sample is
+#: C = seq, H = 1, W = hidden, attention scores (heads, seq, seq) are C = heads, H = W = seq
+MEMORY_OPS = ("batchnorm", "relu", "maxpool", "avgpool", "add", "layernorm", "gelu", "softmax")
+#: tensors read + written (in units of the input tensor) per memory-bound op and pass (profiler.opmath).
+#: The backward of a memory-bound op is one call (`bwd`, costed as bwd_data; see ZERO_COST).
+_ELEMENT_PASSES = ELEMENT_PASS_TENSORS
 POOL_INDEX_BYTES = 8  # maxpool keeps int64 indices of the maxima
 #: (op, pass) with no kernel of its own: a memory-bound op's whole backward is measured as one call and
-#: costed as bwd_data (so bwd_weight is 0), and add's backward passes dy through without a kernel.
-ZERO_COST = {(op, "bwd_weight") for op in ("batchnorm", "relu", "maxpool", "avgpool", "add")} | {("add", "bwd_data")}
+#: costed as bwd_data (so bwd_weight is 0), and add's backward passes dy through without a kernel. Fused
+#: attention's backward is one call too (`bwd`, as bwd_data); its inputs carry no weights.
+ZERO_COST = ({(op, "bwd_weight") for op in ("batchnorm", "relu", "maxpool", "avgpool", "add", "layernorm", "gelu",
+                                            "softmax", "sdpa")} | {("add", "bwd_data")})
 #: sample variant -> pass (memory-bound benchmarks write one `bwd` variant)
 VARIANT_PASS = {"bwd": "bwd_data"}
 
@@ -148,6 +150,21 @@ def work(op: str, pass_: str, params: Mapping[str, Any], dtype: str,
         flops = gemm_flops(m, n, k)
         nbytes = float(gemm_bytes(m, n, k, b))
         return _flop_features(flops, flops, nbytes, min(m, n, k), m, k, n, 1, 1, False, 0)
+    if op == "bmm":  # features: the batch of products, reduction K, output width N, rows M as "spatial"
+        batch, m, n, k = (_int(params, key, op) for key in ("B", "M", "N", "K"))
+        flops = bmm_flops(batch, m, n, k)
+        nbytes = float(bmm_bytes(batch, m, n, k, b))
+        return _flop_features(flops, flops, nbytes, min(m, n, k), batch, k, n, m, 1, False, 0)
+    if op == "sdpa":  # features: heads as the batch, the head size both widths, queries as "spatial", the
+        # kernel-volume column 2 under a causal mask (its kernels skip half the blocks)
+        heads, seq, dim = (_int(params, key, op) for key in ("B", "S", "D"))
+        seq_kv, causal = int(params.get("T", seq)), bool(int(params.get("causal", 0)))
+        if pass_ == "bwd_weight":
+            raise UserError("sdpa bwd_weight has no kernel of its own (costs 0); it has no work to compute")
+        flops = sdpa_flops(heads, seq, seq_kv, dim, pass_, causal)
+        nbytes = float(sdpa_bytes(heads, seq, seq_kv, dim, pass_, b))
+        return _flop_features(flops, flops, nbytes, min(seq, dim), heads, dim, dim, seq, 2 if causal else 1,
+                              False, 0)
     dims = 3 if op.endswith("3d") or (kind == "bytes" and "D" in params) else 2  # 3-D pooling/BN carry D
     batch, channels = _int(params, "N", op), _int(params, "C", op)
     spatial = _spatial(params, op, dims)

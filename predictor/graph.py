@@ -2,7 +2,10 @@
 
 Shapes and FLOPs are per sample (ParaDL's |x_l|, |y_l| are per-sample element counts, its technical report's
 notation table); a strategy multiplies by its per-device batch. Shapes exclude the
-batch dimension: (C, H, W) for 2-D layers, (C, D, H, W) for 3-D, (features,) for linear layers.
+batch dimension: (C, H, W) for 2-D layers, (C, D, H, W) for 3-D, (features,) for linear layers. Transformer
+layers keep the token dimensions: (seq, hidden) for token activations and linear layers on them (every token is
+a row of the linear's GEMM), (heads, seq, head_dim) for attention's per-head tensors, (heads, seq, seq) for its
+scores, (seq,) for token ids.
 """
 from __future__ import annotations
 
@@ -16,7 +19,10 @@ from profiler.dtypes import dtype_bytes  # noqa: F401 - the predictor's callers 
 @dataclass(frozen=True)
 class Layer:
     """One layer. op: conv2d, conv3d, linear, batchnorm, relu, silu, sigmoid, maxpool, avgpool, add, mul,
-    concat, flatten, dropout, softmax_loss (the set the cost models know; tracers report anything else by name).
+    concat, flatten, dropout, softmax_loss, and for transformers embedding, layernorm, rmsnorm, gelu, softmax,
+    bmm (a batched matrix product of two activations: input_shape is its first operand), sdpa (fused scaled
+    dot-product attention: input_shape is the query), cross_entropy (the loss over the last dimension of its
+    input, one target per row) (the set the cost models know; tracers report anything else by name).
 
     inputs: names of the layers feeding this one ("" = the model input); lets residual/concat graphs keep
     their structure. kernel/stride/padding are per spatial dimension (empty for non-spatial ops).
@@ -36,6 +42,7 @@ class Layer:
     flops_bwd_data: float = 0.0
     flops_bwd_weight: float = 0.0
     inputs: tuple[str, ...] = ()
+    causal: bool = False  # sdpa: a causal mask (fused kernels skip the masked half)
 
     @property
     def input_elems(self) -> int:

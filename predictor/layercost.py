@@ -16,17 +16,20 @@ from typing import NamedTuple
 from calibrate.cost_api import CostModel
 from predictor.graph import Layer, ModelGraph
 from profiler.dtypes import dtype_bytes
+from profiler.opmath import cross_entropy_bytes, embedding_bytes
 
 MIXED_DTYPES = ("fp16", "bf16")
 # tf32: fp32 storage, GEMMs and convolutions on TF32 tensor cores where the GPU has them (A100 and later)
 DTYPE_NAMES = {"fp32": "float32", "tf32": "tf32", "fp16": "float16", "bf16": "bfloat16"}
 ACT_BYTES = {name: dtype_bytes(name) for name in DTYPE_NAMES}  # bytes per activation element of each plan dtype
-ELEMENTWISE_OPS = ("batchnorm", "relu", "add", "silu", "sigmoid", "mul")
+ELEMENTWISE_OPS = ("batchnorm", "relu", "add", "silu", "sigmoid", "mul", "layernorm", "rmsnorm", "gelu", "softmax")
 FREE_OPS = ("flatten", "input")  # views: no kernel
+#: memory-bound ops the profile reads with {N, C, H, W[, D]} of their output (calibrate.shapes.MEMORY_OPS)
+_ACTIVATION_OPS = ("batchnorm", "relu", "add", "maxpool", "avgpool", "layernorm", "gelu", "softmax")
 #: layer ops costed as a profiled op at the same shape (the cost API knows only its COMPUTE_OPS). SiLU and
 #: sigmoid move what ReLU moves (fwd x -> y; bwd dy and x or y -> dx); mul is elementwise like add (a, b -> c),
 #: its broadcast operand (a squeeze-and-excitation scale) counted at the output's size.
-COSTED_AS = {"silu": "relu", "sigmoid": "relu", "mul": "add"}
+COSTED_AS = {"silu": "relu", "sigmoid": "relu", "mul": "add", "rmsnorm": "layernorm"}
 #: the profiled pass a layer's backward is costed as, where not bwd_data. add's backward passes dy through,
 #: but mul's computes a gradient for each input (dy times the other operand): costed as one more add-like
 #: elementwise pass at the output shape, an approximation (two products when both inputs need gradients,
@@ -77,10 +80,17 @@ def _pass_params(layer: Layer, split: Split) -> tuple[str, dict[str, int]] | Non
         # non-square or grouped kernels (Inception 1x7): the implicit GEMM the conv lowers to
         out_dims = local_dims(layer.output_shape[1:], split.spatial)
         return "gemm", {"M": n * math.prod(out_dims), "N": f_out, "K": (c_in // layer.groups) * math.prod(kernel)}
-    if op == "linear":
-        return "linear", {"M": n, "N": _div(layer.output_shape[0], split.filter_div),
-                          "K": _div(layer.input_shape[0], split.channel_div)}
-    if op in ("batchnorm", "relu", "add", "maxpool", "avgpool"):
+    if op == "linear":  # on (tokens, features) per sample every token is a row of the GEMM: M = n tokens
+        return "linear", {"M": n * math.prod(layer.input_shape[:-1]), "N": _div(layer.output_shape[-1], split.filter_div),
+                          "K": _div(layer.input_shape[-1], split.channel_div)}
+    if op == "bmm":  # (..., M, K) x (..., K, N): every leading dim of the output is a batch of products
+        return "bmm", {"B": n * _div(math.prod(layer.output_shape[:-2]), split.filter_div),
+                       "M": layer.output_shape[-2], "N": layer.output_shape[-1], "K": layer.input_shape[-1]}
+    if op == "sdpa":  # q (heads, S, D) -> (heads, S, Dv)
+        heads, seq, dim = layer.input_shape[-3:] if len(layer.input_shape) >= 3 else (1, *layer.input_shape)
+        return "sdpa", {"B": n * _div(math.prod(layer.input_shape[:-2]), split.filter_div), "S": seq, "D": dim,
+                        "causal": int(layer.causal)}
+    if op in _ACTIVATION_OPS:
         shape = layer.input_shape if op in ("maxpool", "avgpool") else layer.output_shape
         c = _div(shape[0], max(split.filter_div, split.channel_div))
         dims = local_dims(shape[1:], split.spatial) if len(shape) > 1 else ()
@@ -100,6 +110,23 @@ def _elementwise_bytes(layer: Layer, split: Split, act_bytes: int) -> float:
     """Bytes a copy-like op (concat, dropout, loss) moves on one device: read input + write output."""
     div = max(split.filter_div, split.channel_div) * (math.prod(split.spatial) if split.spatial else 1)
     return split.n * (layer.input_elems + layer.output_elems) * act_bytes / div
+
+
+def modelled_bytes(layer: Layer, split: Split, act_bytes: int) -> tuple[float, float]:
+    """(forward, backward) bytes of an op costed as streaming traffic with no family of its own: an embedding
+    lookup and its table gradient, cross-entropy over the last dimension (profiler.opmath), and the copy-like
+    ops (_elementwise_bytes, each pass)."""
+    div = max(split.filter_div, split.channel_div)
+    if layer.op == "embedding":
+        tokens, (vocab, hidden) = split.n * layer.input_elems, layer.weight_shape
+        return (embedding_bytes(tokens, _div(hidden, div), vocab, "fwd", act_bytes),
+                embedding_bytes(tokens, _div(hidden, div), vocab, "bwd_weight", act_bytes))
+    if layer.op == "cross_entropy":
+        tokens = split.n * math.prod(layer.input_shape[:-1])
+        classes = _div(layer.input_shape[-1], div)
+        return cross_entropy_bytes(tokens, classes, "fwd"), cross_entropy_bytes(tokens, classes, "bwd_data")
+    copy = _elementwise_bytes(layer, split, act_bytes)
+    return copy, copy
 
 
 def fanout(graph: ModelGraph) -> list[int]:
@@ -137,8 +164,9 @@ class LayerCoster:
         # layers identical in everything the cost depends on share one cache entry (ResNet repeats blocks)
         signatures: dict[tuple, int] = {}
         self.signature = [signatures.setdefault(
-            (l.op, l.input_shape, l.output_shape, l.kernel, l.stride, l.padding, l.groups, bool(l.params), first,
-             readers), len(signatures)) for l, first, readers in zip(graph.layers, self.first, self.readers)]
+            (l.op, l.input_shape, l.output_shape, l.weight_shape if l.op == "embedding" else (), l.kernel, l.stride,
+             l.padding, l.groups, l.causal, bool(l.params), first, readers), len(signatures))
+            for l, first, readers in zip(graph.layers, self.first, self.readers)]
         self._cache: dict[tuple[int, Split], tuple[float, float]] = {}  # (signature, split) -> times
         self.overhead_s = (cost_model.framework_overhead_s("fwd"), cost_model.framework_overhead_s("bwd"))
         self._calls: dict[tuple, float] = {}  # (op, pass, params) -> seconds: layers of equal shape share it
@@ -162,8 +190,10 @@ class LayerCoster:
         if spec is None:
             if layer.op in FREE_OPS:
                 fwd = bwd = 0.0
-            else:  # concat, dropout, softmax_loss: memory-bound copies
-                fwd = bwd = self.cm.memory_time_s(_elementwise_bytes(layer, split, self.act_bytes))
+            else:  # concat, dropout, softmax_loss, embedding, cross_entropy: streaming traffic
+                fwd_bytes, bwd_bytes = modelled_bytes(layer, split, self.act_bytes)
+                fwd = self.cm.memory_time_s(fwd_bytes)
+                bwd = self.cm.memory_time_s(bwd_bytes)
         else:
             op, params = spec
             fwd = self._call(op, "fwd", params)

@@ -10,6 +10,12 @@ and the DDP buffers (its released oracle; docs/method.md §23). Here each term i
   conv/linear/batchnorm/pooling/SiLU save their input, ReLU and sigmoid their output, a product of tensors
   both inputs (each input's gradient is dL/dy times the other), max-pool also int64 indices of its output,
   dropout a bool mask; add/concat/flatten save nothing (a flatten is a view of its producer);
+  transformer ops: layer norm its input and float32 mean and rstd per row (RMSNorm rstd only), GELU its input,
+  an embedding its int64 token ids, softmax its output, a batched matmul both operands, fused attention
+  (sdpa) Q, K, V, its output and a float32 log-sum-exp per query (FlashAttention, Dao et al. 2022), the
+  loss its float32 log-probabilities (autocast runs it in float32). With unfused attention and dropout this
+  is Korthikanti et al.'s 34 s b h + 5 a s^2 b bytes per layer in 16-bit (MLSys 2023, §4.1) plus the norms'
+  statistics (tests/predictor/test_transformer.py);
 - comm buffers: DDP's bucket copy of the gradients (data groups > 1), halo rows, gathered inputs;
 - workspace: the activation gradients in flight during backward. Backward of layer l holds dL/dy_l and
   dL/dx_l while every saved tensor with a saver at or before l is still alive (later ones are freed), so
@@ -24,10 +30,14 @@ from functools import lru_cache
 
 from predictor.graph import ModelGraph
 from predictor.layercost import MIXED_DTYPES, OPTIMIZER_STATE_WORDS
+from profiler.opmath import LOSS_ELEMENT_BYTES, TOKEN_ID_BYTES
 
-SAVES_INPUT = ("conv2d", "conv3d", "linear", "batchnorm", "maxpool", "avgpool", "silu")
-SAVES_OUTPUT = ("relu", "sigmoid")
+SAVES_INPUT = ("conv2d", "conv3d", "linear", "batchnorm", "maxpool", "avgpool", "silu", "layernorm", "rmsnorm", "gelu")
+SAVES_OUTPUT = ("relu", "sigmoid", "softmax", "sdpa")
 SAVES_INPUTS = ("mul",)  # every tensor input, for the other's gradient (a product with a number saves nothing)
+SAVES_OPERANDS = ("bmm", "sdpa")  # every tensor input, however many
+#: bytes per row of the float32 statistics a norm saves (mean and rstd, or rstd alone)
+NORM_STATS_BYTES = {"layernorm": 8, "rmsnorm": 4}
 
 
 @dataclass(frozen=True)
@@ -60,7 +70,7 @@ def saved_tensors(graph: ModelGraph) -> tuple[SavedTensor, ...]:
         if layer.op in SAVES_INPUT:
             src = resolve(layer.inputs[0] if layer.inputs else "")
             savers.setdefault(src, []).append(i)
-        if layer.op in SAVES_INPUTS and len(layer.inputs) > 1:
+        if (layer.op in SAVES_INPUTS and len(layer.inputs) > 1) or layer.op in SAVES_OPERANDS:
             for src in dict.fromkeys(resolve(name) for name in layer.inputs):
                 savers.setdefault(src, []).append(i)
         if layer.op in SAVES_OUTPUT:
@@ -69,6 +79,14 @@ def saved_tensors(graph: ModelGraph) -> tuple[SavedTensor, ...]:
             extra.append(SavedTensor(i, layer.output_elems, 8, (i,)))
         if layer.op == "dropout":
             extra.append(SavedTensor(i, layer.output_elems, 1, (i,)))
+        if layer.op in NORM_STATS_BYTES:
+            extra.append(SavedTensor(i, math.prod(layer.output_shape[:-1]), NORM_STATS_BYTES[layer.op], (i,)))
+        if layer.op == "sdpa":  # the log-sum-exp of each query row
+            extra.append(SavedTensor(i, math.prod(layer.output_shape[:-1]), 4, (i,)))
+        if layer.op == "embedding":
+            extra.append(SavedTensor(i, layer.input_elems, TOKEN_ID_BYTES, (i,)))
+        if layer.op == "cross_entropy":
+            extra.append(SavedTensor(i, layer.input_elems, LOSS_ELEMENT_BYTES, (i,)))
     out = []
     for src, who in savers.items():
         elems = math.prod(graph.input_shape) if src < 0 else graph.layers[src].output_elems

@@ -5,11 +5,21 @@ torch.fx records the module's operations symbolically; the graph is then run on 
 per-sample shapes, parameter count, kernel/stride/padding (for halos) and FLOPs:
 
     conv:   fwd = bwd_data = bwd_weight = 2 · (C_in/groups) · Π kernel · F · Π out_spatial
-    linear: fwd = bwd_data = bwd_weight = 2 · in · out
+    linear: fwd = bwd_data = bwd_weight = 2 · tokens · in · out (tokens: the input's leading dims, 1 for a
+            flat feature vector)
     batchnorm 4|y| fwd, 4|y| bwd_data, 2|y| bwd_weight; relu, silu, sigmoid, add, dropout |y|;
     mul |y| fwd and |y| bwd_data per tensor input (each input's gradient is dL/dy times the other);
-    pooling Π kernel · |y|
+    pooling Π kernel · |y|; bmm, sdpa, layernorm, rmsnorm, gelu, softmax, cross_entropy: profiler.opmath
     (FLOPs are reported, not used for time: time comes from the profile at the layer's shape).
+
+Transformers (HuggingFace-style modules; `transformers` itself is not needed): nn.Embedding (a model whose
+input feeds an embedding is traced with int64 token ids), nn.LayerNorm, nn.RMSNorm, nn.Linear on (seq, hidden)
+inputs, GELU, softmax, dropout, torch.matmul/bmm and F.scaled_dot_product_attention; views (transpose,
+permute, split, chunk, indexing) are free `flatten` layers aliasing their producer. Tensors computed from
+buffers and constants alone (a causal mask, position ids) are constants, not layers. A model whose output keeps
+a token dimension, (seq, classes) per sample, is trained with cross-entropy over its last dimension (a language
+model's loss over the vocabulary), which is appended as a `cross_entropy` layer; a (classes,) output's loss is
+left out, as it is a few elements per sample.
 
 Operations the cost models do not know are collected in ModelGraph.unsupported by name, never dropped.
 """
@@ -26,7 +36,8 @@ from torch.fx import Interpreter, Node, symbolic_trace
 
 from predictor.graph import Layer, ModelGraph
 from profiler.errors import UserError
-from profiler.opmath import conv_flops, gemm_flops, window_output_dims
+from profiler.opmath import (ELEMENT_FLOPS, bmm_flops, conv_flops, cross_entropy_flops, gemm_flops, sdpa_flops,
+                             window_output_dims)
 
 _MODULE_OPS = {
     nn.Conv2d: "conv2d", nn.Conv3d: "conv3d", nn.Linear: "linear",
@@ -34,16 +45,31 @@ _MODULE_OPS = {
     nn.ReLU: "relu", nn.SiLU: "silu", nn.Sigmoid: "sigmoid", nn.MaxPool2d: "maxpool", nn.MaxPool3d: "maxpool",
     nn.AvgPool2d: "avgpool", nn.AvgPool3d: "avgpool", nn.AdaptiveAvgPool2d: "avgpool", nn.AdaptiveAvgPool3d: "avgpool",
     nn.Dropout: "dropout", nn.Dropout3d: "dropout", nn.Flatten: "flatten", nn.Identity: "flatten",
+    nn.Embedding: "embedding", nn.LayerNorm: "layernorm", nn.RMSNorm: "rmsnorm", nn.GELU: "gelu",
+    nn.Softmax: "softmax",
 }
 _FUNCTION_OPS = {
     F.relu: "relu", torch.relu: "relu", operator.add: "add", operator.iadd: "add", torch.add: "add",
     torch.cat: "concat", torch.flatten: "flatten", F.dropout: "dropout",
     F.silu: "silu", torch.sigmoid: "sigmoid", F.sigmoid: "sigmoid",
     operator.mul: "mul", operator.imul: "mul", torch.mul: "mul",
+    F.gelu: "gelu", F.layer_norm: "layernorm", F.rms_norm: "rmsnorm", F.softmax: "softmax", torch.softmax: "softmax",
+    torch.matmul: "bmm", torch.bmm: "bmm", operator.matmul: "bmm", F.scaled_dot_product_attention: "sdpa",
+    F.cross_entropy: "cross_entropy", operator.getitem: "flatten", torch.transpose: "flatten",
+    torch.permute: "flatten", torch.split: "flatten", torch.chunk: "flatten", torch.reshape: "flatten",
+    torch.masked_fill: "add",
 }
+#: masked_fill (a causal mask on attention scores) moves what an add moves: read x and the mask, write y
 _METHOD_OPS = {"relu": "relu", "add": "add", "add_": "add", "view": "flatten", "reshape": "flatten",
-               "flatten": "flatten", "contiguous": "flatten", "sigmoid": "sigmoid", "mul": "mul", "mul_": "mul"}
+               "flatten": "flatten", "contiguous": "flatten", "sigmoid": "sigmoid", "mul": "mul", "mul_": "mul",
+               "transpose": "flatten", "permute": "flatten", "split": "flatten", "chunk": "flatten",
+               "unflatten": "flatten", "unsqueeze": "flatten", "squeeze": "flatten", "expand": "flatten",
+               "softmax": "softmax", "masked_fill": "add", "masked_fill_": "add", "matmul": "bmm"}
 _SHAPE_ONLY = {"size", "dim"}
+#: views returning a tuple of tensors: a part of one reads the tensor that was cut
+_TUPLE_VIEWS = {"split", "chunk", "unbind", torch.split, torch.chunk, torch.unbind}
+#: ops whose FLOPs per element are profiler.opmath.ELEMENT_FLOPS
+_ELEMENT_FLOP_OPS = ("layernorm", "rmsnorm", "gelu", "softmax")
 
 
 def _tuple(value, ndim: int) -> tuple[int, ...]:
@@ -59,30 +85,77 @@ def _shape(node: Node) -> tuple[int, ...] | None:
     return tuple(int(d) for d in meta.shape[1:])
 
 
-def _tensor_inputs(node: Node) -> list[Node]:
+def _tensor_inputs(node: Node, constants: frozenset = frozenset()) -> list[Node]:
+    """The tensor-valued nodes `node` reads, constants left out; a tuple-valued input (the parts of a split)
+    stands for the tensors it was made from."""
     out: list[Node] = []
 
     def visit(arg):
         if isinstance(arg, Node):
+            if arg in constants:
+                return
             if _shape(arg) is not None or arg.op == "placeholder":
                 out.append(arg)
+            elif arg.target in _TUPLE_VIEWS:
+                visit(arg.args)
         elif isinstance(arg, (list, tuple)):
             for a in arg:
                 visit(a)
 
     visit(node.args)
-    return out
+    return list(dict.fromkeys(out))
 
 
-def _flops(op: str, x: tuple[int, ...], y: tuple[int, ...], module, n_inputs: int) -> tuple[float, float, float]:
+def _constants(gm) -> frozenset:
+    """Nodes computed from buffers, parameters read as attributes and literals alone (a causal mask, position
+    ids): no layer of the model, and nothing a sample's data flows through."""
+    constant: set[Node] = set()
+    for node in gm.graph.nodes:
+        if node.op == "get_attr":
+            constant.add(node)
+        elif node.op in ("call_function", "call_method"):
+            args = [a for a in node.all_input_nodes]
+            if all(a in constant for a in args):
+                constant.add(node)
+    return frozenset(constant)
+
+
+def _input_dtype(gm, modules) -> torch.dtype:
+    """int64 when the model input feeds an embedding (token ids), else float32."""
+    for node in gm.graph.nodes:
+        if node.op != "placeholder":
+            continue
+        for user in node.users:
+            if (user.op == "call_module" and isinstance(modules.get(user.target), nn.Embedding)) or (
+                    user.op == "call_function" and user.target is F.embedding):
+                return torch.long
+    return torch.float32
+
+
+def _flops(op: str, x: tuple[int, ...], y: tuple[int, ...], module, n_inputs: int,
+           operands: tuple = (), causal: bool = False) -> tuple[float, float, float]:
+    """(fwd, bwd_data, bwd_weight) FLOPs per sample; operands: the shapes of the tensor inputs (bmm, sdpa)."""
     ye = math.prod(y)
     if op in ("conv2d", "conv3d"):
         # per sample
         f = conv_flops(1, x[0] // module.groups, y[0], math.prod(module.kernel_size), math.prod(y[1:]))
         return f, f, f
     if op == "linear":
-        f = gemm_flops(1, module.out_features, module.in_features)  # per sample
+        f = gemm_flops(math.prod(x[:-1]), module.out_features, module.in_features)  # per sample
         return f, f, f
+    if op == "bmm" and len(x) >= 2 and len(y) >= 2:
+        f = bmm_flops(math.prod(y[:-2]), y[-2], y[-1], x[-1])
+        return f, f, f
+    if op == "sdpa" and len(x) >= 2:
+        seq_kv = operands[1][-2] if len(operands) > 1 and len(operands[1]) >= 2 else x[-2]
+        args = (math.prod(x[:-2]), x[-2], seq_kv, x[-1])
+        return sdpa_flops(*args, "fwd", causal), sdpa_flops(*args, "bwd_data", causal), 0.0
+    if op in _ELEMENT_FLOP_OPS:
+        fwd, bwd = ELEMENT_FLOPS[op]
+        return float(fwd * ye), float(bwd * ye), 0.0
+    if op == "cross_entropy":
+        tokens = math.prod(x[:-1])
+        return cross_entropy_flops(tokens, x[-1], "fwd"), cross_entropy_flops(tokens, x[-1], "bwd_data"), 0.0
     if op == "batchnorm":
         return 4.0 * ye, 4.0 * ye, 2.0 * ye
     if op in ("relu", "silu", "sigmoid", "dropout"):
@@ -116,7 +189,7 @@ def _geometry(op: str, module, x: tuple[int, ...], y: tuple[int, ...]):
 #: running them (batch norm on meta tensors goes through torch's decompositions, whose first use imports
 #: modules for about 1.5 s)
 _SHAPE_PRESERVING = (nn.modules.batchnorm._BatchNorm, nn.ReLU, nn.ReLU6, nn.SiLU, nn.Sigmoid, nn.Dropout,
-                     nn.Identity)
+                     nn.Identity, nn.LayerNorm, nn.RMSNorm, nn.GELU, nn.Softmax)
 
 
 class _Meta(NamedTuple):
@@ -127,6 +200,8 @@ def _known_output(module: nn.Module, x: torch.Tensor) -> torch.Tensor | None:
     """The output of `module` on meta tensor x when its shape follows from the module alone, else None."""
     if isinstance(module, _SHAPE_PRESERVING):
         return x.new_empty(x.shape)
+    if isinstance(module, nn.Embedding):
+        return torch.empty((*x.shape, module.embedding_dim), device=x.device, dtype=module.weight.dtype)
     if isinstance(module, nn.Linear) and x.dim() >= 1 and x.shape[-1] == module.in_features:
         return x.new_empty((*x.shape[:-1], module.out_features))
     if isinstance(module, nn.Flatten):
@@ -155,7 +230,8 @@ def _known_output(module: nn.Module, x: torch.Tensor) -> torch.Tensor | None:
 
 _BROADCASTING = {operator.add, operator.iadd, operator.mul, operator.imul, operator.sub, torch.add, torch.mul,
                  torch.sub}
-_SAME_SHAPE_FUNCTIONS = {F.relu, torch.relu, F.silu, torch.sigmoid, F.dropout, F.gelu, torch.tanh}
+_SAME_SHAPE_FUNCTIONS = {F.relu, torch.relu, F.silu, torch.sigmoid, F.dropout, F.gelu, torch.tanh, F.softmax,
+                         torch.softmax}
 
 
 def _broadcast(*shapes: tuple[int, ...]) -> tuple[int, ...] | None:
@@ -218,32 +294,63 @@ class _ShapeRecorder(Interpreter):
         return super().call_module(target, args, kwargs)
 
 
+def _own_params(module: nn.Module) -> dict[str, int]:
+    """Parameters per submodule name, each parameter counted once (at its first owner: a language model's head
+    tied to its embedding holds no parameters of its own)."""
+    seen: set[int] = set()
+    out: dict[str, int] = {}
+    for name, sub in module.named_modules():
+        count = 0
+        for p in sub.parameters(recurse=False):
+            if id(p) not in seen:
+                seen.add(id(p))
+                count += p.numel()
+        out[name] = count
+    return out
+
+
+def _is_causal(node: Node) -> bool:
+    """F.scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal, ...)'s is_causal."""
+    if "is_causal" in node.kwargs:
+        return bool(node.kwargs["is_causal"])
+    return len(node.args) > 5 and bool(node.args[5])
+
+
 def trace_module(module: nn.Module, input_shape: tuple[int, ...], name: str = "model") -> ModelGraph:
     """Trace `module` (parameters may live anywhere; it is moved to the meta device) for one sample of
     `input_shape` (without the batch dimension). Raises UserError when the module cannot be traced."""
     if any(d <= 0 for d in input_shape):
         raise UserError(f"input shape {input_shape} of {name} must be positive")
     try:
+        own_params = _own_params(module)
         module = module.to("meta")
         gm = symbolic_trace(module)
-        _ShapeRecorder(gm).run(torch.empty((2, *input_shape), device="meta"))
+        modules = dict(gm.named_modules())
+        dtype = _input_dtype(gm, modules)
+        _ShapeRecorder(gm).run(torch.zeros((2, *input_shape), device="meta", dtype=dtype))
     except UserError:
         raise
     except Exception as err:  # noqa: BLE001 - any tracing failure is the user's module
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise UserError(f"cannot trace model {name} (torch.fx on the meta device): {first}") from None
-    modules = dict(gm.named_modules())
+    constants = _constants(gm)
     layers: list[Layer] = []
     unsupported: list[str] = []
     names: dict[Node, str] = {}
+    output_node = None
     for node in gm.graph.nodes:
         if node.op == "placeholder":
             names[node] = ""
             continue
-        if node.op in ("output", "get_attr"):
+        if node.op == "output":
+            output_node = node
             continue
+        if node.op == "get_attr" or node in constants:
+            continue
+        if node.op == "call_function" and node.target is getattr:
+            continue  # x.shape and the like
         y = _shape(node)
-        inputs = _tensor_inputs(node)
+        inputs = _tensor_inputs(node, constants)
         module = None
         if node.op == "call_module":
             module = modules[node.target]
@@ -261,24 +368,44 @@ def trace_module(module: nn.Module, input_shape: tuple[int, ...], name: str = "m
             label = f"{node.name} (.{node.target})"
             layer_name = node.name
         if y is None:
-            if op is None:
+            if op is None and (inputs or node.op == "call_module"):
                 unsupported.append(label)
             continue
         if op is None:
             unsupported.append(label)
             op = "unsupported"
-        x = _shape(inputs[0]) if inputs and _shape(inputs[0]) is not None else tuple(input_shape)
-        params = sum(p.numel() for p in module.parameters(recurse=False)) if module is not None else 0
+        operands = tuple(_shape(i) or tuple(input_shape) for i in inputs)
+        if not operands:  # reads constants only (position ids): their shape
+            operands = tuple(_shape(a) for a in node.all_input_nodes if _shape(a) is not None)[:1]
+        x = operands[0] if operands else tuple(input_shape)
+        params = own_params.get(str(node.target), 0) if module is not None else 0
         weight = tuple(module.weight.shape) if module is not None and getattr(module, "weight", None) is not None else ()
         kernel, stride, padding = _geometry(op, module, x, y) if op in ("conv2d", "conv3d", "maxpool", "avgpool") else ((), (), ())
-        fwd, bwd_d, bwd_w = _flops(op, x, y, module, len(inputs))
+        causal = op == "sdpa" and _is_causal(node)
+        fwd, bwd_d, bwd_w = _flops(op, x, y, module, len(inputs), operands, causal)
         layers.append(Layer(
             name=layer_name, op=op, input_shape=x, output_shape=y, weight_shape=weight, params=params,
             kernel=tuple(kernel), stride=tuple(stride), padding=tuple(padding),
             groups=getattr(module, "groups", 1) if op in ("conv2d", "conv3d") else 1,
             flops_fwd=fwd, flops_bwd_data=bwd_d, flops_bwd_weight=bwd_w,
-            inputs=tuple(names.get(i, "") for i in inputs)))
+            inputs=tuple(names.get(i, "") for i in inputs), causal=causal))
         names[node] = layer_name
     if not layers:
         raise UserError(f"model {name} has no layers to predict")
-    return ModelGraph(name=name, input_shape=tuple(input_shape), layers=tuple(layers), unsupported=tuple(unsupported))
+    loss = _token_loss(output_node, names, layers)
+    return ModelGraph(name=name, input_shape=tuple(input_shape), layers=tuple(layers) + loss,
+                      unsupported=tuple(unsupported))
+
+
+def _token_loss(output_node: Node | None, names: dict[Node, str], layers: list[Layer]) -> tuple[Layer, ...]:
+    """The cross-entropy layer of a model whose output keeps a token dimension (module docstring), else ()."""
+    if output_node is None or not output_node.args or not isinstance(output_node.args[0], Node):
+        return ()
+    out = output_node.args[0]
+    shape = _shape(out)
+    if shape is None or len(shape) < 2 or out not in names:
+        return ()
+    fwd, bwd, _ = _flops("cross_entropy", shape, (1,), None, 1)
+    name = "loss" if all(l.name != "loss" for l in layers) else f"loss_{len(layers)}"
+    return (Layer(name=name, op="cross_entropy", input_shape=shape, output_shape=(1,), flops_fwd=fwd,
+                  flops_bwd_data=bwd, inputs=(names[out],)),)

@@ -51,3 +51,100 @@ def shape_key(params: Mapping[str, Any]) -> tuple:
     recorded calls and shapes-file entries are matched and de-duplicated."""
     return tuple(sorted((k, int(v) if isinstance(v, (int, float)) and float(v).is_integer() else v)
                         for k, v in params.items()))
+
+
+# ---------------------------------------------------------------------------------------------- transformer ops
+def bmm_flops(batch: int, m: int, n: int, k: int) -> float:
+    """2 B M N K: `batch` independent GEMMs C (M x N) = A (M x K) B (K x N) (attention's score Q K^T and
+    context P V products, one per sample and head). Each backward pass is a batched GEMM of the same size."""
+    return batch * gemm_flops(m, n, k)
+
+
+def bmm_bytes(batch: int, m: int, n: int, k: int, element_bytes: int) -> int:
+    """Compulsory traffic of a batched GEMM: every one of its `batch` GEMMs reads A and B and writes C once."""
+    return batch * gemm_bytes(m, n, k, element_bytes)
+
+
+def gemm_backward_shape(pass_: str, m: int, n: int, k: int) -> tuple[int, int, int]:
+    """(M, N, K) of the forward GEMM a backward pass of C = A B runs, for A (M x K), B (K x N):
+    bwd_data dA = dC B^T is (M, K, N), bwd_weight dB = A^T dC is (K, N, M) (2 M N K FLOPs each)."""
+    return {"fwd": (m, n, k), "bwd_data": (m, k, n), "bwd_weight": (k, n, m)}[pass_]
+
+
+#: backward FLOPs of fused attention per forward FLOP: FlashAttention's backward runs five GEMMs of the
+#: forward's two sizes (recomputed S = Q K^T, dV = P^T dO, dP = dO V^T, dQ = dS K, dK = dS^T Q), so 2.5x
+#: (Dao, "FlashAttention-2", 2023, §3.1 and its benchmark's FLOP count)
+SDPA_BWD_PER_FWD = 2.5
+
+
+def sdpa_flops(batch_heads: int, seq_q: int, seq_kv: int, head_dim: int, pass_: str, causal: bool) -> float:
+    """FLOPs of fused scaled-dot-product attention over `batch_heads` (samples x heads) heads: forward
+    4 B Sq Skv d (Q K^T and P V, 2 Sq Skv d each), backward SDPA_BWD_PER_FWD times that; a causal mask halves
+    both, as the fused kernels skip the masked blocks (FlashAttention-2's benchmark convention). The softmax's
+    few FLOPs per score are left out, as in Megatron-LM's count (Narayanan et al., SC'21, appendix)."""
+    fwd = 4.0 * batch_heads * seq_q * seq_kv * head_dim * (0.5 if causal else 1.0)
+    return fwd if pass_ == "fwd" else SDPA_BWD_PER_FWD * fwd
+
+
+def sdpa_bytes(batch_heads: int, seq_q: int, seq_kv: int, head_dim: int, pass_: str, element_bytes: int) -> int:
+    """Compulsory traffic of fused attention (no score matrix in memory): forward reads Q, K, V and writes O
+    and the float32 log-sum-exp per query; backward reads Q, K, V, O, dO and the log-sum-exp and writes dQ, dK,
+    dV (FlashAttention's IO, Dao et al. 2022, §3.2)."""
+    q, kv = batch_heads * seq_q * head_dim, batch_heads * seq_kv * head_dim
+    lse = 4 * batch_heads * seq_q
+    if pass_ == "fwd":
+        return element_bytes * (2 * q + 2 * kv) + lse
+    return element_bytes * (4 * q + 4 * kv) + lse
+
+
+#: tensors of the input's size one call reads plus writes, per memory-bound op and pass (compulsory traffic):
+#: batchnorm, layernorm fwd x -> y, bwd dy, x -> dx (the per-row or per-channel statistics are small);
+#: relu, gelu fwd x -> y, bwd dy, x or y -> dx; softmax fwd x -> y, bwd dy, y -> dx; add a, b -> c
+ELEMENT_PASS_TENSORS = {
+    "relu": {"fwd": 2, "bwd_data": 3},
+    "gelu": {"fwd": 2, "bwd_data": 3},
+    "add": {"fwd": 3},
+    "batchnorm": {"fwd": 2, "bwd_data": 3},
+    "layernorm": {"fwd": 2, "bwd_data": 3},
+    "softmax": {"fwd": 2, "bwd_data": 3},
+}
+#: FLOPs per element, reported only (time comes from the bytes): layer norm fwd mean, variance, normalise,
+#: affine (~8), bwd ~12 as batch norm's; GELU's tanh form ~8 and its derivative ~12; softmax max, exp, sum,
+#: divide (~4) and bwd dy*y - y*sum(dy*y) (~4)
+ELEMENT_FLOPS = {"layernorm": (8, 12), "rmsnorm": (4, 8), "gelu": (8, 12), "softmax": (4, 4)}
+#: bytes of one token id (int64), read by an embedding lookup
+TOKEN_ID_BYTES = 8
+
+
+def element_pass_bytes(op: str, pass_: str, elems: int, element_bytes: int) -> int:
+    """Bytes a memory-bound op moves over `elems` elements in one pass (ELEMENT_PASS_TENSORS)."""
+    return ELEMENT_PASS_TENSORS[op][pass_] * elems * element_bytes
+
+
+def embedding_bytes(tokens: int, hidden: int, vocab: int, pass_: str, element_bytes: int) -> int:
+    """An embedding lookup's traffic. fwd: read the token ids and their rows, write the output (tokens x
+    hidden). bwd_weight (the table's gradient, PyTorch's embedding_dense_backward): zero a vocab x hidden
+    gradient, read dY, and add each row into it (read and write a row per token). The ids get no gradient."""
+    rows = tokens * hidden * element_bytes
+    if pass_ == "fwd":
+        return tokens * TOKEN_ID_BYTES + 2 * rows
+    return vocab * hidden * element_bytes + tokens * TOKEN_ID_BYTES + 3 * rows
+
+
+#: the loss runs in float32 under autocast mixed precision (log_softmax and nll_loss are on autocast's
+#: float32 list, PyTorch's AMP op reference), so its tensors are 4 bytes per element in every plan dtype
+LOSS_ELEMENT_BYTES = 4
+
+
+def cross_entropy_bytes(tokens: int, classes: int, pass_: str) -> int:
+    """Cross-entropy over `classes` logits per token, as log_softmax then nll_loss. fwd: read the logits and
+    write the log-probabilities (saved for backward). bwd: nll_loss_backward writes a zeroed tokens x classes
+    gradient with one entry per row, log_softmax_backward reads it and the log-probabilities and writes dX."""
+    elems = tokens * classes * LOSS_ELEMENT_BYTES
+    return 2 * elems if pass_ == "fwd" else 4 * elems
+
+
+def cross_entropy_flops(tokens: int, classes: int, pass_: str) -> float:
+    """log_softmax (max, exp, sum, subtract: ~4 per logit) and its backward (~3 per logit); reported only."""
+    return float(tokens * classes * (4 if pass_ == "fwd" else 3))
+

@@ -25,6 +25,8 @@ ZOO: dict[str, tuple[str, str, str]] = {
     "cosmoflow": ("cosmoflow", "cosmoflow", "input_shape"),
     "small_cnn2d": ("small", "small_cnn2d", "input_shape_2d"),
     "small_cnn3d": ("small", "small_cnn3d", "input_shape_3d"),
+    "gpt": ("gpt", "gpt", "input_shape"),
+    "bert": ("bert", "bert", "input_shape"),
 }
 
 

@@ -116,12 +116,12 @@ def test_user_file_and_package_callables(tmp_path):
 
 
 def test_unsupported_layers_are_reported_by_name(tmp_path):
-    path = tmp_path / "gelu.py"
+    path = tmp_path / "hardswish.py"
     path.write_text("import torch.nn as nn\n"
                     "def model():\n"
-                    "    return nn.Sequential(nn.Conv2d(3, 4, 3), nn.GELU(), nn.Flatten())\n")
+                    "    return nn.Sequential(nn.Conv2d(3, 4, 3), nn.Hardswish(), nn.Flatten())\n")
     graph = load_model(f"{path}:model", input_shape=(3, 8, 8))
-    assert graph.unsupported == ("1 (GELU)",)
+    assert graph.unsupported == ("1 (Hardswish)",)
 
 
 def test_untraceable_module_is_a_user_error(tmp_path):
