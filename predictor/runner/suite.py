@@ -13,7 +13,8 @@
         recompute_segments: 2         # for serial+recompute / data+recompute (optional, default sqrt(layers))
         dtype: fp32                   # optional
 
-Strategy names: serial, data, spatial, filter, channel, pipeline, data+spatial, data+filter, and the
+Strategy names: serial, data, spatial, filter, channel, pipeline, data+spatial, data+filter, tensor,
+data+tensor, and the
 add-ons serial+recompute, data+recompute, serial+offload (GPU). Every error names the file and line.
 
 `random:N` is not a file: `predictor validate --suite random:N --seed S` generates N random nets

@@ -1,5 +1,5 @@
 """Tensor parallelism as Megatron-LM runs it, and data x tensor (Shoeybi et al. 2019 §3; Korthikanti et al. 2022
-§4.2; docs/method.md §14a).
+§4.2; docs/method.md §12a).
 
 **Pairs.** A `linear` layer whose input is replicated is *column-parallel*: each of the p = p_tensor ranks holds
 F/p of its output features (weight rows and bias), and its output stays split. Element-wise layers whose inputs

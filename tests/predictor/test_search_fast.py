@@ -25,6 +25,8 @@ CASES = [  # model, batch, max devices, objective, profile (None: the default re
     ("cosmoflow", 64, 64, "time", "a100-dgx-8gpu.published", {}),
     ("efficientnet_b0", 128, 32, "time", "h100-dgx-8gpu.published", {"min_devices": 4}),
     ("resnet50", 512, 48, "time", "a100-dgx-8gpu.published", {"dtype": "bf16", "optimizer": "adam"}),
+    # tensor plans (VGG's classifier pairs): tensor / data+tensor against the other model-parallel families
+    ("vgg16", 256, 64, "time", None, {"strategies": ("tensor", "data", "filter", "channel", "pipeline")}),
 ]
 
 
@@ -72,6 +74,18 @@ def test_fast_search_on_a_cpu_profile_with_trees(model, batch, objective):
     graph, cm = load_model(model), _hybrid_cpu_model()
     common = dict(batch=batch, max_devices=16, objective=objective, top=20, interval=False)
     _same(search(graph, cm, exhaustive=True, **common), search(graph, cm, **common))
+
+
+def test_tensor_candidates_are_the_degrees_dividing_the_pairs_widths():
+    from predictor.strategies.tensor import tensor_split
+    vgg = load_model("vgg16")  # classifier 25088 -> 4096 -> 4096 (a pair) -> 1000 (replicated)
+    width = tensor_split(vgg).width_gcd
+    assert width == 4096
+    specs = [s for s in candidate_specs(vgg, 240, range(1, 25), 8, "fp32", "sgd") if s[0] == "tensor"]
+    assert {s[4] for s in specs} == {1 << k for k in range(1, 5)}  # 2, 4, 8, 16 divide 4096; 3, 5, 6, ... do not
+    assert ("tensor", "data+tensor", 24, 3, 8, None) in specs and ("tensor", "tensor", 16, 1, 16, None) in specs
+    assert not [s for s in candidate_specs(load_model("resnet50"), 64, range(1, 9), 8, "fp32", "sgd")
+                if s[0] == "tensor"]  # no pair to split
 
 
 def test_a_cost_model_of_unknown_sign_prunes_on_memory_only():
