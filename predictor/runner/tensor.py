@@ -22,7 +22,7 @@ from predictor.graph import Layer, ModelGraph
 from predictor.runner import comm
 from predictor.runner.filter import shard_parameter
 from predictor.runner.replica import Replica
-from predictor.strategies.tensor import tensor_split
+from predictor.strategies.tensor import split_width, tensor_split
 from profiler.errors import UserError
 
 
@@ -72,7 +72,7 @@ class TensorReplica(Replica):
                             "linear pair to split")
         for i in ts.columns + ts.inside + ts.rows:
             layer = graph.layers[i]
-            width = layer.input_shape[-1] if i in ts.rows else layer.output_shape[-1]
+            width = split_width(layer, i in ts.rows)
             if width % p_model:
                 raise UserError(f"tensor split over {p_model} ranks: layer {layer.name} has {width} features, "
                                 f"not divisible by {p_model}")

@@ -3,7 +3,9 @@
 
 **Pairs.** A `linear` layer whose input is replicated is *column-parallel*: each of the p = p_tensor ranks holds
 F/p of its output features (weight rows and bias), and its output stays split. Element-wise layers whose inputs
-are all split (ReLU, GELU, SiLU, dropout, a SwiGLU product, ...) act on the split features locally. A `linear`
+are all split (ReLU, GELU, SiLU, dropout, a SwiGLU product, ...) act on the split features locally, and so does
+the attention core on (heads, tokens, ...) tensors (fused `sdpa`, or `bmm`, softmax and dropout: the QKV
+projection's columns are whole heads, so each rank runs its 1/p of the heads). A `linear`
 reading a split tensor through at least one of them is *row-parallel*: it holds the matching K/p input features of its weight, produces a
 partial sum of the whole output, and the partial sums are all-reduced (its bias is added once, after the sum,
 and is replicated). `tensor_split` finds these regions in any ModelGraph; a linear whose split output would
@@ -53,6 +55,9 @@ from predictor.strategies.data import local_batch
 
 #: element-wise layers that act on a feature-split tensor locally (every input split the same way)
 SPLIT_THROUGH = ("relu", "gelu", "silu", "sigmoid", "tanh", "dropout", "mul", "add")
+#: the attention core: per-head products, softmax and fused attention act on a head-split tensor locally; they
+#: keep a split only on (heads, tokens, ...) tensors, where the heads are the split dimension
+HEAD_OPS = ("sdpa", "bmm", "softmax")
 #: layers that act on each token (sample) on its own: sequence parallelism splits them over tokens
 TOKENWISE = ("layernorm", "rmsnorm", "dropout", "add", "relu", "gelu", "silu", "sigmoid", "tanh")
 VIEWS = ("flatten",)
@@ -120,7 +125,8 @@ def tensor_split(graph: ModelGraph) -> TensorSplit:
                 bad |= came_from  # two linears in a row: no element-wise layer between to run on the split
             elif layer.op == "linear" and len(srcs) == 1:
                 rows.append(i)
-            elif layer.op in SPLIT_THROUGH and len(split_in) == len(srcs):
+            elif (layer.op in SPLIT_THROUGH or (layer.op in HEAD_OPS and len(layer.output_shape) >= 3)) \
+                    and len(split_in) == len(srcs):
                 inside.append(i)
                 origin[i] = came_from
             else:
@@ -132,10 +138,19 @@ def tensor_split(graph: ModelGraph) -> TensorSplit:
             break
         barred |= bad
     column_inputs = tuple(dict.fromkeys(inputs[i][0] for i in columns))
-    widths = [layers[i].output_shape[-1] for i in columns + inside] + [layers[i].input_shape[-1] for i in rows]
+    widths = [split_width(layers[i], i in rows) for i in columns + inside + rows]
     return TensorSplit(tuple(columns), tuple(rows), tuple(inside), column_inputs,
                        tuple(i for i, l in enumerate(layers) if l.op == "linear" and i not in columns and i not in rows),
                        math.gcd(*widths) if columns else 0)
+
+
+def split_width(layer, row: bool) -> int:
+    """The count p_tensor must divide: a row's input features, else the output's features, or its heads on a
+    (heads, tokens, ...) attention tensor."""
+    if row:
+        return layer.input_shape[-1]
+    shape = layer.output_shape
+    return shape[-3] if len(shape) >= 3 else shape[-1]
 
 
 def local_parameters(graph: ModelGraph, ts: TensorSplit, p: int) -> list[float]:
@@ -189,9 +204,10 @@ def _check_degree(ctx: Context, ts: TensorSplit, p: int) -> None:
     if ts.width_gcd % p:
         layers = ctx.layers
         for i in ts.columns + ts.inside + ts.rows:
-            width = layers[i].input_shape[-1] if i in ts.rows else layers[i].output_shape[-1]
+            width = split_width(layers[i], i in ts.rows)
             if width % p:
-                raise Infeasible(f"p_tensor {p} does not divide the {width} features of layer {layers[i].name}")
+                what = "heads" if len(layers[i].output_shape) >= 3 and i not in ts.rows else "features"
+                raise Infeasible(f"p_tensor {p} does not divide the {width} {what} of layer {layers[i].name}")
 
 
 def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:

@@ -201,3 +201,41 @@ def test_run_ranks_tensor_next_to_the_others():
                         interval=False)
     by_name = {p.plan.strategy: p for p in preds}
     assert by_name["tensor"].feasible and by_name["tensor"].plan.p_tensor == 2
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "math"])
+def test_gpt_two_allreduces_each_way_per_layer(attention):
+    """The zoo's GPT (traced): QKV and the MLP's first linear column-parallel, the attention core split by heads,
+    the output projection and the MLP's second linear row-parallel; the tied LM head replicated."""
+    from predictor.api import load_cost_model
+    layers, seq, hidden, heads, b, p = 3, 32, 64, 4, 8, 4
+    graph = load_model("gpt", layers=layers, seq=seq, hidden=hidden, heads=heads, attention=attention)
+    ts = tensor_split(graph)
+    names = [graph.layers[i].name for i in ts.columns + ts.rows]
+    assert sorted(names) == sorted(f"blocks.{k}.{m}" for k in range(layers)
+                                   for m in ("attn.qkv", "attn.proj", "mlp.fc", "mlp.fc2"))
+    assert [graph.layers[i].name for i in ts.replicated_linears] == ["head"]
+    assert ts.width_gcd == heads
+    cm, _ = load_cost_model(None)
+    plan = Plan("tensor", batch=b, devices=p, devices_per_node=8, p_tensor=p)
+    pred = predict(graph, plan, cm, interval=False)
+    bsh = b * seq * hidden * FP32
+    one_way = 2 * layers * cm.collective_time_s("allreduce", bsh, p, 1)
+    assert pred.details["tensor_fwd_collective_s"] == pytest.approx(one_way)
+    assert pred.details["tensor_bwd_collective_s"] == pytest.approx(one_way)
+    serial = predict(graph, Plan("serial", batch=b, devices=1, devices_per_node=8), cm, interval=False)
+    one = predict(graph, Plan("tensor", batch=b, devices=1, devices_per_node=8), cm, interval=False)
+    assert (one.iteration_s, one.memory_bytes) == (serial.iteration_s, serial.memory_bytes)
+    # per layer 12h^2 + 13h parameters: QKV (3h^2 + 3h) and fc (4h^2 + 4h) split with their biases, proj and fc2
+    # weights (h^2, 4h^2) split and their biases (2h) whole, the two layer norms (4h) whole; embeddings
+    # (vocab + seq) h (the head is tied to the token embedding) and the final norm (2h) whole
+    h, vocab = hidden, 512
+    per_layer = (12 * h * h + 7 * h) / p + 2 * h + 4 * h
+    assert pred.details["params_per_device"] == pytest.approx(layers * per_layer + (vocab + seq) * h + 2 * h)
+    assert serial.details["params_per_device"] == layers * (12 * h * h + 13 * h) + (vocab + seq) * h + 2 * h
+    # saved activations: A_replicated + A_split / p (the split part halves from p = 2 to 4)
+    act = {q: predict(graph, Plan("tensor", batch=b, devices=q, devices_per_node=8, p_tensor=q), cm,
+                      interval=False).activations_bytes for q in (1, 2, 4)}
+    assert act[1] - act[2] == pytest.approx(2 * (act[2] - act[4])) and act[2] > act[4]
+    eight = predict(graph, Plan("tensor", batch=b, devices=8, devices_per_node=8, p_tensor=8), cm, interval=False)
+    assert not eight.feasible and f"does not divide the {heads} heads" in eight.reason
