@@ -22,7 +22,8 @@ class Layer:
     concat, flatten, dropout, softmax_loss, and for transformers embedding, layernorm, rmsnorm, gelu, softmax,
     bmm (a batched matrix product of two activations: input_shape is its first operand), sdpa (fused scaled
     dot-product attention: input_shape is the query), cross_entropy (the loss over the last dimension of its
-    input, one target per row) (the set the cost models know; tracers report anything else by name).
+    input, one target per row), copy (a reshape that copies a transposed tensor into a contiguous one) (the
+    set the cost models know; tracers report anything else by name).
 
     inputs: names of the layers feeding this one ("" = the model input); lets residual/concat graphs keep
     their structure. kernel/stride/padding are per spatial dimension (empty for non-spatial ops).

@@ -94,6 +94,20 @@ def saved_tensors(graph: ModelGraph) -> tuple[SavedTensor, ...]:
     return tuple(out + extra)
 
 
+def input_gradient_elems(layer) -> int:
+    """Elements of the gradients a layer's backward produces for its inputs, per sample: its input's, and for
+    attention the other operands' too (fused attention's dK and dV have dQ's shape in self-attention; a
+    batched matmul's second operand is (..., K, N)); the loss's backward holds a dense gradient of the
+    log-probabilities (nll_loss_backward) while log_softmax_backward writes the logits' gradient."""
+    if layer.op == "cross_entropy":
+        return 2 * layer.input_elems
+    if layer.op == "sdpa":
+        return 3 * layer.input_elems
+    if layer.op == "bmm" and len(layer.output_shape) >= 2:
+        return layer.input_elems + math.prod(layer.output_shape[:-2]) * layer.input_shape[-1] * layer.output_shape[-1]
+    return layer.input_elems
+
+
 def parameter_bytes(params: float, dtype: str, optimizer: str) -> tuple[float, float, float]:
     """(weights, grads, optimizer state) bytes for `params` parameters on one device."""
     weights = params * (4 + (2 if dtype in MIXED_DTYPES else 0))
@@ -118,6 +132,6 @@ def backward_peak_extra(graph: ModelGraph, saved: tuple[SavedTensor, ...], act_b
         if layer.op in ("flatten",):
             continue
         first = all(x == "" for x in (layer.inputs or ("",)))
-        grads = (layer.output_elems + (0 if first else layer.input_elems)) * act_bytes * grad_share(i)
+        grads = (layer.output_elems + (0 if first else input_gradient_elems(layer))) * act_bytes * grad_share(i)
         worst = max(worst, alive + grads)
     return worst - total

@@ -20,11 +20,16 @@ from dataclasses import dataclass, replace
 from typing import Mapping
 
 from calibrate.cost_api import NeutralExtras
-from profiler.opmath import conv_flops, conv_output_volume, gemm_flops
+from profiler.opmath import bmm_flops, conv_flops, conv_output_volume, gemm_flops, sdpa_flops
 
 
 def op_flops(op: str, params: Mapping[str, int]) -> float:
     """FLOPs of one call (any pass) of `op` at `params` (cost_api conventions)."""
+    if op == "bmm":
+        return bmm_flops(params["B"], params["M"], params["N"], params["K"])
+    if op == "sdpa":
+        return sdpa_flops(params["B"], params["S"], params.get("T", params["S"]), params["D"], "fwd",
+                          bool(params.get("causal", 0)))
     n = params.get("N", params.get("M", 1))
     if op in ("conv2d", "conv3d"):
         dims = [params[d] for d in (("D", "H", "W") if op == "conv3d" else ("H", "W"))]

@@ -120,16 +120,30 @@ def _constants(gm) -> frozenset:
     return frozenset(constant)
 
 
-def _input_dtype(gm, modules) -> torch.dtype:
-    """int64 when the model input feeds an embedding (token ids), else float32."""
+def _input_vocabulary(gm, modules) -> int | None:
+    """The rows of the embedding the model input feeds (its input is token ids), else None."""
     for node in gm.graph.nodes:
         if node.op != "placeholder":
             continue
         for user in node.users:
-            if (user.op == "call_module" and isinstance(modules.get(user.target), nn.Embedding)) or (
-                    user.op == "call_function" and user.target is F.embedding):
-                return torch.long
-    return torch.float32
+            if user.op == "call_module" and isinstance(modules.get(user.target), nn.Embedding):
+                return modules[user.target].num_embeddings
+    return None
+
+
+def _input_dtype(gm, modules) -> torch.dtype:
+    """int64 when the model input feeds an embedding (token ids), else float32."""
+    return torch.long if _input_vocabulary(gm, modules) is not None else torch.float32
+
+
+def example_input(module: nn.Module, input_shape: tuple[int, ...], batch: int, generator=None) -> torch.Tensor:
+    """A random batch for `module`: token ids below its embedding's vocabulary when its input feeds one,
+    else standard normal floats (the audit's and tests' training steps)."""
+    gm = symbolic_trace(module)
+    vocab = _input_vocabulary(gm, dict(gm.named_modules()))
+    if vocab is not None:
+        return torch.randint(0, vocab, (batch, *input_shape), generator=generator)
+    return torch.randn(batch, *input_shape, generator=generator)
 
 
 def _flops(op: str, x: tuple[int, ...], y: tuple[int, ...], module, n_inputs: int,
@@ -294,6 +308,25 @@ class _ShapeRecorder(Interpreter):
         return super().call_module(target, args, kwargs)
 
 
+#: views that transpose (their result is strided, not contiguous), and reshapes that copy a strided input
+_TRANSPOSING = {"transpose", "permute", "t", torch.transpose, torch.permute, torch.t}
+_COPY_IF_STRIDED = {"reshape", "contiguous", "flatten", torch.reshape, torch.flatten}
+
+
+def _view_or_copy(node: Node, inputs: list[Node], strided: set) -> str:
+    """"flatten" (a free view) or "copy": PyTorch's reshape, contiguous and flatten copy a transposed tensor
+    into a new contiguous one (attention's heads merged back after a transpose), which then is a tensor of
+    its own in memory. Records in `strided` which views are transposed."""
+    source_strided = bool(inputs) and inputs[0] in strided
+    if node.target in _TRANSPOSING:
+        strided.add(node)
+    elif source_strided and node.target in _COPY_IF_STRIDED:
+        return "copy"
+    elif source_strided:
+        strided.add(node)
+    return "flatten"
+
+
 def _own_params(module: nn.Module) -> dict[str, int]:
     """Parameters per submodule name, each parameter counted once (at its first owner: a language model's head
     tied to its embedding holds no parameters of its own)."""
@@ -334,6 +367,7 @@ def trace_module(module: nn.Module, input_shape: tuple[int, ...], name: str = "m
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise UserError(f"cannot trace model {name} (torch.fx on the meta device): {first}") from None
     constants = _constants(gm)
+    strided: set[Node] = set()  # views whose elements are not contiguous (transposed)
     layers: list[Layer] = []
     unsupported: list[str] = []
     names: dict[Node, str] = {}
@@ -355,6 +389,8 @@ def trace_module(module: nn.Module, input_shape: tuple[int, ...], name: str = "m
         if node.op == "call_module":
             module = modules[node.target]
             op = _MODULE_OPS.get(type(module))
+            if op == "dropout" and module.p == 0:
+                op = "flatten"  # dropout at p = 0 returns its input itself: no kernel, no mask
             label = f"{node.target} ({type(module).__name__})"
             layer_name = str(node.target)
         elif node.op == "call_function":
@@ -374,6 +410,8 @@ def trace_module(module: nn.Module, input_shape: tuple[int, ...], name: str = "m
         if op is None:
             unsupported.append(label)
             op = "unsupported"
+        if op == "flatten":
+            op = _view_or_copy(node, inputs, strided)
         operands = tuple(_shape(i) or tuple(input_shape) for i in inputs)
         if not operands:  # reads constants only (position ids): their shape
             operands = tuple(_shape(a) for a in node.all_input_nodes if _shape(a) is not None)[:1]

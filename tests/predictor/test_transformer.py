@@ -1,0 +1,247 @@
+"""Transformer ops in the graph, cost and memory models, checked by hand against the published formulas:
+FLOPs per GPT layer (Narayanan et al., SC'21, appendix: 24 B s h^2 + 4 B s^2 h forward, lm-head 2 B s h V),
+parameters (12 h^2 + 13 h per layer plus embeddings, against torch's own count), activation bytes per layer
+(Korthikanti et al., MLSys 2023, §4.1: 34 s b h + 5 a s^2 b in 16-bit), traced shapes against a real forward
+pass, the cost model's fallbacks where a profile lacks the transformer families, and the CLI."""
+import math
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from calibrate import shapes
+from calibrate.cost_model import load_cost_model
+from calibrate.shipped import shipped_profile
+from predictor.api import load_model
+from predictor.layercost import LayerCoster, Split
+from predictor.memory import saved_tensors
+from predictor.plan import Plan
+from predictor.strategies import evaluate
+from predictor.strategies.context import Context
+from predictor.synthetic import SyntheticCostModel
+from predictor.trace import example_input, trace_module
+from predictor.zoo import build
+
+KNOBS = dict(layers=2, hidden=64, heads=4, seq=32, vocab=512)
+GEMM_OPS = ("linear", "bmm", "sdpa")
+
+
+def _first_block(graph):
+    """The layers of the first transformer block: from its first module to the next block's first."""
+    names = [l.name for l in graph.layers]
+    first = next(i for i, n in enumerate(names) if n.startswith("blocks.0."))
+    stop = next(i for i, n in enumerate(names) if n.startswith("blocks.1."))
+    return graph.layers[first:stop]
+
+
+@pytest.mark.parametrize("name, attention, causal_factor", [("gpt", "math", 1.0), ("bert", "math", 1.0),
+                                                             ("bert", "sdpa", 1.0), ("gpt", "sdpa", 0.5)])
+def test_layer_forward_flops_are_megatrons(name, attention, causal_factor):
+    """Per sample (B = 1): 24 s h^2 for the four GEMMs, 4 s^2 h for the score and context products; a fused
+    causal attention runs half of the latter (its kernels skip the masked blocks)."""
+    g = load_model(name, attention=attention, **KNOBS)
+    s, h = KNOBS["seq"], KNOBS["hidden"]
+    flops = sum(l.flops_fwd for l in _first_block(g) if l.op in GEMM_OPS)
+    assert flops == pytest.approx(24 * s * h ** 2 + causal_factor * 4 * s ** 2 * h, rel=1e-12)
+    # the backward passes: 2x the forward GEMMs; fused attention's backward 2.5x its forward (FlashAttention-2)
+    attn = [l for l in _first_block(g) if l.op in ("bmm", "sdpa")]
+    backward = sum(l.flops_bwd_data + l.flops_bwd_weight for l in attn)
+    assert backward == pytest.approx((2.0 if attention == "math" else 2.5) * causal_factor * 4 * s ** 2 * h)
+
+
+def test_lm_head_flops_and_loss():
+    g = load_model("gpt", **KNOBS)
+    s, h, v = KNOBS["seq"], KNOBS["hidden"], KNOBS["vocab"]
+    head = next(l for l in g.layers if l.name == "head")
+    assert head.flops_fwd == 2 * s * h * v and head.params == 0  # tied to the token embedding
+    loss = g.layers[-1]
+    assert loss.op == "cross_entropy" and loss.input_shape == (s, v) and loss.inputs == ("head",)
+
+
+def _hand_params(name, layers, hidden, seq, vocab, **_):
+    per_layer = 12 * hidden ** 2 + 13 * hidden
+    if name == "gpt":
+        return layers * per_layer + (vocab + seq) * hidden + 2 * hidden
+    return layers * per_layer + (vocab + seq + 2) * hidden + 2 * hidden + hidden ** 2 + 3 * hidden + vocab
+
+
+@pytest.mark.parametrize("name", ["gpt", "bert"])
+@pytest.mark.parametrize("knobs", [KNOBS, dict(layers=3, hidden=96, heads=6, seq=16, vocab=1000)])
+def test_parameter_counts_match_torch_and_the_formula(name, knobs):
+    module, _ = build(name, **knobs)
+    torch_count = sum(p.numel() for p in module.parameters())  # tied weights once
+    assert load_model(name, **knobs).params == torch_count == _hand_params(name, **knobs)
+
+
+@pytest.mark.parametrize("name, attention", [("gpt", "sdpa"), ("gpt", "math"), ("bert", "sdpa")])
+def test_traced_shapes_match_a_real_forward_pass(name, attention):
+    torch.manual_seed(0)
+    module, shape = build(name, attention=attention, **KNOBS)
+    seen = {}
+    for mod_name, mod in module.named_modules():
+        if mod_name and not list(mod.children()):
+            mod.register_forward_hook(lambda m, i, o, n=mod_name: seen.__setitem__(n, tuple(o.shape[1:])))
+    x = example_input(module, shape, 3)
+    assert x.dtype == torch.long and int(x.max()) < KNOBS["vocab"]
+    out = module(x)
+    traced, _ = build(name, attention=attention, **KNOBS)
+    graph = trace_module(traced, shape, name)
+    layers = {l.name: l for l in graph.layers}
+    checked = [n for n in seen if n in layers]
+    assert len(checked) >= 10
+    for n in checked:
+        if n == "pos" or n == "token_type":
+            continue  # position and type ids are one (1, seq) constant: the sample dimension is broadcast
+        assert layers[n].output_shape == seen[n], n
+    assert layers["head" if name == "gpt" else "decoder"].output_shape == tuple(out.shape[1:])
+    assert not graph.unsupported
+
+
+def _per_layer_saved_bytes(attention, act_bytes=2):
+    """Saved bytes per sample of one transformer layer: the model with 2 layers minus the one with 1."""
+    totals = []
+    for layers in (1, 2):
+        g = load_model("gpt", attention=attention, **{**KNOBS, "layers": layers})
+        totals.append(sum(t.elems * (t.bytes_per_elem or act_bytes) for t in saved_tensors(g)))
+    return totals[1] - totals[0]
+
+
+def test_activation_memory_per_layer_is_korthikantis():
+    """34 s b h + 5 a s^2 b bytes in 16-bit (b = 1): the layer norms' inputs, QKV, score-product operands,
+    softmax output, dropout masks and outputs, GELU input, linear inputs. Modelled on top: each layer norm's
+    float32 mean and rstd per token (2 norms x 8 bytes x s), which the paper leaves out."""
+    s, h, a = KNOBS["seq"], KNOBS["hidden"], KNOBS["heads"]
+    assert _per_layer_saved_bytes("math") == 34 * s * h + 5 * a * s ** 2 + 2 * 8 * s
+
+
+def test_fused_attention_saves_no_score_matrix():
+    """With SDPA the 5 a s^2 b term goes: Q, K, V and the output are kept, plus a float32 log-sum-exp per
+    query and head (Dao et al. 2022); the attention dropout is inside the kernel (it keeps only an RNG state).
+    The kernel keeps its output while the output projection keeps the copy that merges the heads back
+    (reshape of a transposed tensor): 2 s b h more than the unfused path, where the context product's output
+    is not kept."""
+    s, h, a = KNOBS["seq"], KNOBS["hidden"], KNOBS["heads"]
+    assert _per_layer_saved_bytes("sdpa") == 34 * s * h + 2 * s * h + 4 * a * s + 2 * 8 * s
+
+
+def test_dropout_at_zero_is_the_identity():
+    g = load_model("gpt", dropout=0.0, **KNOBS)
+    assert not any(l.op == "dropout" for l in g.layers)
+    assert sum(l.op == "dropout" for l in load_model("gpt", **KNOBS).layers) == 1 + 2 * KNOBS["layers"]
+
+
+def _measured_peak_bytes(knobs, batch):
+    """Peak live-tensor bytes of the second of two SGD steps with cross-entropy over every token (CPU)."""
+    from torch.distributed._tools.mem_tracker import MemTracker
+
+    torch.manual_seed(0)
+    model, shape = build("gpt", **knobs)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = example_input(model, shape, batch)
+
+    def step():
+        torch.nn.functional.cross_entropy(model(x).flatten(0, 1), x.flatten()).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=False)
+
+    step()
+    tracker = MemTracker()
+    tracker.track_external(model, opt)
+    with tracker:
+        step()
+    return tracker.get_tracker_snapshot("peak")[torch.device("cpu")]["Total"]
+
+
+@pytest.mark.slow  # runs real training steps
+@pytest.mark.parametrize("attention", ["math", "sdpa"])
+def test_memory_within_10_percent_of_live_tensors_on_cpu(attention):
+    """Dropout off: on the CPU dropout keeps a float mask (not the bool one of the GPU kernels the model counts)
+    and fused attention with dropout runs PyTorch's unfused fallback."""
+    knobs = dict(layers=2, hidden=64, heads=4, seq=64, vocab=256, attention=attention, dropout=0.0)
+    measured = _measured_peak_bytes(knobs, 4)
+    plan = Plan("serial", batch=4, devices=1, devices_per_node=1)
+    predicted = evaluate(Context(load_model("gpt", **knobs), SyntheticCostModel()), plan).memory_bytes
+    assert predicted == pytest.approx(measured, rel=0.10)
+
+
+def test_memory_scales_with_the_batch_and_the_loss_is_float32():
+    g = load_model("gpt", **KNOBS)
+    plans = [Plan("serial", batch=b, devices=1, devices_per_node=1, dtype="bf16") for b in (2, 4)]
+    acts = [evaluate(Context(g, SyntheticCostModel()), p).activations_bytes for p in plans]
+    assert acts[1] == pytest.approx(2 * acts[0])
+    loss = [t for t in saved_tensors(g) if g.layers[t.producer].op == "cross_entropy"]
+    assert len(loss) == 1 and loss[0].bytes_per_elem == 4 and loss[0].elems == KNOBS["seq"] * KNOBS["vocab"]
+
+
+def test_published_profile_costs_transformer_ops_by_fallback():
+    """A shipped published profile has no bmm/sdpa/layernorm/gelu/softmax family: bmm costs as the GEMM of
+    the same FLOPs, the norms and activations as triad traffic, and every substitution is recorded."""
+    cm = load_cost_model(shipped_profile("v100-abci-4gpu.published"))
+    bmm = {"B": 32, "M": 128, "N": 128, "K": 64}
+    assert cm.compute_time_s("bmm", "fwd", bmm, "float32") == cm.compute_time_s(
+        "gemm", "fwd", {"M": 32 * 128, "N": 128, "K": 64}, "float32")
+    ln = {"N": 8, "C": 128, "H": 1, "W": 768}
+    nbytes = 2 * 8 * 128 * 768 * 4
+    assert shapes.work("layernorm", "fwd", ln, "float32")["bytes"] == nbytes
+    assert cm.compute_time_s("layernorm", "fwd", ln, "float32") == cm.memory_time_s(nbytes)
+    sdpa = {"B": 32, "S": 128, "D": 64, "causal": 1}
+    full = cm.compute_time_s("sdpa", "fwd", {**sdpa, "causal": 0}, "float32")
+    assert cm.compute_time_s("sdpa", "fwd", sdpa, "float32") == pytest.approx(full / 2)
+    assert {"bmm fwd float32", "layernorm fwd float32", "sdpa fwd float32"} <= set(cm.substitutions)
+    assert cm.compute_in_domain("softmax", "fwd", ln, "float32") is False
+
+
+def test_linear_on_tokens_is_one_gemm_over_batch_times_seq():
+    g = load_model("gpt", **KNOBS)
+    qkv = next(i for i, l in enumerate(g.layers) if l.name == "blocks.0.attn.qkv")
+
+    class Recorder(SyntheticCostModel):
+        calls = []
+
+        def compute_time_s(self, op, pass_, params, dtype):
+            self.calls.append((op, pass_, dict(params)))
+            return super().compute_time_s(op, pass_, params, dtype)
+
+    cm = Recorder()
+    LayerCoster(g, cm, "fp32").times(qkv, Split(n=4))
+    h, s = KNOBS["hidden"], KNOBS["seq"]
+    assert ("linear", "fwd", {"M": 4 * s, "N": 3 * h, "K": h}) in cm.calls
+
+
+def test_every_transformer_layer_is_costed_and_the_cnn_linear_is_unchanged():
+    g = load_model("bert", attention="math", **KNOBS)
+    coster = LayerCoster(g, SyntheticCostModel(), "bf16")
+    for i, layer in enumerate(g.layers):
+        fwd, bwd = coster.times(i, Split(n=2))
+        assert fwd >= 0 and bwd >= 0
+        if layer.op not in ("flatten",):
+            assert fwd > 0, layer.name
+    cnn = load_model("small_cnn2d")
+    fc = next(i for i, l in enumerate(cnn.layers) if l.op == "linear")
+    from predictor.layercost import _pass_params
+    layer = cnn.layers[fc]
+    assert _pass_params(layer, Split(n=8)) == ("linear", {"M": 8, "N": layer.output_shape[0],
+                                                          "K": layer.input_shape[0]})
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "predictor", *args], capture_output=True, text=True, timeout=300)
+
+
+def test_predictor_run_gpt_data_parallel():
+    r = _cli("run", "--model", "gpt", "--model-arg", "layers=2", "--batch", "8", "--gpus", "2", "--strategy", "data")
+    assert r.returncode == 0, r.stderr
+    assert "gpt" in r.stdout and "data" in r.stdout
+    bad = _cli("run", "--model", "gpt", "--model-arg", "heads=5", "--batch", "8", "--gpus", "2")
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "heads" in bad.stderr
+
+
+def test_more_layers_cost_more_time_and_memory():
+    preds = []
+    for layers in (2, 4):
+        g = load_model("gpt", **{**KNOBS, "layers": layers})
+        preds.append(evaluate(Context(g, SyntheticCostModel()),
+                              Plan("data", batch=8, devices=2, devices_per_node=2, p_data=2)))
+    assert preds[1].compute_fwd_s > preds[0].compute_fwd_s and preds[1].compute_bwd_s > preds[0].compute_bwd_s
+    assert preds[1].memory_bytes > preds[0].memory_bytes
