@@ -20,7 +20,7 @@ so an MLP block (Linear h->4h, activation, Linear 4h->h) costs 1 + 1 all-reduces
 layer (its attention block a second pair) 2 + 2, as the Megatron paper counts them (§3, Fig. 4).
 
 **Sequence parallelism** (plan.sequence_parallel; Korthikanti et al. §4.2.2): the tensors between pairs are split
-over tokens (over samples for per-sample (features,) tensors) instead of replicated. Each all-reduce becomes
+over tokens (a 1/p share of the elements of per-sample (features,) tensors) instead of replicated. Each all-reduce becomes
 a reduce-scatter + all-gather of the same tensor: forward all-gather of a column input and reduce-scatter of a row
 output, backward all-gather of the row's dL/dy and reduce-scatter of the column's dL/dx. Token-wise layers
 (layer norm, dropout, residual add, activations) fed by a row run on 1/p of the tokens: compute and saved
@@ -220,7 +220,10 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     region, rows = ts.split, set(ts.rows)
     tokens = seq.tokens if seq is not None and p > 1 else frozenset()
     by_features, by_inputs = Split(n, filter_div=p), Split(n, channel_div=p)
-    whole, token_share = Split(n), Split(-(-n // p))
+    # token-wise layers under sequence parallelism: 1/p of the tokens. Split has no token divisor; dividing the
+    # first per-sample dim (tokens of a (tokens, features) tensor, features of a per-sample vector) by p costs
+    # the same elements, and holds for one sample per rank (n < p), where dividing n could not
+    whole, token_share = Split(n), Split(n, filter_div=p)
 
     def split_of(i: int) -> Split:
         if i in region:
