@@ -54,7 +54,7 @@ from predictor.strategies.context import Context, Infeasible
 from predictor.strategies.data import local_batch
 
 #: element-wise layers that act on a feature-split tensor locally (every input split the same way)
-SPLIT_THROUGH = ("relu", "gelu", "silu", "sigmoid", "tanh", "dropout", "mul", "add")
+SPLIT_THROUGH = ("relu", "gelu", "silu", "sigmoid", "tanh", "dropout", "mul", "add", "copy")  # copy: a materialised view
 #: the attention core: per-head products, softmax and fused attention act on a head-split tensor locally; they
 #: keep a split only on (heads, tokens, ...) tensors, where the heads are the split dimension
 HEAD_OPS = ("sdpa", "bmm", "softmax")
