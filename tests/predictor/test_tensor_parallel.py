@@ -239,3 +239,16 @@ def test_gpt_two_allreduces_each_way_per_layer(attention):
     assert act[1] - act[2] == pytest.approx(2 * (act[2] - act[4])) and act[2] > act[4]
     eight = predict(graph, Plan("tensor", batch=b, devices=8, devices_per_node=8, p_tensor=8), cm, interval=False)
     assert not eight.feasible and f"does not divide the {heads} heads" in eight.reason
+
+
+def test_cli_runs_tensor_and_names_a_bad_degree(capsys):
+    from predictor.cli import main
+    assert main(["run", "--model", "gpt", "--batch", "8", "--gpus", "2", "--strategy", "tensor",
+                 "--sequence-parallel", "--json"]) == 0
+    import json
+    pred = json.loads(capsys.readouterr().out)["predictions"][0]
+    assert pred["feasible"] and pred["plan"]["p_tensor"] == 2 and pred["plan"]["sequence_parallel"]
+    assert pred["details"]["replicated_linears"] == ["head"]
+    assert main(["run", "--model", "gpt", "--batch", "8", "--gpus", "3", "--strategy", "tensor"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "p_tensor 3 does not divide" in err and len(err.splitlines()) == 1
