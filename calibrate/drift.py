@@ -39,6 +39,7 @@ import numpy as np
 from scipy.stats import t as student_t
 
 from calibrate.cost_api import COLLECTIVES, COMPUTE_OPS
+from calibrate.shapes import MEMORY_OPS
 from profiler.profile import Profile, Sample
 
 ALPHA_MAX_BYTES = 64 * 1024  # collective messages up to this size measure latency (alpha), larger bandwidth (beta)
@@ -125,7 +126,7 @@ def classify(sample: Sample) -> tuple[str, str, str]:
     return f"{bench} {sample.variant} {device_kind}".strip(), "other", "rate"
 
 
-MEMORY_BOUND_OPS = ("batchnorm", "relu", "maxpool", "avgpool", "add")
+MEMORY_BOUND_OPS = MEMORY_OPS
 
 
 def _work(sample: Sample, category: str) -> tuple[float | None, str]:
@@ -360,7 +361,7 @@ def identity(profile: Profile) -> dict[str, Any]:
 
 
 #: benchmarks whose per-call time depends on the CPU threads they ran with
-_THREADED = ("gemm", "linear", "conv2d", "conv3d", "batchnorm", "relu", "maxpool", "avgpool", "add", "stream", "framework")
+_THREADED = COMPUTE_OPS + ("stream", "framework")
 #: software whose version changes what a benchmark measures
 _VERSIONED = ("torch", "cuda", "cudnn", "nccl")
 

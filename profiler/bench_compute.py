@@ -17,6 +17,12 @@ all splits.
 A linear layer (`linear_cases`) is timed in the three calls autograd runs for nn.Linear on a 2-D input, with
 the operand layouts it runs them on, because a GEMM's speed depends on which operands are transposed and on
 which side is skinny: the backward-weight product reduces over the batch.
+
+Transformer families (`transformer_cases`): attention's batched GEMMs (bmm, each pass as autograd runs it),
+fused scaled-dot-product attention (sdpa, forward and its one backward call, causal and not: whichever kernel
+PyTorch picks for the device and dtype, as training would), and the memory-bound layer norm, GELU and softmax
+(forward and backward through their aten backward ops), at the sizes of small and GPT-2/BERT-base layers. FLOPs
+and bytes from profiler.opmath.
 """
 from __future__ import annotations
 
@@ -25,6 +31,7 @@ import os
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 
 from profiler.cases import GRID_ENV, BenchCase
 from profiler import opmath
@@ -418,6 +425,131 @@ def memory_op_cases(shape: dict, dtype: str, device: str) -> list[BenchCase]:
             for op, variant in MEMORY_OP_VARIANTS for window in (MAXPOOLS if op == "maxpool" else ({},))]
 
 
+# Transformer shapes. bmm (B = samples x heads, M, N, K): a score product (M = N = seq, K = head size) and a
+# context product (N = head size, K = seq). sdpa (B = samples x heads, S, D, causal). Token activations for
+# layer norm and GELU as {N, C = seq, H = 1, W = hidden or 4 hidden}; scores for softmax {N, C = heads, H = W = seq}.
+BMM_SHAPES = {"tiny": [(2, 16, 16, 8)],
+              "quick": [(16, 128, 128, 32), (16, 128, 32, 128), (8, 256, 256, 64)],
+              "full": [(16, 128, 128, 32), (16, 128, 32, 128), (8, 256, 256, 64), (8, 256, 64, 256),
+                       (48, 128, 128, 64), (48, 128, 64, 128), (4, 512, 512, 64), (4, 512, 64, 512)],
+              "gpu": [(96, 512, 512, 64), (96, 512, 64, 512), (192, 1024, 1024, 64), (192, 1024, 64, 1024),
+                      (384, 2048, 2048, 128), (384, 2048, 128, 2048)]}
+SDPA_SHAPES = {"tiny": [(2, 16, 8, 1)],
+               "quick": [(16, 128, 32, 1), (8, 256, 64, 0)],
+               "full": [(16, 128, 32, 1), (8, 256, 64, 0), (16, 128, 32, 0), (8, 256, 64, 1), (4, 512, 64, 1),
+                        (48, 128, 64, 0)],
+               "gpu": [(96, 512, 64, 1), (96, 1024, 64, 0), (192, 1024, 128, 1), (384, 2048, 128, 1),
+                       (96, 4096, 128, 1)]}
+TOKEN_SHAPES = {"tiny": [dict(N=2, C=8, H=1, W=16)],
+                "quick": [dict(N=4, C=128, H=1, W=256), dict(N=8, C=256, H=1, W=768)],
+                "full": [dict(N=4, C=128, H=1, W=256), dict(N=8, C=256, H=1, W=768), dict(N=2, C=512, H=1, W=1024),
+                         dict(N=8, C=128, H=1, W=3072)],
+                "gpu": [dict(N=8, C=512, H=1, W=768), dict(N=8, C=1024, H=1, W=4096), dict(N=16, C=2048, H=1, W=8192)]}
+SCORE_SHAPES = {"tiny": [dict(N=2, C=2, H=8, W=8)],
+                "quick": [dict(N=2, C=4, H=128, W=128), dict(N=4, C=8, H=256, W=256)],
+                "full": [dict(N=2, C=4, H=128, W=128), dict(N=4, C=8, H=256, W=256), dict(N=2, C=12, H=512, W=512)],
+                "gpu": [dict(N=8, C=12, H=512, W=512), dict(N=8, C=16, H=1024, W=1024), dict(N=4, C=32, H=2048, W=2048)]}
+TOKEN_OPS = ("layernorm", "gelu")
+
+
+def bmm_cases(B: int, M: int, N: int, K: int, dtype: str, device: str, tags: dict | None = None) -> list[BenchCase]:
+    """The three calls of C = A B for A (B, M, K), B (B, K, N), as autograd's BmmBackward0 runs them:
+    fwd bmm(A, B), bwd_data dA = bmm(dC, B^T), bwd_weight dB = bmm(A^T, dC) (over transposed views)."""
+    params = {"B": B, "M": M, "N": N, "K": K}
+
+    def builder(variant: str):
+        def build():
+            a, b, dc = _tensor((B, M, K), dtype, device), _tensor((B, K, N), dtype, device), _tensor((B, M, N), dtype, device)
+            if variant == "fwd":
+                return lambda: torch.bmm(a, b)
+            if variant == "bwd_data":
+                return lambda: torch.bmm(dc, b.transpose(1, 2))
+            return lambda: torch.bmm(a.transpose(1, 2), dc)
+
+        return build
+
+    flops, nbytes = int(opmath.bmm_flops(B, M, N, K)), opmath.bmm_bytes(B, M, N, K, element_bytes(dtype))
+    return [BenchCase("bmm", v, dict(params), dtype, flops, nbytes, builder(v), dict(tags or {}))
+            for v in ("fwd", "bwd_data", "bwd_weight")]
+
+
+def sdpa_cases(B: int, S: int, D: int, causal: int, dtype: str, device: str, tags: dict | None = None) -> list[BenchCase]:
+    """Fused attention on Q, K, V (B, S, D): fwd F.scaled_dot_product_attention, bwd the gradients of Q, K and
+    V through autograd.grad on a retained graph (the kernel's backward call; nothing accumulates)."""
+    params = {"B": B, "S": S, "D": D, "causal": causal}
+
+    def builder(variant: str):
+        def build():
+            q, k, v = (_tensor((B, S, D), dtype, device).requires_grad_(variant == "bwd") for _ in range(3))
+            if variant == "fwd":
+                def fwd():
+                    with torch.no_grad():
+                        return F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal))
+                return fwd
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal))
+            grad = torch.randn_like(out)
+            return lambda: torch.autograd.grad(out, (q, k, v), grad, retain_graph=True)
+
+        return build
+
+    cases = []
+    for variant, pass_ in (("fwd", "fwd"), ("bwd", "bwd_data")):
+        flops = int(opmath.sdpa_flops(B, S, S, D, pass_, bool(causal)))
+        nbytes = opmath.sdpa_bytes(B, S, S, D, pass_, element_bytes(dtype))
+        cases.append(BenchCase("sdpa", variant, dict(params), dtype, flops, nbytes, builder(variant), dict(tags or {})))
+    return cases
+
+
+def token_op_case(op: str, variant: str, params: dict, dtype: str, device: str) -> BenchCase:
+    """Layer norm over the last dimension (with affine weight and bias), GELU, or softmax over the last
+    dimension, on an (N, C, H x W) activation: fwd, or bwd through the aten backward op autograd calls
+    (native_layer_norm_backward with its weight and bias gradients, gelu_backward, _softmax_backward_data)."""
+    n, c, width = params["N"], params["C"], params["H"] * params["W"]
+    shape = (n, c, params["H"], params["W"]) if op == "softmax" else (n, c, width)
+    last = shape[-1]
+
+    def build():
+        x = _tensor(shape, dtype, device)
+        if op == "layernorm":
+            w, b = _tensor((last,), dtype, device), _tensor((last,), dtype, device)
+            if variant == "fwd":
+                return lambda: torch.ops.aten.native_layer_norm(x, [last], w, b, 1e-5)
+            _, mean, rstd = torch.ops.aten.native_layer_norm(x, [last], w, b, 1e-5)
+            dy = torch.randn_like(x)
+            return lambda: torch.ops.aten.native_layer_norm_backward(dy, x, [last], mean, rstd, w, b, [True, True, True])
+        if op == "gelu":
+            if variant == "fwd":
+                return lambda: F.gelu(x)
+            dy = torch.randn_like(x)
+            return lambda: torch.ops.aten.gelu_backward(dy, x)
+        if variant == "fwd":
+            return lambda: torch.softmax(x, -1)
+        y, dy = torch.softmax(x, -1), torch.randn_like(x)
+        return lambda: torch.ops.aten._softmax_backward_data(dy, y, -1, x.dtype)
+
+    pass_ = "fwd" if variant == "fwd" else "bwd_data"
+    elems = n * c * width
+    flops = opmath.ELEMENT_FLOPS[op][0 if variant == "fwd" else 1] * elems
+    nbytes = opmath.element_pass_bytes(op, pass_, elems, element_bytes(dtype))
+    return BenchCase(op, variant, dict(params), dtype, flops, nbytes, build)
+
+
+def transformer_cases(grid: str, dtype: str, device: str) -> list[BenchCase]:
+    """Every transformer case of a grid ("tiny", "quick", "full"; a GPU adds the "gpu" sizes)."""
+    size = "tiny" if grid == "tiny" else grid
+    gpu = device.startswith("cuda") and grid != "tiny"
+    cases = []
+    for shape in BMM_SHAPES[size] + (BMM_SHAPES["gpu"] if gpu else []):
+        cases += bmm_cases(*shape, dtype, device)
+    for shape in SDPA_SHAPES[size] + (SDPA_SHAPES["gpu"] if gpu else []):
+        cases += sdpa_cases(*shape, dtype, device)
+    if dtype != "tf32":  # TF32 changes only matmul math
+        for op, table in (("layernorm", TOKEN_SHAPES), ("gelu", TOKEN_SHAPES), ("softmax", SCORE_SHAPES)):
+            for shape in table[size] + (table["gpu"] if gpu else []):
+                cases += [token_op_case(op, v, shape, dtype, device) for v in ("fwd", "bwd")]
+    return cases
+
+
 def _layer_params(layer: tuple, scale: int, three_d: bool) -> dict:
     name, c, f, size, k, s, p, batch = layer
     spatial = {"D": size, "H": size, "W": size} if three_d else {"H": size, "W": size}
@@ -477,6 +609,7 @@ def plan_compute(device: str, quick: bool) -> list[BenchCase]:
         if dtype != "tf32":  # TF32 changes only matmul/conv math; memory-bound ops would repeat float32
             for shape in mem_shapes:
                 cases += memory_op_cases(shape, dtype, device)
+        cases += transformer_cases(grid.name, dtype, device)
         flags = dtype_flags(dtype, device)
         for case in cases[first:]:
             case.tags.update(flags)

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import math
 
-from profiler.bench_compute import conv_cases, conv_spatial, gemm_case, linear_cases, memory_op_case
+from profiler.bench_compute import (bmm_cases, conv_cases, conv_spatial, gemm_case, linear_cases, memory_op_case,
+                                    sdpa_cases, token_op_case)
 from profiler.cases import BenchCase
 from profiler.dtypes import canonical_dtype
 from profiler.errors import UserError
@@ -31,9 +32,17 @@ REQUIRED = {
     "batchnorm": ("N", "C", "H", "W"),
     "maxpool": ("N", "C", "H", "W", "kernel"),
     "add": ("N", "C", "H", "W"),
+    "bmm": ("B", "M", "N", "K"),
+    "sdpa": ("B", "S", "D"),
+    "layernorm": ("N", "C", "H", "W"),
+    "gelu": ("N", "C", "H", "W"),
+    "softmax": ("N", "C", "H", "W"),
 }
 OPTIONAL = {"conv2d": ("D", "stride", "padding", "groups"), "conv3d": ("stride", "padding", "groups"),
-            "maxpool": ("D", "stride", "padding"), "relu": ("D",), "batchnorm": ("D",), "add": ("D",)}
+            "maxpool": ("D", "stride", "padding"), "relu": ("D",), "batchnorm": ("D",), "add": ("D",),
+            "sdpa": ("causal",)}
+#: params that may be 0 (a flag or no padding)
+ZERO_ALLOWED = ("padding", "causal")
 CONV_DEFAULTS = {"stride": 1, "padding": 0}
 TAGS = {"source": "shapes file"}
 MAX_DIM = 1 << 20  # largest single size, channel or batch count
@@ -45,6 +54,11 @@ def _tensors(op: str, p: dict) -> dict[str, int]:
     spatial = [p[k] for k in ("D", "H", "W") if k in p]
     if op in ("gemm", "linear"):
         return {"A (M x K)": p["M"] * p["K"], "B (K x N)": p["K"] * p["N"], "C (M x N)": p["M"] * p["N"]}
+    if op == "bmm":
+        return {"A (B x M x K)": p["B"] * p["M"] * p["K"], "B (B x K x N)": p["B"] * p["K"] * p["N"],
+                "C (B x M x N)": p["B"] * p["M"] * p["N"]}
+    if op == "sdpa":
+        return {"Q, K, V, O (B x S x D)": p["B"] * p["S"] * p["D"]}
     out = {"input": p["N"] * p["C"] * math.prod(spatial)}
     if op in ("conv2d", "conv3d"):
         out["weight"] = p["F"] * p["C"] * p["kernel"] ** len(spatial)
@@ -62,7 +76,7 @@ def _entry_params(op: str, params, where: str) -> dict:
     if unknown:
         raise UserError(f"{where}: {op} takes no param {unknown[0]} (known: {', '.join(REQUIRED[op] + OPTIONAL.get(op, ()))})")
     for key, value in params.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0 or (value == 0 and key != "padding"):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0 or (value == 0 and key not in ZERO_ALLOWED):
             raise UserError(f"{where}: params.{key} must be a positive integer, got {value!r}")
         if value > MAX_DIM:
             raise UserError(f"{where}: params.{key} = {value} is larger than {MAX_DIM}")
@@ -104,8 +118,13 @@ def cases_for(entry, where: str, device: str, dtypes: tuple[str, ...]) -> list[B
         case = gemm_case(params["M"], params["N"], params["K"], dtype, device)
         case.tags.update(TAGS)
         return [case]
+    if op == "bmm":
+        return bmm_cases(params["B"], params["M"], params["N"], params["K"], dtype, device, TAGS)
+    if op == "sdpa":
+        return sdpa_cases(params["B"], params["S"], params["D"], min(params.get("causal", 0), 1), dtype, device, TAGS)
     variants = ("fwd",) if op == "add" else ("fwd", "bwd")
-    cases = [memory_op_case(op, v, params, dtype, device) for v in variants]
+    make = token_op_case if op in ("layernorm", "gelu", "softmax") else memory_op_case
+    cases = [make(op, v, params, dtype, device) for v in variants]
     for case in cases:
         case.tags.update(TAGS)
     return cases

@@ -35,3 +35,33 @@ def test_no_other_module_computes_a_window_size():
     offenders = [str(p.relative_to(ROOT)) for pkg in ("kernels", "profiler", "calibrate", "predictor")
                  for p in (ROOT / pkg).rglob("*.py") if p.name != "opmath.py" and pattern.search(p.read_text())]
     assert offenders == []
+
+
+def test_transformer_op_counts_by_hand():
+    from profiler import opmath
+
+    # a score product of 12 heads at seq 512, head size 64: 12 GEMMs of (512 x 64) x (64 x 512)
+    assert opmath.bmm_flops(12, 512, 512, 64) == 12 * 2 * 512 * 512 * 64
+    assert opmath.bmm_bytes(2, 3, 4, 5, 2) == 2 * 2 * (3 * 5 + 5 * 4 + 3 * 4)
+    for pass_, (m, n, k) in (("bwd_data", (3, 5, 4)), ("bwd_weight", (5, 4, 3))):
+        assert opmath.gemm_backward_shape(pass_, 3, 4, 5) == (m, n, k)
+        assert gemm_flops(m, n, k) == gemm_flops(3, 4, 5)
+    # FlashAttention-2's count: 4 s^2 d per head forward, 2.5x backward, half under a causal mask
+    fwd = opmath.sdpa_flops(8, 1024, 1024, 64, "fwd", False)
+    assert fwd == 4 * 8 * 1024 ** 2 * 64
+    assert opmath.sdpa_flops(8, 1024, 1024, 64, "bwd_data", False) == 2.5 * fwd
+    assert opmath.sdpa_flops(8, 1024, 1024, 64, "fwd", True) == fwd / 2
+    # fused attention reads Q, K, V and writes O and a float32 log-sum-exp; backward reads Q, K, V, O, dO and
+    # the log-sum-exp and writes dQ, dK, dV
+    assert opmath.sdpa_bytes(2, 16, 16, 8, "fwd", 2) == 2 * 4 * (2 * 16 * 8) + 4 * 2 * 16
+    assert opmath.sdpa_bytes(2, 16, 16, 8, "bwd_data", 2) == 2 * 8 * (2 * 16 * 8) + 4 * 2 * 16
+    # layer norm reads x and writes y, its backward reads dy and x and writes dx
+    assert opmath.element_pass_bytes("layernorm", "fwd", 100, 4) == 800
+    assert opmath.element_pass_bytes("layernorm", "bwd_data", 100, 4) == 1200
+    # an embedding of 10 tokens of 4 features from a 50-row table: ids + rows read, output written;
+    # its gradient zeroes the 50 x 4 table, reads dY and adds each row into it
+    assert opmath.embedding_bytes(10, 4, 50, "fwd", 2) == 10 * 8 + 2 * 10 * 4 * 2
+    assert opmath.embedding_bytes(10, 4, 50, "bwd_weight", 2) == 50 * 4 * 2 + 10 * 8 + 3 * 10 * 4 * 2
+    # cross-entropy over a 50257-word vocabulary, in float32 at any plan dtype
+    assert opmath.cross_entropy_bytes(3, 50257, "fwd") == 2 * 3 * 50257 * 4
+    assert opmath.cross_entropy_bytes(3, 50257, "bwd_data") == 4 * 3 * 50257 * 4
