@@ -56,8 +56,10 @@ def _family(layer_ops: tuple[str, ...], how: str, reason: str) -> OpCost:
 
 
 _FREE_VIEW = OpCost("free", "-", "a view of its input (shape or strides only)")
-_LOSS = OpCost("ignored", "-", "the loss on the (batch, classes) logits: a few passes over 10-1000 elements per "
-               "sample, less than any conv layer of the zoo moves; traced models have no loss layer")
+_LOSS = OpCost("modelled", "memory_time_s(opmath.cross_entropy_bytes) of the tracer's cross_entropy layer",
+               "over token-level logits (a language model's vocabulary per token) the tracer appends a cross_entropy "
+               "layer, costed as float32 streaming traffic; on (batch, classes) logits it is left out: a few passes "
+               "over 10-1000 elements per sample, less than any conv layer of the zoo moves")
 _UPDATE = OpCost("modelled", "layercost.update_time_s + CostModel.optimizer_overhead_s",
                  "the SGD update as memory-bound streaming over the parameters (momentum: read w, g, m; write "
                  "w, m) plus a per-tensor dispatch cost")
@@ -92,7 +94,26 @@ AUDIT: dict[tuple[str, str], OpCost] = {
                                          "mask and scale: read x, write y (and the mask)", ("dropout",)),
     ("forward", "aten::flatten"): _FREE_VIEW,
     ("forward", "aten::view"): _FREE_VIEW,
-    ("forward", "aten::reshape"): _FREE_VIEW,
+    ("forward", "aten::reshape"): OpCost("modelled", "none for a view; memory_time_s(input + output bytes) for a copy",
+                                         "a view of its input, or a copy when its input is transposed (attention's "
+                                         "heads merged back: the tracer's copy layer)"),
+    ("forward", "aten::transpose"): _FREE_VIEW,
+    ("forward", "aten::split"): _FREE_VIEW,
+    # transformer ops (predictor.zoo.gpt, predictor.zoo.bert)
+    ("forward", "aten::embedding"): OpCost("modelled", "memory_time_s(opmath.embedding_bytes fwd)",
+                                           "a row gather: read ids and rows, write the output", ("embedding",)),
+    ("forward", "aten::layer_norm"): _family(("layernorm",), "layernorm/fwd, else triad bytes",
+                                             "read x, write y and the per-row mean and rstd"),
+    ("forward", "aten::gelu"): _family(("gelu",), "gelu/fwd, else triad bytes", "read x, write y"),
+    ("forward", "aten::softmax"): _family(("softmax",), "softmax/fwd, else triad bytes",
+                                          "attention probabilities over the last dimension"),
+    ("forward", "aten::matmul"): _family(("bmm",), "bmm/fwd, else gemm of the same FLOPs",
+                                         "attention's score and context products (expand + reshape + bmm inside)"),
+    ("forward", "aten::masked_fill"): _family(("add",), "add/fwd",
+                                              "the causal mask on the scores: read x and the mask, write y"),
+    ("forward", "aten::scaled_dot_product_attention"): _family(
+        ("sdpa",), "sdpa/fwd, else gemm scaled to its FLOPs",
+        "fused attention (flash or memory-efficient kernels; with dropout on the CPU PyTorch's unfused fallback)"),
     ("forward 0-d", "aten::copy_"): _DDP_BUFFERS,
     ("forward 0-d", "aten::add_"): OpCost("ignored", "-", "BatchNorm's num_batches_tracked += 1: a 0-d tensor, "
                                           "no traffic; one dispatch per BN layer"),
@@ -104,6 +125,7 @@ AUDIT: dict[tuple[str, str], OpCost] = {
     ("forward", "aten::as_strided"): _FREE_VIEW,
     # loss
     ("loss", "aten::cross_entropy_loss"): _LOSS,
+    ("loss", "aten::flatten"): _FREE_VIEW,
     # backward: inside an autograd node
     ("backward", "aten::convolution_backward"): _family(("conv2d", "conv3d"), "conv2d|conv3d bwd_data + bwd_weight",
                                                         "one call with an output mask; the bias gradient inside"),
@@ -140,6 +162,23 @@ AUDIT: dict[tuple[str, str], OpCost] = {
                                        "gradients are accumulated over micro-batches or kept by "
                                        "zero_grad(set_to_none=False); one pass over the weights"),
     ("backward", "aten::_log_softmax_backward_data"): _LOSS,
+    ("backward", "aten::transpose"): _FREE_VIEW,
+    ("backward", "aten::native_layer_norm_backward"): _family(("layernorm",), "layernorm/bwd (as bwd_data)",
+                                                              "one call for the input and affine gradients"),
+    ("backward", "aten::gelu_backward"): _family(("gelu",), "gelu/bwd", "read dy and x, write dx"),
+    ("backward", "aten::bmm"): _family(("bmm", "sdpa"), "bmm/bwd_data and bmm/bwd_weight, or sdpa/bwd",
+                                       "BmmBackward0: dA = dC B^T, dB = A^T dC (also inside the CPU's unfused "
+                                       "attention with dropout, costed as the fused backward)"),
+    ("backward", "aten::_softmax_backward_data"): _family(("softmax", "sdpa"), "softmax/bwd, or sdpa/bwd",
+                                                          "read dy and y, write dx"),
+    ("backward", "aten::masked_fill"): OpCost("ignored", "-", "MaskedFillBackward0 zeroes dy where masked: one "
+                                              "pass over the scores; masked_fill is costed as an add, whose backward "
+                                              "passes dy through"),
+    ("backward", "aten::cat"): OpCost("ignored", "-", "SplitBackward0 joins dQ, dK and dV into the QKV gradient: one "
+                                      "copy of it per layer, not costed (the split itself is a free view)"),
+    ("backward", "aten::embedding_backward"): OpCost("modelled", "memory_time_s(opmath.embedding_bytes bwd_weight)",
+                                                     "zero the table's gradient, add each token's row of dY into it",
+                                                     ("embedding",)),
     ("backward", "aten::nll_loss_backward"): _LOSS,
     # backward: autograd's engine between nodes
     ("engine", "aten::ones_like"): OpCost("ignored", "-", "the seed gradient dL/dL = 1: one element"),
@@ -192,6 +231,8 @@ SMALL_KNOBS: dict[str, dict] = {
     "cosmoflow": dict(width=4, blocks=3, image=32, fc=32),
     "small_cnn2d": dict(width=4, image=16),
     "small_cnn3d": dict(width=2, image=8),
+    "gpt": dict(layers=2, hidden=32, heads=2, seq=16, vocab=64),
+    "bert": dict(layers=2, hidden=32, heads=2, seq=16, vocab=64),
 }
 
 
@@ -242,11 +283,15 @@ def audit_step(module, input_shape: tuple[int, ...], *, batch: int = 2, steps: i
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the ops are the same at any thread count; one thread is not slowed by others' jobs
+    from predictor.trace import example_input
+
     torch.manual_seed(0)
-    x = torch.randn(batch, *input_shape)
+    x = example_input(module, input_shape, batch)
     with torch.no_grad():
-        classes = module(x).shape[1]
-    y = torch.randint(0, classes, (batch,))
+        out_shape = module(x).shape
+    # a (batch, classes) output gets one target per sample; a (batch, tokens..., classes) output one per token,
+    # the loss over the flattened tokens (the tracer's cross_entropy layer)
+    y = torch.randint(0, out_shape[-1], (batch, *out_shape[1:-1]))
     group_dir = None
     if ddp:
         import torch.distributed as dist
@@ -264,7 +309,7 @@ def audit_step(module, input_shape: tuple[int, ...], *, batch: int = 2, steps: i
                 with record_function(MARK + "forward"):
                     out = module(x)
                 with record_function(MARK + "loss"):
-                    loss = F.cross_entropy(out, y)
+                    loss = F.cross_entropy(out.flatten(0, -2), y.flatten()) if out.dim() > 2 else F.cross_entropy(out, y)
                 with record_function(MARK + "backward"):
                     loss.backward()
                 with record_function(MARK + "step"):
@@ -307,12 +352,12 @@ def missing_layers(rows: list[AuditRow], layer_ops: set[str]) -> list[AuditRow]:
             and not set(row.cost.layer_ops) & layer_ops]
 
 
-def audit_zoo_model(name: str, *, ddp: bool = False):
-    """(audit rows, traced ModelGraph) of the small version of a zoo model (SMALL_KNOBS)."""
+def audit_zoo_model(name: str, *, ddp: bool = False, **extra):
+    """(audit rows, traced ModelGraph) of the small version of a zoo model (SMALL_KNOBS, updated by `extra`)."""
     from predictor.trace import trace_module
     from predictor.zoo import build
 
-    knobs = SMALL_KNOBS[name]
+    knobs = {**SMALL_KNOBS[name], **extra}
     module, shape = build(name, **knobs)
     rows = audit_step(module, shape, ddp=ddp)
     traced, _ = build(name, **knobs)  # the tracer moves its module to the meta device
