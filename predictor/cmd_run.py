@@ -148,6 +148,9 @@ def run(args) -> int:
                                  "measure_command": measure_command(args.model, args.model_arg or [], args.batch,
                                                                     args.gpus, flagged[0].plan.strategy,
                                                                     cm.device_is_host)}
+    substituted = dict(getattr(cm, "substitutions", {}))  # families the profile lacks (calibrate.cost_model.FALLBACK)
+    if substituted:
+        meta["substitutions"] = substituted
     # --- residual correction (issue 7: calibrate/correction.py via predictor/corrected.py) ---
     from predictor.corrected import corrected_times, correction_rows, correction_table
     from profiler.profile import load_profile
@@ -169,6 +172,11 @@ def run(args) -> int:
         console.print(f"! {len(flagged)} strategies predict more than {FLAG_SHARE:.0%} of their compute from calls "
                       f"outside the shapes this profile measured (column 'extrap.'); to measure them:\n  "
                       f"{meta['extrapolation']['measure_command']}")
+    if substituted:
+        ops = sorted({key.split()[0] for key in substituted})
+        console.print(f"! profile has no calibrated family for {', '.join(ops)}; costed by explicit formulas ("
+                      + "; ".join(sorted({f'{key.split()[0]}: {how}' for key, how in substituted.items()}))
+                      + "); calibrate this machine (profiler calibrate) to measure them")
     if corrected is not None:  # residual correction (issue 7): analytical vs corrected, out-of-domain flagged
         console.print(correction_table(meta["correction"]))
     from predictor.outofcore_strategies import breakdown  # swap / recompute / planner choices (out-of-core)

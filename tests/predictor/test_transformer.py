@@ -233,6 +233,8 @@ def test_predictor_run_gpt_data_parallel():
     r = _cli("run", "--model", "gpt", "--model-arg", "layers=2", "--batch", "8", "--gpus", "2", "--strategy", "data")
     assert r.returncode == 0, r.stderr
     assert "gpt" in r.stdout and "data" in r.stdout
+    # the shipped published profile has no transformer families: the run says how it costed them
+    assert "no calibrated family for gelu, layernorm, sdpa" in r.stdout
     bad = _cli("run", "--model", "gpt", "--model-arg", "heads=5", "--batch", "8", "--gpus", "2")
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "heads" in bad.stderr
 
