@@ -3,20 +3,31 @@
 The runner distributes chains of conv/batchnorm/relu/pool/flatten/linear layers (2-D and 3-D). Every rank
 builds the same serial net from the same seed; the strategy modules then cut their shards out of it, so
 the serial and distributed runs start from identical weights (the equivalence tests rely on this).
+
+Transformers (predictor.zoo.gpt, bert) run as nets with branches (serial or data): embeddings, norms, GELU,
+softmax, batched products and fused attention as their torch ops; a view layer becomes the permutation, slice
+or reshape its shapes imply (a transposed view stays strided, so a `copy` layer copies as in the model); the
+loss over a token-level output is cross-entropy over every token (`loss`).
 """
 from __future__ import annotations
 
+import itertools
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from predictor.graph import Layer, ModelGraph
 from profiler.errors import UserError
 
 RUNNABLE_OPS = ("conv2d", "conv3d", "batchnorm", "relu", "maxpool", "avgpool", "flatten", "linear", "dropout", "softmax_loss")
-#: ops of nets with branches (residual sums, concatenations): run by GraphNet, serially or data-parallel
-BRANCH_OPS = ("add", "concat")
+#: ops of nets with branches (residual sums, concatenations) and transformers: run by GraphNet, serially or
+#: data-parallel
+BRANCH_OPS = ("add", "concat", "mul", "embedding", "layernorm", "rmsnorm", "gelu", "softmax", "bmm", "sdpa", "copy",
+              "cross_entropy")
+#: layers the runner applies itself (the loss) rather than as a module
+LOSS_OPS = ("softmax_loss", "cross_entropy")
 WEIGHT_OPS = ("conv2d", "conv3d", "linear")
 #: the strategies the runner implements for nets with branches (the model-parallel ones cut plain chains)
 BRANCHED_STRATEGIES = ("serial", "data")
@@ -57,7 +68,15 @@ def check_sequential(graph: ModelGraph) -> None:
         previous = layer.name
 
 
+def _is_tied(layer: Layer) -> bool:
+    """A linear layer whose weight another layer owns (a language-model head tied to its embedding): it counts
+    its bias at most."""
+    return layer.op == "linear" and layer.params < math.prod(layer.weight_shape)
+
+
 def _has_bias(layer: Layer) -> bool:
+    if _is_tied(layer):
+        return layer.params > 0
     return layer.params > math.prod(layer.weight_shape)
 
 
@@ -80,7 +99,39 @@ def build_layer(layer: Layer) -> nn.Module | None:
         return nn.Flatten()
     if layer.op == "linear":
         return nn.Linear(layer.input_shape[-1], layer.output_shape[-1], bias=_has_bias(layer))
+    if layer.op == "embedding":
+        return nn.Embedding(*layer.weight_shape)
+    if layer.op in ("layernorm", "rmsnorm"):
+        norm = nn.LayerNorm if layer.op == "layernorm" else nn.RMSNorm
+        return norm(layer.output_shape[-1], elementwise_affine=bool(layer.params))
+    if layer.op == "gelu":
+        return nn.GELU()
+    if layer.op == "softmax":
+        return nn.Softmax(dim=-1)
     return None
+
+
+def loss(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy per sample of (batch, classes) logits, or over every token of (batch, tokens..., classes)."""
+    if x.dim() > 2:
+        return F.cross_entropy(x.flatten(0, -2), y.flatten())
+    return F.cross_entropy(x, y)
+
+
+def view_like(x: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
+    """x (batch, *per-sample) as a (batch, *shape) tensor the way a traced view made it: a permutation of its
+    dimensions when the sizes match (a transpose stays strided), a slice from the start when every size fits (a
+    part of a split), else a reshape."""
+    have = tuple(x.shape[1:])
+    if have == shape:
+        return x
+    if len(have) == len(shape) and sorted(have) == sorted(shape):
+        for perm in itertools.permutations(range(len(have))):
+            if tuple(have[i] for i in perm) == shape:
+                return x.permute(0, *(i + 1 for i in perm))
+    if len(have) == len(shape) and all(o <= i for o, i in zip(shape, have)):
+        return x[(slice(None),) + tuple(slice(0, o) for o in shape)]
+    return x.reshape(x.shape[0], *shape)
 
 
 def build_serial(graph: ModelGraph, seed: int = 0) -> tuple[list[Layer], list[nn.Module]]:
@@ -105,14 +156,19 @@ class GraphNet(nn.Module):
 
     def __init__(self, graph_layers: list[Layer], segments=()):
         super().__init__()
-        self.layers = [l for l in graph_layers if l.op != "softmax_loss"]
+        self.layers = [l for l in graph_layers if l.op not in LOSS_OPS]
         index = {l.name: i for i, l in enumerate(self.layers)}
         self.names = []
         previous = ""
         for layer in self.layers:
-            self.names.append(_inputs(layer, previous))
+            constant = layer.op == "embedding" and not layer.inputs  # position ids: one (1, seq) constant
+            self.names.append(() if constant else _inputs(layer, previous))
             previous = layer.name
         self.mods = nn.ModuleList((build_layer(l) or nn.Identity()) for l in self.layers)
+        tables = {tuple(l.weight_shape): m.weight for l, m in zip(self.layers, self.mods) if l.op == "embedding"}
+        for layer, mod in zip(self.layers, self.mods):  # a head tied to its embedding (predictor.zoo.gpt, bert)
+            if layer.op == "linear" and _is_tied(layer) and tuple(layer.weight_shape) in tables:
+                mod.weight = tables[tuple(layer.weight_shape)]
         self.segments = []
         for start, stop in segments:  # graph layer indices -> indices of self.layers
             inside = [index[l.name] for l in graph_layers[start:stop] if l.name in index]
@@ -125,8 +181,21 @@ class GraphNet(nn.Module):
             out = xs[0]
             for x in xs[1:]:
                 out = out + x
+        elif layer.op == "mul":
+            out = xs[0] * xs[1] if len(xs) > 1 else xs[0] * 1.0
         elif layer.op == "concat":
             out = torch.cat(xs, dim=1)
+        elif layer.op == "flatten" and len(layer.output_shape) != 1:
+            out = view_like(xs[0], layer.output_shape)
+        elif layer.op == "copy":
+            out = xs[0].reshape(xs[0].shape[0], *layer.output_shape)
+        elif layer.op == "bmm":
+            out = torch.matmul(xs[0], xs[1])
+        elif layer.op == "sdpa":
+            out = F.scaled_dot_product_attention(*xs[:3], is_causal=layer.causal)
+        elif not self.names[i]:
+            ids = torch.arange(layer.input_shape[0], device=env[""].device) % layer.weight_shape[0]
+            out = self.mods[i](ids[None])  # position (or token-type) ids, one row for the batch
         else:
             out = self.mods[i](xs[0])
         env[layer.name] = out
@@ -172,16 +241,34 @@ def build_graph_net(graph: ModelGraph, seed: int = 0, segments=()) -> GraphNet:
     return GraphNet(list(graph.layers), segments)
 
 
+def _output_layer(graph: ModelGraph) -> Layer:
+    return [l for l in graph.layers if l.op not in LOSS_OPS][-1]
+
+
 def num_classes(graph: ModelGraph) -> int:
-    last = [l for l in graph.layers if l.op != "softmax_loss"][-1]
-    if len(last.output_shape) != 1:
+    last = _output_layer(graph)
+    if len(last.output_shape) != 1 and not any(l.op == "cross_entropy" for l in graph.layers):
         raise UserError(f"model {graph.name}: the last layer {last.name} must be linear (classes), got shape {last.output_shape}")
-    return last.output_shape[0]
+    return last.output_shape[-1]
+
+
+def input_vocabulary(graph: ModelGraph) -> int | None:
+    """The rows of the embedding that reads the model input (its input is token ids), else None."""
+    for layer in graph.layers:
+        if layer.op == "embedding" and "" in layer.inputs:
+            return layer.weight_shape[0]
+    return None
 
 
 def synthetic_batch(graph: ModelGraph, batch: int, seed: int, dtype=torch.float32, device="cpu"):
-    """Random inputs and labels of the global batch; every rank draws the same ones from `seed`."""
+    """Random inputs and labels of the global batch; every rank draws the same ones from `seed`. Token ids
+    for a model whose input feeds an embedding, a label per token for a token-level output."""
     gen = torch.Generator().manual_seed(seed)
-    x = torch.randn((batch, *graph.input_shape), generator=gen, dtype=torch.float32).to(device=device, dtype=dtype)
-    y = torch.randint(0, num_classes(graph), (batch,), generator=gen).to(device)
+    vocab = input_vocabulary(graph)
+    if vocab is not None:
+        x = torch.randint(0, vocab, (batch, *graph.input_shape), generator=gen).to(device)
+    else:
+        x = torch.randn((batch, *graph.input_shape), generator=gen, dtype=torch.float32).to(device=device, dtype=dtype)
+    tokens = _output_layer(graph).output_shape[:-1]
+    y = torch.randint(0, num_classes(graph), (batch, *tokens), generator=gen).to(device)
     return x, y

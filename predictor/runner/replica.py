@@ -10,8 +10,8 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.nn import functional as F
 
+from predictor.runner.nets import loss
 from profiler.errors import UserError
 
 
@@ -40,7 +40,7 @@ class Replica:
     def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         for module in self.modules:
             x = module(x)
-        return F.cross_entropy(x, y)
+        return loss(x, y)
 
     def backward(self, loss: torch.Tensor) -> None:
         loss.backward()

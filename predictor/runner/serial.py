@@ -6,7 +6,7 @@ import contextlib
 
 import torch
 from torch import nn
-from torch.nn import functional as F
+from predictor.runner.nets import loss
 from torch.utils.checkpoint import checkpoint_sequential
 
 from predictor.runner.replica import Replica
@@ -43,4 +43,4 @@ class SerialReplica(Replica):
     def forward(self, x, y):
         context = torch.autograd.graph.save_on_cpu(pin_memory=True) if self.offload else contextlib.nullcontext()
         with context:
-            return F.cross_entropy(self.net(x), y)
+            return loss(self.net(x), y)

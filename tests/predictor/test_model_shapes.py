@@ -110,7 +110,7 @@ def test_shapes_cli_to_calibrate_end_to_end(tmp_path):
 
 @pytest.mark.parametrize("text, needle", [
     ("shapes: []", "non-empty list under 'shapes:'"),
-    ("shapes: [{op: softmax, params: {N: 1}}]", "op 'softmax' cannot be measured"),
+    ("shapes: [{op: hardswish, params: {N: 1}}]", "op 'hardswish' cannot be measured"),
     ("shapes: [{op: conv2d, params: {N: 1, C: 2}}]", "conv2d needs params F, H, W, kernel"),
     ("shapes: [{op: relu, params: {N: 1, C: 2, H: 0, W: 4}}]", "params.H must be a positive integer"),
     ("shapes: [{op: gemm, params: {M: 2, N: 2, K: 2}, dtype: float16}]", "dtype float16 is not measured on cpu"),

@@ -247,3 +247,41 @@ def test_more_layers_cost_more_time_and_memory():
                               Plan("data", batch=8, devices=2, devices_per_node=2, p_data=2)))
     assert preds[1].compute_fwd_s > preds[0].compute_fwd_s and preds[1].compute_bwd_s > preds[0].compute_bwd_s
     assert preds[1].memory_bytes > preds[0].memory_bytes
+
+
+@pytest.mark.parametrize("name, attention", [("gpt", "sdpa"), ("gpt", "math"), ("bert", "sdpa")])
+def test_runner_builds_the_traced_transformer(name, attention):
+    """The validation runner's net from the graph has the zoo model's parameters (the head tied again), its
+    output shape, and trains on token ids with a label per token."""
+    from predictor.runner.nets import build_graph_net, loss, synthetic_batch
+
+    graph = load_model(name, attention=attention, **KNOBS)
+    net = build_graph_net(graph, 0)
+    assert sum(p.numel() for p in net.parameters()) == graph.params
+    x, y = synthetic_batch(graph, 3, seed=0)
+    assert x.dtype == torch.long and y.shape == (3, KNOBS["seq"])
+    out = net(x)
+    assert out.shape == (3, KNOBS["seq"], KNOBS["vocab"])
+    loss(out, y).backward()
+    assert all(p.grad is not None for p in net.parameters())
+
+
+@pytest.mark.slow  # trains on 1 and 2 ranks
+def test_validate_measures_a_gpt_serially_and_data_parallel(tmp_path, capsys):
+    import json
+
+    from predictor.cli import main
+
+    suite = tmp_path / "suite.yaml"
+    suite.write_text("warmup: 1\niterations: 2\nruns:\n"
+                     "  - {model: gpt, knobs: {layers: 2, hidden: 32, heads: 2, seq: 16, vocab: 64}, batch: 4, "
+                     "ranks: 1, strategies: [serial]}\n"
+                     "  - {model: gpt, knobs: {layers: 2, hidden: 32, heads: 2, seq: 16, vocab: 64}, batch: 4, "
+                     "ranks: 2, strategies: [data]}\n")
+    out = tmp_path / "runs.jsonl"
+    profile = str(shipped_profile("v100-abci-4gpu.published"))  # any profile works for the mechanics
+    assert main(["validate", "--profile", profile, "--suite", str(suite), "--out", str(out)]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["label"] for r in rows] == ["serial", "data"]
+    for r in rows:
+        assert r["measured_time_s"] > 0 and r["predicted_time_s"] > 0 and r["measured_peak_memory_bytes"] > 0
