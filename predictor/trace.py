@@ -14,7 +14,8 @@ per-sample shapes, parameter count, kernel/stride/padding (for halos) and FLOPs:
 
 Transformers (HuggingFace-style modules; `transformers` itself is not needed): nn.Embedding (a model whose
 input feeds an embedding is traced with int64 token ids), nn.LayerNorm, nn.RMSNorm, nn.Linear on (seq, hidden)
-inputs, GELU, softmax, dropout, torch.matmul/bmm and F.scaled_dot_product_attention; views (transpose,
+inputs, GELU, softmax, dropout, torch.matmul/bmm and F.scaled_dot_product_attention, and batch-first
+self-attention through nn.MultiheadAttention (expanded into the layers it runs); views (transpose,
 permute, split, chunk, indexing) are free `flatten` layers aliasing their producer. Tensors computed from
 buffers and constants alone (a causal mask, position ids) are constants, not layers. A model whose output keeps
 a token dimension, (seq, classes) per sample, is trained with cross-entropy over its last dimension (a language
@@ -342,6 +343,55 @@ def _own_params(module: nn.Module) -> dict[str, int]:
     return out
 
 
+def _attention_layers(node: Node, module: nn.MultiheadAttention, x: tuple[int, ...], source: str,
+                      own_params: dict[str, int]) -> list[Layer] | None:
+    """The layers nn.MultiheadAttention runs in training on a batch-first self-attention call (query, key and
+    value one tensor): its packed QKV projection, the fused attention (need_weights=False) or PyTorch's unfused
+    path (scores, softmax, attention dropout, context; the default need_weights=True returns the scores), the
+    heads merged back, the output projection. None for any other call (reported unsupported)."""
+    args = list(node.args) + [node.kwargs.get(k) for k in ("query", "key", "value") if k in node.kwargs]
+    if not module.batch_first or len(args) < 3 or not (args[0] is args[1] is args[2]) or len(x) != 2 \
+            or not module._qkv_same_embed_dim:
+        return None
+    seq, hidden = x
+    heads, head_dim = module.num_heads, hidden // module.num_heads
+    fused = node.kwargs.get("need_weights", True) is False
+    causal = bool(node.kwargs.get("is_causal", False))
+    t = str(node.target)
+    qkv_params, out_params = own_params.get(t, 0), own_params.get(f"{t}.out_proj", 0)
+
+    def layer(name, op, x_, y_, inputs, **kw):
+        fwd, bwd_d, bwd_w = _flops(op, x_, y_, kw.pop("module", None), len(inputs), kw.pop("operands", ()),
+                                   kw.get("causal", False))
+        return Layer(name=f"{t}.{name}", op=op, input_shape=x_, output_shape=y_, flops_fwd=fwd, flops_bwd_data=bwd_d,
+                     flops_bwd_weight=bwd_w, inputs=inputs, **kw)
+
+    class _Proj:  # the linear FLOP count's in/out features
+        def __init__(self, n_in, n_out):
+            self.in_features, self.out_features = n_in, n_out
+
+    per_head, scores = (heads, seq, head_dim), (heads, seq, seq)
+    out = [layer("in_proj", "linear", x, (seq, 3 * hidden), (source,), module=_Proj(hidden, 3 * hidden),
+                 params=qkv_params, weight_shape=(3 * hidden, hidden))]
+    qkv = f"{t}.in_proj"
+    if fused:
+        out.append(layer("attention", "sdpa", per_head, per_head, (qkv,), operands=(per_head, per_head), causal=causal))
+        context = f"{t}.attention"
+    else:
+        out.append(layer("scores", "bmm", per_head, scores, (qkv,)))
+        out.append(layer("softmax", "softmax", scores, scores, (f"{t}.scores",)))
+        probs = f"{t}.softmax"
+        if module.dropout > 0:
+            out.append(layer("attn_drop", "dropout", scores, scores, (probs,)))
+            probs = f"{t}.attn_drop"
+        out.append(layer("context", "bmm", scores, per_head, (probs, qkv)))
+        context = f"{t}.context"
+    out.append(layer("merge", "copy", per_head, (seq, hidden), (context,)))
+    out.append(layer("out_proj", "linear", (seq, hidden), (seq, hidden), (f"{t}.merge",),
+                     module=_Proj(hidden, hidden), params=out_params, weight_shape=(hidden, hidden)))
+    return out
+
+
 def _is_causal(node: Node) -> bool:
     """F.scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal, ...)'s is_causal."""
     if "is_causal" in node.kwargs:
@@ -368,6 +418,7 @@ def trace_module(module: nn.Module, input_shape: tuple[int, ...], name: str = "m
         raise UserError(f"cannot trace model {name} (torch.fx on the meta device): {first}") from None
     constants = _constants(gm)
     strided: set[Node] = set()  # views whose elements are not contiguous (transposed)
+    expanded: dict[Node, str] = {}  # a module traced as several layers (nn.MultiheadAttention) -> its last
     layers: list[Layer] = []
     unsupported: list[str] = []
     names: dict[Node, str] = {}
@@ -383,6 +434,19 @@ def trace_module(module: nn.Module, input_shape: tuple[int, ...], name: str = "m
             continue
         if node.op == "call_function" and node.target is getattr:
             continue  # x.shape and the like
+        if node.op == "call_function" and node.target is operator.getitem and node.args[0] in expanded:
+            if node.args[1] == 0:  # an expanded module's output; its other parts (attention weights) are not costed
+                names[node] = expanded[node.args[0]]
+            continue
+        if node.op == "call_module" and isinstance(modules[node.target], nn.MultiheadAttention):
+            inputs = _tensor_inputs(node, constants)
+            source = inputs[0] if inputs else None
+            parts = _attention_layers(node, modules[node.target], _shape(source) if source is not None else (),
+                                      names.get(source, ""), own_params)
+            if parts is not None:
+                layers.extend(parts)
+                expanded[node] = parts[-1].name
+                continue
         y = _shape(node)
         inputs = _tensor_inputs(node, constants)
         module = None

@@ -55,6 +55,10 @@ def check_runnable(graph: ModelGraph) -> None:
         if layer.op not in known:
             raise UserError(f"model {graph.name}: layer {layer.name} ({layer.op}) is not supported by the validation runner "
                             f"(supported: {', '.join(known)})")
+        operands = {"bmm": 2, "sdpa": 3}.get(layer.op)
+        if operands and len(layer.inputs) != operands:  # nn.MultiheadAttention's packed QKV: no split to run
+            raise UserError(f"model {graph.name}: layer {layer.name} ({layer.op}) reads {len(layer.inputs)} tensors, the "
+                            f"validation runner runs it on {operands} (separate query, key and value)")
 
 
 def check_sequential(graph: ModelGraph) -> None:

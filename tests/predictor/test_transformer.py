@@ -22,6 +22,7 @@ from predictor.strategies.context import Context
 from predictor.synthetic import SyntheticCostModel
 from predictor.trace import example_input, trace_module
 from predictor.zoo import build
+from profiler.errors import UserError
 
 KNOBS = dict(layers=2, hidden=64, heads=4, seq=32, vocab=512)
 GEMM_OPS = ("linear", "bmm", "sdpa")
@@ -285,3 +286,45 @@ def test_validate_measures_a_gpt_serially_and_data_parallel(tmp_path, capsys):
     assert [r["label"] for r in rows] == ["serial", "data"]
     for r in rows:
         assert r["measured_time_s"] > 0 and r["predicted_time_s"] > 0 and r["measured_peak_memory_bytes"] > 0
+
+
+class _MHANet(torch.nn.Module):
+    """An encoder layer written with nn.MultiheadAttention (batch first, self-attention)."""
+
+    def __init__(self, need_weights: bool, batch_first: bool = True):
+        super().__init__()
+        self.need_weights = need_weights
+        self.emb = torch.nn.Embedding(100, 32)
+        self.mha = torch.nn.MultiheadAttention(32, 4, dropout=0.1, batch_first=batch_first)
+        self.fc = torch.nn.Linear(32, 10)
+
+    def forward(self, ids):
+        x = self.emb(ids)
+        y, _ = self.mha(x, x, x, need_weights=self.need_weights)
+        return self.fc(x + y)
+
+
+@pytest.mark.parametrize("need_weights", [False, True])
+def test_multihead_attention_is_expanded_into_the_layers_it_runs(need_weights):
+    """Fused attention when no weights are asked for, else PyTorch's unfused path (scores, softmax, dropout,
+    context); parameters equal torch's; attention FLOPs 8 s h^2 (projections) + 4 s^2 h (unfused)."""
+    graph = trace_module(_MHANet(need_weights), (16,), "mha")
+    assert not graph.unsupported
+    assert graph.params == sum(p.numel() for p in _MHANet(need_weights).parameters())
+    ops = [l.op for l in graph.layers if l.name.startswith("mha.")]
+    if need_weights:
+        assert ops == ["linear", "bmm", "softmax", "dropout", "bmm", "copy", "linear"]
+    else:
+        assert ops == ["linear", "sdpa", "copy", "linear"]
+    s, h = 16, 32
+    gemm = sum(l.flops_fwd for l in graph.layers if l.name.startswith("mha.") and l.op in GEMM_OPS)
+    assert gemm == 8 * s * h ** 2 + 4 * s ** 2 * h
+    assert next(l for l in graph.layers if l.name == "add").inputs == ("emb", "mha.out_proj")
+    from predictor.runner.nets import check_runnable
+    with pytest.raises(UserError, match="validation runner runs it on"):
+        check_runnable(graph)
+
+
+def test_sequence_first_multihead_attention_is_reported():
+    graph = trace_module(_MHANet(False, batch_first=False), (16,), "mha")
+    assert graph.unsupported == ("mha (MultiheadAttention)",)
