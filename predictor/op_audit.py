@@ -104,6 +104,8 @@ AUDIT: dict[tuple[str, str], OpCost] = {
                                            "a row gather: read ids and rows, write the output", ("embedding",)),
     ("forward", "aten::layer_norm"): _family(("layernorm",), "layernorm/fwd, else triad bytes",
                                              "read x, write y and the per-row mean and rstd"),
+    ("forward", "aten::rms_norm"): _family(("rmsnorm",), "layernorm/fwd, else triad bytes",
+                                           "read x, write y (composite on the CPU: pow, mean, rsqrt, mul inside)"),
     ("forward", "aten::gelu"): _family(("gelu",), "gelu/fwd, else triad bytes", "read x, write y"),
     ("forward", "aten::softmax"): _family(("softmax",), "softmax/fwd, else triad bytes",
                                           "attention probabilities over the last dimension"),
@@ -147,8 +149,12 @@ AUDIT: dict[tuple[str, str], OpCost] = {
                                                                  "spread dy"),
     ("backward", "aten::_adaptive_avg_pool3d_backward"): _family(("avgpool",), "avgpool/bwd, else maxpool/bwd",
                                                                  "spread dy"),
-    ("backward", "aten::div"): _family(("avgpool",), "avgpool/bwd, else maxpool/bwd",
-                                       "MeanBackward1: a global average pool's dy / (H W), expanded"),
+    ("backward", "aten::div"): _family(("avgpool", "rmsnorm"), "avgpool/bwd, else maxpool/bwd; or layernorm/bwd",
+                                       "MeanBackward1: a global average pool's dy / (H W), expanded, or the mean of "
+                                       "squares inside RMSNorm's composite backward"),
+    ("backward", "aten::pow"): _family(("rmsnorm",), "layernorm/bwd (as bwd_data), else triad bytes",
+                                       "RMSNorm's composite backward (PowBackward0, RsqrtBackward0 on the CPU), costed "
+                                       "as one layer-norm backward"),
     ("backward", "aten::expand"): _FREE_VIEW,
     ("backward", "aten::mul"): _family(("mul", "dropout"), "add/fwd (mul) or memory_time_s (dropout)",
                                        "MulBackward0: a product's input gradients, or dropout's dy * mask"),

@@ -24,8 +24,8 @@ from profiler.errors import UserError
 RUNNABLE_OPS = ("conv2d", "conv3d", "batchnorm", "relu", "maxpool", "avgpool", "flatten", "linear", "dropout", "softmax_loss")
 #: ops of nets with branches (residual sums, concatenations) and transformers: run by GraphNet, serially or
 #: data-parallel
-BRANCH_OPS = ("add", "concat", "mul", "embedding", "layernorm", "rmsnorm", "gelu", "softmax", "bmm", "sdpa", "copy",
-              "cross_entropy")
+BRANCH_OPS = ("add", "concat", "mul", "embedding", "layernorm", "rmsnorm", "gelu", "silu", "softmax", "bmm", "sdpa",
+              "copy", "cross_entropy")
 #: layers the runner applies itself (the loss) rather than as a module
 LOSS_OPS = ("softmax_loss", "cross_entropy")
 WEIGHT_OPS = ("conv2d", "conv3d", "linear")
@@ -110,6 +110,8 @@ def build_layer(layer: Layer) -> nn.Module | None:
         return norm(layer.output_shape[-1], elementwise_affine=bool(layer.params))
     if layer.op == "gelu":
         return nn.GELU()
+    if layer.op == "silu":
+        return nn.SiLU()
     if layer.op == "softmax":
         return nn.Softmax(dim=-1)
     return None

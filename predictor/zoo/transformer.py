@@ -14,6 +14,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 ATTENTION = ("sdpa", "math")
+MLPS = ("gelu", "swiglu")
+NORMS = ("layernorm", "rmsnorm")
 
 
 class SelfAttention(nn.Module):
@@ -54,15 +56,30 @@ class SelfAttention(nn.Module):
 
 
 class MLP(nn.Module):
-    def __init__(self, hidden: int, ffn: int, dropout: float):
+    """gelu: fc2(GELU(fc(x))); swiglu (LLaMA's, Shazeer 2020): fc2(SiLU(fc(x)) * gate(x)), no biases."""
+
+    def __init__(self, hidden: int, ffn: int, dropout: float, kind: str = "gelu"):
         super().__init__()
-        self.fc = nn.Linear(hidden, ffn)
-        self.act = nn.GELU()
-        self.fc2 = nn.Linear(ffn, hidden)
+        if kind not in MLPS:
+            raise ValueError(f"mlp must be one of {', '.join(MLPS)}, got {kind!r}")
+        bias = kind == "gelu"
+        self.fc = nn.Linear(hidden, ffn, bias=bias)
+        self.gate = nn.Linear(hidden, ffn, bias=False) if kind == "swiglu" else None
+        self.act = nn.GELU() if kind == "gelu" else nn.SiLU()
+        self.fc2 = nn.Linear(ffn, hidden, bias=bias)
         self.drop = nn.Dropout(dropout)
 
     def forward(self, x):
-        return self.drop(self.fc2(self.act(self.fc(x))))
+        h = self.act(self.fc(x))
+        if self.gate is not None:
+            h = h * self.gate(x)
+        return self.drop(self.fc2(h))
+
+
+def norm_layer(hidden: int, kind: str) -> nn.Module:
+    if kind not in NORMS:
+        raise ValueError(f"norm must be one of {', '.join(NORMS)}, got {kind!r}")
+    return nn.LayerNorm(hidden) if kind == "layernorm" else nn.RMSNorm(hidden)
 
 
 class Block(nn.Module):
@@ -70,13 +87,13 @@ class Block(nn.Module):
     ln2(x + mlp(x))."""
 
     def __init__(self, hidden: int, heads: int, seq: int, ffn: int, dropout: float, causal: bool, attention: str,
-                 pre_norm: bool):
+                 pre_norm: bool, mlp: str = "gelu", norm: str = "layernorm"):
         super().__init__()
         self.pre_norm = pre_norm
-        self.ln1 = nn.LayerNorm(hidden)
+        self.ln1 = norm_layer(hidden, norm)
         self.attn = SelfAttention(hidden, heads, seq, dropout, causal, attention)
-        self.ln2 = nn.LayerNorm(hidden)
-        self.mlp = MLP(hidden, ffn, dropout)
+        self.ln2 = norm_layer(hidden, norm)
+        self.mlp = MLP(hidden, ffn, dropout, mlp)
 
     def forward(self, x):
         if self.pre_norm:

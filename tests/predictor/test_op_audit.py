@@ -18,7 +18,8 @@ def _describe(rows) -> str:
     return "; ".join(f"{r.where} {r.op} ({', '.join(sorted(r.contexts)) or 'no context'})" for r in rows)
 
 
-CASES = [(name, {}) for name in sorted(ZOO)] + [("gpt", {"attention": "math"}), ("bert", {"attention": "math"})]
+CASES = [(name, {}) for name in sorted(ZOO)] + [("gpt", {"attention": "math"}), ("bert", {"attention": "math"}),
+                                                ("gpt", {"mlp": "swiglu", "norm": "rmsnorm"})]
 
 
 @pytest.mark.parametrize("name, knobs", CASES, ids=[n + "".join(f"-{v}" for v in k.values()) for n, k in CASES])

@@ -250,13 +250,14 @@ def test_more_layers_cost_more_time_and_memory():
     assert preds[1].memory_bytes > preds[0].memory_bytes
 
 
-@pytest.mark.parametrize("name, attention", [("gpt", "sdpa"), ("gpt", "math"), ("bert", "sdpa")])
-def test_runner_builds_the_traced_transformer(name, attention):
+@pytest.mark.parametrize("name, extra", [("gpt", {}), ("gpt", {"attention": "math"}), ("bert", {}),
+                                         ("gpt", {"mlp": "swiglu", "norm": "rmsnorm"})])
+def test_runner_builds_the_traced_transformer(name, extra):
     """The validation runner's net from the graph has the zoo model's parameters (the head tied again), its
     output shape, and trains on token ids with a label per token."""
     from predictor.runner.nets import build_graph_net, loss, synthetic_batch
 
-    graph = load_model(name, attention=attention, **KNOBS)
+    graph = load_model(name, **extra, **KNOBS)
     net = build_graph_net(graph, 0)
     assert sum(p.numel() for p in net.parameters()) == graph.params
     x, y = synthetic_batch(graph, 3, seed=0)
@@ -328,3 +329,18 @@ def test_multihead_attention_is_expanded_into_the_layers_it_runs(need_weights):
 def test_sequence_first_multihead_attention_is_reported():
     graph = trace_module(_MHANet(False, batch_first=False), (16,), "mha")
     assert graph.unsupported == ("mha (MultiheadAttention)",)
+
+
+def test_llama_style_mlp_and_norms():
+    """SwiGLU (three bias-free h x ffn projections, SiLU, a product) and RMSNorm (h weights, rstd saved)."""
+    knobs = dict(KNOBS, mlp="swiglu", norm="rmsnorm", ffn=96)
+    module, _ = build("gpt", **knobs)
+    graph = load_model("gpt", **knobs)
+    h, ffn, layers = KNOBS["hidden"], 96, KNOBS["layers"]
+    attention = 4 * h * h + 4 * h  # QKV and output projections with biases
+    hand = layers * (attention + 3 * h * ffn + 2 * h) + (KNOBS["vocab"] + KNOBS["seq"]) * h + h
+    assert graph.params == sum(p.numel() for p in module.parameters()) == hand
+    ops = {l.op for l in graph.layers}
+    assert {"rmsnorm", "silu", "mul"} <= ops and "layernorm" not in ops and "gelu" not in ops
+    coster = LayerCoster(graph, SyntheticCostModel(), "bf16")
+    assert all(coster.times(i, Split(n=2))[0] >= 0 for i in range(len(graph.layers)))
