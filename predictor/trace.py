@@ -58,14 +58,16 @@ _FUNCTION_OPS = {
     torch.matmul: "bmm", torch.bmm: "bmm", operator.matmul: "bmm", F.scaled_dot_product_attention: "sdpa",
     F.cross_entropy: "cross_entropy", operator.getitem: "flatten", torch.transpose: "flatten",
     torch.permute: "flatten", torch.split: "flatten", torch.chunk: "flatten", torch.reshape: "flatten",
-    torch.masked_fill: "add",
+    torch.masked_fill: "add", torch.where: "add", operator.truediv: "mul", torch.div: "mul",
 }
-#: masked_fill (a causal mask on attention scores) moves what an add moves: read x and the mask, write y
+#: masked_fill and where (a causal mask on attention scores) move what an add moves: read x and the mask, write
+#: y; a division moves what a product moves; dtype casts are taken as views (no copy at the model's own dtype)
 _METHOD_OPS = {"relu": "relu", "add": "add", "add_": "add", "view": "flatten", "reshape": "flatten",
                "flatten": "flatten", "contiguous": "flatten", "sigmoid": "sigmoid", "mul": "mul", "mul_": "mul",
                "transpose": "flatten", "permute": "flatten", "split": "flatten", "chunk": "flatten",
                "unflatten": "flatten", "unsqueeze": "flatten", "squeeze": "flatten", "expand": "flatten",
-               "softmax": "softmax", "masked_fill": "add", "masked_fill_": "add", "matmul": "bmm"}
+               "softmax": "softmax", "masked_fill": "add", "masked_fill_": "add", "matmul": "bmm",
+               "div": "mul", "type": "flatten", "to": "flatten", "type_as": "flatten", "float": "flatten"}
 _SHAPE_ONLY = {"size", "dim"}
 #: views returning a tuple of tensors: a part of one reads the tensor that was cut
 _TUPLE_VIEWS = {"split", "chunk", "unbind", torch.split, torch.chunk, torch.unbind}
@@ -109,16 +111,21 @@ def _tensor_inputs(node: Node, constants: frozenset = frozenset()) -> list[Node]
 
 def _constants(gm) -> frozenset:
     """Nodes computed from buffers, parameters read as attributes and literals alone (a causal mask, position
-    ids): no layer of the model, and nothing a sample's data flows through."""
+    ids, a scale built from a size): no layer of the model, and nothing a sample's data flows through. Sizes and
+    other values that are not tensors count as constants as inputs (run after shape propagation)."""
     constant: set[Node] = set()
     for node in gm.graph.nodes:
         if node.op == "get_attr":
             constant.add(node)
         elif node.op in ("call_function", "call_method"):
-            args = [a for a in node.all_input_nodes]
-            if all(a in constant for a in args):
+            if all(a in constant or _is_size(a) for a in node.all_input_nodes):
                 constant.add(node)
     return frozenset(constant)
+
+
+def _is_size(node: Node) -> bool:
+    """Whether a node's value holds no tensor (a size, a shape, a number), after shape propagation."""
+    return node.op != "placeholder" and "tensor_meta" not in node.meta and "tensor_parts" not in node.meta
 
 
 def _input_vocabulary(gm, modules) -> int | None:
@@ -295,6 +302,8 @@ class _ShapeRecorder(Interpreter):
         result = super().run_node(n)
         if isinstance(result, torch.Tensor):
             n.meta["tensor_meta"] = _Meta(tuple(result.shape))
+        elif isinstance(result, (tuple, list)) and any(isinstance(r, torch.Tensor) for r in result):
+            n.meta["tensor_parts"] = True  # the parts of a split: tensors, not sizes
         return result
 
     def call_function(self, target, args, kwargs):

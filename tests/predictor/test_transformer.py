@@ -344,3 +344,74 @@ def test_llama_style_mlp_and_norms():
     assert {"rmsnorm", "silu", "mul"} <= ops and "layernorm" not in ops and "gelu" not in ops
     coster = LayerCoster(graph, SyntheticCostModel(), "bf16")
     assert all(coster.times(i, Split(n=2))[0] >= 0 for i in range(len(graph.layers)))
+
+
+HF_STYLE = """import math, torch, torch.nn as nn
+class Attn(nn.Module):
+    def __init__(self, h=32, heads=4, seq=16):
+        super().__init__()
+        self.num_heads, self.head_dim = heads, h // heads
+        self.c_attn = nn.Linear(h, 3 * h); self.c_proj = nn.Linear(h, h)
+        self.attn_dropout = nn.Dropout(0.1); self.resid_dropout = nn.Dropout(0.1)
+        self.register_buffer("bias", torch.tril(torch.ones(seq, seq, dtype=torch.bool)).view(1, 1, seq, seq), persistent=False)
+    def _split_heads(self, t):
+        new_shape = t.size()[:-1] + (self.num_heads, self.head_dim)
+        return t.view(new_shape).permute(0, 2, 1, 3)
+    def forward(self, hidden):
+        query, key, value = self.c_attn(hidden).split(self.num_heads * self.head_dim, dim=2)
+        query, key, value = self._split_heads(query), self._split_heads(key), self._split_heads(value)
+        w = torch.matmul(query, key.transpose(-1, -2))
+        w = w / torch.full([], value.size(-1) ** 0.5, dtype=w.dtype, device=w.device)
+        q_len, k_len = query.size(-2), key.size(-2)
+        causal = self.bias
+        w = torch.where(causal, w, torch.full([], -1e9, device=w.device))
+        w = nn.functional.softmax(w, dim=-1).type(value.dtype)
+        out = torch.matmul(self.attn_dropout(w), value)
+        out = out.permute(0, 2, 1, 3).contiguous()
+        out = out.view(out.size()[:-2] + (self.num_heads * self.head_dim,))
+        return self.resid_dropout(self.c_proj(out))
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__(); self.ln_1 = nn.LayerNorm(32); self.attn = Attn(); self.ln_2 = nn.LayerNorm(32)
+        self.mlp = nn.Sequential(nn.Linear(32, 128), nn.GELU(approximate="tanh"), nn.Linear(128, 32), nn.Dropout(0.1))
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+class Model(nn.Module):
+    input_shape = (16,)
+    def __init__(self):
+        super().__init__(); self.wte = nn.Embedding(100, 32); self.wpe = nn.Embedding(16, 32)
+        self.h = nn.ModuleList([Block(), Block()]); self.ln_f = nn.LayerNorm(32); self.lm_head = nn.Linear(32, 100, bias=False)
+        self.lm_head.weight = self.wte.weight
+    def forward(self, input_ids):
+        pos = torch.arange(0, input_ids.size(-1), dtype=torch.long, device=input_ids.device).unsqueeze(0)
+        x = self.wte(input_ids) + self.wpe(pos)
+        for block in self.h:
+            x = block(x)
+        return self.lm_head(self.ln_f(x))
+def model():
+    return Model()
+"""
+
+
+def test_a_huggingface_style_gpt2_traces_costs_and_runs(tmp_path):
+    """GPT-2 as HuggingFace writes it (sizes from .size(), permute, split into Q, K, V, scores divided by a
+    tensor built from a size, torch.where with a causal buffer, a dtype cast, .contiguous(), position ids from
+    torch.arange, a head tied to the token embedding), loaded as file.py:callable: every op known, parameters
+    as torch counts them, the same per-layer GEMM FLOPs, and the validation runner trains it."""
+    from predictor.runner.nets import build_graph_net, loss, synthetic_batch
+
+    path = tmp_path / "hf_gpt2.py"
+    path.write_text(HF_STYLE)
+    graph = load_model(f"{path}:model")
+    assert not graph.unsupported
+    namespace = {}
+    exec(compile(HF_STYLE, str(path), "exec"), namespace)
+    assert graph.params == sum(p.numel() for p in namespace["model"]().parameters())
+    s, h = 16, 32
+    gemm = sum(l.flops_fwd for l in graph.layers if l.op in ("linear", "bmm") and l.name != "lm_head") / 2
+    assert gemm == 24 * s * h ** 2 + 4 * s ** 2 * h  # per layer, two layers
+    assert {"copy", "softmax", "bmm", "layernorm", "gelu"} <= {l.op for l in graph.layers}
+    net = build_graph_net(graph, 0)
+    x, y = synthetic_batch(graph, 2, seed=0)
+    loss(net(x), y).backward()
