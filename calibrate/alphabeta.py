@@ -216,7 +216,16 @@ def resample(points: Sequence, rng: np.random.Generator) -> tuple[np.ndarray, np
         pick = np.arange(len(points))
     else:
         pick = rng.integers(0, len(points), len(points))
-    drawn = [STATISTICS[points[i].statistic](rng.choice(points[i].times_s, len(points[i].times_s))) for i in pick]
+    # rng.choice(times, n) draws exactly rng.integers(0, n, n); the statistics are then taken per group of
+    # equally long samples in one numpy call (the same values as one call per sample, a tenth of the time)
+    draws = [(i, rng.integers(0, len(points[i].times_s), len(points[i].times_s))) for i in pick]
+    drawn = np.empty(len(draws))
+    groups: dict[tuple, list[int]] = {}
+    for k, (i, idx) in enumerate(draws):
+        groups.setdefault((len(idx), points[i].statistic), []).append(k)
+    for (_, statistic), ks in groups.items():
+        rows = np.array([np.asarray(points[draws[k][0]].times_s)[draws[k][1]] for k in ks])
+        drawn[ks] = STATISTICS[statistic](rows, axis=1)
     return pick, np.maximum(drawn, MIN_TIME_S)
 
 

@@ -203,5 +203,12 @@ def fit_coefficients(profile: Profile, seed: int = 0) -> Coefficients:
 
 def fit_profile(profile: Profile, seed: int = 0) -> Profile:
     """A copy of `profile` with `coefficients` fitted from its samples (UserError names what is missing)."""
-    coefficients = fit_coefficients(profile, seed)
+    import scipy.optimize  # noqa: F401 - loaded first: a BLAS library loaded later escapes the limit below
+    import sklearn.tree  # noqa: F401
+    from threadpoolctl import threadpool_limits  # installed with scikit-learn
+
+    # the fits multiply matrices of at most a few hundred rows: a second BLAS thread only spins, and on a
+    # machine whose cores are busy it made every L-BFGS step of the GP fits 3-4x slower
+    with threadpool_limits(limits=1, user_api="blas"):
+        coefficients = fit_coefficients(profile, seed)
     return profile.model_copy(update={"coefficients": coefficients.model_dump(mode="json", exclude_none=True)})

@@ -26,6 +26,7 @@ and bytes from profiler.opmath.
 """
 from __future__ import annotations
 
+import itertools
 import math
 import os
 from dataclasses import dataclass
@@ -264,8 +265,32 @@ def choose_grid(device: str, quick: bool) -> GridChoice:
 
 
 # ---------------------------------------------------------------------------------------------- cases
+#: normal values a CPU operand is copied from (float32 elements; a larger operand repeats them): one-thread
+#: torch.randn draws about 0.1 GB/s, and drawing every operand afresh took a fifth of a quick calibration
+CPU_POOL_ELEMENTS = 1 << 22
+_POOLS: dict[str, torch.Tensor] = {}
+_OFFSETS = itertools.cycle(range(0, CPU_POOL_ELEMENTS, 1_000_003))
+
+
 def _tensor(shape, dtype: str, device: str) -> torch.Tensor:
-    return torch.randn(*shape, dtype=TORCH_DTYPES[dtype], device=device)
+    """An operand of standard-normal values: drawn on a GPU, copied from a pool drawn once on the CPU."""
+    torch_dtype = TORCH_DTYPES[dtype]
+    if not str(device).startswith("cpu") or not torch_dtype.is_floating_point:
+        return torch.randn(*shape, dtype=torch_dtype, device=device)
+    if dtype not in _POOLS:
+        _POOLS[dtype] = torch.randn(CPU_POOL_ELEMENTS, generator=torch.Generator().manual_seed(0)).to(torch_dtype)
+    pool, out = _POOLS[dtype], torch.empty(*shape, dtype=torch_dtype)
+    flat, offset = out.view(-1), next(_OFFSETS)  # operands of one case start at different places of the pool
+    done = 0
+    while done < flat.numel():
+        take = min(flat.numel() - done, len(pool) - offset)
+        flat[done:done + take].copy_(pool[offset:offset + take])
+        done, offset = done + take, 0
+    return out
+
+
+def _like(t: torch.Tensor, dtype: str) -> torch.Tensor:
+    return _tensor(tuple(t.shape), dtype, str(t.device))
 
 
 def gemm_case(M: int, N: int, K: int, dtype: str, device: str) -> BenchCase:
@@ -407,7 +432,7 @@ def memory_op_case(op: str, variant: str, params: dict, dtype: str, device: str)
     def build_pool_bwd():
         x = _tensor(dims, dtype, device)
         y, idx = pool(x, *window)
-        dy = torch.randn_like(y)
+        dy = _like(y, dtype)
         return lambda: pool_bwd(dy, x, *window, [1] * d, False, idx)
 
     builders = {("batchnorm", "fwd"): build_bn_fwd, ("batchnorm", "bwd"): build_bn_bwd, ("relu", "fwd"): build_relu_fwd,
@@ -487,7 +512,7 @@ def sdpa_cases(B: int, S: int, D: int, causal: int, dtype: str, device: str, tag
                         return F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal))
                 return fwd
             out = F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal))
-            grad = torch.randn_like(out)
+            grad = _like(out, dtype)
             return lambda: torch.autograd.grad(out, (q, k, v), grad, retain_graph=True)
 
         return build
@@ -515,16 +540,16 @@ def token_op_case(op: str, variant: str, params: dict, dtype: str, device: str) 
             if variant == "fwd":
                 return lambda: torch.ops.aten.native_layer_norm(x, [last], w, b, 1e-5)
             _, mean, rstd = torch.ops.aten.native_layer_norm(x, [last], w, b, 1e-5)
-            dy = torch.randn_like(x)
+            dy = _like(x, dtype)
             return lambda: torch.ops.aten.native_layer_norm_backward(dy, x, [last], mean, rstd, w, b, [True, True, True])
         if op == "gelu":
             if variant == "fwd":
                 return lambda: F.gelu(x)
-            dy = torch.randn_like(x)
+            dy = _like(x, dtype)
             return lambda: torch.ops.aten.gelu_backward(dy, x)
         if variant == "fwd":
             return lambda: torch.softmax(x, -1)
-        y, dy = torch.softmax(x, -1), torch.randn_like(x)
+        y, dy = torch.softmax(x, -1), _like(x, dtype)
         return lambda: torch.ops.aten._softmax_backward_data(dy, y, -1, x.dtype)
 
     pass_ = "fwd" if variant == "fwd" else "bwd_data"

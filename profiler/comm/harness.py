@@ -50,6 +50,12 @@ class PointBudget:
     #: the same on GPUs: NCCL timed by CUDA events has no gloo wake-up tail, and 120 rounds of 1 ms of compute
     #: per size would take a minute per (operation, group) on an 8-GPU node; 30 as before round-robin
     gpu_interleaved_iterations: int = 30
+    #: adaptive sweeps (None: every size gets every round): after `min_rounds`, and then every
+    #: ADAPTIVE_BLOCK rounds, a size whose mean is known to within this relative standard error leaves the
+    #: sweep. Large messages (a few % spread per call) leave after min_rounds; small ones, whose mean holds
+    #: gloo's wake-up tail (per-call spread about 100% of the mean), keep the full count.
+    target_rel_sem: float | None = None
+    min_rounds: int = 20
 
     def rounds(self, device: str) -> int:
         """Interleaved rounds on this device ("cpu" or "cuda")."""
@@ -59,8 +65,8 @@ class PointBudget:
 #: compute before each interleaved op: a layer's worth of work between two collectives
 INTERLEAVE_S = 1e-3
 
-QUICK = PointBudget(seconds=0.04, warmup_calls=1, latency_min=5, latency_max=15, throughput_samples=5, throughput_max_ops=20,
-                    interleaved_iterations=120)
+QUICK = PointBudget(seconds=0.02, warmup_calls=1, latency_min=3, latency_max=10, throughput_samples=3, throughput_max_ops=10,
+                    interleaved_iterations=120, target_rel_sem=0.05)
 FULL = PointBudget(seconds=0.3, warmup_calls=5, latency_min=5, latency_max=100, throughput_samples=10, throughput_max_ops=100,
                    interleaved_iterations=120)
 
@@ -70,6 +76,8 @@ FULL = PointBudget(seconds=0.3, warmup_calls=5, latency_min=5, latency_max=100, 
 SWEEP_BYTES = 64 * 2**20
 #: the fewest rounds sweep_rounds cuts a sweep to
 MIN_SWEEP_ROUNDS = 10
+#: rounds between two checks of an adaptive sweep (PointBudget.target_rel_sem)
+ADAPTIVE_BLOCK = 10
 
 
 @dataclass
@@ -174,26 +182,49 @@ def sweep_rounds(estimates_s: list[float], most_rounds: int, max_seconds: float)
     return max(MIN_SWEEP_ROUNDS, min(most_rounds, int(max_seconds / round_s)))
 
 
-def measure_interleaved(calls: list[Callable[[], None]], group, device: str, rounds: int) -> list[list[float]]:
-    """Per call, `rounds` times of one op after INTERLEAVE_S of compute, maximum over ranks; each round runs
-    every call once, in an order shuffled per round (seeded by the round number, so every rank runs the same
-    order). The op before a call leaves its mark: run in a fixed order, or one rotated per round, the smallest
-    size (which then follows the largest message) ran 1.2-1.7x slower than its neighbours for six of the
-    seven operations, and the next few sizes less so (eight quick calibrations, 2026-11-30). Every group member must call this with the same arguments. A call that raises becomes
-    SweepFailure(its index)."""
+def rel_sem(values: list[float]) -> float:
+    """Standard error of the mean relative to the mean (inf with fewer than 2 values)."""
+    if len(values) < 2:
+        return math.inf
+    mean = float(np.mean(values))
+    return float(np.std(values, ddof=1)) / math.sqrt(len(values)) / mean if mean > 0 else math.inf
+
+
+def measure_interleaved(calls: list[Callable[[], None]], group, device: str, rounds: int, *,
+                        target_rel_sem: float | None = None, min_rounds: int = 0) -> list[list[float]]:
+    """Per call, up to `rounds` times of one op after INTERLEAVE_S of compute, maximum over ranks; each round
+    runs every call still in the sweep once, in an order shuffled per round (seeded by the round number, so
+    every rank runs the same order). The op before a call leaves its mark: run in a fixed order, or one
+    rotated per round, the smallest size (which then follows the largest message) ran 1.2-1.7x slower than
+    its neighbours for six of the seven operations, and the next few sizes less so (eight quick
+    calibrations, 2026-11-30). With target_rel_sem, the sweep is checked after min_rounds and every
+    ADAPTIVE_BLOCK rounds after that, and a call whose mean's relative standard error (rel_sem) is within
+    the target leaves it; every rank decides from the same merged times, so all agree. Every group member
+    must call this with the same arguments. A call that raises becomes SweepFailure(its index)."""
     clock = _Clock(device)
     filler = compute_filler(device)
     times: list[list[float]] = [[] for _ in calls]
-    for r in range(rounds):
-        for i in np.random.default_rng(r).permutation(len(calls)).tolist():
-            fn = calls[i]
-            filler()
-            try:
-                times[i].append(clock.time(fn, 1))
-            except Exception as err:  # noqa: BLE001 - the caller names the size from the index
-                raise SweepFailure(i) from err
-    merged = max_over_group([t for per_call in times for t in per_call], group, device)
-    return [merged[i * rounds:(i + 1) * rounds] for i in range(len(calls))]
+    active, done = list(range(len(calls))), 0
+    while active and done < rounds:
+        step = rounds - done
+        if target_rel_sem is not None:
+            step = min(step, max(min_rounds - done, ADAPTIVE_BLOCK))
+        local: dict[int, list[float]] = {i: [] for i in active}
+        for r in range(done, done + step):
+            for j in np.random.default_rng(r).permutation(len(active)).tolist():
+                i = active[j]
+                filler()
+                try:
+                    local[i].append(clock.time(calls[i], 1))
+                except Exception as err:  # noqa: BLE001 - the caller names the size from the index
+                    raise SweepFailure(i) from err
+        merged = max_over_group([t for i in active for t in local[i]], group, device)
+        for k, i in enumerate(active):
+            times[i] += merged[k * step:(k + 1) * step]
+        done += step
+        if target_rel_sem is not None and done >= min_rounds:
+            active = [i for i in active if rel_sem(times[i]) > target_rel_sem]
+    return times
 
 
 _FILLERS: dict[str, Callable[[], None]] = {}

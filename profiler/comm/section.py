@@ -25,6 +25,11 @@ from profiler.cliutil import float_in, int_in, port, rank_count
 from profiler.errors import UserError
 
 QUICK_CPU_MAX_BYTES = 16 * 2**20
+#: a quick CPU sweep's sizes: four through gloo's latency-bound range, 4x steps from 16 KiB, where the
+#: per-byte cost takes over (a full sweep doubles from MIN_BYTES). Each size of an interleaved sweep costs
+#: about a hundred rounds of 1 ms of compute plus the op, and on a loopback pair a 4 B op and a 16 KiB one take
+#: the same 1-2 ms: the latency segment needs a few points, not twelve.
+QUICK_CPU_SIZES_BYTES = (64, 1024, 4096, 16384, 65536, 262144, 2**20, 4 * 2**20, QUICK_CPU_MAX_BYTES)
 MAX_BYTES = 256 * 2**20
 MIN_BYTES = 4
 
@@ -51,7 +56,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--collectives", default=",".join(OPERATIONS),
                    help=f"comma-separated operations to measure (default all: {','.join(OPERATIONS)})")
     g.add_argument("--max-message-bytes", type=int_in(MIN_BYTES, LARGEST_MESSAGE_BYTES), default=None,
-                   help=f"largest message S (default {MAX_BYTES} B; {QUICK_CPU_MAX_BYTES} B with --quick on cpu)")
+                   help=f"largest message S: sizes double from {MIN_BYTES} B up to it (default {MAX_BYTES} B; with "
+                        f"--quick on cpu and no --max-message-bytes, the quick sizes {QUICK_CPU_SIZES_BYTES[0]} B to "
+                        f"{QUICK_CPU_MAX_BYTES} B)")
 
 
 def is_worker_rank() -> bool:
@@ -79,6 +86,8 @@ def _sizes(args, device_kind: str, quick: bool) -> tuple[int, ...]:
     largest = args.max_message_bytes or (QUICK_CPU_MAX_BYTES if quick and device_kind == "cpu" else MAX_BYTES)
     if largest < MIN_BYTES:
         raise UserError(f"--max-message-bytes {largest}: must be at least {MIN_BYTES}")
+    if quick and device_kind == "cpu" and not args.max_message_bytes:
+        return QUICK_CPU_SIZES_BYTES
     sizes, s = [], MIN_BYTES
     while s <= largest:
         sizes.append(s)

@@ -140,15 +140,18 @@ def _measure_op(op, sizes, group, handle, rank, device, budget, fault, config, r
                 rounds = sweep_rounds(estimates_s, most_rounds, config.timeout_s / 2)
             report("point", f"{op} interleaved, {len(chunk)} sizes round-robin on {group.label()}")
             try:
-                per_size = measure_interleaved(calls, handle, device, rounds)
+                per_size = measure_interleaved(calls, handle, device, rounds, target_rel_sem=budget.target_rel_sem,
+                                               min_rounds=budget.min_rounds)
             except SweepFailure as failure:
                 current_size = sizes[chunk[failure.index]][0]
                 raise failure.__cause__ from None
             del calls
-            how = (f"one op after {INTERLEAVE_S * 1e3:g} ms of compute, max over ranks per iteration; "
-                   f"{rounds} rounds round-robin over {len(chunk)} sizes")
+            adaptive = (f" (a size left after >= {budget.min_rounds} rounds once its mean's relative standard "
+                        f"error was <= {budget.target_rel_sem:g})" if budget.target_rel_sem is not None else "")
             if rank == 0:
                 for (size, requested), values in zip((sizes[i] for i in chunk), per_size):
+                    how = (f"one op after {INTERLEAVE_S * 1e3:g} ms of compute, max over ranks per iteration; "
+                           f"{len(values)} of up to {rounds} rounds round-robin over {len(chunk)} sizes{adaptive}")
                     report("sample", _sample(op, size, requested, group, "interleaved", values, how, config))
             step_done()
     except UserError:

@@ -136,3 +136,24 @@ def test_a_fit_reports_the_noise_of_its_samples():
     q_quiet = fit_alpha_beta(quiet, rng).quality
     q_noisy = fit_alpha_beta(noisy, rng).quality
     assert q_quiet.sample_noise_rel_error < 0.01 < 0.03 < q_noisy.sample_noise_rel_error
+
+
+@pytest.mark.parametrize("lengths", [(5, 5, 5, 5), (3, 7, 3, 30, 7, 2)])
+def test_resample_draws_what_one_choice_per_sample_draws(lengths):
+    """resample takes each sample's statistic per group of equally long samples; the values and the random
+    stream must be those of one rng.choice per sample (the bootstrap CIs stay the same)."""
+    from calibrate.alphabeta import MIN_TIME_S, STATISTICS, resample
+
+    rng = np.random.default_rng(5)
+    points = [Point(float(i + 1), rng.uniform(1e-3, 2e-3, n), ("median", "mean")[i % 2]) for i, n in enumerate(lengths)]
+    ours_rng, their_rng = np.random.default_rng(9), np.random.default_rng(9)
+    for _ in range(3):
+        pick, drawn = resample(points, ours_rng)
+        if min(lengths) >= 3:
+            expected_pick = np.arange(len(points))
+        else:
+            expected_pick = their_rng.integers(0, len(points), len(points))
+        expected = [STATISTICS[points[i].statistic](their_rng.choice(points[i].times_s, len(points[i].times_s)))
+                    for i in expected_pick]
+        assert pick.tolist() == expected_pick.tolist()
+        assert drawn.tolist() == pytest.approx(np.maximum(expected, MIN_TIME_S).tolist(), rel=1e-12)

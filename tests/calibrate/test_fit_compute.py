@@ -198,3 +198,24 @@ def test_tree_efficiency_is_monotone_in_every_size_feature():
         bigger = base.copy()
         bigger[:, j] += 0.3
         assert np.all(efficiency(fit.efficiency, bigger) >= efficiency(fit.efficiency, base) - 1e-12), name
+
+
+def test_boosted_trees_are_the_plainly_fitted_sklearn_trees():
+    """calibrate.compute.boost skips sklearn's per-tree input checks; the trees must be exactly those of plain
+    DecisionTreeRegressor(random_state=0).fit/predict boosting."""
+    from sklearn.tree import DecisionTreeRegressor
+
+    from calibrate.compute import LEARNING_RATE, N_TREES, TREE_DEPTH, boost, export_tree
+
+    rng = np.random.default_rng(11)
+    x = rng.normal(size=(40, 6))
+    y = x[:, 0] - 0.5 * x[:, 1] ** 2 + 0.1 * rng.normal(size=40)
+    monotone = [1, 0, -1, 0, 0, 1]
+    trees, base = boost(x, y, monotone)
+    fitted, expected = np.full(len(y), float(np.mean(y))), []
+    for _ in range(N_TREES):
+        tree = DecisionTreeRegressor(max_depth=TREE_DEPTH, min_samples_leaf=2, monotonic_cst=monotone, random_state=0)
+        tree.fit(x, y - fitted)
+        fitted += LEARNING_RATE * tree.predict(x)
+        expected.append(export_tree(tree))
+    assert base == float(np.mean(y)) and trees == expected

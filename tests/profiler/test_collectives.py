@@ -13,12 +13,12 @@ import pytest
 
 from kernels.collectives import OPERATIONS
 from profiler.comm.factors import busbw_factor
+from profiler.comm.section import QUICK_CPU_SIZES_BYTES
 from profiler.profile import load_profile
 
 # spawns processes or ranks, or profiles real training steps: not in the fast inner loop (-m "not slow")
 pytestmark = pytest.mark.slow
 
-QUICK_MAX_BYTES = 16 * 2**20
 FAULT_BOUND_S = 60  # a dead or hung rank must end the run well under a minute after it fails
 
 
@@ -60,11 +60,7 @@ def quick_run(tmp_path_factory):
 
 
 def expected_sizes(op, n=2):
-    sizes, s = set(), 4
-    while s <= QUICK_MAX_BYTES:
-        sizes.add(OPERATIONS[op].message_bytes(s, n, 4))
-        s *= 2
-    return sizes
+    return {OPERATIONS[op].message_bytes(s, n, 4) for s in QUICK_CPU_SIZES_BYTES}
 
 
 def test_every_operation_size_and_regime_is_present(quick_run):
@@ -89,10 +85,12 @@ def test_times_are_positive_and_grow_with_size(quick_run):
             assert all(1e-6 < m < 1.0 for m in medians), (op, variant, medians)
             # size-monotone within noise (a 2-core machine; small sizes are flat, latency-bound, and gloo's
             # 64 KiB-1 MiB range jitters by tens of percent between repetitions, so the fastest repetition
-            # is compared; after compute, a small op's median holds gloo's wake-up of 1-3 ms): 8x more bytes
-            # from 1 MiB up costs more, and 16 MiB far more than 4 B
-            for small in (s for s in sizes if s >= 2**20 and 8 * s in by_size):
-                assert min(by_size[8 * small].times_s) > min(by_size[small].times_s), (op, variant, small)
+            # is compared; after compute, a small op's median holds gloo's wake-up of 1-3 ms): 16x more bytes
+            # from 1 MiB up costs more, and 16 MiB far more than the smallest
+            compared = [s for s in sizes if s >= 2**20 and 16 * s in by_size]
+            assert compared, (op, variant, sizes)
+            for small in compared:
+                assert min(by_size[16 * small].times_s) > min(by_size[small].times_s), (op, variant, small)
             assert min(by_size[sizes[-1]].times_s) > 2 * min(by_size[sizes[0]].times_s), (op, variant)
 
 

@@ -9,7 +9,7 @@ from kernels.collectives import OPERATIONS
 from profiler.comm import launch, layout
 from profiler.comm.factors import algbw_bytes_per_s, busbw_bytes_per_s, busbw_factor
 from profiler.comm.faults import parse_fault, short_cause
-from profiler.comm.section import _sizes, add_arguments
+from profiler.comm.section import QUICK_CPU_SIZES_BYTES, _sizes, add_arguments
 from profiler.errors import UserError
 
 
@@ -39,12 +39,17 @@ def test_message_sizes_follow_nccl_tests_conventions():
     assert OPERATIONS["sendrecv"].max_group_size == 2
 
 
-def test_sizes_double_from_4_bytes_to_16_mib_in_quick_cpu_mode():
+def test_quick_cpu_sizes_are_the_sparse_set_and_a_given_maximum_doubles_from_4_bytes():
     parser = argparse.ArgumentParser()
     add_arguments(parser)
     sizes = _sizes(parser.parse_args([]), "cpu", quick=True)
-    assert sizes[0] == 4 and sizes[-1] == 16 * 2**20 and all(b == 2 * a for a, b in zip(sizes, sizes[1:]))
-    assert _sizes(parser.parse_args([]), "cuda", quick=False)[-1] == 256 * 2**20
+    assert sizes == QUICK_CPU_SIZES_BYTES and sizes[-1] == 16 * 2**20 and list(sizes) == sorted(set(sizes))
+    # four sizes in gloo's latency-bound range (at most 16 KiB), 4x steps above it
+    assert len([s for s in sizes if s <= 16384]) == 4 and all(b == 4 * a for a, b in zip(sizes[3:], sizes[4:]))
+    full = _sizes(parser.parse_args([]), "cuda", quick=False)
+    assert full[0] == 4 and full[-1] == 256 * 2**20 and all(b == 2 * a for a, b in zip(full, full[1:]))
+    given = _sizes(parser.parse_args(["--max-message-bytes", "256"]), "cpu", quick=True)
+    assert given == (4, 8, 16, 32, 64, 128, 256)
 
 
 def test_groups_on_one_node_are_every_power_of_two_prefix():

@@ -5,8 +5,8 @@ import dataclasses
 import pytest
 import torch.distributed as dist
 
-from profiler.comm.harness import (INTERLEAVE_S, MIN_SWEEP_ROUNDS, QUICK, SweepFailure, measure_interleaved,
-                                   sweep_chunks, sweep_rounds)
+from profiler.comm.harness import (ADAPTIVE_BLOCK, FULL, INTERLEAVE_S, MIN_SWEEP_ROUNDS, QUICK, SweepFailure,
+                                   measure_interleaved, rel_sem, sweep_chunks, sweep_rounds)
 
 
 @pytest.fixture()
@@ -52,6 +52,43 @@ def test_interleaved_runs_every_size_once_per_round_in_a_shuffled_order(one_rank
     assert all(t > 0 for per_call in times for t in per_call)
 
 
+def test_rel_sem_by_hand():
+    assert rel_sem([1.0]) == float("inf")
+    # mean 2, sample variance 4 / 3 (ddof 1) over 4 values: sqrt(4 / 3) / sqrt(4) / 2
+    assert rel_sem([1.0, 1.0, 3.0, 3.0]) == pytest.approx((4 / 3) ** 0.5 / 2 / 2)
+
+
+def test_an_adaptive_sweep_keeps_only_the_imprecise_sizes(one_rank_group, monkeypatch):
+    """With a target, a size whose mean is already precise leaves after min_rounds; a noisy one runs every
+    round; each round still runs the sizes left in a shuffled order."""
+    from profiler.comm import harness
+
+    steady = iter(lambda: 1e-3, None)
+    noisy = iter([1e-3, 9e-3] * 1000)
+    which = {"steady": steady, "noisy": noisy}
+    current = []
+
+    class FakeClock:  # the times a call reports, by the call's name (no real timing)
+        def __init__(self, device):
+            pass
+
+        def time(self, fn, calls):
+            fn()
+            return next(which[current[-1]])
+
+    monkeypatch.setattr(harness, "_Clock", FakeClock)
+    calls = [lambda: current.append("steady"), lambda: current.append("noisy")]
+    times = measure_interleaved(calls, one_rank_group, "cpu", rounds=60, target_rel_sem=0.05, min_rounds=20)
+    assert len(times[0]) == 20 and len(times[1]) == 60
+    assert current[:40].count("steady") == 20 and current[40:] == ["noisy"] * 40
+    # without a target every size gets every round, as a full calibration sweeps
+    current.clear()
+    times = measure_interleaved(calls, one_rank_group, "cpu", rounds=30)
+    assert [len(t) for t in times] == [30, 30]
+    assert FULL.target_rel_sem is None and QUICK.target_rel_sem is not None
+    assert QUICK.min_rounds % ADAPTIVE_BLOCK == 0 and QUICK.min_rounds < QUICK.interleaved_iterations
+
+
 def test_a_failing_call_names_its_index_with_the_cause(one_rank_group):
     def broken():
         raise RuntimeError("peer gone")
@@ -68,7 +105,7 @@ def test_a_sweep_failure_names_the_size_it_reached(one_rank_group, monkeypatch):
     from profiler.comm.harness import QUICK
     from profiler.comm.layout import Group
 
-    def failing_sweep(calls, group, device, rounds):
+    def failing_sweep(calls, group, device, rounds, **adaptive):
         try:
             raise RuntimeError("Connection closed by peer")
         except RuntimeError as err:

@@ -254,3 +254,16 @@ def test_quick_cpu_grid_has_every_transformer_family():
     families = {(c.benchmark, c.variant) for c in plan_compute("cpu", quick=True)}
     assert {("bmm", "fwd"), ("bmm", "bwd_data"), ("bmm", "bwd_weight"), ("sdpa", "fwd"), ("sdpa", "bwd"),
             ("layernorm", "fwd"), ("layernorm", "bwd"), ("gelu", "bwd"), ("softmax", "bwd")} <= families
+
+
+def test_cpu_operands_are_standard_normal_copies_that_differ_between_operands():
+    """CPU operands come from a pool drawn once (torch.randn per operand was a fifth of a quick calibration):
+    the right shape and dtype, standard-normal values, an operand larger than the pool filled throughout, and
+    two operands of one case not equal."""
+    big = bc._tensor((3, bc.CPU_POOL_ELEMENTS // 2 + 5), "float32", "cpu")
+    assert big.shape == (3, bc.CPU_POOL_ELEMENTS // 2 + 5) and big.dtype == torch.float32
+    assert abs(float(big.mean())) < 0.01 and abs(float(big.std()) - 1) < 0.01
+    assert torch.isfinite(big).all() and (big != 0).float().mean() > 0.99
+    a, b = bc._tensor((64, 64), "float32", "cpu"), bc._tensor((64, 64), "float32", "cpu")
+    assert not torch.equal(a, b)
+    assert bc._like(a, "bfloat16").dtype == torch.bfloat16 and bc._like(a, "bfloat16").shape == a.shape
