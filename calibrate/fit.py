@@ -2,10 +2,14 @@
 
 Families: compute (op/pass/dtype), STREAM memory bandwidth (host|device/kernel, cache and DRAM regimes as
 detected segments), host<->device copies (variant), collectives (op, group size, nodes) + per-link models.
-Deterministic: every bootstrap and fold draws from one generator seeded by `seed`.
+Deterministic: every bootstrap and fold draws from a generator seeded by `seed` (each compute family from its
+own, seeded by `seed` and its name, so families can be fitted side by side in worker processes).
 """
 from __future__ import annotations
 
+import multiprocessing
+import os
+import zlib
 from collections import Counter, defaultdict
 from typing import Optional, Sequence
 
@@ -126,20 +130,43 @@ def compute_points(samples: Sequence[Sample], lanes: Optional[int] = None) -> di
     return groups
 
 
-def fit_compute_families(samples: list[Sample], memory_bw: Optional[float], rng,
-                         lanes: Optional[int] = None, learners: Sequence[str] = LEARNERS) -> dict[str, ComputeFit]:
+def _fit_family(key: str, points: list[ComputePoint], memory_bw: Optional[float], seed: int,
+                learners: Sequence[str]) -> ComputeFit:
+    """One compute family, drawing its folds and bootstrap from a generator of its own: seeded by `seed` and
+    the family's name, so a family's fit does not depend on which other families a profile has, nor on the
+    order the families are fitted in."""
+    from threadpoolctl import threadpool_limits
+
+    rng = np.random.default_rng([seed, zlib.crc32(key.encode())])
+    op = key.split("/")[0]
+    with threadpool_limits(limits=1, user_api="blas"):  # also in a worker process (see fit_profile)
+        fit = fit_compute(points, shapes.feature_names(op), shapes.op_kind(op), memory_bw, rng, learners=learners)
+    learner = "Gaussian process" if fit.efficiency.gp else "boosted trees"
+    return fit.model_copy(update={"sources": [f"measured: {len(points)} shapes",
+                                              f"efficiency: {learner} (chosen by cross-validation)"],
+                                  "domain": fit_domain(shapes.feature_names(op), [p.features for p in points])})
+
+
+def fit_compute_families(samples: list[Sample], memory_bw: Optional[float], seed: int = 0,
+                         lanes: Optional[int] = None, learners: Sequence[str] = LEARNERS,
+                         workers: Optional[int] = None) -> dict[str, ComputeFit]:
     """lanes: the host's float32 SIMD lanes (calibrate.shapes.simd_lanes), for the host samples' work;
-    learners: the efficiency learners each family chooses from (calibrate.compute.LEARNERS)."""
-    out = {}
-    for key, points in sorted(compute_points(samples, lanes).items()):
-        op = key.split("/")[0]
-        out[key] = fit_compute(points, shapes.feature_names(op), shapes.op_kind(op), memory_bw, rng, learners=learners)
-        learner = "Gaussian process" if out[key].efficiency.gp else "boosted trees"
-        out[key] = out[key].model_copy(update={"sources": [f"measured: {len(points)} shapes",
-                                                           f"efficiency: {learner} (chosen by cross-validation)"],
-                                               "domain": fit_domain(shapes.feature_names(op),
-                                                                    [p.features for p in points])})
-    return out
+    learners: the efficiency learners each family chooses from (calibrate.compute.LEARNERS); workers: processes
+    fitting families side by side (default: one per core, at most one per family; 1 fits in this process).
+    The result does not depend on `workers`."""
+    groups = sorted(compute_points(samples, lanes).items())
+    workers = min(workers or os.cpu_count() or 1, len(groups))
+    if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+        return {key: _fit_family(key, points, memory_bw, seed, learners) for key, points in groups}
+    from concurrent.futures import ProcessPoolExecutor
+
+    # forked workers inherit the loaded modules (a spawned one would import them again for seconds); the
+    # largest families go first so that no worker is left with one at the end
+    order = sorted(groups, key=lambda kv: -len(kv[1]))
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        futures = {key: pool.submit(_fit_family, key, points, memory_bw, seed, tuple(learners)) for key, points in order}
+        fits = {key: future.result() for key, future in futures.items()}
+    return {key: fits[key] for key, _ in groups}
 
 
 def measured_shapes(samples: list[Sample]) -> list[MeasuredShape]:
@@ -178,7 +205,7 @@ def fit_coefficients(profile: Profile, seed: int = 0) -> Coefficients:
     memory = fit_memory(by_kind["stream"], rng)
     side = "host" if device_is_host else "device"
     lanes = shapes.simd_lanes(profile.machine.cpu_capability)
-    compute = fit_compute_families(by_kind["compute"], dram_bandwidth(memory, side), rng, lanes)
+    compute = fit_compute_families(by_kind["compute"], dram_bandwidth(memory, side), seed, lanes)
     collectives = fit_collectives(by_kind["collectives"], rng)
     links, notes = derive_links(collectives)
     fabric = fit_fabric(collectives, rng)

@@ -72,6 +72,7 @@ def timer_settings(device: str, quick: bool) -> dict:
                     target_rel_ci=0.02)
     if quick:
         # a point's sampling noise (0.2-1% of its median) is a twentieth of the fits' held-out errors (5-20%, the
-        # shape model's misfit), so a quick point stops at 3 samples within 5% instead of 5 within 3%
-        return dict(warmup_s=0.004, budget_s=0.03, min_samples=3, max_samples=15, target_rel_ci=0.05)
+        # shape model's misfit): a quick point takes 2 samples per pass, more only while its budget lasts and
+        # its median is not yet within 5%, instead of 5 within 3%
+        return dict(warmup_s=0.004, budget_s=0.03, min_samples=2, max_samples=15, target_rel_ci=0.05)
     return dict(warmup_s=0.05, budget_s=0.5, min_samples=5, max_samples=100, target_rel_ci=0.02)

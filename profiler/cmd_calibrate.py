@@ -148,6 +148,7 @@ def run_sections(cal: Calibration, plans: dict[str, list[BenchCase]], sections: 
             tasks["collectives"] = progress.add_task("collectives", total=None, point="")
         for name in sections:
             cal.settings["sections_started"].append(name)
+            started = time.perf_counter()
             if name == "collectives":
                 def sink(sample: Sample) -> None:
                     cal.samples.append(sample)
@@ -158,6 +159,7 @@ def run_sections(cal: Calibration, plans: dict[str, list[BenchCase]], sections: 
                 cal.settings["collectives"] = result
                 progress.update(tasks[name], total=progress.tasks[tasks[name]].completed,
                                 point="skipped" if "skipped" in result else "done")
+                cal.settings.setdefault("section_s", {})[name] = round(time.perf_counter() - started, 3)
                 continue
             for case in sweeps[name]:
                 progress.update(tasks[name], point=case.label[:60])
@@ -174,6 +176,7 @@ def run_sections(cal: Calibration, plans: dict[str, list[BenchCase]], sections: 
                         torch.cuda.empty_cache()  # an out-of-memory point must not starve the next ones
                 progress.advance(tasks[name])
             progress.update(tasks[name], point="done")
+            cal.settings.setdefault("section_s", {})[name] = round(time.perf_counter() - started, 3)
 
 
 def section_sweep(name: str, cases: list[BenchCase], device: str) -> list[BenchCase]:
