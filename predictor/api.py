@@ -212,6 +212,11 @@ def default_plans(graph: ModelGraph, strategy: str, batch: int, devices: int, de
         per_pipe = batch // p_data if batch % p_data == 0 else batch
         counts = [micro_batches] if micro_batches else [s for s in range(1, per_pipe + 1) if per_pipe % s == 0] or [1]
         return [Plan(strategy, devices=devices, p_data=p_data, stages=stages, micro_batches=s, **base) for s in counts]
+    if strategy == "data+tensor+pipeline":  # tensor inside a node, pipeline stages over the nodes, 1F1B
+        stages = devices // g
+        counts = [micro_batches] if micro_batches else [s for s in range(1, batch + 1) if batch % s == 0] or [1]
+        return [Plan(strategy, devices=devices, p_tensor=g, stages=stages, micro_batches=s, schedule="1f1b", **base)
+                for s in counts]
     if devices % g:
         return [Plan(strategy, devices=devices, p_data=devices, **base)]  # reported infeasible by evaluate
     if strategy == "data+spatial":

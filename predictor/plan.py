@@ -15,6 +15,9 @@ device layout. Strategies are named; hybrids are a data-parallel outer split tim
     tensor            p_tensor = devices: Megatron-LM column/row-parallel linear pairs (predictor.strategies.tensor),
                       `sequence_parallel` for its sequence-parallel variant
     data+tensor       p_data x p_tensor = devices, tensor groups inside a node
+    data+tensor+pipeline
+                      p_data x p_tensor x stages = devices in Megatron-LM's rank order (tensor fastest, then
+                      data, then pipeline), 1F1B or interleaved schedule (predictor.strategies.hybrid3d)
     spatial-then-data per-layer mix: the first `spatial_layers` layers spatial over p_spatial devices,
                       the rest data parallel over all devices (all-to-all at the switch)
 
@@ -38,8 +41,10 @@ ADDON_STRATEGIES = ("serial+recompute", "data+recompute", "serial+offload", "dat
 #: model-parallel strategies with checkpointing (pipeline has its own re-materialisation flag)
 SPLIT_RECOMPUTE = tuple(f"{name}+recompute" for name in ("spatial", "filter", "channel", "data+spatial",
                                                            "data+filter", "data+channel"))
+#: three-way hybrids: evaluated when named (with their degrees), not in `--strategy all`
+HYBRID_3D = ("data+tensor+pipeline",)
 #: every strategy name `predictor run --strategy` accepts
-ALL_STRATEGIES = STRATEGIES + ADDON_STRATEGIES + SPLIT_RECOMPUTE
+ALL_STRATEGIES = STRATEGIES + ADDON_STRATEGIES + SPLIT_RECOMPUTE + HYBRID_3D
 #: pipeline schedules (predictor.strategies.pipeline): GPipe (all forwards, then all backwards), 1F1B
 #: (PipeDream-Flush as Megatron-LM runs it) and interleaved 1F1B with virtual stages
 PIPELINE_SCHEDULES = ("gpipe", "1f1b", "interleaved")

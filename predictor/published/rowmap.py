@@ -37,6 +37,7 @@ class Setup:
     synthetic_data: bool
     assumptions: tuple[str, ...] = field(default=())
     stack: str = "other"             # software stack (calibrate.system_constants.STACKS)
+    plan: tuple[tuple[str, Any], ...] = ()  # Plan fields stated by the row (transformer rows); () = data parallel
 
     @property
     def batch(self) -> int:

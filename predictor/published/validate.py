@@ -36,6 +36,7 @@ class RowResult:
     interval_s: tuple[float, float]
     terms: dict[str, float] = field(default_factory=dict)
     fits: bool = True
+    reason: str = ""  # why the plan is infeasible, when it is
 
     @property
     def run(self) -> PublishedRun:
@@ -80,36 +81,50 @@ class Predictor:
 
     def predict(self, setup: Setup, cost_model=None) -> RowResult:
         from predictor.api import default_plans, predict
+        from predictor.plan import Plan
 
         graph = self.graph(setup)
         cm = cost_model if cost_model is not None else self.cost_model(setup.profile)
         gpus = setup.run.num_gpus
+        if setup.plan:  # the row states its plan (predictor.published.transformer)
+            plan = Plan(devices_per_node=setup.devices_per_node, dtype=setup.dtype, optimizer=setup.optimizer,
+                        framework=setup.framework, synthetic_data=setup.synthetic_data, stack=setup.stack,
+                        **dict(setup.plan))
+            return self._result(setup, predict(graph, plan, cm))
         plan = default_plans(graph, "data" if gpus > 1 else "serial", setup.batch, gpus, setup.devices_per_node,
                              setup.dtype, setup.optimizer, framework=setup.framework,
                              synthetic_data=setup.synthetic_data, stack=setup.stack)[0]
-        pred = predict(graph, plan, cm)
+        return self._result(setup, predict(graph, plan, cm))
+
+    @staticmethod
+    def _result(setup: Setup, pred) -> RowResult:
         terms = {"compute_s": pred.compute_fwd_s + pred.compute_bwd_s, "update_s": pred.update_s,
                  "comm_exposed_s": pred.comm_exposed_total_s, "comm_hidden_s": pred.comm_hidden_total_s}
+        if setup.plan:
+            terms.update(bubble_s=pred.bubble_s, recompute_s=pred.recompute_s)
         return RowResult(setup=setup, predicted_s=pred.iteration_s, interval_s=tuple(pred.interval_s), terms=terms,
-                         fits=pred.fits)
+                         fits=pred.fits, reason=pred.reason)
 
 
 def validate_runs(runs: Sequence[PublishedRun], rules: dict, predictor: Predictor,
-                  cost_model_for: Optional[Callable[[Setup], object]] = None
+                  cost_model_for: Optional[Callable[[Setup], object]] = None,
+                  interpret_row: Callable[[PublishedRun, dict], Union[Setup, Skipped]] = interpret
                   ) -> tuple[list[RowResult], list[Skipped]]:
     """(results, skipped) for every record; cost_model_for(setup) may supply the cost model of a row's system
-    (default: the profile file the mapping names)."""
+    (default: the profile file the mapping names); interpret_row maps a record to its Setup (default: the CNN
+    rules, rowmap.interpret)."""
     results: list[RowResult] = []
     skipped: list[Skipped] = []
     for run in runs:
-        setup = interpret(run, rules)
+        setup = interpret_row(run, rules)
         if isinstance(setup, Skipped):
             skipped.append(setup)
             continue
         cm = cost_model_for(setup) if cost_model_for else None
         result = predictor.predict(setup, cm)
         if not math.isfinite(result.predicted_s):
-            skipped.append(Skipped(run, "the plan is infeasible for the predictor"))
+            skipped.append(Skipped(run, "the plan is infeasible for the predictor"
+                                   + (f" ({result.reason})" if result.reason else "")))
             continue
         results.append(result)
     return results, skipped

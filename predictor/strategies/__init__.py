@@ -12,7 +12,7 @@ from typing import Callable
 
 from predictor.input_pipeline import exposed_input_s
 from predictor.plan import Plan, Prediction
-from predictor.strategies import channel, data, filter as filter_, pipeline, spatial, tensor
+from predictor.strategies import channel, data, filter as filter_, hybrid3d, pipeline, spatial, tensor
 from predictor.strategies.context import Context, Infeasible
 
 Evaluator = Callable[[Context, Plan, Prediction], None]
@@ -31,6 +31,7 @@ EVALUATORS: dict[str, Evaluator] = {
     "spatial-then-data": spatial.evaluate,
     "tensor": tensor.evaluate,
     "data+tensor": tensor.evaluate,
+    "data+tensor+pipeline": hybrid3d.evaluate,
 }
 
 

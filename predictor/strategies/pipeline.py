@@ -148,7 +148,7 @@ def _devices(ctx: Context, st: Stages, K: int, v: int) -> Devices:
                    tensors=[sum(sum(ctx.param_tensors[a:z]) for a, z in (st.bounds[j] for j in c)) for c in chunks])
 
 
-def _in_flight(plan: Plan, k: int) -> int:
+def in_flight(plan: Plan, k: int) -> int:
     """Micro-batches (interleaved: chunk micro-batches) device k holds saved tensors for (module docstring)."""
     K, S, v = plan.stages, plan.micro_batches, plan.virtual_stages
     if plan.schedule == "1f1b":
@@ -235,7 +235,7 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
         """The device holding the most bytes (it sets the memory per device), with its terms."""
         worst = None
         for k, chunks in enumerate(devices):
-            flight = _in_flight(plan, k)  # micro-batches (interleaved: chunk micro-batches) held at once
+            flight = in_flight(plan, k)  # micro-batches (interleaved: chunk micro-batches) held at once
             saved = sum(st.saved_bytes[j] for j in chunks) / len(chunks)  # one chunk's, on average
             incoming = sum(st.incoming_elems[j] for j in chunks) / len(chunks)
             if plan.recompute:  # the stage inputs of every micro-batch in flight, one micro-batch's activations

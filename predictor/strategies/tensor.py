@@ -198,7 +198,7 @@ def sequence_split(graph: ModelGraph, ts: TensorSplit) -> SequenceSplit:
     return SequenceSplit(frozenset(tokens), tuple(exits), tuple(entries))
 
 
-def _check_degree(ctx: Context, ts: TensorSplit, p: int) -> None:
+def check_degree(ctx: Context, ts: TensorSplit, p: int) -> None:
     if not ts.columns:
         raise Infeasible("no linear -> linear pair (column- then row-parallel) to split by tensor parallelism")
     if ts.width_gcd % p:
@@ -210,15 +210,11 @@ def _check_degree(ctx: Context, ts: TensorSplit, p: int) -> None:
                 raise Infeasible(f"p_tensor {p} does not divide the {width} {what} of layer {layers[i].name}")
 
 
-def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
-    p, sp = plan.p_tensor, plan.sequence_parallel
-    n = local_batch(plan)
-    ts: TensorSplit = ctx.cached(("tensor-split",), lambda: tensor_split(ctx.graph))
-    _check_degree(ctx, ts, p)
-    seq: SequenceSplit | None = ctx.cached(("sequence-split",), lambda: sequence_split(ctx.graph, ts)) if sp else None
-    act = ctx.act_size(plan.dtype)
+def layer_split(ts: TensorSplit, p: int, n: int, tokens: frozenset[int] = frozenset()):
+    """split_of(i) -> the Split layer i runs at on one of p tensor ranks with n samples: column and inside layers
+    at F/p (filter_div), row layers at K/p (channel_div), token-split layers (sequence parallelism) at 1/p of
+    their tokens, everything else whole."""
     region, rows = ts.split, set(ts.rows)
-    tokens = seq.tokens if seq is not None and p > 1 else frozenset()
     by_features, by_inputs = Split(n, filter_div=p), Split(n, channel_div=p)
     # token-wise layers under sequence parallelism: 1/p of the tokens. Split has no token divisor; dividing the
     # first per-sample dim (tokens of a (tokens, features) tensor, features of a per-sample vector) by p costs
@@ -232,6 +228,32 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
             return by_inputs
         return token_share if i in tokens else whole
 
+    return split_of
+
+
+def collectives_by_layer(ctx: Context, ts: TensorSplit, size, p: int, nodes: int
+                         ) -> tuple[dict[int, float], dict[int, float]]:
+    """Without sequence parallelism: ({row layer: forward all-reduce of its output}, {first column layer reading
+    x: backward all-reduce of dL/dx}) in seconds; size(t) = bytes of tensor t on one rank (module docstring)."""
+    fwd = {i: ctx.collective("allreduce", size(i), p, nodes) for i in ts.rows}
+    inputs = _producers(ctx.graph)
+    first_reader: dict[int, int] = {}
+    for i in ts.columns:
+        first_reader.setdefault(inputs[i][0], i)
+    bwd = {first_reader[t]: ctx.collective("allreduce", size(t), p, nodes) for t in ts.column_inputs if t >= 0}
+    return fwd, bwd
+
+
+def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
+    p, sp = plan.p_tensor, plan.sequence_parallel
+    n = local_batch(plan)
+    ts: TensorSplit = ctx.cached(("tensor-split",), lambda: tensor_split(ctx.graph))
+    check_degree(ctx, ts, p)
+    seq: SequenceSplit | None = ctx.cached(("sequence-split",), lambda: sequence_split(ctx.graph, ts)) if sp else None
+    act = ctx.act_size(plan.dtype)
+    region = ts.split
+    tokens = seq.tokens if seq is not None and p > 1 else frozenset()
+    split_of = layer_split(ts, p, n, tokens)
     fwd, bwd, bwd_list = ctx.compute(plan.dtype, ("tensor", n, p, sp), range(ctx.n_layers), split_of)
     pred.compute_fwd_s, pred.compute_bwd_s = fwd, bwd
 
@@ -239,8 +261,8 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     coll = ctx.collective
     size = lambda t: n * ctx.tensor_elems(t) * act  # noqa: E731 - bytes of tensor t on one rank
     if seq is None:
-        fwd_s = sum(coll("allreduce", size(i), p, nodes) for i in ts.rows)
-        bwd_s = sum(coll("allreduce", size(t), p, nodes) for t in ts.column_inputs if t >= 0)
+        by_row, by_column = collectives_by_layer(ctx, ts, size, p, nodes)
+        fwd_s, bwd_s = sum(by_row.values()), sum(by_column.values())
     else:
         fwd_s = sum(coll("reduce_scatter", size(i), p, nodes) for i in ts.rows) + sum(
             coll("allgather", size(t), p, nodes) for t in ts.column_inputs if t in tokens) + sum(

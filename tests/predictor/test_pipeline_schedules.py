@@ -9,7 +9,7 @@ import pytest
 
 from predictor.api import load_model, predict
 from predictor.plan import Plan
-from predictor.strategies.pipeline import _in_flight
+from predictor.strategies.pipeline import in_flight
 from predictor.synthetic import SyntheticCostModel
 
 
@@ -23,13 +23,13 @@ def graph():
     return load_model("vgg16", width=4, fc=64, image=32, num_classes=10)
 
 
-def test_in_flight_by_hand():
-    assert [_in_flight(_plan("1f1b", K=4, S=16), k) for k in range(4)] == [4, 3, 2, 1]
-    assert [_in_flight(_plan("1f1b", K=4, S=2), k) for k in range(4)] == [2, 2, 2, 1]
-    assert [_in_flight(_plan("gpipe", K=4, S=16), k) for k in range(4)] == [16] * 4
+def testin_flight_by_hand():
+    assert [in_flight(_plan("1f1b", K=4, S=16), k) for k in range(4)] == [4, 3, 2, 1]
+    assert [in_flight(_plan("1f1b", K=4, S=2), k) for k in range(4)] == [2, 2, 2, 1]
+    assert [in_flight(_plan("gpipe", K=4, S=16), k) for k in range(4)] == [16] * 4
     # Megatron-LM interleaved: warm-up (K - k - 1) * 2 + (v - 1) * K chunk micro-batches, plus one
-    assert [_in_flight(_plan("interleaved", K=4, S=8, v=2), k) for k in range(4)] == [11, 9, 7, 5]
-    assert _in_flight(_plan("interleaved", K=4, S=4, v=2), 0) == 8  # at most S * v
+    assert [in_flight(_plan("interleaved", K=4, S=8, v=2), k) for k in range(4)] == [11, 9, 7, 5]
+    assert in_flight(_plan("interleaved", K=4, S=4, v=2), 0) == 8  # at most S * v
 
 
 @pytest.mark.parametrize("schedule, v", [("gpipe", 1), ("1f1b", 1), ("interleaved", 2), ("interleaved", 4)])

@@ -1,0 +1,260 @@
+"""Published transformer runs: read `transformer_runs.yaml` and vTrain's `vtrain_ground_truth_multi.csv`, and map
+each row to a model, a plan, a dtype and a profile (docs/validation.md, "Published transformer runs").
+
+**Rows -> PublishedRun** (`load_transformer_corpus`, `load_vtrain_csv`): the measured figure is seconds per
+optimizer step (`derived.seconds_per_iteration`, else `derived.seconds_per_optimizer_step`, else
+`measured.iteration_time_ms`); the model shape, the parallel degrees, the micro and global batch and activation
+checkpointing are kept in `extra`. A malformed row is a one-line UserError naming the file, the row and the field.
+
+**PublishedRun -> Setup** (`interpret_transformer`):
+  model   zoo `gpt` (Megatron GPT, vTrain's Megatron-DeepSpeed GPT, MosaicML MPT) or `bert` (BERT-base/large) with
+          the row's layers, hidden, heads and sequence length. MPT is approximated by GPT: ALiBi replaced by a
+          learned position embedding (seq·h parameters), MPT's bias-free linears and norms given GPT-2's biases;
+          vocabulary 50368 (MPT), 51200 (Megatron's padded GPT-2 vocabulary), 30522 (BERT). Megatron and BERT rows
+          run the unfused attention (`math`: score and context batched GEMMs, softmax), MPT rows FlashAttention
+          (`sdpa`); MPT without dropout.
+  plan    Megatron rows (dlperf-megatron, vtrain): `data+tensor+pipeline` with the row's tensor, pipeline and data
+          degrees, S = global batch / (data · micro batch) micro-batches, 1F1B, full recomputation when the row
+          checkpoints activations, gradients all-reduced after backward (Megatron's local DDP: regime
+          `no-overlap`). llm-foundry (FSDP): `data` with ZeRO-3 (FULL_SHARD) or ZeRO-2 (SHARD_GRAD_OP), `+recompute`
+          with one checkpoint per transformer block when the row checkpoints; gradient accumulation as one
+          local batch of micro batch · accumulation samples per step (FSDP's per-micro-batch gathers not counted).
+          BERT (DLE, DLPerf): `data` (or `serial` on one GPU) over the global batch per optimizer step.
+  dtype   the precision rules of predictor/data/published_mapping.yaml (`transformer_precisions` first): fp16 and
+          bf16 are mixed precision with fp32 master weights and Adam state (16 bytes per parameter before sharding).
+  profile the system rules (`transformer_systems` first, then the CNN `systems`); vTrain rows run on A100 nodes of
+          8 GPUs whose memory size is not stated: the 40 GB DGX A100 profile.
+
+Nothing here sets a coefficient: the profile of the system does.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import os
+from pathlib import Path
+from typing import Any, Optional, Union
+
+from predictor.published.corpus import CORPUS_DIR, PublishedRun, _fail, _positive_float, _positive_int, _text
+from predictor.published.rowmap import Setup, Skipped, _first, _system_rule
+from profiler.errors import UserError
+from profiler.inputs import read_yaml
+
+TRANSFORMER_FILE = CORPUS_DIR / "transformer_runs.yaml"
+VTRAIN_FILE = CORPUS_DIR / "vtrain_ground_truth_multi.csv"
+#: vocabulary sizes the sources do not restate per row
+VOCAB = {"mpt": 50368, "megatron": 51200, "bert": 30522}
+VTRAIN_COLUMNS = ("Parameters (billion)", "# GPUs", "global batch", "micro batch", "hidden size", "attention heads",
+                  "# layers", "sequence length", "tensor parallelism", "data parallelism", "pipeline parallelism",
+                  "iteration time (ms)")
+VTRAIN_SYSTEM = {"name": "vTrain A100 cluster", "gpu": "A100-SXM (memory not stated)", "gpus_per_node": 8,
+                 "inter_node_network": "not stated (vTrain config: inter_node_bandwidth 800)"}
+MAX_CSV_BYTES = 1 << 20
+
+
+def _measured(rec: dict, path: str, index: int, rid: str) -> tuple[Optional[float], str]:
+    derived = rec.get("derived") or {}
+    measured = rec.get("measured") or {}
+    if not isinstance(derived, dict) or not isinstance(measured, dict):
+        raise _fail(path, index, rid, "derived" if not isinstance(derived, dict) else "measured", "must be a mapping")
+    for key in ("seconds_per_iteration", "seconds_per_optimizer_step"):
+        if derived.get(key) is not None:
+            return _positive_float(derived[key], path, index, rid, f"derived.{key}"), ""
+    if measured.get("iteration_time_ms") is not None:
+        return _positive_float(measured["iteration_time_ms"], path, index, rid, "measured.iteration_time_ms") / 1e3, ""
+    return None, "no per-iteration time in the record"
+
+
+def parse_transformer_record(rec: Any, index: int, path: str) -> PublishedRun:
+    """One transformer_runs.yaml record -> PublishedRun (UserError naming the record and field when malformed)."""
+    if not isinstance(rec, dict):
+        raise UserError(f"{path}: record {index}: must be a mapping, got {type(rec).__name__}")
+    rid = rec.get("id")
+    if not isinstance(rid, str) or not rid.strip():
+        raise UserError(f"{path}: record {index}: field id: missing or not text")
+    system = rec.get("system")
+    if not isinstance(system, dict):
+        raise _fail(path, index, rid, "system", "missing or not a mapping")
+    for key in ("nodes", "gpus_per_node"):
+        _positive_int(system.get(key), path, index, rid, f"system.{key}", allow_none=True)
+    gpus = _positive_int(rec.get("num_gpus"), path, index, rid, "num_gpus")
+    global_batch = _positive_int(rec.get("global_batch"), path, index, rid, "global_batch")
+    details = rec.get("model_details") or {}
+    parallel = rec.get("parallelism") or {}
+    for name, value in (("model_details", details), ("parallelism", parallel)):
+        if not isinstance(value, dict):
+            raise _fail(path, index, rid, name, "must be a mapping")
+    for key in ("layers", "hidden", "heads", "seq_len"):
+        _positive_int(details.get(key), path, index, rid, f"model_details.{key}", allow_none=True)
+    for key in ("data", "tensor", "pipeline", "micro_batch", "grad_accum", "micro_batch_per_gpu"):
+        _positive_int(parallel.get(key), path, index, rid, f"parallelism.{key}", allow_none=True)
+    ckpt = rec.get("activation_checkpointing", False)
+    if not isinstance(ckpt, bool):
+        raise _fail(path, index, rid, "activation_checkpointing", f"must be true or false, got {ckpt!r}")
+    measured_s, note = _measured(rec, path, index, rid)
+    source = rec.get("source") or {}
+    degrees = " ".join(f"{k}={parallel[k]}" for k in ("data", "tensor", "pipeline", "micro_batch", "grad_accum",
+                                                       "fsdp_sharding") if k in parallel)
+    return PublishedRun(
+        index=index, id=rid, source=rid.split("-", 1)[0], model=_text(rec, "model", path, index, rid),
+        precision=_text(rec, "precision", path, index, rid), optimizer=_text(rec, "optimizer", path, index, rid, False),
+        framework=_text(rec, "framework", path, index, rid), parallelism=degrees, data="", num_gpus=gpus,
+        batch_per_gpu=None, system=system, measured_s=measured_s, measured_note=note,
+        url=str(source.get("url", "")) if isinstance(source, dict) else "", notes=_text(rec, "notes", path, index, rid, False),
+        extra={"model_details": details, "parallel": parallel, "global_batch": global_batch, "checkpointing": ckpt})
+
+
+def load_transformer_corpus(path: Union[str, Path] = TRANSFORMER_FILE) -> list[PublishedRun]:
+    """Every record of a transformer corpus YAML file, validated (as predictor.published.corpus.load_corpus)."""
+    name = str(path)
+    if not os.path.isfile(path):
+        raise UserError(f"{name}: not a regular file" if os.path.lexists(path) else f"{name}: does not exist")
+    data = read_yaml(path, "corpus")
+    if not isinstance(data, list) or not data:
+        raise UserError(f"{name}: must be a non-empty list of run records")
+    return _unique(name, [parse_transformer_record(rec, i, name) for i, rec in enumerate(data)])
+
+
+def _unique(name: str, runs: list[PublishedRun]) -> list[PublishedRun]:
+    seen: dict[str, int] = {}
+    for run in runs:
+        if run.id in seen:
+            raise _fail(name, run.index, run.id, "id", f"duplicate of record {seen[run.id]}")
+        seen[run.id] = run.index
+    return runs
+
+
+def _csv_number(row: dict, column: str, path: str, line: int, integer: bool):
+    text = (row.get(column) or "").strip()
+    try:
+        value = int(text) if integer else float(text)
+    except ValueError:
+        raise UserError(f"{path}: row {line}: field {column!r}: must be {'an integer' if integer else 'a number'}, "
+                        f"got {text!r}") from None
+    if not value > 0 or (not integer and value == float("inf")):
+        raise UserError(f"{path}: row {line}: field {column!r}: must be positive, got {text!r}")
+    return value
+
+
+def load_vtrain_csv(path: Union[str, Path] = VTRAIN_FILE) -> list[PublishedRun]:
+    """vTrain's ground_truth_multi.csv (columns VTRAIN_COLUMNS) -> one PublishedRun per row (source `vtrain`),
+    checked: every column present, positive numbers, GPUs = tensor · data · pipeline."""
+    name = str(path)
+    if not os.path.isfile(path):
+        raise UserError(f"{name}: not a regular file" if os.path.lexists(path) else f"{name}: does not exist")
+    if os.path.getsize(path) > MAX_CSV_BYTES:
+        raise UserError(f"{name}: larger than {MAX_CSV_BYTES} bytes")
+    try:
+        text = Path(path).read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise UserError(f"{name}: not UTF-8 text ({err.reason})") from None
+    reader = csv.DictReader(io.StringIO(text))
+    missing = [c for c in VTRAIN_COLUMNS if c not in (reader.fieldnames or [])]
+    if missing:
+        raise UserError(f"{name}: header: missing column {missing[0]!r}")
+    runs = []
+    for i, row in enumerate(reader):
+        line = i + 2  # the header is line 1
+        ints = {c: _csv_number(row, c, name, line, True) for c in VTRAIN_COLUMNS[1:11]}
+        ms = _csv_number(row, VTRAIN_COLUMNS[11], name, line, False)
+        params_b = _csv_number(row, VTRAIN_COLUMNS[0], name, line, False)
+        t, d, p = ints["tensor parallelism"], ints["data parallelism"], ints["pipeline parallelism"]
+        if t * d * p != ints["# GPUs"]:
+            raise UserError(f"{name}: row {line}: field '# GPUs': {ints['# GPUs']} != tensor {t} x data {d} x "
+                            f"pipeline {p}")
+        rid = f"vtrain-r{line}-{params_b:g}b-{ints['# GPUs']}gpu-t{t}d{d}p{p}-mb{ints['micro batch']}-gb{ints['global batch']}"
+        details = {"layers": ints["# layers"], "hidden": ints["hidden size"], "heads": ints["attention heads"],
+                   "seq_len": ints["sequence length"]}
+        parallel = {"data": d, "tensor": t, "pipeline": p, "micro_batch": ints["micro batch"]}
+        runs.append(PublishedRun(
+            index=line, id=rid, source="vtrain", model="gpt", precision="fp16 mixed (Megatron-DeepSpeed)",
+            optimizer="Adam", framework="Megatron-DeepSpeed", parallelism=f"data={d} tensor={t} pipeline={p} "
+            f"micro_batch={ints['micro batch']}", data="", num_gpus=ints["# GPUs"], batch_per_gpu=None,
+            system=dict(VTRAIN_SYSTEM, nodes=-(-ints["# GPUs"] // 8)), measured_s=ms / 1e3, measured_note="",
+            url="https://github.com/VIA-Research/vTrain/blob/f8dda847/data/ground_truth_multi.csv",
+            extra={"model_details": details, "parallel": parallel, "global_batch": ints["global batch"],
+                   "checkpointing": True}))
+    return _unique(name, runs)
+
+
+def _rule(rules: dict, section: str, text: str) -> Optional[dict]:
+    return _first(rules.get(f"transformer_{section}", []), text) or _first(rules[section], text)
+
+
+def _family(run: PublishedRun) -> Optional[str]:
+    model, framework = run.model.lower(), run.framework.lower()
+    if model.startswith("mpt"):
+        return "mpt"
+    if model.startswith("bert"):
+        return "bert"
+    if "gpt" in model and "megatron" in framework:
+        return "megatron"
+    return None
+
+
+def interpret_transformer(run: PublishedRun, rules: dict) -> Union[Setup, Skipped]:
+    """The Setup of one transformer row (module docstring), or why it cannot be represented."""
+    if run.measured_s is None:
+        return Skipped(run, run.measured_note)
+    family = _family(run)
+    if family is None:
+        return Skipped(run, f"model {run.model!r} is not mapped to the zoo's GPT or BERT")
+    details, parallel = run.extra["model_details"], run.extra["parallel"]
+    shape = [details.get(k) for k in ("layers", "hidden", "heads", "seq_len")]
+    if not all(isinstance(x, int) for x in shape):
+        return Skipped(run, "layers, hidden, heads or sequence length not stated in the source")
+    precision = _rule(rules, "precisions", run.precision)
+    if precision is None or "skip" in precision:
+        return Skipped(run, precision["skip"] if precision else f"precision {run.precision!r} not understood")
+    system = _system_rule(rules.get("transformer_systems", []), run) or _system_rule(rules["systems"], run)
+    if system is None or "skip" in system:
+        return Skipped(run, system["skip"] if system else f"no reference profile for system {run.system.get('name')!r}")
+    optimizer = _rule(rules, "optimizers", run.optimizer)
+    stack = _rule(rules, "stacks", run.framework)
+    layers, hidden, heads, seq = shape
+    vocab = details.get("vocab") if isinstance(details.get("vocab"), int) else VOCAB[family]
+    knobs = dict(layers=layers, hidden=hidden, heads=heads, seq=seq, vocab=vocab,
+                 attention="sdpa" if family == "mpt" else "math")
+    if family == "mpt":
+        knobs["dropout"] = 0.0
+    assumptions = []
+    if family == "mpt":
+        assumptions.append("MPT as GPT: ALiBi as a learned position embedding, linears and norms with biases")
+    if optimizer.get("assumed") or "lamb" in run.optimizer.lower():
+        assumptions.append(f"optimizer {run.optimizer!r} costed as {optimizer['optimizer']}")
+    if run.source == "vtrain":
+        assumptions.append("A100 memory size not stated: the 40 GB DGX A100 profile")
+    gpus, batch = run.num_gpus, run.extra["global_batch"]
+    ckpt = run.extra["checkpointing"]
+    framework = "ddp"
+    if family == "megatron":
+        t, p = parallel.get("tensor", 1), parallel.get("pipeline", 1)
+        d = parallel.get("data", gpus // (t * p))
+        mb = parallel.get("micro_batch", 1)
+        if batch % (d * mb):
+            return Skipped(run, f"global batch {batch} is not a multiple of data {d} x micro batch {mb}")
+        plan = dict(strategy="data+tensor+pipeline", p_data=d, p_tensor=t, stages=p, micro_batches=batch // (d * mb),
+                    recompute=ckpt, schedule="1f1b")
+        framework = "no-overlap"
+    elif family == "mpt":
+        sharding = str(parallel.get("fsdp_sharding", "FULL_SHARD"))
+        zero = 3 if sharding == "FULL_SHARD" else 2
+        plan = dict(strategy="data+recompute" if ckpt else "data", p_data=gpus, zero_stage=zero,
+                    extra=(("checkpoint_segments", layers),) if ckpt else ())
+        if gpus == 1:
+            return Skipped(run, "single-GPU FSDP run")
+    else:
+        plan = dict(strategy="data" if gpus > 1 else "serial", p_data=gpus)
+        if run.source == "dlperf":
+            rule = _first(rules["frameworks"], f"{run.framework} {run.parallelism}", multi_gpu=gpus > 1)
+            framework = rule["regime"] if rule and "regime" in rule else "ddp"
+    if batch % gpus and family != "megatron":
+        return Skipped(run, f"global batch {batch} not divisible by {gpus} GPUs")
+    per_node = run.system.get("gpus_used_per_node")
+    per_node = per_node if isinstance(per_node, int) and per_node > 0 else min(gpus, run.gpus_per_node or 8)
+    plan.update(batch=batch, devices=gpus)
+    return Setup(run=run, model="gpt" if family in ("mpt", "megatron") else "bert", knobs=tuple(sorted(knobs.items())),
+                 dtype=precision["dtype"], optimizer=optimizer["optimizer"], framework=framework,
+                 profile=system["profile"], devices_per_node=per_node, synthetic_data=True,
+                 assumptions=tuple(assumptions), stack=stack["stack"] if stack else "other",
+                 plan=tuple(sorted(plan.items())))
