@@ -1,0 +1,232 @@
+"""`predictor validate --published transformer`: loaders, row -> plan mapping, skipped rows, the data+tensor+pipeline
+strategy's terms by hand, and the report's JSON schema."""
+from __future__ import annotations
+
+import copy
+import math
+
+import pytest
+import yaml
+
+from predictor.api import load_cost_model, load_model, predict
+from predictor.plan import Plan
+from predictor.published.command import transformer_report
+from predictor.published.rowmap import Setup, Skipped, load_rules
+from predictor.published.transformer import (TRANSFORMER_FILE, VTRAIN_COLUMNS, VTRAIN_FILE, interpret_transformer,
+                                              load_transformer_corpus, load_vtrain_csv)
+from predictor.strategies.hybrid3d import layout_nodes, p2p_count, pipeline_terms
+from profiler.errors import UserError
+
+RULES = load_rules()
+
+
+def _records():
+    return yaml.safe_load(TRANSFORMER_FILE.read_text(encoding="utf-8"))
+
+
+def _by_id(runs, prefix):
+    return next(r for r in runs if r.id.startswith(prefix))
+
+
+def _one_line(err) -> str:
+    text = str(err.value)
+    assert "\n" not in text
+    return text
+
+
+# ---- loaders --------------------------------------------------------------------------------------------------
+def test_malformed_yaml_record_is_a_one_line_error_naming_file_record_and_field(tmp_path):
+    recs = _records()[:2]
+    recs[1] = copy.deepcopy(recs[1])
+    recs[1]["num_gpus"] = 0
+    path = tmp_path / "t.yaml"
+    path.write_text(yaml.safe_dump(recs), encoding="utf-8")
+    with pytest.raises(UserError) as err:
+        load_transformer_corpus(path)
+    text = _one_line(err)
+    assert str(path) in text and "record 1" in text and recs[1]["id"] in text and "num_gpus" in text
+    recs[1]["num_gpus"] = 8
+    recs[1]["parallelism"]["tensor"] = "two"
+    path.write_text(yaml.safe_dump(recs), encoding="utf-8")
+    with pytest.raises(UserError) as err:
+        load_transformer_corpus(path)
+    assert "parallelism.tensor" in _one_line(err)
+
+
+def test_malformed_vtrain_rows_are_one_line_errors(tmp_path):
+    lines = VTRAIN_FILE.read_text(encoding="utf-8-sig").splitlines()
+    header, row = lines[0], lines[1].split(",")
+    path = tmp_path / "v.csv"
+    bad = list(row)
+    bad[VTRAIN_COLUMNS.index("micro batch")] = "x"
+    path.write_text("\n".join([header, ",".join(bad)]), encoding="utf-8")
+    with pytest.raises(UserError) as err:
+        load_vtrain_csv(path)
+    text = _one_line(err)
+    assert str(path) in text and "row 2" in text and "micro batch" in text
+    bad = list(row)
+    bad[VTRAIN_COLUMNS.index("# GPUs")] = str(int(row[VTRAIN_COLUMNS.index("# GPUs")]) * 2)
+    path.write_text("\n".join([header, ",".join(bad)]), encoding="utf-8")
+    with pytest.raises(UserError) as err:
+        load_vtrain_csv(path)
+    assert "# GPUs" in _one_line(err)
+    path.write_text(header.replace("micro batch", "micro"), encoding="utf-8")
+    with pytest.raises(UserError) as err:
+        load_vtrain_csv(path)
+    assert "micro batch" in _one_line(err)
+
+
+# ---- row -> plan ----------------------------------------------------------------------------------------------
+def test_vtrain_row_maps_to_megatron_3d_plan():
+    runs = load_vtrain_csv()
+    cells = VTRAIN_FILE.read_text(encoding="utf-8-sig").splitlines()[1].split(",")
+    col = dict(zip(VTRAIN_COLUMNS, cells))
+    setup = interpret_transformer(runs[0], RULES)
+    assert isinstance(setup, Setup)
+    plan = dict(setup.plan)
+    d, mb, gb = int(col["data parallelism"]), int(col["micro batch"]), int(col["global batch"])
+    assert plan["strategy"] == "data+tensor+pipeline" and plan["schedule"] == "1f1b" and plan["recompute"]
+    assert (plan["p_data"], plan["p_tensor"], plan["stages"]) == (
+        d, int(col["tensor parallelism"]), int(col["pipeline parallelism"]))
+    assert plan["micro_batches"] == gb // (d * mb) and plan["batch"] == gb and plan["devices"] == int(col["# GPUs"])
+    knobs = dict(setup.knobs)
+    assert (knobs["layers"], knobs["hidden"], knobs["heads"], knobs["seq"]) == (
+        int(col["# layers"]), int(col["hidden size"]), int(col["attention heads"]), int(col["sequence length"]))
+    assert setup.model == "gpt" and setup.dtype == "fp16" and setup.optimizer == "adam"
+    assert setup.profile == "a100-dgx-8gpu.published.yaml" and setup.framework == "no-overlap"
+    assert runs[0].measured_s == pytest.approx(float(col["iteration time (ms)"]) / 1e3)
+
+
+def test_yaml_rows_of_each_source_map_by_hand():
+    runs = load_transformer_corpus()
+    recs = {r["id"]: r for r in _records()}
+
+    run = _by_id(runs, "dlperf-megatron-")
+    rec, setup = recs[run.id], interpret_transformer(run, RULES)
+    par = rec["parallelism"]
+    plan = dict(setup.plan)
+    assert plan["strategy"] == "data+tensor+pipeline"
+    assert (plan["p_data"], plan["p_tensor"], plan["stages"]) == (par["data"], par["tensor"], par["pipeline"])
+    assert plan["micro_batches"] == rec["global_batch"] // (par["data"] * par["micro_batch"])
+    assert plan["recompute"] == rec["activation_checkpointing"]
+    assert setup.dtype == "fp16" and setup.profile == "v100-dgx1-1edr-8gpu.published.yaml"
+    assert dict(setup.knobs)["vocab"] == rec["model_details"]["vocab"]
+
+    run = next(r for r in runs if r.id.startswith("llmfoundry-") and recs[r.id]["activation_checkpointing"]
+               and recs[r.id]["parallelism"]["fsdp_sharding"] == "FULL_SHARD")
+    rec, setup = recs[run.id], interpret_transformer(run, RULES)
+    plan = dict(setup.plan)
+    assert plan["strategy"] == "data+recompute" and plan["zero_stage"] == 3 and plan["p_data"] == rec["num_gpus"]
+    assert plan["batch"] == rec["global_batch"] and dict(plan["extra"])["checkpoint_segments"] == \
+        rec["model_details"]["layers"]
+    assert setup.dtype == "bf16" and setup.profile.startswith(rec["system"]["gpu"][:4].lower())
+    assert run.measured_s == rec["derived"]["seconds_per_optimizer_step"]
+    run = next(r for r in runs if r.id.startswith("llmfoundry-")
+               and recs[r.id]["parallelism"]["fsdp_sharding"] == "SHARD_GRAD_OP")
+    assert dict(interpret_transformer(run, RULES).plan)["zero_stage"] == 2
+
+    run = _by_id(runs, "dle-pyt-bert_large-dgxa100-80-tf32")
+    rec, setup = recs[run.id], interpret_transformer(run, RULES)
+    plan = dict(setup.plan)
+    assert (plan["strategy"], plan["p_data"], plan["batch"]) == ("data", rec["num_gpus"], rec["global_batch"])
+    assert setup.model == "bert" and setup.dtype == "tf32" and setup.optimizer == "adam"  # LAMB: Adam's state
+    assert setup.profile == "a100-80gb-dgx-8gpu.published.yaml"
+
+    run = _by_id(runs, "dlperf-bert_base-ngc_tf1-fp32-1gpu")
+    setup = interpret_transformer(run, RULES)
+    assert dict(setup.plan)["strategy"] == "serial" and setup.stack == "tensorflow" and setup.dtype == "fp32"
+
+
+def test_rows_without_a_shape_are_skipped_with_the_reason():
+    runs = load_transformer_corpus()
+    blog = [r for r in runs if r.id.startswith("megatron-v1-blog")]
+    assert blog
+    for run in blog:
+        out = interpret_transformer(run, RULES)
+        assert isinstance(out, Skipped) and "not stated" in out.reason
+
+
+# ---- data+tensor+pipeline by hand -----------------------------------------------------------------------------
+def test_pipeline_terms_and_layout_by_hand():
+    assert pipeline_terms(2.0, 3.0, 2.0, S=8, K=4, v=1) == (8 * 7.0, 3 * 7.0)
+    assert pipeline_terms(2.0, 3.0, 0.0, S=8, K=4, v=2) == (8 * 5.0, 3 * 5.0 / 2)
+    assert p2p_count(S=8, K=4, v=1) == 2 * (8 + 2) and p2p_count(S=8, K=4, v=2) == 2 * (16 + 2)
+    assert p2p_count(S=8, K=1, v=1) == 0
+    base = dict(batch=64, dtype="fp16", optimizer="adam", schedule="1f1b")
+    # t=8 fills a node; data neighbours 8 ranks apart (2 nodes), pipeline neighbours 16 apart
+    assert layout_nodes(Plan("data+tensor+pipeline", devices=64, devices_per_node=8, p_data=2, p_tensor=8,
+                             stages=4, **base)) == (1, 2, 2)
+    # t=2, d=2, K=2 on one 8-GPU node: everything inside it
+    assert layout_nodes(Plan("data+tensor+pipeline", devices=8, devices_per_node=8, p_data=2, p_tensor=2,
+                             stages=2, **base)) == (1, 1, 1)
+
+
+@pytest.fixture(scope="module")
+def small():
+    graph = load_model("gpt", layers=4, hidden=64, heads=4, seq=32, vocab=512, attention="math")
+    cm, _ = load_cost_model("a100-dgx-8gpu.published")
+    return graph, cm
+
+
+def test_3d_tensor_collectives_by_hand(small):
+    """K = 1: per transformer layer 2 forward (attention and MLP row outputs) and 2 backward (their column inputs)
+    all-reduces of m·seq·hidden·2 bytes over the t ranks, for each of the S micro-batches."""
+    graph, cm = small
+    S, m, t = 4, 2, 4
+    plan = Plan("data+tensor+pipeline", batch=S * m, devices=t, devices_per_node=8, p_tensor=t, micro_batches=S,
+                dtype="fp16", optimizer="adam", schedule="1f1b")
+    pred = predict(graph, plan, cm, interval=False)
+    assert pred.feasible, pred.reason
+    one = cm.collective_time_s("allreduce", m * 32 * 64 * 2, t, 1)
+    assert pred.comm_exposed_s["layer_collective"] == pytest.approx(S * 4 * 4 * one, rel=1e-9)
+    assert pred.bubble_s == 0 and pred.comm_exposed_s["pipeline_p2p"] == 0
+
+
+def test_3d_bubble_recompute_and_p2p_by_hand(small):
+    graph, cm = small
+    S, m, K, d = 8, 2, 2, 2
+    plan = Plan("data+tensor+pipeline", batch=S * m * d, devices=K * d * 2, devices_per_node=8, p_data=d, p_tensor=2,
+                stages=K, micro_batches=S, dtype="fp16", optimizer="adam", schedule="1f1b", recompute=True)
+    pred = predict(graph, plan, cm, interval=False)
+    assert pred.feasible, pred.reason
+    fwd_comm = pred.details["tensor_fwd_collective_s"]
+    step = (pred.compute_fwd_s + pred.compute_bwd_s + pred.comm_exposed_s["layer_collective"] + pred.recompute_s) / S
+    assert pred.recompute_s == pytest.approx(pred.compute_fwd_s + fwd_comm, rel=1e-9)  # R = F, per micro-batch
+    assert pred.bubble_s == pytest.approx((K - 1) * step, rel=1e-9)
+    # stages cut between transformer layers: one (seq, hidden) tensor crosses
+    boundary = m * 32 * 64 * 2
+    assert pred.comm_exposed_s["pipeline_p2p"] == pytest.approx(
+        2 * (S + K - 2) * cm.collective_time_s("sendrecv", boundary, 2, 1), rel=1e-9)
+    assert pred.comm_exposed_s["gradient"] > 0 and not math.isinf(pred.iteration_s)
+
+
+def test_3d_rejects_gpipe_and_indivisible_micro_batches(small):
+    graph, cm = small
+    base = dict(devices=4, devices_per_node=8, p_tensor=2, stages=2, dtype="fp16", optimizer="adam")
+    assert "1f1b" in predict(graph, Plan("data+tensor+pipeline", batch=8, micro_batches=4, **base), cm).reason
+    assert "micro-batches" in predict(graph, Plan("data+tensor+pipeline", batch=8, micro_batches=3,
+                                                  schedule="1f1b", **base), cm).reason
+
+
+# ---- report ---------------------------------------------------------------------------------------------------
+def test_report_json_schema(tmp_path):
+    recs = [r for r in _records() if r["id"].startswith("megatron-v1-blog")][:1]
+    small = copy.deepcopy(next(r for r in _records() if r["id"].startswith("dlperf-megatron-")))
+    small["id"] = "dlperf-megatron-tiny"
+    small["model_details"].update(layers=2, hidden=64, heads=4, seq_len=32, vocab=512)
+    small["parallelism"].update(data=2, tensor=2, pipeline=1, micro_batch=2)
+    small["num_gpus"], small["global_batch"] = 4, 8
+    path = tmp_path / "t.yaml"
+    path.write_text(yaml.safe_dump(recs + [small]), encoding="utf-8")
+    csv = tmp_path / "v.csv"
+    csv.write_text(",".join(VTRAIN_COLUMNS) + "\n0.001,8,16,2,64,4,2,32,2,2,2,100.0\n", encoding="utf-8")
+    report = transformer_report(corpus=path, vtrain=csv)
+    assert report["rows_validated"] == 2 and report["rows_skipped"] == 1
+    assert set(report["by_gpu_bucket"]) == {"2-8"}
+    assert report["by_gpu_bucket"]["2-8"]["rows"] == 2 and isinstance(report["by_gpu_bucket"]["2-8"]["accuracy"], float)
+    assert set(report["by_source"]) == {"dlperf", "vtrain"}
+    assert isinstance(report["overall_accuracy"], float)
+    row = next(r for r in report["rows"] if r["source"] == "vtrain")
+    assert row["plan"]["p_tensor"] == 2 and row["plan"]["stages"] == 2 and row["plan"]["micro_batches"] == 4
+    assert row["accuracy"] == pytest.approx(1 - abs(row["predicted_s"] - 0.1) / 0.1)
+    assert report["skipped"][0]["reason"]
