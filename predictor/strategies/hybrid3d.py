@@ -1,5 +1,5 @@
 """Data x tensor x pipeline parallelism as Megatron-LM lays it out (`data+tensor+pipeline`; Narayanan et al.,
-"Efficient Large-Scale Language Model Training on GPU Clusters Using Megatron-LM", SC'21, §2-3; docs/method.md §13a).
+"Efficient Large-Scale Language Model Training on GPU Clusters Using Megatron-LM", SC'21, §2-3; docs/method.md §14a).
 
 **Layout.** devices = p_data · t · K with t = p_tensor and K = stages. Ranks are numbered tensor-fastest, then
 data, then pipeline (Megatron's `initialize_model_parallel`): a tensor group is t consecutive ranks (inside a node
@@ -12,8 +12,9 @@ tensor-parallel all-reduces over the t ranks (strategies.tensor.collectives_by_l
 layer's output, backward all-reduce of a column layer's dL/dx; 2 + 2 per transformer layer). Sequence
 parallelism is not modelled here.
 
-**Pipeline.** The layers are cut into K·v chunks balanced on that time (strategies.pipeline.partition), chunk j
-on pipeline rank j mod K (v = plan.virtual_stages with the interleaved schedule, else 1). With F, Bw the slowest
+**Pipeline.** The layers are cut into K·v chunks balanced on that time (strategies.pipeline.partition over the
+blocks between `cut_points`: a stage starts only where the fewest elements cross, between transformer layers, never
+inside attention), chunk j on pipeline rank j mod K (v = plan.virtual_stages with the interleaved schedule, else 1). With F, Bw the slowest
 pipeline rank's forward and backward time per micro-batch (compute + tensor all-reduces) and R = F when
 activations are recomputed (plan.recompute: Megatron's full checkpointing re-runs each layer's forward, its
 all-reduces included, before its backward), else 0:
