@@ -3,7 +3,7 @@ append every run (features + prediction terms + measurement) to a JSONL dataset,
 
     predictor validate --profile P [--suite NAME|FILE] --out runs.jsonl [--plot scatter.png]
     predictor validate --profile P --suite random:N [--seed S] --out runs.jsonl
-    predictor validate --published FILE|cnn|transformer [--json] [--plot scatter.png] [--out report.json]
+    predictor validate --published FILE|cnn|transformer|all [--json] [--plot scatter.png] [--out report.json]
 
 The second form generates N random nets (predictor/suites/random_nets.py, seed S, default 0), writes
 their layer specs to <out>.random-nets/seed-S/ (one file per net, named by its content hash, and a
@@ -61,8 +61,8 @@ def check_dataset(path: str, *keep: str) -> None:
 def add_arguments(parser) -> None:
     parser.add_argument("--published", metavar="FILE",
                         help="score predictions of published measured runs instead of measuring (a corpus YAML, or "
-                             "'cnn' for the shipped corpus, 'transformer' for the shipped transformer runs and vTrain's CSV); --profile "
-                             "is then not needed")
+                             "'cnn' for the shipped corpus, 'transformer' for the shipped transformer runs and vTrain's CSV, 'all' for "
+                             "both); --profile is then not needed")
     parser.add_argument("--json", action="store_true", help="with --published: print the report as JSON")
     parser.add_argument("--profile", help="profile YAML the predictions use (calibrated on this machine), or a shipped profile's name")
     parser.add_argument("--suite", default="cpu_default",

@@ -24,6 +24,8 @@ from profiler.profile import check_writable, write_atomic
 SHIPPED = {"cnn": CORPUS_DIR / "cnn_runs.yaml"}
 #: corpus names whose report comes from predictor.published.transformer (both transformer files together)
 TRANSFORMER = "transformer"
+#: both: the CNN corpus and the transformer runs
+ALL = "all"
 
 
 def transformer_report(profiles_dir: Path | None = None, corpus=None, vtrain=None) -> dict:
@@ -69,16 +71,25 @@ def published_report(corpus: str | Path, profiles_dir: Path | None = None) -> di
 
 
 def run_published(args) -> int:
+    """`--published FILE|cnn|transformer|all`: `all` reports the CNN corpus and the transformer runs side by side
+    (JSON {"cnn": ..., "transformer": ...}; one scatter plot of every row)."""
     corpus = SHIPPED.get(args.published, args.published)
     if args.out:
         check_writable(args.out)
     if args.plot:
         check_writable(args.plot, "--plot")
-    report = transformer_report() if args.published == TRANSFORMER else published_report(corpus)
-    text = json.dumps(finite_json(report), indent=1)
+    if args.published == ALL:
+        reports = {"cnn": published_report(SHIPPED["cnn"]), TRANSFORMER: transformer_report()}
+        text = json.dumps(finite_json(reports), indent=1)
+        rendered = "\n\n".join(f"== {name} ==\n{render_text(r)}" for name, r in reports.items())
+        rows = [row for r in reports.values() for row in r["rows"]]
+        merged = {"rows": rows, "overall_accuracy": sum(r["accuracy"] for r in rows) / len(rows) if rows else 0.0}
+    else:
+        report = transformer_report() if args.published == TRANSFORMER else published_report(corpus)
+        text, rendered, merged = json.dumps(finite_json(report), indent=1), render_text(report), report
     if args.out:
         write_atomic(args.out, text)
     if args.plot:
-        plot(report, args.plot)
-    print(text if args.json else render_text(report))
+        plot(merged, args.plot)
+    print(text if args.json else rendered)
     return 0
