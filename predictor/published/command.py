@@ -9,6 +9,7 @@ unseen cluster should expect.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from predictor.published.corpus import CORPUS_DIR, load_corpus
@@ -28,16 +29,22 @@ TRANSFORMER = "transformer"
 ALL = "all"
 
 
-def transformer_report(profiles_dir: Path | None = None, corpus=None, vtrain=None) -> dict:
+def transformer_report(profiles_dir: Path | None = None, corpus=None, vtrain=None, attention: str | None = None) -> dict:
     """The report of the published transformer runs (transformer_runs.yaml and vTrain's CSV), predicted with the
     shipped profiles. Nothing is fitted to these rows (the profiles' constants come from the CNN corpus), so the
-    figure is already a held-out one and there is no leave-one-source-out refit."""
+    figure is already a held-out one and there is no leave-one-source-out refit. attention: every row's attention
+    knob replaced (a sensitivity, docs/validation.md); None keeps the mapping's."""
     from predictor.published.transformer import (TRANSFORMER_FILE, VTRAIN_FILE, interpret_transformer,
                                                   load_transformer_corpus, load_vtrain_csv)
     corpus, vtrain = corpus or TRANSFORMER_FILE, vtrain or VTRAIN_FILE
     runs = load_transformer_corpus(corpus) + load_vtrain_csv(vtrain)
-    results, skipped = validate_runs(runs, load_rules(), Predictor(profiles_dir),
-                                     interpret_row=interpret_transformer)
+    def interpret_row(run, rules):
+        setup = interpret_transformer(run, rules)
+        if attention is None or not hasattr(setup, "knobs"):
+            return setup
+        return replace(setup, knobs=tuple(sorted({**dict(setup.knobs), "attention": attention}.items())))
+
+    results, skipped = validate_runs(runs, load_rules(), Predictor(profiles_dir), interpret_row=interpret_row)
     report = summarise(results, skipped)
     report["corpus"] = [str(corpus), str(vtrain)]
     report["fitted_to_these_rows"] = "nothing (profile constants fitted to the CNN corpus only)"
