@@ -15,9 +15,9 @@ parallelism is not modelled here.
 **Pipeline.** The layers are cut into K·v chunks balanced on that time (strategies.pipeline.partition over the
 blocks between `cut_points`: a stage starts only where the fewest elements cross, between transformer layers, never
 inside attention), chunk j on pipeline rank j mod K (v = plan.virtual_stages with the interleaved schedule, else 1). With F, Bw the slowest
-pipeline rank's forward and backward time per micro-batch (compute + tensor all-reduces) and R = F when
-activations are recomputed (plan.recompute: Megatron's full checkpointing re-runs each layer's forward, its
-all-reduces included, before its backward), else 0:
+pipeline rank's forward and backward time per micro-batch (compute + tensor all-reduces) and R the forward of
+its transformer layers when activations are recomputed (plan.recompute: Megatron's full checkpointing re-runs each
+transformer layer's forward, its all-reduces included, before its backward; `recomputed_layers`), else 0:
 
     compute + layer collectives + recompute = S · (F + Bw + R)
     bubble   = (K - 1) · (F + Bw + R) / v                        (bubble share (K - 1) / (S · v), §2.2)
@@ -74,6 +74,17 @@ def cut_points(ctx: Context) -> list[int]:
     return [0] + [a for a, w in widths.items() if w == narrowest]
 
 
+def recomputed_layers(ctx: Context, ts: TensorSplit) -> range:
+    """The layers full recomputation re-runs: Megatron checkpoints the transformer layers, here the span of the
+    column/row pairs widened to the nearest cut points (`cut_points`), so the embeddings, the final norm, the
+    language-model head and the loss are not recomputed. The whole graph when it has no pair."""
+    if not ts.columns:
+        return range(ctx.n_layers)
+    cuts = cut_points(ctx) + [ctx.n_layers]
+    first, last = min(ts.columns), max(ts.rows or ts.columns)
+    return range(max(c for c in cuts if c <= first), min(c for c in cuts if c > last))
+
+
 def block_partition(ctx: Context, costs: list[float], stages: int) -> list[int]:
     """Stage starts: strategies.pipeline.partition over the blocks between cut points (`cut_points`)."""
     cuts = cut_points(ctx)
@@ -127,10 +138,10 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     bwd_c = [rank_sum([b_ for _, b_ in times], k) for k in range(K)]
     fwd_x = [rank_sum(fwd_comm, k) for k in range(K)]
     bwd_x = [rank_sum(bwd_comm, k) for k in range(K)]
-    slow = max(range(K), key=lambda k: fwd_c[k] + bwd_c[k] + fwd_x[k] + bwd_x[k]
-               + (fwd_c[k] + fwd_x[k] if plan.recompute else 0.0))
-    F, Bw = fwd_c[slow] + fwd_x[slow], bwd_c[slow] + bwd_x[slow]
-    R = F if plan.recompute else 0.0
+    again = ctx.cached(("3d-recomputed",), lambda: recomputed_layers(ctx, ts)) if plan.recompute else range(0)
+    redo = [sum(times[i][0] + fwd_comm[i] for i in ranks[k] if i in again) for k in range(K)]
+    slow = max(range(K), key=lambda k: fwd_c[k] + bwd_c[k] + fwd_x[k] + bwd_x[k] + redo[k])
+    F, Bw, R = fwd_c[slow] + fwd_x[slow], bwd_c[slow] + bwd_x[slow], redo[slow]
     _, bubble = pipeline_terms(F, Bw, R, S, K, v)
     pred.compute_fwd_s, pred.compute_bwd_s = S * fwd_c[slow], S * bwd_c[slow]
     pred.comm_exposed_s["layer_collective"] = S * (fwd_x[slow] + bwd_x[slow])

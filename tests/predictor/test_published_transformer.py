@@ -14,7 +14,10 @@ from predictor.published.command import transformer_report
 from predictor.published.rowmap import Setup, Skipped, load_rules
 from predictor.published.transformer import (TRANSFORMER_FILE, VTRAIN_COLUMNS, VTRAIN_FILE, interpret_transformer,
                                               load_transformer_corpus, load_vtrain_csv)
-from predictor.strategies.hybrid3d import layout_nodes, p2p_count, pipeline_terms
+from predictor.layercost import Split
+from predictor.strategies.context import Context
+from predictor.strategies.hybrid3d import layout_nodes, p2p_count, pipeline_terms, recomputed_layers
+from predictor.strategies.tensor import tensor_split
 from profiler.errors import UserError
 
 RULES = load_rules()
@@ -191,13 +194,27 @@ def test_3d_bubble_recompute_and_p2p_by_hand(small):
     assert pred.feasible, pred.reason
     fwd_comm = pred.details["tensor_fwd_collective_s"]
     step = (pred.compute_fwd_s + pred.compute_bwd_s + pred.comm_exposed_s["layer_collective"] + pred.recompute_s) / S
-    assert pred.recompute_s == pytest.approx(pred.compute_fwd_s + fwd_comm, rel=1e-9)  # R = F, per micro-batch
+    assert 0 < pred.recompute_s < pred.compute_fwd_s + fwd_comm  # the head and loss are not recomputed
     assert pred.bubble_s == pytest.approx((K - 1) * step, rel=1e-9)
     # stages cut between transformer layers: one (seq, hidden) tensor crosses
     boundary = m * 32 * 64 * 2
     assert pred.comm_exposed_s["pipeline_p2p"] == pytest.approx(
         2 * (S + K - 2) * cm.collective_time_s("sendrecv", boundary, 2, 1), rel=1e-9)
     assert pred.comm_exposed_s["gradient"] > 0 and not math.isinf(pred.iteration_s)
+
+
+def test_3d_recomputes_the_transformer_layers_only(small):
+    graph, cm = small
+    span = recomputed_layers(Context(graph, cm), tensor_split(graph))
+    names = [layer.name for layer in graph.layers]
+    assert all(i in span for i, n in enumerate(names) if n.startswith("blocks."))
+    assert not any(names.index(n) in span for n in ("tok", "pos", "ln_f", "head", "loss"))
+    S, m = 4, 2  # one rank, no tensor split: R = S x the forward of those layers at m samples
+    plan = Plan("data+tensor+pipeline", batch=S * m, devices=1, devices_per_node=8, micro_batches=S, dtype="fp16",
+                optimizer="adam", schedule="1f1b", recompute=True)
+    pred = predict(graph, plan, cm, interval=False)
+    coster = Context(graph, cm).for_plan(plan).coster("fp16")  # the plan's software stack, as evaluate costs it
+    assert pred.recompute_s == pytest.approx(S * sum(coster.times(i, Split(m))[0] for i in span), rel=1e-9)
 
 
 def test_3d_rejects_gpipe_and_indivisible_micro_batches(small):
