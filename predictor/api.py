@@ -172,10 +172,13 @@ def default_plans(graph: ModelGraph, strategy: str, batch: int, devices: int, de
                   dtype: str = "fp32", optimizer: str = "sgd", micro_batches: int | None = None,
                   inner: int | None = None, framework: str = "ddp", synthetic_data: bool = False,
                   stack: str = DEFAULT_STACK, schedule: str = "gpipe", virtual_stages: int = 1,
-                  zero_stage: int = 0, sequence_parallel: bool = False) -> list[Plan]:
+                  zero_stage: int = 0, sequence_parallel: bool = False,
+                  pipeline_stages: int | None = None) -> list[Plan]:
     """The plans `predictor run` evaluates for one strategy name: the pure strategy over all devices;
-    hybrids with the model-parallel group = one node (`inner`, ParaDL's df/ds mapping); pipeline with
-    every micro-batch count that divides the per-pipeline batch (or just `micro_batches`)."""
+    hybrids with the model-parallel group = one node (`inner`, ParaDL's df/ds mapping; for data+tensor and
+    data+tensor+pipeline, the tensor-parallel degree); pipeline with every micro-batch count that divides the
+    per-pipeline batch (or just `micro_batches`); data+tensor+pipeline with `pipeline_stages` stages (default:
+    every device outside the tensor group) and the rest of the devices as data replicas."""
     from predictor.outofcore_strategies import addon_plans
     if (framework != "ddp" or synthetic_data or stack != DEFAULT_STACK or schedule != "gpipe" or zero_stage
             or sequence_parallel):
@@ -184,7 +187,8 @@ def default_plans(graph: ModelGraph, strategy: str, batch: int, devices: int, de
             if p.stages > 1 else {}), **(dict(zero_stage=zero_stage) if p.strategy == "data" else {}),
             **(dict(sequence_parallel=True) if sequence_parallel and p.p_tensor > 1 else {}))
             for p in default_plans(
-            graph, strategy, batch, devices, devices_per_node, dtype, optimizer, micro_batches, inner)]
+            graph, strategy, batch, devices, devices_per_node, dtype, optimizer, micro_batches, inner,
+            pipeline_stages=pipeline_stages)]
     if strategy in ADDON_STRATEGIES:  # out-of-core, recompute, cooperative (predictor/outofcore_strategies.py)
         return addon_plans(strategy, batch, devices, devices_per_node, dtype, optimizer, micro_batches)
     if strategy in SPLIT_RECOMPUTE:  # the base strategy's plans, with checkpointing
@@ -213,10 +217,15 @@ def default_plans(graph: ModelGraph, strategy: str, batch: int, devices: int, de
         counts = [micro_batches] if micro_batches else [s for s in range(1, per_pipe + 1) if per_pipe % s == 0] or [1]
         return [Plan(strategy, devices=devices, p_data=p_data, stages=stages, micro_batches=s, **base) for s in counts]
     if strategy == "data+tensor+pipeline":  # tensor inside a node, pipeline stages over the nodes, 1F1B
-        stages = devices // g
-        counts = [micro_batches] if micro_batches else [s for s in range(1, batch + 1) if batch % s == 0] or [1]
-        return [Plan(strategy, devices=devices, p_tensor=g, stages=stages, micro_batches=s, schedule="1f1b", **base)
-                for s in counts]
+        stages = pipeline_stages or devices // g
+        if devices % (g * stages):
+            raise UserError(f"data+tensor+pipeline: tensor degree {g} x {stages} pipeline stages does not divide "
+                            f"{devices} devices (--tensor-parallel, --pipeline-stages, --gpus)")
+        p_data = devices // (g * stages)
+        per_pipe = batch // p_data if batch % p_data == 0 else batch
+        counts = [micro_batches] if micro_batches else [s for s in range(1, per_pipe + 1) if per_pipe % s == 0] or [1]
+        return [Plan(strategy, devices=devices, p_data=p_data, p_tensor=g, stages=stages, micro_batches=s,
+                     schedule="1f1b", **base) for s in counts]
     if devices % g:
         return [Plan(strategy, devices=devices, p_data=devices, **base)]  # reported infeasible by evaluate
     if strategy == "data+spatial":
@@ -233,6 +242,9 @@ def default_plans(graph: ModelGraph, strategy: str, batch: int, devices: int, de
 
 
 # ---- prediction -------------------------------------------------------------------------------------
+#: the strategies whose tensor-parallel degree `predict_all(tensor_parallel=...)` sets
+TENSOR_GROUP_STRATEGIES = ("data+tensor", "data+tensor+pipeline")
+
 def _check_options(dtype: str, optimizer: str, framework: str = "ddp", stack: str = DEFAULT_STACK) -> None:
     if stack not in STACKS:
         raise UserError(f"unknown stack {stack!r}; known: {', '.join(STACKS)}")
@@ -271,7 +283,8 @@ def predict_all(graph: ModelGraph, batch: int, devices: int, cost_model: CostMod
                 optimizer: str = "sgd", micro_batches: int | None = None, interval: bool = True,
                 device_memory_bytes: float | None = None, framework: str = "ddp",
                 synthetic_data: bool = False, stack: str = DEFAULT_STACK, schedule: str = "gpipe",
-                virtual_stages: int = 1, zero_stage: int = 0, sequence_parallel: bool = False) -> list[Prediction]:
+                virtual_stages: int = 1, zero_stage: int = 0, sequence_parallel: bool = False,
+                tensor_parallel: int | None = None, pipeline_stages: int | None = None) -> list[Prediction]:
     """One prediction per strategy (for pipelines, the best micro-batch count), ranked. A strategy the
     profile cannot cost (missing coefficient) comes back infeasible with the message; if none can be
     costed, that UserError is raised."""
@@ -285,10 +298,11 @@ def predict_all(graph: ModelGraph, batch: int, devices: int, cost_model: CostMod
     out = []
     missing: list[UserError] = []
     for name in strategies:
-        plans = default_plans(graph, name, batch, devices, dpn, dtype, optimizer, micro_batches, framework=framework,
+        plans = default_plans(graph, name, batch, devices, dpn, dtype, optimizer, micro_batches,
+                              inner=tensor_parallel if name in TENSOR_GROUP_STRATEGIES else None, framework=framework,
                               synthetic_data=synthetic_data, stack=stack, schedule=schedule,
                               virtual_stages=virtual_stages, zero_stage=zero_stage,
-                              sequence_parallel=sequence_parallel)
+                              sequence_parallel=sequence_parallel, pipeline_stages=pipeline_stages)
         try:
             preds = [evaluate(ctx, p, device_memory_bytes) for p in plans]
             best = rank(preds)[0]

@@ -55,6 +55,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sequence-parallel", action="store_true",
                         help="tensor strategies: Megatron's sequence parallelism (reduce-scatter + all-gather instead "
                              "of all-reduce; norms, dropout and residuals split over tokens)")
+    parser.add_argument("--tensor-parallel", type=device_count, metavar="T",
+                        help="data+tensor and data+tensor+pipeline: tensor-parallel degree (default: the devices of "
+                             "one node, gcd(--gpus, --gpus-per-node))")
+    parser.add_argument("--pipeline-stages", type=device_count, metavar="P",
+                        help="data+tensor+pipeline: pipeline stages (default: --gpus / T); the other devices are "
+                             "data replicas, --gpus / (T x P)")
     parser.add_argument("--schedule", default="gpipe", choices=PIPELINE_SCHEDULES,
                         help="pipeline schedule: gpipe (default), 1f1b (PipeDream-Flush, Megatron-LM), interleaved "
                              "(1F1B with --virtual-stages chunks per device)")
@@ -137,7 +143,8 @@ def run(args) -> int:
                         dtype=args.dtype, optimizer=args.optimizer, micro_batches=args.micro_batches,
                         device_memory_bytes=cap, framework=args.framework, synthetic_data=args.synthetic_data,
                         stack=args.stack, schedule=args.schedule, virtual_stages=args.virtual_stages,
-                        zero_stage=args.zero, sequence_parallel=args.sequence_parallel)
+                        zero_stage=args.zero, sequence_parallel=args.sequence_parallel,
+                        tensor_parallel=args.tensor_parallel, pipeline_stages=args.pipeline_stages)
     if args.strategy != "all" and not preds[0].feasible:
         raise UserError(f"{args.strategy} on {args.gpus} devices with batch {args.batch}: {preds[0].reason}")
     meta = {"profile": str(path), "profile_provenance": cm.provenance, "model": graph.name, "batch": args.batch,

@@ -252,3 +252,22 @@ def test_cli_runs_tensor_and_names_a_bad_degree(capsys):
     assert main(["run", "--model", "gpt", "--batch", "8", "--gpus", "3", "--strategy", "tensor"]) == 2
     err = capsys.readouterr().err.strip()
     assert "p_tensor 3 does not divide" in err and len(err.splitlines()) == 1
+
+
+def test_cli_sets_the_3d_degrees_and_names_a_layout_that_does_not_divide(capsys):
+    """--tensor-parallel T --pipeline-stages P on G devices: G / (T P) data replicas; a layout that does not
+    divide the devices is one line, exit 2."""
+    from predictor.cli import main
+    import json
+
+    args = ["run", "--model", "gpt", "--model-arg", "layers=4", "--batch", "16", "--profile", "a100-dgx-8gpu.published",
+            "--strategy", "data+tensor+pipeline", "--gpus", "16"]
+    assert main(args + ["--tensor-parallel", "4", "--pipeline-stages", "2", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)["predictions"][0]["plan"]
+    assert (plan["p_tensor"], plan["stages"], plan["p_data"], plan["schedule"]) == (4, 2, 2, "1f1b")
+    assert main(args + ["--tensor-parallel", "2", "--json"]) == 0  # default stages: every other device
+    plan = json.loads(capsys.readouterr().out)["predictions"][0]["plan"]
+    assert (plan["p_tensor"], plan["stages"], plan["p_data"]) == (2, 8, 1)
+    assert main(args + ["--tensor-parallel", "4", "--pipeline-stages", "3"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "tensor degree 4 x 3 pipeline stages does not divide 16 devices" in err and len(err.splitlines()) == 1
