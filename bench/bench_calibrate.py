@@ -121,7 +121,6 @@ def run(args) -> int:
                 met_runs += ok
                 print(f"run {i + 1}/{args.runs}: {walls[-1]:.1f} s wall (benchmarks "
                       f"{profile.settings.get('duration_s') or 0:.1f} s); {line}", flush=True)
-        runs = len(walls) or 1
     bench_s = profile.settings.get("duration_s")
     print(f"\nmachine: {profile.machine.cpu_model}, {profile.machine.cpu_cores} cores, torch threads "
           f"{torch.get_num_threads()}; torch {torch.__version__}")
@@ -157,11 +156,11 @@ def run(args) -> int:
     wall_s = statistics.median(walls) if walls else None
     if walls:
         print(f"\nquick calibration with 2-rank collectives: median {wall_s:.1f} s wall over {len(walls)} runs "
-              f"({', '.join(f'{w:.1f}' for w in walls)}); fit targets met in {met_runs} of {runs}")
+              f"({', '.join(f'{w:.1f}' for w in walls)}); fit targets met in {met_runs} of {len(walls)}")
     record(NAME, [
         Figure("quick calibration wall time, 2-rank collectives (median of runs)", wall_s, "s", TARGET_WALL_S),
         Figure("calibrations timed", len(walls), "runs"),
-        Figure("calibrations with every fit within its target", met_runs / runs if walls else None, "share",
+        Figure("calibrations with every fit within its target", met_runs / len(walls) if walls else None, "share",
                ">= 0.8"),
         Figure("benchmark time inside the last calibration", bench_s, "s"),
         Figure("samples", len(profile.samples), "samples"),

@@ -41,19 +41,20 @@ class GPFit:
     alpha: np.ndarray
     log_marginal_likelihood: float
 
-    def mean_at(self, train_x: np.ndarray, x: np.ndarray) -> np.ndarray:
-        """Posterior mean at the rows of x (the white noise does not enter between distinct points)."""
-        d = (np.asarray(x, float)[:, None, :] - np.asarray(train_x, float)[None, :, :]) / self.length_scales
-        return self.amplitude * np.exp(-0.5 * np.einsum("ijk,ijk->ij", d, d)) @ self.alpha
+
+def _kernel(theta: np.ndarray, sq: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(K, its amplitude * RBF part, the squared distances over the length scales) at log hyperparameters theta;
+    sq[d] = (x_id - x_jd)^2."""
+    c, scales, s = np.exp(theta[0]), np.exp(theta[1:-1]), np.exp(theta[-1])
+    weighted = sq / (scales ** 2)[:, None, None]
+    rbf = c * np.exp(-0.5 * weighted.sum(axis=0))
+    return rbf + (s + JITTER) * np.eye(sq.shape[1]), rbf, weighted
 
 
 def _objective(theta: np.ndarray, sq: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
     """Negative log marginal likelihood and its gradient in log hyperparameters; sq[d] = (x_id - x_jd)^2."""
-    c, scales, s = np.exp(theta[0]), np.exp(theta[1:-1]), np.exp(theta[-1])
-    n = len(y)
-    weighted = sq / (scales ** 2)[:, None, None]
-    rbf = c * np.exp(-0.5 * weighted.sum(axis=0))
-    K = rbf + (s + JITTER) * np.eye(n)
+    n, s = len(y), np.exp(theta[-1])
+    K, rbf, weighted = _kernel(theta, sq)
     try:
         L = np.linalg.cholesky(K)
     except np.linalg.LinAlgError:
@@ -84,8 +85,7 @@ def fit_gp(x: np.ndarray, y: np.ndarray) -> GPFit:
     optima = [minimize(_objective, start, args=(sq, y), method="L-BFGS-B", jac=True, bounds=bounds) for start in starts]
     best = min(optima, key=lambda r: r.fun)
     theta = best.x
-    c, scales, s = float(np.exp(theta[0])), np.exp(theta[1:-1]), float(np.exp(theta[-1]))
-    K = c * np.exp(-0.5 * (sq / (scales ** 2)[:, None, None]).sum(axis=0)) + (s + JITTER) * np.eye(len(y))
-    L = np.linalg.cholesky(K)
+    L = np.linalg.cholesky(_kernel(theta, sq)[0])
     alpha = np.linalg.solve(L.T, np.linalg.solve(L, y))
-    return GPFit(amplitude=c, length_scales=scales, noise=s, alpha=alpha, log_marginal_likelihood=-float(best.fun))
+    return GPFit(amplitude=float(np.exp(theta[0])), length_scales=np.exp(theta[1:-1]), noise=float(np.exp(theta[-1])),
+                 alpha=alpha, log_marginal_likelihood=-float(best.fun))

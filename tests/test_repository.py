@@ -5,17 +5,22 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("kernels", "profiler", "calibrate", "predictor", "paraoracle", "bench")
 
 
+#: what a tree without git metadata (an unpacked archive) holds that a checkout does not track
+UNTRACKED_PARTS = {".git", ".venv", "__pycache__", "out", ".pytest_cache"}
+
+
 def _tracked() -> list[Path]:
+    """The checkout's tracked files; outside a git checkout, every file below the root but the environment,
+    caches and outputs."""
     try:
         out = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError):
-        pytest.skip("not a git checkout")
+        return [p for p in ROOT.rglob("*") if p.is_file() and not UNTRACKED_PARTS & set(p.relative_to(ROOT).parts)
+                and not any(part.endswith(".egg-info") for part in p.relative_to(ROOT).parts)]
     return [ROOT / line for line in out.splitlines()]
 
 

@@ -112,8 +112,9 @@ def _measured_seconds(rec: dict, batch: Optional[int], gpus: int, path, index, r
     return None, f"measures {measured.get('quantity', unit)!s}, not a per-iteration throughput"
 
 
-def parse_record(rec: Any, index: int, path: str) -> PublishedRun:
-    """One corpus record -> PublishedRun (UserError naming the record and field when malformed)."""
+def record_head(rec: Any, index: int, path: str) -> tuple[str, dict, int]:
+    """(id, system, num_gpus) of a published record — the fields every ground-truth file shares — checked
+    (UserError naming the record and field when malformed)."""
     if not isinstance(rec, dict):
         raise UserError(f"{path}: record {index}: must be a mapping, got {type(rec).__name__}")
     rid = rec.get("id")
@@ -124,7 +125,12 @@ def parse_record(rec: Any, index: int, path: str) -> PublishedRun:
         raise _fail(path, index, rid, "system", "missing or not a mapping")
     for key in ("nodes", "gpus_per_node"):
         _positive_int(system.get(key), path, index, rid, f"system.{key}", allow_none=True)
-    gpus = _positive_int(rec.get("num_gpus"), path, index, rid, "num_gpus")
+    return rid, system, _positive_int(rec.get("num_gpus"), path, index, rid, "num_gpus")
+
+
+def parse_record(rec: Any, index: int, path: str) -> PublishedRun:
+    """One corpus record -> PublishedRun (UserError naming the record and field when malformed)."""
+    rid, system, gpus = record_head(rec, index, path)
     batch = _positive_int(rec.get("batch_per_gpu"), path, index, rid, "batch_per_gpu", allow_none=True)
     measured_s, note = _measured_seconds(rec, batch, gpus, path, index, rid)
     source = rec.get("source") or {}

@@ -35,7 +35,8 @@ import os
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from predictor.published.corpus import CORPUS_DIR, PublishedRun, _fail, _positive_float, _positive_int, _text
+from predictor.published.corpus import (CORPUS_DIR, PublishedRun, _fail, _positive_float, _positive_int, _text,
+                                        record_head)
 from predictor.published.rowmap import Setup, Skipped, _first, _system_rule
 from profiler.errors import UserError
 from profiler.inputs import read_yaml
@@ -67,17 +68,7 @@ def _measured(rec: dict, path: str, index: int, rid: str) -> tuple[Optional[floa
 
 def parse_transformer_record(rec: Any, index: int, path: str) -> PublishedRun:
     """One transformer_runs.yaml record -> PublishedRun (UserError naming the record and field when malformed)."""
-    if not isinstance(rec, dict):
-        raise UserError(f"{path}: record {index}: must be a mapping, got {type(rec).__name__}")
-    rid = rec.get("id")
-    if not isinstance(rid, str) or not rid.strip():
-        raise UserError(f"{path}: record {index}: field id: missing or not text")
-    system = rec.get("system")
-    if not isinstance(system, dict):
-        raise _fail(path, index, rid, "system", "missing or not a mapping")
-    for key in ("nodes", "gpus_per_node"):
-        _positive_int(system.get(key), path, index, rid, f"system.{key}", allow_none=True)
-    gpus = _positive_int(rec.get("num_gpus"), path, index, rid, "num_gpus")
+    rid, system, gpus = record_head(rec, index, path)
     global_batch = _positive_int(rec.get("global_batch"), path, index, rid, "global_batch")
     details = rec.get("model_details") or {}
     parallel = rec.get("parallelism") or {}

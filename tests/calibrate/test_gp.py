@@ -9,6 +9,7 @@ from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel, WhiteKernel
 
 from calibrate import gp
+from calibrate.coefficients import GaussianProcess
 
 
 def sklearn_gp(x, y):
@@ -31,7 +32,9 @@ def test_same_optimum_and_posterior_mean_as_sklearn(n, d, seed):
     assert ours.noise == pytest.approx(fitted.k2.noise_level, rel=1e-3)
     assert ours.log_marginal_likelihood == pytest.approx(theirs.log_marginal_likelihood_value_, rel=1e-6)
     queries = rng.normal(size=(20, d)) * 2
-    assert ours.mean_at(x, queries) == pytest.approx(theirs.predict(queries), abs=1e-6)
+    exported = GaussianProcess(train_x=x.tolist(), alpha=ours.alpha.tolist(), length_scales=ours.length_scales.tolist(),
+                               amplitude=ours.amplitude, y_mean=0.0, y_std=1.0)  # as calibrate.compute stores it
+    assert [exported.mean_at(q) for q in queries] == pytest.approx(theirs.predict(queries), abs=1e-6)
 
 
 def test_objective_gradient_matches_finite_differences():

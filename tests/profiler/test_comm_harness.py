@@ -70,7 +70,7 @@ def test_an_adaptive_sweep_keeps_only_the_imprecise_sizes(one_rank_group, monkey
 
     class FakeClock:  # the times a call reports, by the call's name (no real timing)
         def __init__(self, device):
-            pass
+            self.device = device
 
         def time(self, fn, calls):
             fn()
