@@ -642,6 +642,7 @@ def plan_compute(device: str, quick: bool) -> list[BenchCase]:
         for case in cases[first:]:
             case.tags.update(flags)
             case.build = _under_flags(case.build, flags)
+            case.rotate = True  # operands from memory, as in a training step (profiler.cases.measure_case)
     return cases
 
 

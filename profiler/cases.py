@@ -2,6 +2,8 @@
 that times a single-process callable (compute, memory, host<->device)."""
 from __future__ import annotations
 
+import itertools
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Callable, Optional
@@ -10,6 +12,11 @@ from profiler.profile import Sample
 from profiler.timing import Timer
 
 GRID_ENV = "PARAORACLE_GRID"  # "tiny": a test-only grid of a few small points per family (README, calibration)
+#: a rotating CPU compute point cycles through operand copies adding up to this many times the last-level cache,
+#: so that each call finds its operands in memory, not in a cache the previous call of the same point warmed
+ROTATION_LLC_MULTIPLE = 1.5
+#: at most this many operand copies: a point of a few KB stays cache-resident, as such a layer is in training
+MAX_OPERAND_COPIES = 64
 
 
 @dataclass
@@ -28,6 +35,8 @@ class BenchCase:
     tags: dict = field(default_factory=dict)
     #: time every call with the CPU caches evicted first (2x the last-level cache written, untimed)
     cold: bool = False
+    #: on CPU, cycle through copies of the operands (operand_copies) instead of calling on one hot set
+    rotate: bool = False
 
     @property
     def label(self) -> str:
@@ -35,9 +44,31 @@ class BenchCase:
         return f"{self.benchmark} {self.variant} {self.dtype} {shape}"
 
 
-def measure_case(case: BenchCase, device: str, timer_kwargs: dict) -> Sample:
-    """Build the case, time it with the one harness, keep every per-call time."""
-    fn = case.build()
+def operand_copies(bytes_moved: Optional[int], llc_bytes: int) -> int:
+    """Operand sets a rotating point cycles through: ceil(ROTATION_LLC_MULTIPLE * LLC / bytes), 1 to
+    MAX_OPERAND_COPIES (bytes: the point's compulsory traffic, every operand and result once)."""
+    if not bytes_moved or bytes_moved <= 0:
+        return 1
+    return max(1, min(MAX_OPERAND_COPIES, math.ceil(ROTATION_LLC_MULTIPLE * llc_bytes / bytes_moved)))
+
+
+def rotating(build: Callable[[], Callable[[], object]], copies: int) -> Callable[[], object]:
+    """Build `copies` independent calls (each with its own operands) and return one that runs them in turn."""
+    if copies <= 1:
+        return build()
+    calls = itertools.cycle([build() for _ in range(copies)])
+    return lambda: next(calls)()
+
+
+def measure_case(case: BenchCase, device: str, timer_kwargs: dict, llc_bytes: int = 0) -> Sample:
+    """Build the case, time it with the one harness, keep every per-call time. A `rotate` case on CPU with the
+    last-level cache size given cycles through operand_copies() operand sets: a layer in a training step
+    reads weights last touched a whole step earlier and activations saved in the forward pass, which a point
+    called back to back on one operand set would find in cache (in-step profiles of random nets: forward
+    convolutions and linear layers 1.0-1.9x their hot benchmark time, 0.9-1.1x their rotating one)."""
+    copies = (operand_copies(case.bytes_moved, llc_bytes)
+              if case.rotate and llc_bytes and not device.startswith("cuda") else 1)
+    fn = rotating(case.build, copies)
     if device.startswith("cuda"):
         fn()  # cudnn.benchmark autotunes on a shape's first call, which can outlast the timer's warm-up
     evict = 0
@@ -50,7 +81,8 @@ def measure_case(case: BenchCase, device: str, timer_kwargs: dict) -> Sample:
                   dtype=case.dtype, threads=m.threads, times_s=m.times_s, flops=case.flops,
                   bytes_moved=case.bytes_moved,
                   extra={**case.tags, "calls_per_sample": m.number, "stopped_by": m.stopped_by,
-                         **({"cold_evict_bytes": evict} if evict else {})})
+                         **({"cold_evict_bytes": evict} if evict else {}),
+                         **({"operand_copies": copies} if copies > 1 else {})})
 
 
 def compute_passes(device: str) -> int:

@@ -32,7 +32,8 @@ from profiler.bench_compute import choose_grid, plan_compute
 from profiler.bench_framework import plan_framework
 from profiler.bench_input import input_cases
 from profiler.bench_memory import host_device_cases, last_level_cache_bytes, stream_cases
-from profiler.cases import BenchCase, compute_passes, measure_case, timer_settings
+from profiler.cases import (MAX_OPERAND_COPIES, ROTATION_LLC_MULTIPLE, BenchCase, compute_passes, measure_case,
+                            timer_settings)
 from profiler.cliutil import thread_count
 from profiler.comm import section as collectives
 from profiler.errors import UserError
@@ -167,7 +168,8 @@ def run_sections(cal: Calibration, plans: dict[str, list[BenchCase]], sections: 
                     progress.advance(tasks[name])
                     continue
                 try:
-                    cal.samples.append(measure_case(case, device, case_timer_kwargs(timer_kwargs, case, device)))
+                    cal.samples.append(measure_case(case, device, case_timer_kwargs(timer_kwargs, case, device),
+                                                    llc_bytes=cal.settings["last_level_cache_bytes"]))
                 except RuntimeError as err:  # a backend that cannot run this point (no kernel, out of memory)
                     reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
                     cal.settings.setdefault("failed_points", {})[case.label] = reason
@@ -237,6 +239,9 @@ def run(args, fit: Optional[Fit] = None) -> int:
         "threads_source": threads_source,
         "timer": timer_settings(device, args.quick), "conv_layout": "NCHW (contiguous)",
         "last_level_cache_bytes": last_level_cache_bytes(device), "allocator": allocator,
+        "operands": ("one set per point, L2 flushed before each sample" if device.startswith("cuda") else
+                     f"rotating: copies adding up to {ROTATION_LLC_MULTIPLE} x the last-level cache, "
+                     f"at most {MAX_OPERAND_COPIES}"),
     }
     plans = {name: plan_section(name, device, args.quick) for name in sections if name != "collectives"}
     if args.shapes:

@@ -141,5 +141,6 @@ def load_shape_cases(path: str, device: str, dtypes: tuple[str, ...]) -> list[Be
             key = (case.benchmark, case.variant, case.dtype, shape_key(case.params))
             if key not in seen:
                 seen.add(key)
+                case.rotate = True  # measured as the grid's points are (profiler.cases.measure_case)
                 cases.append(case)
     return cases

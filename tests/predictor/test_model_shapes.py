@@ -100,6 +100,9 @@ def test_shapes_cli_to_calibrate_end_to_end(tmp_path):
     measured = {(s.benchmark, tuple(sorted(s.params.items()))) for s in profile.samples
                 if s.extra.get("source") == "shapes file"}
     assert {(e["op"], tuple(sorted(e["params"].items()))) for e in entries} <= measured
+    # measured as the grid's points are: cycling through operand copies unless they outgrow the rotation
+    assert profile.settings["operands"].startswith("rotating")
+    assert any(s.extra.get("operand_copies", 1) > 1 for s in profile.samples if s.extra.get("source") == "shapes file")
     cm = load_cost_model(out)
     conv = next(e for e in entries if e["op"] == "conv2d")
     passes = [float(np.median(s.times_s)) for s in profile.samples if s.benchmark == "conv2d" and s.variant == "fwd"

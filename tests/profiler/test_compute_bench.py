@@ -267,3 +267,51 @@ def test_cpu_operands_are_standard_normal_copies_that_differ_between_operands():
     a, b = bc._tensor((64, 64), "float32", "cpu"), bc._tensor((64, 64), "float32", "cpu")
     assert not torch.equal(a, b)
     assert bc._like(a, "bfloat16").dtype == torch.bfloat16 and bc._like(a, "bfloat16").shape == a.shape
+
+
+def test_operand_copies_cover_the_rotation_by_hand():
+    from profiler.cases import MAX_OPERAND_COPIES, ROTATION_LLC_MULTIPLE, operand_copies
+
+    llc = 32 * 2**20
+    assert operand_copies(2**20, llc) == math.ceil(ROTATION_LLC_MULTIPLE * 32)  # 1 MiB of operands: 48 sets
+    assert operand_copies(64 * 2**20, llc) == 1  # larger than the rotation: comes from memory on its own
+    assert operand_copies(4096, llc) == MAX_OPERAND_COPIES  # a few KB: capped, stays cache-resident
+    assert operand_copies(None, llc) == operand_copies(0, llc) == 1
+
+
+def test_a_rotating_case_cycles_through_independent_operand_sets():
+    from profiler.cases import rotating
+
+    built = []
+
+    def build():
+        mine = torch.zeros(1)
+        built.append(mine)
+
+        def call():
+            mine.add_(1)
+        return call
+
+    call = rotating(build, 3)
+    for _ in range(7):
+        call()
+    assert len(built) == 3 and [int(t) for t in built] == [3, 2, 2]  # in turn, each set its own tensor
+    built.clear()
+    rotating(build, 1)
+    assert len(built) == 1
+
+
+def test_cpu_compute_points_rotate_and_record_their_copies(monkeypatch):
+    from profiler.cases import GRID_ENV, operand_copies
+
+    monkeypatch.setenv(GRID_ENV, "tiny")
+    cases = bc.plan_compute("cpu", quick=True)
+    assert cases and all(c.rotate for c in cases)
+    case = next(c for c in cases if c.benchmark == "gemm")
+    timer = dict(warmup_s=0.002, budget_s=0.01, min_samples=3, max_samples=5)
+    llc = 2**20
+    s = measure_case(case, "cpu", timer, llc_bytes=llc)
+    assert s.extra["operand_copies"] == operand_copies(case.bytes_moved, llc) > 1
+    assert "operand_copies" not in measure_case(case, "cpu", timer).extra  # no cache size given: one set
+    case.rotate = False
+    assert "operand_copies" not in measure_case(case, "cpu", timer, llc_bytes=llc).extra
