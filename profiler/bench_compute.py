@@ -186,11 +186,15 @@ GEMM_SHAPES_TINY = [(64, 64, 64), (128, 64, 256)]
 # With the first 16 quick shapes, 5-fold cross-validation trained each linear family on 13 shapes in 10 features
 # and held them out at 8-26% on the quiet 2-core VM; the last 8 (each under 0.14 GFLOP) add a few milliseconds
 # and keep the quick grid's GEMM-type work under its 11.1 GFLOP (tests/calibrate/test_linear_families.py).
+# The last one is a head over a large flattened feature map (K = 65536, a 67 MB weight beyond the caches): such
+# skinny products stream their weight at 1.5-7 GB/s on the 2-core VM, against 15-20 GB/s for a batch-1 product
+# and far more in cache, and without it a K beyond 8192 was predicted at the in-cache speed of (4, 256, 8192)
+# (a random net's 342016-wide head: 2.3x too fast); it adds 0.8 GFLOP and about 0.1 s per sweep.
 LINEAR_SHAPES_QUICK = [(1, 1000, 2048), (1, 4096, 4096), (2, 10, 512), (4, 256, 8192), (8, 4096, 4096),
                        (16, 10, 2048), (32, 1024, 1024), (32, 64, 4096), (64, 128, 256), (64, 4096, 512),
                        (128, 64, 64), (128, 1000, 512), (256, 512, 1024), (256, 16, 128), (512, 256, 256),
                        (512, 10, 1024), (4, 4096, 1024), (16, 512, 4096), (64, 10, 8192), (2, 256, 1024),
-                       (8, 1000, 4096), (32, 256, 2048), (128, 512, 1024), (256, 1024, 256)]
+                       (8, 1000, 4096), (32, 256, 2048), (128, 512, 1024), (256, 1024, 256), (8, 256, 65536)]
 LINEAR_SHAPES_FULL = LINEAR_SHAPES_QUICK + [(2, 1000, 25088), (32, 4096, 4096), (128, 2048, 2048), (256, 4096, 1024),
                                             (512, 2048, 512), (512, 64, 4096), (512, 1000, 2048)]
 #: GPU grids add the full-size layers of the zoo at large batches (VGG's 25088-wide fc1) and larger products

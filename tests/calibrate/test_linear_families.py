@@ -78,9 +78,10 @@ def test_cpu_grids_time_every_linear_pass_over_skinny_batches(quick):
 
 def test_quick_cpu_grid_replaces_gemm_work_rather_than_adding_it():
     """The quick grid's GEMM-type work (plain GEMMs plus the three linear passes) stays below the 11.1 GFLOP
-    its 16 GEMMs did before linear layers were measured, so the calibration keeps its length."""
+    its 16 GEMMs did before linear layers were measured, plus the 0.8 GFLOP of its one memory-bound head
+    beyond the caches (8, 256, 65536), so the calibration keeps its length."""
     gemm_like = [c for c in bc.plan_compute("cpu", True) if c.benchmark in ("gemm", "linear")]
-    assert sum(c.flops for c in gemm_like) < 11.1e9
+    assert sum(c.flops for c in gemm_like) < 11.1e9 + 3 * 2 * 8 * 256 * 65536
     assert max(c.flops for c in gemm_like if c.benchmark == "linear") <= 0.3e9
 
 
