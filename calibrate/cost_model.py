@@ -117,13 +117,16 @@ class ProfileCostModel:
         return self.memory_time_s(shapes.work(op, pass_, params, dtype)["bytes"])
 
     def _family_fit(self, op: str, pass_: str, params: Mapping[str, int], dtype: str):
-        """(fit, op, pass, params, dtype) a call is costed with: its grouped family when it has groups, its own,
+        """(fit, op, pass, params, dtype) a call is costed with: its grouped family when it has groups, the
+        Winograd family for a float32 3x3 stride-1 convolution where the profile has one, its own,
         a kernel it shares (SAME_KERNEL), or for a GEMM backward pass the forward GEMM of its shape."""
         compute = self.coefficients.compute
         if dtype == "tf32" and not self._has_tf32:
             dtype = "float32"  # no TF32 tensor cores measured or published: frameworks run plain FP32
         grouped = int(params.get("groups", 1)) > 1
-        for candidate in ((f"{op}_grouped",) if grouped else ()) + (op, SAME_KERNEL.get(op)):
+        first = ((f"{op}_grouped",) if grouped else
+                 (shapes.WINOGRAD_FAMILY,) if shapes.winograd_eligible(op, params, dtype) else ())
+        for candidate in first + (op, SAME_KERNEL.get(op)):
             if candidate and f"{candidate}/{pass_}/{dtype}" in compute:
                 return compute[f"{candidate}/{pass_}/{dtype}"], op, pass_, params, dtype
         if op in ("gemm", "linear") and pass_ != "fwd" and f"gemm/fwd/{dtype}" in compute:

@@ -19,6 +19,7 @@ from typing import Optional
 from calibrate.coefficients import (Coefficients, ComputeFit, EfficiencyModel, Estimate, Execution, Fabric, FrameworkFit,
                                     LinkModel, ModelError, Segment, SegmentedFit)
 from calibrate.cost_api import COLLECTIVES
+from calibrate.shapes import WINOGRAD_FAMILY
 from calibrate.shipped import shipped_profiles_dir
 from calibrate.system_constants import (StackScales, SystemConstants, gpu_family, load_constants, load_model_error,
                                         load_stacks)
@@ -377,20 +378,32 @@ KERNEL_LAUNCH = Fig(3e-6, "per-kernel launch floor: 'the launch overhead of null
                          "on top and is not published, so very small kernels are still predicted optimistically")
 
 
+WINOGRAD_REDUCTION = Fig(36 / 16, "multiplications of a 3x3 convolution over a 2x2 output tile: 36 direct, 16 with "
+                                    "Winograd's minimal filtering F(2x2, 3x3) (Lavin and Gray 2016, 'Fast Algorithms for "
+                                    "Convolutional Neural Networks'), which cuDNN implements for float32; evidence that "
+                                    "it runs: VGG16 (3x3 stride-1 convolutions, about 93 GFLOP per image per training "
+                                    "step) trained at 154 images/s on one P100 in the TensorFlow benchmarks (2017, "
+                                    "cuDNN 5.1), 14 TFLOP/s of direct-convolution work on a 10.6 TFLOP/s GPU")
+
+
 def _compute(gpu: GPU) -> dict[str, ComputeFit]:
     out = {}
     triad = gpu.triad_bytes_per_s
     for dtype, peak in gpu.peak_flops.items():
         frac = gpu.achievable_fraction[dtype]
         scale = Estimate(value=1.0, low=frac.value / (frac.high or frac.value), high=frac.value / (frac.low or frac.value))
-        for op in COMPUTE_OPS:
+        winograd = (WINOGRAD_FAMILY,) if dtype == "float32" else ()
+        for op in COMPUTE_OPS + winograd:
+            reduction = WINOGRAD_REDUCTION.value if op == WINOGRAD_FAMILY else 1.0
             for pass_ in ("fwd", "bwd_data", "bwd_weight"):
                 out[f"{op}/{pass_}/{dtype}"] = ComputeFit(
-                    kind="flops", launch_s=KERNEL_LAUNCH.estimate(), peak_per_s=peak.value,
+                    kind="flops", launch_s=KERNEL_LAUNCH.estimate(), peak_per_s=peak.value * reduction,
                     memory_bandwidth_bytes_per_s=triad.value,
                     efficiency=EfficiencyModel(features=[], init=math.log(frac.value)), time_scale=scale,
                     sources=[peak.source, frac.source, f"memory bound: {triad.source}", KERNEL_LAUNCH.source,
-                             "convolutions assumed to reach the GEMM fraction (implicit-GEMM cuDNN kernels)"])
+                             "convolutions assumed to reach the GEMM fraction (implicit-GEMM cuDNN kernels)"] + (
+                        [f"direct-convolution FLOPs over {reduction:.2f}: {WINOGRAD_REDUCTION.source}"]
+                        if reduction != 1.0 else []))
         for op, passes in MEMORY_OPS.items():
             for pass_ in passes:
                 out[f"{op}/{pass_}/{dtype}"] = ComputeFit(

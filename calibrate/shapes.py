@@ -100,6 +100,22 @@ def _spatial(params: Mapping[str, Any], op: str, dims: int) -> list[int]:
     return [_int(params, k, op) for k in keys]
 
 
+#: the profile family a GPU float32 3x3 stride-1 convolution is costed with where the profile has it
+#: (calibrate.published: a published GPU's cuDNN Winograd kernels; winograd_eligible)
+WINOGRAD_FAMILY = "conv2d_winograd"
+
+
+def winograd_eligible(op: str, params: Mapping[str, Any], dtype: str) -> bool:
+    """Whether cuDNN can run this convolution with its Winograd kernels: 2-D, 3x3, stride 1, not dilated, not
+    grouped, float32 (Lavin and Gray 2016, "Fast Algorithms for Convolutional Neural Networks": minimal
+    filtering over 2x2 output tiles, F(2x2, 3x3)). Tensor-core (fp16, bf16, TF32) convolutions run as implicit
+    GEMMs instead."""
+    if op != "conv2d" or canonical_dtype(dtype) != "float32" or int(params.get("groups", 1)) != 1:
+        return False
+    return (_per_dim(params, "kernel", 2, 1) == [3, 3] and _per_dim(params, "stride", 2, 1) == [1, 1]
+            and _per_dim(params, "dilation", 2, 1) == [1, 1])
+
+
 def cpu_native_conv(op: str, params: Mapping[str, Any], dtype: str, threads: int) -> bool:
     """Whether PyTorch runs this CPU convolution with its native kernels (thnn_conv2d, slow_conv3d) instead of
     oneDNN: the float32 rule of `use_mkldnn` in aten/src/ATen/native/ConvUtils.h, checked against the aten op

@@ -105,3 +105,30 @@ def test_shipped_profiles_are_the_datasheet_times_the_fitted_constants():
 def test_profiles_without_constants_are_the_datasheet():
     node = NODES[0]
     assert render(node, {}) == render(node, {"X100": SystemConstants(family="X100", flops_time_scale={"float32": 2.0})})
+
+
+def test_float32_3x3_stride1_convolutions_cost_the_winograd_reduction_by_hand():
+    """A published GPU runs float32 3x3 stride-1 convolutions as Winograd F(2x2, 3x3): 16 multiplications for
+    the 36 of a direct 3x3 convolution over a 2x2 output tile, so the same call costs 36/16 less compute; a
+    strided, 1x1, grouped or tensor-core (fp16, TF32) convolution keeps the direct-convolution cost."""
+    import math
+
+    from calibrate import shapes
+
+    cm = datasheet("v100-dgx1-8gpu.published.yaml")
+    work = shapes.work("conv2d", "fwd", CONV2D, "float32")
+
+    def roofline(dtype: str, reduction: float) -> float:
+        fit = cm.coefficients.compute[f"conv2d/fwd/{dtype}"]
+        rate = reduction * fit.peak_per_s * math.exp(fit.efficiency.init)
+        return fit.launch_s.value + max(work["work"] / rate, work["bytes"] / fit.memory_bandwidth_bytes_per_s)
+
+    assert cm.compute_time_s("conv2d", "fwd", CONV2D, "float32") == pytest.approx(roofline("float32", 36 / 16))
+    assert roofline("float32", 36 / 16) < roofline("float32", 1.0) / 2
+    assert cm.compute_time_s("conv2d", "fwd", CONV2D, "float16") == pytest.approx(roofline("float16", 1.0))
+    assert shapes.winograd_eligible("conv2d", CONV2D, "float32")
+    for op, params, dtype in (("conv2d", CONV2D | {"stride": 2}, "float32"),
+                              ("conv2d", CONV2D | {"kernel": 1, "padding": 0}, "float32"),
+                              ("conv2d", CONV2D | {"groups": 32}, "float32"), ("conv2d", CONV2D, "float16"),
+                              ("conv2d", CONV2D, "tf32"), ("conv3d", CONV2D | {"D": 8}, "float32")):
+        assert not shapes.winograd_eligible(op, params, dtype), (op, params, dtype)
