@@ -18,7 +18,7 @@ from collections import defaultdict
 
 from bench import describe
 from bench.record import Figure, add_results_flag, record
-from bench.repredict import pooled_runs
+from predictor.datasets import pooled_runs
 from predictor.validate_report import accuracy
 from profiler.errors import UserError
 

@@ -14,7 +14,6 @@ Prints mean accuracy per strategy (1 - |predicted - measured| / measured), like 
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import statistics
 from collections import defaultdict
@@ -23,41 +22,10 @@ from bench import describe
 from calibrate.cost_model import load_cost_model
 from calibrate.fit import fit_profile
 from predictor.api import load_model, predict
-from predictor.plan import Plan
+from predictor.datasets import plan_of, pooled_runs
 from predictor.validate_report import accuracy
 from profiler.errors import UserError
-from profiler.inputs import parse_json, read_text
 from profiler.profile import load_profile
-
-
-def pooled_runs(paths: list[str]) -> dict[tuple[str, str], dict]:
-    """(label, scenario) -> the first record, with measured_time_s the median over every dataset (and each
-    dataset's time in measured_times_s)."""
-    records, times = {}, defaultdict(list)
-    for path in paths:
-        lines = read_text(path, "runs", f"dataset {path}").splitlines()
-        for number, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            row = parse_json(line, f"dataset {path}", line=number)
-            if not isinstance(row, dict):
-                raise UserError(f"dataset {path}:{number}: expected a JSON object per line")
-            if not row.get("measured_time_s") or not row.get("prediction"):
-                continue
-            key = (row["label"], row["scenario"])
-            records.setdefault(key, row)
-            times[key].append(row["measured_time_s"])
-    return {key: {**row, "measured_time_s": statistics.median(times[key]), "measured_times_s": times[key],
-                  "repeats": len(times[key])}
-            for key, row in records.items()}
-
-
-def plan_of(row: dict) -> Plan:
-    names = {f.name for f in dataclasses.fields(Plan)}
-    fields = {k: v for k, v in row["prediction"]["plan"].items() if k in names}
-    fields["spatial_split"] = tuple(fields.get("spatial_split") or ())
-    fields["extra"] = tuple(tuple(pair) for pair in fields.get("extra") or ())
-    return Plan(**fields)
 
 
 def add_arguments(parser) -> None:

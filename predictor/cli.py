@@ -10,6 +10,7 @@ COMMANDS = {
     "search": ("predictor.cmd_search", "search strategies, hybrid splits, device and micro-batch counts"),
     "validate": ("predictor.cmd_validate", "run real training under each strategy and compare with predictions"),
     "train-correction": ("predictor.cmd_train_correction", "fit the residual correction from measured runs"),
+    "model-error": ("predictor.cmd_model_error", "prediction intervals from measured runs, and how often they hold"),
     "shapes": ("predictor.cmd_shapes", "write the compute shapes a model's predictions cost (for calibrate --shapes)"),
 }
 

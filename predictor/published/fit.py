@@ -240,7 +240,8 @@ def model_error_section(setups: Sequence[Setup], predictor, base: dict, decompos
     """The ModelError record of the published validation: quantiles of the leave-one-source-out residuals."""
     import math
 
-    from predictor.published.loso import error_quantiles, loso_predictions, strategy_of
+    from predictor.model_error import error_quantiles
+    from predictor.published.loso import loso_predictions, strategy_of
 
     _, loso, _ = loso_predictions(setups, predictor, base, decompositions)
     residuals = [(strategy_of(s), s.framework, math.log(s.run.measured_s / loso[s.run.id]))

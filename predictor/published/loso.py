@@ -15,6 +15,7 @@ from typing import Sequence
 from calibrate.cost_model import load_cost_model
 from calibrate.published import NODES, build_profile
 from calibrate.system_constants import gpu_family
+from predictor.model_error import Residual, held_out_coverage
 from predictor.published.fit import Decompositions, with_constants
 from predictor.published.rowmap import Setup
 
@@ -49,41 +50,15 @@ def strategy_of(setup: Setup) -> str:
     return "data" if setup.run.num_gpus > 1 else "serial"
 
 
-def error_quantiles(residuals: Sequence[tuple[str, str, float]], coverage: float = 0.8, min_rows: int = 10
-                    ) -> dict[str, tuple[float, float]]:
-    """(low, high) quantiles of log(measured / predicted) bounding the central `coverage` share, per key
-    "strategy/framework" and "strategy/*" with at least min_rows rows, and "*" over all of them."""
-    import numpy as np
-
-    tail = (1.0 - coverage) / 2.0
-    groups: dict[str, list[float]] = {"*": []}
-    for strategy, framework, value in residuals:
-        for key in (f"{strategy}/{framework}", f"{strategy}/*", "*"):
-            groups.setdefault(key, []).append(value)
-    return {key: (float(np.quantile(v, tail)), float(np.quantile(v, 1.0 - tail)))
-            for key, v in groups.items() if len(v) >= min_rows or key == "*" and v}
-
-
 def interval_coverage(setups: Sequence[Setup], predicted: dict[str, float], coverage: float = 0.8) -> dict:
     """Leave-one-source-out coverage of the model-error interval: for each source, quantiles from the held-out
-    residuals of the *other* sources, applied to this source's held-out predictions."""
+    residuals of the *other* sources, applied to this source's held-out predictions
+    (predictor.model_error.held_out_coverage with the source as the group)."""
     import math
 
-    residual = {s.run.id: (strategy_of(s), s.framework, math.log(s.run.measured_s / predicted[s.run.id]))
-                for s in setups if s.run.id in predicted}
-    inside = total = 0
-    by_source = {}
-    for source in sorted({s.run.source for s in setups}):
-        others = [residual[s.run.id] for s in setups if s.run.source != source and s.run.id in residual]
-        if not others:
-            continue
-        q = error_quantiles(others, coverage)
-        hits = []
-        for s in (s for s in setups if s.run.source == source and s.run.id in residual):
-            strategy, framework, value = residual[s.run.id]
-            low, high = next(q[k] for k in (f"{strategy}/{framework}", f"{strategy}/*", "*") if k in q)
-            hits.append(low <= value <= high)
-        by_source[source] = {"rows": len(hits), "share_inside": sum(hits) / len(hits) if hits else None}
-        inside, total = inside + sum(hits), total + len(hits)
-    return {"nominal": coverage, "rows": total, "share_inside": inside / total if total else None,
-            "by_source": by_source}
+    residuals = [Residual(strategy_of(s), s.framework, s.run.source, math.log(s.run.measured_s / predicted[s.run.id]))
+                 for s in setups if s.run.id in predicted]
+    held = held_out_coverage(residuals, coverage)
+    return {"nominal": coverage, "rows": held["runs"], "share_inside": held["share_inside"],
+            "by_source": {source: {"rows": g["runs"], "share_inside": g["share_inside"]}
+                          for source, g in held["by_group"].items()}}

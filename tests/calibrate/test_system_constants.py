@@ -102,7 +102,7 @@ def test_model_error_widens_prediction_intervals():
 
 
 def test_error_quantiles_and_loso_coverage():
-    from predictor.published.loso import error_quantiles
+    from predictor.model_error import error_quantiles
 
     residuals = [("data", "ddp", x / 100) for x in range(-50, 51)] + [("serial", "ddp", 0.0)] * 3
     q = error_quantiles(residuals, coverage=0.8, min_rows=10)

@@ -1,0 +1,97 @@
+"""`predictor model-error --profile P DATASET [DATASET ...] [--coverage 0.8] [--write] [--json]`: how far this
+profile's predictions fall from measured runs, and prediction intervals learned from it.
+
+Every run of the validation datasets (`predictor validate --out`, repeats pooled by median) is predicted again
+with the profile; the residuals log(measured / predicted) give, per strategy, the interval that holds the
+central `--coverage` share of runs (predictor.model_error). The table says how often a run falls inside the
+interval learned **without its own model** (leave-one-model-out): that is what an interval promises for a model
+the datasets never ran. `--write` stores the quantiles learned from every run in the profile
+(coefficients.model_error), so `predictor run` widens each prediction's interval by them.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+from predictor.model_error import (Residual, bounds_for, error_quantiles, held_out_coverage, in_sample_coverage,
+                                   log_ratio)
+from profiler.errors import UserError
+
+
+def coverage_fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number between 0.5 and 0.99, got {text!r}") from None
+    if not 0.5 <= value <= 0.99:
+        raise argparse.ArgumentTypeError(f"expected a number between 0.5 and 0.99, got {text!r}")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("datasets", nargs="+", help="validation datasets, JSONL (`predictor validate --out`)")
+    parser.add_argument("--profile", required=True, type=Path, help="profile YAML to predict the runs with")
+    parser.add_argument("--coverage", type=coverage_fraction, default=0.8,
+                        help="central share of runs the interval holds (default 0.8)")
+    parser.add_argument("--write", action="store_true",
+                        help="store the quantiles in the profile (coefficients.model_error)")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+def residuals_of(datasets: list[str], cost_model) -> list[Residual]:
+    """One residual per pooled run with a feasible prediction; the run's model (and knobs) is its group."""
+    from predictor.api import load_model, predict
+    from predictor.datasets import plan_of, pooled_runs
+
+    graphs, out = {}, []
+    for (label, _), row in sorted(pooled_runs(datasets).items(), key=lambda kv: kv[0][::-1]):
+        group = f"{row['model']} {json.dumps(row['knobs'], sort_keys=True)}"
+        if group not in graphs:
+            graphs[group] = load_model(row["model"], **row["knobs"])
+        plan = plan_of(row)
+        prediction = predict(graphs[group], plan, cost_model, interval=False)
+        if prediction.feasible and prediction.iteration_s > 0:
+            out.append(Residual(label, plan.framework, group, log_ratio(row["measured_time_s"], prediction.iteration_s)))
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from calibrate.coefficients import ModelError
+    from calibrate.cost_model import load_cost_model
+    from profiler.profile import load_profile, save_profile
+
+    profile = load_profile(args.profile)
+    residuals = residuals_of(args.datasets, load_cost_model(profile))
+    if not residuals:
+        raise UserError(f"{', '.join(args.datasets)}: no run with a measured time and a feasible prediction")
+    quantiles = error_quantiles(residuals, args.coverage)
+    held = held_out_coverage(residuals, args.coverage)
+    report = {"profile": str(args.profile), "runs": len(residuals), "coverage": args.coverage,
+              "quantiles": {k: [round(lo, 4), round(hi, 4)] for k, (lo, hi) in quantiles.items()},
+              "in_sample_share_inside": in_sample_coverage(residuals, quantiles),
+              "held_out_by_model": held}
+    if args.write:
+        sources = [f"residuals of {len(residuals)} measured runs of {', '.join(args.datasets)} "
+                   f"(predictor model-error; leave-one-model-out coverage "
+                   f"{held['share_inside']:.1%} of nominal {args.coverage:.0%})" if held["share_inside"] is not None
+                   else f"residuals of {len(residuals)} measured runs of {', '.join(args.datasets)}"]
+        model_error = ModelError(coverage=args.coverage, quantiles=quantiles, rows=len(residuals), sources=sources)
+        profile.coefficients = {**profile.coefficients, "model_error": model_error.model_dump(mode="json")}
+        save_profile(profile, args.profile)
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    print(f"{args.profile}: {len(residuals)} measured runs; interval holding the central {args.coverage:.0%} "
+          f"(measured / predicted)")
+    print(f"  {'strategy':18} {'runs':>5} {'interval':>15} {'inside, held out by model':>26}")
+    framework = {r.strategy: r.framework for r in residuals}
+    for strategy, stats in held["by_strategy"].items():
+        lo, hi = bounds_for(quantiles, strategy, framework[strategy])
+        print(f"  {strategy:18} {stats['runs']:5d} {math.exp(lo):6.2f} - {math.exp(hi):5.2f}  "
+              f"{stats['share_inside']:25.1%}")
+    if held["share_inside"] is not None:
+        print(f"  {'overall':18} {held['runs']:5d} {'':15} {held['share_inside']:25.1%}  (nominal {args.coverage:.0%})")
+    print(f"wrote the quantiles into {args.profile}" if args.write else "(--write stores the quantiles in the profile)")
+    return 0

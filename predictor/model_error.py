@@ -1,0 +1,91 @@
+"""The model's own error on measured runs, as prediction intervals that mean something.
+
+A prediction's interval from the profile's coefficient intervals alone is far too narrow: it says how well the
+microbenchmarks were fitted, not how well a whole training step is predicted. Measured runs say that. For
+residuals r = log(measured / predicted) of runs the analytical model was not fitted to (every `predictor
+validate` run: the model is fitted to microbenchmarks only; every published row held out by source), the
+central `coverage` share lies between the (1 - coverage) / 2 and (1 + coverage) / 2 quantiles of r, per key
+"strategy/framework", "strategy/*" (at least `min_rows` runs) and "*" (error_quantiles). predictor.api.predict
+widens an interval to [t exp(low), t exp(high)] at least (calibrate.coefficients.ModelError).
+
+Whether such an interval holds on runs it has not seen is measured, not assumed (held_out_coverage): the
+quantiles are taken without one group of runs (a model, a published source) at a time and the group's runs are
+checked against them; the share inside should be about `coverage`.
+"""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import NamedTuple, Sequence
+
+MIN_ROWS = 10
+
+
+class Residual(NamedTuple):
+    strategy: str
+    framework: str
+    group: str  # what runs are held out together: the model of a validate run, the source of a published row
+    log_ratio: float  # log(measured / predicted)
+
+
+def error_quantiles(residuals: Sequence[tuple], coverage: float = 0.8, min_rows: int = MIN_ROWS
+                    ) -> dict[str, tuple[float, float]]:
+    """(low, high) quantiles of log(measured / predicted) bounding the central `coverage` share, per key
+    "strategy/framework" and "strategy/*" with at least min_rows rows, and "*" over all of them. Each residual
+    is (strategy, framework, ..., log_ratio): the first two and the last fields are read."""
+    import numpy as np
+
+    tail = (1.0 - coverage) / 2.0
+    groups: dict[str, list[float]] = {"*": []}
+    for r in residuals:
+        strategy, framework, value = r[0], r[1], r[-1]
+        for key in (f"{strategy}/{framework}", f"{strategy}/*", "*"):
+            groups.setdefault(key, []).append(value)
+    return {key: (float(np.quantile(v, tail)), float(np.quantile(v, 1.0 - tail)))
+            for key, v in groups.items() if len(v) >= min_rows or key == "*" and v}
+
+
+def bounds_for(quantiles: dict[str, tuple[float, float]], strategy: str, framework: str) -> tuple[float, float]:
+    """The most specific key's (low, high) log-ratio bounds (the "*" key is always there)."""
+    return next(quantiles[k] for k in (f"{strategy}/{framework}", f"{strategy}/*", "*") if k in quantiles)
+
+
+def held_out_coverage(residuals: Sequence[Residual], coverage: float = 0.8, min_rows: int = MIN_ROWS) -> dict:
+    """Share of runs inside the interval learned without their group (module docstring), overall, per strategy
+    and per group; groups whose runs are all there is are skipped (nothing to learn from)."""
+    by_group: dict[str, list[Residual]] = defaultdict(list)
+    for r in residuals:
+        by_group[r.group].append(r)
+    hits: list[tuple[Residual, bool]] = []
+    per_group = {}
+    for group, mine in sorted(by_group.items()):
+        others = [r for r in residuals if r.group != group]
+        if not others:
+            continue
+        q = error_quantiles(others, coverage, min_rows)
+        inside = []
+        for r in mine:
+            low, high = bounds_for(q, r.strategy, r.framework)
+            inside.append(low <= r.log_ratio <= high)
+            hits.append((r, inside[-1]))
+        per_group[group] = {"runs": len(inside), "share_inside": sum(inside) / len(inside)}
+    per_strategy: dict[str, list[bool]] = defaultdict(list)
+    for r, hit in hits:
+        per_strategy[r.strategy].append(hit)
+    return {"nominal": coverage, "runs": len(hits),
+            "share_inside": sum(h for _, h in hits) / len(hits) if hits else None,
+            "by_strategy": {s: {"runs": len(v), "share_inside": sum(v) / len(v)} for s, v in sorted(per_strategy.items())},
+            "by_group": per_group}
+
+
+def in_sample_coverage(residuals: Sequence[Residual], quantiles: dict[str, tuple[float, float]]) -> float | None:
+    """Share of the runs inside the interval their own quantiles give (close to nominal by construction)."""
+    if not residuals:
+        return None
+    inside = [bounds_for(quantiles, r.strategy, r.framework)[0] <= r.log_ratio
+              <= bounds_for(quantiles, r.strategy, r.framework)[1] for r in residuals]
+    return sum(inside) / len(inside)
+
+
+def log_ratio(measured_s: float, predicted_s: float) -> float:
+    return math.log(measured_s / predicted_s)
