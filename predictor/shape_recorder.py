@@ -8,8 +8,8 @@ from calibrate.cost_api import CostModel
 from calibrate.cost_model import gemm_backward_as_forward
 
 #: ops the profiler can measure as they are (profiler/shape_file.py), a linear layer in its three passes
-MEASURABLE = ("conv2d", "conv3d", "gemm", "linear", "relu", "batchnorm", "maxpool", "add", "bmm", "sdpa", "layernorm",
-              "gelu", "softmax")
+MEASURABLE = ("conv2d", "conv3d", "gemm", "linear", "relu", "batchnorm", "maxpool", "avgpool", "add", "bmm", "sdpa",
+              "layernorm", "gelu", "softmax")
 
 
 class RecordingCostModel:

@@ -95,14 +95,16 @@ def memory_op_counts(op: str, variant: str, params: dict, elem_bytes: int) -> tu
     add fwd: read a and b, write c; 1 flop/element.
     maxpool fwd: read x, write y and its int64 indices; kernel^d comparisons per output.
     maxpool bwd: read dy and the indices, write dx (input-sized).
+    avgpool fwd: read x, write y; kernel^d additions per output. avgpool bwd: read dy, write dx; 1 per input.
     """
     n = activation_elems(params)
-    if op == "maxpool":
+    if op in ("maxpool", "avgpool"):
         out = pool_output_elems(params)
         window = params["kernel"] ** (3 if "D" in params else 2)
+        index = INDEX_BYTES * out if op == "maxpool" else 0
         if variant == "fwd":
-            return out * window, elem_bytes * (n + out) + INDEX_BYTES * out
-        return n, elem_bytes * (out + n) + INDEX_BYTES * out
+            return out * window, elem_bytes * (n + out) + index
+        return n, elem_bytes * (out + n) + index
     table = {
         ("batchnorm", "fwd"): (8, 2),
         ("batchnorm", "bwd"): (12, 3),
@@ -228,6 +230,12 @@ MEMORY_OP_SHAPES_TINY = [dict(N=2, C=4, H=8, W=8)]
 #: element a 3x3 window does 9 comparisons against 4, and ran 2.2x slower here, so both are measured (the
 #: fit gets the window volume as a feature; with 3x3 only, VGG's pools were predicted 2x too slow)
 MAXPOOLS = (dict(kernel=3, stride=2, padding=1), dict(kernel=2, stride=2, padding=0))
+#: average pooling: VGG-style 2x2 stride 2, and the global pooling of a classifier head (the window the whole
+#: map, `GLOBAL_WINDOW`: ResNet's and the random nets' heads), whose backward spreads one value over the map.
+#: Costed as max-pooling before it was measured: a global 3-D pool's backward ran 16x slower than that
+#: (4.0 ms against 0.25 predicted, a random 3-D net, 2026-12-02), its forward 2.5x faster.
+GLOBAL_WINDOW = "global"
+AVGPOOLS = (dict(kernel=2, stride=2, padding=0), GLOBAL_WINDOW)
 
 
 def split_variants(params: dict, all_splits: bool) -> list[tuple[str, dict]]:
@@ -386,7 +394,7 @@ def conv_cases(params: dict, dtype: str, device: str, tags: dict | None = None) 
 
 
 MEMORY_OP_VARIANTS = (("batchnorm", "fwd"), ("batchnorm", "bwd"), ("relu", "fwd"), ("relu", "bwd"), ("add", "fwd"),
-                      ("maxpool", "fwd"), ("maxpool", "bwd"))
+                      ("maxpool", "fwd"), ("maxpool", "bwd"), ("avgpool", "fwd"), ("avgpool", "bwd"))
 
 
 def memory_op_case(op: str, variant: str, params: dict, dtype: str, device: str) -> BenchCase:
@@ -442,19 +450,46 @@ def memory_op_case(op: str, variant: str, params: dict, dtype: str, device: str)
         dy = _like(y, dtype)
         return lambda: pool_bwd(dy, x, *window, [1] * d, False, idx)
 
+    avg = torch.ops.aten.avg_pool3d if d == 3 else torch.ops.aten.avg_pool2d
+    avg_bwd = torch.ops.aten.avg_pool3d_backward if d == 3 else torch.ops.aten.avg_pool2d_backward
+
+    def build_avg_fwd():  # nn.AvgPool's defaults: ceil_mode False, count_include_pad True
+        x = _tensor(dims, dtype, device)
+        return lambda: avg(x, *window, False, True, None)
+
+    def build_avg_bwd():
+        x = _tensor(dims, dtype, device)
+        dy = _like(avg(x, *window, False, True, None), dtype)
+        return lambda: avg_bwd(dy, x, *window, False, True, None)
+
     builders = {("batchnorm", "fwd"): build_bn_fwd, ("batchnorm", "bwd"): build_bn_bwd, ("relu", "fwd"): build_relu_fwd,
                 ("relu", "bwd"): build_relu_bwd, ("add", "fwd"): build_add, ("maxpool", "fwd"): build_pool_fwd,
-                ("maxpool", "bwd"): build_pool_bwd}
-    counted = params if op != "maxpool" else {**params, "kernel": kernel, "stride": window[1][0],
-                                               "padding": window[2][0]}
+                ("maxpool", "bwd"): build_pool_bwd, ("avgpool", "fwd"): build_avg_fwd, ("avgpool", "bwd"): build_avg_bwd}
+    counted = params if op not in ("maxpool", "avgpool") else {**params, "kernel": kernel, "stride": window[1][0],
+                                                                "padding": window[2][0]}
     flops, nbytes = memory_op_counts(op, variant, counted, element_bytes(dtype))
     return BenchCase(op, variant, dict(params), dtype, flops, nbytes, builders[(op, variant)])
 
 
+def _window(shape: dict, window) -> dict | None:
+    """A pooling window's params on `shape`: GLOBAL_WINDOW is the whole map (square or cubic maps only)."""
+    if window != GLOBAL_WINDOW:
+        return window
+    sizes = {shape[k] for k in ("D", "H", "W") if k in shape}
+    return dict(kernel=shape["H"], stride=shape["H"], padding=0) if len(sizes) == 1 else None
+
+
 def memory_op_cases(shape: dict, dtype: str, device: str) -> list[BenchCase]:
-    """Every memory-bound op and pass on one activation shape, max-pooling with each of MAXPOOLS."""
-    return [memory_op_case(op, variant, {**shape, **window} if op == "maxpool" else shape, dtype, device)
-            for op, variant in MEMORY_OP_VARIANTS for window in (MAXPOOLS if op == "maxpool" else ({},))]
+    """Every memory-bound op and pass on one activation shape, max-pooling with each of MAXPOOLS and average
+    pooling with each of AVGPOOLS (a global window on square or cubic maps only)."""
+    windows = {"maxpool": MAXPOOLS, "avgpool": AVGPOOLS}
+    cases = []
+    for op, variant in MEMORY_OP_VARIANTS:
+        for window in windows.get(op, ({},)):
+            params = _window(shape, window)
+            if params is not None:
+                cases.append(memory_op_case(op, variant, {**shape, **params}, dtype, device))
+    return cases
 
 
 # Transformer shapes. bmm (B = samples x heads, M, N, K): a score product (M = N = seq, K = head size) and a

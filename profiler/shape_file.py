@@ -8,7 +8,7 @@ the grid's; the fit then uses their measured times for exactly these shapes (cal
       - {op: linear, params: {M: 16, N: 10, K: 64}, dtype: float32}
 
 conv2d/conv3d and linear (M batch, N out features, K in features) are measured in all three passes, linear
-as autograd runs them (profiler.bench_compute.linear_cases); gemm forward; relu/batchnorm/maxpool forward
+as autograd runs them (profiler.bench_compute.linear_cases); gemm forward; relu/batchnorm/maxpool/avgpool forward
 and backward, add forward. dtype defaults to float32.
 """
 from __future__ import annotations
@@ -31,6 +31,7 @@ REQUIRED = {
     "relu": ("N", "C", "H", "W"),
     "batchnorm": ("N", "C", "H", "W"),
     "maxpool": ("N", "C", "H", "W", "kernel"),
+    "avgpool": ("N", "C", "H", "W", "kernel"),
     "add": ("N", "C", "H", "W"),
     "bmm": ("B", "M", "N", "K"),
     "sdpa": ("B", "S", "D"),
@@ -39,7 +40,7 @@ REQUIRED = {
     "softmax": ("N", "C", "H", "W"),
 }
 OPTIONAL = {"conv2d": ("D", "stride", "padding", "groups"), "conv3d": ("stride", "padding", "groups"),
-            "maxpool": ("D", "stride", "padding"), "relu": ("D",), "batchnorm": ("D",), "add": ("D",),
+            "maxpool": ("D", "stride", "padding"), "avgpool": ("D", "stride", "padding"), "relu": ("D",), "batchnorm": ("D",), "add": ("D",),
             "sdpa": ("causal",)}
 #: params that may be 0 (a flag or no padding)
 ZERO_ALLOWED = ("padding", "causal")

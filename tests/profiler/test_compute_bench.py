@@ -315,3 +315,31 @@ def test_cpu_compute_points_rotate_and_record_their_copies(monkeypatch):
     assert "operand_copies" not in measure_case(case, "cpu", timer).extra  # no cache size given: one set
     case.rotate = False
     assert "operand_copies" not in measure_case(case, "cpu", timer, llc_bytes=llc).extra
+
+
+def test_average_pooling_cases_by_hand_and_against_nn_avgpool():
+    """avgpool fwd reads x and writes y (no indices), bwd reads dy and writes dx; a 2x2/2 window and, on square
+    maps, the global window of a classifier head; both passes equal nn.AvgPool2d's forward and autograd."""
+    shape = {"N": 2, "C": 3, "H": 8, "W": 8}
+    cases = [c for c in bc.memory_op_cases(shape, "float32", "cpu") if c.benchmark == "avgpool"]
+    assert [(c.variant, c.params["kernel"], c.params["stride"]) for c in cases] == \
+        [("fwd", 2, 2), ("fwd", 8, 8), ("bwd", 2, 2), ("bwd", 8, 8)]
+    n, out2, out_global = 2 * 3 * 64, 2 * 3 * 16, 2 * 3
+    assert [c.bytes_moved for c in cases] == [4 * (n + out2), 4 * (n + out_global), 4 * (out2 + n),
+                                              4 * (out_global + n)]
+    assert cases[0].flops == out2 * 4 and cases[2].flops == n
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 8, 8, requires_grad=True)
+    for kernel in (2, 8):
+        y = torch.nn.AvgPool2d(kernel, kernel)(x)
+        dy = torch.randn_like(y)
+        (dx,) = torch.autograd.grad(y, x, dy)
+        fwd = torch.ops.aten.avg_pool2d(x.detach(), [kernel] * 2, [kernel] * 2, [0, 0], False, True, None)
+        bwd = torch.ops.aten.avg_pool2d_backward(dy, x.detach(), [kernel] * 2, [kernel] * 2, [0, 0], False, True,
+                                                 None)
+        assert torch.allclose(fwd, y) and torch.allclose(bwd, dx)
+    for case in cases:
+        assert case.build()().shape in ((2, 3, 4, 4), (2, 3, 1, 1), (2, 3, 8, 8))
+    rectangular = [c for c in bc.memory_op_cases({"N": 1, "C": 2, "H": 8, "W": 4}, "float32", "cpu")
+                   if c.benchmark == "avgpool"]
+    assert {c.params["kernel"] for c in rectangular} == {2}  # no global window on a rectangular map
