@@ -79,7 +79,10 @@ AUDIT: dict[tuple[str, str], OpCost] = {
     ("forward", "aten::silu"): _family(("silu",), "relu/fwd", "moves what ReLU moves: read x, write y"),
     ("forward", "aten::sigmoid"): _family(("sigmoid",), "relu/fwd", "moves what ReLU moves: read x, write y"),
     ("forward", "aten::add"): _family(("add",), "add/fwd", "residual add: read a, b, write c"),
-    ("forward", "aten::mul"): _family(("mul",), "add/fwd", "elementwise product (an SE gate): read a, b, write c"),
+    ("forward", "aten::mul"): _family(("mul", "softmax"), "add/fwd, or softmax/fwd",
+                                      "elementwise product (an SE gate, attention's scale): read a, b, write c; or "
+                                      "the scale inside a FusedScaleMaskSoftmax (predictor.zoo.transformer), one "
+                                      "kernel with the mask and softmax on the GPU, costed as its softmax layer"),
     ("forward", "aten::max_pool2d"): _family(("maxpool",), "maxpool/fwd", "window maxima and their indices"),
     ("forward", "aten::max_pool3d"): _family(("maxpool",), "maxpool/fwd", "window maxima and their indices"),
     ("forward", "aten::avg_pool2d"): _family(("avgpool",), "avgpool/fwd, else maxpool/fwd", "window means"),
@@ -111,8 +114,9 @@ AUDIT: dict[tuple[str, str], OpCost] = {
                                           "attention probabilities over the last dimension"),
     ("forward", "aten::matmul"): _family(("bmm",), "bmm/fwd, else gemm of the same FLOPs",
                                          "attention's score and context products (expand + reshape + bmm inside)"),
-    ("forward", "aten::masked_fill"): _family(("add",), "add/fwd",
-                                              "the causal mask on the scores: read x and the mask, write y"),
+    ("forward", "aten::masked_fill"): _family(("add", "softmax"), "add/fwd, or softmax/fwd",
+                                              "the causal mask on the scores: read x and the mask, write y; or the "
+                                              "mask inside a FusedScaleMaskSoftmax, costed as its softmax layer"),
     ("forward", "aten::scaled_dot_product_attention"): _family(
         ("sdpa",), "sdpa/fwd, else gemm scaled to its FLOPs",
         "fused attention (flash or memory-efficient kernels; with dropout on the CPU PyTorch's unfused fallback)"),
@@ -156,8 +160,10 @@ AUDIT: dict[tuple[str, str], OpCost] = {
                                        "RMSNorm's composite backward (PowBackward0, RsqrtBackward0 on the CPU), costed "
                                        "as one layer-norm backward"),
     ("backward", "aten::expand"): _FREE_VIEW,
-    ("backward", "aten::mul"): _family(("mul", "dropout"), "add/fwd (mul) or memory_time_s (dropout)",
-                                       "MulBackward0: a product's input gradients, or dropout's dy * mask"),
+    ("backward", "aten::mul"): _family(("mul", "dropout", "softmax"),
+                                       "add/fwd (mul), memory_time_s (dropout), or softmax/bwd",
+                                       "MulBackward0: a product's input gradients, dropout's dy * mask, or the scale's "
+                                       "inside a FusedScaleMaskSoftmax (one backward kernel on the GPU)"),
     ("backward", "aten::narrow"): OpCost("free", "-", "CatBackward0 takes views of dy; the predictor still "
                                          "charges concat's backward as a copy (pessimistic)", ("concat",)),
     ("backward", "aten::reshape"): _FREE_VIEW,
@@ -179,7 +185,8 @@ AUDIT: dict[tuple[str, str], OpCost] = {
                                                           "read dy and y, write dx"),
     ("backward", "aten::masked_fill"): OpCost("ignored", "-", "MaskedFillBackward0 zeroes dy where masked: one "
                                               "pass over the scores; masked_fill is costed as an add, whose backward "
-                                              "passes dy through"),
+                                              "passes dy through (inside a FusedScaleMaskSoftmax: part of its one "
+                                              "backward kernel, costed as softmax/bwd)"),
     ("backward", "aten::cat"): OpCost("ignored", "-", "SplitBackward0 joins dQ, dK and dV into the QKV gradient: one "
                                       "copy of it per layer, not costed (the split itself is a free view)"),
     ("backward", "aten::embedding_backward"): OpCost("modelled", "memory_time_s(opmath.embedding_bytes bwd_weight)",

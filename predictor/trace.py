@@ -14,7 +14,8 @@ per-sample shapes, parameter count, kernel/stride/padding (for halos) and FLOPs:
 
 Transformers (HuggingFace-style modules; `transformers` itself is not needed): nn.Embedding (a model whose
 input feeds an embedding is traced with int64 token ids), nn.LayerNorm, nn.RMSNorm, nn.Linear on (seq, hidden)
-inputs, GELU, softmax, dropout, torch.matmul/bmm and F.scaled_dot_product_attention, and batch-first
+inputs, GELU, softmax, dropout, torch.matmul/bmm and F.scaled_dot_product_attention, a FusedScaleMaskSoftmax
+module (Megatron-LM's fused scale, mask and softmax: one `softmax` layer, _FUSED_MODULES), and batch-first
 self-attention through nn.MultiheadAttention (expanded into the layers it runs); views (transpose,
 permute, split, chunk, indexing) are free `flatten` layers aliasing their producer. Tensors computed from
 buffers and constants alone (a causal mask, position ids) are constants, not layers. A model whose output keeps
@@ -33,7 +34,7 @@ from typing import Any, NamedTuple
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from torch.fx import Interpreter, Node, symbolic_trace
+from torch.fx import GraphModule, Interpreter, Node, Tracer
 
 from predictor.graph import Layer, ModelGraph
 from profiler.errors import UserError
@@ -49,6 +50,11 @@ _MODULE_OPS = {
     nn.Embedding: "embedding", nn.LayerNorm: "layernorm", nn.RMSNorm: "rmsnorm", nn.GELU: "gelu",
     nn.Softmax: "softmax",
 }
+#: modules traced as one layer, by class name: a fused kernel whose Python reference would otherwise be traced as
+#: the ops it fuses. FusedScaleMaskSoftmax (Megatron-LM's megatron/model/fused_softmax.py, and the zoo's module
+#: of that name, predictor.zoo.transformer): scale, mask and softmax in one kernel, one `softmax` layer over the
+#: scores (read x, write y; backward read dy and y, write dx)
+_FUSED_MODULES = {"FusedScaleMaskSoftmax": "softmax"}
 _FUNCTION_OPS = {
     F.relu: "relu", torch.relu: "relu", operator.add: "add", operator.iadd: "add", torch.add: "add",
     torch.cat: "concat", torch.flatten: "flatten", F.dropout: "dropout",
@@ -73,6 +79,25 @@ _SHAPE_ONLY = {"size", "dim"}
 _TUPLE_VIEWS = {"split", "chunk", "unbind", torch.split, torch.chunk, torch.unbind}
 #: ops whose FLOPs per element are profiler.opmath.ELEMENT_FLOPS
 _ELEMENT_FLOP_OPS = ("layernorm", "rmsnorm", "gelu", "softmax")
+
+
+class _FusedLeafTracer(Tracer):
+    """torch.fx's tracer with the _FUSED_MODULES kept as leaves (one call_module node each)."""
+
+    def is_leaf_module(self, m: nn.Module, module_qualified_name: str) -> bool:
+        return type(m).__name__ in _FUSED_MODULES or super().is_leaf_module(m, module_qualified_name)
+
+
+def _symbolic_trace(module: nn.Module) -> GraphModule:
+    """torch.fx.symbolic_trace with the fused modules as leaves."""
+    tracer = _FusedLeafTracer()
+    graph = tracer.trace(module)
+    return GraphModule(tracer.root, graph, module.__class__.__name__)
+
+
+def _module_op(module: nn.Module) -> str | None:
+    """The layer op of a module call (None: not a module the cost models know)."""
+    return _MODULE_OPS.get(type(module)) or _FUSED_MODULES.get(type(module).__name__)
 
 
 def _tuple(value, ndim: int) -> tuple[int, ...]:
@@ -147,7 +172,7 @@ def _input_dtype(gm, modules) -> torch.dtype:
 def example_input(module: nn.Module, input_shape: tuple[int, ...], batch: int, generator=None) -> torch.Tensor:
     """A random batch for `module`: token ids below its embedding's vocabulary when its input feeds one,
     else standard normal floats (the audit's and tests' training steps)."""
-    gm = symbolic_trace(module)
+    gm = _symbolic_trace(module)
     vocab = _input_vocabulary(gm, dict(gm.named_modules()))
     if vocab is not None:
         return torch.randint(0, vocab, (batch, *input_shape), generator=generator)
@@ -220,7 +245,7 @@ class _Meta(NamedTuple):
 
 def _known_output(module: nn.Module, x: torch.Tensor) -> torch.Tensor | None:
     """The output of `module` on meta tensor x when its shape follows from the module alone, else None."""
-    if isinstance(module, _SHAPE_PRESERVING):
+    if isinstance(module, _SHAPE_PRESERVING) or type(module).__name__ in _FUSED_MODULES:
         return x.new_empty(x.shape)
     if isinstance(module, nn.Embedding):
         return torch.empty((*x.shape, module.embedding_dim), device=x.device, dtype=module.weight.dtype)
@@ -416,7 +441,7 @@ def trace_module(module: nn.Module, input_shape: tuple[int, ...], name: str = "m
     try:
         own_params = _own_params(module)
         module = module.to("meta")
-        gm = symbolic_trace(module)
+        gm = _symbolic_trace(module)
         modules = dict(gm.named_modules())
         dtype = _input_dtype(gm, modules)
         _ShapeRecorder(gm).run(torch.zeros((2, *input_shape), device="meta", dtype=dtype))
@@ -461,7 +486,7 @@ def trace_module(module: nn.Module, input_shape: tuple[int, ...], name: str = "m
         module = None
         if node.op == "call_module":
             module = modules[node.target]
-            op = _MODULE_OPS.get(type(module))
+            op = _module_op(module)
             if op == "dropout" and module.p == 0:
                 op = "flatten"  # dropout at p = 0 returns its input itself: no kernel, no mask
             label = f"{node.target} ({type(module).__name__})"

@@ -10,9 +10,13 @@ checkpointing are kept in `extra`. A malformed row is a one-line UserError namin
   model   zoo `gpt` (Megatron GPT, vTrain's Megatron-DeepSpeed GPT, MosaicML MPT) or `bert` (BERT-base/large) with
           the row's layers, hidden, heads and sequence length. MPT is approximated by GPT: ALiBi replaced by a
           learned position embedding (seq·h parameters), MPT's bias-free linears and norms given GPT-2's biases;
-          vocabulary 50368 (MPT), 51200 (Megatron's padded GPT-2 vocabulary), 30522 (BERT). Megatron and BERT rows
-          run the unfused attention (`math`: score and context batched GEMMs, softmax), MPT rows FlashAttention
-          (`sdpa`); MPT without dropout.
+          vocabulary 50368 (MPT), 51200 (Megatron's padded GPT-2 vocabulary), 30522 (BERT). Attention as each
+          framework's code runs it (predictor.zoo.transformer): Megatron rows (DLPerf's Megatron-LM, vTrain's
+          Megatron-DeepSpeed) `fused-softmax` (score and context batched GEMMs around Megatron's fused
+          scale-mask-softmax kernel and the attention dropout) wherever that kernel runs (`megatron_attention`),
+          else `math`; BERT rows `math` (NVIDIA DeepLearningExamples' PyTorch BERT, modeling.py BertSelfAttention,
+          and its TensorFlow BERT, modeling.py attention_layer: matmul, scale, add the mask, softmax, dropout,
+          matmul as separate ops); MPT rows FlashAttention (`sdpa`), without dropout.
   plan    Megatron rows (dlperf-megatron, vtrain): `data+tensor+pipeline` with the row's tensor, pipeline and data
           degrees, S = global batch / (data · micro batch) micro-batches, 1F1B, full recomputation when the row
           checkpoints activations, gradients all-reduced after backward (Megatron's local DDP: regime
@@ -51,6 +55,8 @@ VTRAIN_COLUMNS = ("Parameters (billion)", "# GPUs", "global batch", "micro batch
 VTRAIN_SYSTEM = {"name": "vTrain A100 cluster", "gpu": "A100-SXM (memory not stated)", "gpus_per_node": 8,
                  "inter_node_network": "not stated (vTrain config: inter_node_bandwidth 800)"}
 MAX_CSV_BYTES = 1 << 20
+#: the longest key sequence Megatron's fused scale-mask-softmax kernel takes (FusedScaleMaskSoftmax.forward)
+FUSED_SOFTMAX_MAX_SEQ = 2048
 
 
 def _measured(rec: dict, path: str, index: int, rid: str) -> tuple[Optional[float], str]:
@@ -183,6 +189,23 @@ def _family(run: PublishedRun) -> Optional[str]:
     return None
 
 
+def megatron_attention(dtype: str, seq: int, heads: int, tensor: int, micro_batch: int) -> str:
+    """The zoo attention of a Megatron row: "fused-softmax" when Megatron's FusedScaleMaskSoftmax runs its CUDA
+    kernel, else "math". Megatron-DeepSpeed's megatron/model/fused_softmax.py (FusedScaleMaskSoftmax.forward; vTrain's
+    src/model/fused_softmax.py is the same) calls it when the scores are fp16 or bf16, a mask is given (GPT's causal
+    mask), masked-softmax fusion is on (Megatron's default; `--no-masked-softmax-fusion` turns it off) and
+
+        16 < sk <= 2048,   sq % 4 == 0,   (b · np) % 4 == 0
+
+    with sk = sq = the sequence length, b the micro batch and np = heads / tensor the heads on one tensor-parallel
+    rank. Otherwise it casts the scores to float32, scales them, masks them in place and runs torch's softmax: the
+    separate passes of `math` (their float32 width not modelled)."""
+    heads_per_rank = heads // tensor if heads % tensor == 0 else 0
+    fused = (dtype in ("fp16", "bf16") and 16 < seq <= FUSED_SOFTMAX_MAX_SEQ and seq % 4 == 0
+             and heads_per_rank > 0 and (micro_batch * heads_per_rank) % 4 == 0)
+    return "fused-softmax" if fused else "math"
+
+
 def interpret_transformer(run: PublishedRun, rules: dict) -> Union[Setup, Skipped]:
     """The Setup of one transformer row (module docstring), or why it cannot be represented."""
     if run.measured_s is None:
@@ -204,8 +227,9 @@ def interpret_transformer(run: PublishedRun, rules: dict) -> Union[Setup, Skippe
     stack = _rule(rules, "stacks", run.framework)
     layers, hidden, heads, seq = shape
     vocab = details.get("vocab") if isinstance(details.get("vocab"), int) else VOCAB[family]
-    knobs = dict(layers=layers, hidden=hidden, heads=heads, seq=seq, vocab=vocab,
-                 attention="sdpa" if family == "mpt" else "math")
+    attention = {"mpt": "sdpa", "bert": "math"}.get(family) or megatron_attention(
+        precision["dtype"], seq, heads, parallel.get("tensor", 1), parallel.get("micro_batch", 1))
+    knobs = dict(layers=layers, hidden=hidden, heads=heads, seq=seq, vocab=vocab, attention=attention)
     if family == "mpt":
         knobs["dropout"] = 0.0
     assumptions = []

@@ -1,9 +1,28 @@
 """Transformer blocks for the zoo's GPT and BERT, written as HuggingFace's GPT-2 and BERT modules are (one fused
 QKV linear split into heads, explicit views and transposes), so the tracer sees what it sees in such models.
 
-`attention="sdpa"` runs F.scaled_dot_product_attention (fused; the tracer's `sdpa` layer); `"math"` the
-unfused score and context products with a softmax and attention dropout between them (bmm, softmax, dropout
-layers), whose saved tensors are those of Korthikanti et al. 2022's activation-memory count.
+Attention, `attention=`:
+  "sdpa"           F.scaled_dot_product_attention (fused; the tracer's `sdpa` layer).
+  "math"           the unfused score and context products with the scale, GPT's causal mask, softmax and attention
+                   dropout as separate passes over the (heads, seq, seq) scores between them (bmm, mul, add (the
+                   masked_fill), softmax, dropout, bmm layers), as HuggingFace's GPT-2 and NVIDIA's BERT
+                   (DeepLearningExamples PyTorch/LanguageModeling/BERT/modeling.py, BertSelfAttention: matmul,
+                   divide, add the padding mask, F.softmax, dropout, matmul) write it; the zoo's BERT has no
+                   padding mask (every token attends), so it leaves out that add.
+  "fused-softmax"  Megatron-LM's attention (megatron/model/transformer.py, CoreAttention / ParallelAttention: the
+                   score product as baddbmm, `scale_mask_softmax`, `attention_dropout`, the context product as bmm):
+                   scale, mask and softmax are one CUDA kernel (FusedScaleMaskSoftmax, megatron/model/
+                   fused_softmax.py: scaled_upper_triang_masked_softmax for a causal mask, scaled_masked_softmax
+                   for a padding mask), which reads the scores once and writes the probabilities once; its backward
+                   reads the probabilities and their gradient once and writes the scores' gradient once. The zoo's
+                   FusedScaleMaskSoftmax stands for that kernel: the tracer makes it one `softmax` layer (bmm,
+                   softmax, dropout, bmm), which the calibrated softmax family prices at 2 (fwd) and 3 (bwd)
+                   score-sized tensors (profiler.opmath.ELEMENT_PASS_TENSORS; a profile without the family: those
+                   bytes at the STREAM triad bandwidth, calibrate.cost_model.FALLBACK); eager PyTorch runs its
+                   reference forward as three ops (scale, mask, softmax), which the op audit maps to that layer.
+With "math" and "fused-softmax" the tensors kept for backward are those of Korthikanti et al. 2022's
+activation-memory count (arXiv 2205.05198, §4.1): the probabilities (softmax's output), the attention dropout's
+mask and its output (the context product's operand); the scale and the mask keep nothing.
 """
 from __future__ import annotations
 
@@ -13,9 +32,28 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-ATTENTION = ("sdpa", "math")
+ATTENTION = ("sdpa", "math", "fused-softmax")
 MLPS = ("gelu", "swiglu")
 NORMS = ("layernorm", "rmsnorm")
+
+
+class FusedScaleMaskSoftmax(nn.Module):
+    """softmax(scale · x, masked) over the last dimension as one op (named after Megatron-LM's module, which the
+    tracer also makes one `softmax` layer). causal: the future keys of each query masked (the upper triangle of
+    each (seq, seq) score matrix, as Megatron's scaled_upper_triang_masked_softmax kernel computes it)."""
+
+    def __init__(self, scale: float, causal: bool, seq: int):
+        super().__init__()
+        self.scale, self.causal = scale, causal
+        if causal:
+            self.register_buffer("future", torch.ones(seq, seq, dtype=torch.bool).triu(1)[None, None],
+                                 persistent=False)
+
+    def forward(self, x):
+        x = x * self.scale
+        if self.causal:
+            x = x.masked_fill(self.future, float("-inf"))
+        return torch.softmax(x, dim=-1)
 
 
 class SelfAttention(nn.Module):
@@ -36,6 +74,8 @@ class SelfAttention(nn.Module):
         if causal and attention == "math":
             self.register_buffer("future", torch.ones(seq, seq, dtype=torch.bool).triu(1)[None, None],
                                  persistent=False)
+        if attention == "fused-softmax":
+            self.softmax = FusedScaleMaskSoftmax(1.0 / math.sqrt(self.head_dim), causal, seq)
 
     def forward(self, x):
         batch = x.size(0)
@@ -46,6 +86,8 @@ class SelfAttention(nn.Module):
         if self.attention == "sdpa":
             y = F.scaled_dot_product_attention(q, k, v, dropout_p=self.p if self.training else 0.0,
                                                is_causal=self.causal)
+        elif self.attention == "fused-softmax":
+            y = torch.matmul(self.attn_drop(self.softmax(torch.matmul(q, k.transpose(-2, -1)))), v)
         else:
             scores = torch.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(self.head_dim))
             if self.causal:

@@ -19,6 +19,8 @@ def _describe(rows) -> str:
 
 
 CASES = [(name, {}) for name in sorted(ZOO)] + [("gpt", {"attention": "math"}), ("bert", {"attention": "math"}),
+                                                ("gpt", {"attention": "fused-softmax"}),
+                                                ("bert", {"attention": "fused-softmax"}),
                                                 ("gpt", {"mlp": "swiglu", "norm": "rmsnorm"})]
 
 

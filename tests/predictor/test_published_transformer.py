@@ -13,7 +13,7 @@ from predictor.plan import Plan
 from predictor.published.command import transformer_report
 from predictor.published.rowmap import Setup, Skipped, load_rules
 from predictor.published.transformer import (TRANSFORMER_FILE, VTRAIN_COLUMNS, VTRAIN_FILE, interpret_transformer,
-                                              load_transformer_corpus, load_vtrain_csv)
+                                              load_transformer_corpus, load_vtrain_csv, megatron_attention)
 from predictor.layercost import Split
 from predictor.strategies.context import Context
 from predictor.strategies.hybrid3d import layout_nodes, p2p_count, pipeline_terms, recomputed_layers
@@ -138,6 +138,29 @@ def test_yaml_rows_of_each_source_map_by_hand():
     run = _by_id(runs, "dlperf-bert_base-ngc_tf1-fp32-1gpu")
     setup = interpret_transformer(run, RULES)
     assert dict(setup.plan)["strategy"] == "serial" and setup.stack == "tensorflow" and setup.dtype == "fp32"
+
+
+def test_megatron_rows_run_the_fused_softmax_where_megatrons_kernel_runs():
+    """FusedScaleMaskSoftmax.forward's condition (fp16/bf16, 16 < s <= 2048, s % 4, micro batch x heads per
+    tensor rank % 4); the rest fall back to torch's softmax (math). BERT rows keep math, MPT rows sdpa."""
+    assert megatron_attention("fp16", 2048, 64, 8, 2) == "fused-softmax"  # 2 x 8 = 16 attention batches
+    assert megatron_attention("bf16", 1024, 12, 1, 1) == "fused-softmax"
+    assert megatron_attention("fp16", 2048, 48, 16, 2) == "math"  # 2 x 3 = 6 is not a multiple of 4
+    assert megatron_attention("fp16", 4096, 64, 8, 2) == "math"  # longer than the kernel takes
+    assert megatron_attention("fp16", 16, 64, 8, 2) == "math"
+    assert megatron_attention("fp16", 1022, 64, 8, 2) == "math"  # s % 4
+    assert megatron_attention("fp32", 2048, 64, 8, 2) == "math"
+    attention = {}
+    for run in load_transformer_corpus() + load_vtrain_csv():
+        setup = interpret_transformer(run, RULES)
+        if isinstance(setup, Setup):
+            attention.setdefault((run.source, setup.model), set()).add(dict(setup.knobs)["attention"])
+    assert attention[("vtrain", "gpt")] == {"fused-softmax", "math"}  # r41: 48 heads over t = 16, micro batch 2
+    assert attention[("dlperf", "gpt")] == {"fused-softmax"}
+    assert attention[("dlperf", "bert")] == attention[("dle", "bert")] == {"math"}
+    assert attention[("llmfoundry", "gpt")] == {"sdpa"}
+    r41 = next(r for r in load_vtrain_csv() if r.id.startswith("vtrain-r41-"))
+    assert dict(interpret_transformer(r41, RULES).knobs)["attention"] == "math"
 
 
 def test_rows_without_a_shape_are_skipped_with_the_reason():

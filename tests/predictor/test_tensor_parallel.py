@@ -203,7 +203,7 @@ def test_run_ranks_tensor_next_to_the_others():
     assert by_name["tensor"].feasible and by_name["tensor"].plan.p_tensor == 2
 
 
-@pytest.mark.parametrize("attention", ["sdpa", "math"])
+@pytest.mark.parametrize("attention", ["sdpa", "math", "fused-softmax"])
 def test_gpt_two_allreduces_each_way_per_layer(attention):
     """The zoo's GPT (traced): QKV and the MLP's first linear column-parallel, the attention core split by heads,
     the output projection and the MLP's second linear row-parallel; the tied LM head replicated."""

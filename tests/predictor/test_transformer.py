@@ -37,6 +37,7 @@ def _first_block(graph):
 
 
 @pytest.mark.parametrize("name, attention, causal_factor", [("gpt", "math", 1.0), ("bert", "math", 1.0),
+                                                             ("gpt", "fused-softmax", 1.0),
                                                              ("bert", "sdpa", 1.0), ("gpt", "sdpa", 0.5)])
 def test_layer_forward_flops_are_megatrons(name, attention, causal_factor):
     """Per sample (B = 1): 24 s h^2 for the four GEMMs, 4 s^2 h for the score and context products; a fused
@@ -48,7 +49,7 @@ def test_layer_forward_flops_are_megatrons(name, attention, causal_factor):
     # the backward passes: 2x the forward GEMMs; fused attention's backward 2.5x its forward (FlashAttention-2)
     attn = [l for l in _first_block(g) if l.op in ("bmm", "sdpa")]
     backward = sum(l.flops_bwd_data + l.flops_bwd_weight for l in attn)
-    assert backward == pytest.approx((2.0 if attention == "math" else 2.5) * causal_factor * 4 * s ** 2 * h)
+    assert backward == pytest.approx((2.5 if attention == "sdpa" else 2.0) * causal_factor * 4 * s ** 2 * h)
 
 
 def test_lm_head_flops_and_loss():
@@ -75,7 +76,8 @@ def test_parameter_counts_match_torch_and_the_formula(name, knobs):
     assert load_model(name, **knobs).params == torch_count == _hand_params(name, **knobs)
 
 
-@pytest.mark.parametrize("name, attention", [("gpt", "sdpa"), ("gpt", "math"), ("bert", "sdpa")])
+@pytest.mark.parametrize("name, attention", [("gpt", "sdpa"), ("gpt", "math"), ("bert", "sdpa"),
+                                             ("gpt", "fused-softmax"), ("bert", "fused-softmax")])
 def test_traced_shapes_match_a_real_forward_pass(name, attention):
     torch.manual_seed(0)
     module, shape = build(name, attention=attention, **KNOBS)
@@ -114,6 +116,82 @@ def test_activation_memory_per_layer_is_korthikantis():
     float32 mean and rstd per token (2 norms x 8 bytes x s), which the paper leaves out."""
     s, h, a = KNOBS["seq"], KNOBS["hidden"], KNOBS["heads"]
     assert _per_layer_saved_bytes("math") == 34 * s * h + 5 * a * s ** 2 + 2 * 8 * s
+
+
+def test_fused_softmax_keeps_korthikantis_count():
+    """Megatron's attention (fused scale-mask-softmax) keeps what the unfused path keeps: the probabilities, the
+    dropout mask and output; the scale and mask kept nothing there either."""
+    s, h, a = KNOBS["seq"], KNOBS["hidden"], KNOBS["heads"]
+    assert _per_layer_saved_bytes("fused-softmax") == 34 * s * h + 5 * a * s ** 2 + 2 * 8 * s
+
+
+def _score_layers(graph):
+    """The layers of the first block whose output is the (heads, seq, seq) score matrix."""
+    return [l for l in _first_block(graph) if l.output_shape == (KNOBS["heads"], KNOBS["seq"], KNOBS["seq"])]
+
+
+@pytest.mark.parametrize("name", ["gpt", "bert"])
+def test_fused_softmax_is_one_layer_per_block(name):
+    """bmm, one softmax layer (scale, mask and softmax), dropout, bmm: exactly one softmax-like pass per block, where
+    math runs three (mul, masked_fill as add, softmax) on a causal GPT and two (mul, softmax) on BERT."""
+    fused = load_model(name, attention="fused-softmax", **KNOBS)
+    math_ = load_model(name, attention="math", **KNOBS)
+    assert not fused.unsupported
+    assert [l.op for l in _score_layers(fused)] == ["bmm", "softmax", "dropout"]
+    assert [l.op for l in _score_layers(math_)] == ["bmm", "mul"] + (["add"] if name == "gpt" else []) + [
+        "softmax", "dropout"]
+    softmax = [l for l in fused.layers if l.op == "softmax"]
+    assert [l.name for l in softmax] == [f"blocks.{k}.attn.softmax" for k in range(KNOBS["layers"])]
+    assert not any(l.op in ("mul", "add") and l.output_shape == softmax[0].output_shape for l in fused.layers)
+    first = _score_layers(fused)
+    assert first[1].inputs == (first[0].name,) and first[2].inputs == (first[1].name,)
+
+
+def test_fused_softmax_op_audit_maps_its_cpu_ops_to_the_softmax_layer():
+    """On the CPU the zoo's FusedScaleMaskSoftmax runs its reference forward (mul, masked_fill, softmax) and their
+    backwards; every one is in the audit and reaches a layer the tracer made (the scale and mask through softmax)."""
+    from predictor import op_audit as oa
+
+    rows, graph = oa.audit_zoo_model("gpt", attention="fused-softmax")
+    assert not oa.unmapped(rows) and not oa.missing_layers(rows, {l.op for l in graph.layers})
+    seen = {row.key for row in rows}
+    assert {("forward", "aten::mul"), ("forward", "aten::masked_fill"), ("forward", "aten::softmax"),
+            ("backward", "aten::_softmax_backward_data")} <= seen
+    assert "mul" not in {l.op for l in graph.layers}  # the forward scale reaches no mul layer: the softmax layer
+    for key in (("forward", "aten::mul"), ("forward", "aten::masked_fill"), ("backward", "aten::mul")):
+        assert "softmax" in oa.AUDIT[key].layer_ops, key
+
+
+def test_fused_softmax_flops_bytes_and_saved_bytes_by_hand():
+    """a = 4 heads, s = 32, one sample, fp16: the fused layer over the a s^2 = 4096 scores does softmax's 4 FLOPs
+    per element each way, moves 2 a s^2 x 2 B = 16384 B forward (read the scores, write the probabilities) and
+    3 a s^2 x 2 B = 24576 B backward (read the probabilities and their gradient, write the scores' gradient),
+    costed by the softmax family at {N, C = a, H = W = s} (here its bytes at the profile's triad bandwidth), and
+    keeps its output, a s^2 x 2 B = 8192 B."""
+    a, s = KNOBS["heads"], KNOBS["seq"]
+    g = load_model("gpt", attention="fused-softmax", **KNOBS)
+    i = next(k for k, l in enumerate(g.layers) if l.name == "blocks.0.attn.softmax")
+    layer = g.layers[i]
+    assert (layer.op, layer.input_shape, layer.output_shape) == ("softmax", (a, s, s), (a, s, s))
+    assert (layer.flops_fwd, layer.flops_bwd_data, layer.flops_bwd_weight) == (4 * 4096, 4 * 4096, 0)
+    params = {"N": 1, "C": a, "H": s, "W": s}
+    assert shapes.work("softmax", "fwd", params, "float16")["bytes"] == 16384
+    assert shapes.work("softmax", "bwd_data", params, "float16")["bytes"] == 24576
+    cm = load_cost_model(shipped_profile("a100-dgx-8gpu.published"))
+    assert not cm.compute_in_domain("softmax", "fwd", params, "float16")  # no softmax family: triad bytes
+
+    class Recorder(SyntheticCostModel):
+        calls = []
+
+        def compute_time_s(self, op, pass_, p, dtype):
+            self.calls.append((op, pass_, dict(p)))
+            return cm.compute_time_s(op, pass_, p, dtype)
+
+    fwd, bwd = LayerCoster(g, Recorder(), "fp16").times(i, Split(n=1))
+    assert Recorder.calls == [("softmax", "fwd", params), ("softmax", "bwd_data", params)]
+    assert (fwd, bwd) == (pytest.approx(cm.memory_time_s(16384)), pytest.approx(cm.memory_time_s(24576)))
+    saved = [t for t in saved_tensors(g) if t.producer == i]
+    assert [(t.elems, t.bytes_per_elem, t.savers) for t in saved] == [(a * s * s, None, (i,))]  # 2 B in fp16
 
 
 def test_fused_attention_saves_no_score_matrix():
@@ -155,7 +233,7 @@ def _measured_peak_bytes(knobs, batch):
 
 
 @pytest.mark.slow  # runs real training steps
-@pytest.mark.parametrize("attention", ["math", "sdpa"])
+@pytest.mark.parametrize("attention", ["math", "sdpa", "fused-softmax"])
 def test_memory_within_10_percent_of_live_tensors_on_cpu(attention):
     """Dropout off: on the CPU dropout keeps a float mask (not the bool one of the GPU kernels the model counts)
     and fused attention with dropout runs PyTorch's unfused fallback."""
@@ -251,6 +329,7 @@ def test_more_layers_cost_more_time_and_memory():
 
 
 @pytest.mark.parametrize("name, extra", [("gpt", {}), ("gpt", {"attention": "math"}), ("bert", {}),
+                                         ("gpt", {"attention": "fused-softmax"}),
                                          ("gpt", {"mlp": "swiglu", "norm": "rmsnorm"})])
 def test_runner_builds_the_traced_transformer(name, extra):
     """The validation runner's net from the graph has the zoo model's parameters (the head tied again), its
