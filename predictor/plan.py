@@ -75,7 +75,8 @@ class Plan:
     spatial_layers: Optional[int] = None  # spatial-then-data: layers [0, k) spatial; None = as many as can split
     dtype: str = "fp32"
     optimizer: str = "sgd"
-    recompute: bool = False  # pipeline: keep only stage-boundary activations, recompute inside (GPipe)
+    recompute: bool = False  # pipeline: keep only stage-boundary activations, recompute inside (GPipe);
+    # data+tensor+pipeline: Megatron's full recomputation of the transformer layers
     zero_stage: int = 0  # data parallelism: 0 = DDP; ZeRO 1 (optimizer state), 2 (+ gradients), 3 (+ parameters: FSDP)
     schedule: str = "gpipe"  # pipeline schedule (PIPELINE_SCHEDULES): gpipe, 1f1b, interleaved
     virtual_stages: int = 1  # interleaved 1F1B: model chunks per device (v)
@@ -112,6 +113,8 @@ class Plan:
                     f"x{self.virtual_stages}" if self.schedule == "interleaved" else "")))
         if self.strategy == "spatial-then-data" and self.spatial_layers is not None:
             parts.append(f"k{self.spatial_layers}")
+        if self.recompute and self.strategy in HYBRID_3D:
+            parts.append("recompute")
         return " ".join(parts) or "1 device"
 
 

@@ -4,7 +4,11 @@ For every device count P in the range and every divisor `inner` of P (the model-
 rest data parallel): data; data+filter / data+channel (filter / channel when inner = P); data+tensor (tensor)
 for every inner that divides the widths of the column/row-parallel pairs; data+spatial
 and spatial-then-data for every factorisation of inner over the spatial dims; data+pipeline with every
-micro-batch count that divides the per-pipeline batch. Each candidate is a Plan evaluated by the same
+micro-batch count that divides the per-pipeline batch; for a transformer (a graph with attention, a bmm or sdpa
+layer, and column/row pairs) data+tensor+pipeline, Megatron's layout, for every inner = T · K with T dividing the
+pairs' widths and 2 <= K <= the blocks between its cut points (strategies.hybrid3d.cut_points) pipeline stages,
+1F1B, every micro-batch count dividing the per-pipeline batch, without and with full recomputation (P = T · K ·
+data replicas; data+tensor is the K = 1 case above). Each candidate is a Plan evaluated by the same
 strategy models as `predictor run`, sharing one Context so per-layer costs, layer-range sums, collective
 times and bucket layouts are computed once and reused.
 
@@ -35,7 +39,8 @@ from predictor.strategies.context import Context
 from predictor.strategies.tensor import tensor_split
 from profiler.errors import UserError
 
-SEARCH_STRATEGIES = ("data", "filter", "channel", "spatial", "pipeline", "spatial-then-data", "tensor")
+SEARCH_STRATEGIES = ("data", "filter", "channel", "spatial", "pipeline", "spatial-then-data", "tensor",
+                     "data+tensor+pipeline")
 # add-on families (predictor/outofcore_strategies.py): recompute, outofcore, cooperative
 SEARCH_STRATEGIES += tuple(SEARCH_FAMILIES)
 
@@ -95,6 +100,19 @@ def factorizations(p: int, ndim: int) -> tuple[tuple[int, ...], ...]:
     return tuple((d, *rest) for d in divisors(p) for rest in factorizations(p // d, ndim - 1))
 
 
+@lru_cache(maxsize=64)
+def megatron_3d_shape(graph: ModelGraph) -> tuple[int, int]:
+    """(the gcd of the column/row pairs' split widths, the blocks between the graph's cut points) of a transformer
+    graph, the tensor degrees and the most pipeline stages data+tensor+pipeline can take; (0, 0) for a graph
+    without attention (a bmm or sdpa layer) or without pairs: Megatron's layout cuts between transformer layers."""
+    from predictor.strategies.hybrid3d import cut_points
+
+    ts = tensor_split(graph)
+    if not ts.columns or not any(layer.op in ("bmm", "sdpa") for layer in graph.layers):
+        return 0, 0
+    return ts.width_gcd, len(cut_points(Context(graph, None)))
+
+
 def candidate_specs(graph: ModelGraph, batch: int, devices: range, devices_per_node: int, dtype: str,
                     optimizer: str, strategies=SEARCH_STRATEGIES, grouped: bool = False) -> Iterator[tuple]:
     """The search's candidates in order, as light tuples (`spec_plan` makes each a Plan):
@@ -106,6 +124,7 @@ def candidate_specs(graph: ModelGraph, batch: int, devices: range, devices_per_n
     want_spatial, want_mix = "spatial" in strategies, "spatial-then-data" in strategies
     # tensor degrees: those dividing every split width of the column/row pairs (0: the graph has none)
     tensor_widths = tensor_split(graph).width_gcd if "tensor" in strategies else 0
+    widths_3d, blocks_3d = megatron_3d_shape(graph) if "data+tensor+pipeline" in strategies else (0, 0)
     for p in devices:
         for inner in divisors(p):
             p_data = p // inner
@@ -135,6 +154,13 @@ def candidate_specs(graph: ModelGraph, batch: int, devices: range, devices_per_n
             if "pipeline" in strategies and inner <= len(graph.layers):
                 for s in divisors(batch // p_data):
                     yield ("pipeline", prefix + "pipeline", p, p_data, inner, s)
+            if widths_3d:
+                for t in divisors(inner):
+                    stages = inner // t
+                    if 2 <= stages <= blocks_3d and widths_3d % t == 0:
+                        for s in divisors(batch // p_data):
+                            for recompute in (False, True):
+                                yield ("3d", "data+tensor+pipeline", p, p_data, inner, (t, stages, s, recompute))
         for plan in search_candidates(batch, p, devices_per_node, dtype, optimizer, strategies):
             yield ("addon", plan)
 
@@ -155,6 +181,10 @@ def spec_plan(spec: tuple, base: dict) -> Plan:
         return Plan(strategy, devices=p, p_data=p_data, p_tensor=inner, **base)
     if kind == "spatial":
         return Plan(strategy, devices=p, p_data=p_data, p_spatial=inner, spatial_split=extra, **base)
+    if kind == "3d":
+        t, stages, s, recompute = extra
+        return Plan(strategy, devices=p, p_data=p_data, p_tensor=t, stages=stages, micro_batches=s,
+                    recompute=recompute, schedule="1f1b", **base)
     return Plan(strategy, devices=p, p_data=p_data, stages=inner, micro_batches=extra, **base)
 
 
@@ -162,7 +192,8 @@ def candidates(graph: ModelGraph, batch: int, devices: range, devices_per_node: 
                optimizer: str, strategies=SEARCH_STRATEGIES) -> Iterator[Plan]:
     """Every plan the search considers, in its order: for each device count P, each divisor `inner` of P that
     leaves whole samples per replica: data (inner = 1); filter, channel, tensor (inner dividing its widths), spatial and spatial-then-data over
-    every factorisation of inner, pipeline over every micro-batch count; then the add-on families."""
+    every factorisation of inner, pipeline over every micro-batch count, data+tensor+pipeline over every
+    T · K = inner, micro-batch count and recomputation (transformers); then the add-on families."""
     base = dict(batch=batch, devices_per_node=devices_per_node, dtype=dtype, optimizer=optimizer)
     for spec in candidate_specs(graph, batch, devices, devices_per_node, dtype, optimizer, strategies):
         yield spec_plan(spec, base)

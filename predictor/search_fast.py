@@ -20,6 +20,9 @@ from far fewer evaluations (issue 21; docs/method.md §22).
    - out-of-core: the compute at the local batch and the sum of its block allreduces (the KARMA chain);
    - cooperative: m x the mean stage's compute + the weights' all-gather; memory: the whole model's weights
      and two micro-batches of any one layer's saved tensors;
+   - data+tensor+pipeline: memory only, the parameters, gradients and optimizer state of total / (T · K)
+     parameters (each of the T · K model-parallel ranks holds at least that share: a split layer's 1/T, a
+     replicated one whole, and the heaviest pipeline rank at least the mean);
    - data, serial and recompute: no bound (always evaluated).
    A plan whose memory bound exceeds the cap cannot fit: it is pruned.
 3. **Best bound first** (a heap): a plan whose bound exceeds both the current `top`-th best score and its
@@ -391,6 +394,12 @@ class _Bounds:
             time_s += 2 * (S + K - 2) * self._p2p_min(m, 2 if K - 1 >= self.dpn else 1)
         return time_s, memory, ("window", m, K, S, p_data, time_s)
 
+    def hybrid3d(self, inner: int) -> tuple:
+        """data+tensor+pipeline over inner = T · K model-parallel ranks: no time bound; memory >= the parameters,
+        gradients and optimizer state of total / inner parameters (a split layer holds 1/T of its parameters on a
+        rank, a replicated one all, and the heaviest of the K pipeline ranks at least their mean)."""
+        return 0.0, self.g.param_bytes / inner, None
+
     def _layer_memory(self, b: int, m: int) -> float:
         """The most any stage holding one layer needs: its saved tensors for b samples, its gradients for m."""
         k = (b, m)
@@ -640,6 +649,8 @@ def fast_search(ctx: Context, ranking: Ranking, counts: Counts, *, batch: int, d
             found = bounds.filter(spec[4], spec[3])
         elif kind == "channel":
             found = bounds.channel(spec[4], spec[3])
+        elif kind == "3d":
+            found = bounds.hybrid3d(spec[4])
         elif kind == "addon" and plan.strategy == "outofcore":
             found = bounds.outofcore(p, dict(plan.extra).get("optimizer_on", "host"))
         elif kind == "addon" and plan.strategy == "cooperative":

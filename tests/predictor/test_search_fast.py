@@ -88,6 +88,48 @@ def test_tensor_candidates_are_the_degrees_dividing_the_pairs_widths():
                 if s[0] == "tensor"]  # no pair to split
 
 
+#: a GPT whose 16 devices must hold it 8 to 16 ways (0.3 GB per device): Megatron's layout wins
+GPT_3D = dict(layers=8, hidden=1024, heads=16, seq=512, vocab=1024)
+GPT_3D_SEARCH = dict(batch=64, min_devices=16, max_devices=16, dtype="fp16", optimizer="adam", memory_cap_bytes=3e8,
+                     top=10, interval=False)
+
+
+def test_data_tensor_pipeline_candidates_for_transformers():
+    """T · K = inner with T dividing the heads' widths and 2 <= K <= the blocks between cut points, every micro-batch
+    count, with and without recomputation; none for a CNN (no attention), even with a tensor pair (VGG)."""
+    from predictor.search import megatron_3d_shape
+    from predictor.strategies.hybrid3d import cut_points
+    gpt = load_model("gpt", **GPT_3D)
+    widths, blocks = megatron_3d_shape(gpt)
+    # the residual stream alone crosses between the layers and between each layer's attention and MLP halves
+    assert widths == 16 and blocks == len(cut_points(Context(gpt, None))) >= 2 * GPT_3D["layers"]
+    specs = [s for s in candidate_specs(gpt, 64, range(16, 17), 8, "fp16", "adam") if s[0] == "3d"]
+    layouts = {(s[3], s[5][0], s[5][1]) for s in specs}  # (data, tensor, stages)
+    assert layouts == {(16 // (t * k), t, k) for t in (1, 2, 4, 8) for k in (2, 4, 8, 16) if t * k <= 16}
+    assert len(specs) == sum(2 * len([s for s in range(1, 65) if (64 * t * k // 16) % s == 0])
+                             for _, t, k in layouts)
+    plan = spec_plan(("3d", "data+tensor+pipeline", 16, 1, 16, (2, 8, 64, True)), dict(
+        batch=64, devices_per_node=8, dtype="fp16", optimizer="adam"))
+    assert (plan.p_data, plan.p_tensor, plan.stages, plan.micro_batches, plan.recompute, plan.schedule) == (
+        1, 2, 8, 64, True, "1f1b")
+    for cnn in ("vgg16", "resnet50"):
+        assert megatron_3d_shape(load_model(cnn)) == (0, 0)
+        assert not [s for s in candidate_specs(load_model(cnn), 64, range(1, 17), 8, "fp32", "sgd") if s[0] == "3d"]
+
+
+def test_search_returns_a_data_tensor_pipeline_plan_where_it_is_best():
+    """The GPT_3D search's best plan is Megatron's layout with both a tensor and a pipeline split (2 x 8): data and
+    data+tensor do not fit, GPipe's pipeline keeps every micro-batch in flight; the plan-by-plan walk agrees."""
+    graph, cm = load_model("gpt", **GPT_3D), load_cost_model("a100-dgx-8gpu.published")[0]
+    fast = search(graph, cm, **GPT_3D_SEARCH)
+    best = fast.best[0].plan
+    assert (best.strategy, best.p_tensor, best.stages, best.p_data) == ("data+tensor+pipeline", 2, 8, 1)
+    assert fast.best[0].fits and "data+tensor+pipeline" in fast.best_by_strategy
+    exhaustive = search(graph, cm, exhaustive=True, **GPT_3D_SEARCH)
+    assert fast.pruned > 0
+    _same(exhaustive, fast)
+
+
 def test_a_cost_model_of_unknown_sign_prunes_on_memory_only():
     from predictor.search_fast import costs_nonnegative
     from tests.outofcore_toys import FlatCostModel, conv_chain_graph
@@ -99,7 +141,7 @@ def test_a_cost_model_of_unknown_sign_prunes_on_memory_only():
 
 @pytest.mark.parametrize("model, batch, max_devices, profile", [
     ("resnet50", 256, 24, None), ("small_cnn3d", 32, 32, None), ("vgg16", 64, 16, "a100-dgx-8gpu.published"),
-    ("small_cnn2d", 64, 12, "cpu")])
+    ("small_cnn2d", 64, 12, "cpu"), ("gpt", 32, 16, "a100-dgx-8gpu.published")])
 def test_every_bound_is_below_the_evaluation(model, batch, max_devices, profile):
     """The bounds the fast search prunes with, on every candidate, against the exact evaluation (with the
     refinements it applies before evaluating); and what it settles as infeasible is infeasible."""
@@ -136,6 +178,8 @@ def test_every_bound_is_below_the_evaluation(model, batch, max_devices, profile)
             found = bounds.outofcore(plan.devices, dict(plan.extra).get("optimizer_on", "host"))
         elif plan.strategy == "cooperative":
             found = bounds.cooperative(plan.stages, plan.micro_batches)
+        elif kind == "3d":
+            found = bounds.hybrid3d(plan.p_tensor * plan.stages)
         else:
             continue  # no bound: always evaluated
         if found is None:  # settled as infeasible without evaluating
