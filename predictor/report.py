@@ -113,15 +113,25 @@ def chrome_trace(pred: Prediction) -> dict[str, Any]:
                            "cat": cat})
 
     plan = pred.plan
-    if plan.stages > 1 and "stage_fwd_s" in pred.details:
+    if plan.stages > 1 and "stage_fwd_s" in pred.details and plan.schedule != "interleaved":
         K, S = plan.stages, plan.micro_batches
-        F = max(pred.details["stage_fwd_s"])
-        B = max(pred.details["stage_bwd_s"])
-        for k in range(K):
-            for j in range(S):
-                span(f"fwd mb{j}", k, (j + k) * F, pred.details["stage_fwd_s"][k], "compute")
-                span(f"bwd mb{j}", k, (S + K - 1) * F + (j + K - 1 - k) * B, pred.details["stage_bwd_s"][k], "compute")
-        end = (S + K - 1) * (F + B)
+        f, b = pred.details["stage_fwd_s"], pred.details["stage_bwd_s"]
+        # GPipe as a flow shop (predictor.strategies.pipeline): a micro-batch enters a stage when the stage is
+        # free and the previous stage has passed it on; backward runs from the last stage to the first
+        done = [[0.0] * K for _ in range(S)]
+        for j in range(S):
+            for k in range(K):
+                start = max(done[j - 1][k] if j else 0.0, done[j][k - 1] if k else 0.0)
+                span(f"fwd mb{j}", k, start, f[k], "compute")
+                done[j][k] = start + f[k]
+        forward_end = done[S - 1][K - 1]
+        back = [[0.0] * K for _ in range(S)]
+        for j in range(S):
+            for k in reversed(range(K)):
+                start = max(back[j - 1][k] if j else forward_end, back[j][k + 1] if k < K - 1 else forward_end)
+                span(f"bwd mb{j}", k, start, b[k], "compute")
+                back[j][k] = start + b[k]
+        end = back[S - 1][0]
         span("pipeline p2p (exposed)", K, end, pred.comm_exposed_s.get("pipeline_p2p", 0), "comm")
         end += pred.comm_exposed_s.get("pipeline_p2p", 0)
         span("gradient allreduce (exposed)", K, end, pred.comm_exposed_s.get("gradient", 0), "comm")

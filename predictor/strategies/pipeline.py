@@ -3,12 +3,20 @@ Table III; GPipe, Huang et al., arXiv 1811.06965 §2.3; docs/method.md §13).
 
 The layers are cut into K = `stages` contiguous stages balanced on their compute time at the micro-batch
 m = b/S (b = B/p_data, S = micro_batches): the cut minimises the slowest stage (binary search on the
-bottleneck time with greedy filling). With F, Bw the slowest stage's forward and backward time per
-micro-batch, GPipe runs S + K - 1 forward and S + K - 1 backward micro-steps:
+bottleneck time with greedy filling). With f_k, b_k stage k's forward and backward time per micro-batch and
+F = max f_k, Bw = max b_k, the forward phase is a flow shop of S identical jobs over K machines, whose makespan
+is sum_k f_k + (S - 1)·F (each micro-batch crosses every stage once; the slowest stage then paces the other
+S - 1), and the backward phase likewise:
 
-    compute = S·(F + Bw),  bubble = (K - 1)·(F + Bw)        -> (S + K - 1)·(F + Bw)  (ParaDL Table III)
+    compute = S·(F + Bw),  bubble = sum_k (f_k + b_k) - (F + Bw)
     p2p     = 2·(S + K - 2)·max_boundary T_sendrecv(m·|y_boundary|·δ)   (ParaDL Table III, K > 1)
-    recompute (optional, GPipe re-materialisation): + (S + K - 1)·F
+    recompute (optional, GPipe re-materialisation): + S·F + sum_k f_k - F
+
+With balanced stages (f_k = F, b_k = Bw) the bubble is ParaDL's (K - 1)·(F + Bw) and the total (S + K - 1)·(F + Bw)
+(ParaDL Table III). A stage cut that cannot balance (one large layer) leaves the other stages short, and then
+the balanced formula counts K - 1 slowest stages of fill and drain where the pipeline spends only the short
+ones: with S = 1 the step is the serial compute sum_k (f_k + b_k), not K·(F + Bw) (random nets on 2 CPU ranks,
+2026-12-02: 2-stage runs at S = 1 took 66 ms against 125 ms predicted by the balanced formula).
 
 ParaDL's own pipeline code is unfinished (§4.3) and its memory uses the full batch; here each stage keeps
 its saved tensors for all S micro-batches (= b samples) or, with recompute, only the stage-input tensors
@@ -18,8 +26,9 @@ p_data replicas after the stage's last backward (overlapped with that micro-batc
 Other schedules (plan.schedule; Narayanan et al., "Efficient Large-Scale Language Model Training on GPU
 Clusters Using Megatron-LM", SC'21, §2.2; docs/method.md §13):
   1f1b         PipeDream-Flush: after K - k - 1 warm-up forwards, stage k alternates one forward and one
-               backward. The same time as GPipe, (S + K - 1)·(F + Bw), bubble share (K - 1)/S, but stage k
-               holds at most min(S, K - k) micro-batches in flight instead of S.
+               backward. The same time as GPipe (balanced: (S + K - 1)·(F + Bw), bubble share (K - 1)/S; here
+               GPipe's flow-shop bubble for unbalanced stages too), but stage k holds at most min(S, K - k)
+               micro-batches in flight instead of S.
   interleaved  each device holds v = plan.virtual_stages model chunks (chunk j on device j mod K, K·v chunks
                balanced on compute). With F, Bw the slowest device's time per micro-batch (all its chunks):
                compute S·(F + Bw), bubble (K - 1)·(F + Bw) / v (bubble share (K - 1)/(S·v)); every micro-batch
@@ -180,9 +189,12 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     F = max(dev.fwd_s)
     Bw = max(dev.bwd_s)
     pred.compute_fwd_s, pred.compute_bwd_s = S * F, S * Bw
-    pred.bubble_s = (K - 1) * (F + Bw) / v
+    if v == 1:  # flow-shop fill and drain (module docstring); ParaDL's (K - 1)·(F + Bw) when balanced
+        pred.bubble_s = sum(dev.fwd_s) + sum(dev.bwd_s) - F - Bw
+    else:
+        pred.bubble_s = (K - 1) * (F + Bw) / v
     if plan.recompute:
-        pred.recompute_s = (S + K - 1) * F
+        pred.recompute_s = S * F + sum(dev.fwd_s) - F if v == 1 else (S + K - 1) * F
 
     dpn = plan.devices_per_node
 
