@@ -368,11 +368,17 @@ _VERSIONED = ("torch", "cuda", "cudnn", "nccl")
 
 def setup_mismatch(old: Profile, new: Profile) -> list[str]:
     """Differences in how the two profiles measured, which make their times unlike (empty when comparable):
-    the device, the threads the compute and memory benchmarks ran with, and the torch/CUDA/cuDNN/NCCL versions.
-    A drift between such profiles is a change of set-up, not of the machine."""
+    the device, the threads the compute and memory benchmarks ran with, whether CPU compute points rotated their
+    operands (settings.operands, profiler.cases.measure_case: a cache-hot and a rotating calibration time the
+    same shapes 0-50% apart), and the torch/CUDA/cuDNN/NCCL versions. A drift between such profiles is a change of
+    set-up, not of the machine."""
     out = []
     if old.settings.get("device") != new.settings.get("device"):
         out.append(f"device {old.settings.get('device')!r} vs {new.settings.get('device')!r}")
+    rotating = [str(p.settings.get("operands", "")).startswith("rotating") for p in (old, new)]
+    if rotating[0] != rotating[1]:
+        names = ["rotating operand copies" if r else "one operand set per point" for r in rotating]
+        out.append(f"compute operands: {names[0]} vs {names[1]}")
     threads = [sorted({s.threads for s in p.samples if s.benchmark in _THREADED}) for p in (old, new)]
     if threads[0] and threads[1] and threads[0] != threads[1]:
         out.append(f"benchmark threads {threads[0]} vs {threads[1]}")

@@ -240,3 +240,7 @@ def test_setup_mismatch_names_threads_device_and_versions():
     other.machine.versions = {**(old.machine.versions or {}), "torch": "9.9"}
     reasons = drift.setup_mismatch(old, other)
     assert any("threads [2] vs [1]" in r for r in reasons) and any(r.startswith("torch ") for r in reasons)
+    rotated = _profile(samples=list(same.samples))
+    rotated.settings = {**old.settings, "operands": "rotating: copies adding up to 1.5 x the last-level cache"}
+    assert drift.setup_mismatch(old, rotated) == [
+        "compute operands: one operand set per point vs rotating operand copies"]
