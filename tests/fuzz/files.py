@@ -23,18 +23,20 @@ READERS = {
     "shapes-calibrate": ("shapes.yaml", ["profiler", "calibrate", "--device", "cpu", "--only", "compute", "--shapes", "F",
                                          "--out", "{d}/new-profile.yaml"]),
     "runs": ("runs.jsonl", ["predictor", "train-correction", "--profile", "{d}/good.yaml", "--runs", "F", "--out", "{d}/c.json"]),
+    "model-error-profile": ("p.yaml", ["predictor", "model-error", "--profile", "F", "{d}/runs.jsonl", "--write"]),
+    "model-error-runs": ("runs.jsonl", ["predictor", "model-error", "--profile", "{d}/good.yaml", "F"]),
     "nccl-text": ("ar.txt", ["profiler", "import-nccl-tests", "F", "--out", "{d}/imported.yaml"]),
     "nccl-json": ("a2a.json", ["profiler", "import-nccl-tests", "F", "--out", "{d}/imported.yaml"]),
     "correction": ("p.correction.json", ["predictor", "run", "--profile", "{d}/ref.yaml", *m.RUN_TAIL]),
 }
 YAML_READERS = ("show", "run-profile", "drift", "history", "spec-yaml", "suite-validate", "suite-shapes", "shapes-calibrate")
-JSON_READERS = ("spec-json", "runs", "nccl-json", "correction")
+JSON_READERS = ("spec-json", "runs", "model-error-runs", "nccl-json", "correction")
 
 
 def support(reader: str) -> dict:
     """The valid files a reader's command needs besides the one under test."""
     files = {"good.yaml": lambda: m.text(m.V100)}
-    if reader in ("train-profile",):
+    if reader in ("train-profile", "model-error-profile"):
         files["runs.jsonl"] = "\n".join(m.runs_lines()) + "\n"
     if reader == "nccl-into":
         files["ar.txt"] = m.text(m.NCCL / "all_reduce_perf_8gpu.txt")
