@@ -13,7 +13,8 @@ from far fewer evaluations (issue 21; docs/method.md §22).
      memory: parameters, DDP's bucket copy and the saved tensors each device surely holds;
    - filter / channel: layer collectives, update, the same gradient bound, the unsplit layers' compute;
      memory: parameters, saved tensors and the gathered buffer;
-   - pipeline: (S + K - 1)(F + B) with F >= max(sum of forward / K, slowest layer) (likewise B), plus the
+   - pipeline: the flow shop (S - 1)(F + B) + sum of forward + sum of backward (strategies.pipeline) with
+     F >= max(sum of forward / K, slowest layer) (likewise B), plus the
      point-to-point term at the cheapest boundary tensor any cut could have; memory: the stage holding any
      layer keeps that layer's saved tensors for b samples and its gradients for m, and the heaviest stage
      holds at least the mean;
@@ -389,7 +390,7 @@ class _Bounds:
         if not self.timed or memory * _LOW > self.cap:
             return 0.0, memory, None
         fsum, bsum, fmax, bmax = self.layer_sums(m)
-        time_s = (S + K - 1) * (max(fsum / K, fmax) + max(bsum / K, bmax))
+        time_s = (S - 1) * (max(fsum / K, fmax) + max(bsum / K, bmax)) + fsum + bsum
         if K > 1:
             time_s += 2 * (S + K - 2) * self._p2p_min(m, 2 if K - 1 >= self.dpn else 1)
         return time_s, memory, ("window", m, K, S, p_data, time_s)
@@ -447,8 +448,8 @@ class _Bounds:
                 self._windows[k] = worst
             extra = 2 * (S + K - 2) * (worst - self._p2p_min(m, 2 if K - 1 >= self.dpn else 1))
             return extra, 0.0, ("cut", m, K, S, p_data, bound + extra)
-        fwd, bwd, p2p, stages = self._cut(K, m)
-        time_s = (S + K - 1) * (fwd + bwd) + 2 * (S + K - 2) * p2p
+        fwd, bwd, p2p, stages, total = self._cut(K, m)
+        time_s = (S - 1) * (fwd + bwd) + total + 2 * (S + K - 2) * p2p
         if p_data > 1:
             nodes, collective = data_nodes(p_data, K, self.dpn), self.ctx.collective
             time_s += max(max(0.0, sum(collective("allreduce", size, p_data, nodes) for size in sizes) - last)
@@ -457,7 +458,8 @@ class _Bounds:
 
     def _cut(self, K: int, m: int) -> tuple:
         """(slowest stage forward, slowest backward, slowest boundary send/receive, per stage its DDP bucket sizes
-        and its backward per micro-batch) of K stages at micro-batch m, as strategies.pipeline computes them."""
+        and its backward per micro-batch, every stage's forward and backward summed) of K stages at micro-batch m,
+        as strategies.pipeline computes them."""
         key = (K, m)
         hit = self._cuts.get(key)
         if hit is None:
@@ -476,7 +478,8 @@ class _Bounds:
                 ready = ready_times([per_layer[i][1] for i in range(a, z)])
                 stages.append(([size for _, size in bucket_layout([ctx.params[i] * 4.0 for i in range(a, z)],
                                                                   _BUCKET_BYTES)], ready[-1] if ready else 0.0))
-            hit = self._cuts[key] = (fwd, bwd, p2p, stages)
+            total = sum(f + b for f, b in per_layer)
+            hit = self._cuts[key] = (fwd, bwd, p2p, stages, total)
         return hit
 
     def _starts(self, K: int, m: int) -> tuple[list, list[int]]:
