@@ -16,25 +16,30 @@ from typing import NamedTuple
 from calibrate.cost_api import CostModel
 from predictor.graph import Layer, ModelGraph
 from profiler.dtypes import dtype_bytes
-from profiler.opmath import cross_entropy_bytes, embedding_bytes
+from profiler.opmath import cross_entropy_bytes, element_pass_bytes, embedding_bytes
 
 MIXED_DTYPES = ("fp16", "bf16")
 # tf32: fp32 storage, GEMMs and convolutions on TF32 tensor cores where the GPU has them (A100 and later)
 DTYPE_NAMES = {"fp32": "float32", "tf32": "tf32", "fp16": "float16", "bf16": "bfloat16"}
 ACT_BYTES = {name: dtype_bytes(name) for name in DTYPE_NAMES}  # bytes per activation element of each plan dtype
-ELEMENTWISE_OPS = ("batchnorm", "relu", "add", "silu", "sigmoid", "mul", "layernorm", "rmsnorm", "gelu", "softmax")
+ELEMENTWISE_OPS = ("batchnorm", "relu", "add", "silu", "sigmoid", "mul", "layernorm", "rmsnorm", "gelu", "softmax",
+                   "bias_dropout_add")
 FREE_OPS = ("flatten", "input")  # views: no kernel
 #: memory-bound ops the profile reads with {N, C, H, W[, D]} of their output (calibrate.shapes.MEMORY_OPS)
 _ACTIVATION_OPS = ("batchnorm", "relu", "add", "maxpool", "avgpool", "layernorm", "gelu", "softmax")
 #: layer ops costed as a profiled op at the same shape (the cost API knows only its COMPUTE_OPS). SiLU and
 #: sigmoid move what ReLU moves (fwd x -> y; bwd dy and x or y -> dx); mul is elementwise like add (a, b -> c),
-#: its broadcast operand (a squeeze-and-excitation scale) counted at the output's size.
-COSTED_AS = {"silu": "relu", "sigmoid": "relu", "mul": "add", "rmsnorm": "layernorm"}
+#: its broadcast operand (a squeeze-and-excitation scale) counted at the output's size. Megatron's fused
+#: bias_dropout_add reads the branch and the residual and writes their sum forward: an add's traffic.
+COSTED_AS = {"silu": "relu", "sigmoid": "relu", "mul": "add", "rmsnorm": "layernorm", "bias_dropout_add": "add"}
 #: the profiled pass a layer's backward is costed as, where not bwd_data. add's backward passes dy through,
 #: but mul's computes a gradient for each input (dy times the other operand): costed as one more add-like
 #: elementwise pass at the output shape, an approximation (two products when both inputs need gradients,
 #: and a broadcast operand's gradient is a reduction).
 BACKWARD_PASS = {"mul": "fwd"}
+#: ops whose backward is streaming traffic rather than a profiled pass: bias_dropout_add's is a dropout's
+#: (read dy, write dx; profiler.opmath.ELEMENT_PASS_TENSORS), which no family measures
+STREAMED_BACKWARD = ("bias_dropout_add",)
 
 
 class Split(NamedTuple):
@@ -110,6 +115,13 @@ def _elementwise_bytes(layer: Layer, split: Split, act_bytes: int) -> float:
     """Bytes a copy-like op (concat, dropout, loss) moves on one device: read input + write output."""
     div = max(split.filter_div, split.channel_div) * (math.prod(split.spatial) if split.spatial else 1)
     return split.n * (layer.input_elems + layer.output_elems) * act_bytes / div
+
+
+def streamed_backward_bytes(layer: Layer, split: Split, act_bytes: int) -> float:
+    """Backward bytes of a STREAMED_BACKWARD op on one device (profiler.opmath.element_pass_bytes at its
+    output's local size)."""
+    div = max(split.filter_div, split.channel_div) * (math.prod(split.spatial) if split.spatial else 1)
+    return element_pass_bytes(layer.op, "bwd_data", split.n * layer.output_elems, act_bytes) / div
 
 
 def modelled_bytes(layer: Layer, split: Split, act_bytes: int) -> tuple[float, float]:
@@ -197,7 +209,12 @@ class LayerCoster:
         else:
             op, params = spec
             fwd = self._call(op, "fwd", params)
-            bwd = 0.0 if self.first[index] else self._call(op, BACKWARD_PASS.get(layer.op, "bwd_data"), params)
+            if self.first[index]:
+                bwd = 0.0
+            elif layer.op in STREAMED_BACKWARD:
+                bwd = self.cm.memory_time_s(streamed_backward_bytes(layer, split, self.act_bytes))
+            else:
+                bwd = self._call(op, BACKWARD_PASS.get(layer.op, "bwd_data"), params)
             if layer.params:
                 bwd += self._call(op, "bwd_weight", params)
         if self.readers[index] > 1:  # its output's gradients arrive from several readers and are summed

@@ -9,7 +9,8 @@ and the DDP buffers (its released oracle; docs/method.md §23). Here each term i
 - activations kept for backward: each distinct tensor some layer saves for its backward —
   conv/linear/batchnorm/pooling/SiLU save their input, ReLU and sigmoid their output, a product of tensors
   both inputs (each input's gradient is dL/dy times the other), max-pool also int64 indices of its output,
-  dropout a bool mask; add/concat/flatten save nothing (a flatten is a view of its producer);
+  dropout a bool mask (Megatron's fused bias_dropout_add too: its mask, nothing for the add);
+  add/concat/flatten save nothing (a flatten is a view of its producer);
   transformer ops: layer norm its input and float32 mean and rstd per row (RMSNorm rstd only), GELU its input,
   an embedding its int64 token ids, softmax its output, a batched matmul both operands, fused attention
   (sdpa) Q, K, V, its output and a float32 log-sum-exp per query (FlashAttention, Dao et al. 2022), the
@@ -77,7 +78,7 @@ def saved_tensors(graph: ModelGraph) -> tuple[SavedTensor, ...]:
             savers.setdefault(i, []).append(i)
         if layer.op == "maxpool":
             extra.append(SavedTensor(i, layer.output_elems, 8, (i,)))
-        if layer.op == "dropout":
+        if layer.op in ("dropout", "bias_dropout_add"):
             extra.append(SavedTensor(i, layer.output_elems, 1, (i,)))
         if layer.op in NORM_STATS_BYTES:
             extra.append(SavedTensor(i, math.prod(layer.output_shape[:-1]), NORM_STATS_BYTES[layer.op], (i,)))

@@ -78,7 +78,10 @@ AUDIT: dict[tuple[str, str], OpCost] = {
     ("forward", "aten::relu_"): _family(("relu",), "relu/fwd", "in-place ReLU: read and write x"),
     ("forward", "aten::silu"): _family(("silu",), "relu/fwd", "moves what ReLU moves: read x, write y"),
     ("forward", "aten::sigmoid"): _family(("sigmoid",), "relu/fwd", "moves what ReLU moves: read x, write y"),
-    ("forward", "aten::add"): _family(("add",), "add/fwd", "residual add: read a, b, write c"),
+    ("forward", "aten::add"): _family(("add", "bias_dropout_add"), "add/fwd",
+                                      "residual add: read a, b, write c (also inside a BiasDropoutAdd, "
+                                      "predictor.zoo.transformer: one kernel with the dropout on the GPU, its layer "
+                                      "costed as add/fwd)"),
     ("forward", "aten::mul"): _family(("mul", "softmax"), "add/fwd, or softmax/fwd",
                                       "elementwise product (an SE gate, attention's scale): read a, b, write c; or "
                                       "the scale inside a FusedScaleMaskSoftmax (predictor.zoo.transformer), one "
@@ -93,8 +96,10 @@ AUDIT: dict[tuple[str, str], OpCost] = {
                                                       "global average pool (to 1x1 it runs as a mean)"),
     ("forward", "aten::cat"): OpCost("modelled", "memory_time_s(input + output bytes)",
                                      "concatenation copies every input once", ("concat",)),
-    ("forward", "aten::dropout"): OpCost("modelled", "memory_time_s(input + output bytes)",
-                                         "mask and scale: read x, write y (and the mask)", ("dropout",)),
+    ("forward", "aten::dropout"): OpCost("modelled", "memory_time_s(input + output bytes), or add/fwd",
+                                         "mask and scale: read x, write y (and the mask); or the dropout inside a "
+                                         "BiasDropoutAdd, part of its one kernel, costed as its layer's add/fwd",
+                                         ("dropout", "bias_dropout_add")),
     ("forward", "aten::flatten"): _FREE_VIEW,
     ("forward", "aten::view"): _FREE_VIEW,
     ("forward", "aten::reshape"): OpCost("modelled", "none for a view; memory_time_s(input + output bytes) for a copy",
@@ -160,10 +165,11 @@ AUDIT: dict[tuple[str, str], OpCost] = {
                                        "RMSNorm's composite backward (PowBackward0, RsqrtBackward0 on the CPU), costed "
                                        "as one layer-norm backward"),
     ("backward", "aten::expand"): _FREE_VIEW,
-    ("backward", "aten::mul"): _family(("mul", "dropout", "softmax"),
-                                       "add/fwd (mul), memory_time_s (dropout), or softmax/bwd",
-                                       "MulBackward0: a product's input gradients, dropout's dy * mask, or the scale's "
-                                       "inside a FusedScaleMaskSoftmax (one backward kernel on the GPU)"),
+    ("backward", "aten::mul"): _family(("mul", "dropout", "softmax", "bias_dropout_add"),
+                                       "add/fwd (mul), memory_time_s (dropout, bias_dropout_add), or softmax/bwd",
+                                       "MulBackward0: a product's input gradients, dropout's dy * mask (also inside a "
+                                       "BiasDropoutAdd: its one backward kernel, dy -> dx), or the scale's inside a "
+                                       "FusedScaleMaskSoftmax (one backward kernel on the GPU)"),
     ("backward", "aten::narrow"): OpCost("free", "-", "CatBackward0 takes views of dy; the predictor still "
                                          "charges concat's backward as a copy (pessimistic)", ("concat",)),
     ("backward", "aten::reshape"): _FREE_VIEW,

@@ -15,7 +15,8 @@ per-sample shapes, parameter count, kernel/stride/padding (for halos) and FLOPs:
 Transformers (HuggingFace-style modules; `transformers` itself is not needed): nn.Embedding (a model whose
 input feeds an embedding is traced with int64 token ids), nn.LayerNorm, nn.RMSNorm, nn.Linear on (seq, hidden)
 inputs, GELU, softmax, dropout, torch.matmul/bmm and F.scaled_dot_product_attention, a FusedScaleMaskSoftmax
-module (Megatron-LM's fused scale, mask and softmax: one `softmax` layer, _FUSED_MODULES), and batch-first
+module (Megatron-LM's fused scale, mask and softmax: one `softmax` layer, _FUSED_MODULES), a BiasDropoutAdd
+module (Megatron-LM's fused bias, dropout and residual add: one `bias_dropout_add` layer), and batch-first
 self-attention through nn.MultiheadAttention (expanded into the layers it runs); views (transpose,
 permute, split, chunk, indexing) are free `flatten` layers aliasing their producer. Tensors computed from
 buffers and constants alone (a causal mask, position ids) are constants, not layers. A model whose output keeps
@@ -53,8 +54,10 @@ _MODULE_OPS = {
 #: modules traced as one layer, by class name: a fused kernel whose Python reference would otherwise be traced as
 #: the ops it fuses. FusedScaleMaskSoftmax (Megatron-LM's megatron/model/fused_softmax.py, and the zoo's module
 #: of that name, predictor.zoo.transformer): scale, mask and softmax in one kernel, one `softmax` layer over the
-#: scores (read x, write y; backward read dy and y, write dx)
-_FUSED_MODULES = {"FusedScaleMaskSoftmax": "softmax"}
+#: scores (read x, write y; backward read dy and y, write dx). BiasDropoutAdd (Megatron-LM's
+#: bias_dropout_add_fused_train, megatron/model/transformer.py, and the zoo's module of that name): residual +
+#: dropout(x) in one kernel, one `bias_dropout_add` layer reading x and the residual (profiler.opmath)
+_FUSED_MODULES = {"FusedScaleMaskSoftmax": "softmax", "BiasDropoutAdd": "bias_dropout_add"}
 _FUNCTION_OPS = {
     F.relu: "relu", torch.relu: "relu", operator.add: "add", operator.iadd: "add", torch.add: "add",
     torch.cat: "concat", torch.flatten: "flatten", F.dropout: "dropout",
@@ -78,7 +81,7 @@ _SHAPE_ONLY = {"size", "dim"}
 #: views returning a tuple of tensors: a part of one reads the tensor that was cut
 _TUPLE_VIEWS = {"split", "chunk", "unbind", torch.split, torch.chunk, torch.unbind}
 #: ops whose FLOPs per element are profiler.opmath.ELEMENT_FLOPS
-_ELEMENT_FLOP_OPS = ("layernorm", "rmsnorm", "gelu", "softmax")
+_ELEMENT_FLOP_OPS = ("layernorm", "rmsnorm", "gelu", "softmax", "bias_dropout_add")
 
 
 class _FusedLeafTracer(Tracer):
@@ -489,6 +492,8 @@ def trace_module(module: nn.Module, input_shape: tuple[int, ...], name: str = "m
             op = _module_op(module)
             if op == "dropout" and module.p == 0:
                 op = "flatten"  # dropout at p = 0 returns its input itself: no kernel, no mask
+            elif op == "bias_dropout_add" and module.p == 0:
+                op = "add"  # no mask: the residual add alone
             label = f"{node.target} ({type(module).__name__})"
             layer_name = str(node.target)
         elif node.op == "call_function":

@@ -99,7 +99,10 @@ def sdpa_bytes(batch_heads: int, seq_q: int, seq_kv: int, head_dim: int, pass_: 
 
 #: tensors of the input's size one call reads plus writes, per memory-bound op and pass (compulsory traffic):
 #: batchnorm, layernorm fwd x -> y, bwd dy, x -> dx (the per-row or per-channel statistics are small);
-#: relu, gelu fwd x -> y, bwd dy, x or y -> dx; softmax fwd x -> y, bwd dy, y -> dx; add a, b -> c
+#: relu, gelu fwd x -> y, bwd dy, x or y -> dx; softmax fwd x -> y, bwd dy, y -> dx; add a, b -> c;
+#: bias_dropout_add (Megatron-LM's fused bias + dropout + residual add, one kernel per pass) fwd x, residual ->
+#: residual + dropout(x), bwd dy -> dx = dy * mask / (1 - p) (the residual's gradient is dy itself; the 1-byte
+#: mask, written forward and read backward, and the h-element bias are left out, as for a dropout)
 ELEMENT_PASS_TENSORS = {
     "relu": {"fwd": 2, "bwd_data": 3},
     "gelu": {"fwd": 2, "bwd_data": 3},
@@ -107,11 +110,14 @@ ELEMENT_PASS_TENSORS = {
     "batchnorm": {"fwd": 2, "bwd_data": 3},
     "layernorm": {"fwd": 2, "bwd_data": 3},
     "softmax": {"fwd": 2, "bwd_data": 3},
+    "bias_dropout_add": {"fwd": 3, "bwd_data": 2},
 }
 #: FLOPs per element, reported only (time comes from the bytes): layer norm fwd mean, variance, normalise,
 #: affine (~8), bwd ~12 as batch norm's; GELU's tanh form ~8 and its derivative ~12; softmax max, exp, sum,
-#: divide (~4) and bwd dy*y - y*sum(dy*y) (~4)
-ELEMENT_FLOPS = {"layernorm": (8, 12), "rmsnorm": (4, 8), "gelu": (8, 12), "softmax": (4, 4)}
+#: divide (~4) and bwd dy*y - y*sum(dy*y) (~4); bias_dropout_add the mask's scale and the add (2) and bwd the
+#: scale (1), a dropout's and an add's together
+ELEMENT_FLOPS = {"layernorm": (8, 12), "rmsnorm": (4, 8), "gelu": (8, 12), "softmax": (4, 4),
+                 "bias_dropout_add": (2, 1)}
 #: bytes of one token id (int64), read by an embedding lookup
 TOKEN_ID_BYTES = 8
 

@@ -16,7 +16,9 @@ checkpointing are kept in `extra`. A malformed row is a one-line UserError namin
           scale-mask-softmax kernel and the attention dropout) wherever that kernel runs (`megatron_attention`),
           else `math`; BERT rows `math` (NVIDIA DeepLearningExamples' PyTorch BERT, modeling.py BertSelfAttention,
           and its TensorFlow BERT, modeling.py attention_layer: matmul, scale, add the mask, softmax, dropout,
-          matmul as separate ops); MPT rows FlashAttention (`sdpa`), without dropout.
+          matmul as separate ops); MPT rows FlashAttention (`sdpa`), without dropout. Megatron rows also run
+          `residual="bias-dropout-add"` (MEGATRON_RESIDUAL): each residual branch's bias, dropout and add as
+          Megatron's one fused kernel; BERT and MPT rows keep dropout and add as separate ops.
   plan    Megatron rows (dlperf-megatron, vtrain): `data+tensor+pipeline` with the row's tensor, pipeline and data
           degrees, S = global batch / (data · micro batch) micro-batches, 1F1B, full recomputation when the row
           checkpoints activations, gradients all-reduced after backward (Megatron's local DDP: regime
@@ -55,6 +57,16 @@ VTRAIN_COLUMNS = ("Parameters (billion)", "# GPUs", "global batch", "micro batch
 VTRAIN_SYSTEM = {"name": "vTrain A100 cluster", "gpu": "A100-SXM (memory not stated)", "gpus_per_node": 8,
                  "inter_node_network": "not stated (vTrain config: inter_node_bandwidth 800)"}
 MAX_CSV_BYTES = 1 << 20
+#: the zoo residual of Megatron rows: Megatron's fused bias + dropout + residual add (predictor.zoo.transformer).
+#: Megatron-DeepSpeed's megatron/model/transformer.py (ParallelTransformerLayer.forward) runs
+#: bias_dropout_add_fused_train after the attention's output projection and after the MLP whenever
+#: args.bias_dropout_fusion holds, which megatron/arguments.py sets unless `--no-bias-dropout-fusion` is given;
+#: vTrain's src/model/gpt_modeling.py (ShardedGptTransformerLayer.forward, the model its simulator profiles in
+#: place of Megatron-DeepSpeed) calls it unconditionally. DLPerf's Megatron-LM script
+#: (Megatron-LM/scripts/mutil_perf_pretrain_gpt_dp_mp_pp.sh) passes no `--no-bias-dropout-fusion` to a Megatron-LM
+#: with the 2.x argument set (--tensor-model-parallel-size, --micro-batch-size, --global-batch-size) that
+#: Megatron-DeepSpeed forked, fusion flag and default included. No dtype or shape condition: it runs in every row.
+MEGATRON_RESIDUAL = "bias-dropout-add"
 #: the longest key sequence Megatron's fused scale-mask-softmax kernel takes (FusedScaleMaskSoftmax.forward)
 FUSED_SOFTMAX_MAX_SEQ = 2048
 
@@ -232,6 +244,8 @@ def interpret_transformer(run: PublishedRun, rules: dict) -> Union[Setup, Skippe
     knobs = dict(layers=layers, hidden=hidden, heads=heads, seq=seq, vocab=vocab, attention=attention)
     if family == "mpt":
         knobs["dropout"] = 0.0
+    if family == "megatron":
+        knobs["residual"] = MEGATRON_RESIDUAL
     assumptions = []
     if family == "mpt":
         assumptions.append("MPT as GPT: ALiBi as a learned position embedding, linears and norms with biases")

@@ -5,7 +5,8 @@ builds the same serial net from the same seed; the strategy modules then cut the
 the serial and distributed runs start from identical weights (the equivalence tests rely on this).
 
 Transformers (predictor.zoo.gpt, bert) run as nets with branches (serial or data): embeddings, norms, GELU,
-softmax, batched products and fused attention as their torch ops; a view layer becomes the permutation, slice
+softmax, batched products and fused attention as their torch ops, Megatron's fused bias_dropout_add as the
+residual add (dropout runs at p = 0 here, as everywhere in the runner); a view layer becomes the permutation, slice
 or reshape its shapes imply (a transposed view stays strided, so a `copy` layer copies as in the model); the
 loss over a token-level output is cross-entropy over every token (`loss`).
 """
@@ -25,7 +26,7 @@ RUNNABLE_OPS = ("conv2d", "conv3d", "batchnorm", "relu", "maxpool", "avgpool", "
 #: ops of nets with branches (residual sums, concatenations) and transformers: run by GraphNet, serially or
 #: data-parallel
 BRANCH_OPS = ("add", "concat", "mul", "embedding", "layernorm", "rmsnorm", "gelu", "silu", "softmax", "bmm", "sdpa",
-              "copy", "cross_entropy")
+              "copy", "cross_entropy", "bias_dropout_add")
 #: layers the runner applies itself (the loss) rather than as a module
 LOSS_OPS = ("softmax_loss", "cross_entropy")
 WEIGHT_OPS = ("conv2d", "conv3d", "linear")
@@ -183,7 +184,7 @@ class GraphNet(nn.Module):
 
     def _step(self, i: int, env: dict) -> None:
         layer, xs = self.layers[i], [env[n] for n in self.names[i]]
-        if layer.op == "add":
+        if layer.op in ("add", "bias_dropout_add"):
             out = xs[0]
             for x in xs[1:]:
                 out = out + x

@@ -23,6 +23,26 @@ Attention, `attention=`:
 With "math" and "fused-softmax" the tensors kept for backward are those of Korthikanti et al. 2022's
 activation-memory count (arXiv 2205.05198, §4.1): the probabilities (softmax's output), the attention dropout's
 mask and its output (the context product's operand); the scale and the mask keep nothing.
+
+Residual branches, `residual=`:
+  "add"               the output projection's (and fc2's) dropout, then the residual add: two passes over the
+                      (seq, hidden) tokens (`dropout`, `add` layers), as HuggingFace's GPT-2 writes them.
+  "bias-dropout-add"  Megatron-LM's fused bias + dropout + residual add (megatron/model/transformer.py,
+                      `bias_dropout_add_fused_train`, a torch.jit.script function the GPU fuser makes one kernel;
+                      ParallelTransformerLayer.forward runs it after the attention's output projection and after the
+                      MLP, both RowParallelLinear with skip_bias_add=True; on by default, `--no-bias-dropout-fusion`
+                      turns it off, megatron/arguments.py; Megatron-DeepSpeed's and vTrain's src/model/
+                      gpt_modeling.py ShardedGptTransformerLayer the same). The zoo's BiasDropoutAdd stands for that
+                      kernel: the tracer makes it one `bias_dropout_add` layer, forward the calibrated add family at
+                      the tokens' shape (read the branch and the residual, write the sum: 3 token-sized tensors),
+                      backward dropout's dy -> dx (2 tensors; the residual's gradient is dy itself), bytes in
+                      profiler.opmath.ELEMENT_PASS_TENSORS; the 1-byte mask is kept for backward as a dropout's
+                      is. The bias stays in the projection's GEMM (nn.Linear), whose cost does not depend on it;
+                      Megatron adds it inside the fused kernel, one more read of an h-element vector.
+Megatron's other fusions need no variant: bias + GELU (megatron/model/fused_bias_gelu.py, `bias_gelu_impl`, on by
+default, `--no-bias-gelu-fusion`) is fc1's GEMM without its bias and one kernel that reads x and writes
+GELU(x + b), backward reads dy and x and writes dx: the `gelu` MLP's linear and one `gelu` layer move exactly
+that. Apex's FusedLayerNorm (MixedFusedLayerNorm) is one kernel per pass: the `layernorm` layer already is.
 """
 from __future__ import annotations
 
@@ -35,6 +55,7 @@ import torch.nn.functional as F
 ATTENTION = ("sdpa", "math", "fused-softmax")
 MLPS = ("gelu", "swiglu")
 NORMS = ("layernorm", "rmsnorm")
+RESIDUALS = ("add", "bias-dropout-add")
 
 
 class FusedScaleMaskSoftmax(nn.Module):
@@ -56,10 +77,23 @@ class FusedScaleMaskSoftmax(nn.Module):
         return torch.softmax(x, dim=-1)
 
 
+class BiasDropoutAdd(nn.Module):
+    """residual + dropout(x) as one op (Megatron-LM's bias_dropout_add_fused_train, the bias left in the linear
+    that made x; the tracer makes it one `bias_dropout_add` layer). Reads x first, then the residual."""
+
+    def __init__(self, p: float):
+        super().__init__()
+        self.p = p
+
+    def forward(self, x, residual):
+        return residual + F.dropout(x, self.p, self.training)
+
+
 class SelfAttention(nn.Module):
     """Multi-head self-attention: QKV projection, per-head attention, output projection, residual dropout."""
 
-    def __init__(self, hidden: int, heads: int, seq: int, dropout: float, causal: bool, attention: str):
+    def __init__(self, hidden: int, heads: int, seq: int, dropout: float, causal: bool, attention: str,
+                 drop_out: bool = True):
         super().__init__()
         if hidden % heads:
             raise ValueError(f"hidden {hidden} is not a multiple of heads {heads}")
@@ -70,7 +104,7 @@ class SelfAttention(nn.Module):
         self.qkv = nn.Linear(hidden, 3 * hidden)
         self.proj = nn.Linear(hidden, hidden)
         self.attn_drop = nn.Dropout(dropout)
-        self.resid_drop = nn.Dropout(dropout)
+        self.resid_drop = nn.Dropout(dropout) if drop_out else None  # else fused into the residual add
         if causal and attention == "math":
             self.register_buffer("future", torch.ones(seq, seq, dtype=torch.bool).triu(1)[None, None],
                                  persistent=False)
@@ -93,14 +127,15 @@ class SelfAttention(nn.Module):
             if self.causal:
                 scores = scores.masked_fill(self.future, float("-inf"))
             y = torch.matmul(self.attn_drop(F.softmax(scores, dim=-1)), v)
-        y = y.transpose(1, 2).reshape(batch, -1, self.hidden)
-        return self.resid_drop(self.proj(y))
+        y = self.proj(y.transpose(1, 2).reshape(batch, -1, self.hidden))
+        return y if self.resid_drop is None else self.resid_drop(y)
 
 
 class MLP(nn.Module):
-    """gelu: fc2(GELU(fc(x))); swiglu (LLaMA's, Shazeer 2020): fc2(SiLU(fc(x)) * gate(x)), no biases."""
+    """gelu: fc2(GELU(fc(x))); swiglu (LLaMA's, Shazeer 2020): fc2(SiLU(fc(x)) * gate(x)), no biases; then
+    dropout unless drop_out is False (fused into the residual add)."""
 
-    def __init__(self, hidden: int, ffn: int, dropout: float, kind: str = "gelu"):
+    def __init__(self, hidden: int, ffn: int, dropout: float, kind: str = "gelu", drop_out: bool = True):
         super().__init__()
         if kind not in MLPS:
             raise ValueError(f"mlp must be one of {', '.join(MLPS)}, got {kind!r}")
@@ -109,13 +144,14 @@ class MLP(nn.Module):
         self.gate = nn.Linear(hidden, ffn, bias=False) if kind == "swiglu" else None
         self.act = nn.GELU() if kind == "gelu" else nn.SiLU()
         self.fc2 = nn.Linear(ffn, hidden, bias=bias)
-        self.drop = nn.Dropout(dropout)
+        self.drop = nn.Dropout(dropout) if drop_out else None
 
     def forward(self, x):
         h = self.act(self.fc(x))
         if self.gate is not None:
             h = h * self.gate(x)
-        return self.drop(self.fc2(h))
+        y = self.fc2(h)
+        return y if self.drop is None else self.drop(y)
 
 
 def norm_layer(hidden: int, kind: str) -> nn.Module:
@@ -126,23 +162,32 @@ def norm_layer(hidden: int, kind: str) -> nn.Module:
 
 class Block(nn.Module):
     """pre_norm (GPT-2): x + attn(ln1(x)), then x + mlp(ln2(x)); post-norm (BERT): ln1(x + attn(x)), then
-    ln2(x + mlp(x))."""
+    ln2(x + mlp(x)). residual="bias-dropout-add": each branch's dropout and its residual add as one
+    BiasDropoutAdd."""
 
     def __init__(self, hidden: int, heads: int, seq: int, ffn: int, dropout: float, causal: bool, attention: str,
-                 pre_norm: bool, mlp: str = "gelu", norm: str = "layernorm"):
+                 pre_norm: bool, mlp: str = "gelu", norm: str = "layernorm", residual: str = "add"):
         super().__init__()
+        if residual not in RESIDUALS:
+            raise ValueError(f"residual must be one of {', '.join(RESIDUALS)}, got {residual!r}")
+        fused = residual == "bias-dropout-add"
         self.pre_norm = pre_norm
         self.ln1 = norm_layer(hidden, norm)
-        self.attn = SelfAttention(hidden, heads, seq, dropout, causal, attention)
+        self.attn = SelfAttention(hidden, heads, seq, dropout, causal, attention, drop_out=not fused)
         self.ln2 = norm_layer(hidden, norm)
-        self.mlp = MLP(hidden, ffn, dropout, mlp)
+        self.mlp = MLP(hidden, ffn, dropout, mlp, drop_out=not fused)
+        self.add1 = BiasDropoutAdd(dropout) if fused else None
+        self.add2 = BiasDropoutAdd(dropout) if fused else None
+
+    def _add(self, fused: nn.Module | None, branch, residual):
+        return residual + branch if fused is None else fused(branch, residual)
 
     def forward(self, x):
         if self.pre_norm:
-            x = x + self.attn(self.ln1(x))
-            return x + self.mlp(self.ln2(x))
-        x = self.ln1(x + self.attn(x))
-        return self.ln2(x + self.mlp(x))
+            x = self._add(self.add1, self.attn(self.ln1(x)), x)
+            return self._add(self.add2, self.mlp(self.ln2(x)), x)
+        x = self.ln1(self._add(self.add1, self.attn(x), x))
+        return self.ln2(self._add(self.add2, self.mlp(x), x))
 
 
 def check_sizes(layers: int, hidden: int, heads: int, seq: int, vocab: int, ffn: int) -> None:

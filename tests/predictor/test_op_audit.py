@@ -21,6 +21,7 @@ def _describe(rows) -> str:
 CASES = [(name, {}) for name in sorted(ZOO)] + [("gpt", {"attention": "math"}), ("bert", {"attention": "math"}),
                                                 ("gpt", {"attention": "fused-softmax"}),
                                                 ("bert", {"attention": "fused-softmax"}),
+                                                ("gpt", {"attention": "fused-softmax", "residual": "bias-dropout-add"}),
                                                 ("gpt", {"mlp": "swiglu", "norm": "rmsnorm"})]
 
 

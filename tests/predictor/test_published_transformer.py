@@ -163,6 +163,19 @@ def test_megatron_rows_run_the_fused_softmax_where_megatrons_kernel_runs():
     assert dict(interpret_transformer(r41, RULES).knobs)["attention"] == "math"
 
 
+def test_megatron_rows_fuse_bias_dropout_and_the_residual_add():
+    """Every Megatron row (vTrain's Megatron-DeepSpeed, DLPerf's Megatron-LM) runs bias_dropout_add_fused_train
+    (on by default, no dtype or shape condition); BERT (DLE's BertSelfOutput: dense, dropout, LayerNorm(x +
+    input)) and MPT rows keep dropout and add apart."""
+    residual = {}
+    for run in load_transformer_corpus() + load_vtrain_csv():
+        setup = interpret_transformer(run, RULES)
+        if isinstance(setup, Setup):
+            residual.setdefault((run.source, setup.model), set()).add(dict(setup.knobs).get("residual", "add"))
+    assert residual[("vtrain", "gpt")] == residual[("dlperf", "gpt")] == {"bias-dropout-add"}
+    assert residual[("dlperf", "bert")] == residual[("dle", "bert")] == residual[("llmfoundry", "gpt")] == {"add"}
+
+
 def test_rows_without_a_shape_are_skipped_with_the_reason():
     runs = load_transformer_corpus()
     blog = [r for r in runs if r.id.startswith("megatron-v1-blog")]
