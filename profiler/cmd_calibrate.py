@@ -169,7 +169,7 @@ def run_sections(cal: Calibration, plans: dict[str, list[BenchCase]], sections: 
                     continue
                 try:
                     cal.samples.append(measure_case(case, device, case_timer_kwargs(timer_kwargs, case, device),
-                                                    llc_bytes=cal.settings["last_level_cache_bytes"]))
+                                                    llc_bytes=cal.settings.get("last_level_cache_bytes", 0)))
                 except RuntimeError as err:  # a backend that cannot run this point (no kernel, out of memory)
                     reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
                     cal.settings.setdefault("failed_points", {})[case.label] = reason

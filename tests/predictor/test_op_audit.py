@@ -11,7 +11,8 @@ from predictor.zoo import ZOO
 # spawns processes or ranks, or profiles real training steps: not in the fast inner loop (-m "not slow")
 pytestmark = pytest.mark.slow
 
-TRACER_OPS = set(trace._MODULE_OPS.values()) | set(trace._FUNCTION_OPS.values()) | set(trace._METHOD_OPS.values())
+TRACER_OPS = (set(trace._MODULE_OPS.values()) | set(trace._FUNCTION_OPS.values()) | set(trace._METHOD_OPS.values())
+              | set(trace._FUSED_MODULES.values()))
 
 
 def _describe(rows) -> str:
