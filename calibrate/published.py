@@ -19,7 +19,7 @@ from typing import Optional
 from calibrate.coefficients import (Coefficients, ComputeFit, EfficiencyModel, Estimate, Execution, Fabric, FrameworkFit,
                                     LinkModel, ModelError, Segment, SegmentedFit)
 from calibrate.cost_api import COLLECTIVES
-from calibrate.shapes import WINOGRAD_FAMILY
+from calibrate.shapes import MATMUL_OPS, WINOGRAD_FAMILY
 from calibrate.shipped import shipped_profiles_dir
 from calibrate.system_constants import (StackScales, SystemConstants, gpu_family, load_constants, load_model_error,
                                         load_stacks)
@@ -444,6 +444,9 @@ def _apply_constants(compute: dict[str, ComputeFit], constants: SystemConstants)
     out = {}
     for key, fit in compute.items():
         dtype = key.rsplit("/", 1)[1]
+        if key.split("/", 1)[0] in MATMUL_OPS:  # matrix products stay at the measured GEMM fraction
+            out[key] = fit
+            continue
         table = constants.bytes_time_scale if fit.kind == "bytes" else (
             constants.grouped_time_scale if "_grouped/" in key else constants.flops_time_scale)
         factor = table.get(dtype)

@@ -25,6 +25,10 @@ from profiler.opmath import (ELEMENT_PASS_TENSORS, bmm_bytes, bmm_flops, conv_fl
 #: bmm {B, M, N, K}: a batched GEMM (attention's score and context products); sdpa {B, S, D[, T][, causal]}:
 #: fused attention over B = samples x heads, S queries, T keys (default S), head size D
 FLOP_OPS = ("gemm", "linear", "conv2d", "conv3d", "bmm", "sdpa")
+#: the matrix products among them: a published profile costs them at its measured GEMM fraction of peak, and the
+#: per-GPU-family time scales fitted to CNN training runs (calibrate.system_constants: what a convolution in a
+#: training step loses against that GEMM) do not apply to them
+MATMUL_OPS = ("gemm", "linear", "bmm", "sdpa")
 #: layernorm, gelu and softmax take {N, C, H, W} like the CNN ops: a (seq, hidden) activation per sample is
 #: C = seq, H = 1, W = hidden, attention scores (heads, seq, seq) are C = heads, H = W = seq
 MEMORY_OPS = ("batchnorm", "relu", "maxpool", "avgpool", "add", "layernorm", "gelu", "softmax")

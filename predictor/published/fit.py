@@ -2,11 +2,13 @@
 
 For a record on one node, the analytical iteration time is linear in the three constants of its family:
 
-    T(a, g) = a_d * (F + M) + g_d * G + R
+    T(a, g) = a_d * (F + M) + g_d * G + X + R
 
-F: seconds of the dense GEMM/convolution kernels at the datasheet roofline (dtype d), M: seconds of the
+F: seconds of the dense convolution kernels at the datasheet roofline (dtype d), M: seconds of the
 memory-bound layers at STREAM triad, G: seconds of the grouped and depthwise convolutions at their roofline,
-R: the rest (weight update, exposed communication), all read off the analytical model itself by evaluating
+X: seconds of the matrix products (GEMMs, linear layers, batched products) at the measured GEMM fraction of
+peak, which no family constant scales (they are what a convolution is measured against), R: the rest (weight
+update, exposed communication), all read off the analytical model itself by evaluating
 it with one part switched on at a time (`ScaledCostModel`). The constants minimise the squared relative
 error sum_i ((T_i - measured_i) / measured_i)^2 within physical bounds (a in [0.2, 20], g in [0.2, 50]),
 with a weak pull towards the datasheet (a = g = 1) so a family with few rows stays near it.
@@ -17,7 +19,7 @@ identifiable (the fit runs to its bounds); a framework time per layer fitted to 
 (~110 us) made the MLPerf MXNet rows, whose framework overhead is far lower, 3x too slow at small batch.
 
 Software stacks (calibrate.system_constants.StackScales): each record runs under a stack k and precision class
-c, and T = s_kc * (a_d (F + M) + g_d G) + R. The factors and the family constants are fitted by alternation
+c, and T = s_kc * (a_d (F + M) + g_d G + X) + R. The factors and the family constants are fitted by alternation
 (families with the factors fixed, then each factor in closed form with the families fixed, STACK_ITERATIONS
 at most); after each round, per precision class, the factors are divided by their row-weighted geometric mean
 so the split between the two is fixed. Stacks with fewer than MIN_ROWS rows of a class keep the factor 1.
@@ -54,10 +56,11 @@ class ScaledCostModel:
 
     def __init__(self, cost_model, flops_scale: dict[str, float], bytes_scale: dict[str, float], per_layer_s: float,
                  grouped_scale: Optional[dict[str, float]] = None, memory_scale: float = 1.0,
-                 stacks: Optional[StackScales] = None):
+                 stacks: Optional[StackScales] = None, matmul_scale: float = 1.0):
         self._cm = cost_model
         self.stacks = stacks
         self.memory_scale = memory_scale
+        self.matmul_scale = matmul_scale  # 1: matrix products as the profile costs them; 0 in decompose's parts
         self.flops_scale, self.bytes_scale, self.per_layer_s = flops_scale, bytes_scale, per_layer_s
         self.grouped_scale = flops_scale if grouped_scale is None else grouped_scale
 
@@ -66,6 +69,8 @@ class ScaledCostModel:
 
     def compute_time_s(self, op, pass_, params, dtype):
         t = self._cm.compute_time_s(op, pass_, params, dtype)
+        if op in shapes.MATMUL_OPS:  # at the measured GEMM fraction: the family scales are the convolutions'
+            return t * self.matmul_scale
         if op not in shapes.FLOP_OPS:
             table = self.bytes_scale
         else:
@@ -83,7 +88,7 @@ class ScaledCostModel:
 
     def at_bound(self, bound):
         return ScaledCostModel(self._cm.at_bound(bound), self.flops_scale, self.bytes_scale, self.per_layer_s,
-                               self.grouped_scale, self.memory_scale, self.stacks)
+                               self.grouped_scale, self.memory_scale, self.stacks, self.matmul_scale)
 
 
 def with_constants(cost_model, constants: Optional[SystemConstants], stacks: Optional[StackScales] = None):
@@ -100,9 +105,13 @@ def decompose(setup: Setup, predictor, base_cost_model) -> dict[str, float]:
     d = DTYPE_NAMES[setup.dtype]
     base = predictor.predict(setup, base_cost_model)
     only = lambda a, g, b: predictor.predict(
-        setup, ScaledCostModel(base_cost_model, {d: a}, {d: b}, 0.0, {d: g}, memory_scale=0.0)).terms["compute_s"]
+        setup, ScaledCostModel(base_cost_model, {d: a}, {d: b}, 0.0, {d: g}, memory_scale=0.0,
+                               matmul_scale=0.0)).terms["compute_s"]
     parts = {"F": only(1.0, 0.0, 0.0), "G": only(0.0, 1.0, 0.0), "M": only(0.0, 0.0, 1.0)}
-    # R: everything the constants do not scale (update, copies such as concat, exposed communication)
+    # X: the matrix products (at the measured GEMM fraction: no family constant, the stack's factor applies)
+    parts["X"] = predictor.predict(setup, ScaledCostModel(base_cost_model, {d: 0.0}, {d: 0.0}, 0.0, {d: 0.0},
+                                                          memory_scale=0.0)).terms["compute_s"]
+    # R: everything neither scales (update, copies such as concat, exposed communication)
     return parts | {"R": base.predicted_s - sum(parts.values()), "dtype": d}
 
 
@@ -120,7 +129,7 @@ def fit_family(rows: Sequence[tuple[dict, float]], family: str, ids: Sequence[st
         A[i, names.index(("a", parts["dtype"]))] = (parts["F"] + parts["M"]) / measured
         if parts["G"] > 0:
             A[i, names.index(("g", parts["dtype"]))] = parts["G"] / measured
-        y[i] = 1.0 - parts["R"] / measured
+        y[i] = 1.0 - (parts["R"] + parts.get("X", 0.0)) / measured
     for j in range(len(names)):  # the pull scales with the column, so it is equally weak for every constant
         weight = PRIOR_WEIGHT * float(np.sqrt(np.mean(A[: len(rows), j] ** 2)))
         A[len(rows) + j, j] = weight
@@ -146,11 +155,12 @@ class Fitted(NamedTuple):
 
 def _compute_part(constants: Optional[SystemConstants], parts: dict) -> float:
     """a (F + M) + g G of one record under its family's constants (the datasheet's 1 without them)."""
+    x = parts.get("X", 0.0)
     if constants is None:
-        return parts["F"] + parts["M"] + parts["G"]
+        return parts["F"] + parts["M"] + parts["G"] + x
     d = parts["dtype"]
     a = constants.flops_time_scale.get(d, 1.0)
-    return a * (parts["F"] + parts["M"]) + constants.grouped_time_scale.get(d, a) * parts["G"]
+    return a * (parts["F"] + parts["M"]) + constants.grouped_time_scale.get(d, a) * parts["G"] + x
 
 
 def _stack_factor(rows: Sequence[tuple[float, float, float]]) -> float:
@@ -167,7 +177,8 @@ def _families(items, stack_of, scale: dict) -> dict[str, SystemConstants]:
     by_family: dict[str, list] = defaultdict(list)
     for (setup, family, parts), key in zip(items, stack_of):
         f = scale.get(key, 1.0)
-        by_family[family].append((setup, parts | {"F": f * parts["F"], "M": f * parts["M"], "G": f * parts["G"]}))
+        by_family[family].append((setup, parts | {"F": f * parts["F"], "M": f * parts["M"], "G": f * parts["G"],
+                                                   "X": f * parts.get("X", 0.0)}))
     out = {}
     for family, rows in sorted(by_family.items()):
         fitted = fit_family([(parts, s.run.measured_s) for s, parts in rows], family,

@@ -132,3 +132,18 @@ def test_float32_3x3_stride1_convolutions_cost_the_winograd_reduction_by_hand():
                               ("conv2d", CONV2D | {"groups": 32}, "float32"), ("conv2d", CONV2D, "float16"),
                               ("conv2d", CONV2D, "tf32"), ("conv3d", CONV2D | {"D": 8}, "float32")):
         assert not shapes.winograd_eligible(op, params, dtype), (op, params, dtype)
+
+
+def test_family_constants_scale_convolutions_not_matrix_products():
+    """The GPU-family time scale (fitted to CNN training runs: what a convolution loses against the measured GEMM
+    fraction) multiplies the shipped profile's convolution fits and leaves its GEMM fits at the datasheet."""
+    from calibrate import shapes
+
+    node = next(n for n in NODES if n.file == "a100-dgx-8gpu.published.yaml")
+    shipped = load_cost_model(PROFILES / node.file).coefficients.compute
+    bare = load_cost_model(build_profile(node, None)).coefficients.compute
+    scale = load_constants()["A100"].flops_time_scale["float16"]
+    assert scale != pytest.approx(1.0)
+    assert shipped["conv2d/fwd/float16"].time_scale.value == pytest.approx(bare["conv2d/fwd/float16"].time_scale.value * scale)
+    assert shipped["gemm/fwd/float16"].time_scale.value == pytest.approx(bare["gemm/fwd/float16"].time_scale.value)
+    assert "gemm" in shapes.MATMUL_OPS and "conv2d" not in shapes.MATMUL_OPS
