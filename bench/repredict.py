@@ -14,15 +14,13 @@ Prints mean accuracy per strategy (1 - |predicted - measured| / measured), like 
 """
 from __future__ import annotations
 
-import json
 import statistics
 from collections import defaultdict
 
 from bench import describe
 from calibrate.cost_model import load_cost_model
 from calibrate.fit import fit_profile
-from predictor.api import load_model, predict
-from predictor.datasets import plan_of, pooled_runs
+from predictor.datasets import repredicted
 from predictor.validate_report import accuracy
 from profiler.errors import UserError
 from profiler.profile import load_profile
@@ -39,14 +37,8 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     profile = load_profile(args.profile)
     cost_model = load_cost_model(fit_profile(profile) if args.refit else profile)
-    graphs, by_strategy = {}, defaultdict(list)
-    for (label, scenario), row in sorted(pooled_runs(args.datasets).items(), key=lambda kv: kv[0][::-1]):
-        key = (row["model"], json.dumps(row["knobs"], sort_keys=True))
-        if key not in graphs:
-            graphs[key] = load_model(row["model"], **row["knobs"])
-        prediction = predict(graphs[key], plan_of(row), cost_model, interval=False)
-        if not prediction.feasible:
-            continue
+    by_strategy = defaultdict(list)
+    for label, scenario, row, prediction in repredicted(args.datasets, cost_model):
         acc = accuracy(prediction.iteration_s, row["measured_time_s"])
         by_strategy[label].append(acc)
         if args.rows:

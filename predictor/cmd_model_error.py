@@ -42,19 +42,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def residuals_of(datasets: list[str], cost_model) -> list[Residual]:
     """One residual per pooled run with a feasible prediction; the run's model (and knobs) is its group."""
-    from predictor.api import load_model, predict
-    from predictor.datasets import plan_of, pooled_runs
+    from predictor.datasets import repredicted
 
-    graphs, out = {}, []
-    for (label, _), row in sorted(pooled_runs(datasets).items(), key=lambda kv: kv[0][::-1]):
-        group = f"{row['model']} {json.dumps(row['knobs'], sort_keys=True)}"
-        if group not in graphs:
-            graphs[group] = load_model(row["model"], **row["knobs"])
-        plan = plan_of(row)
-        prediction = predict(graphs[group], plan, cost_model, interval=False)
-        if prediction.feasible and prediction.iteration_s > 0:
-            out.append(Residual(label, plan.framework, group, log_ratio(row["measured_time_s"], prediction.iteration_s)))
-    return out
+    return [Residual(label, prediction.plan.framework, f"{row['model']} {json.dumps(row['knobs'], sort_keys=True)}",
+                     log_ratio(row["measured_time_s"], prediction.iteration_s))
+            for label, _, row, prediction in repredicted(datasets, cost_model) if prediction.iteration_s > 0]
 
 
 def run(args: argparse.Namespace) -> int:

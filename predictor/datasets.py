@@ -6,8 +6,10 @@ median time (`measured_times_s` keeps each one)."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import statistics
 from collections import defaultdict
+from typing import Iterator
 
 from predictor.plan import Plan
 from profiler.errors import UserError
@@ -46,3 +48,18 @@ def plan_of(row: dict) -> Plan:
     fields["spatial_split"] = tuple(fields.get("spatial_split") or ())
     fields["extra"] = tuple(tuple(pair) for pair in fields.get("extra") or ())
     return Plan(**fields)
+
+
+def repredicted(paths: list[str], cost_model) -> Iterator[tuple[str, str, dict, object]]:
+    """(label, scenario, pooled row, Prediction) of every pooled run predicted again with `cost_model`, in
+    (scenario, label) order, infeasible predictions left out; each model is loaded once."""
+    from predictor.api import load_model, predict
+
+    graphs = {}
+    for (label, scenario), row in sorted(pooled_runs(paths).items(), key=lambda kv: kv[0][::-1]):
+        key = (row["model"], json.dumps(row["knobs"], sort_keys=True))
+        if key not in graphs:
+            graphs[key] = load_model(row["model"], **row["knobs"])
+        prediction = predict(graphs[key], plan_of(row), cost_model, interval=False)
+        if prediction.feasible:
+            yield label, scenario, row, prediction

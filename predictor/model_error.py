@@ -82,9 +82,11 @@ def in_sample_coverage(residuals: Sequence[Residual], quantiles: dict[str, tuple
     """Share of the runs inside the interval their own quantiles give (close to nominal by construction)."""
     if not residuals:
         return None
-    inside = [bounds_for(quantiles, r.strategy, r.framework)[0] <= r.log_ratio
-              <= bounds_for(quantiles, r.strategy, r.framework)[1] for r in residuals]
-    return sum(inside) / len(inside)
+    inside = 0
+    for r in residuals:
+        low, high = bounds_for(quantiles, r.strategy, r.framework)
+        inside += low <= r.log_ratio <= high
+    return inside / len(residuals)
 
 
 def log_ratio(measured_s: float, predicted_s: float) -> float:

@@ -144,19 +144,28 @@ def parse_record(rec: Any, index: int, path: str) -> PublishedRun:
         extra={"model_details": rec.get("model_details") if isinstance(rec.get("model_details"), dict) else {}})
 
 
-def load_corpus(path: str | Path) -> list[PublishedRun]:
-    """Every record of a corpus YAML file (a list of records), validated; read by profiler.inputs (regular files
-    of bounded size, UTF-8, plain YAML without aliases or tags)."""
+def load_records(path: str | Path, parse) -> list[PublishedRun]:
+    """Every record of a corpus YAML file (a list of records), each through parse(record, index, file name), ids
+    unique; read by profiler.inputs (regular files of bounded size, UTF-8, plain YAML without aliases or tags)."""
     name = str(path)
     if not os.path.isfile(path):  # the corpus's own wording; read_yaml makes the remaining checks
         raise UserError(f"{name}: not a regular file" if os.path.lexists(path) else f"{name}: does not exist")
     data = read_yaml(path, "corpus")
     if not isinstance(data, list) or not data:
         raise UserError(f"{name}: must be a non-empty list of run records")
-    runs = [parse_record(rec, i, name) for i, rec in enumerate(data)]
+    return unique_ids(name, [parse(rec, i, name) for i, rec in enumerate(data)])
+
+
+def unique_ids(name: str, runs: list[PublishedRun]) -> list[PublishedRun]:
+    """The runs, or a one-line error naming the first record whose id an earlier record has."""
     seen: dict[str, int] = {}
     for run in runs:
         if run.id in seen:
             raise _fail(name, run.index, run.id, "id", f"duplicate of record {seen[run.id]}")
         seen[run.id] = run.index
     return runs
+
+
+def load_corpus(path: str | Path) -> list[PublishedRun]:
+    """Every record of a CNN corpus YAML file, validated (load_records with parse_record)."""
+    return load_records(path, parse_record)

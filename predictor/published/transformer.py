@@ -42,10 +42,9 @@ from pathlib import Path
 from typing import Any, Optional, Union
 
 from predictor.published.corpus import (CORPUS_DIR, PublishedRun, _fail, _positive_float, _positive_int, _text,
-                                        record_head)
+                                        load_records, record_head, unique_ids)
 from predictor.published.rowmap import Setup, Skipped, _first, _system_rule
 from profiler.errors import UserError
-from profiler.inputs import read_yaml
 
 TRANSFORMER_FILE = CORPUS_DIR / "transformer_runs.yaml"
 VTRAIN_FILE = CORPUS_DIR / "vtrain_ground_truth_multi.csv"
@@ -114,23 +113,8 @@ def parse_transformer_record(rec: Any, index: int, path: str) -> PublishedRun:
 
 
 def load_transformer_corpus(path: Union[str, Path] = TRANSFORMER_FILE) -> list[PublishedRun]:
-    """Every record of a transformer corpus YAML file, validated (as predictor.published.corpus.load_corpus)."""
-    name = str(path)
-    if not os.path.isfile(path):
-        raise UserError(f"{name}: not a regular file" if os.path.lexists(path) else f"{name}: does not exist")
-    data = read_yaml(path, "corpus")
-    if not isinstance(data, list) or not data:
-        raise UserError(f"{name}: must be a non-empty list of run records")
-    return _unique(name, [parse_transformer_record(rec, i, name) for i, rec in enumerate(data)])
-
-
-def _unique(name: str, runs: list[PublishedRun]) -> list[PublishedRun]:
-    seen: dict[str, int] = {}
-    for run in runs:
-        if run.id in seen:
-            raise _fail(name, run.index, run.id, "id", f"duplicate of record {seen[run.id]}")
-        seen[run.id] = run.index
-    return runs
+    """Every record of a transformer corpus YAML file, validated (corpus.load_records)."""
+    return load_records(path, parse_transformer_record)
 
 
 def _csv_number(row: dict, column: str, path: str, line: int, integer: bool):
@@ -183,7 +167,7 @@ def load_vtrain_csv(path: Union[str, Path] = VTRAIN_FILE) -> list[PublishedRun]:
             url="https://github.com/VIA-Research/vTrain/blob/f8dda847/data/ground_truth_multi.csv",
             extra={"model_details": details, "parallel": parallel, "global_batch": ints["global batch"],
                    "checkpointing": True}))
-    return _unique(name, runs)
+    return unique_ids(name, runs)
 
 
 def _rule(rules: dict, section: str, text: str) -> Optional[dict]:
