@@ -29,6 +29,7 @@ from __future__ import annotations
 import itertools
 import math
 import os
+import weakref
 from dataclasses import dataclass
 
 import torch
@@ -403,6 +404,11 @@ def memory_op_case(op: str, variant: str, params: dict, dtype: str, device: str)
     d = 3 if "D" in params else 2
     dims = (params["N"], params["C"], *([params["D"]] if d == 3 else []), params["H"], params["W"])
     tensor_kw = dict(dtype=TORCH_DTYPES[dtype], device=device)
+    #: what the operand copies of a pooling backward share (profiler.cases.rotating builds them back to back): the
+    #: input, which the kernel does not read (it only sizes the gradient), and the max-pool indices, cloned so that
+    #: each copy reads its own. Weak values: freed with the point's last copy.
+    shared: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+    out_shape: dict[str, tuple] = {}
 
     def bn_state():
         c = params["C"]
@@ -444,10 +450,15 @@ def memory_op_case(op: str, variant: str, params: dict, dtype: str, device: str)
         x = _tensor(dims, dtype, device)
         return lambda: pool(x, *window)
 
-    def build_pool_bwd():
-        x = _tensor(dims, dtype, device)
-        y, idx = pool(x, *window)
-        dy = _like(y, dtype)
+    def build_pool_bwd():  # reads dy and the indices; x only sizes the gradient
+        x, first_idx = shared.get("max_x"), shared.get("max_idx")
+        if x is None or first_idx is None:
+            x = _tensor(dims, dtype, device)
+            idx = pool(x, *window)[1]
+            shared["max_x"], shared["max_idx"] = x, idx
+        else:
+            idx = first_idx.clone()  # the same scatter pattern in fresh memory, without a forward per copy
+        dy = _tensor(tuple(idx.shape), dtype, device)
         return lambda: pool_bwd(dy, x, *window, [1] * d, False, idx)
 
     avg = torch.ops.aten.avg_pool3d if d == 3 else torch.ops.aten.avg_pool2d
@@ -457,9 +468,12 @@ def memory_op_case(op: str, variant: str, params: dict, dtype: str, device: str)
         x = _tensor(dims, dtype, device)
         return lambda: avg(x, *window, False, True, None)
 
-    def build_avg_bwd():
-        x = _tensor(dims, dtype, device)
-        dy = _like(avg(x, *window, False, True, None), dtype)
+    def build_avg_bwd():  # reads dy; x only sizes the gradient
+        x = shared.get("avg_x")
+        if x is None or "avg" not in out_shape:
+            x = shared["avg_x"] = _tensor(dims, dtype, device)
+            out_shape["avg"] = tuple(avg(x, *window, False, True, None).shape)
+        dy = _tensor(out_shape["avg"], dtype, device)
         return lambda: avg_bwd(dy, x, *window, False, True, None)
 
     builders = {("batchnorm", "fwd"): build_bn_fwd, ("batchnorm", "bwd"): build_bn_bwd, ("relu", "fwd"): build_relu_fwd,

@@ -131,6 +131,37 @@ def test_measure_case_records_counts_and_every_time():
     assert s.extra["calls_per_sample"] >= 1
 
 
+def test_backward_copies_compute_the_gradient_and_read_their_own_operands():
+    """Copies of a pooling backward share the input the kernel does not read (it only sizes the gradient) and
+    clone the max-pool indices, but each reads its own dy and indices, and each computes the gradient autograd
+    computes for its dy (batch norm: each copy its own input and statistics)."""
+    for shape in ({"N": 2, "C": 3, "H": 8, "W": 8}, {"N": 1, "C": 2, "D": 4, "H": 4, "W": 4}):
+        for case in bc.memory_op_cases(shape, "float32", "cpu"):
+            if case.variant != "bwd" or case.benchmark not in ("maxpool", "avgpool", "batchnorm"):
+                continue
+            first, second = case.build(), case.build()
+            cells = [{n: c.cell_contents for n, c in zip(f.__code__.co_freevars, f.__closure__)}
+                     for f in (first, second)]
+            assert cells[0]["dy"].data_ptr() != cells[1]["dy"].data_ptr(), case.label
+            if case.benchmark == "maxpool":
+                assert cells[0]["x"] is cells[1]["x"], case.label  # only sizes the gradient
+                assert torch.equal(cells[0]["idx"], cells[1]["idx"]), case.label
+                assert cells[0]["idx"].data_ptr() != cells[1]["idx"].data_ptr(), case.label
+            for fn, cell in zip((first, second), cells):
+                x = cell["x"].detach().clone().requires_grad_()
+                if case.benchmark == "batchnorm":
+                    got = fn()[0]
+                    y = torch.nn.functional.batch_norm(x, None, None, training=True, eps=1e-5)
+                else:
+                    got = fn()
+                    window = (case.params["kernel"], case.params["stride"], case.params["padding"])
+                    pool = {("maxpool", 4): torch.nn.functional.max_pool2d, ("maxpool", 5): torch.nn.functional.max_pool3d,
+                            ("avgpool", 4): torch.nn.functional.avg_pool2d, ("avgpool", 5): torch.nn.functional.avg_pool3d}
+                    y = pool[(case.benchmark, x.dim())](x, *window)
+                (want,) = torch.autograd.grad(y, x, cell["dy"])
+                assert torch.allclose(got, want, atol=1e-5), case.label
+
+
 def test_every_memory_op_case_runs():
     for case in bc.memory_op_cases({"N": 1, "C": 2, "H": 6, "W": 6}, "float32", "cpu") + \
             bc.memory_op_cases({"N": 1, "C": 2, "D": 4, "H": 4, "W": 4}, "float32", "cpu"):
