@@ -300,6 +300,24 @@ def test_cpu_operands_are_standard_normal_copies_that_differ_between_operands():
     assert bc._like(a, "bfloat16").dtype == torch.bfloat16 and bc._like(a, "bfloat16").shape == a.shape
 
 
+def test_cpu_operands_are_aligned_distinct_slices_of_one_arena(monkeypatch):
+    """Operands take consecutive cache-line-aligned slices of the dtype's arena (ARENA_LLC_MULTIPLE last-level
+    caches), wrapping to its start; one larger than the arena gets its own memory."""
+    import profiler.bench_memory as bm
+
+    monkeypatch.setattr(bm, "cpu_last_level_cache_bytes", lambda: 4096)  # a 12 KiB arena: 3072 float32
+    monkeypatch.setattr(bc, "_ARENAS", {})
+    a, b = bc._tensor((10, 10), "float32", "cpu"), bc._tensor((7,), "float32", "cpu")
+    arena = bc._ARENAS["float32"][0]
+    assert arena.numel() == bc.ARENA_LLC_MULTIPLE * 4096 // 4
+    assert a.data_ptr() == arena.data_ptr() and b.data_ptr() == arena.data_ptr() + 112 * 4  # 100 -> 112 elements
+    assert all(t.data_ptr() % 64 == 0 and t.is_contiguous() for t in (a, b))
+    c = bc._tensor((3000,), "float32", "cpu")  # does not fit after b: wraps to the start
+    assert c.data_ptr() == arena.data_ptr() and not torch.equal(a.view(-1)[:7], b)
+    big = bc._tensor((4000,), "float32", "cpu")
+    assert big.untyped_storage().data_ptr() != arena.untyped_storage().data_ptr() and (big != 0).all()
+
+
 def test_operand_copies_cover_the_rotation_by_hand():
     from profiler.cases import MAX_OPERAND_COPIES, ROTATION_LLC_MULTIPLE, operand_copies
 
