@@ -51,6 +51,7 @@ def transformer_report(profiles_dir: Path | None = None, corpus=None, vtrain=Non
     for row, r in zip(report["rows"], results):
         row["plan"] = dict(r.setup.plan)
         row["knobs"] = dict(r.setup.knobs)
+        row["seq_mix"] = [list(x) for x in r.setup.seq_mix]
     return report
 
 

@@ -38,6 +38,10 @@ class Setup:
     assumptions: tuple[str, ...] = field(default=())
     stack: str = "other"             # software stack (calibrate.system_constants.STACKS)
     plan: tuple[tuple[str, Any], ...] = ()  # Plan fields stated by the row (transformer rows); () = data parallel
+    #: (padded sequence length, share of micro-steps) when each micro-batch is padded only to its own length
+    #: (transformer rows: DLE BERT phase 2 on LDDL's sequence bins, predictor.published.transformer); () = every
+    #: micro-batch at the model's `seq`
+    seq_mix: tuple[tuple[int, float], ...] = ()
 
     @property
     def batch(self) -> int:

@@ -26,6 +26,10 @@ checkpointing are kept in `extra`. A malformed row is a one-line UserError namin
           with one checkpoint per transformer block when the row checkpoints; gradient accumulation as one
           local batch of micro batch · accumulation samples per step (FSDP's per-micro-batch gathers not counted).
           BERT (DLE, DLPerf): `data` (or `serial` on one GPU) over the global batch per optimizer step.
+  seq_mix DLE PyTorch BERT at seq 512 (phase 2) runs on LDDL's sequence bins (LDDL_PHASE2_SEQ): each micro-batch
+          padded to its bin's length, 64 to 512, in the shares of the Wikipedia seq-512 length histogram
+          (`lddl_phase2_mix`); the row's prediction is the share-weighted mean of the step at each length
+          (validate.Predictor). Before, every phase-2 sequence was costed at 512 tokens: 1.6-1.85x too slow.
   dtype   the precision rules of predictor/data/published_mapping.yaml (`transformer_precisions` first): fp16 and
           bf16 are mixed precision with fp32 master weights and Adam state (16 bytes per parameter before sharding).
   profile the system rules (`transformer_systems` first, then the CNN `systems`); vTrain rows run on A100 nodes of
@@ -68,6 +72,30 @@ MAX_CSV_BYTES = 1 << 20
 MEGATRON_RESIDUAL = "bias-dropout-add"
 #: the longest key sequence Megatron's fused scale-mask-softmax kernel takes (FusedScaleMaskSoftmax.forward)
 FUSED_SOFTMAX_MAX_SEQ = 2048
+#: DLE PyTorch BERT's phase 2 (seq 512) reads LDDL's binned data: README @729963dd, changelog January 2022 "Binned
+#: pretraining for phase2 with LDDL using a bin size of 64" (the rows' 21.11 tables come from that code);
+#: run_pretraining.py "if args.phase2: #we use 8 bins with phase2". LDDL (NVIDIA/LDDL README, "sequence binning";
+#: lddl/torch/bert.py _to_encoded_inputs) draws each iteration's bin by the dataset's sequence distribution,
+#: feeds every rank samples of that bin only, and pads a mini-batch to its longest sequence (rounded up to 8), so
+#: a micro-step runs at about its bin's upper length, not 512. Phase 1 (seq 128) is not binned: its batches of
+#: 126-256 sequences pad to 128.
+LDDL_PHASE2_SEQ = 512
+LDDL_BIN = 64
+#: sequences per 64-token length bin (1-64, 65-128, ..., 449-512) of the Wikipedia seq-512 BERT pretraining set
+#: (Google's create_pretraining_data algorithm, max 512, short_seq_prob 0.1, which LDDL's preprocessor
+#: lddl/dask/bert/pretrain.py create_pairs_from_document reimplements): the sums of `wikipedia_histogram`
+#: (graphcore/tutorials blogs_code/packedBERT/histograms.py @e9dbe482, Krell et al. 2021 "Efficient sequence
+#: packing without cross-contamination": 16,279,552 sequences, padding over 50% of tokens at 512). LDDL's own
+#: Wikipedia dump's histogram is not published; this one is the same preprocessing of the same corpus.
+WIKIPEDIA_SEQ512_BIN_COUNTS = (2863079, 3150804, 1855542, 1349565, 1050206, 859509, 722518, 4428329)
+
+
+def lddl_phase2_mix() -> tuple[tuple[int, float], ...]:
+    """(padded length, share of micro-steps) of DLE BERT's phase 2 on LDDL's bins: each bin at its upper length
+    (the longest of a micro-batch of 4-32 sequences drawn from a 64-token bin of this histogram is within 2.5%
+    of it on average), weighted by the bin's share of the sequences."""
+    total = sum(WIKIPEDIA_SEQ512_BIN_COUNTS)
+    return tuple((LDDL_BIN * (k + 1), n / total) for k, n in enumerate(WIKIPEDIA_SEQ512_BIN_COUNTS))
 
 
 def _measured(rec: dict, path: str, index: int, rid: str) -> tuple[Optional[float], str]:
@@ -233,6 +261,10 @@ def interpret_transformer(run: PublishedRun, rules: dict) -> Union[Setup, Skippe
     assumptions = []
     if family == "mpt":
         assumptions.append("MPT as GPT: ALiBi as a learned position embedding, linears and norms with biases")
+    seq_mix = ()
+    if family == "bert" and run.source == "dle" and seq == LDDL_PHASE2_SEQ:
+        seq_mix = lddl_phase2_mix()
+        assumptions.append("phase 2 on LDDL's 64-token bins: Wikipedia seq-512 length histogram (Krell et al.)")
     if optimizer.get("assumed") or "lamb" in run.optimizer.lower():
         assumptions.append(f"optimizer {run.optimizer!r} costed as {optimizer['optimizer']}")
     if run.source == "vtrain":
@@ -270,4 +302,4 @@ def interpret_transformer(run: PublishedRun, rules: dict) -> Union[Setup, Skippe
                  dtype=precision["dtype"], optimizer=optimizer["optimizer"], framework=framework,
                  profile=system["profile"], devices_per_node=per_node, synthetic_data=True,
                  assumptions=tuple(assumptions), stack=stack["stack"] if stack else "other",
-                 plan=tuple(sorted(plan.items())))
+                 plan=tuple(sorted(plan.items())), seq_mix=seq_mix)

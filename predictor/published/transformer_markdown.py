@@ -100,7 +100,8 @@ def render(report: dict, fused: dict | None = None) -> str:
            "|---|---:|---|---|---|---|---:|---:|---:|"]
     for r in report["rows"]:
         k = r["knobs"]
-        out.append(f"| {r['id']} | {r['gpus']} | {r['model']} {k['layers']}/{k['hidden']}/{k['heads']}/{k['seq']} | "
+        seq = f"{k['seq']} (LDDL bins)" if r.get("seq_mix") else k["seq"]
+        out.append(f"| {r['id']} | {r['gpus']} | {r['model']} {k['layers']}/{k['hidden']}/{k['heads']}/{seq} | "
                    f"{r['dtype']} | {_plan(r['plan'])} | {r['system']} | {r['measured_s']:.4f} | "
                    f"{r['predicted_s']:.4f} | {_pct(r['accuracy'])} |")
     return "\n".join(out + [""])

@@ -12,7 +12,7 @@ merit), not clipped at 0.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Optional, Sequence, Union
 
@@ -83,6 +83,8 @@ class Predictor:
         from predictor.api import default_plans, predict
         from predictor.plan import Plan
 
+        if setup.seq_mix:
+            return self._mixed(setup, cost_model)
         graph = self.graph(setup)
         cm = cost_model if cost_model is not None else self.cost_model(setup.profile)
         gpus = setup.run.num_gpus
@@ -95,6 +97,25 @@ class Predictor:
                              setup.dtype, setup.optimizer, framework=setup.framework,
                              synthetic_data=setup.synthetic_data, stack=setup.stack)[0]
         return self._result(setup, predict(graph, plan, cm))
+
+    def _mixed(self, setup: Setup, cost_model=None) -> RowResult:
+        """A row whose micro-batches are padded each to its own length (Setup.seq_mix: (length L_k, share w_k)).
+        An optimizer step of A micro-steps at lengths L_1..L_A costs their compute, plus the communication left
+        exposed after the last one and the update; with T(L) the predicted step when every micro-step runs at L,
+        its expectation over micro-steps drawn with shares w_k is sum_k w_k T(L_k) (linearity of expectation).
+        Interval and terms are the same weighted sums; the row fits when every length does."""
+        parts = []
+        for seq, share in setup.seq_mix:
+            knobs = tuple(sorted({**dict(setup.knobs), "seq": seq}.items()))
+            parts.append((share, self.predict(replace(setup, knobs=knobs, seq_mix=()), cost_model)))
+        total = sum(share for share, _ in parts)
+        weights = [(share / total, r) for share, r in parts]
+        return RowResult(setup=setup, predicted_s=sum(w * r.predicted_s for w, r in weights),
+                         interval_s=(sum(w * r.interval_s[0] for w, r in weights),
+                                     sum(w * r.interval_s[1] for w, r in weights)),
+                         terms={k: sum(w * r.terms.get(k, 0.0) for w, r in weights) for k in weights[0][1].terms},
+                         fits=all(r.fits for _, r in weights),
+                         reason=next((r.reason for _, r in weights if r.reason), ""))
 
     @staticmethod
     def _result(setup: Setup, pred) -> RowResult:

@@ -3,6 +3,7 @@ strategy's terms by hand, and the report's JSON schema."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 
 import pytest
@@ -13,7 +14,9 @@ from predictor.plan import Plan
 from predictor.published.command import transformer_report
 from predictor.published.rowmap import Setup, Skipped, load_rules
 from predictor.published.transformer import (TRANSFORMER_FILE, VTRAIN_COLUMNS, VTRAIN_FILE, interpret_transformer,
-                                              load_transformer_corpus, load_vtrain_csv, megatron_attention)
+                                              lddl_phase2_mix, load_transformer_corpus, load_vtrain_csv,
+                                              megatron_attention, parse_transformer_record)
+from predictor.published.validate import Predictor
 from predictor.layercost import Split
 from predictor.strategies.context import Context
 from predictor.strategies.hybrid3d import layout_nodes, p2p_count, pipeline_terms, recomputed_layers
@@ -174,6 +177,44 @@ def test_megatron_rows_fuse_bias_dropout_and_the_residual_add():
             residual.setdefault((run.source, setup.model), set()).add(dict(setup.knobs).get("residual", "add"))
     assert residual[("vtrain", "gpt")] == residual[("dlperf", "gpt")] == {"bias-dropout-add"}
     assert residual[("dlperf", "bert")] == residual[("dle", "bert")] == residual[("llmfoundry", "gpt")] == {"add"}
+
+
+def test_dle_phase2_rows_run_on_lddl_bins_of_the_wikipedia_histogram():
+    """LDDL's 8 bins of 64 tokens, each at its upper length, in the shares of Graphcore's Wikipedia seq-512
+    histogram (16,279,552 sequences, the total its packing README prints); only DLE's seq-512 rows use them."""
+    mix = lddl_phase2_mix()
+    assert [length for length, _ in mix] == [64, 128, 192, 256, 320, 384, 448, 512]
+    assert sum(share for _, share in mix) == pytest.approx(1.0)
+    assert mix[-1][1] == pytest.approx(4428329 / 16279552)  # 27.2% of the sequences in the 449-512 bin
+    # by hand: 64 x (1x2863079 + 2x3150804 + 3x1855542 + 4x1349565 + 5x1050206 + 6x859509 + 7x722518
+    # + 8x4428329) = 64 x 71021915 tokens over 16279552 sequences
+    assert sum(length * share for length, share in mix) == pytest.approx(64 * 71021915 / 16279552)  # 279.2
+    binned = {}
+    for run in load_transformer_corpus():
+        setup = interpret_transformer(run, RULES)
+        if isinstance(setup, Setup) and setup.model == "bert":
+            binned.setdefault((run.source, dict(setup.knobs)["seq"]), set()).add(setup.seq_mix)
+    assert binned[("dle", 512)] == {mix}
+    assert binned[("dle", 128)] == binned[("dlperf", 128)] == {()}
+
+
+def test_a_binned_row_is_the_share_weighted_mean_of_the_step_at_each_length():
+    """E[step] = sum_k w_k T(L_k): a quarter of the micro-steps at 128 tokens and three quarters at 512 (a small
+    BERT on a DLE row's system and plan)."""
+    rec = copy.deepcopy(next(r for r in _records() if r["id"] == "dle-pyt-bert_large-dgxa100-80-amp-seq512-8gpu"))
+    rec["model_details"].update(layers=2, hidden=64, heads=4)
+    rec["global_batch"] = 64
+    setup = interpret_transformer(parse_transformer_record(rec, 0, "t.yaml"), RULES)
+    assert len(setup.seq_mix) == 8
+    predictor = Predictor()
+    mixed = predictor.predict(dataclasses.replace(setup, seq_mix=((128, 1.0), (512, 3.0))))
+    at = {seq: predictor.predict(dataclasses.replace(setup, seq_mix=(), knobs=tuple(sorted(
+        {**dict(setup.knobs), "seq": seq}.items())))) for seq in (128, 512)}
+    assert at[128].predicted_s < mixed.predicted_s < at[512].predicted_s
+    assert mixed.predicted_s == pytest.approx(0.25 * at[128].predicted_s + 0.75 * at[512].predicted_s)
+    assert mixed.terms["compute_s"] == pytest.approx(0.25 * at[128].terms["compute_s"]
+                                                     + 0.75 * at[512].terms["compute_s"])
+    assert mixed.interval_s[1] == pytest.approx(0.25 * at[128].interval_s[1] + 0.75 * at[512].interval_s[1])
 
 
 def test_rows_without_a_shape_are_skipped_with_the_reason():
