@@ -333,6 +333,28 @@ class FrameworkFit(_Strict):
     sources: list[str] = Field(default_factory=list)
 
 
+class ConvWeightFit(_Strict):
+    """A CPU convolution's time floor from its weight (calibrate.conv_weight): oneDNN reorders the weight on
+    every call and accumulates its gradient sample by sample, so a wide convolution on a small map takes
+    floor = W * s_per_byte[pass](W) + (weight gradient) N * W * per_sample_s_per_byte(W) seconds for a weight
+    of W bytes and N samples, whatever its arithmetic; per-byte figures are measured at `weight_bytes` and
+    interpolated in log W between them (held beyond the ends)."""
+
+    weight_bytes: list[Annotated[float, Field(gt=0)]] = Field(min_length=1)
+    s_per_byte: dict[Literal["fwd", "bwd_data", "bwd_weight"], list[Annotated[float, Field(ge=0)]]]
+    per_sample_s_per_byte: list[Annotated[float, Field(ge=0)]]
+    sources: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _aligned(self):
+        n = len(self.weight_bytes)
+        if list(self.weight_bytes) != sorted(self.weight_bytes):
+            raise ValueError("weight_bytes must be ascending")
+        if any(len(v) != n for v in self.s_per_byte.values()) or len(self.per_sample_s_per_byte) != n:
+            raise ValueError("every per-byte list needs one value per weight_bytes entry")
+        return self
+
+
 class MeasuredShape(_Strict):
     """One compute call measured as it is: the median per-call time of a sample, used as the cost of exactly
     that (family, params) instead of the fitted model (calibrate.fit.measured_shapes)."""
@@ -367,6 +389,8 @@ class Coefficients(_Strict):
     #: every measured compute shape (grid, and model layers from `profiler calibrate --shapes`): the cost
     #: model uses these times for exactly these shapes, the fits for all others
     measured_shapes: list[MeasuredShape] = Field(default_factory=list)
+    #: a CPU profile's convolution time floor from the weight (None: not measured, or a GPU profile)
+    conv_weight: Optional[ConvWeightFit] = None
     notes: list[str] = Field(default_factory=list)
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Literal, Mapping, Optional, Union
 
 
-from calibrate import shapes
+from calibrate import conv_weight, shapes
 from calibrate.alphabeta import segment_for, segment_time_s
 from calibrate.coefficients import CollectiveFit, Coefficients, parse_coefficients
 from calibrate.collective_model import bus_factor, latency_steps, tree_latency_steps
@@ -95,7 +95,10 @@ class ProfileCostModel:
             return self._fallback_time_s(op, pass_, params, dtype)
         fit, op, pass_, params, dtype = self._family_fit(op, pass_, params, dtype)
         w = shapes.work(op, pass_, params, dtype, self.host_threads, self.host_lanes)
-        return predict_time(fit, w["work"], w["bytes"], w["features"], self.bound)
+        time_s = predict_time(fit, w["work"], w["bytes"], w["features"], self.bound)
+        if op in ("conv2d", "conv3d") and self.coefficients.conv_weight is not None:
+            time_s = max(time_s, conv_weight.floor_s(self.coefficients.conv_weight, op, pass_, params, dtype))
+        return time_s
 
     def _has_family(self, op: str, pass_: str, dtype: str) -> bool:
         if dtype == "tf32" and not self._has_tf32:

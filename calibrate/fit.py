@@ -22,6 +22,7 @@ from calibrate.collective_fit import COLLECTIVE_BENCHMARKS, derive_links, fit_co
 from calibrate.fabric_fit import as_fabric, fit_fabric, uncontended_links
 from calibrate.input_fit import fit_input
 from calibrate.compute import LEARNERS, ComputePoint, fit_compute
+from calibrate.conv_weight import fit_conv_weight, is_weight_design
 from calibrate.domain import fit_domain
 from calibrate.framework import fit_framework
 from profiler.errors import UserError
@@ -118,6 +119,8 @@ def compute_points(samples: Sequence[Sample], lanes: Optional[int] = None) -> di
     samples' work."""
     groups: dict[str, list[ComputePoint]] = defaultdict(list)
     for s in fastest_per_shape([s for s in samples if s.benchmark in COMPUTE_BENCHMARKS]):
+        if is_weight_design(s):
+            continue  # the weight floor's points (calibrate.conv_weight), not the efficiency curve's
         key = compute_family(s)
         op, pass_, dtype = key.split("/")
         if (op, pass_) in shapes.ZERO_COST:
@@ -220,7 +223,8 @@ def fit_coefficients(profile: Profile, seed: int = 0) -> Coefficients:
                                 framework=fit_framework(by_kind["framework"], rng) if by_kind["framework"] else None,
                                 host_threads=calibration_threads(by_kind["compute"]) if device_is_host else None,
                                 host_simd_lanes=lanes if device_is_host else None,
-                                measured_shapes=measured_shapes(by_kind["compute"]))
+                                measured_shapes=measured_shapes(by_kind["compute"]),
+                                conv_weight=fit_conv_weight(by_kind["compute"]) if device_is_host else None)
     if not (compute or memory or coefficients.host_device or collectives or coefficients.framework
             or coefficients.input_pipeline):
         raise UserError(f"profile has {len(profile.samples)} samples but none of a benchmark calibrate fits "

@@ -120,6 +120,14 @@ def winograd_eligible(op: str, params: Mapping[str, Any], dtype: str) -> bool:
             and _per_dim(params, "dilation", 2, 1) == [1, 1])
 
 
+def conv_weight_bytes(op: str, params: Mapping[str, Any], dtype: str) -> float:
+    """Bytes of a convolution's weight: F x C / groups x the kernel volume elements."""
+    dims = 3 if op == "conv3d" else 2
+    volume = math.prod(_per_dim(params, "kernel", dims, 1))
+    channels = _int(params, "C", op) // max(1, int(params.get("groups", 1)))
+    return float(_int(params, "F", op) * channels * volume * DTYPE_BYTES[canonical_dtype(dtype)])
+
+
 def cpu_native_conv(op: str, params: Mapping[str, Any], dtype: str, threads: int) -> bool:
     """Whether PyTorch runs this CPU convolution with its native kernels (thnn_conv2d, slow_conv3d) instead of
     oneDNN: the float32 rule of `use_mkldnn` in aten/src/ATen/native/ConvUtils.h, checked against the aten op

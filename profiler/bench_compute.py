@@ -37,6 +37,7 @@ import torch
 import torch.nn.functional as F
 
 from profiler.cases import GRID_ENV, BenchCase
+from profiler.profile import WEIGHT_DESIGN_LAYER
 from profiler import opmath
 from profiler.dtypes import dtype_bytes
 from profiler.opmath import gemm_bytes, gemm_flops, window_output_size
@@ -699,6 +700,27 @@ def small_conv_params(three_d: bool) -> list[dict]:
     return out
 
 
+#: the weight-bound convolution design (CPU): 3x3 convolutions on a 2x2 map, C = F, at these batches, with a weight
+#: of about each of these multiples of the last-level cache. On such a call the time goes to the weight, not the
+#: arithmetic: oneDNN reorders the plain weight into its blocked layout on every forward and backward-data call,
+#: and the weight-gradient pass reorders it back and accumulates it sample by sample (2-core VM: a 124 MB 5x5x5
+#: convolution on a 2x2x2 map ran at ~1 GB/s of weight forward, its weight gradient ~0.55 s + 55 ms per sample,
+#: 7.5x slower than the fitted efficiency predicted). calibrate.conv_weight fits a time floor from these points.
+WEIGHT_DESIGN_LLC_MULTIPLES = (0.25, 2.0)
+WEIGHT_DESIGN_BATCHES = (1, 8)
+
+
+def weight_design_params(llc_bytes: int, element_bytes: int = 4) -> list[dict]:
+    """The weight-bound design's conv2d params: C = F, a multiple of 16, closest to each weight target."""
+    out = []
+    for multiple in WEIGHT_DESIGN_LLC_MULTIPLES:
+        channels = max(16, int(round(math.sqrt(multiple * llc_bytes / (9 * element_bytes)) / 16)) * 16)
+        for batch in WEIGHT_DESIGN_BATCHES:
+            out.append({"N": batch, "C": channels, "F": channels, "H": 2, "W": 2, "kernel": 3, "stride": 1,
+                        "padding": 1})
+    return out
+
+
 def plan_compute(device: str, quick: bool) -> list[BenchCase]:
     """Every compute point of the chosen grid, in run order (dtype-major so flags change rarely)."""
     grid = choose_grid(device, quick)
@@ -724,6 +746,11 @@ def plan_compute(device: str, quick: bool) -> list[BenchCase]:
                             convs.append(({"layer": layer[0], "split": tag}, params))
                 if not device.startswith("cuda"):  # on a GPU these are launch-bound: the launch term covers them
                     convs += [({"layer": "small_design", "split": "base"}, p) for p in small_conv_params(three_d)]
+            if not device.startswith("cuda"):  # cuDNN reads plain weights: no per-call reorder to measure
+                from profiler.bench_memory import cpu_last_level_cache_bytes
+
+                convs += [({"layer": WEIGHT_DESIGN_LAYER, "split": "base"}, p)
+                          for p in weight_design_params(cpu_last_level_cache_bytes(), element_bytes(dtype))]
             mem_shapes = MEMORY_OP_SHAPES_FULL if full else MEMORY_OP_SHAPES_QUICK
         cases += [gemm_case(M, N, K, dtype, device) for M, N, K in gemms]
         for M, N, K in linears:

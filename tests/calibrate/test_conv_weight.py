@@ -1,0 +1,121 @@
+"""The CPU convolution weight floor (calibrate.conv_weight): its fit from the weight-bound design by hand, its
+interpolation, the cost model's max(fitted time, floor), and the design in the CPU grid only."""
+import math
+
+import pytest
+
+from calibrate import conv_weight, shapes
+from calibrate.coefficients import ConvWeightFit
+from profiler.profile import WEIGHT_DESIGN_LAYER, Sample
+
+
+def design_sample(variant, channels, batch, times, layer=WEIGHT_DESIGN_LAYER):
+    params = {"N": batch, "C": channels, "F": channels, "H": 2, "W": 2, "kernel": 3, "stride": 1, "padding": 1}
+    return Sample(benchmark="conv2d", variant=variant, params=params, device="cpu", dtype="float32", threads=1,
+                  times_s=list(times), extra={"layer": layer, "split": "base"})
+
+
+def test_weight_bytes_by_hand():
+    assert shapes.conv_weight_bytes("conv2d", {"N": 2, "C": 8, "F": 16, "H": 4, "W": 4, "kernel": 3}, "float32") \
+        == 16 * 8 * 9 * 4
+    assert shapes.conv_weight_bytes("conv3d", {"N": 1, "C": 8, "F": 4, "D": 2, "H": 2, "W": 2, "kernel": 5,
+                                               "groups": 2}, "bf16") == 4 * 4 * 125 * 2
+
+
+def test_fit_by_hand_and_floor_interpolates_in_log_weight():
+    small, large = 160, 640  # weights 160^2 * 36 and 640^2 * 36 bytes
+    w_s, w_l = small * small * 36.0, large * large * 36.0
+    # fwd 1 ns/byte and 2 ns/byte; bwd_data 3 ns/byte at both; bwd_weight t(N) = W (a + N b): a 1 ns, b 0.5 ns
+    # (small) and a 2 ns, b 1 ns (large). Each sample's median is its time; a slower second sweep is ignored.
+    samples = []
+    for channels, weight, fwd, bwd_a, bwd_b in ((small, w_s, 1e-9, 1e-9, 0.5e-9), (large, w_l, 2e-9, 2e-9, 1e-9)):
+        for batch in (1, 8):
+            samples += [design_sample("fwd", channels, batch, [fwd * weight] * 3),
+                        design_sample("fwd", channels, batch, [5 * fwd * weight] * 3),
+                        design_sample("bwd_data", channels, batch, [3e-9 * weight] * 3),
+                        design_sample("bwd_weight", channels, batch, [weight * (bwd_a + batch * bwd_b)] * 3)]
+    samples.append(design_sample("fwd", small, 1, [1.0], layer="small_design"))  # not the design: ignored
+    fit = conv_weight.fit_conv_weight(samples)
+    assert fit.weight_bytes == [w_s, w_l]
+    assert fit.s_per_byte["fwd"] == pytest.approx([1e-9, 2e-9])
+    assert fit.s_per_byte["bwd_data"] == pytest.approx([3e-9, 3e-9])
+    assert fit.s_per_byte["bwd_weight"] == pytest.approx([1e-9, 2e-9])
+    assert fit.per_sample_s_per_byte == pytest.approx([0.5e-9, 1e-9])
+
+    def params(channels, batch):
+        return {"N": batch, "C": channels, "F": channels, "H": 7, "W": 7, "kernel": 3, "stride": 1, "padding": 1}
+
+    # at a measured size: W a; the weight gradient adds N W b; halfway in log W: the mean of the two figures
+    assert conv_weight.floor_s(fit, "conv2d", "fwd", params(small, 4), "float32") == pytest.approx(w_s * 1e-9)
+    assert conv_weight.floor_s(fit, "conv2d", "bwd_weight", params(large, 4), "float32") \
+        == pytest.approx(w_l * (2e-9 + 4 * 1e-9))
+    middle = 320  # 320^2 = sqrt(160^2 * 640^2): the geometric mean of the two weights
+    assert conv_weight.floor_s(fit, "conv2d", "fwd", params(middle, 1), "float32") \
+        == pytest.approx(middle * middle * 36.0 * 1.5e-9)
+    # held beyond the measured sizes
+    assert conv_weight.floor_s(fit, "conv2d", "fwd", params(2000, 1), "float32") \
+        == pytest.approx(2000 * 2000 * 36.0 * 2e-9)
+    assert conv_weight.floor_s(fit, "conv2d", "fwd", params(16, 1), "float32") == pytest.approx(16 * 16 * 36.0 * 1e-9)
+
+
+def test_incomplete_design_fits_nothing_and_bad_records_are_refused():
+    only_batch_one = [design_sample(v, 160, 1, [1e-3]) for v in ("fwd", "bwd_data", "bwd_weight")]
+    assert conv_weight.fit_conv_weight(only_batch_one) is None
+    assert conv_weight.fit_conv_weight([]) is None
+    with pytest.raises(ValueError):
+        ConvWeightFit(weight_bytes=[2.0, 1.0], s_per_byte={"fwd": [1.0, 1.0]}, per_sample_s_per_byte=[0.0, 0.0])
+    with pytest.raises(ValueError):
+        ConvWeightFit(weight_bytes=[1.0, 2.0], s_per_byte={"fwd": [1.0]}, per_sample_s_per_byte=[0.0, 0.0])
+
+
+def test_cost_model_takes_the_larger_of_fitted_time_and_floor():
+    from calibrate.cost_model import load_cost_model
+    from calibrate.fit import fit_profile
+    from calibrate.synthetic import noisy_times, profile_with
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    samples = []
+    for n, c, size in ((1, 8, 16), (2, 16, 16), (4, 16, 32), (2, 32, 8), (8, 8, 32), (1, 32, 32), (4, 8, 8),
+                       (2, 8, 32), (8, 16, 8), (1, 16, 16), (4, 32, 16), (8, 32, 32)):
+        params = {"N": n, "C": c, "F": c, "H": size, "W": size, "kernel": 3, "stride": 1, "padding": 1}
+        flops = 2 * n * c * c * 9 * size * size
+        for variant in ("fwd", "bwd_data", "bwd_weight"):
+            samples.append(Sample(benchmark="conv2d", variant=variant, params=params, device="cpu", dtype="float32",
+                                  threads=1, times_s=noisy_times(flops / 1e10, rng, 0.02, 5)))
+    without = load_cost_model(fit_profile(profile_with(samples)))
+    assert without.coefficients.conv_weight is None
+    design = []
+    for channels in (64, 128):
+        weight = channels * channels * 36.0
+        for batch in (1, 8):
+            for variant in ("fwd", "bwd_data", "bwd_weight"):
+                design.append(design_sample(variant, channels, batch, [weight * 1e-7 * (1 + (variant == "bwd_weight")
+                                                                                        * batch)] * 3))
+    model = load_cost_model(fit_profile(profile_with(samples + design)))
+    fit = model.coefficients.conv_weight
+    assert fit is not None and fit.s_per_byte["fwd"] == pytest.approx([1e-7, 1e-7])
+    # the design does not move the efficiency fit: an ordinary call costs the same with and without it
+    ordinary = {"N": 4, "C": 16, "F": 16, "H": 32, "W": 32, "kernel": 3, "stride": 1, "padding": 1}
+    assert model.compute_time_s("conv2d", "fwd", ordinary, "float32") == pytest.approx(
+        max(without.compute_time_s("conv2d", "fwd", ordinary, "float32"),
+            conv_weight.floor_s(fit, "conv2d", "fwd", ordinary, "float32")))
+    # a wide convolution on a tiny map costs its floor, far above its arithmetic
+    wide2d = {"N": 2, "C": 256, "F": 256, "H": 2, "W": 2, "kernel": 3, "stride": 1, "padding": 1}
+    assert model.compute_time_s("conv2d", "fwd", wide2d, "float32") == pytest.approx(256 * 256 * 36.0 * 1e-7)
+    assert without.compute_time_s("conv2d", "fwd", wide2d, "float32") < 0.1 * model.compute_time_s(
+        "conv2d", "fwd", wide2d, "float32")
+
+
+def test_cpu_grid_has_the_weight_design_and_gpu_grid_does_not(monkeypatch):
+    import profiler.bench_compute as bc
+    import profiler.bench_memory as bm
+
+    monkeypatch.setattr(bm, "cpu_last_level_cache_bytes", lambda: 32 * 2**20)
+    design = [c for c in bc.plan_compute("cpu", True) if c.tags.get("layer") == WEIGHT_DESIGN_LAYER]
+    assert {c.variant for c in design} == {"fwd", "bwd_data", "bwd_weight"}
+    weights = sorted({c.params["C"] ** 2 * 36 for c in design})
+    assert len(weights) == 2 and weights[0] < 32 * 2**20 < weights[1]
+    assert math.isclose(weights[1] / weights[0], 8, rel_tol=0.1)  # 0.25x and 2x the cache
+    assert {c.params["N"] for c in design} == {1, 8} and all(c.params["H"] == 2 for c in design)
+    assert not [c for c in bc.plan_compute("cuda", True) if c.tags.get("layer") == WEIGHT_DESIGN_LAYER]
