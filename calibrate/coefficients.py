@@ -333,6 +333,15 @@ class FrameworkFit(_Strict):
     sources: list[str] = Field(default_factory=list)
 
 
+class FirstTouchFit(_Strict):
+    """What a fresh host tensor of at least `threshold_bytes` costs a training step on top of its kernel
+    (calibrate.first_touch): glibc maps it afresh and the kernel faults its pages in on first write."""
+
+    s_per_byte: Annotated[float, Field(ge=0)]
+    threshold_bytes: Annotated[float, Field(gt=0)]
+    sources: list[str] = Field(default_factory=list)
+
+
 class ConvWeightFit(_Strict):
     """A CPU convolution's time floor from its weight (calibrate.conv_weight): oneDNN reorders the weight on
     every call and accumulates its gradient sample by sample, so a wide convolution on a small map takes
@@ -391,6 +400,8 @@ class Coefficients(_Strict):
     measured_shapes: list[MeasuredShape] = Field(default_factory=list)
     #: a CPU profile's convolution time floor from the weight (None: not measured, or a GPU profile)
     conv_weight: Optional[ConvWeightFit] = None
+    #: a CPU profile's cost of first-touching a fresh tensor above the mmap threshold (None: not measured)
+    first_touch: Optional[FirstTouchFit] = None
     notes: list[str] = Field(default_factory=list)
 
 

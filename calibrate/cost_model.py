@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Literal, Mapping, Optional, Union
 
 
-from calibrate import conv_weight, shapes
+from calibrate import conv_weight, first_touch, shapes
 from calibrate.alphabeta import segment_for, segment_time_s
 from calibrate.coefficients import CollectiveFit, Coefficients, parse_coefficients
 from calibrate.collective_model import bus_factor, latency_steps, tree_latency_steps
@@ -88,9 +88,12 @@ class ProfileCostModel:
         if (op, pass_) in shapes.ZERO_COST:
             return 0.0
         dtype = shapes.canonical_dtype(dtype)
+        touch = self.coefficients.first_touch
+        touch_s = (first_touch.cost_s(touch, shapes.allocations(op, pass_, params, dtype))
+                   - first_touch.cost_s(touch, shapes.benchmark_allocations(op, pass_, params, dtype))) if touch else 0.0
         measured = self._measured_time_s(op, pass_, params, dtype)
         if measured is not None:
-            return measured
+            return measured + touch_s
         if op in FALLBACK and not self._has_family(op, pass_, dtype):
             return self._fallback_time_s(op, pass_, params, dtype)
         fit, op, pass_, params, dtype = self._family_fit(op, pass_, params, dtype)
@@ -98,7 +101,7 @@ class ProfileCostModel:
         time_s = predict_time(fit, w["work"], w["bytes"], w["features"], self.bound)
         if op in ("conv2d", "conv3d") and self.coefficients.conv_weight is not None:
             time_s = max(time_s, conv_weight.floor_s(self.coefficients.conv_weight, op, pass_, params, dtype))
-        return time_s
+        return time_s + touch_s
 
     def _has_family(self, op: str, pass_: str, dtype: str) -> bool:
         if dtype == "tf32" and not self._has_tf32:

@@ -23,6 +23,7 @@ from calibrate.fabric_fit import as_fabric, fit_fabric, uncontended_links
 from calibrate.input_fit import fit_input
 from calibrate.compute import LEARNERS, ComputePoint, fit_compute
 from calibrate.conv_weight import fit_conv_weight, is_weight_design
+from calibrate.first_touch import fit_first_touch
 from calibrate.domain import fit_domain
 from calibrate.framework import fit_framework
 from profiler.errors import UserError
@@ -198,7 +199,7 @@ def fit_coefficients(profile: Profile, seed: int = 0) -> Coefficients:
     for s in profile.samples:
         if s.benchmark in COMPUTE_BENCHMARKS:
             by_kind["compute"].append(s)
-        elif s.benchmark in ("stream", "host_device", "framework", "input"):
+        elif s.benchmark in ("stream", "host_device", "framework", "input", "alloc"):
             by_kind[s.benchmark].append(s)
         elif s.benchmark in COLLECTIVE_BENCHMARKS:
             by_kind["collectives"].append(s)
@@ -208,6 +209,7 @@ def fit_coefficients(profile: Profile, seed: int = 0) -> Coefficients:
     memory = fit_memory(by_kind["stream"], rng)
     side = "host" if device_is_host else "device"
     lanes = shapes.simd_lanes(profile.machine.cpu_capability)
+    first_touch = fit_first_touch(by_kind["alloc"]) if by_kind["alloc"] and device_is_host else None
     compute = fit_compute_families(by_kind["compute"], dram_bandwidth(memory, side), seed, lanes)
     collectives = fit_collectives(by_kind["collectives"], rng)
     links, notes = derive_links(collectives)
@@ -224,7 +226,8 @@ def fit_coefficients(profile: Profile, seed: int = 0) -> Coefficients:
                                 host_threads=calibration_threads(by_kind["compute"]) if device_is_host else None,
                                 host_simd_lanes=lanes if device_is_host else None,
                                 measured_shapes=measured_shapes(by_kind["compute"]),
-                                conv_weight=fit_conv_weight(by_kind["compute"]) if device_is_host else None)
+                                conv_weight=fit_conv_weight(by_kind["compute"]) if device_is_host else None,
+                                first_touch=first_touch)
     if not (compute or memory or coefficients.host_device or collectives or coefficients.framework
             or coefficients.input_pipeline):
         raise UserError(f"profile has {len(profile.samples)} samples but none of a benchmark calibrate fits "

@@ -239,6 +239,50 @@ def work(op: str, pass_: str, params: Mapping[str, Any], dtype: str,
             "features": [_log(nbytes), _log(batch), _log(channels), _log(math.prod(spatial)), float(dims), float(kvol)]}
 
 
+#: calls the profiler's benchmarks time writing into a preallocated result (`out=`), where training allocates it
+#: afresh (profiler.bench_compute: gemm_case, build_relu_fwd, build_add); every other benchmark allocates its
+#: result as autograd does
+PREALLOCATED_IN_BENCHMARK = frozenset({("gemm", "fwd"), ("relu", "fwd"), ("add", "fwd")})
+
+
+def allocations(op: str, pass_: str, params: Mapping[str, Any], dtype: str) -> tuple[float, ...]:
+    """Bytes of each fresh tensor one call allocates in a training step: its result (output, input gradient or
+    weight gradient; a max-pool forward also its int64 indices). Batch-norm statistics and other per-channel
+    tensors are left out (small). () for a call without a result of its own (zero-cost passes, attention)."""
+    if (op, pass_) in ZERO_COST or op == "sdpa":
+        return ()
+    b = DTYPE_BYTES[canonical_dtype(dtype)]
+    if op in ("gemm", "linear", "bmm"):
+        batch = _int(params, "B", op) if op == "bmm" else 1
+        m, n, k = (_int(params, key, op) for key in ("M", "N", "K"))
+        rows, cols = {"fwd": (m, n), "bwd_data": (m, k), "bwd_weight": (k, n)}[pass_]
+        return (float(batch * rows * cols * b),)
+    dims = 3 if op.endswith("3d") or (op_kind(op) == "bytes" and "D" in params) else 2
+    batch, channels = _int(params, "N", op), _int(params, "C", op)
+    spatial = _spatial(params, op, dims)
+    if op in ("conv2d", "conv3d"):
+        if pass_ == "bwd_weight":
+            return (conv_weight_bytes(op, params, dtype),)
+        if pass_ == "bwd_data":
+            return (float(batch * channels * math.prod(spatial) * b),)
+        kernel = _per_dim(params, "kernel", dims, 1)
+        ovol = conv_output_volume(spatial, kernel, _per_dim(params, "stride", dims, 1),
+                                  _per_dim(params, "padding", dims, 0))
+        return (float(batch * _int(params, "F", op) * ovol * b),)
+    elems = batch * channels * math.prod(spatial)
+    if op in ("maxpool", "avgpool") and pass_ == "fwd":
+        kernel = _per_dim(params, "kernel", dims, 2)
+        out = batch * channels * conv_output_volume(spatial, kernel, _per_dim(params, "stride", dims, kernel[0]),
+                                                    _per_dim(params, "padding", dims, 0))
+        return (float(out * b), float(out * POOL_INDEX_BYTES)) if op == "maxpool" else (float(out * b),)
+    return (float(elems * b),)  # element-wise ops and a pooling backward: a tensor of the input's size
+
+
+def benchmark_allocations(op: str, pass_: str, params: Mapping[str, Any], dtype: str) -> tuple[float, ...]:
+    """allocations() of the call as the profiler times it (none for PREALLOCATED_IN_BENCHMARK)."""
+    return () if (op, pass_) in PREALLOCATED_IN_BENCHMARK else allocations(op, pass_, params, dtype)
+
+
 def _log(v: float) -> float:
     return math.log10(max(v, 1.0))
 

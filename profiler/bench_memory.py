@@ -99,6 +99,35 @@ def stream_cases(device: str, quick: bool) -> list[BenchCase]:
     return cases
 
 
+#: first-touch points: tensors this many times the allocator's mmap threshold (profiler.allocator)
+FIRST_TOUCH_THRESHOLD_MULTIPLES = (1.5, 3.0)
+
+
+def first_touch_cases(device: str) -> list[BenchCase]:
+    """CPU: write a tensor above the mmap threshold freshly allocated (`fresh`: glibc maps new pages, which the
+    kernel faults in on first write) and into one allocated once (`reused`); their difference per byte is what
+    every tensor of that size costs a training step on top of its kernel (calibrate.first_touch)."""
+    if device.startswith("cuda"):
+        return []  # the CUDA caching allocator keeps freed blocks: no first touch per step
+    from profiler.allocator import MMAP_THRESHOLD_BYTES
+
+    cases = []
+    for multiple in FIRST_TOUCH_THRESHOLD_MULTIPLES if os.environ.get(GRID_ENV) != "tiny" else (1.5,):
+        n = int(multiple * MMAP_THRESHOLD_BYTES) // 4
+        params = {"bytes": 4 * n, "threshold_bytes": MMAP_THRESHOLD_BYTES}
+
+        def fresh(n: int = n):
+            return lambda: torch.empty(n, dtype=torch.float32).fill_(1.0)
+
+        def reused(n: int = n):
+            buffer = torch.empty(n, dtype=torch.float32)
+            return lambda: buffer.fill_(1.0)
+
+        for variant, build in (("fresh", fresh), ("reused", reused)):
+            cases.append(BenchCase("alloc", variant, dict(params), "float32", None, 4 * n, build))
+    return cases
+
+
 def host_device_sizes(quick: bool) -> list[int]:
     """4 KiB to 256 MiB (quick: x4 steps to 64 MiB; full: x4 steps to 256 MiB and 1 GiB)."""
     top = 64 * 2**20 if quick else 2**30

@@ -31,7 +31,7 @@ from profiler.allocator import keep_freed_memory
 from profiler.bench_compute import choose_grid, plan_compute
 from profiler.bench_framework import plan_framework
 from profiler.bench_input import input_cases
-from profiler.bench_memory import host_device_cases, last_level_cache_bytes, stream_cases
+from profiler.bench_memory import first_touch_cases, host_device_cases, last_level_cache_bytes, stream_cases
 from profiler.cases import (MAX_OPERAND_COPIES, ROTATION_LLC_MULTIPLE, BenchCase, compute_passes, measure_case,
                             timer_settings)
 from profiler.cliutil import thread_count
@@ -126,7 +126,7 @@ def plan_section(name: str, device: str, quick: bool) -> list[BenchCase]:
     if name == "compute":
         return plan_compute(device, quick) + plan_framework(device)
     if name == "memory":
-        return stream_cases(device, quick)
+        return stream_cases(device, quick) + first_touch_cases(device)
     if name == "input":
         return input_cases(quick)
     return host_device_cases(device, quick)

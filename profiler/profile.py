@@ -31,9 +31,10 @@ Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 class Sample(BaseModel):
     """One benchmark point: what ran (benchmark, variant, params), where, and every per-call time.
 
-    benchmark: gemm, conv2d, conv3d, batchnorm, relu, maxpool, add, stream, host_device,
+    benchmark: gemm, conv2d, conv3d, batchnorm, relu, maxpool, add, stream, alloc, host_device,
                allreduce, allgather, reduce_scatter, alltoall, broadcast, sendrecv, halo.
     variant:   fwd | bwd_data | bwd_weight (compute); copy | scale | add | triad | dot (stream);
+               fresh | reused (alloc: first touch of a tensor above the mmap threshold);
                h2d_pinned | h2d_pageable | d2h_pinned | d2h_pageable; latency | throughput (collectives).
     params:    shape (gemm M,N,K; conv N,C,F,H,W[,D],kernel,stride,padding), size_bytes (S as in
                nccl-tests), group {size, ranks, hosts, nodes}, and anything else that identifies the point.
