@@ -28,3 +28,24 @@ def test_activations_cost_as_relu_and_mul_as_add():
     assert times["mul"][1] == pytest.approx(add_kernel + cm.framework_overhead_s("bwd"))
     assert times["add"][1] == pytest.approx(cm.framework_overhead_s("bwd"))
 
+
+
+def test_no_input_gradient_upstream_of_the_first_parameters():
+    """Autograd computes an input gradient only for a tensor with parameters upstream: a flatten or pooling on
+    the model input and the first linear layer after it run no input-gradient pass (torch.profiler on
+    Flatten -> Linear -> ReLU -> Linear: three mm in backward, the first linear's dW only); a residual add that
+    reads the model input and a convolution's output needs one (its other input requires a gradient)."""
+    from predictor.layercost import input_needs_no_grad
+
+    def layer(name, op, inputs, params=0):
+        return Layer(name=name, op=op, input_shape=SHAPE, output_shape=SHAPE, inputs=inputs, params=params)
+
+    graph = ModelGraph("mlp", SHAPE, (layer("flat", "flatten", ("",)), layer("pool", "maxpool", ("flat",)),
+                                      layer("fc1", "linear", ("pool",), 10), layer("act", "relu", ("fc1",)),
+                                      layer("fc2", "linear", ("act",), 10), layer("conv", "conv2d", ("",), 10),
+                                      layer("sum", "add", ("", "conv"))))
+    assert input_needs_no_grad(graph) == [True, True, True, False, False, True, False]
+    coster = LayerCoster(graph, load_cost_model(PROFILE), "fp32")
+    assert coster.first == input_needs_no_grad(graph)
+    # fc1 and fc2 have the same shapes: fc2's backward is fc1's plus its input-gradient pass
+    assert coster.times(2, Split(8))[1] < coster.times(4, Split(8))[1]
