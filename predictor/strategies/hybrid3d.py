@@ -9,15 +9,20 @@ when t divides the node), a data group takes every t-th rank of a block of p_dat
 **Per layer, one micro-batch** (m = B / (p_data · S) samples, S = plan.micro_batches): the layer's time at its
 tensor-parallel shape (strategies.tensor.layer_split: column and inside layers F/t, row layers K/t) plus its
 tensor-parallel all-reduces over the t ranks (strategies.tensor.collectives_by_layer: forward all-reduce of a row
-layer's output, backward all-reduce of a column layer's dL/dx; 2 + 2 per transformer layer). Sequence
-parallelism is not modelled here.
+layer's output, backward all-reduce of a column layer's dL/dx; 2 + 2 per transformer layer). The language-model
+head and its loss are split over the vocabulary and the word embedding holds V/t rows (`vocab_parallel`: one
+forward all-reduce of the embedding, one backward all-reduce of the head's input, three fp32 all-reduces per token
+in the loss). Sequence parallelism is not modelled here.
 
-**Pipeline.** The layers are cut into K·v chunks balanced on that time (strategies.pipeline.partition over the
-blocks between `cut_points`: a stage starts only where the fewest elements cross, between transformer layers, never
-inside attention), chunk j on pipeline rank j mod K (v = plan.virtual_stages with the interleaved schedule, else 1). With F, Bw the slowest
-pipeline rank's forward and backward time per micro-batch (compute + tensor all-reduces) and R the forward of
-its transformer layers when activations are recomputed (plan.recompute: Megatron's full checkpointing re-runs each
-transformer layer's forward, its all-reduces included, before its backward; `recomputed_layers`), else 0:
+**Pipeline.** The layers are cut into K·v chunks as Megatron cuts them: an equal count of transformer layers per
+chunk, the embeddings in the first, the head and loss in the last (`megatron_partition`; more chunks than
+transformer layers is infeasible); a graph without repeated layers is balanced on time instead
+(strategies.pipeline.partition over the blocks between `cut_points`: a stage starts only where the fewest elements
+cross, between transformer layers, never inside attention). Chunk j runs on pipeline rank j mod K
+(v = plan.virtual_stages with the interleaved schedule, else 1). With F, Bw the slowest pipeline rank's forward and
+backward time per micro-batch (compute + tensor all-reduces) and R the forward of its transformer layers when
+activations are recomputed (plan.recompute: Megatron's full checkpointing re-runs each transformer layer's forward,
+its all-reduces included, before its backward; `recomputed_layers`), else 0:
 
     compute + layer collectives + recompute = S · (F + Bw + R)
     bubble   = (K - 1) · (F + Bw + R) / v                        (bubble share (K - 1) / (S · v), §2.2)
@@ -30,10 +35,14 @@ local_parameters) are all-reduced over the p_data replicas behind the last micro
 
 **Memory** (the heaviest pipeline rank): local parameters, gradients and optimizer state; saved tensors of
 in-flight micro-batches (strategies.pipeline.in_flight: min(S, K - k) for 1F1B), each tensor of a split layer
-at 1/t; with recompute, the chunk inputs of the in-flight micro-batches plus one micro-batch's saved tensors.
+(the head's logits included) at 1/t; with recompute, the chunk inputs of the in-flight micro-batches plus one
+micro-batch's saved tensors.
 """
 from __future__ import annotations
 
+import math
+
+from predictor.layercost import Split
 from predictor.layout import nodes_spanned
 from predictor.memory import parameter_bytes
 from predictor.plan import PIPELINE_SCHEDULES, Plan, Prediction
@@ -94,6 +103,70 @@ def block_partition(ctx: Context, costs: list[float], stages: int) -> list[int]:
     return [cuts[j] for j in partition([sum(costs[a:z]) for a, z in bounds], stages)]
 
 
+def repeated_layers(ctx: Context, ts: TensorSplit) -> list[int] | None:
+    """Starts of the repeated transformer layers, plus the end of the last: the cut points inside the span of the
+    column/row pairs (`recomputed_layers`) grouped by the shortest period P of their blocks' op sequences (a
+    transformer layer is P = 2 blocks: attention, then MLP). None when the span does not repeat."""
+    span = recomputed_layers(ctx, ts)
+    if not ts.columns:
+        return None
+    cuts = [c for c in cut_points(ctx) if span.start <= c < span.stop] + [span.stop]
+    blocks = [tuple(ctx.layers[i].op for i in range(a, z)) for a, z in zip(cuts, cuts[1:])]
+    n = len(blocks)
+    period = next((q for q in range(1, n + 1) if n % q == 0 and all(blocks[j] == blocks[j % q] for j in range(n))), n)
+    if n // period < 2:
+        return None
+    return cuts[::period]
+
+
+#: the losses Megatron computes over a vocabulary split across the tensor ranks
+VOCAB_LOSSES = ("cross_entropy", "softmax_loss")
+
+
+def vocab_parallel(ctx: Context, ts: TensorSplit) -> tuple[frozenset[int], tuple[int, ...], tuple[int, ...]]:
+    """(layers split over the vocabulary, their heads' inputs, the embeddings feeding the first transformer layer)
+    as Megatron runs a language model: the head is `parallel_lm_logits` (Megatron-DeepSpeed
+    megatron/model/language_model.py): each tensor rank multiplies by its V/t rows of the word embedding
+    (parallel_output=True: the logits stay split), its input passes copy_to_tensor_model_parallel_region
+    (all-reduce of dL/dx in backward), and the loss is `vocab_parallel_cross_entropy` on the split logits
+    (megatron/core/tensor_parallel/cross_entropy.py: three all-reduces of one fp32 value per token, the logit
+    maximum, the target logit and the sum of exponentials). The word embedding is `VocabParallelEmbedding`
+    (megatron/core/tensor_parallel/layers.py: each rank looks up its vocabulary share and the partial embeddings
+    are all-reduced in forward). Here: a `linear` after the transformer layers (`recomputed_layers`) whose every
+    reader is a loss over its last dimension, and that loss; an `embedding` before them."""
+    span = recomputed_layers(ctx, ts)
+    if not ts.columns:
+        return frozenset(), (), ()
+    layers, users = ctx.layers, ctx.consumers
+    heads = [i for i in range(span.stop, ctx.n_layers) if layers[i].op == "linear" and users.get(i)
+             and all(layers[u].op in VOCAB_LOSSES for u in users[i])]
+    split = frozenset(heads) | frozenset(u for i in heads for u in users[i])
+    embeds = tuple(i for i in range(span.start) if layers[i].op == "embedding"
+                   and layers[i].output_shape[-1] == layers[heads[0]].input_shape[-1]) if heads else ()
+    return split, tuple(heads), embeds[:1]
+
+
+def megatron_partition(ctx: Context, ts: TensorSplit, chunks: int) -> list[int] | None:
+    """Chunk starts as Megatron lays out a pipeline: the L transformer layers (`repeated_layers`) in chunks of
+    equal count, whatever their time, the embeddings in the first chunk, the final norm, language-model head and
+    loss in the last. Megatron-DeepSpeed's GPTModelPipe (megatron/model/gpt_model.py) builds its DeepSpeed
+    PipelineModule with partition_method='type:transformer' (deepspeed/runtime/pipe/module.py _partition_layers:
+    weight 1 for each ParallelTransformerLayerPipe, 0 for the rest, ds_utils.partition_balanced), so every stage
+    holds L / K transformer layers and the zero-weight embedding and head fall to the first and last stage;
+    Megatron-LM's ParallelTransformer gives each pipeline rank num_layers // pipeline size layers (asserting
+    divisibility) and puts the embedding on the first rank and the head on the last. When chunks does not divide
+    L the first L mod chunks chunks take one layer more. None when the graph has no repeated layers (then
+    block_partition balances on time) or fewer than `chunks` of them (evaluate rejects that plan: Megatron-LM
+    asserts that the pipeline size divides num_layers, so no chunk is left without a transformer layer)."""
+    starts = repeated_layers(ctx, ts)
+    if starts is None or len(starts) - 1 < chunks:
+        return None
+    n_layers, (q, r) = len(starts) - 1, divmod(len(starts) - 1, chunks)
+    firsts = [k * q + min(k, r) for k in range(chunks)]
+    assert firsts[-1] < n_layers
+    return [0] + [starts[j] for j in firsts[1:]]
+
+
 def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     t, K, S = plan.p_tensor, plan.stages, plan.micro_batches
     v = plan.virtual_stages if plan.schedule == "interleaved" else 1
@@ -116,16 +189,32 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     dtype, act = plan.dtype, ctx.act_size(plan.dtype)
     tensor_nodes, d_nodes, pipe_nodes = layout_nodes(plan)
 
+    vocab, heads, embeds = ctx.cached(("3d-vocab",), lambda: vocab_parallel(ctx, ts)) if t > 1 else (
+        frozenset(), (), ())
+
     def per_layer():
         coster, split_of = ctx.coster(dtype), layer_split(ts, t, m)
-        times = [coster.times(i, split_of(i)) for i in range(ctx.n_layers)]
+        by_vocab = Split(m, filter_div=t)
+        times = [coster.times(i, by_vocab if i in vocab else split_of(i)) for i in range(ctx.n_layers)]
         size = lambda x: m * ctx.tensor_elems(x) * act  # noqa: E731 - bytes of tensor x on one rank
         fwd_c, bwd_c = collectives_by_layer(ctx, ts, size, t, tensor_nodes) if t > 1 else ({}, {})
+        for i in embeds:  # VocabParallelEmbedding: partial lookups all-reduced in forward
+            fwd_c[i] = fwd_c.get(i, 0.0) + ctx.collective("allreduce", size(i), t, tensor_nodes)
+        for i in heads:  # dL/dx of the head's input all-reduced; 3 fp32 all-reduces per token in the loss
+            tokens = math.prod(ctx.layers[i].input_shape[:-1])
+            bwd_c[i] = bwd_c.get(i, 0.0) + ctx.collective("allreduce", size(ctx.producer(ctx.layers[i].inputs[0])),
+                                                          t, tensor_nodes)
+            fwd_c[i] = fwd_c.get(i, 0.0) + 3 * ctx.collective("allreduce", m * tokens * 4.0, t, tensor_nodes)
         return times, [fwd_c.get(i, 0.0) for i in range(ctx.n_layers)], [bwd_c.get(i, 0.0) for i in range(ctx.n_layers)]
 
     times, fwd_comm, bwd_comm = ctx.cached(("3d-layers", dtype, t, m, tensor_nodes), per_layer)
     costs = [f + b_ + cf + cb for (f, b_), cf, cb in zip(times, fwd_comm, bwd_comm)]
-    starts = ctx.cached(("3d-cut", dtype, t, m, tensor_nodes, K * v), lambda: block_partition(ctx, costs, K * v))
+    layers = ctx.cached(("3d-repeated",), lambda: repeated_layers(ctx, ts))
+    if layers is not None and K * v > len(layers) - 1:
+        raise Infeasible(f"{K * v} pipeline chunks > {len(layers) - 1} transformer layers (Megatron gives every "
+                         f"chunk whole layers)")
+    starts = ctx.cached(("3d-cut", dtype, t, m, tensor_nodes, K * v), lambda: (
+        megatron_partition(ctx, ts, K * v) or block_partition(ctx, costs, K * v)))
     if len(starts) < K * v:
         raise Infeasible(f"{K * v} stages > {len(starts)} blocks between the graph's narrowest cut points")
     bounds = list(zip(starts, starts[1:] + [ctx.n_layers]))
@@ -152,7 +241,13 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     pred.comm_exposed_s["pipeline_p2p"] = p2p_count(S, K, v) * ctx.collective("sendrecv", m * boundary * act, 2,
                                                                                  pipe_nodes)
 
-    local = ctx.cached(("tensor-params", t), lambda: local_parameters(ctx.graph, ts, t))
+    def local_params():
+        out = local_parameters(ctx.graph, ts, t)
+        for i in embeds:  # the word embedding: V/t rows per rank
+            out[i] /= t
+        return out
+
+    local = ctx.cached(("3d-tensor-params", t), local_params)  # not tensor.py's ("tensor-params", t): no V/t there
     dev_params = [rank_sum(local, k) for k in range(K)]
     dev_tensors = [rank_sum(ctx.param_tensors, k) for k in range(K)]
     pred.update_s = max(ctx.update_s(p, plan.optimizer, dtype, n) for p, n in zip(dev_params, dev_tensors))
@@ -167,7 +262,7 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
             exposed, hidden = e, h
     pred.comm_exposed_s["gradient"], pred.comm_hidden_s["gradient"] = exposed, hidden
 
-    region = ts.split if t > 1 else frozenset()
+    region = ts.split | vocab if t > 1 else frozenset()  # the head's logits too are V/t per rank
 
     def memory(k: int) -> tuple[float, float, float]:
         held = set(ranks[k])

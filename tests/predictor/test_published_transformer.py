@@ -19,8 +19,9 @@ from predictor.published.transformer import (TRANSFORMER_FILE, VTRAIN_COLUMNS, V
 from predictor.published.validate import Predictor
 from predictor.layercost import Split
 from predictor.strategies.context import Context
-from predictor.strategies.hybrid3d import layout_nodes, p2p_count, pipeline_terms, recomputed_layers
-from predictor.strategies.tensor import tensor_split
+from predictor.strategies.hybrid3d import (layout_nodes, megatron_partition, p2p_count, pipeline_terms,
+                                           recomputed_layers, vocab_parallel)
+from predictor.strategies.tensor import layer_split, tensor_split
 from profiler.errors import UserError
 
 RULES = load_rules()
@@ -250,7 +251,10 @@ def small():
 
 def test_3d_tensor_collectives_by_hand(small):
     """K = 1: per transformer layer 2 forward (attention and MLP row outputs) and 2 backward (their column inputs)
-    all-reduces of m·seq·hidden·2 bytes over the t ranks, for each of the S micro-batches."""
+    all-reduces of m·seq·hidden·2 bytes over the t ranks; Megatron's vocabulary-parallel ends add one forward
+    all-reduce of the word embedding's output (VocabParallelEmbedding, m·seq·hidden·2 bytes), one backward
+    all-reduce of the head's input (m·seq·hidden·2 bytes) and three of one fp32 value per token in the loss
+    (vocab_parallel_cross_entropy: m·seq·4 bytes); each for every one of the S micro-batches."""
     graph, cm = small
     S, m, t = 4, 2, 4
     plan = Plan("data+tensor+pipeline", batch=S * m, devices=t, devices_per_node=8, p_tensor=t, micro_batches=S,
@@ -258,8 +262,71 @@ def test_3d_tensor_collectives_by_hand(small):
     pred = predict(graph, plan, cm, interval=False)
     assert pred.feasible, pred.reason
     one = cm.collective_time_s("allreduce", m * 32 * 64 * 2, t, 1)
-    assert pred.comm_exposed_s["layer_collective"] == pytest.approx(S * 4 * 4 * one, rel=1e-9)
+    loss = cm.collective_time_s("allreduce", m * 32 * 4, t, 1)
+    assert pred.details["tensor_fwd_collective_s"] == pytest.approx(S * (4 * 2 * one + one + 3 * loss), rel=1e-9)
+    assert pred.details["tensor_bwd_collective_s"] == pytest.approx(S * (4 * 2 * one + one), rel=1e-9)
+    assert pred.comm_exposed_s["layer_collective"] == pytest.approx(S * (4 * 4 * one + 2 * one + 3 * loss),
+                                                                    rel=1e-9)
     assert pred.bubble_s == 0 and pred.comm_exposed_s["pipeline_p2p"] == 0
+
+
+def test_3d_vocab_parallel_head_loss_and_embedding(small):
+    """parallel_lm_logits + vocab_parallel_cross_entropy: the head and its loss run at V/t columns on each rank
+    (Split filter_div=t), the word embedding (not the position embedding) keeps V/t of its rows."""
+    graph, cm = small
+    names = [layer.name for layer in graph.layers]
+    split, heads, embeds = vocab_parallel(Context(graph, cm), tensor_split(graph))
+    assert sorted(names[i] for i in split) == ["head", "loss"]
+    assert [names[i] for i in heads] == ["head"] and [names[i] for i in embeds] == ["tok"]
+    S, m, t = 4, 2, 4
+    plan = Plan("data+tensor+pipeline", batch=S * m, devices=t, devices_per_node=8, p_tensor=t, micro_batches=S,
+                dtype="fp16", optimizer="adam", schedule="1f1b")
+    pred = predict(graph, plan, cm, interval=False)
+    coster = Context(graph, cm).for_plan(plan).coster("fp16")
+    split_of = layer_split(tensor_split(graph), t, m)
+    head = coster.times(names.index("head"), Split(m, filter_div=t))
+    assert head[0] < coster.times(names.index("head"), Split(m))[0]
+    fwd = sum(coster.times(i, Split(m, filter_div=t) if i in split else split_of(i))[0] for i in range(len(names)))
+    assert pred.compute_fwd_s == pytest.approx(S * fwd, rel=1e-9)
+    # parameters per rank: per layer (12h^2 + 7h)/t + 6h, the token embedding vocab·h/t, position seq·h and the
+    # final norm 2h whole (the head is tied to the token embedding: no parameters of its own)
+    h, vocab, seq, layers = 64, 512, 32, 4
+    per_layer = (12 * h * h + 7 * h) / t + 6 * h
+    assert pred.details["params_per_device"] == pytest.approx(layers * per_layer + vocab * h / t + seq * h + 2 * h)
+
+
+@pytest.mark.parametrize("layers, chunks, per_chunk", [(8, 4, (2, 2, 2, 2)), (10, 4, (3, 3, 2, 2)),
+                                                       (4, 4, (1, 1, 1, 1)), (4, 5, None)])
+def test_3d_megatron_partition_equal_transformer_layers(layers, chunks, per_chunk):
+    """partition_method='type:transformer' / num_layers // pipeline size: L/K transformer layers per chunk (the
+    first L mod K one more), the embeddings in the first chunk, the final norm, head and loss in the last; None
+    with fewer transformer layers than chunks."""
+    graph = load_model("gpt", layers=layers, hidden=64, heads=4, seq=32, vocab=512, attention="math")
+    cm, _ = load_cost_model("a100-dgx-8gpu.published")
+    starts = megatron_partition(Context(graph, cm), tensor_split(graph), chunks)
+    if per_chunk is None:
+        assert starts is None
+        return
+    names = [layer.name for layer in graph.layers]
+    firsts = [sum(per_chunk[:j]) for j in range(chunks)]
+    assert starts == [0] + [names.index(f"blocks.{k}.ln1") for k in firsts[1:]]
+    bounds = list(zip(starts, starts[1:] + [len(names)]))
+    held = [{n.split(".")[1] for n in names[a:z] if n.startswith("blocks.")} for a, z in bounds]
+    assert tuple(len(x) for x in held) == per_chunk
+    assert {"tok", "pos"} <= set(names[bounds[0][0]:bounds[0][1]])
+    assert {"ln_f", "head", "loss"} <= set(names[bounds[-1][0]:bounds[-1][1]])
+
+
+def test_3d_stage_bounds_megatron_chunks(small):
+    """The prediction uses those chunks (4 layers on 2 stages: blocks 0-1 | 2-3); more stages than transformer
+    layers is infeasible (Megatron never starts a stage between a layer's attention and MLP)."""
+    graph, cm = small
+    names = [layer.name for layer in graph.layers]
+    base = dict(devices_per_node=8, micro_batches=4, dtype="fp16", optimizer="adam", schedule="1f1b")
+    two = predict(graph, Plan("data+tensor+pipeline", batch=8, devices=2, stages=2, **base), cm, interval=False)
+    assert [a for a, _ in two.details["stage_bounds"]] == [0, names.index("blocks.2.ln1")]
+    five = predict(graph, Plan("data+tensor+pipeline", batch=8, devices=5, stages=5, **base), cm, interval=False)
+    assert not five.feasible and "5 pipeline chunks > 4 transformer layers" in five.reason
 
 
 def test_3d_bubble_recompute_and_p2p_by_hand(small):

@@ -256,11 +256,11 @@ def test_cli_runs_tensor_and_names_a_bad_degree(capsys):
 
 def test_cli_sets_the_3d_degrees_and_names_a_layout_that_does_not_divide(capsys):
     """--tensor-parallel T --pipeline-stages P on G devices: G / (T P) data replicas; a layout that does not
-    divide the devices is one line, exit 2."""
+    divide the devices is one line, exit 2. 8 layers: the default 8 stages each hold one (Megatron's chunks)."""
     from predictor.cli import main
     import json
 
-    args = ["run", "--model", "gpt", "--model-arg", "layers=4", "--batch", "16", "--profile", "a100-dgx-8gpu.published",
+    args = ["run", "--model", "gpt", "--model-arg", "layers=8", "--batch", "16", "--profile", "a100-dgx-8gpu.published",
             "--strategy", "data+tensor+pipeline", "--gpus", "16"]
     assert main(args + ["--tensor-parallel", "4", "--pipeline-stages", "2", "--json"]) == 0
     plan = json.loads(capsys.readouterr().out)["predictions"][0]["plan"]
