@@ -45,19 +45,21 @@ def test_tiny_calibration_writes_a_fitted_profile(tmp_path):
     assert r.returncode == 0, r.stderr
     profile = load_profile(out)
     kinds = {s.benchmark for s in profile.samples}
-    assert {"gemm", "conv2d", "conv3d", "batchnorm", "relu", "maxpool", "add", "stream", "framework", "input"} <= kinds
+    assert {"gemm", "conv2d", "conv3d", "batchnorm", "relu", "maxpool", "add", "stream", "alloc", "framework",
+            "input"} <= kinds
     assert profile.provenance.kind == "calibrated"
     assert profile.settings["grid"] == "tiny" and profile.settings["sections"] == ["compute", "memory", "input", "collectives"]
     assert "skipped" in profile.settings["collectives"]
     assert profile.coefficients and profile.coefficients["framework"]  # calibrate.fit ran
     assert profile.coefficients["input_pipeline"]["per_sample_core_s"]["value"] > 0
-    ops = [s for s in profile.samples if s.benchmark not in ("stream", "framework", "input")]  # swept twice, same order
+    assert profile.coefficients["first_touch"]["threshold_bytes"] > 0
+    ops = [s for s in profile.samples if s.benchmark not in ("stream", "alloc", "framework", "input")]  # swept twice
     first, second = ([s for s in ops if s.extra["pass"] == p] for p in (1, 2))
     assert len(first) + len(second) == len(ops) and profile.settings["compute_passes"] == 2
     assert [(s.benchmark, s.variant, s.params) for s in first] == [(s.benchmark, s.variant, s.params) for s in second]
     assert not any("pass" in s.extra for s in profile.samples if s.benchmark == "framework")
     assert all(s.flops is not None and s.bytes_moved > 0 for s in profile.samples
-               if s.benchmark not in ("stream", "framework", "input"))
+               if s.benchmark not in ("stream", "alloc", "framework", "input"))
     assert not store.partial_path(out).exists()
 
 
@@ -107,7 +109,7 @@ def test_existing_file_refused_without_force(tmp_path, capsys, monkeypatch):
     assert "--force" in err and len(err.strip().splitlines()) == 1
     assert out.read_text() == "keep me"
     assert main(["calibrate", "--device", "cpu", "--only", "memory", "--force", "--out", str(out)]) == 0
-    assert {s.benchmark for s in load_profile(out).samples} == {"stream"}
+    assert {s.benchmark for s in load_profile(out).samples} == {"stream", "alloc"}
 
 
 def test_folder_out_gets_a_timestamped_file(tmp_path, monkeypatch):
@@ -184,7 +186,7 @@ def test_failure_inside_a_section_leaves_partial_and_exits_2(tmp_path):
     last = r.stderr.strip().splitlines()[-1]
     assert "collectives section" in last and "allgather" in last and ".partial" in last
     partial = load_profile(store.partial_path(out))
-    assert {s.benchmark for s in partial.samples} == {"stream", "allreduce"}
+    assert {s.benchmark for s in partial.samples} == {"stream", "alloc", "allreduce"}
     assert not out.exists()
 
 
