@@ -46,6 +46,12 @@ class Layer:
     causal: bool = False  # sdpa: a causal mask (fused kernels skip the masked half)
 
     @property
+    def tied(self) -> bool:
+        """A linear layer whose weight another layer owns (a language-model head tied to its embedding): its
+        params count its bias at most, yet autograd computes its weight gradient (summed into the owner's)."""
+        return self.op == "linear" and bool(self.weight_shape) and self.params < math.prod(self.weight_shape)
+
+    @property
     def input_elems(self) -> int:
         return math.prod(self.input_shape)
 

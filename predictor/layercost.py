@@ -230,7 +230,7 @@ class LayerCoster:
                 bwd = self.cm.memory_time_s(streamed_backward_bytes(layer, split, self.act_bytes))
             else:
                 bwd = self._call(op, BACKWARD_PASS.get(layer.op, "bwd_data"), params)
-            if layer.params:
+            if layer.params or layer.tied:  # a tied head's weight gradient is computed too (Layer.tied)
                 bwd += self._call(op, "bwd_weight", params)
         if self.readers[index] > 1:  # its output's gradients arrive from several readers and are summed
             bwd += self.cm.memory_time_s(gradient_sum_bytes(layer, split, self.act_bytes, self.readers[index]))

@@ -73,14 +73,8 @@ def check_sequential(graph: ModelGraph) -> None:
         previous = layer.name
 
 
-def _is_tied(layer: Layer) -> bool:
-    """A linear layer whose weight another layer owns (a language-model head tied to its embedding): it counts
-    its bias at most."""
-    return layer.op == "linear" and layer.params < math.prod(layer.weight_shape)
-
-
 def _has_bias(layer: Layer) -> bool:
-    if _is_tied(layer):
+    if layer.tied:
         return layer.params > 0
     return layer.params > math.prod(layer.weight_shape)
 
@@ -174,7 +168,7 @@ class GraphNet(nn.Module):
         self.mods = nn.ModuleList((build_layer(l) or nn.Identity()) for l in self.layers)
         tables = {tuple(l.weight_shape): m.weight for l, m in zip(self.layers, self.mods) if l.op == "embedding"}
         for layer, mod in zip(self.layers, self.mods):  # a head tied to its embedding (predictor.zoo.gpt, bert)
-            if layer.op == "linear" and _is_tied(layer) and tuple(layer.weight_shape) in tables:
+            if layer.op == "linear" and layer.tied and tuple(layer.weight_shape) in tables:
                 mod.weight = tables[tuple(layer.weight_shape)]
         self.segments = []
         for start, stop in segments:  # graph layer indices -> indices of self.layers

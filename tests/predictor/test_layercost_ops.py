@@ -49,3 +49,17 @@ def test_no_input_gradient_upstream_of_the_first_parameters():
     assert coster.first == input_needs_no_grad(graph)
     # fc1 and fc2 have the same shapes: fc2's backward is fc1's plus its input-gradient pass
     assert coster.times(2, Split(8))[1] < coster.times(4, Split(8))[1]
+
+
+def test_a_tied_head_costs_its_weight_gradient():
+    """A language-model head tied to its embedding owns no weight (params 0) but autograd still computes
+    dW = dYᵀ X for it, summed into the embedding's gradient: its backward is the untied head's."""
+    vocab, hidden = 1000, 64
+    head = dict(name="head", op="linear", input_shape=(16, hidden), output_shape=(16, vocab),
+                weight_shape=(vocab, hidden), inputs=("x",))
+    tied, own = Layer(**head, params=0), Layer(**head, params=vocab * hidden)
+    assert tied.tied and not own.tied and not Layer(name="r", op="relu", input_shape=SHAPE, output_shape=SHAPE).tied
+    cm = load_cost_model(PROFILE)
+    times = [LayerCoster(ModelGraph("lm", (16, hidden), (layer,)), cm, "fp32").times(0, Split(4))
+             for layer in (tied, own)]
+    assert times[0] == times[1]
