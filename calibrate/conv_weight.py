@@ -28,11 +28,10 @@ from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
-from calibrate.coefficients import ConvWeightFit
 from calibrate import shapes
+from calibrate.coefficients import ConvWeightFit
+from calibrate.cost_api import PASSES
 from profiler.profile import WEIGHT_DESIGN_LAYER, Sample
-
-PASSES = ("fwd", "bwd_data", "bwd_weight")
 
 
 def is_weight_design(sample: Sample) -> bool:
@@ -43,15 +42,12 @@ def fit_conv_weight(samples: Sequence[Sample]) -> Optional[ConvWeightFit]:
     """The floor's per-byte figures from the weight-design samples among `samples` (None without a complete
     design: every pass at two batches of each weight size)."""
     best: dict[tuple[str, float, int], float] = {}
+    batches: dict[float, set[int]] = defaultdict(set)
     for s in samples:
         if not is_weight_design(s) or s.variant not in PASSES:
             continue
-        weight = shapes.conv_weight_bytes(s.benchmark, s.params, s.dtype)
-        key = (s.variant, weight, int(s.params["N"]))
-        median_s = float(np.median(s.times_s))
-        best[key] = min(best.get(key, math.inf), median_s)
-    batches: dict[float, set[int]] = defaultdict(set)
-    for (_, weight, n) in best:
+        weight, n = shapes.conv_weight_bytes(s.benchmark, s.params, s.dtype), int(s.params["N"])
+        best[s.variant, weight, n] = min(best.get((s.variant, weight, n), math.inf), float(np.median(s.times_s)))
         batches[weight].add(n)
     sizes, a, b = [], {p: [] for p in PASSES}, []
     for weight in sorted(batches):

@@ -88,9 +88,10 @@ class ProfileCostModel:
         if (op, pass_) in shapes.ZERO_COST:
             return 0.0
         dtype = shapes.canonical_dtype(dtype)
-        touch = self.coefficients.first_touch
-        touch_s = (first_touch.cost_s(touch, shapes.allocations(op, pass_, params, dtype))
-                   - first_touch.cost_s(touch, shapes.benchmark_allocations(op, pass_, params, dtype))) if touch else 0.0
+        # first touch of what training allocates and the benchmark did not (calibrate.first_touch): a call whose
+        # benchmark preallocated its result; every other benchmark's time already holds its own allocations
+        touch_s = (first_touch.cost_s(self.coefficients.first_touch, shapes.allocations(op, pass_, params, dtype))
+                   if self.coefficients.first_touch and (op, pass_) in shapes.PREALLOCATED_IN_BENCHMARK else 0.0)
         measured = self._measured_time_s(op, pass_, params, dtype)
         if measured is not None:
             return measured + touch_s

@@ -56,6 +56,11 @@ def _coefficients(profile: Profile) -> Coefficients:
     return parse_coefficients(profile.coefficients, "profile")
 
 
+def _rate(s_per_byte: float) -> str:
+    """Bytes per second of a seconds-per-byte figure ('free' at 0)."""
+    return _si(1 / s_per_byte, "B/s") if s_per_byte > 0 else "free"
+
+
 def fit_lines(profile: Profile) -> list[str]:
     """One line per fit: coefficient values with 95% CI, held-out R² and median/max relative error."""
     c = _coefficients(profile)
@@ -88,16 +93,14 @@ def fit_lines(profile: Profile) -> list[str]:
         lines.append(f"measured shapes: {len(c.measured_shapes)} compute calls costed by their own measured times")
     if c.conv_weight:
         w = c.conv_weight
-        at = "; ".join(f"{size / 1e6:.1f} MB: " + ", ".join(f"{p} {_si(1 / v, 'B/s') if v > 0 else 'free'}"
-                                                           for p, v in ((p, w.s_per_byte[p][i]) for p in w.s_per_byte))
-                       + f", weight gradient per sample {_si(1 / w.per_sample_s_per_byte[i], 'B/s')}"
-                       if w.per_sample_s_per_byte[i] > 0 else f"{size / 1e6:.1f} MB: see profile"
+        at = "; ".join(f"{size / 1e6:.1f} MB: " + ", ".join(f"{p} {_rate(v[i])}" for p, v in w.s_per_byte.items())
+                       + f", weight gradient per sample {_rate(w.per_sample_s_per_byte[i])}"
                        for i, size in enumerate(w.weight_bytes))
         lines.append(f"convolution weight floor (calibrate.conv_weight), rate per weight byte at {at}")
     if c.first_touch:
         t = c.first_touch
         lines.append(f"first touch of a fresh host tensor >= {t.threshold_bytes / 2**20:.0f} MiB: "
-                     f"{t.s_per_byte * 1e9:.2f} ns per byte ({_si(1 / t.s_per_byte, 'B/s') if t.s_per_byte else 'free'})")
+                     f"{t.s_per_byte * 1e9:.2f} ns per byte ({_rate(t.s_per_byte)})")
     for f in c.collectives:
         lines.append(f"collective {f.op} p={f.group_size} nodes={f.nodes} ({f.variant}, measured): "
                      f"{_segments(f.segments, 'B')}; {_quality(f.quality)}")

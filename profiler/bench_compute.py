@@ -36,6 +36,7 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
+from profiler import bench_memory
 from profiler.cases import GRID_ENV, BenchCase
 from profiler.profile import WEIGHT_DESIGN_LAYER
 from profiler import opmath
@@ -318,10 +319,9 @@ def _fill(flat: torch.Tensor, pool: torch.Tensor) -> None:
 def _arena_slice(numel: int, dtype: str) -> Optional[torch.Tensor]:
     """The next `numel` elements of the dtype's arena (wrapping to its start), or None if it is too small."""
     if dtype not in _ARENAS:
-        from profiler.bench_memory import cpu_last_level_cache_bytes
-
         element = TORCH_DTYPES[dtype].itemsize
-        arena = torch.empty(ARENA_LLC_MULTIPLE * cpu_last_level_cache_bytes() // element, dtype=TORCH_DTYPES[dtype])
+        elements = ARENA_LLC_MULTIPLE * bench_memory.cpu_last_level_cache_bytes() // element
+        arena = torch.empty(elements, dtype=TORCH_DTYPES[dtype])
         _fill(arena, _pool(dtype))
         _ARENAS[dtype] = [arena, 0]
     arena, start = _ARENAS[dtype]
@@ -452,7 +452,6 @@ def memory_op_case(op: str, variant: str, params: dict, dtype: str, device: str)
     #: input, which the kernel does not read (it only sizes the gradient), and the max-pool indices, cloned so that
     #: each copy reads its own. Weak values: freed with the point's last copy.
     shared: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
-    out_shape: dict[str, tuple] = {}
 
     def bn_state():
         c = params["C"]
@@ -489,6 +488,7 @@ def memory_op_case(op: str, variant: str, params: dict, dtype: str, device: str)
                 else torch.ops.aten.max_pool2d_with_indices_backward)
     kernel = params.get("kernel", 2)
     window = ([kernel] * d, [params.get("stride", kernel)] * d, [params.get("padding", 0)] * d)
+    pooled = dims[:2] + opmath.window_output_dims(dims[2:], *window)  # a pooling's output (ceil_mode False)
 
     def build_pool_fwd():
         x = _tensor(dims, dtype, device)
@@ -502,7 +502,7 @@ def memory_op_case(op: str, variant: str, params: dict, dtype: str, device: str)
             shared["max_x"], shared["max_idx"] = x, idx
         else:
             idx = first_idx.clone()  # the same scatter pattern in fresh memory, without a forward per copy
-        dy = _tensor(tuple(idx.shape), dtype, device)
+        dy = _tensor(pooled, dtype, device)
         return lambda: pool_bwd(dy, x, *window, [1] * d, False, idx)
 
     avg = torch.ops.aten.avg_pool3d if d == 3 else torch.ops.aten.avg_pool2d
@@ -514,10 +514,9 @@ def memory_op_case(op: str, variant: str, params: dict, dtype: str, device: str)
 
     def build_avg_bwd():  # reads dy; x only sizes the gradient
         x = shared.get("avg_x")
-        if x is None or "avg" not in out_shape:
+        if x is None:
             x = shared["avg_x"] = _tensor(dims, dtype, device)
-            out_shape["avg"] = tuple(avg(x, *window, False, True, None).shape)
-        dy = _tensor(out_shape["avg"], dtype, device)
+        dy = _tensor(pooled, dtype, device)
         return lambda: avg_bwd(dy, x, *window, False, True, None)
 
     builders = {("batchnorm", "fwd"): build_bn_fwd, ("batchnorm", "bwd"): build_bn_bwd, ("relu", "fwd"): build_relu_fwd,
@@ -747,10 +746,9 @@ def plan_compute(device: str, quick: bool) -> list[BenchCase]:
                 if not device.startswith("cuda"):  # on a GPU these are launch-bound: the launch term covers them
                     convs += [({"layer": "small_design", "split": "base"}, p) for p in small_conv_params(three_d)]
             if not device.startswith("cuda"):  # cuDNN reads plain weights: no per-call reorder to measure
-                from profiler.bench_memory import cpu_last_level_cache_bytes
-
                 convs += [({"layer": WEIGHT_DESIGN_LAYER, "split": "base"}, p)
-                          for p in weight_design_params(cpu_last_level_cache_bytes(), element_bytes(dtype))]
+                          for p in weight_design_params(bench_memory.cpu_last_level_cache_bytes(),
+                                                        element_bytes(dtype))]
             mem_shapes = MEMORY_OP_SHAPES_FULL if full else MEMORY_OP_SHAPES_QUICK
         cases += [gemm_case(M, N, K, dtype, device) for M, N, K in gemms]
         for M, N, K in linears:

@@ -158,7 +158,7 @@ def megatron_partition(ctx: Context, ts: TensorSplit, chunks: int) -> list[int] 
     L the first L mod chunks chunks take one layer more. None when the graph has no repeated layers (then
     block_partition balances on time) or fewer than `chunks` of them (evaluate rejects that plan: Megatron-LM
     asserts that the pipeline size divides num_layers, so no chunk is left without a transformer layer)."""
-    starts = repeated_layers(ctx, ts)
+    starts = ctx.cached(("3d-repeated",), lambda: repeated_layers(ctx, ts))
     if starts is None or len(starts) - 1 < chunks:
         return None
     n_layers, (q, r) = len(starts) - 1, divmod(len(starts) - 1, chunks)
