@@ -42,7 +42,7 @@ class PointBudget:
     latency_max: int
     throughput_samples: int
     throughput_max_ops: int
-    #: interleaved rounds over all sizes (fewer where ranks outside the group wait: sweep_rounds): their
+    #: interleaved rounds over all sizes (fewer where a sweep would outlast half the timeout: sweep_rounds): their
     #: mean is what a fit uses, and one slow call in three is common over gloo. Held-out errors of the seven
     #: quick fits on the 2-core VM: 30 rounds 7-16%, 60 rounds 4-14% (three runs), 120 rounds 2.9-10.6%
     #: (five runs, 33 of 35 fits within 10%; 55-77 s for the quick collectives calibration)
@@ -174,8 +174,8 @@ def sweep_chunks(sizes_bytes: list[int], limit_bytes: int = SWEEP_BYTES) -> list
 
 
 def sweep_rounds(estimates_s: list[float], most_rounds: int, max_seconds: float) -> int:
-    """Rounds of one interleaved sweep that ranks outside the group wait for (under the per-collective
-    timeout): most_rounds, fewer when the sweep would run past max_seconds, at least MIN_SWEEP_ROUNDS. A
+    """Rounds of one interleaved sweep, which reports no progress until it ends and which ranks outside the
+    group wait for (both under the per-collective timeout): most_rounds, fewer when the sweep would run past max_seconds, at least MIN_SWEEP_ROUNDS. A
     round is costed as INTERLEAVE_S of compute plus 3x each op's warm-up time (an op after compute took up to
     3x its back-to-back time over gloo). Every rank gets the same count from the group-agreed estimates."""
     round_s = sum(INTERLEAVE_S + 3 * e for e in estimates_s)

@@ -135,9 +135,10 @@ def _measure_op(op, sizes, group, handle, rank, device, budget, fault, config, r
                              f"{times.ops_per_sample} back-to-back ops then one sync, per op, max over ranks")):
                         report("sample", _sample(op, size, requested, group, variant, values, how, config))
                 step_done()
-            rounds = most_rounds
-            if group.size < config.world_size:  # the others wait for the whole sweep at one barrier
-                rounds = sweep_rounds(estimates_s, most_rounds, config.timeout_s / 2)
+            # a sweep reports nothing until it ends: keep it within half the per-collective timeout, which bounds
+            # both the barrier that ranks outside the group wait at and the supervisor's no-progress watchdog
+            # (120 rounds of a 256 MiB gloo allreduce ran past the watchdog's 40 s on a loaded machine)
+            rounds = sweep_rounds(estimates_s, most_rounds, config.timeout_s / 2)
             report("point", f"{op} interleaved, {len(chunk)} sizes round-robin on {group.label()}")
             try:
                 per_size = measure_interleaved(calls, handle, device, rounds, target_rel_sem=budget.target_rel_sem,
