@@ -361,6 +361,23 @@ NODES.append(Node(
     base_latency_s=NCCL_BASE, step_latency_s=NCCL_STEP, inter_bus_bytes_per_s=NODES[1].inter_bus_bytes_per_s,
     inter_step_latency_s=NCCL_NET_STEP, inter_p2p_bytes_per_s=NODES[1].inter_p2p_bytes_per_s, rails_per_node=4))
 
+_DGX_A100 = next(n for n in NODES if n.file == "a100-dgx-8gpu.published.yaml")
+_VTRAIN_NODE_GBPS = 800  # vTrain config/validation/multi/*.json: inter_node_bandwidth 800, in Gb/s (src/predictor.py)
+NODES.append(replace(
+    _DGX_A100, file="a100-40gb-4hdr-8gpu.published.yaml",
+    title="vTrain's A100 cluster: 8 x A100-SXM4 per node, NVSwitch, 800 Gb/s of network per node (4 x IB HDR 200)",
+    node_source="vTrain validation configs (config/validation/multi/*.json @f8dda847): gpu_name A100, node_size 8, "
+                "inter_node_bandwidth 800, which src/predictor.py reads as Gb/s (bandwidth * 2**30 / 8); 800 Gb/s "
+                "per node is half a DGX A100's 8 x HDR 200 (the per-GPU reading, 8 x 800 Gb/s, exceeds any A100 "
+                "node). GPU, NVLink and host as the DGX A100 40 GB (memory size not stated)",
+    inter_bus_bytes_per_s=Fig(192e9 * _VTRAIN_NODE_GBPS / 1600, "DGX A100 8 x HDR (1600 Gb/s per node) multi-node "
+                                                               "all-reduce busBW 192 GB/s (nccl#812) scaled to the "
+                                                               "800 Gb/s per node vTrain states (derived)"),
+    inter_p2p_bytes_per_s=Fig(_VTRAIN_NODE_GBPS / 8 * 1e9 / 8, "800 Gb/s = 100 GB/s over 8 GPUs: per-GPU share of the "
+                                                               "node's network when every GPU exchanges at once "
+                                                               "(derived)"),
+    rails_per_node=4))
+
 OVERLAP_EFFICIENCY = Fig(1 / 1.76, "kernels overlapped with an NCCL collective run slower: on A100-SXM4-80GB a GEMM took "
                                    "2.08 ms instead of 1.18 (1.76x), attention 1.83x, element-wise 2.5x (nccl#1428, "
                                    "verified text; memory-bandwidth contention per the NCCL maintainer); BN backward "

@@ -173,7 +173,7 @@ def default_plans(graph: ModelGraph, strategy: str, batch: int, devices: int, de
                   inner: int | None = None, framework: str = "ddp", synthetic_data: bool = False,
                   stack: str = DEFAULT_STACK, schedule: str = "gpipe", virtual_stages: int = 1,
                   zero_stage: int = 0, sequence_parallel: bool = False,
-                  pipeline_stages: int | None = None) -> list[Plan]:
+                  pipeline_stages: int | None = None, pipeline_boundary: str = "whole") -> list[Plan]:
     """The plans `predictor run` evaluates for one strategy name: the pure strategy over all devices;
     hybrids with the model-parallel group = one node (`inner`, ParaDL's df/ds mapping; for data+tensor and
     data+tensor+pipeline, the tensor-parallel degree); pipeline with every micro-batch count that divides the
@@ -181,10 +181,10 @@ def default_plans(graph: ModelGraph, strategy: str, batch: int, devices: int, de
     every device outside the tensor group) and the rest of the devices as data replicas."""
     from predictor.outofcore_strategies import addon_plans
     if (framework != "ddp" or synthetic_data or stack != DEFAULT_STACK or schedule != "gpipe" or zero_stage
-            or sequence_parallel):
+            or sequence_parallel or pipeline_boundary != "whole"):
         return [replace(p, framework=framework, synthetic_data=synthetic_data, stack=stack, **(
-            dict(schedule=schedule, virtual_stages=virtual_stages if schedule == "interleaved" else 1)
-            if p.stages > 1 else {}), **(dict(zero_stage=zero_stage) if p.strategy == "data" else {}),
+            dict(schedule=schedule, virtual_stages=virtual_stages if schedule == "interleaved" else 1,
+                 pipeline_boundary=pipeline_boundary) if p.stages > 1 else {}), **(dict(zero_stage=zero_stage) if p.strategy == "data" else {}),
             **(dict(sequence_parallel=True) if sequence_parallel and p.p_tensor > 1 else {}))
             for p in default_plans(
             graph, strategy, batch, devices, devices_per_node, dtype, optimizer, micro_batches, inner,
@@ -284,7 +284,8 @@ def predict_all(graph: ModelGraph, batch: int, devices: int, cost_model: CostMod
                 device_memory_bytes: float | None = None, framework: str = "ddp",
                 synthetic_data: bool = False, stack: str = DEFAULT_STACK, schedule: str = "gpipe",
                 virtual_stages: int = 1, zero_stage: int = 0, sequence_parallel: bool = False,
-                tensor_parallel: int | None = None, pipeline_stages: int | None = None) -> list[Prediction]:
+                tensor_parallel: int | None = None, pipeline_stages: int | None = None,
+                pipeline_boundary: str = "whole") -> list[Prediction]:
     """One prediction per strategy (for pipelines, the best micro-batch count), ranked. A strategy the
     profile cannot cost (missing coefficient) comes back infeasible with the message; if none can be
     costed, that UserError is raised."""
@@ -302,7 +303,8 @@ def predict_all(graph: ModelGraph, batch: int, devices: int, cost_model: CostMod
                               inner=tensor_parallel if name in TENSOR_GROUP_STRATEGIES else None, framework=framework,
                               synthetic_data=synthetic_data, stack=stack, schedule=schedule,
                               virtual_stages=virtual_stages, zero_stage=zero_stage,
-                              sequence_parallel=sequence_parallel, pipeline_stages=pipeline_stages)
+                              sequence_parallel=sequence_parallel, pipeline_stages=pipeline_stages,
+                              pipeline_boundary=pipeline_boundary)
         try:
             preds = [evaluate(ctx, p, device_memory_bytes) for p in plans]
             best = rank(preds)[0]

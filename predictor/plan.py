@@ -48,6 +48,10 @@ ALL_STRATEGIES = STRATEGIES + ADDON_STRATEGIES + SPLIT_RECOMPUTE + HYBRID_3D
 #: pipeline schedules (predictor.strategies.pipeline): GPipe (all forwards, then all backwards), 1F1B
 #: (PipeDream-Flush as Megatron-LM runs it) and interleaved 1F1B with virtual stages
 PIPELINE_SCHEDULES = ("gpipe", "1f1b", "interleaved")
+#: how data+tensor+pipeline sends a stage's boundary tensor (predictor.strategies.hybrid3d): every tensor rank
+#: sends all of it ("whole": Megatron-LM before 2021 and after 2023), or each sends 1/t and the next stage's tensor
+#: group all-gathers it ("partitioned": Megatron-LM's scatter/gather of 2021-2023, DeepSpeed's pipeline engine)
+PIPELINE_BOUNDARIES = ("whole", "partitioned")
 OPTIMIZERS = ("sgd", "momentum", "adam")
 DTYPES = ("fp32", "tf32", "fp16", "bf16")  # fp16/bf16 = mixed precision (fp32 master weights and optimizer state)
 
@@ -80,6 +84,7 @@ class Plan:
     zero_stage: int = 0  # data parallelism: 0 = DDP; ZeRO 1 (optimizer state), 2 (+ gradients), 3 (+ parameters: FSDP)
     schedule: str = "gpipe"  # pipeline schedule (PIPELINE_SCHEDULES): gpipe, 1f1b, interleaved
     virtual_stages: int = 1  # interleaved 1F1B: model chunks per device (v)
+    pipeline_boundary: str = "whole"  # data+tensor+pipeline: boundary tensor sent whole or partitioned (PIPELINE_BOUNDARIES)
     bucket_bytes: float = 25e6  # DDP gradient bucket size
     framework: str = "ddp"  # how the gradient allreduce is scheduled (predictor.overlap.FRAMEWORKS)
     synthetic_data: bool = False  # True: samples already in memory, no host decode/augment (input pipeline)
@@ -110,7 +115,8 @@ class Plan:
         if self.stages > 1:
             parts.append(f"p{self.stages}/S{self.micro_batches}" + (
                 "" if self.schedule == "gpipe" else f"/{self.schedule}" + (
-                    f"x{self.virtual_stages}" if self.schedule == "interleaved" else "")))
+                    f"x{self.virtual_stages}" if self.schedule == "interleaved" else "")) + (
+                "/partitioned" if self.pipeline_boundary == "partitioned" else ""))
         if self.strategy == "spatial-then-data" and self.spatial_layers is not None:
             parts.append(f"k{self.spatial_layers}")
         if self.recompute and self.strategy in HYBRID_3D:

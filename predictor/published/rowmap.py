@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Optional, Union
 
 from calibrate.system_constants import STACKS
+from predictor.plan import PIPELINE_BOUNDARIES
 from predictor.published.corpus import PublishedRun
 from profiler.errors import UserError
 from profiler.inputs import read_yaml
@@ -73,6 +74,13 @@ def load_rules(path: Union[str, Path] = RULES_FILE) -> dict[str, list[dict]]:
     for i, rule in enumerate(data.get("stacks", [])):
         if rule.get("stack") not in STACKS:
             raise UserError(f"{path}: section stacks[{i}]: must name a stack ({', '.join(STACKS)})")
+    boundaries = data.get("transformer_pipeline_boundaries", [])  # optional
+    if not isinstance(boundaries, list) or not all(isinstance(r, dict) for r in boundaries):
+        raise UserError(f"{path}: section transformer_pipeline_boundaries: must be a list of rules")
+    for i, rule in enumerate(boundaries):
+        if rule.get("boundary") not in PIPELINE_BOUNDARIES:
+            raise UserError(f"{path}: section transformer_pipeline_boundaries[{i}].boundary: must be one of "
+                            f"{', '.join(PIPELINE_BOUNDARIES)}")
     return data
 
 

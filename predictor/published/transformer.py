@@ -58,7 +58,7 @@ VTRAIN_COLUMNS = ("Parameters (billion)", "# GPUs", "global batch", "micro batch
                   "# layers", "sequence length", "tensor parallelism", "data parallelism", "pipeline parallelism",
                   "iteration time (ms)")
 VTRAIN_SYSTEM = {"name": "vTrain A100 cluster", "gpu": "A100-SXM (memory not stated)", "gpus_per_node": 8,
-                 "inter_node_network": "not stated (vTrain config: inter_node_bandwidth 800)"}
+                 "inter_node_network": "800 Gb/s per node (vTrain config: inter_node_bandwidth 800)"}
 MAX_CSV_BYTES = 1 << 20
 #: the zoo residual of Megatron rows: Megatron's fused bias + dropout + residual add (predictor.zoo.transformer).
 #: Megatron-DeepSpeed's megatron/model/transformer.py (ParallelTransformerLayer.forward) runs
@@ -268,7 +268,7 @@ def interpret_transformer(run: PublishedRun, rules: dict) -> Union[Setup, Skippe
     if optimizer.get("assumed") or "lamb" in run.optimizer.lower():
         assumptions.append(f"optimizer {run.optimizer!r} costed as {optimizer['optimizer']}")
     if run.source == "vtrain":
-        assumptions.append("A100 memory size not stated: the 40 GB DGX A100 profile")
+        assumptions.append("A100 memory size not stated: 40 GB assumed")
     gpus, batch = run.num_gpus, run.extra["global_batch"]
     ckpt = run.extra["checkpointing"]
     framework = "ddp"
@@ -278,8 +278,9 @@ def interpret_transformer(run: PublishedRun, rules: dict) -> Union[Setup, Skippe
         mb = parallel.get("micro_batch", 1)
         if batch % (d * mb):
             return Skipped(run, f"global batch {batch} is not a multiple of data {d} x micro batch {mb}")
+        boundary = _first(rules.get("transformer_pipeline_boundaries", []), run.framework)
         plan = dict(strategy="data+tensor+pipeline", p_data=d, p_tensor=t, stages=p, micro_batches=batch // (d * mb),
-                    recompute=ckpt, schedule="1f1b")
+                    recompute=ckpt, schedule="1f1b", pipeline_boundary=boundary["boundary"] if boundary else "whole")
         framework = "no-overlap"
     elif family == "mpt":
         sharding = str(parallel.get("fsdp_sharding", "FULL_SHARD"))

@@ -37,6 +37,8 @@ def _plan(p: dict) -> str:
         parts.append(f"p{p['stages']}")
     if p.get("micro_batches", 1) > 1:
         parts.append(f"S{p['micro_batches']}")
+    if p.get("pipeline_boundary", "whole") != "whole" and p.get("stages", 1) > 1 and p.get("p_tensor", 1) > 1:
+        parts.append(f"{p['pipeline_boundary']} boundary")
     if p.get("zero_stage"):
         parts.append(f"zero{p['zero_stage']}")
     if p.get("recompute"):

@@ -26,8 +26,14 @@ its all-reduces included, before its backward; `recomputed_layers`), else 0:
 
     compute + layer collectives + recompute = S · (F + Bw + R)
     bubble   = (K - 1) · (F + Bw + R) / v                        (bubble share (K - 1) / (S · v), §2.2)
-    p2p      = 2 · (v·S + K - 2) · T_sendrecv(m · |boundary| · δ)  (strategies.pipeline; the whole boundary
-               tensor on every tensor rank: Megatron's scatter/gather of it over the tensor group not modelled)
+    p2p      = 2 · (v·S + K - 2) · T_boundary                         (strategies.pipeline)
+    T_boundary = T_sendrecv(m · |boundary| · δ)  with plan.pipeline_boundary "whole": every tensor rank sends the
+               whole boundary tensor (Megatron-LM before 2021 and again since 2023, when the option was removed);
+    T_boundary = T_sendrecv(m · |boundary| · δ / t) + T_allgather(m · |boundary| · δ over the t tensor ranks)
+               with "partitioned": each tensor rank sends its 1/t over the network and the next stage's tensor
+               group all-gathers it over NVLink (the scatter/gather optimisation of §4.1, default in Megatron-LM
+               2021-2023; DeepSpeed's PipelineEngine partitions activations over the model-parallel group whenever
+               it is larger than 1); a tensor not divisible by t is sent whole
 
 **Data parallelism.** Each pipeline rank's gradients (its chunks' layers, tensor-split: strategies.tensor.
 local_parameters) are all-reduced over the p_data replicas behind the last micro-batch's backward
@@ -45,7 +51,7 @@ import math
 from predictor.layercost import Split
 from predictor.layout import nodes_spanned
 from predictor.memory import parameter_bytes
-from predictor.plan import PIPELINE_SCHEDULES, Plan, Prediction
+from predictor.plan import PIPELINE_BOUNDARIES, PIPELINE_SCHEDULES, Plan, Prediction
 from predictor.strategies.context import Context, Infeasible
 from predictor.strategies.data import local_batch
 from predictor.strategies.pipeline import in_flight, partition
@@ -74,11 +80,25 @@ def p2p_count(S: int, K: int, v: int) -> int:
     return 2 * (v * S + K - 2) if K > 1 else 0
 
 
+def boundary_send_s(ctx: Context, elems: int, act: float, t: int, tensor_nodes: int, pipe_nodes: int) -> float:
+    """One boundary send between pipeline ranks (module docstring). Partitioned over t > 1 tensor ranks, with the
+    tensor's elements divisible by t: each tensor rank sends its 1/t and the receiving tensor group all-gathers
+    the whole tensor; otherwise (t = 1: sent whole) every tensor rank sends the whole tensor."""
+    if t > 1 and elems % t == 0:
+        return (ctx.collective("sendrecv", elems * act / t, 2, pipe_nodes)
+                + ctx.collective("allgather", elems * act, t, tensor_nodes))
+    return ctx.collective("sendrecv", elems * act, 2, pipe_nodes)
+
+
 def cut_points(ctx: Context) -> list[int]:
     """Layer indices a stage may start at: 0 and every interior boundary where the fewest elements per sample cross
     (one tensor of the residual stream between transformer layers, as Megatron cuts), so no stage boundary falls
-    inside a layer (where the attention scores would cross)."""
-    widths = {a: sum(ctx.tensor_elems(x) for x in ctx.crossing(a)) for a in range(1, ctx.n_layers)}
+    inside a layer (where the attention scores would cross). Only boundaries with a layer owning parameters on
+    either side count: a stage of the loss alone is no stage (with a vocabulary smaller than the hidden size the
+    logits would otherwise be the narrowest crossing)."""
+    owners = [i for i, layer in enumerate(ctx.layers) if layer.params]
+    first, last = (owners[0], owners[-1]) if owners else (0, ctx.n_layers - 1)
+    widths = {a: sum(ctx.tensor_elems(x) for x in ctx.crossing(a)) for a in range(first + 1, last + 1)}
     narrowest = min(widths.values(), default=0)
     return [0] + [a for a, w in widths.items() if w == narrowest]
 
@@ -177,6 +197,8 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
                          f"{K} stages")
     if plan.sequence_parallel:
         raise Infeasible("sequence parallelism is not modelled with data+tensor+pipeline")
+    if plan.pipeline_boundary not in PIPELINE_BOUNDARIES:
+        raise Infeasible(f"unknown pipeline boundary {plan.pipeline_boundary!r} (known: {', '.join(PIPELINE_BOUNDARIES)})")
     b = local_batch(plan)
     if K * v > ctx.n_layers:
         raise Infeasible(f"{K * v} stages > {ctx.n_layers} layers")
@@ -238,8 +260,9 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     pred.bubble_s = bubble
 
     boundary = max((sum(ctx.tensor_elems(x) for x in ctx.crossing(a)) for a, _ in bounds[1:]), default=0)
-    pred.comm_exposed_s["pipeline_p2p"] = p2p_count(S, K, v) * ctx.collective("sendrecv", m * boundary * act, 2,
-                                                                                 pipe_nodes)
+    split = t if plan.pipeline_boundary == "partitioned" else 1
+    pred.comm_exposed_s["pipeline_p2p"] = p2p_count(S, K, v) * boundary_send_s(ctx, m * boundary, act, split,
+                                                                                tensor_nodes, pipe_nodes)
 
     def local_params():
         out = local_parameters(ctx.graph, ts, t)

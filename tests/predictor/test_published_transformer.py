@@ -100,7 +100,10 @@ def test_vtrain_row_maps_to_megatron_3d_plan():
     assert (knobs["layers"], knobs["hidden"], knobs["heads"], knobs["seq"]) == (
         int(col["# layers"]), int(col["hidden size"]), int(col["attention heads"]), int(col["sequence length"]))
     assert setup.model == "gpt" and setup.dtype == "fp16" and setup.optimizer == "adam"
-    assert setup.profile == "a100-dgx-8gpu.published.yaml" and setup.framework == "no-overlap"
+    # vTrain's config states 800 Gb/s of network per node: its own profile; Megatron-DeepSpeed runs DeepSpeed's
+    # pipeline engine, which partitions the boundary tensor over the tensor group
+    assert setup.profile == "a100-40gb-4hdr-8gpu.published.yaml" and setup.framework == "no-overlap"
+    assert plan["pipeline_boundary"] == "partitioned"
     assert runs[0].measured_s == pytest.approx(float(col["iteration time (ms)"]) / 1e3)
 
 
@@ -118,6 +121,7 @@ def test_yaml_rows_of_each_source_map_by_hand():
     assert plan["recompute"] == rec["activation_checkpointing"]
     assert setup.dtype == "fp16" and setup.profile == "v100-dgx1-1edr-8gpu.published.yaml"
     assert dict(setup.knobs)["vocab"] == rec["model_details"]["vocab"]
+    assert plan["pipeline_boundary"] == "whole"  # Megatron-LM itself: no rule, the default
 
     run = next(r for r in runs if r.id.startswith("llmfoundry-") and recs[r.id]["activation_checkpointing"]
                and recs[r.id]["parallelism"]["fsdp_sharding"] == "FULL_SHARD")
@@ -227,6 +231,17 @@ def test_rows_without_a_shape_are_skipped_with_the_reason():
         assert isinstance(out, Skipped) and "not stated" in out.reason
 
 
+def test_a_pipeline_boundary_rule_must_name_a_known_boundary(tmp_path):
+    from predictor.published.rowmap import RULES_FILE
+
+    data = yaml.safe_load(RULES_FILE.read_text())
+    data["transformer_pipeline_boundaries"] = [{"match": "Megatron", "boundary": "sideways"}]
+    bad = tmp_path / "rules.yaml"
+    bad.write_text(yaml.safe_dump(data))
+    with pytest.raises(UserError, match=r"rules\.yaml: section transformer_pipeline_boundaries\[0\]\.boundary"):
+        load_rules(bad)
+
+
 # ---- data+tensor+pipeline by hand -----------------------------------------------------------------------------
 def test_pipeline_terms_and_layout_by_hand():
     assert pipeline_terms(2.0, 3.0, 2.0, S=8, K=4, v=1) == (8 * 7.0, 3 * 7.0)
@@ -317,6 +332,18 @@ def test_3d_megatron_partition_equal_transformer_layers(layers, chunks, per_chun
     assert {"ln_f", "head", "loss"} <= set(names[bounds[-1][0]:bounds[-1][1]])
 
 
+def test_3d_cuts_between_transformer_layers_when_the_vocabulary_is_narrower_than_the_hidden_size():
+    """seq x vocab logits narrower than seq x hidden: still an equal count of transformer layers per stage, never a
+    stage of the loss alone."""
+    graph = load_model("gpt", layers=4, hidden=128, heads=4, seq=32, vocab=64, attention="math")
+    cm, _ = load_cost_model("a100-dgx-8gpu.published")
+    names = [layer.name for layer in graph.layers]
+    pred = predict(graph, Plan("data+tensor+pipeline", batch=8, devices=2, stages=2, devices_per_node=8,
+                               micro_batches=4, dtype="fp16", optimizer="adam", schedule="1f1b"), cm, interval=False)
+    assert pred.feasible, pred.reason
+    assert [a for a, _ in pred.details["stage_bounds"]] == [0, names.index("blocks.2.ln1")]
+
+
 def test_3d_stage_bounds_megatron_chunks(small):
     """The prediction uses those chunks (4 layers on 2 stages: blocks 0-1 | 2-3); more stages than transformer
     layers is infeasible (Megatron never starts a stage between a layer's attention and MLP)."""
@@ -345,6 +372,16 @@ def test_3d_bubble_recompute_and_p2p_by_hand(small):
     assert pred.comm_exposed_s["pipeline_p2p"] == pytest.approx(
         2 * (S + K - 2) * cm.collective_time_s("sendrecv", boundary, 2, 1), rel=1e-9)
     assert pred.comm_exposed_s["gradient"] > 0 and not math.isinf(pred.iteration_s)
+    # partitioned (Megatron-LM 2021-2023, DeepSpeed's pipeline engine): 1/t of it per tensor rank over the
+    # network, then an all-gather of the whole tensor over the next stage's tensor group
+    split = predict(graph, dataclasses.replace(plan, pipeline_boundary="partitioned"), cm, interval=False)
+    assert split.comm_exposed_s["pipeline_p2p"] == pytest.approx(
+        2 * (S + K - 2) * (cm.collective_time_s("sendrecv", boundary / 2, 2, 1)
+                           + cm.collective_time_s("allgather", boundary, 2, 1)), rel=1e-9)
+    assert split.iteration_s - split.comm_exposed_s["pipeline_p2p"] == pytest.approx(
+        pred.iteration_s - pred.comm_exposed_s["pipeline_p2p"], rel=1e-9)  # nothing else changes
+    assert "partitioned" in split.plan.describe() and "partitioned" not in pred.plan.describe()
+    assert not predict(graph, dataclasses.replace(plan, pipeline_boundary="sideways"), cm, interval=False).feasible
 
 
 def test_3d_recomputes_the_transformer_layers_only(small):
