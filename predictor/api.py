@@ -173,7 +173,8 @@ def default_plans(graph: ModelGraph, strategy: str, batch: int, devices: int, de
                   inner: int | None = None, framework: str = "ddp", synthetic_data: bool = False,
                   stack: str = DEFAULT_STACK, schedule: str = "gpipe", virtual_stages: int = 1,
                   zero_stage: int = 0, sequence_parallel: bool = False,
-                  pipeline_stages: int | None = None, pipeline_boundary: str = "whole") -> list[Plan]:
+                  pipeline_stages: int | None = None, pipeline_boundary: str = "whole",
+                  mixed_precision: str = "autocast") -> list[Plan]:
     """The plans `predictor run` evaluates for one strategy name: the pure strategy over all devices;
     hybrids with the model-parallel group = one node (`inner`, ParaDL's df/ds mapping; for data+tensor and
     data+tensor+pipeline, the tensor-parallel degree); pipeline with every micro-batch count that divides the
@@ -181,8 +182,9 @@ def default_plans(graph: ModelGraph, strategy: str, batch: int, devices: int, de
     every device outside the tensor group) and the rest of the devices as data replicas."""
     from predictor.outofcore_strategies import addon_plans
     if (framework != "ddp" or synthetic_data or stack != DEFAULT_STACK or schedule != "gpipe" or zero_stage
-            or sequence_parallel or pipeline_boundary != "whole"):
-        return [replace(p, framework=framework, synthetic_data=synthetic_data, stack=stack, **(
+            or sequence_parallel or pipeline_boundary != "whole" or mixed_precision != "autocast"):
+        return [replace(p, framework=framework, synthetic_data=synthetic_data, stack=stack,
+                        mixed_precision=mixed_precision, **(
             dict(schedule=schedule, virtual_stages=virtual_stages if schedule == "interleaved" else 1,
                  pipeline_boundary=pipeline_boundary) if p.stages > 1 else {}), **(dict(zero_stage=zero_stage) if p.strategy == "data" else {}),
             **(dict(sequence_parallel=True) if sequence_parallel and p.p_tensor > 1 else {}))
@@ -285,7 +287,7 @@ def predict_all(graph: ModelGraph, batch: int, devices: int, cost_model: CostMod
                 synthetic_data: bool = False, stack: str = DEFAULT_STACK, schedule: str = "gpipe",
                 virtual_stages: int = 1, zero_stage: int = 0, sequence_parallel: bool = False,
                 tensor_parallel: int | None = None, pipeline_stages: int | None = None,
-                pipeline_boundary: str = "whole") -> list[Prediction]:
+                pipeline_boundary: str = "whole", mixed_precision: str = "autocast") -> list[Prediction]:
     """One prediction per strategy (for pipelines, the best micro-batch count), ranked. A strategy the
     profile cannot cost (missing coefficient) comes back infeasible with the message; if none can be
     costed, that UserError is raised."""
@@ -304,7 +306,7 @@ def predict_all(graph: ModelGraph, batch: int, devices: int, cost_model: CostMod
                               synthetic_data=synthetic_data, stack=stack, schedule=schedule,
                               virtual_stages=virtual_stages, zero_stage=zero_stage,
                               sequence_parallel=sequence_parallel, pipeline_stages=pipeline_stages,
-                              pipeline_boundary=pipeline_boundary)
+                              pipeline_boundary=pipeline_boundary, mixed_precision=mixed_precision)
         try:
             preds = [evaluate(ctx, p, device_memory_bytes) for p in plans]
             best = rank(preds)[0]

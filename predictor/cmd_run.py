@@ -7,7 +7,8 @@ import sys
 
 from calibrate.system_constants import DEFAULT_STACK, STACKS
 from predictor.overlap import FRAMEWORKS
-from predictor.plan import ADDON_STRATEGIES, ALL_STRATEGIES, DTYPES, PIPELINE_BOUNDARIES, PIPELINE_SCHEDULES, STRATEGIES
+from predictor.plan import (ADDON_STRATEGIES, ALL_STRATEGIES, DTYPES, MIXED_PRECISIONS, PIPELINE_BOUNDARIES,
+                            PIPELINE_SCHEDULES, STRATEGIES)
 from profiler.cliutil import MAX_LOCAL_RANKS, batch_size, device_count, float_in, int_in
 from profiler.errors import UserError
 
@@ -61,6 +62,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pipeline-stages", type=device_count, metavar="P",
                         help="data+tensor+pipeline: pipeline stages (default: --gpus / T); the other devices are "
                              "data replicas, --gpus / (T x P)")
+    parser.add_argument("--mixed-precision", default="autocast", choices=MIXED_PRECISIONS,
+                        help="--dtype fp16/bf16: fp32 weights and gradients (autocast, default: PyTorch AMP) or half "
+                             "weights and gradients with fp32 master weights (half: Megatron-LM --fp16, DeepSpeed "
+                             "fp16); gradients are all-reduced in that precision")
     parser.add_argument("--pipeline-boundary", default="whole", choices=PIPELINE_BOUNDARIES,
                         help="data+tensor+pipeline: each tensor rank sends a stage's whole boundary tensor (default; "
                              "Megatron-LM today) or 1/T of it, all-gathered by the next stage (partitioned: Megatron-LM "
@@ -149,7 +154,7 @@ def run(args) -> int:
                         stack=args.stack, schedule=args.schedule, virtual_stages=args.virtual_stages,
                         zero_stage=args.zero, sequence_parallel=args.sequence_parallel,
                         tensor_parallel=args.tensor_parallel, pipeline_stages=args.pipeline_stages,
-                        pipeline_boundary=args.pipeline_boundary)
+                        pipeline_boundary=args.pipeline_boundary, mixed_precision=args.mixed_precision)
     if args.strategy != "all" and not preds[0].feasible:
         raise UserError(f"{args.strategy} on {args.gpus} devices with batch {args.batch}: {preds[0].reason}")
     meta = {"profile": str(path), "profile_provenance": cm.provenance, "model": graph.name, "batch": args.batch,

@@ -32,3 +32,15 @@ def inner_nodes(inner: int, p_data: int, devices_per_node: int) -> int:
 
 def data_nodes(p_data: int, inner: int, devices_per_node: int) -> int:
     return nodes_spanned(p_data, inner, devices_per_node, min(inner, devices_per_node))
+
+
+def data_network_share(p_data: int, inner: int, devices_per_node: int) -> float:
+    """Share of each node's inter-node network one data-parallel group gets. Its ranks are every `inner`-th rank,
+    so a node's devices belong to c = min(inner, devices_per_node) groups, which all-reduce their gradients at the
+    same time; each crosses the node's NICs once per ring (NCCL's busbw of a ring is its slowest link), so the c
+    rings split the node's network evenly: 1/c when the group spans several nodes, 1 inside one node. With c = 8
+    on a node of 8 NICs that is one NIC per group (8 x 24 = 192 GB/s busbw on DGX A100), on a node of one NIC an
+    eighth of it each."""
+    if inner <= 1 or data_nodes(p_data, inner, devices_per_node) <= 1:
+        return 1.0
+    return 1.0 / min(inner, devices_per_node)

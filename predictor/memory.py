@@ -109,10 +109,20 @@ def input_gradient_elems(layer) -> int:
     return layer.input_elems
 
 
-def parameter_bytes(params: float, dtype: str, optimizer: str) -> tuple[float, float, float]:
-    """(weights, grads, optimizer state) bytes for `params` parameters on one device."""
+def gradient_bytes_per_param(dtype: str, mixed_precision: str = "autocast") -> float:
+    """Bytes of one parameter's gradient, as it is kept and all-reduced: 2 under mixed precision with half-precision
+    parameters (plan.MIXED_PRECISIONS "half"), else 4."""
+    return 2.0 if dtype in MIXED_DTYPES and mixed_precision == "half" else 4.0
+
+
+def parameter_bytes(params: float, dtype: str, optimizer: str,
+                    mixed_precision: str = "autocast") -> tuple[float, float, float]:
+    """(weights, grads, optimizer state) bytes for `params` parameters on one device. Mixed precision keeps fp32
+    weights and a half copy (autocast), or half weights and fp32 master weights ("half"): 6 bytes either way;
+    gradients gradient_bytes_per_param."""
     weights = params * (4 + (2 if dtype in MIXED_DTYPES else 0))
-    return weights, params * 4.0, params * 4.0 * OPTIMIZER_STATE_WORDS[optimizer]
+    grads = params * gradient_bytes_per_param(dtype, mixed_precision)
+    return weights, grads, params * 4.0 * OPTIMIZER_STATE_WORDS[optimizer]
 
 
 def backward_peak_extra(graph: ModelGraph, saved: tuple[SavedTensor, ...], act_bytes: int, share,

@@ -130,7 +130,7 @@ def evaluate_outofcore(ctx: Context, plan: Plan, pred: Prediction) -> None:
         raise Infeasible(f"optimizer_on must be host or device, got {on!r}")
     b = data.local_batch(plan)
     cm = ctx.cm
-    weights, grads, state = parameter_bytes(ctx.total_params, plan.dtype, plan.optimizer)
+    weights, grads, state = parameter_bytes(ctx.total_params, plan.dtype, plan.optimizer, plan.mixed_precision)
     state_on_device = state if on == "device" else 0.0
     workspace = 2 * b * ctx.largest_output * ctx.act_size(plan.dtype)
     static = weights + grads + state_on_device + workspace
@@ -231,8 +231,8 @@ def evaluate_cooperative(ctx: Context, plan: Plan, pred: Prediction) -> None:
     pred.comm_exposed_s["pipeline_p2p"] = cost.p2p_s
     pred.comm_exposed_s["redistribute"] = cost.collectives_s
     pred.update_s = max(ctx.update_s(p, plan.optimizer, plan.dtype) for p in stage_params)
-    weights, _, _ = parameter_bytes(ctx.total_params, plan.dtype, plan.optimizer)
-    _, grads, optimizer_state = parameter_bytes(max(stage_params), plan.dtype, plan.optimizer)
+    weights, _, _ = parameter_bytes(ctx.total_params, plan.dtype, plan.optimizer, plan.mixed_precision)
+    _, grads, optimizer_state = parameter_bytes(max(stage_params), plan.dtype, plan.optimizer, plan.mixed_precision)
     pred.weights_bytes, pred.grads_bytes, pred.optimizer_bytes = weights, grads, optimizer_state
     pred.activations_bytes = cost.activation_bytes
     pred.details.update(stage_bounds=partition, stage_params=stage_params, params_per_device=ctx.total_params)

@@ -53,6 +53,11 @@ PIPELINE_SCHEDULES = ("gpipe", "1f1b", "interleaved")
 #: group all-gathers it ("partitioned": Megatron-LM's scatter/gather of 2021-2023, DeepSpeed's pipeline engine)
 PIPELINE_BOUNDARIES = ("whole", "partitioned")
 OPTIMIZERS = ("sgd", "momentum", "adam")
+#: how mixed precision (dtype fp16/bf16) keeps the parameters: "autocast" (PyTorch AMP, TensorFlow's AMP: fp32
+#: weights and gradients, gradients all-reduced in fp32) or "half" (Megatron-LM --fp16/--bf16 and DeepSpeed's fp16
+#: engine: half-precision weights and gradients, gradients all-reduced in half precision, fp32 master weights in the
+#: optimizer: 2 + 2 + 4 bytes per parameter plus the optimizer state, ZeRO paper §3) (predictor.memory)
+MIXED_PRECISIONS = ("autocast", "half")
 DTYPES = ("fp32", "tf32", "fp16", "bf16")  # fp16/bf16 = mixed precision (fp32 master weights and optimizer state)
 
 # Communication kinds reported separately (exposed and hidden) in Prediction.comm_*.
@@ -84,7 +89,8 @@ class Plan:
     zero_stage: int = 0  # data parallelism: 0 = DDP; ZeRO 1 (optimizer state), 2 (+ gradients), 3 (+ parameters: FSDP)
     schedule: str = "gpipe"  # pipeline schedule (PIPELINE_SCHEDULES): gpipe, 1f1b, interleaved
     virtual_stages: int = 1  # interleaved 1F1B: model chunks per device (v)
-    pipeline_boundary: str = "whole"  # data+tensor+pipeline: boundary tensor sent whole or partitioned (PIPELINE_BOUNDARIES)
+    pipeline_boundary: str = "whole"  # data+tensor+pipeline: boundary sent whole or partitioned (PIPELINE_BOUNDARIES)
+    mixed_precision: str = "autocast"  # fp16/bf16: parameters and gradients kept in fp32 or in half (MIXED_PRECISIONS)
     bucket_bytes: float = 25e6  # DDP gradient bucket size
     framework: str = "ddp"  # how the gradient allreduce is scheduled (predictor.overlap.FRAMEWORKS)
     synthetic_data: bool = False  # True: samples already in memory, no host decode/augment (input pipeline)

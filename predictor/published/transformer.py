@@ -22,7 +22,10 @@ checkpointing are kept in `extra`. A malformed row is a one-line UserError namin
   plan    Megatron rows (dlperf-megatron, vtrain): `data+tensor+pipeline` with the row's tensor, pipeline and data
           degrees, S = global batch / (data · micro batch) micro-batches, 1F1B, full recomputation when the row
           checkpoints activations, gradients all-reduced after backward (Megatron's local DDP: regime
-          `no-overlap`). llm-foundry (FSDP): `data` with ZeRO-3 (FULL_SHARD) or ZeRO-2 (SHARD_GRAD_OP), `+recompute`
+          `no-overlap`) in fp16: Megatron-LM's --fp16 and DeepSpeed's fp16 engine keep fp16 weights and
+          gradients beside fp32 master weights (`mixed_precision="half"`; Megatron-LM's
+          accumulate_allreduce_grads_in_fp32 defaults to off for fp16), and pipeline boundaries as the row's
+          framework sends them (`transformer_pipeline_boundaries`). llm-foundry (FSDP): `data` with ZeRO-3 (FULL_SHARD) or ZeRO-2 (SHARD_GRAD_OP), `+recompute`
           with one checkpoint per transformer block when the row checkpoints; gradient accumulation as one
           local batch of micro batch · accumulation samples per step (FSDP's per-micro-batch gathers not counted).
           BERT (DLE, DLPerf): `data` (or `serial` on one GPU) over the global batch per optimizer step.
@@ -280,7 +283,8 @@ def interpret_transformer(run: PublishedRun, rules: dict) -> Union[Setup, Skippe
             return Skipped(run, f"global batch {batch} is not a multiple of data {d} x micro batch {mb}")
         boundary = _first(rules.get("transformer_pipeline_boundaries", []), run.framework)
         plan = dict(strategy="data+tensor+pipeline", p_data=d, p_tensor=t, stages=p, micro_batches=batch // (d * mb),
-                    recompute=ckpt, schedule="1f1b", pipeline_boundary=boundary["boundary"] if boundary else "whole")
+                    recompute=ckpt, schedule="1f1b", pipeline_boundary=boundary["boundary"] if boundary else "whole",
+                    mixed_precision="half")
         framework = "no-overlap"
     elif family == "mpt":
         sharding = str(parallel.get("fsdp_sharding", "FULL_SHARD"))

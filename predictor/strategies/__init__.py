@@ -11,7 +11,7 @@ import math
 from typing import Callable
 
 from predictor.input_pipeline import exposed_input_s
-from predictor.plan import Plan, Prediction
+from predictor.plan import MIXED_PRECISIONS, Plan, Prediction
 from predictor.strategies import channel, data, filter as filter_, hybrid3d, pipeline, spatial, tensor
 from predictor.strategies.context import Context, Infeasible
 
@@ -55,6 +55,8 @@ def _check_layout(plan: Plan) -> None:
             raise Infeasible(f"{name} {getattr(plan, name)} < 1")
     if plan.p_data * plan.inner != plan.devices:
         raise Infeasible(f"p_data {plan.p_data} x inner {plan.inner} != {plan.devices} devices")
+    if plan.mixed_precision not in MIXED_PRECISIONS:
+        raise Infeasible(f"unknown mixed precision {plan.mixed_precision!r} (known: {', '.join(MIXED_PRECISIONS)})")
 
 
 def evaluate(ctx: Context, plan: Plan, device_memory_bytes: float | None = None) -> Prediction:

@@ -125,9 +125,14 @@ class Context:
             hit = self._sums[key] = compute()
         return hit
 
-    def collective(self, op: str, size_bytes: float, group: int, nodes: int) -> float:
+    def collective(self, op: str, size_bytes: float, group: int, nodes: int, share: float = 1.0) -> float:
+        """One collective over `group` ranks on `nodes` nodes. share < 1: the group gets that share of each node's
+        network (layout.data_network_share), so its bytes cost what size_bytes / share cost on the whole network
+        (same latency terms, the bandwidth term over share); inside one node the share does not apply."""
         if group <= 1 or size_bytes <= 0:
             return 0.0
+        if nodes > 1 and share < 1.0:
+            size_bytes = size_bytes / share
         key = (op, size_bytes, group, nodes)
         t = self._coll.get(key)
         if t is None:
@@ -147,14 +152,17 @@ class Context:
 
     # ---- common pieces ---------------------------------------------------------------------------
     def gradient_sync(self, indices, bwd_list: list[float], param_div, group: int, nodes: int,
-                      bucket_bytes: float, framework: str = "ddp", op: str = "allreduce") -> tuple[float, float]:
-        """(exposed_s, hidden_s) of the fp32 gradient allreduce of layers `indices` over `group` ranks on
+                      bucket_bytes: float, framework: str = "ddp", op: str = "allreduce",
+                      share: float = 1.0, grad_bytes: float = 4.0) -> tuple[float, float]:
+        """(exposed_s, hidden_s) of the gradient allreduce of layers `indices` over `group` ranks on
         `nodes` nodes, scheduled by the framework's regime behind backward (overlap.py). param_div: one
-        divisor of every layer's parameters, or a tuple with one divisor per index.
+        divisor of every layer's parameters, or a tuple with one divisor per index. share: of each node's
+        network, for data-parallel groups that synchronise beside others (layout.data_network_share).
+        grad_bytes: per parameter (memory.gradient_bytes_per_param: 2 when the framework keeps half gradients).
 
         Exposed also holds the two gradient copies every regime makes on the compute stream: into the
         bucket / fusion buffer and back (DDP's default gradient_as_bucket_view=False; Horovod's fusion buffer;
-        the one packed buffer after backward), each reading and writing the fp32 gradients (op audit:
+        the one packed buffer after backward), each reading and writing the gradients (op audit:
         the DDP reducer's mul and copy_). op: "reduce_scatter" for sharded data parallelism (ZeRO stages 1-2)."""
         if group <= 1:
             return 0.0, 0.0
@@ -162,11 +170,11 @@ class Context:
         held = self._ready.get(id(bwd_list))
         if held is None or held[0] is not bwd_list:
             held = self._ready[id(bwd_list)] = (bwd_list, ready_times(bwd_list))
-        gkey = (indices if isinstance(indices, range) else tuple(indices), param_div)
+        gkey = (indices if isinstance(indices, range) else tuple(indices), param_div, grad_bytes)
         grads = self._buckets.get(gkey)
         if grads is None:  # per-layer gradient bytes and their total: they depend on neither times nor regime
             divs = param_div if isinstance(param_div, tuple) else (param_div,) * len(indices)
-            per_layer = [self.params[i] * 4.0 / d for i, d in zip(indices, divs)]
+            per_layer = [self.params[i] * grad_bytes / d for i, d in zip(indices, divs)]
             grads = self._buckets[gkey] = (per_layer, sum(per_layer))
         layout = None
         if reg.overlaps and reg.cycle_s <= 0:  # DDP buckets: fixed by the gradients alone
@@ -175,7 +183,7 @@ class Context:
                 layout = self._buckets[(gkey, reg.fusion_bytes)] = bucket_layout(grads[0], reg.fusion_bytes)
         issued = launches(grads[0], held[1], reg, layout)
         total_bwd = held[1][-1] if held[1] else 0.0
-        exposed, hidden = schedule(issued, total_bwd, lambda size: self.collective(op, size, group, nodes),
+        exposed, hidden = schedule(issued, total_bwd, lambda size: self.collective(op, size, group, nodes, share),
                                    self.cm.overlap_efficiency() if reg.overlaps else 1.0)
         return exposed + self.cm.memory_time_s(2 * 2 * grads[1]), hidden
 
@@ -198,8 +206,8 @@ class Context:
     def set_parameters(self, pred: Prediction, params: float, plan: Plan, sync_group: int) -> None:
         """Weights, gradients and optimizer state of `params` parameters on one device, plus DDP's bucket
         copy of the gradients when they are allreduced over a group of more than one rank."""
-        pred.weights_bytes, pred.grads_bytes, pred.optimizer_bytes = parameter_bytes(params, plan.dtype,
-                                                                                      plan.optimizer)
+        pred.weights_bytes, pred.grads_bytes, pred.optimizer_bytes = parameter_bytes(
+            params, plan.dtype, plan.optimizer, plan.mixed_precision)
         if sync_group > 1:
             pred.comm_buffers_bytes += pred.grads_bytes
         pred.details["params_per_device"] = params

@@ -26,7 +26,7 @@ backward. Each replica updates its 1/N shard.
 from __future__ import annotations
 
 from predictor.layercost import Split
-from predictor.memory import MIXED_DTYPES, parameter_bytes
+from predictor.memory import MIXED_DTYPES, gradient_bytes_per_param, parameter_bytes
 from predictor.layout import data_nodes
 from predictor.plan import Plan, Prediction
 from predictor.strategies.context import Context, Infeasible
@@ -53,7 +53,8 @@ def _zero(ctx: Context, plan: Plan, pred: Prediction, fwd: float, bwd: float, bw
     N, stage, everything = plan.p_data, plan.zero_stage, range(ctx.n_layers)
     weight_bytes = 2.0 if plan.dtype in MIXED_DTYPES else 4.0  # the copy the layers compute with
     pred.update_s = ctx.update_s(ctx.total_params / N, plan.optimizer, plan.dtype)
-    weights, grads, optimizer = parameter_bytes(ctx.total_params, plan.dtype, plan.optimizer)
+    weights, grads, optimizer = parameter_bytes(ctx.total_params, plan.dtype, plan.optimizer, plan.mixed_precision)
+    grad_bytes = gradient_bytes_per_param(plan.dtype, plan.mixed_precision)
     master = weights - ctx.total_params * weight_bytes if plan.dtype in MIXED_DTYPES else 0.0
     pred.optimizer_bytes = optimizer / N
     pred.weights_bytes = weights / N if stage >= 3 else weights - master + master / N
@@ -66,14 +67,15 @@ def _zero(ctx: Context, plan: Plan, pred: Prediction, fwd: float, bwd: float, bw
 
     if stage <= 2:
         exposed, hidden = ctx.gradient_sync(everything, bwd_list, 1, N, nodes, plan.bucket_bytes, plan.framework,
-                                            op="reduce_scatter")
+                                            op="reduce_scatter", grad_bytes=grad_bytes)
         pred.comm_exposed_s["layer_collective"] = ctx.collective("allgather", ctx.total_params * weight_bytes, N,
                                                                  nodes)
     else:
         gathers = ctx.cached(("zero3-gathers", N, nodes, weight_bytes), lambda: [gather(i) for i in everything])
         first = next((g for g in gathers if g > 0), 0.0)
-        scatter = ctx.cached(("zero3-scatter", N, nodes), lambda: sum(
-            ctx.collective("reduce_scatter", ctx.params[i] * 4.0, N, nodes) for i in everything if ctx.params[i]))
+        scatter = ctx.cached(("zero3-scatter", N, nodes, grad_bytes), lambda: sum(
+            ctx.collective("reduce_scatter", ctx.params[i] * grad_bytes, N, nodes)
+            for i in everything if ctx.params[i]))
         fwd_exposed = first + max(0.0, sum(gathers) - first - fwd)
         bwd_total = sum(gathers) + scatter
         exposed = fwd_exposed + max(0.0, bwd_total - bwd)
@@ -95,8 +97,9 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     pred.compute_fwd_s, pred.compute_bwd_s = fwd, bwd
     pred.update_s = ctx.update_s(ctx.total_params, plan.optimizer, plan.dtype)
     nodes = data_nodes(plan.p_data, 1, plan.devices_per_node)
+    grad_bytes = gradient_bytes_per_param(plan.dtype, plan.mixed_precision)
     exposed, hidden = ctx.gradient_sync(everything, bwd_list, 1, plan.p_data, nodes, plan.bucket_bytes,
-                                        plan.framework)
+                                        plan.framework, grad_bytes=grad_bytes)
     pred.comm_exposed_s["gradient"], pred.comm_hidden_s["gradient"] = exposed, hidden
     buffer_sync_s = 0.0 if plan.framework != "ddp" else ctx.cached(
         ("ddp-buffers", plan.p_data, nodes), lambda: ddp_buffer_sync_s(ctx, plan.p_data, nodes))

@@ -17,7 +17,8 @@ Activations: gathered conv/linear inputs are full size, everything else 1/p_filt
 from __future__ import annotations
 
 from predictor.layercost import Split
-from predictor.layout import data_nodes, inner_nodes
+from predictor.layout import data_network_share, data_nodes, inner_nodes
+from predictor.memory import gradient_bytes_per_param
 from predictor.plan import Plan, Prediction
 from predictor.strategies.context import Context, Infeasible
 from predictor.strategies.data import local_batch
@@ -54,7 +55,8 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     pred.update_s = ctx.update_s(local_params, plan.optimizer, plan.dtype)
     d_nodes = data_nodes(plan.p_data, p, plan.devices_per_node)
     exposed, hidden = ctx.gradient_sync(range(ctx.n_layers), bwd_list, p, plan.p_data, d_nodes, plan.bucket_bytes,
-                                        plan.framework)
+                                        plan.framework, share=data_network_share(plan.p_data, p, plan.devices_per_node),
+                                        grad_bytes=gradient_bytes_per_param(plan.dtype, plan.mixed_precision))
     pred.comm_exposed_s["gradient"], pred.comm_hidden_s["gradient"] = exposed, hidden
     ctx.set_parameters(pred, local_params, plan, plan.p_data)
 

@@ -37,7 +37,9 @@ its all-reduces included, before its backward; `recomputed_layers`), else 0:
 
 **Data parallelism.** Each pipeline rank's gradients (its chunks' layers, tensor-split: strategies.tensor.
 local_parameters) are all-reduced over the p_data replicas behind the last micro-batch's backward
-(Context.gradient_sync, the plan's framework regime); the optimizer updates the pipeline rank's local parameters.
+(Context.gradient_sync, the plan's framework regime); a data group spanning nodes shares each node's network with
+the min(t, devices per node) other data groups of that node, which synchronise at the same time
+(layout.data_network_share); the optimizer updates the pipeline rank's local parameters.
 
 **Memory** (the heaviest pipeline rank): local parameters, gradients and optimizer state; saved tensors of
 in-flight micro-batches (strategies.pipeline.in_flight: min(S, K - k) for 1F1B), each tensor of a split layer
@@ -49,8 +51,8 @@ from __future__ import annotations
 import math
 
 from predictor.layercost import Split
-from predictor.layout import nodes_spanned
-from predictor.memory import parameter_bytes
+from predictor.layout import data_network_share, nodes_spanned
+from predictor.memory import gradient_bytes_per_param, parameter_bytes
 from predictor.plan import PIPELINE_BOUNDARIES, PIPELINE_SCHEDULES, Plan, Prediction
 from predictor.strategies.context import Context, Infeasible
 from predictor.strategies.data import local_batch
@@ -198,7 +200,8 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     if plan.sequence_parallel:
         raise Infeasible("sequence parallelism is not modelled with data+tensor+pipeline")
     if plan.pipeline_boundary not in PIPELINE_BOUNDARIES:
-        raise Infeasible(f"unknown pipeline boundary {plan.pipeline_boundary!r} (known: {', '.join(PIPELINE_BOUNDARIES)})")
+        raise Infeasible(f"unknown pipeline boundary {plan.pipeline_boundary!r} "
+                         f"(known: {', '.join(PIPELINE_BOUNDARIES)})")
     b = local_batch(plan)
     if K * v > ctx.n_layers:
         raise Infeasible(f"{K * v} stages > {ctx.n_layers} layers")
@@ -276,11 +279,13 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     pred.update_s = max(ctx.update_s(p, plan.optimizer, dtype, n) for p, n in zip(dev_params, dev_tensors))
     divisors = tuple(ctx.params[i] / x if x else 1 for i, x in enumerate(local))
     exposed = hidden = 0.0
+    share = data_network_share(plan.p_data, t, plan.devices_per_node)
     for k in range(K):
         layers = tuple(ranks[k])
         e, h = ctx.gradient_sync(layers, [times[i][1] + bwd_comm[i] for i in layers],
                                  tuple(divisors[i] for i in layers), plan.p_data, d_nodes, plan.bucket_bytes,
-                                 plan.framework)
+                                 plan.framework, share=share,
+                                 grad_bytes=gradient_bytes_per_param(dtype, plan.mixed_precision))
         if e >= exposed:
             exposed, hidden = e, h
     pred.comm_exposed_s["gradient"], pred.comm_hidden_s["gradient"] = exposed, hidden
@@ -299,7 +304,8 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
             activations = flight * m * incoming * act + m * saved / chunks
         else:
             activations = flight * m * saved / chunks
-        return activations + sum(parameter_bytes(dev_params[k], dtype, plan.optimizer)), activations, k
+        return activations + sum(parameter_bytes(dev_params[k], dtype, plan.optimizer, plan.mixed_precision)), \
+            activations, k
 
     _, pred.activations_bytes, heavy = max(memory(k) for k in range(K))
     ctx.set_parameters(pred, dev_params[heavy], plan, plan.p_data)

@@ -256,7 +256,8 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
                 activations = flight * m * saved
             buffers = sum(2 * m * (st.incoming_elems[j] + st.outgoing_elems[j]) * act for j in chunks)
             workspace = m * max(st.workspace_bytes[j] for j in chunks)
-            total = activations + buffers + workspace + sum(parameter_bytes(dev_params[k], dtype, plan.optimizer))
+            total = activations + buffers + workspace + sum(parameter_bytes(dev_params[k], dtype, plan.optimizer,
+                                                                            plan.mixed_precision))
             if worst is None or total > worst[0]:
                 worst = (total, k, activations, buffers, workspace)
         return worst

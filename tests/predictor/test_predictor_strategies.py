@@ -12,6 +12,7 @@ import pytest
 
 from predictor.graph import ModelGraph
 from predictor.layerspec import load_layer_spec
+from predictor.layout import data_network_share
 from predictor.plan import Plan
 from predictor.strategies import evaluate
 from predictor.strategies.context import Context
@@ -148,6 +149,36 @@ def test_optimizers_and_mixed_precision(tiny, cm):
     fp32 = run(tiny, cm, strategy="serial", batch=8, devices=1)
     assert half.weights_bytes == PARAMS * 6  # fp32 master + half copy
     assert half.activations_bytes == fp32.activations_bytes / 2
+    assert half.grads_bytes == fp32.grads_bytes == PARAMS * 4  # autocast: fp32 gradients
+
+
+def test_half_precision_parameters_keep_and_all_reduce_half_gradients(tiny, cm):
+    """mixed_precision="half" (Megatron-LM --fp16, DeepSpeed fp16): 2-byte gradients, all-reduced as such, beside
+    6 bytes of weights (half + fp32 master); nothing changes in fp32 or under autocast."""
+    base = dict(strategy="data", batch=8, devices=2, p_data=2, dtype="fp16", optimizer="adam")
+    amp = run(tiny, cm, **base)
+    half = run(tiny, cm, **base, mixed_precision="half")
+    assert half.grads_bytes == PARAMS * 2 and amp.grads_bytes == PARAMS * 4
+    assert half.weights_bytes == amp.weights_bytes == PARAMS * 6 and half.optimizer_bytes == amp.optimizer_bytes
+    # one bucket at the end of backward (bucket_bytes above the gradients): the all-reduce and DDP's two copies
+    one = dict(base, bucket_bytes=1e9)
+    for mixed, width in (("autocast", 4), ("half", 2)):
+        pred = run(tiny, cm, **one, mixed_precision=mixed)
+        assert pred.comm_exposed_s["gradient"] == pytest.approx(
+            ring_allreduce(2, PARAMS * width) + PARAMS * width * 4 / 1e9)
+    fp32 = dict(base, dtype="fp32")
+    assert run(tiny, cm, **fp32, mixed_precision="half").iteration_s == run(tiny, cm, **fp32).iteration_s
+    assert not evaluate(Context(tiny, cm), Plan(**base, devices_per_node=4, mixed_precision="quarter")).feasible
+
+
+def test_data_groups_beside_each_other_split_each_nodes_network():
+    """layout.data_network_share: c = min(inner, devices per node) data groups per node share its network."""
+    assert data_network_share(4, 8, 8) == 1 / 8  # tensor 8 inside a node, 4 replicas: 8 groups per node
+    assert data_network_share(8, 2, 8) == 1 / 2  # inner 2 on 2 nodes: 2 groups per node, 4 ranks each on it
+    assert data_network_share(4, 2, 8) == 1.0  # the same on one node: no network
+    assert data_network_share(16, 1, 8) == 1.0  # plain data parallelism: one group
+    assert data_network_share(2, 4, 8) == 1.0  # the group stays inside a node
+    assert data_network_share(2, 16, 8) == 1 / 8  # inner groups span nodes: 8 data groups cross each node
 
 
 def test_bucket_overlap_hides_early_buckets(tiny, cm):
@@ -164,11 +195,15 @@ def test_bucket_overlap_hides_early_buckets(tiny, cm):
 
 
 def test_data_group_across_nodes_uses_inter_node_links(tiny, cm):
-    # 4 devices, 2 per node: filter pairs inside a node, data pairs (ranks 0 and 2) across nodes
+    # 4 devices, 2 per node: filter pairs inside a node, data pairs (ranks 0 and 2, ranks 1 and 3) across nodes;
+    # the two data pairs all-reduce at once through each node's network, half of it each
     pred = run(tiny, cm, strategy="data+filter", batch=8, devices=4, devices_per_node=2, p_data=2, p_filter=2)
     copies = PARAMS * 4 / 2 * 4 / 1e9  # DDP's two gradient copies of this device's half of the parameters
-    assert pred.comm_exposed_s["gradient"] == pytest.approx(ring_allreduce(2, PARAMS * 4 / 2, INTER) + copies)
+    assert pred.comm_exposed_s["gradient"] == pytest.approx(ring_allreduce(2, PARAMS * 4 / 2, INTER / 2) + copies)
     assert pred.details["nodes_inner_group"] == 1
+    # plain data parallelism over the same 4 devices: one group, the whole network (its 4-rank ring crosses it)
+    alone = run(tiny, cm, strategy="data", batch=8, devices=4, devices_per_node=2, p_data=4)
+    assert alone.comm_exposed_s["gradient"] == pytest.approx(ring_allreduce(4, PARAMS * 4, INTER) + PARAMS * 4 * 4 / 1e9)
 
 
 def test_spatial_halo_and_gather(tiny, cm):
