@@ -262,7 +262,8 @@ class EfficiencyModel(_Strict):
     The linear term in log work carries the trend beyond the sweep (trees and a GP alone extrapolate flat:
     smaller split shapes would keep the efficiency of the smallest shape measured); boosted trees or a
     Gaussian process (calibrate.compute.LEARNERS, whichever cross-validates better) fit the rest.
-    A published profile has none of them: efficiency = exp(init) for every shape."""
+    A published profile has none of them, efficiency = exp(init) for every shape, except its matrix products where a
+    GEMM sweep by size is published: one tree on log FLOPs (calibrate.published.gemm_efficiency)."""
 
     features: list[str]
     init: float

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Optional
 
 from calibrate.coefficients import (Coefficients, ComputeFit, EfficiencyModel, Estimate, Execution, Fabric, FrameworkFit,
-                                    LinkModel, ModelError, Segment, SegmentedFit)
+                                    LinkModel, ModelError, Segment, SegmentedFit, Tree)
 from calibrate.cost_api import COLLECTIVES
-from calibrate.shapes import MATMUL_OPS, WINOGRAD_FAMILY
+from calibrate.shapes import FLOP_FEATURES, MATMUL_OPS, WINOGRAD_FAMILY
 from calibrate.shipped import shipped_profiles_dir
 from calibrate.system_constants import (StackScales, SystemConstants, gpu_family, load_constants, load_model_error,
                                         load_stacks)
@@ -54,6 +54,9 @@ class GPU:
     triad_bytes_per_s: Fig
     h2d_bytes_per_s: Fig
     d2h_bytes_per_s: Fig
+    #: dtype -> (((n, FLOP/s of an n^3 matrix product), ...) in rising n, source): measured GEMM throughput by size,
+    #: where published; matrix products smaller than the plateau run at the measured share of it (gemm_efficiency)
+    gemm_by_size: dict[str, tuple[tuple[tuple[int, float], ...], str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -112,6 +115,9 @@ V100 = GPU(
                                  "12.35 GB/s at >= 512 MB (gpu-benches, V100-PCIe)", low=12.0e9, high=12.57e9),
     d2h_bytes_per_s=Fig(12.35e9, "no V100 D2H figure; assumed equal to H2D 12.35 GB/s (PCIe Gen3 x16 is "
                                  "symmetric)"),
+    gemm_by_size={"float16": (((1024, 57.3e12), (2048, 78.2e12), (4096, 95.7e12), (8192, 97.4e12)),
+                              "FP16 torch matmul on V100-SXM2-16GB: 57.3 TFLOP/s @1024^3, 78.2 @2048^3, 95.7 @4096^3, "
+                              "97.4 @8192^3 (zzc0721/torch-performance-test-data#140, verified)")},
 )
 
 A100 = GPU(
@@ -141,6 +147,10 @@ A100 = GPU(
                                  "(nvbandwidth#42, verified); interval: 18.05 GB/s at 10 GiB to Azure's 26.28 GB/s", low=18.05e9, high=26.28e9),
     d2h_bytes_per_s=Fig(25.13e9, "the only A100 D2H figure (Azure 6.27 GB/s) is flagged anomalous; "
                                  "assumed equal to H2D"),
+    # BF16 keeps its plateau: its MAMF figure reached 271.2 TFLOP/s at 1024 x 10240 x 5120, a mid-size product
+    gemm_by_size={"float16": (((1024, 119.4e12), (2048, 221.8e12), (4096, 228.0e12), (8192, 253.7e12), (16384, 256.5e12)),
+                              "FP16 cuBLASLt on A100-SXM4-80GB: 119.4 TFLOP/s @1k^3, 221.8 @2k^3, 228.0 @4k^3, 253.7 "
+                              "@8k^3, 256.5 @16k^3 (Azure ND A100 v4, verified)")},
 )
 
 H100 = GPU(
@@ -256,7 +266,7 @@ A100_80 = replace(
     triad_bytes_per_s=Fig(1700e9, "Azure ND A100 v4 (A100-SXM4-80GB) BabelStream triad 1.70 TB/s (verified); "
                                   "gpu-benches a100_80 triad 1759", low=1610e9, high=1759e9))
 A100_PCIE = replace(
-    A100, name="NVIDIA A100-PCIE-40GB",
+    A100, name="NVIDIA A100-PCIE-40GB", gemm_by_size={},
     achievable_fraction={**A100.achievable_fraction,
                          "float16": Fig(256.4 / 312, "stas00 MAMF finder, A100 PCIe BF16/FP16 256.4 TFLOP/s = 82.2% "
                                                      "(verified)")},
@@ -403,6 +413,25 @@ WINOGRAD_REDUCTION = Fig(36 / 16, "multiplications of a 3x3 convolution over a 2
                                     "cuDNN 5.1), 14 TFLOP/s of direct-convolution work on a 10.6 TFLOP/s GPU")
 
 
+def gemm_efficiency(frac: float, by_size: tuple[tuple[int, float], ...]) -> EfficiencyModel:
+    """Matrix-product efficiency by size from measured throughput of n^3 products (GPU.gemm_by_size): the plateau
+    `frac` times each size's share of the largest size's throughput, held from halfway (in log FLOPs) to the
+    next smaller size up to halfway to the next larger one; the plateau from the largest size on. One regression
+    tree on log10 FLOPs (calibrate.shapes.FLOP_FEATURES[0]) in the fitted profiles' format."""
+    top = by_size[-1][1]
+    logs = [math.log10(2.0 * n ** 3) for n, _ in by_size]
+    cuts = [(a + b) / 2 for a, b in zip(logs, logs[1:])]
+    left, right, feature, threshold, value = [], [], [], [], []
+    for k, cut in enumerate(cuts):  # node 2k splits at cuts[k]; its left child 2k+1 is the leaf of size k
+        node = len(value)
+        left.append(node + 1); right.append(node + 2); feature.append(0); threshold.append(cut); value.append(0.0)
+        left.append(-1); right.append(-1); feature.append(-2); threshold.append(-2.0)
+        value.append(math.log(by_size[k][1] / top))
+    left.append(-1); right.append(-1); feature.append(-2); threshold.append(-2.0); value.append(0.0)
+    tree = Tree(children_left=left, children_right=right, feature=feature, threshold=threshold, value=value)
+    return EfficiencyModel(features=list(FLOP_FEATURES), init=math.log(frac), trees=[tree])
+
+
 def _compute(gpu: GPU) -> dict[str, ComputeFit]:
     out = {}
     triad = gpu.triad_bytes_per_s
@@ -412,15 +441,18 @@ def _compute(gpu: GPU) -> dict[str, ComputeFit]:
         winograd = (WINOGRAD_FAMILY,) if dtype == "float32" else ()
         for op in COMPUTE_OPS + winograd:
             reduction = WINOGRAD_REDUCTION.value if op == WINOGRAD_FAMILY else 1.0
+            by_size = gpu.gemm_by_size.get(dtype) if op == "gemm" else None
             for pass_ in ("fwd", "bwd_data", "bwd_weight"):
                 out[f"{op}/{pass_}/{dtype}"] = ComputeFit(
                     kind="flops", launch_s=KERNEL_LAUNCH.estimate(), peak_per_s=peak.value * reduction,
                     memory_bandwidth_bytes_per_s=triad.value,
-                    efficiency=EfficiencyModel(features=[], init=math.log(frac.value)), time_scale=scale,
+                    efficiency=gemm_efficiency(frac.value, by_size[0]) if by_size else EfficiencyModel(
+                        features=[], init=math.log(frac.value)), time_scale=scale,
                     sources=[peak.source, frac.source, f"memory bound: {triad.source}", KERNEL_LAUNCH.source,
                              "convolutions assumed to reach the GEMM fraction (implicit-GEMM cuDNN kernels)"] + (
                         [f"direct-convolution FLOPs over {reduction:.2f}: {WINOGRAD_REDUCTION.source}"]
-                        if reduction != 1.0 else []))
+                        if reduction != 1.0 else []) + (
+                        [f"efficiency by size, share of the largest measured: {by_size[1]}"] if by_size else []))
         for op, passes in MEMORY_OPS.items():
             for pass_ in passes:
                 out[f"{op}/{pass_}/{dtype}"] = ComputeFit(

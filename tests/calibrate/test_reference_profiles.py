@@ -16,7 +16,7 @@ EXPECTED = {"v100-abci-4gpu.published.yaml": (4, 16), "v100-dgx1-8gpu.published.
             "v100-dgx1-1edr-8gpu.published.yaml": (8, 16), "v100-dgx2-16gpu.published.yaml": (16, 32),
             "a100-80gb-dgx-8gpu.published.yaml": (8, 80), "a100-sxm-4gpu-2hdr.published.yaml": (4, 40),
             "a100-pcie-8gpu-1edr.published.yaml": (8, 40), "a100-pcie-4gpu-1edr.published.yaml": (4, 80),
-            "p100-dgx1-8gpu.published.yaml": (8, 16)}
+            "p100-dgx1-8gpu.published.yaml": (8, 16), "a100-40gb-4hdr-8gpu.published.yaml": (8, 40)}
 
 
 def datasheet(file: str):
@@ -28,6 +28,29 @@ SHAPES = {"gemm": dict(M=256, N=1024, K=1024), "linear": dict(M=256, N=1000, K=2
           "batchnorm": dict(N=32, C=64, H=56, W=56), "relu": dict(N=32, C=64, H=56, W=56),
           "maxpool": dict(N=32, C=64, H=56, W=56, kernel=2, stride=2), "avgpool": dict(N=32, C=64, H=56, W=56, kernel=2),
           "add": dict(N=32, C=64, H=56, W=56)}
+
+
+def test_matrix_products_run_at_the_measured_share_of_the_plateau_by_size():
+    """V100 FP16 torch.matmul measured 57.3, 78.2, 95.7 and 97.4 TFLOP/s at 1024^3 ... 8192^3 (GPU.gemm_by_size):
+    a product of about those FLOPs runs at that rate (less its launch), larger ones at the plateau; convolutions
+    and dtypes without a published curve (A100 BF16) keep the plateau."""
+    cm = datasheet("v100-dgx1-8gpu.published.yaml")
+    for n, measured in ((1024, 57.3e12), (2048, 78.2e12), (4096, 95.7e12), (8192, 97.4e12), (16384, 97.4e12)):
+        t = cm.compute_time_s("gemm", "fwd", dict(M=n, N=n, K=n), "float16")
+        assert t - KERNEL_LAUNCH.value == pytest.approx(2 * n ** 3 / measured, rel=1e-6), n
+    # 8192 x 768 x 768 (a BERT-base projection): 9.7 GFLOP, nearer 2048^3 (17 GFLOP) than 1024^3 in log FLOPs
+    t = cm.compute_time_s("gemm", "fwd", dict(M=8192, N=768, K=768), "float16")
+    assert t - KERNEL_LAUNCH.value == pytest.approx(2 * 8192 * 768 * 768 / 78.2e12, rel=1e-6)
+    conv = dict(N=64, C=256, F=256, H=14, W=14, kernel=3, stride=1, padding=1)  # 118 GFLOP
+    fp16_conv = cm.compute_time_s("conv2d", "fwd", conv, "float16")
+    a100 = datasheet("a100-dgx-8gpu.published.yaml")
+    small = dict(M=1024, N=1024, K=1024)
+    assert a100.compute_time_s("gemm", "fwd", small, "bfloat16") - KERNEL_LAUNCH.value == pytest.approx(
+        2 * 1024 ** 3 / 271.2e12, rel=1e-6)
+    assert a100.compute_time_s("gemm", "fwd", small, "float16") - KERNEL_LAUNCH.value == pytest.approx(
+        2 * 1024 ** 3 / 119.4e12, rel=1e-6)
+    flops = 2 * 64 * 256 * 256 * 9 * 14 * 14
+    assert fp16_conv - KERNEL_LAUNCH.value == pytest.approx(flops / 97.4e12, rel=1e-6)  # the plateau
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
