@@ -29,8 +29,8 @@ from predictor.graph import ModelGraph
 from predictor.graph_cache import ZOO_SOURCES, cache_key, cached_graph
 from predictor.layerspec import load_layer_spec
 from predictor.overlap import FRAMEWORKS
-from predictor.plan import (ADDON_STRATEGIES, ALL_STRATEGIES, DTYPES, OPTIMIZERS, SPLIT_RECOMPUTE, STRATEGIES, Plan,
-                            Prediction)
+from predictor.plan import (ADDON_STRATEGIES, ALL_STRATEGIES, DTYPES, HYBRID_3D, OPTIMIZERS, SPLIT_RECOMPUTE, STRATEGIES,
+                            Plan, Prediction)
 from predictor.strategies import evaluate
 from predictor.strategies.context import Context
 from profiler.errors import UserError
@@ -183,10 +183,14 @@ def default_plans(graph: ModelGraph, strategy: str, batch: int, devices: int, de
     from predictor.outofcore_strategies import addon_plans
     if (framework != "ddp" or synthetic_data or stack != DEFAULT_STACK or schedule != "gpipe" or zero_stage
             or sequence_parallel or pipeline_boundary != "whole" or mixed_precision != "autocast"):
+        # the schedule flag's default (gpipe) leaves data+tensor+pipeline on its own default, Megatron's 1f1b
+        keep = schedule == "gpipe"
         return [replace(p, framework=framework, synthetic_data=synthetic_data, stack=stack,
                         mixed_precision=mixed_precision, **(
-            dict(schedule=schedule, virtual_stages=virtual_stages if schedule == "interleaved" else 1,
-                 pipeline_boundary=pipeline_boundary) if p.stages > 1 else {}), **(dict(zero_stage=zero_stage) if p.strategy == "data" else {}),
+            dict(schedule=p.schedule if keep and p.strategy in HYBRID_3D else schedule,
+                 virtual_stages=virtual_stages if schedule == "interleaved" else 1,
+                 pipeline_boundary=pipeline_boundary) if p.stages > 1 else {}),
+            **(dict(zero_stage=zero_stage) if p.strategy == "data" else {}),
             **(dict(sequence_parallel=True) if sequence_parallel and p.p_tensor > 1 else {}))
             for p in default_plans(
             graph, strategy, batch, devices, devices_per_node, dtype, optimizer, micro_batches, inner,

@@ -271,3 +271,26 @@ def test_cli_sets_the_3d_degrees_and_names_a_layout_that_does_not_divide(capsys)
     assert main(args + ["--tensor-parallel", "4", "--pipeline-stages", "3"]) == 2
     err = capsys.readouterr().err.strip()
     assert "tensor degree 4 x 3 pipeline stages does not divide 16 devices" in err and len(err.splitlines()) == 1
+
+
+def test_cli_passes_the_pipeline_boundary_and_the_mixed_precision(capsys):
+    """--pipeline-boundary partitioned costs less p2p across nodes than whole (16 MB boundaries: bandwidth-bound);
+    --mixed-precision half halves the
+    gradients each device keeps; a bad choice is one line, exit 2."""
+    from predictor.cli import main
+    import json
+
+    args = ["run", "--model", "gpt", "--model-arg", "layers=4", "--model-arg", "heads=8", "--model-arg", "hidden=1024",
+            "--model-arg", "seq=1024", "--micro-batches", "2", "--batch", "16", "--profile", "a100-40gb-4hdr-8gpu.published", "--strategy", "data+tensor+pipeline", "--gpus", "16",
+            "--tensor-parallel", "8", "--pipeline-stages", "2", "--dtype", "fp16", "--optimizer", "adam", "--json"]
+    out = {}
+    for extra in ([], ["--pipeline-boundary", "partitioned"], ["--mixed-precision", "half"]):
+        assert main(args + extra) == 0
+        out[tuple(extra)] = json.loads(capsys.readouterr().out)["predictions"][0]
+    whole, split, half = out[()], out[("--pipeline-boundary", "partitioned")], out[("--mixed-precision", "half")]
+    assert split["plan"]["pipeline_boundary"] == "partitioned" and whole["plan"]["pipeline_boundary"] == "whole"
+    assert split["comm_exposed_s"]["pipeline_p2p"] < whole["comm_exposed_s"]["pipeline_p2p"]
+    assert half["plan"]["mixed_precision"] == "half" and half["grads_bytes"] == whole["grads_bytes"] / 2
+    assert half["plan"]["schedule"] == split["plan"]["schedule"] == "1f1b"  # a non-default flag kept Megatron's
+    assert main(args + ["--mixed-precision", "quarter"]) == 2
+    assert "--mixed-precision" in capsys.readouterr().err
