@@ -21,7 +21,8 @@ ones: with S = 1 the step is the serial compute sum_k (f_k + b_k), not K·(F + B
 ParaDL's own pipeline code is unfinished (§4.3) and its memory uses the full batch; here each stage keeps
 its saved tensors for all S micro-batches (= b samples) or, with recompute, only the stage-input tensors
 of all micro-batches plus one micro-batch's activations. Gradients of a stage are allreduced over the
-p_data replicas after the stage's last backward (overlapped with that micro-batch's backward).
+p_data replicas after the stage's last backward (overlapped with that micro-batch's backward), each data group
+with its share of the node's network when groups of several stages share a node (layout.data_network_share).
 
 Other schedules (plan.schedule; Narayanan et al., "Efficient Large-Scale Language Model Training on GPU
 Clusters Using Megatron-LM", SC'21, §2.2; docs/method.md §13):
@@ -44,8 +45,8 @@ from dataclasses import dataclass
 from itertools import accumulate
 
 from predictor.layercost import Split
-from predictor.layout import data_nodes
-from predictor.memory import parameter_bytes
+from predictor.layout import data_network_share, data_nodes
+from predictor.memory import gradient_bytes_per_param, parameter_bytes
 from predictor.overlap import bucket_layout, overlap, ready_times
 from predictor.plan import PIPELINE_SCHEDULES, Plan, Prediction
 from predictor.strategies.context import Context, Infeasible
@@ -213,6 +214,8 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
                                            for p, t in zip(dev_params, dev_tensors)))
 
     d_nodes = data_nodes(plan.p_data, K, dpn)
+    share = data_network_share(plan.p_data, K, dpn)
+    grad_bytes = gradient_bytes_per_param(dtype, plan.mixed_precision)
 
     def gradient() -> tuple[float, float]:
         """The device whose bucketed gradient allreduce (over its p_data replicas) is most exposed."""
@@ -223,15 +226,15 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
             out = []
             for chunks in devices:  # a device's layers in graph order, its chunks' backward clocks end to end
                 layers = [i for j in chunks for i in range(*st.bounds[j])]
-                out.append((bucket_layout([ctx.params[i] * 4.0 for i in layers], plan.bucket_bytes),
+                out.append((bucket_layout([ctx.params[i] * grad_bytes for i in layers], plan.bucket_bytes),
                             ready_times([t for j in chunks for t in st.bwd_s[j]])))
             return out
 
         # bucket layouts and backward clocks per device do not depend on p_data: searches reuse them
-        stages = ctx.cached(("pipe-buckets", dtype, K, v, m, plan.bucket_bytes), layouts)
+        stages = ctx.cached(("pipe-buckets", dtype, K, v, m, plan.bucket_bytes, grad_bytes), layouts)
 
         def allreduce_s(size: float) -> float:
-            return ctx.collective("allreduce", size, plan.p_data, d_nodes)
+            return ctx.collective("allreduce", size, plan.p_data, d_nodes, share)
 
         exposed = hidden = 0.0
         for layout, ready in stages:
@@ -240,7 +243,8 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
                 exposed, hidden = e, h
         return exposed, hidden
 
-    exposed, hidden = ctx.cached(("pipe-grad", dtype, K, v, m, plan.p_data, d_nodes, plan.bucket_bytes), gradient)
+    exposed, hidden = ctx.cached(("pipe-grad", dtype, K, v, m, plan.p_data, d_nodes, share, plan.bucket_bytes,
+                                  grad_bytes), gradient)
     pred.comm_exposed_s["gradient"], pred.comm_hidden_s["gradient"] = exposed, hidden
 
     def heaviest_device() -> tuple:

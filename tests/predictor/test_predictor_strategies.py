@@ -171,6 +171,16 @@ def test_half_precision_parameters_keep_and_all_reduce_half_gradients(tiny, cm):
     assert not evaluate(Context(tiny, cm), Plan(**base, devices_per_node=4, mixed_precision="quarter")).feasible
 
 
+def test_data_plus_pipeline_groups_across_nodes_share_the_network(tiny, cm):
+    """4 devices, 2 per node, 2 stages: each node holds one pipeline; the data pairs (ranks 0 and 2 for stage 1,
+    1 and 3 for stage 2) all-reduce at once through each node's network, half of it each."""
+    pred = run(tiny, cm, strategy="data+pipeline", batch=8, devices=4, devices_per_node=2, p_data=2, stages=2,
+               micro_batches=2)
+    assert pred.details["stage_bounds"] == [(0, 2), (2, 5)]
+    total = pred.comm_exposed_s["gradient"] + pred.comm_hidden_s["gradient"]  # the most exposed stage's one bucket
+    assert total in [pytest.approx(ring_allreduce(2, p * 4, INTER / 2)) for p in (72, 144 + 512)]
+
+
 def test_data_groups_beside_each_other_split_each_nodes_network():
     """layout.data_network_share: c = min(inner, devices per node) data groups per node share its network."""
     assert data_network_share(4, 8, 8) == 1 / 8  # tensor 8 inside a node, 4 replicas: 8 groups per node
