@@ -148,7 +148,8 @@ A100 = GPU(
     d2h_bytes_per_s=Fig(25.13e9, "the only A100 D2H figure (Azure 6.27 GB/s) is flagged anomalous; "
                                  "assumed equal to H2D"),
     # BF16 keeps its plateau: its MAMF figure reached 271.2 TFLOP/s at 1024 x 10240 x 5120, a mid-size product
-    gemm_by_size={"float16": (((1024, 119.4e12), (2048, 221.8e12), (4096, 228.0e12), (8192, 253.7e12), (16384, 256.5e12)),
+    gemm_by_size={"float16": (((1024, 119.4e12), (2048, 221.8e12), (4096, 228.0e12), (8192, 253.7e12),
+                               (16384, 256.5e12)),
                               "FP16 cuBLASLt on A100-SXM4-80GB: 119.4 TFLOP/s @1k^3, 221.8 @2k^3, 228.0 @4k^3, 253.7 "
                               "@8k^3, 256.5 @16k^3 (Azure ND A100 v4, verified)")},
 )

@@ -29,8 +29,8 @@ from predictor.graph import ModelGraph
 from predictor.graph_cache import ZOO_SOURCES, cache_key, cached_graph
 from predictor.layerspec import load_layer_spec
 from predictor.overlap import FRAMEWORKS
-from predictor.plan import (ADDON_STRATEGIES, ALL_STRATEGIES, DTYPES, HYBRID_3D, OPTIMIZERS, SPLIT_RECOMPUTE, STRATEGIES,
-                            Plan, Prediction)
+from predictor.plan import (ADDON_STRATEGIES, ALL_STRATEGIES, DTYPES, HYBRID_3D, OPTIMIZERS, SPLIT_RECOMPUTE,
+                            STRATEGIES, Plan, Prediction)
 from predictor.strategies import evaluate
 from predictor.strategies.context import Context
 from profiler.errors import UserError

@@ -68,8 +68,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "fp16); gradients are all-reduced in that precision")
     parser.add_argument("--pipeline-boundary", default="whole", choices=PIPELINE_BOUNDARIES,
                         help="data+tensor+pipeline: each tensor rank sends a stage's whole boundary tensor (default; "
-                             "Megatron-LM today) or 1/T of it, all-gathered by the next stage (partitioned: Megatron-LM "
-                             "2021-2023, DeepSpeed's pipeline engine)")
+                             "Megatron-LM today) or 1/T of it, all-gathered by the next stage (partitioned: "
+                             "Megatron-LM 2021-2023, DeepSpeed's pipeline engine)")
     parser.add_argument("--schedule", default="gpipe", choices=PIPELINE_SCHEDULES,
                         help="pipeline schedule: gpipe (default), 1f1b (PipeDream-Flush, Megatron-LM), interleaved "
                              "(1F1B with --virtual-stages chunks per device)")

@@ -25,7 +25,8 @@ checkpointing are kept in `extra`. A malformed row is a one-line UserError namin
           `no-overlap`) in fp16: Megatron-LM's --fp16 and DeepSpeed's fp16 engine keep fp16 weights and
           gradients beside fp32 master weights (`mixed_precision="half"`; Megatron-LM's
           accumulate_allreduce_grads_in_fp32 defaults to off for fp16), and pipeline boundaries as the row's
-          framework sends them (`transformer_pipeline_boundaries`). llm-foundry (FSDP): `data` with ZeRO-3 (FULL_SHARD) or ZeRO-2 (SHARD_GRAD_OP), `+recompute`
+          framework sends them (`transformer_pipeline_boundaries`). llm-foundry (FSDP): `data` with ZeRO-3
+          (FULL_SHARD) or ZeRO-2 (SHARD_GRAD_OP), `+recompute`
           with one checkpoint per transformer block when the row checkpoints; gradient accumulation as one
           local batch of micro batch · accumulation samples per step (FSDP's per-micro-batch gathers not counted).
           BERT (DLE, DLPerf): `data` (or `serial` on one GPU) over the global batch per optimizer step.

@@ -175,9 +175,10 @@ def sweep_chunks(sizes_bytes: list[int], limit_bytes: int = SWEEP_BYTES) -> list
 
 def sweep_rounds(estimates_s: list[float], most_rounds: int, max_seconds: float) -> int:
     """Rounds of one interleaved sweep, which reports no progress until it ends and which ranks outside the
-    group wait for (both under the per-collective timeout): most_rounds, fewer when the sweep would run past max_seconds, at least MIN_SWEEP_ROUNDS. A
-    round is costed as INTERLEAVE_S of compute plus 3x each op's warm-up time (an op after compute took up to
-    3x its back-to-back time over gloo). Every rank gets the same count from the group-agreed estimates."""
+    group wait for (both under the per-collective timeout): most_rounds, fewer when the sweep would run past
+    max_seconds, at least MIN_SWEEP_ROUNDS. A round is costed as INTERLEAVE_S of compute plus 3x each op's warm-up
+    time (an op after compute took up to 3x its back-to-back time over gloo). Every rank gets the same count from
+    the group-agreed estimates."""
     round_s = sum(INTERLEAVE_S + 3 * e for e in estimates_s)
     return max(MIN_SWEEP_ROUNDS, min(most_rounds, int(max_seconds / round_s)))
 

@@ -213,7 +213,8 @@ def test_data_group_across_nodes_uses_inter_node_links(tiny, cm):
     assert pred.details["nodes_inner_group"] == 1
     # plain data parallelism over the same 4 devices: one group, the whole network (its 4-rank ring crosses it)
     alone = run(tiny, cm, strategy="data", batch=8, devices=4, devices_per_node=2, p_data=4)
-    assert alone.comm_exposed_s["gradient"] == pytest.approx(ring_allreduce(4, PARAMS * 4, INTER) + PARAMS * 4 * 4 / 1e9)
+    assert alone.comm_exposed_s["gradient"] == pytest.approx(
+        ring_allreduce(4, PARAMS * 4, INTER) + PARAMS * 4 * 4 / 1e9)
 
 
 def test_spatial_halo_and_gather(tiny, cm):

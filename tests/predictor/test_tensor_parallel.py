@@ -281,7 +281,8 @@ def test_cli_passes_the_pipeline_boundary_and_the_mixed_precision(capsys):
     import json
 
     args = ["run", "--model", "gpt", "--model-arg", "layers=4", "--model-arg", "heads=8", "--model-arg", "hidden=1024",
-            "--model-arg", "seq=1024", "--micro-batches", "2", "--batch", "16", "--profile", "a100-40gb-4hdr-8gpu.published", "--strategy", "data+tensor+pipeline", "--gpus", "16",
+            "--model-arg", "seq=1024", "--micro-batches", "2", "--batch", "16",
+            "--profile", "a100-40gb-4hdr-8gpu.published", "--strategy", "data+tensor+pipeline", "--gpus", "16",
             "--tensor-parallel", "8", "--pipeline-stages", "2", "--dtype", "fp16", "--optimizer", "adam", "--json"]
     out = {}
     for extra in ([], ["--pipeline-boundary", "partitioned"], ["--mixed-precision", "half"]):
