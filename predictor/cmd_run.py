@@ -62,6 +62,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pipeline-stages", type=device_count, metavar="P",
                         help="data+tensor+pipeline: pipeline stages (default: --gpus / T); the other devices are "
                              "data replicas, --gpus / (T x P)")
+    parser.add_argument("--recompute", action="store_true",
+                        help="pipeline, data+pipeline, data+tensor+pipeline: activation recomputation (GPipe keeps "
+                             "only stage-boundary activations; data+tensor+pipeline re-runs each transformer layer's "
+                             "forward before its backward, Megatron's full checkpointing)")
     parser.add_argument("--mixed-precision", default="autocast", choices=MIXED_PRECISIONS,
                         help="--dtype fp16/bf16: fp32 weights and gradients (autocast, default: PyTorch AMP) or half "
                              "weights and gradients with fp32 master weights (half: Megatron-LM --fp16, DeepSpeed "
@@ -154,7 +158,8 @@ def run(args) -> int:
                         stack=args.stack, schedule=args.schedule, virtual_stages=args.virtual_stages,
                         zero_stage=args.zero, sequence_parallel=args.sequence_parallel,
                         tensor_parallel=args.tensor_parallel, pipeline_stages=args.pipeline_stages,
-                        pipeline_boundary=args.pipeline_boundary, mixed_precision=args.mixed_precision)
+                        pipeline_boundary=args.pipeline_boundary, mixed_precision=args.mixed_precision,
+                        recompute=args.recompute)
     if args.strategy != "all" and not preds[0].feasible:
         raise UserError(f"{args.strategy} on {args.gpus} devices with batch {args.batch}: {preds[0].reason}")
     meta = {"profile": str(path), "profile_provenance": cm.provenance, "model": graph.name, "batch": args.batch,

@@ -45,6 +45,9 @@ SPLIT_RECOMPUTE = tuple(f"{name}+recompute" for name in ("spatial", "filter", "c
 HYBRID_3D = ("data+tensor+pipeline",)
 #: every strategy name `predictor run --strategy` accepts
 ALL_STRATEGIES = STRATEGIES + ADDON_STRATEGIES + SPLIT_RECOMPUTE + HYBRID_3D
+#: the pipelines whose Plan.recompute `predictor run --recompute` sets: GPipe keeps only stage-boundary activations
+#: and recomputes inside a stage; data+tensor+pipeline re-runs the transformer layers (Megatron's full checkpointing)
+PIPELINE_RECOMPUTE = ("pipeline", "data+pipeline") + HYBRID_3D
 #: pipeline schedules (predictor.strategies.pipeline): GPipe (all forwards, then all backwards), 1F1B
 #: (PipeDream-Flush as Megatron-LM runs it) and interleaved 1F1B with virtual stages
 PIPELINE_SCHEDULES = ("gpipe", "1f1b", "interleaved")

@@ -295,3 +295,29 @@ def test_cli_passes_the_pipeline_boundary_and_the_mixed_precision(capsys):
     assert half["plan"]["schedule"] == split["plan"]["schedule"] == "1f1b"  # a non-default flag kept Megatron's
     assert main(args + ["--mixed-precision", "quarter"]) == 2
     assert "--mixed-precision" in capsys.readouterr().err
+
+
+def test_cli_recompute_turns_on_megatrons_full_recomputation(capsys):
+    """--recompute on data+tensor+pipeline: the transformer layers' forward runs again (recompute_s > 0) and fewer
+    activations are kept; strategies without a pipeline ignore it."""
+    from predictor.cli import main
+    import json
+
+    args = ["run", "--model", "gpt", "--model-arg", "layers=4", "--batch", "16", "--profile", "a100-dgx-8gpu.published",
+            "--strategy", "data+tensor+pipeline", "--gpus", "8", "--tensor-parallel", "4", "--pipeline-stages", "2",
+            "--micro-batches", "4", "--dtype", "bf16", "--optimizer", "adam", "--json"]
+    assert main(args) == 0
+    plain = json.loads(capsys.readouterr().out)["predictions"][0]
+    assert main(args + ["--recompute"]) == 0
+    again = json.loads(capsys.readouterr().out)["predictions"][0]
+    assert not plain["plan"]["recompute"] and again["plan"]["recompute"] and again["plan"]["schedule"] == "1f1b"
+    assert plain["recompute_s"] == 0 < again["recompute_s"]
+    assert again["activations_bytes"] < plain["activations_bytes"]
+    data = ["run", "--model", "gpt", "--model-arg", "layers=4", "--batch", "16", "--strategy", "data", "--gpus", "2",
+            "--json"]
+    assert main(data + ["--recompute"]) == 0
+    assert not json.loads(capsys.readouterr().out)["predictions"][0]["plan"]["recompute"]
+    gpipe = ["run", "--model", "gpt", "--model-arg", "layers=4", "--batch", "16", "--strategy", "pipeline", "--gpus",
+             "2", "--micro-batches", "4", "--json"]
+    assert main(gpipe + ["--recompute"]) == 0
+    assert json.loads(capsys.readouterr().out)["predictions"][0]["plan"]["recompute"]
