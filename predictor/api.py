@@ -174,7 +174,8 @@ def default_plans(graph: ModelGraph, strategy: str, batch: int, devices: int, de
                   stack: str = DEFAULT_STACK, schedule: str = "gpipe", virtual_stages: int = 1,
                   zero_stage: int = 0, sequence_parallel: bool = False,
                   pipeline_stages: int | None = None, pipeline_boundary: str = "whole",
-                  mixed_precision: str = "autocast", recompute: bool = False) -> list[Plan]:
+                  mixed_precision: str = "autocast", recompute: bool = False,
+                  recompute_granularity: str = "full") -> list[Plan]:
     """The plans `predictor run` evaluates for one strategy name: the pure strategy over all devices;
     hybrids with the model-parallel group = one node (`inner`, ParaDL's df/ds mapping; for data+tensor and
     data+tensor+pipeline, the tensor-parallel degree); pipeline with every micro-batch count that divides the
@@ -182,7 +183,8 @@ def default_plans(graph: ModelGraph, strategy: str, batch: int, devices: int, de
     every device outside the tensor group) and the rest of the devices as data replicas."""
     from predictor.outofcore_strategies import addon_plans
     if (framework != "ddp" or synthetic_data or stack != DEFAULT_STACK or schedule != "gpipe" or zero_stage
-            or sequence_parallel or pipeline_boundary != "whole" or mixed_precision != "autocast" or recompute):
+            or sequence_parallel or pipeline_boundary != "whole" or mixed_precision != "autocast" or recompute
+            or recompute_granularity != "full"):
         # the schedule flag's default (gpipe) leaves data+tensor+pipeline on its own default, Megatron's 1f1b
         keep = schedule == "gpipe"
         return [replace(p, framework=framework, synthetic_data=synthetic_data, stack=stack,
@@ -192,6 +194,7 @@ def default_plans(graph: ModelGraph, strategy: str, batch: int, devices: int, de
                  pipeline_boundary=pipeline_boundary) if p.stages > 1 else {}),
             **(dict(zero_stage=zero_stage) if p.strategy == "data" else {}),
             **(dict(recompute=True) if recompute and p.strategy in PIPELINE_RECOMPUTE else {}),
+            **(dict(recompute_granularity=recompute_granularity) if p.strategy in HYBRID_3D else {}),
             **(dict(sequence_parallel=True) if sequence_parallel and p.p_tensor > 1 else {}))
             for p in default_plans(
             graph, strategy, batch, devices, devices_per_node, dtype, optimizer, micro_batches, inner,
@@ -293,7 +296,7 @@ def predict_all(graph: ModelGraph, batch: int, devices: int, cost_model: CostMod
                 virtual_stages: int = 1, zero_stage: int = 0, sequence_parallel: bool = False,
                 tensor_parallel: int | None = None, pipeline_stages: int | None = None,
                 pipeline_boundary: str = "whole", mixed_precision: str = "autocast",
-                recompute: bool = False) -> list[Prediction]:
+                recompute: bool = False, recompute_granularity: str = "full") -> list[Prediction]:
     """One prediction per strategy (for pipelines, the best micro-batch count), ranked. A strategy the
     profile cannot cost (missing coefficient) comes back infeasible with the message; if none can be
     costed, that UserError is raised."""
@@ -313,7 +316,7 @@ def predict_all(graph: ModelGraph, batch: int, devices: int, cost_model: CostMod
                               virtual_stages=virtual_stages, zero_stage=zero_stage,
                               sequence_parallel=sequence_parallel, pipeline_stages=pipeline_stages,
                               pipeline_boundary=pipeline_boundary, mixed_precision=mixed_precision,
-                              recompute=recompute)
+                              recompute=recompute, recompute_granularity=recompute_granularity)
         try:
             preds = [evaluate(ctx, p, device_memory_bytes) for p in plans]
             best = rank(preds)[0]

@@ -8,7 +8,7 @@ import sys
 from calibrate.system_constants import DEFAULT_STACK, STACKS
 from predictor.overlap import FRAMEWORKS
 from predictor.plan import (ADDON_STRATEGIES, ALL_STRATEGIES, DTYPES, MIXED_PRECISIONS, PIPELINE_BOUNDARIES,
-                            PIPELINE_SCHEDULES, STRATEGIES)
+                            PIPELINE_SCHEDULES, RECOMPUTE_GRANULARITIES, STRATEGIES)
 from profiler.cliutil import MAX_LOCAL_RANKS, batch_size, device_count, float_in, int_in
 from profiler.errors import UserError
 
@@ -66,6 +66,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="pipeline, data+pipeline, data+tensor+pipeline: activation recomputation (GPipe keeps "
                              "only stage-boundary activations; data+tensor+pipeline re-runs each transformer layer's "
                              "forward before its backward, Megatron's full checkpointing)")
+    parser.add_argument("--recompute-granularity", default="full", choices=RECOMPUTE_GRANULARITIES,
+                        help="data+tensor+pipeline with --recompute: every transformer layer (full, default) or only "
+                             "the attention core between the QKV and output projections (selective, Korthikanti et al.)")
     parser.add_argument("--mixed-precision", default="autocast", choices=MIXED_PRECISIONS,
                         help="--dtype fp16/bf16: fp32 weights and gradients (autocast, default: PyTorch AMP) or half "
                              "weights and gradients with fp32 master weights (half: Megatron-LM --fp16, DeepSpeed "
@@ -159,7 +162,7 @@ def run(args) -> int:
                         zero_stage=args.zero, sequence_parallel=args.sequence_parallel,
                         tensor_parallel=args.tensor_parallel, pipeline_stages=args.pipeline_stages,
                         pipeline_boundary=args.pipeline_boundary, mixed_precision=args.mixed_precision,
-                        recompute=args.recompute)
+                        recompute=args.recompute, recompute_granularity=args.recompute_granularity)
     if args.strategy != "all" and not preds[0].feasible:
         raise UserError(f"{args.strategy} on {args.gpus} devices with batch {args.batch}: {preds[0].reason}")
     meta = {"profile": str(path), "profile_provenance": cm.provenance, "model": graph.name, "batch": args.batch,

@@ -55,6 +55,11 @@ PIPELINE_SCHEDULES = ("gpipe", "1f1b", "interleaved")
 #: sends all of it ("whole": Megatron-LM before 2021 and after 2023), or each sends 1/t and the next stage's tensor
 #: group all-gathers it ("partitioned": Megatron-LM's scatter/gather of 2021-2023, DeepSpeed's pipeline engine)
 PIPELINE_BOUNDARIES = ("whole", "partitioned")
+#: what data+tensor+pipeline recomputes with plan.recompute (Korthikanti et al., "Reducing Activation Recomputation
+#: in Large Transformer Models", 2022, §5): "full" re-runs every transformer layer's forward; "selective" only the
+#: attention core between the QKV and output projections (scores, softmax, dropout, context), whose saved tensors
+#: (5·a·s² bytes per sample and layer in fp16) are not kept
+RECOMPUTE_GRANULARITIES = ("full", "selective")
 OPTIMIZERS = ("sgd", "momentum", "adam")
 #: how mixed precision (dtype fp16/bf16) keeps the parameters: "autocast" (PyTorch AMP, TensorFlow's AMP: fp32
 #: weights and gradients, gradients all-reduced in fp32) or "half" (Megatron-LM --fp16/--bf16 and DeepSpeed's fp16
@@ -93,6 +98,7 @@ class Plan:
     schedule: str = "gpipe"  # pipeline schedule (PIPELINE_SCHEDULES): gpipe, 1f1b, interleaved
     virtual_stages: int = 1  # interleaved 1F1B: model chunks per device (v)
     pipeline_boundary: str = "whole"  # data+tensor+pipeline: boundary sent whole or partitioned (PIPELINE_BOUNDARIES)
+    recompute_granularity: str = "full"  # data+tensor+pipeline with recompute: RECOMPUTE_GRANULARITIES
     mixed_precision: str = "autocast"  # fp16/bf16: parameters and gradients kept in fp32 or in half (MIXED_PRECISIONS)
     bucket_bytes: float = 25e6  # DDP gradient bucket size
     framework: str = "ddp"  # how the gradient allreduce is scheduled (predictor.overlap.FRAMEWORKS)

@@ -22,7 +22,8 @@ cross, between transformer layers, never inside attention). Chunk j runs on pipe
 (v = plan.virtual_stages with the interleaved schedule, else 1). With F, Bw the slowest pipeline rank's forward and
 backward time per micro-batch (compute + tensor all-reduces) and R the forward of its transformer layers when
 activations are recomputed (plan.recompute: Megatron's full checkpointing re-runs each transformer layer's forward,
-its all-reduces included, before its backward; `recomputed_layers`), else 0:
+its all-reduces included, before its backward, `recomputed_layers`; with plan.recompute_granularity "selective" the
+forward of the attention cores only, `attention_core`, which has no all-reduce), else 0:
 
     compute + layer collectives + recompute = S · (F + Bw + R)
     bubble   = (K - 1) · (F + Bw + R) / v                        (bubble share (K - 1) / (S · v), §2.2)
@@ -43,8 +44,9 @@ the min(t, devices per node) other data groups of that node, which synchronise a
 
 **Memory** (the heaviest pipeline rank): local parameters, gradients and optimizer state; saved tensors of
 in-flight micro-batches (strategies.pipeline.in_flight: min(S, K - k) for 1F1B), each tensor of a split layer
-(the head's logits included) at 1/t; with recompute, the chunk inputs of the in-flight micro-batches plus one
-micro-batch's saved tensors.
+(the head's logits included) at 1/t; with full recompute, the chunk inputs of the in-flight micro-batches plus one
+micro-batch's saved tensors; with selective recompute, the in-flight micro-batches' saved tensors less those made
+and read inside the attention cores.
 """
 from __future__ import annotations
 
@@ -53,7 +55,8 @@ import math
 from predictor.layercost import Split
 from predictor.layout import data_network_share, nodes_spanned
 from predictor.memory import gradient_bytes_per_param, parameter_bytes
-from predictor.plan import PIPELINE_BOUNDARIES, PIPELINE_SCHEDULES, Plan, Prediction
+from predictor.plan import (PIPELINE_BOUNDARIES, PIPELINE_SCHEDULES, RECOMPUTE_GRANULARITIES, Plan,
+                            Prediction)
 from predictor.strategies.context import Context, Infeasible
 from predictor.strategies.data import local_batch
 from predictor.strategies.pipeline import in_flight, partition
@@ -114,6 +117,25 @@ def recomputed_layers(ctx: Context, ts: TensorSplit) -> range:
     cuts = cut_points(ctx) + [ctx.n_layers]
     first, last = min(ts.columns), max(ts.rows or ts.columns)
     return range(max(c for c in cuts if c <= first), min(c for c in cuts if c > last))
+
+
+#: ops that make a column/row span an attention core (the score softmax, or one fused attention op)
+ATTENTION_CORE_OPS = ("softmax", "sdpa")
+
+
+def attention_core(ctx: Context, ts: TensorSplit) -> frozenset[int]:
+    """The layers selective recomputation re-runs (plan.RECOMPUTE_GRANULARITIES): in every span strictly between a
+    column-parallel linear and the next row-parallel one that holds a softmax or a fused attention op (the QKV and
+    output projections), all its layers; Megatron-LM's CoreAttention (score product, scale, mask, softmax, dropout,
+    context product, the context's layout copy) is checkpointed as one function."""
+    rows = sorted(ts.rows)
+    core: set[int] = set()
+    for c in ts.columns:
+        r = next((x for x in rows if x > c), None)
+        span = range(c + 1, r) if r is not None else range(0)
+        if any(ctx.layers[i].op in ATTENTION_CORE_OPS for i in span):
+            core.update(span)
+    return frozenset(core)
 
 
 def block_partition(ctx: Context, costs: list[float], stages: int) -> list[int]:
@@ -199,6 +221,9 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
                          f"{K} stages")
     if plan.sequence_parallel:
         raise Infeasible("sequence parallelism is not modelled with data+tensor+pipeline")
+    if plan.recompute_granularity not in RECOMPUTE_GRANULARITIES:
+        raise Infeasible(f"unknown recompute granularity {plan.recompute_granularity!r} "
+                         f"(known: {', '.join(RECOMPUTE_GRANULARITIES)})")
     if plan.pipeline_boundary not in PIPELINE_BOUNDARIES:
         raise Infeasible(f"unknown pipeline boundary {plan.pipeline_boundary!r} "
                          f"(known: {', '.join(PIPELINE_BOUNDARIES)})")
@@ -252,7 +277,10 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     bwd_c = [rank_sum([b_ for _, b_ in times], k) for k in range(K)]
     fwd_x = [rank_sum(fwd_comm, k) for k in range(K)]
     bwd_x = [rank_sum(bwd_comm, k) for k in range(K)]
-    again = ctx.cached(("3d-recomputed",), lambda: recomputed_layers(ctx, ts)) if plan.recompute else range(0)
+    selective = plan.recompute and plan.recompute_granularity == "selective"
+    core = ctx.cached(("3d-attention-core",), lambda: attention_core(ctx, ts)) if selective else frozenset()
+    again = core if selective else (
+        ctx.cached(("3d-recomputed",), lambda: recomputed_layers(ctx, ts)) if plan.recompute else range(0))
     redo = [sum(times[i][0] + fwd_comm[i] for i in ranks[k] if i in again) for k in range(K)]
     slow = max(range(K), key=lambda k: fwd_c[k] + bwd_c[k] + fwd_x[k] + bwd_x[k] + redo[k])
     F, Bw, R = fwd_c[slow] + fwd_x[slow], bwd_c[slow] + bwd_x[slow], redo[slow]
@@ -294,11 +322,15 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
 
     def memory(k: int) -> tuple[float, float, float]:
         held = set(ranks[k])
-        saved = ctx.saved_bytes_per_sample(dtype, ("3d", t, K, v, k, tuple(starts)), lambda x: (
-            (1.0 / t if x.producer in region else 1.0) if any(s in held for s in x.savers) else 0.0))
+
+        def kept(x) -> float:  # selective: a tensor made and read only inside an attention core is recomputed
+            return 0.0 if x.producer in core and all(s in core for s in x.savers) else 1.0
+
+        saved = ctx.saved_bytes_per_sample(dtype, ("3d", t, K, v, k, tuple(starts), selective), lambda x: (
+            (1.0 / t if x.producer in region else 1.0) * kept(x) if any(s in held for s in x.savers) else 0.0))
         flight = in_flight(plan, k)
         chunks = len(range(k, K * v, K))
-        if plan.recompute:
+        if plan.recompute and not selective:
             incoming = sum(sum(ctx.tensor_elems(x) for x in ctx.crossing(bounds[j][0])) if bounds[j][0] > 0
                            else ctx.tensor_elems(-1) for j in range(k, K * v, K)) / chunks
             activations = flight * m * incoming * act + m * saved / chunks

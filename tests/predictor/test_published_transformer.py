@@ -19,7 +19,7 @@ from predictor.published.transformer import (TRANSFORMER_FILE, VTRAIN_COLUMNS, V
 from predictor.published.validate import Predictor
 from predictor.layercost import Split
 from predictor.strategies.context import Context
-from predictor.strategies.hybrid3d import (layout_nodes, megatron_partition, p2p_count, pipeline_terms,
+from predictor.strategies.hybrid3d import (attention_core, layout_nodes, megatron_partition, p2p_count, pipeline_terms,
                                            recomputed_layers, vocab_parallel)
 from predictor.strategies.tensor import layer_split, tensor_split
 from profiler.errors import UserError
@@ -382,6 +382,29 @@ def test_3d_bubble_recompute_and_p2p_by_hand(small):
         pred.iteration_s - pred.comm_exposed_s["pipeline_p2p"], rel=1e-9)  # nothing else changes
     assert "partitioned" in split.plan.describe() and "partitioned" not in pred.plan.describe()
     assert not predict(graph, dataclasses.replace(plan, pipeline_boundary="sideways"), cm, interval=False).feasible
+
+
+def test_3d_selective_recompute_drops_the_attention_cores_5_a_s2_bytes():
+    """Korthikanti et al. 2022 (Table 2): selective recomputation keeps every activation of a layer but the
+    attention core's score-sized ones, 5·a·s² bytes per sample and layer in 16-bit (softmax output 2, dropout mask
+    1, dropout output 2); it re-runs only the cores' forward (no tensor all-reduce), less than full recomputation."""
+    L, h, a, s, b = 2, 64, 4, 32, 4
+    graph = load_model("gpt", layers=L, hidden=h, heads=a, seq=s, vocab=128, attention="math")
+    cm, _ = load_cost_model("a100-dgx-8gpu.published")
+    base = dict(batch=b, devices=1, devices_per_node=8, micro_batches=1, dtype="bf16", optimizer="adam",
+                schedule="1f1b")
+    none = predict(graph, Plan("data+tensor+pipeline", **base), cm, interval=False)
+    full = predict(graph, Plan("data+tensor+pipeline", recompute=True, **base), cm, interval=False)
+    selective = predict(graph, Plan("data+tensor+pipeline", recompute=True, recompute_granularity="selective", **base),
+                        cm, interval=False)
+    assert none.activations_bytes - selective.activations_bytes == pytest.approx(b * L * 5 * a * s * s)
+    assert 0 == none.recompute_s < selective.recompute_s < full.recompute_s
+    names = [layer.name for layer in graph.layers]
+    core = attention_core(Context(graph, cm), tensor_split(graph))
+    assert {names[i] for i in core} >= {"blocks.0.attn.attn_drop", "softmax", "matmul", "matmul_1"}
+    assert not any(n.startswith("blocks.0.mlp") or n.endswith(("qkv", "proj")) for n in (names[i] for i in core))
+    assert not predict(graph, Plan("data+tensor+pipeline", recompute=True, recompute_granularity="partial", **base),
+                       cm, interval=False).feasible
 
 
 def test_3d_recomputes_the_transformer_layers_only(small):

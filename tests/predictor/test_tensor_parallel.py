@@ -313,6 +313,9 @@ def test_cli_recompute_turns_on_megatrons_full_recomputation(capsys):
     assert not plain["plan"]["recompute"] and again["plan"]["recompute"] and again["plan"]["schedule"] == "1f1b"
     assert plain["recompute_s"] == 0 < again["recompute_s"]
     assert again["activations_bytes"] < plain["activations_bytes"]
+    assert main(args + ["--recompute", "--recompute-granularity", "selective"]) == 0
+    core = json.loads(capsys.readouterr().out)["predictions"][0]
+    assert core["plan"]["recompute_granularity"] == "selective" and 0 < core["recompute_s"] < again["recompute_s"]
     data = ["run", "--model", "gpt", "--model-arg", "layers=4", "--batch", "16", "--strategy", "data", "--gpus", "2",
             "--json"]
     assert main(data + ["--recompute"]) == 0
