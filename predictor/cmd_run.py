@@ -67,8 +67,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "only stage-boundary activations; data+tensor+pipeline re-runs each transformer layer's "
                              "forward before its backward, Megatron's full checkpointing)")
     parser.add_argument("--recompute-granularity", default="full", choices=RECOMPUTE_GRANULARITIES,
-                        help="data+tensor+pipeline with --recompute: every transformer layer (full, default) or only "
-                             "the attention core between the QKV and output projections (selective, Korthikanti et al.)")
+                        help="data+tensor+pipeline with --recompute: every transformer layer (full, default) or "
+                             "only the attention core between the QKV and output projections (selective, "
+                             "Korthikanti et al.)")
     parser.add_argument("--mixed-precision", default="autocast", choices=MIXED_PRECISIONS,
                         help="--dtype fp16/bf16: fp32 weights and gradients (autocast, default: PyTorch AMP) or half "
                              "weights and gradients with fp32 master weights (half: Megatron-LM --fp16, DeepSpeed "
