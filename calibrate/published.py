@@ -422,13 +422,11 @@ def gemm_efficiency(frac: float, by_size: tuple[tuple[int, float], ...]) -> Effi
     top = by_size[-1][1]
     logs = [math.log10(2.0 * n ** 3) for n, _ in by_size]
     cuts = [(a + b) / 2 for a, b in zip(logs, logs[1:])]
-    left, right, feature, threshold, value = [], [], [], [], []
-    for k, cut in enumerate(cuts):  # node 2k splits at cuts[k]; its left child 2k+1 is the leaf of size k
-        node = len(value)
-        left.append(node + 1); right.append(node + 2); feature.append(0); threshold.append(cut); value.append(0.0)
-        left.append(-1); right.append(-1); feature.append(-2); threshold.append(-2.0)
-        value.append(math.log(by_size[k][1] / top))
-    left.append(-1); right.append(-1); feature.append(-2); threshold.append(-2.0); value.append(0.0)
+    nodes = []  # (left, right, feature, threshold, value): node 2k splits at cuts[k], its left child is size k's leaf
+    for k, cut in enumerate(cuts):
+        nodes += [(2 * k + 1, 2 * k + 2, 0, cut, 0.0), (-1, -1, -2, -2.0, math.log(by_size[k][1] / top))]
+    nodes.append((-1, -1, -2, -2.0, 0.0))  # the plateau
+    left, right, feature, threshold, value = (list(column) for column in zip(*nodes))
     tree = Tree(children_left=left, children_right=right, feature=feature, threshold=threshold, value=value)
     return EfficiencyModel(features=list(FLOP_FEATURES), init=math.log(frac), trees=[tree])
 

@@ -60,7 +60,8 @@ def load_rules(path: Union[str, Path] = RULES_FILE) -> dict[str, list[dict]]:
     data = read_yaml(path)
     if not isinstance(data, dict):
         raise UserError(f"{path}: must be a mapping with sections {', '.join(SECTIONS)}")
-    for section in SECTIONS + (("stacks",) if "stacks" in data else ()):  # stacks: optional
+    optional = tuple(s for s in ("stacks", "transformer_pipeline_boundaries") if s in data)
+    for section in SECTIONS + optional:
         rules = data.get(section)
         if not isinstance(rules, list) or not all(isinstance(r, dict) for r in rules):
             raise UserError(f"{path}: section {section}: must be a list of rules")
@@ -74,10 +75,7 @@ def load_rules(path: Union[str, Path] = RULES_FILE) -> dict[str, list[dict]]:
     for i, rule in enumerate(data.get("stacks", [])):
         if rule.get("stack") not in STACKS:
             raise UserError(f"{path}: section stacks[{i}]: must name a stack ({', '.join(STACKS)})")
-    boundaries = data.get("transformer_pipeline_boundaries", [])  # optional
-    if not isinstance(boundaries, list) or not all(isinstance(r, dict) for r in boundaries):
-        raise UserError(f"{path}: section transformer_pipeline_boundaries: must be a list of rules")
-    for i, rule in enumerate(boundaries):
+    for i, rule in enumerate(data.get("transformer_pipeline_boundaries", [])):
         if rule.get("boundary") not in PIPELINE_BOUNDARIES:
             raise UserError(f"{path}: section transformer_pipeline_boundaries[{i}].boundary: must be one of "
                             f"{', '.join(PIPELINE_BOUNDARIES)}")

@@ -158,9 +158,9 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     pred.details["batch_norm_sync_s"] = bn_sync_s
 
     everyone = nodes_spanned(plan.devices, 1, dpn, 1)
+    grad_bytes = gradient_bytes_per_param(plan.dtype, plan.mixed_precision)
     exposed, hidden = ctx.gradient_sync(range(ctx.n_layers), bwd_list, 1, plan.devices, everyone, plan.bucket_bytes,
-                                        plan.framework, grad_bytes=gradient_bytes_per_param(plan.dtype,
-                                                                                            plan.mixed_precision))
+                                        plan.framework, grad_bytes=grad_bytes)
     pred.comm_exposed_s["gradient"], pred.comm_hidden_s["gradient"] = exposed, hidden
     pred.update_s = ctx.update_s(ctx.total_params, plan.optimizer, plan.dtype)
 
