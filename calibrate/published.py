@@ -21,7 +21,7 @@ from calibrate.coefficients import (Coefficients, ComputeFit, EfficiencyModel, E
 from calibrate.cost_api import COLLECTIVES
 from calibrate.shapes import FLOP_FEATURES, MATMUL_OPS, WINOGRAD_FAMILY
 from calibrate.shipped import shipped_profiles_dir
-from calibrate.system_constants import (StackScales, SystemConstants, gpu_family, load_constants, load_model_error,
+from calibrate.system_constants import (StackScales, SystemConstants, for_family, gpu_family, load_constants, load_model_error,
                                         load_stacks)
 from profiler.profile import (GPUInfo, Machine, Profile, Provenance, SCHEMA_VERSION, dump_yaml, write_atomic)
 
@@ -504,7 +504,7 @@ def _apply_constants(compute: dict[str, ComputeFit], constants: SystemConstants)
         ts = fit.time_scale
         out[key] = fit.model_copy(update={
             "time_scale": Estimate(value=ts.value * factor, low=ts.low * factor, high=ts.high * factor),
-            "sources": fit.sources + [f"time scale {factor:.3f} {constants.describe()}"]})
+            "sources": fit.sources + [f"time scale {factor:.3f} {constants.describe(dtype)}"]})
     return out
 
 
@@ -562,7 +562,7 @@ def render(node: Node, constants: Optional[dict[str, SystemConstants]] = None, m
     header = (f"# PUBLISHED reference profile: {node.title}\n"
               "# Not measured: built from published figures by `python -m calibrate.published`; do not edit by hand.\n"
               "# Every coefficient lists its sources: verified / third-party / derived / unverified / assumed.\n")
-    profile = build_profile(node, constants.get(gpu_family(node.gpu.name) or ""),
+    profile = build_profile(node, for_family(constants, gpu_family(node.gpu.name)),
                             load_model_error() if model_error is None else model_error, stacks)
     return header + dump_yaml(profile.model_dump(mode="json", exclude_none=True))
 

@@ -21,6 +21,9 @@ row-weighted geometric mean of the factors is 1, so the family scales mean the a
 profile carries the table and `predictor run --stack` (default pytorch) picks the factor; a calibrated profile
 measured the stack it runs and has none.
 
+A family without rows of a dtype (or without rows at all) takes the fleet's value for it: the geometric mean of
+the fitted families' (fleet_constants, for_family).
+
 Each family's entry names the rows (ids and sources) it was fitted to. A `model_error` section holds the
 quantiles of the leave-one-source-out error over the corpus (calibrate.coefficients.ModelError), which every
 published profile carries so that `predictor run` intervals include the model's own error. Leave-one-source-out figures refit
@@ -28,8 +31,9 @@ them without the held-out source (predictor.published.loso); nothing here is fit
 """
 from __future__ import annotations
 
+import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional, Union
 
@@ -109,8 +113,13 @@ class SystemConstants:
     rows: int = 0
     fitted_sources: tuple[str, ...] = ()
     row_ids: tuple[str, ...] = ()
+    from_fleet: tuple[str, ...] = ()  # dtypes completed from the fleet (for_family), not fitted to this family
 
-    def describe(self) -> str:
+    def describe(self, dtype: Optional[str] = None) -> str:
+        if self.family == "fleet" or dtype in self.from_fleet:
+            return (f"no published row of this GPU family and dtype: the fleet's geometric mean over the families "
+                    f"fitted to {self.rows} single-node published rows of sources {', '.join(self.fitted_sources)} "
+                    f"(calibrate.system_constants.fleet_constants)")
         return (f"fitted to {self.rows} single-node published rows of sources {', '.join(self.fitted_sources)} "
                 f"(predictor.published.fit; ids in calibrate/data/system_constants.yaml)")
 
@@ -119,6 +128,65 @@ class SystemConstants:
                 "bytes_time_scale": dict(self.bytes_time_scale),
                 "per_layer_s": self.per_layer_s, "rows": self.rows, "fitted_sources": list(self.fitted_sources),
                 "row_ids": list(self.row_ids)}
+
+
+#: dtypes a family's constants are completed for from the fleet (for_family): the training dtypes of a profile
+FLEET_DTYPES = ("float32", "tf32", "float16", "bfloat16")
+
+
+def _geometric_mean(values) -> float:
+    values = list(values)
+    return round(math.exp(sum(math.log(v) for v in values) / len(values)), 4)
+
+
+def _fleet_table(tables: list[dict[str, float]]) -> dict[str, float]:
+    """Per dtype of FLEET_DTYPES, the geometric mean over families of their fitted value for it; for a dtype no
+    family has, over the values of the same precision class (tf32 from float32, bfloat16 from float16), else
+    over every value."""
+    by_dtype: dict[str, list[float]] = {}
+    for table in tables:
+        for dtype, v in table.items():
+            by_dtype.setdefault(dtype, []).append(v)
+    out = {}
+    for dtype in FLEET_DTYPES:
+        values = by_dtype.get(dtype) or [v for d, vs in by_dtype.items() if precision_class(d) == precision_class(dtype)
+                                          for v in vs] or [v for vs in by_dtype.values() for v in vs]
+        if values:
+            out[dtype] = _geometric_mean(values)
+    return out
+
+
+def fleet_constants(families: dict[str, "SystemConstants"]) -> Optional["SystemConstants"]:
+    """What a GPU family is expected to lose against its datasheet for a dtype it has no published rows of: per
+    dtype, the geometric mean of the fitted families' time scales (_fleet_table; each family one observation).
+
+    The fitted scales agree across generations far better than with the datasheet's 1 (flops_time_scale 1.07-1.5
+    for float16 and float32 on P100, V100, A100 and H100; grouped convolutions 4-7.6x): a GPU or dtype nobody
+    measured is predicted from the fleet, not from its datasheet (docs/decisions/2026-12-02-fleet-constants.md).
+    None when no family was fitted."""
+    if not families:
+        return None
+    fitted = list(families.values())
+    return SystemConstants(
+        family="fleet", flops_time_scale=_fleet_table([c.flops_time_scale for c in fitted]),
+        grouped_time_scale=_fleet_table([c.grouped_time_scale for c in fitted]),
+        bytes_time_scale=_fleet_table([c.bytes_time_scale for c in fitted]),
+        rows=sum(c.rows for c in fitted), fitted_sources=tuple(sorted({s for c in fitted for s in c.fitted_sources})))
+
+
+def for_family(families: dict[str, "SystemConstants"], family: Optional[str]) -> Optional["SystemConstants"]:
+    """The constants a family's profile uses: its own fitted ones, every dtype of FLEET_DTYPES it has no rows of
+    taken from the fleet (fleet_constants; its grouped convolutions too); the fleet alone for a family with no
+    rows; None when nothing was fitted."""
+    fleet = fleet_constants(families)
+    own = families.get(family or "")
+    if fleet is None or own is None:
+        return own or fleet
+    filled = tuple(d for d in FLEET_DTYPES if d not in own.flops_time_scale and d in fleet.flops_time_scale)
+    return replace(
+        own, flops_time_scale=fleet.flops_time_scale | own.flops_time_scale,
+        bytes_time_scale=fleet.bytes_time_scale | own.bytes_time_scale,
+        grouped_time_scale=fleet.grouped_time_scale | own.grouped_time_scale, from_fleet=filled)
 
 
 def _positive_map(value, where: str) -> dict[str, float]:

@@ -24,7 +24,8 @@ c, and T = s_kc * (a_d (F + M) + g_d G + X) + R. The factors and the family cons
 at most); after each round, per precision class, the factors are divided by their row-weighted geometric mean
 so the split between the two is fixed. Stacks with fewer than MIN_ROWS rows of a class keep the factor 1.
 
-Families with fewer than MIN_ROWS rows keep the datasheet figures. `python -m predictor.published.fit`
+Families with fewer than MIN_ROWS rows are not fitted: their profiles, and every dtype a fitted family has no
+rows of, take the fleet's constants (calibrate.system_constants.for_family). `python -m predictor.published.fit`
 fits on every source and writes calibrate/data/system_constants.yaml; `predictor.published.loso` refits
 without each source in turn.
 """
@@ -39,7 +40,7 @@ import numpy as np
 import yaml
 
 from calibrate import shapes
-from calibrate.system_constants import CONSTANTS_FILE, StackScales, SystemConstants, precision_class
+from calibrate.system_constants import CONSTANTS_FILE, StackScales, SystemConstants, for_family, precision_class
 from predictor.layercost import DTYPE_NAMES
 from predictor.published.rowmap import Setup
 
@@ -213,7 +214,7 @@ class Decompositions:
         scale = {k: 1.0 for k in fitted}
         families = _families(items, stack_of, scale)
         for _ in range(STACK_ITERATIONS):
-            new = {k: _stack_factor([(_compute_part(families.get(f), parts), parts["R"], s.run.measured_s)
+            new = {k: _stack_factor([(_compute_part(for_family(families, f), parts), parts["R"], s.run.measured_s)
                                      for (s, f, parts), key in zip(items, stack_of) if key == k]) for k in fitted}
             for cls in {k[1] for k in new}:  # the reference: per precision class, the row-weighted geometric
                 keys = [k for k in new if k[1] == cls]  # mean of the stacks' factors is 1 (the family scales and

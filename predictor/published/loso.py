@@ -4,8 +4,8 @@ Three predictions per record, reported side by side by `predictor validate --pub
   datasheet  the reference profile from published hardware figures only (no constant fitted to the corpus);
   shipped    the shipped profile, whose family constants were fitted to every source (in-sample);
   loso       the datasheet profile with family constants refitted on every *other* source of the corpus
-             (predictor.published.fit); a family with no rows outside the held-out source keeps the
-             datasheet figures, so a source measured on a GPU nobody else measured is predicted blind.
+             (predictor.published.fit); a family or dtype with no rows outside the held-out source takes
+             the fleet's constants (calibrate.system_constants.fleet_constants: the other families' mean).
 The loso figure is the one that says how well an unseen cluster is predicted.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Sequence
 
 from calibrate.cost_model import load_cost_model
 from calibrate.published import NODES, build_profile
-from calibrate.system_constants import gpu_family
+from calibrate.system_constants import for_family, gpu_family
 from predictor.model_error import Residual, held_out_coverage
 from predictor.published.fit import Decompositions, with_constants
 from predictor.published.rowmap import Setup
@@ -42,7 +42,7 @@ def loso_predictions(setups: Sequence[Setup], predictor, base: dict, decompositi
         for setup in (s for s in setups if s.run.source == source and s.profile in base):
             cm, family = base[setup.profile]
             datasheet[setup.run.id] = predictor.predict(setup, cm).predicted_s
-            loso[setup.run.id] = predictor.predict(setup, with_constants(cm, constants.get(family), stacks)).predicted_s
+            loso[setup.run.id] = predictor.predict(setup, with_constants(cm, for_family(constants, family), stacks)).predicted_s
     return datasheet, loso, fitted
 
 

@@ -5,7 +5,7 @@ import pytest
 from calibrate.cost_api import COLLECTIVES, PASSES
 from calibrate.cost_model import load_cost_model
 from calibrate.published import KERNEL_LAUNCH, NODES, build_profile, render
-from calibrate.system_constants import SystemConstants, gpu_family, load_constants
+from calibrate.system_constants import SystemConstants, for_family, gpu_family, load_constants
 from calibrate.report import fit_lines
 from calibrate.shipped import shipped_profiles_dir
 from profiler.profile import load_profile
@@ -125,9 +125,19 @@ def test_shipped_profiles_are_the_datasheet_times_the_fitted_constants():
                 scale * base.compute_time_s("conv2d", "fwd", grouped, dtype), rel=1e-9)
 
 
-def test_profiles_without_constants_are_the_datasheet():
+def test_profiles_without_constants_are_the_datasheet_and_unfitted_families_take_the_fleet():
+    """No constants at all: the datasheet profile. Constants of another family only: this family's profile takes
+    the fleet's (calibrate.system_constants.for_family), here X100's 2.0 for every dtype."""
     node = NODES[0]
-    assert render(node, {}) == render(node, {"X100": SystemConstants(family="X100", flops_time_scale={"float32": 2.0})})
+    assert "time scale" not in render(node, {})
+    other = {"X100": SystemConstants(family="X100", flops_time_scale={"float32": 2.0}, rows=4, fitted_sources=("s",))}
+    conv = dict(N=32, C=64, F=64, H=56, W=56, kernel=3, stride=1, padding=1)
+    fleet = load_cost_model(build_profile(node, for_family(other, gpu_family(node.gpu.name))))
+    bare = load_cost_model(build_profile(node, None))
+    for dtype in ("float32", "float16"):
+        assert fleet.compute_time_s("conv2d", "fwd", conv, dtype) == pytest.approx(
+            2.0 * bare.compute_time_s("conv2d", "fwd", conv, dtype), rel=1e-9)
+    assert "fleet_constants" in render(node, other)  # the source says where the scale came from
 
 
 def test_float32_3x3_stride1_convolutions_cost_the_winograd_reduction_by_hand():

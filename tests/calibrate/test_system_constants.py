@@ -1,7 +1,7 @@
 """Per-GPU-family constants fitted to published runs: the fit recovers known constants; the file is checked."""
 import pytest
 
-from calibrate.system_constants import SystemConstants, gpu_family, load_constants
+from calibrate.system_constants import SystemConstants, fleet_constants, for_family, gpu_family, load_constants
 from predictor.published.fit import MIN_ROWS, ScaledCostModel, fit_family, with_constants
 from profiler.errors import UserError
 
@@ -28,6 +28,28 @@ def test_fit_recovers_known_constants():
 
 def test_too_few_rows_keep_the_datasheet():
     assert fit_family(_rows({"float16": 2, "tf32": 2}, {}, n=MIN_ROWS - 1), "A100", [], []) is None
+
+
+def test_fleet_constants_by_hand():
+    """A family's dtype without rows takes the fleet's geometric mean over the fitted families; a dtype no family
+    has, the mean of its precision class (tf32 from float32, bfloat16 from float16), else of every value."""
+    x = SystemConstants(family="X", flops_time_scale={"float32": 2.0, "float16": 1.0},
+                        bytes_time_scale={"float32": 2.0, "float16": 1.0}, grouped_time_scale={"float16": 4.0},
+                        rows=5, fitted_sources=("a",))
+    y = SystemConstants(family="Y", flops_time_scale={"float32": 0.5}, bytes_time_scale={"float32": 0.5},
+                        rows=7, fitted_sources=("b",))
+    fleet = fleet_constants({"X": x, "Y": y})
+    assert fleet.flops_time_scale == {"float32": 1.0, "tf32": 1.0, "float16": 1.0, "bfloat16": 1.0}
+    assert fleet.grouped_time_scale == {"float32": 4.0, "tf32": 4.0, "float16": 4.0, "bfloat16": 4.0}
+    assert fleet.rows == 12 and fleet.fitted_sources == ("a", "b")
+    own = for_family({"X": x, "Y": y}, "Y")
+    assert own.flops_time_scale == {"float32": 0.5, "tf32": 1.0, "float16": 1.0, "bfloat16": 1.0}
+    assert own.grouped_time_scale["float32"] == 4.0 and own.from_fleet == ("tf32", "float16", "bfloat16")
+    assert "fleet" in own.describe("float16") and "fleet" not in own.describe("float32")
+    assert for_family({"X": x, "Y": y}, "Z") == fleet and for_family({"X": x, "Y": y}, None) == fleet
+    assert for_family({}, "X") is None and fleet_constants({}) is None
+    three = fleet_constants({"X": x, "Y": y, "W": SystemConstants(family="W", flops_time_scale={"float16": 4.0})})
+    assert three.flops_time_scale["float16"] == pytest.approx(2.0, abs=1e-4)  # (1 * 4) ** (1/2)
 
 
 def test_bounds_hold_on_absurd_data():
