@@ -319,6 +319,9 @@ class ComputeFit(_Strict):
     quality: Optional[FitQuality] = None
     extrapolation: Optional[FitQuality] = None
     domain: Optional[FitDomain] = None  # None: not measured on this machine (a published profile)
+    #: the largest tensor one of the family's benchmark calls allocated (calibrate.shapes.benchmark_allocations);
+    #: None: not recorded (a published profile, or one fitted before it was)
+    largest_allocation_bytes: Optional[float] = Field(default=None, ge=0)
     n_samples: int = Field(default=0, ge=0)
     sources: list[str] = Field(default_factory=list)
 

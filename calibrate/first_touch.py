@@ -16,7 +16,9 @@ allocating tensors of b_1, b_2, ... bytes costs
 on top of its kernel. The compute benchmarks allocate their results as training does, except the calls they time
 writing into a preallocated tensor (calibrate.shapes.PREALLOCATED_IN_BENCHMARK: a GEMM, a ReLU forward, an add):
 calibrate.cost_model adds first_touch_s of the tensors a call allocates in training and not in its benchmark
-(shapes.allocations minus shapes.benchmark_allocations). Taking it off the benchmark samples that allocated
+(shapes.allocations minus shapes.benchmark_allocations), and to a call of any family whose benchmarks never
+allocated a tensor of the threshold (ComputeFit.largest_allocation_bytes below it): its fitted curve holds no first
+touch, whatever the call allocates at or above the threshold is extra. Taking it off the benchmark samples that allocated
 such a tensor as well, and adding it to every call, left the efficiency curves too fast just below the
 threshold (random nets, seeds 11-13: 78.0 -> 76.3%); not done.
 """

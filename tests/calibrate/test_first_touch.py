@@ -101,3 +101,43 @@ def test_first_touch_cases_on_cpu_only():
     assert {c.variant for c in cases} == {"fresh", "reused"}
     assert all(c.params["bytes"] > MMAP_THRESHOLD_BYTES == c.params["threshold_bytes"] for c in cases)
     assert first_touch_cases("cuda") == []
+
+
+def test_cost_model_adds_first_touch_beyond_the_familys_largest_benchmark_allocation():
+    """A fitted family whose benchmarks never allocated a tensor of the mmap threshold holds no first touch in its
+    curve: a call allocating one pays s_per_byte x its bytes on top; a family that did allocate one (or a fit
+    that does not say) adds nothing. By hand: a 3x3 convolution writing 64 MiB of float32."""
+    from calibrate.coefficients import Coefficients, ComputeFit, EfficiencyModel, Estimate
+    from calibrate.cost_model import ProfileCostModel
+
+    conv = {"N": 4, "C": 8, "F": 64, "H": 256, "W": 256, "kernel": 3, "stride": 1, "padding": 1}
+    assert shapes.allocations("conv2d", "fwd", conv, "float32") == (64 * MIB,)
+
+    def time(largest, touch=True):
+        fit = ComputeFit(kind="flops", launch_s=Estimate.exact(0.0), peak_per_s=1e11,
+                         efficiency=EfficiencyModel(features=shapes.feature_names("conv2d"), init=0.0, slope=0.0,
+                                                    learning_rate=1.0, trees=[]),
+                         time_scale=Estimate.exact(1.0), largest_allocation_bytes=largest)
+        coefficients = Coefficients(device_is_host=True, host_threads=1, compute={"conv2d/fwd/float32": fit},
+                                    first_touch=FirstTouchFit(s_per_byte=1e-9, threshold_bytes=32 * MIB) if touch else None)
+        model = ProfileCostModel(coefficients, name="t", device_memory_bytes=1e9, devices_per_node=1, provenance="t")
+        return model.compute_time_s("conv2d", "fwd", conv, "float32")
+
+    kernel = time(None)
+    assert kernel > 0
+    assert time(16 * MIB) == pytest.approx(kernel + 64 * MIB * 1e-9)  # the grid stopped below the threshold
+    assert time(40 * MIB) == pytest.approx(kernel)  # its benchmarks paid first touch themselves
+    assert time(16 * MIB, touch=False) == pytest.approx(kernel)  # no first-touch fit: nothing added
+    small = dict(conv, N=1)  # 16 MiB: under the threshold
+    assert shapes.allocations("conv2d", "fwd", small, "float32") == (16 * MIB,)
+
+
+def test_fitted_families_record_their_largest_benchmark_allocation():
+    from calibrate.fit import _fit_family, compute_points
+
+    samples = [Sample(benchmark="conv2d", variant="fwd", dtype="float32", device="cpu",
+                      params={"N": n, "C": 8, "F": 16, "H": 32, "W": 32, "kernel": 3, "stride": 1, "padding": 1},
+                      times_s=[1e-3 * n, 1.1e-3 * n], threads=1) for n in (1, 2, 4, 8)]
+    points = compute_points(samples)["conv2d/fwd/float32"]
+    fit = _fit_family("conv2d/fwd/float32", points, None, 0, ("trees",))
+    assert fit.largest_allocation_bytes == 8 * 16 * 32 * 32 * 4  # the batch-8 output
