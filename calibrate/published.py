@@ -163,8 +163,12 @@ H100 = GPU(
         "tf32": Fig(494.7e12, "TF32 tensor core 494.7 TFLOP/s dense (third-party)"),
         "float16": Fig(989.4e12, "FP16 tensor core 989.4 TFLOP/s dense (third-party)"),
         "bfloat16": Fig(989.4e12, "BF16 tensor core 989.4 TFLOP/s dense (third-party)"),
+        "float8": Fig(1978.9e12, "FP8 tensor core 1,978.9 TFLOP/s dense, twice BF16 (NVIDIA H100 datasheet: 3,958 "
+                                 "with sparsity; third-party)"),
     },
     achievable_fraction={
+        "float8": Fig(794.5 / 989.4, "no published H100 FP8 GEMM figure; assumed the BF16 MAMF fraction 80.3% "
+                                     "(assumed)", low=0.5, high=794.5 / 989.4),
         "tf32": Fig(794.5 / 989.4, "no published H100 TF32 GEMM figure; assumed the BF16 MAMF fraction "
                                    "80.3% (assumed)", low=0.5, high=794.5 / 989.4),
         "float32": Fig(794.5 / 989.4, "no published H100 FP32 GEMM figure; assumed the BF16 MAMF fraction "

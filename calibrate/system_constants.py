@@ -49,8 +49,8 @@ PRECISION_CLASSES = ("single", "mixed")
 
 
 def precision_class(dtype: str) -> str:
-    """"mixed" for half-precision compute dtypes (float16, bfloat16), else "single" (float32, tf32)."""
-    return "mixed" if dtype in ("float16", "bfloat16", "fp16", "bf16") else "single"
+    """"mixed" for half-precision and FP8 compute dtypes (float16, bfloat16, float8), else "single" (float32, tf32)."""
+    return "mixed" if dtype in ("float16", "bfloat16", "fp16", "bf16", "float8", "fp8") else "single"
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ def graph_blocks(graph: ModelGraph, coster: LayerCoster, samples: int,
             group_of[i] = g
     saved = [0.0] * len(groups)
     for tensor in saved_tensors(graph):
-        saved[group_of[min(tensor.savers)]] += samples * tensor.elems * (tensor.bytes_per_elem or act_bytes)
+        saved[group_of[min(tensor.savers)]] += samples * tensor.size_bytes(coster.dtype)
     index = {layer.name: i for i, layer in enumerate(graph.layers)}
     input_elems = math.prod(graph.input_shape)
     blocks = []

@@ -28,7 +28,8 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--input-shape", help="per-sample input shape for user modules, e.g. 3,224,224")
     parser.add_argument("--gpus-per-node", type=int_in(1, MAX_LOCAL_RANKS), help="devices per node (default: the profile's)")
     parser.add_argument("--dtype", default="fp32", choices=DTYPES,
-                        help="fp16/bf16 = mixed precision (fp32 master weights)")
+                        help="fp16/bf16 = mixed precision (fp32 master weights); fp8 = bf16 with the linear layers' "
+                             "matrix products in FP8 (Transformer Engine; needs a profile with float8 fits: H100)")
     parser.add_argument("--optimizer", default="sgd", choices=("sgd", "momentum", "adam"))
     parser.add_argument("--synthetic-data", action="store_true",
                         help="samples are already in memory: no host decode/augmentation (the input pipeline term)")
@@ -128,6 +129,9 @@ def load_inputs(args):
         raise UserError(f"model {args.model} has layers the predictor cannot cost: {', '.join(graph.unsupported[:8])}"
                         + (" ..." if len(graph.unsupported) > 8 else ""))
     cost_model, path = load_cost_model(args.profile)
+    from predictor.layercost import check_dtype
+
+    check_dtype(cost_model, args.dtype, str(path))
     return graph, cost_model, path
 
 

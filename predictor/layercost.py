@@ -18,10 +18,21 @@ from predictor.graph import Layer, ModelGraph
 from profiler.dtypes import dtype_bytes
 from profiler.opmath import cross_entropy_bytes, element_pass_bytes, embedding_bytes
 
-MIXED_DTYPES = ("fp16", "bf16")
-# tf32: fp32 storage, GEMMs and convolutions on TF32 tensor cores where the GPU has them (A100 and later)
-DTYPE_NAMES = {"fp32": "float32", "tf32": "tf32", "fp16": "float16", "bf16": "bfloat16"}
-ACT_BYTES = {name: dtype_bytes(name) for name in DTYPE_NAMES}  # bytes per activation element of each plan dtype
+MIXED_DTYPES = ("fp16", "bf16", "fp8")
+# tf32: fp32 storage, GEMMs and convolutions on TF32 tensor cores where the GPU has them (A100 and later).
+# fp8 (Transformer Engine's recipe, Micikevicius et al. 2022): the matrix products of linear layers in FP8
+# (FP8_MATMUL_OPS, the profile's "float8" families), every other op in bfloat16 (the name here), fp32 master weights
+DTYPE_NAMES = {"fp32": "float32", "tf32": "tf32", "fp16": "float16", "bf16": "bfloat16", "fp8": "bfloat16"}
+ACT_BYTES = {name: dtype_bytes(full) for name, full in DTYPE_NAMES.items()}  # bytes per activation element
+#: under plan dtype fp8, the cost-model ops run as FP8 GEMMs: linear layers (Transformer Engine's te.Linear); batched
+#: products, fused attention and convolutions stay bf16 (its default recipe does not cast attention)
+FP8_MATMUL_OPS = ("linear",)
+FP8 = "float8"
+#: bytes per element Transformer Engine's fused cast-transpose moves casting an operand of an FP8 GEMM: read bf16
+#: (2), write FP8 (1) and its transpose (1), since Hopper's FP8 GEMMs take only the TN layout (the input in the
+#: forward, the output gradient in the backward); a weight is read in fp32 (4) and written twice (1 + 1)
+FP8_CAST_BYTES_PER_ELEM = 4
+FP8_WEIGHT_CAST_BYTES_PER_PARAM = 6
 ELEMENTWISE_OPS = ("batchnorm", "relu", "add", "silu", "sigmoid", "mul", "layernorm", "rmsnorm", "gelu", "softmax",
                    "bias_dropout_add")
 FREE_OPS = ("flatten", "input")  # views: no kernel
@@ -202,8 +213,17 @@ class LayerCoster:
         key = (op, pass_, tuple(params.items()))
         t = self._calls.get(key)
         if t is None:
-            t = self._calls[key] = self.cm.compute_time_s(op, pass_, params, self.cm_dtype)
+            dtype = FP8 if self.dtype == "fp8" and op in FP8_MATMUL_OPS else self.cm_dtype
+            t = self._calls[key] = self.cm.compute_time_s(op, pass_, params, dtype)
         return t
+
+    def _fp8_casts(self, op: str, params: dict[str, int], weighted: bool) -> tuple[float, float]:
+        """(forward, backward) seconds of the casts an FP8 GEMM needs (FP8_CAST_BYTES_PER_ELEM): the input and, for
+        a layer with weights, the weight in the forward; the output gradient in the backward. M x K input,
+        M x N output, K x N weight."""
+        m, n, k = params["M"], params["N"], params["K"]
+        fwd = FP8_CAST_BYTES_PER_ELEM * m * k + (FP8_WEIGHT_CAST_BYTES_PER_PARAM * k * n if weighted else 0)
+        return self.cm.memory_time_s(fwd), self.cm.memory_time_s(FP8_CAST_BYTES_PER_ELEM * m * n)
 
     def times(self, index: int, split: Split) -> tuple[float, float]:
         """(forward_s, backward_s) of layer `index` at `split`; backward = bwd_data + bwd_weight, each pass
@@ -232,6 +252,10 @@ class LayerCoster:
                 bwd = self._call(op, BACKWARD_PASS.get(layer.op, "bwd_data"), params)
             if layer.params or layer.tied:  # a tied head's weight gradient is computed too (Layer.tied)
                 bwd += self._call(op, "bwd_weight", params)
+            if self.dtype == "fp8" and op in FP8_MATMUL_OPS:
+                cast_fwd, cast_bwd = self._fp8_casts(op, params, bool(layer.params))
+                fwd += cast_fwd
+                bwd += cast_bwd
         if self.readers[index] > 1:  # its output's gradients arrive from several readers and are summed
             bwd += self.cm.memory_time_s(gradient_sum_bytes(layer, split, self.act_bytes, self.readers[index]))
         if layer.op != "input":  # every layer is a module call, and an autograd node unless nothing needs its grad
@@ -265,6 +289,20 @@ class LayerCoster:
 # Mixed precision reads a half-precision gradient and also writes the half-precision weight copy.
 _UPDATE_WORDS = {"sgd": 3, "momentum": 5, "adam": 7}
 OPTIMIZER_STATE_WORDS = {"sgd": 0, "momentum": 1, "adam": 2}
+
+
+def check_dtype(cost_model: CostModel, dtype: str, profile: str) -> None:
+    """UserError naming --dtype when the profile cannot run the plan dtype: fp8 needs the profile's "float8"
+    matrix-product fits (FP8 tensor cores: H100, H200)."""
+    from profiler.errors import UserError
+
+    if dtype != "fp8":
+        return
+    try:
+        cost_model.compute_time_s(FP8_MATMUL_OPS[0], "fwd", {"M": 1, "N": 1, "K": 1}, FP8)
+    except UserError:
+        raise UserError(f"--dtype fp8: profile {profile} has no {FP8} matrix-product fits (FP8 tensor cores: H100, "
+                        f"H200, e.g. h100-dgx-8gpu.published); use --dtype bf16 or such a profile") from None
 
 
 def update_bytes(params: float, optimizer: str, dtype: str) -> float:

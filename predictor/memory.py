@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from predictor.graph import ModelGraph
-from predictor.layercost import MIXED_DTYPES, OPTIMIZER_STATE_WORDS
+from predictor.layercost import ACT_BYTES, MIXED_DTYPES, OPTIMIZER_STATE_WORDS
 from profiler.opmath import LOSS_ELEMENT_BYTES, TOKEN_ID_BYTES
 
 SAVES_INPUT = ("conv2d", "conv3d", "linear", "batchnorm", "maxpool", "avgpool", "silu", "layernorm", "rmsnorm", "gelu")
@@ -41,15 +41,30 @@ SAVES_OPERANDS = ("bmm", "sdpa")  # every tensor input, however many
 NORM_STATS_BYTES = {"layernorm": 8, "rmsnorm": 4}
 
 
+#: bytes per element of a tensor that only linear layers keep, under plan dtype fp8: Transformer Engine keeps the FP8
+#: copy of a linear layer's input its forward cast (for the weight gradient), not the bf16 tensor
+FP8_SAVED_BYTES = 1
+
+
 @dataclass(frozen=True)
 class SavedTensor:
     """A tensor kept for backward: produced by layer `producer` (-1 = model input), `elems` per sample,
-    `bytes_per_elem` None = the activation dtype, `savers` = indices of the layers that keep it."""
+    `bytes_per_elem` None = the activation dtype, `savers` = indices of the layers that keep it, `linear_only`:
+    every one of them is a linear layer."""
 
     producer: int
     elems: int
     bytes_per_elem: int | None
     savers: tuple[int, ...]
+    linear_only: bool = False
+
+    def size_bytes(self, dtype: str) -> float:
+        """Bytes per sample under plan dtype `dtype` (predictor.plan.DTYPES)."""
+        if self.bytes_per_elem is not None:
+            return self.elems * self.bytes_per_elem
+        if dtype == "fp8" and self.linear_only:
+            return self.elems * FP8_SAVED_BYTES
+        return self.elems * ACT_BYTES[dtype]
 
 
 @lru_cache(maxsize=64)
@@ -91,7 +106,7 @@ def saved_tensors(graph: ModelGraph) -> tuple[SavedTensor, ...]:
     out = []
     for src, who in savers.items():
         elems = math.prod(graph.input_shape) if src < 0 else graph.layers[src].output_elems
-        out.append(SavedTensor(src, elems, None, tuple(who)))
+        out.append(SavedTensor(src, elems, None, tuple(who), all(graph.layers[i].op == "linear" for i in who)))
     return tuple(out + extra)
 
 
@@ -125,13 +140,14 @@ def parameter_bytes(params: float, dtype: str, optimizer: str,
     return weights, grads, params * 4.0 * OPTIMIZER_STATE_WORDS[optimizer]
 
 
-def backward_peak_extra(graph: ModelGraph, saved: tuple[SavedTensor, ...], act_bytes: int, share,
+def backward_peak_extra(graph: ModelGraph, saved: tuple[SavedTensor, ...], dtype: str, share,
                         grad_share) -> float:
     """Per-sample bytes the backward peak adds on top of all saved tensors (see the module docstring).
 
     share(t): fraction of saved tensor t on one device; grad_share(i): fraction of layer i's activation
     gradients on one device."""
-    weighted = [(min(t.savers), t.elems * (t.bytes_per_elem or act_bytes) * share(t)) for t in saved]
+    act_bytes = ACT_BYTES[dtype]
+    weighted = [(min(t.savers), t.size_bytes(dtype) * share(t)) for t in saved]
     total = sum(b for _, b in weighted)
     alive_until = [0.0] * (len(graph.layers) + 1)  # bytes of tensors whose first saver is layer i
     for first, b in weighted:

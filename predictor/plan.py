@@ -66,7 +66,9 @@ OPTIMIZERS = ("sgd", "momentum", "adam")
 #: engine: half-precision weights and gradients, gradients all-reduced in half precision, fp32 master weights in the
 #: optimizer: 2 + 2 + 4 bytes per parameter plus the optimizer state, ZeRO paper §3) (predictor.memory)
 MIXED_PRECISIONS = ("autocast", "half")
-DTYPES = ("fp32", "tf32", "fp16", "bf16")  # fp16/bf16 = mixed precision (fp32 master weights and optimizer state)
+#: fp16/bf16 = mixed precision (fp32 master weights and optimizer state); fp8 = bf16 mixed precision whose linear
+#: layers' matrix products run in FP8 (Transformer Engine; the profile needs "float8" GEMM fits: H100, H200)
+DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8")
 
 # Communication kinds reported separately (exposed and hidden) in Prediction.comm_*.
 COMM_KINDS = ("gradient", "layer_collective", "halo", "pipeline_p2p", "redistribute")

@@ -95,7 +95,7 @@ class _Graph:
         self.total_params = ctx.total_params
         self.param_bytes = sum(parameter_bytes(ctx.total_params, dtype, optimizer))
         self.dtype, self.optimizer = dtype, optimizer
-        self.saved = [(t, t.elems * (t.bytes_per_elem or act)) for t in ctx.saved]
+        self.saved = [(t, t.size_bytes(dtype)) for t in ctx.saved]
         self.saved_total = sum(b for _, b in self.saved)
         # spatial: per split dim d and factor f, the first layer whose input or output is smaller than f in d
         # (or has another rank): strategies.spatial.region_end is the least of these over the split's dims

@@ -193,15 +193,14 @@ class Context:
         full_key = ("saved", dtype, key)
         hit = self._sums.get(full_key)
         if hit is None:
-            act = ACT_BYTES[dtype]
-            hit = self._sums[full_key] = sum(t.elems * (t.bytes_per_elem or act) * share(t) for t in self.saved)
+            hit = self._sums[full_key] = sum(t.size_bytes(dtype) * share(t) for t in self.saved)
         return hit
 
     def workspace_per_sample(self, dtype: str, key, share: Callable[[SavedTensor], float],
                              grad_share: Callable[[int], float]) -> float:
         """Per-sample bytes the backward peak adds over all saved tensors (memory.backward_peak_extra)."""
         return self.cached(("workspace", dtype, key),
-                           lambda: backward_peak_extra(self.graph, self.saved, ACT_BYTES[dtype], share, grad_share))
+                           lambda: backward_peak_extra(self.graph, self.saved, dtype, share, grad_share))
 
     def set_parameters(self, pred: Prediction, params: float, plan: Plan, sync_group: int) -> None:
         """Weights, gradients and optimizer state of `params` parameters on one device, plus DDP's bucket
