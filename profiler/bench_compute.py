@@ -409,6 +409,44 @@ def linear_cases(M: int, N: int, K: int, dtype: str, device: str, tags: dict | N
     return cases
 
 
+#: the FP8 dtype name of the profile's families (profiler.dtypes) and what a GPU needs to run it: FP8 tensor cores
+#: (compute capability 8.9: Ada, Hopper and later)
+FP8 = "float8"
+FP8_MIN_CAPABILITY = (8, 9)
+#: pass -> (shape of the first operand, shape of the second as stored) of an FP8 linear layer's GEMM; Hopper's FP8
+#: GEMMs take only the TN layout, so the second operand is a transposed copy (Transformer Engine's cast-transpose
+#: writes it) read column-major: fwd Y = X W^T, bwd_data dX = dY W (W^T stored), bwd_weight dW = dY^T X (dY^T, X^T)
+FP8_LINEAR_OPERANDS = {"fwd": ("MK", "NK"), "bwd_data": ("MN", "KN"), "bwd_weight": ("NM", "KM")}
+
+
+def fp8_capable(device: str) -> bool:
+    """Whether `device` runs FP8 matrix products (a CUDA GPU of FP8_MIN_CAPABILITY and a torch with _scaled_mm)."""
+    return (device.startswith("cuda") and hasattr(torch, "_scaled_mm") and hasattr(torch, "float8_e4m3fn")
+            and torch.cuda.is_available() and torch.cuda.get_device_capability(device) >= FP8_MIN_CAPABILITY)
+
+
+def fp8_linear_cases(M: int, N: int, K: int, device: str) -> list[BenchCase]:
+    """The three FP8 GEMMs of one Transformer Engine linear layer on an (M, K) input: E4M3 operands with per-tensor
+    scales through torch._scaled_mm, bfloat16 result (FP8_LINEAR_OPERANDS). FLOPs 2MNK per pass, bytes A, B and
+    C once at one byte each (what calibrate.shapes.work counts for float8)."""
+    size = {"M": M, "N": N, "K": K}
+    params = dict(size)
+
+    def builder(variant: str):
+        def build():
+            first, second = (tuple(size[d] for d in dims) for dims in FP8_LINEAR_OPERANDS[variant])
+            a = torch.randn(*first, device=device).to(torch.float8_e4m3fn)
+            b = torch.randn(*second, device=device).to(torch.float8_e4m3fn)
+            one = torch.ones((), device=device)
+            return lambda: torch._scaled_mm(a, b.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+
+        return build
+
+    flops, nbytes = int(gemm_flops(M, N, K)), gemm_bytes(M, N, K, element_bytes(FP8))
+    return [BenchCase("linear", variant, dict(params), FP8, flops, nbytes, builder(variant))
+            for variant in FP8_LINEAR_OPERANDS]
+
+
 def conv_cases(params: dict, dtype: str, device: str, tags: dict | None = None) -> list[BenchCase]:
     """fwd, bwd_data and bwd_weight of one convolution, the backward passes through
     aten.convolution_backward with an output mask, so each pass is timed alone."""
@@ -764,6 +802,14 @@ def plan_compute(device: str, quick: bool) -> list[BenchCase]:
             case.tags.update(flags)
             case.build = _under_flags(case.build, flags)
             case.rotate = True  # operands from memory, as in a training step (profiler.cases.measure_case)
+    if fp8_capable(device) and grid.name != "tiny":  # FP8 linear layers (predictor --dtype fp8), sides rounded
+        first = len(cases)                          # up to the multiples of 16 FP8 GEMMs need
+        up = lambda v: -(-v // 16) * 16
+        for M, N, K in dict.fromkeys((up(M), up(N), up(K)) for M, N, K in linears):
+            cases += fp8_linear_cases(M, N, K, device)
+        for case in cases[first:]:
+            case.tags.update(dtype_flags(FP8, device))
+            case.rotate = True
     return cases
 
 

@@ -392,3 +392,31 @@ def test_average_pooling_cases_by_hand_and_against_nn_avgpool():
     rectangular = [c for c in bc.memory_op_cases({"N": 1, "C": 2, "H": 8, "W": 4}, "float32", "cpu")
                    if c.benchmark == "avgpool"]
     assert {c.params["kernel"] for c in rectangular} == {2}  # no global window on a rectangular map
+
+
+def test_fp8_linear_cases_run_the_three_tn_products_on_cpu():
+    """The FP8 linear cases (what a GPU with FP8 tensor cores measures for --dtype fp8) build and run through
+    torch._scaled_mm here too: each pass gives the result its autograd call would, 2MNK FLOPs, one byte per operand."""
+    from profiler.opmath import gemm_bytes, gemm_flops
+
+    M, N, K = 32, 48, 64
+    cases = bc.fp8_linear_cases(M, N, K, "cpu")
+    assert [c.variant for c in cases] == ["fwd", "bwd_data", "bwd_weight"]
+    shapes = {"fwd": (M, N), "bwd_data": (M, K), "bwd_weight": (N, K)}
+    for case in cases:
+        out = case.build()()
+        assert tuple(out.shape) == shapes[case.variant] and out.dtype == torch.bfloat16
+        assert case.dtype == "float8" and case.params == {"M": M, "N": N, "K": K}
+        assert case.flops == gemm_flops(M, N, K) and case.bytes_moved == gemm_bytes(M, N, K, 1)
+
+
+def test_fp8_cases_join_a_gpu_grid_only_where_the_gpu_has_fp8(monkeypatch):
+    monkeypatch.setattr(bc, "fp8_capable", lambda device: False)
+    assert not any(c.dtype == "float8" for c in bc.plan_compute("cuda", quick=True))
+    monkeypatch.setattr(bc, "fp8_capable", lambda device: True)
+    fp8 = [c for c in bc.plan_compute("cuda", quick=True) if c.dtype == "float8"]
+    assert fp8 and all(c.benchmark == "linear" for c in fp8)
+    assert all(v % 16 == 0 for c in fp8 for v in c.params.values())  # FP8 GEMMs need multiples of 16
+    assert len(fp8) == 3 * len({tuple(c.params.items()) for c in fp8})
+    monkeypatch.undo()
+    assert not bc.fp8_capable("cpu")
