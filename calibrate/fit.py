@@ -16,7 +16,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from calibrate import shapes
-from calibrate.alphabeta import MIN_TIME_S, Point, fit_alpha_beta
+from calibrate.alphabeta import MIN_TIME_S, STATISTICS, Point, fit_alpha_beta
 from calibrate.coefficients import Coefficients, ComputeFit, MeasuredShape, SegmentedFit
 from calibrate.collective_fit import COLLECTIVE_BENCHMARKS, derive_links, fit_collectives
 from calibrate.fabric_fit import as_fabric, fit_fabric, uncontended_links
@@ -100,26 +100,33 @@ def compute_family(sample: Sample) -> str:
     return f"{sample.benchmark}/{pass_}/{shapes.canonical_dtype(sample.dtype)}"
 
 
-def fastest_per_shape(samples: Sequence[Sample]) -> list[Sample]:
-    """One compute sample per (family, shape), the one with the lowest median time, in first-measured order.
-    The compute section sweeps its shapes in several passes (profiler.cases.compute_passes) so that a window
-    in which the machine ran slow costs one pass of a shape, not its only measurement; a `--shapes` shape
-    that is also a grid shape counts once as well (two samples of one shape would also put the same point
-    on both sides of a cross-validation split)."""
-    best: dict[tuple, tuple[float, Sample]] = {}
+#: the statistic a compute point's calls are summarised by: the mean, as a validation run's measured step time is
+#: the mean of its steps (docs/decisions/2026-11-29-measured-time-mean.md), so that the machine's slow windows
+#: weigh in the calibration as they weigh in the run (docs/decisions/2026-12-02-compute-points-mean.md)
+COMPUTE_STATISTIC = "mean"
+
+
+def pooled_per_shape(samples: Sequence[Sample]) -> list[Sample]:
+    """One compute sample per (family, shape) holding the calls of every sample of that shape, in first-measured
+    order. The compute section sweeps its shapes in several passes (profiler.cases.compute_passes); a `--shapes`
+    shape that is also a grid shape is measured twice as well. One point per shape (two would put the same
+    point on both sides of a cross-validation split), summarised over all its calls by COMPUTE_STATISTIC."""
+    first: dict[tuple, Sample] = {}
+    calls: dict[tuple, list[float]] = defaultdict(list)
     for s in samples:
-        key, median_s = (compute_family(s), shapes.shape_key(s.params)), float(np.median(s.times_s))
-        if key not in best or median_s < best[key][0]:
-            best[key] = (median_s, s)
-    return [s for _, s in best.values()]
+        key = (compute_family(s), shapes.shape_key(s.params))
+        first.setdefault(key, s)
+        calls[key].extend(s.times_s)
+    return [s if len(calls[key]) == len(s.times_s) else s.model_copy(update={"times_s": calls[key]})
+            for key, s in first.items()]
 
 
 def compute_points(samples: Sequence[Sample], lanes: Optional[int] = None) -> dict[str, list[ComputePoint]]:
     """The compute samples among `samples` as fit points, per family "op/pass/dtype" (one per shape:
-    fastest_per_shape). lanes: the host's float32 SIMD lanes (calibrate.shapes.simd_lanes), for the host
+    pooled_per_shape, summarised by COMPUTE_STATISTIC). lanes: the host's float32 SIMD lanes (calibrate.shapes.simd_lanes), for the host
     samples' work."""
     groups: dict[str, list[ComputePoint]] = defaultdict(list)
-    for s in fastest_per_shape([s for s in samples if s.benchmark in COMPUTE_BENCHMARKS]):
+    for s in pooled_per_shape([s for s in samples if s.benchmark in COMPUTE_BENCHMARKS]):
         if is_weight_design(s):
             continue  # the weight floor's points (calibrate.conv_weight), not the efficiency curve's
         key = compute_family(s)
@@ -130,7 +137,7 @@ def compute_points(samples: Sequence[Sample], lanes: Optional[int] = None) -> di
         if w["work"] <= 0:
             raise UserError(f"{s.benchmark} {s.variant} sample with params {s.params} does no work (0 FLOPs/bytes)")
         groups[key].append(ComputePoint(w["work"], w["bytes"], tuple(w["features"]), np.asarray(s.times_s, float),
-                                        dict(s.params)))
+                                        dict(s.params), statistic=COMPUTE_STATISTIC))
     return groups
 
 
@@ -177,18 +184,19 @@ def fit_compute_families(samples: list[Sample], memory_bw: Optional[float], seed
 
 
 def measured_shapes(samples: list[Sample]) -> list[MeasuredShape]:
-    """The median time of every measured compute shape (its fastest pass: fastest_per_shape). ParaDL and most
+    """The time of every measured compute shape (COMPUTE_STATISTIC over all its calls: pooled_per_shape). ParaDL and most
     peers (Proteus, Echo, SimAI) cost a model from its own profiled layers; this keeps those measurements
     exact where the fitted efficiency model would smooth them (a 4-channel conv backward at
     64x64 runs at 2-5 GFLOP/s, a tenth of its neighbours', and was predicted 3x too fast)."""
     out = []
-    for s in fastest_per_shape(samples):
+    for s in pooled_per_shape(samples):
         family = compute_family(s)
         op, pass_, _ = family.split("/")
         if (op, pass_) in shapes.ZERO_COST:
             continue
         params = {k: int(v) for k, v in s.params.items() if isinstance(v, (int, float)) and float(v).is_integer()}
-        out.append(MeasuredShape(family=family, params=params, time_s=max(float(np.median(s.times_s)), MIN_TIME_S)))
+        out.append(MeasuredShape(family=family, params=params,
+                                 time_s=max(float(STATISTICS[COMPUTE_STATISTIC](s.times_s)), MIN_TIME_S)))
     return out
 
 

@@ -152,18 +152,20 @@ def cpu_native_conv(op: str, params: Mapping[str, Any], dtype: str, threads: int
 
 def lane_padded_channels(pass_: str, channels: int, filters: int, lanes: int) -> tuple[int, int]:
     """(C, F) as a oneDNN blocked convolution computes them: the channel dimensions it vectorises rounded up to
-    whole blocks of `lanes`, whose padding lanes do multiply-adds all the same. Forward and backward-weight
-    vectorise the filters F; C is left as it is (below one block oneDNN's first-layer kernel reads it in the
-    plain layout). Backward-data computes dX over blocks of C from dY blocked over F, so both are padded.
-    Which dimensions are padded was measured on three 2-thread AVX-512 quick profiles (2026-11-30), refitted
-    with and without: held-out median errors went from 25-30% to 16-21% (conv3d fwd), 21-29% to 10-17%
-    (conv3d bwd_data) and 14-23% to 9-10% (conv2d bwd_data). Padding C in the forward pass raised them, and
-    blocks of 8 fitted worse than 16 on that machine."""
+    whole blocks of `lanes`, whose padding lanes do multiply-adds all the same (oneDNN's blocked layouts,
+    nChw16c on AVX-512, pad the channel dimension to the block: "Understanding Memory Formats", oneDNN guide).
+    Forward and backward-weight vectorise the filters F, and C once it is more than one block: below one block
+    oneDNN's first-layer kernel reads C in the plain layout, unpadded. Backward-data computes dX over blocks of
+    C from dY blocked over F, so both are padded. Which dimensions are padded was measured on three 2-thread
+    AVX-512 quick profiles (2026-11-30), refitted with and without: held-out median errors went from 25-30% to
+    16-21% (conv3d fwd), 21-29% to 10-17% (conv3d bwd_data) and 14-23% to 9-10% (conv2d bwd_data); padding
+    every C in the forward pass (the 3-8 channel first layers too) raised them, and blocks of 8 fitted worse
+    than 16 on that machine. Padding C above one block: docs/decisions/2026-11-30-simd-lane-padding.md."""
     def pad(n: int) -> int:
         return -(-n // lanes) * lanes
     if pass_ == "bwd_data":
         return pad(channels), pad(filters)
-    return channels, pad(filters)
+    return (pad(channels) if channels > lanes else channels), pad(filters)
 
 
 def work(op: str, pass_: str, params: Mapping[str, Any], dtype: str,

@@ -139,6 +139,9 @@ CONV2D_LAYERS = [
     ("narrow_3to8_3x3", 3, 8, 64, 3, 1, 1, 8),
     ("narrow_8to16_3x3", 8, 16, 32, 3, 1, 1, 16),
     ("narrow_16to32_3x3", 16, 32, 32, 3, 1, 1, 8),
+    # channels that are not whole SIMD blocks (user nets, random nets): oneDNN's blocked layouts pad them
+    ("odd_40to72_3x3", 40, 72, 28, 3, 1, 1, 8),
+    ("odd_100to48_1x1", 100, 48, 28, 1, 1, 0, 8),
 ]
 # CosmoFlow-style 3-D layers: (name, C, F, D=H=W, kernel, stride, padding, CPU batch).
 CONV3D_LAYERS = [

@@ -120,11 +120,14 @@ def test_a_fit_learns_the_native_kernel_regime():
 
 
 def test_lane_padding_by_hand():
-    """AVX-512 blocks of 16 float32 lanes: forward and backward-weight pad F, backward-data pads C and F."""
+    """AVX-512 blocks of 16 float32 lanes: forward and backward-weight pad F, and C once it is more than one
+    block (a first layer of 3-16 channels is read unpadded); backward-data pads C and F."""
     assert shapes.simd_lanes("AVX512") == 16 and shapes.simd_lanes("AVX2") == 8
     assert shapes.simd_lanes("DEFAULT") is None and shapes.simd_lanes(None) is None
     assert shapes.lane_padded_channels("fwd", 4, 8, 16) == (4, 16)
-    assert shapes.lane_padded_channels("bwd_weight", 20, 33, 16) == (20, 48)
+    assert shapes.lane_padded_channels("bwd_weight", 20, 33, 16) == (32, 48)
+    assert shapes.lane_padded_channels("fwd", 16, 33, 16) == (16, 48)  # one whole block: nothing to pad
+    assert shapes.lane_padded_channels("fwd", 98, 48, 16) == (112, 48)
     assert shapes.lane_padded_channels("bwd_data", 4, 8, 16) == (16, 16)
     params = dict(N=2, C=4, F=8, H=16, W=16, kernel=3, stride=1, padding=1)
     flops = 2.0 * 2 * 8 * 4 * 9 * 256
