@@ -123,8 +123,8 @@ def pooled_per_shape(samples: Sequence[Sample]) -> list[Sample]:
 
 def compute_points(samples: Sequence[Sample], lanes: Optional[int] = None) -> dict[str, list[ComputePoint]]:
     """The compute samples among `samples` as fit points, per family "op/pass/dtype" (one per shape:
-    pooled_per_shape, summarised by COMPUTE_STATISTIC). lanes: the host's float32 SIMD lanes (calibrate.shapes.simd_lanes), for the host
-    samples' work."""
+    pooled_per_shape, summarised by COMPUTE_STATISTIC). lanes: the host's float32 SIMD lanes
+    (calibrate.shapes.simd_lanes), for the host samples' work."""
     groups: dict[str, list[ComputePoint]] = defaultdict(list)
     for s in pooled_per_shape([s for s in samples if s.benchmark in COMPUTE_BENCHMARKS]):
         if is_weight_design(s):
@@ -184,8 +184,8 @@ def fit_compute_families(samples: list[Sample], memory_bw: Optional[float], seed
 
 
 def measured_shapes(samples: list[Sample]) -> list[MeasuredShape]:
-    """The time of every measured compute shape (COMPUTE_STATISTIC over all its calls: pooled_per_shape). ParaDL and most
-    peers (Proteus, Echo, SimAI) cost a model from its own profiled layers; this keeps those measurements
+    """The time of every measured compute shape (COMPUTE_STATISTIC over all its calls: pooled_per_shape). ParaDL
+    and most peers (Proteus, Echo, SimAI) cost a model from its own profiled layers; this keeps those measurements
     exact where the fitted efficiency model would smooth them (a 4-channel conv backward at
     64x64 runs at 2-5 GFLOP/s, a tenth of its neighbours', and was predicted 3x too fast)."""
     out = []

@@ -499,8 +499,9 @@ def _apply_constants(compute: dict[str, ComputeFit], constants: SystemConstants)
         if key.split("/", 1)[0] in MATMUL_OPS:  # matrix products stay at the measured GEMM fraction
             out[key] = fit
             continue
+        grouped = fit.kind != "bytes" and "_grouped/" in key
         table = constants.bytes_time_scale if fit.kind == "bytes" else (
-            constants.grouped_time_scale if "_grouped/" in key else constants.flops_time_scale)
+            constants.grouped_time_scale if grouped else constants.flops_time_scale)
         factor = table.get(dtype)
         if factor is None:
             out[key] = fit
@@ -508,7 +509,7 @@ def _apply_constants(compute: dict[str, ComputeFit], constants: SystemConstants)
         ts = fit.time_scale
         out[key] = fit.model_copy(update={
             "time_scale": Estimate(value=ts.value * factor, low=ts.low * factor, high=ts.high * factor),
-            "sources": fit.sources + [f"time scale {factor:.3f} {constants.describe(dtype)}"]})
+            "sources": fit.sources + [f"time scale {factor:.3f} {constants.describe(dtype, grouped)}"]})
     return out
 
 

@@ -114,12 +114,17 @@ class SystemConstants:
     fitted_sources: tuple[str, ...] = ()
     row_ids: tuple[str, ...] = ()
     from_fleet: tuple[str, ...] = ()  # dtypes completed from the fleet (for_family), not fitted to this family
+    grouped_from_fleet: tuple[str, ...] = ()  # ... and dtypes whose grouped-convolution scale was
+    fleet: Optional["SystemConstants"] = None  # the fleet those came from
 
-    def describe(self, dtype: Optional[str] = None) -> str:
-        if self.family == "fleet" or dtype in self.from_fleet:
+    def describe(self, dtype: Optional[str] = None, grouped: bool = False) -> str:
+        """Where the time scale of `dtype` (of grouped convolutions with `grouped`) comes from."""
+        if self.family == "fleet":
             return (f"no published row of this GPU family and dtype: the fleet's geometric mean over the families "
                     f"fitted to {self.rows} single-node published rows of sources {', '.join(self.fitted_sources)} "
                     f"(calibrate.system_constants.fleet_constants)")
+        if self.fleet is not None and dtype in (self.grouped_from_fleet if grouped else self.from_fleet):
+            return self.fleet.describe(dtype, grouped)
         return (f"fitted to {self.rows} single-node published rows of sources {', '.join(self.fitted_sources)} "
                 f"(predictor.published.fit; ids in calibrate/data/system_constants.yaml)")
 
@@ -183,10 +188,12 @@ def for_family(families: dict[str, "SystemConstants"], family: Optional[str]) ->
     if fleet is None or own is None:
         return own or fleet
     filled = tuple(d for d in FLEET_DTYPES if d not in own.flops_time_scale and d in fleet.flops_time_scale)
+    grouped = tuple(d for d in FLEET_DTYPES if d not in own.grouped_time_scale and d in fleet.grouped_time_scale)
     return replace(
         own, flops_time_scale=fleet.flops_time_scale | own.flops_time_scale,
         bytes_time_scale=fleet.bytes_time_scale | own.bytes_time_scale,
-        grouped_time_scale=fleet.grouped_time_scale | own.grouped_time_scale, from_fleet=filled)
+        grouped_time_scale=fleet.grouped_time_scale | own.grouped_time_scale, from_fleet=filled,
+        grouped_from_fleet=grouped, fleet=fleet)
 
 
 def _positive_map(value, where: str) -> dict[str, float]:

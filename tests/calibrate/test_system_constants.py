@@ -1,7 +1,7 @@
 """Per-GPU-family constants fitted to published runs: the fit recovers known constants; the file is checked."""
 import pytest
 
-from calibrate.system_constants import SystemConstants, fleet_constants, for_family, gpu_family, load_constants
+from calibrate.system_constants import FLEET_DTYPES as FLEET_ORDER, SystemConstants, fleet_constants, for_family, gpu_family, load_constants
 from predictor.published.fit import MIN_ROWS, ScaledCostModel, fit_family, with_constants
 from profiler.errors import UserError
 
@@ -46,6 +46,9 @@ def test_fleet_constants_by_hand():
     assert own.flops_time_scale == {"float32": 0.5, "tf32": 1.0, "float16": 1.0, "bfloat16": 1.0}
     assert own.grouped_time_scale["float32"] == 4.0 and own.from_fleet == ("tf32", "float16", "bfloat16")
     assert "fleet" in own.describe("float16") and "fleet" not in own.describe("float32")
+    assert "fleet" in own.describe("float32", grouped=True) and own.grouped_from_fleet == FLEET_ORDER
+    assert "12 single-node published rows of sources a, b" in own.describe("float16")  # the fleet's rows, not Y's
+    assert "fleet" not in for_family({"X": x, "Y": y}, "X").describe("float16", grouped=True)
     assert for_family({"X": x, "Y": y}, "Z") == fleet and for_family({"X": x, "Y": y}, None) == fleet
     assert for_family({}, "X") is None and fleet_constants({}) is None
     three = fleet_constants({"X": x, "Y": y, "W": SystemConstants(family="W", flops_time_scale={"float16": 4.0})})
