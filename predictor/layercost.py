@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 from calibrate.cost_api import CostModel
 from predictor.graph import Layer, ModelGraph
-from profiler.dtypes import dtype_bytes
+from profiler.dtypes import FP8, dtype_bytes
 from profiler.opmath import cross_entropy_bytes, element_pass_bytes, embedding_bytes
 
 MIXED_DTYPES = ("fp16", "bf16", "fp8")
@@ -27,7 +27,6 @@ ACT_BYTES = {name: dtype_bytes(full) for name, full in DTYPE_NAMES.items()}  # b
 #: under plan dtype fp8, the cost-model ops run as FP8 GEMMs: linear layers (Transformer Engine's te.Linear); batched
 #: products, fused attention and convolutions stay bf16 (its default recipe does not cast attention)
 FP8_MATMUL_OPS = ("linear",)
-FP8 = "float8"
 #: bytes per element Transformer Engine's fused cast-transpose moves casting an operand of an FP8 GEMM: read bf16
 #: (2), write FP8 (1) and its transpose (1), since Hopper's FP8 GEMMs take only the TN layout (the input in the
 #: forward, the output gradient in the backward); a weight is read in fp32 (4) and written twice (1 + 1)
@@ -217,7 +216,7 @@ class LayerCoster:
             t = self._calls[key] = self.cm.compute_time_s(op, pass_, params, dtype)
         return t
 
-    def _fp8_casts(self, op: str, params: dict[str, int], weighted: bool) -> tuple[float, float]:
+    def _fp8_casts(self, params: dict[str, int], weighted: bool) -> tuple[float, float]:
         """(forward, backward) seconds of the casts an FP8 GEMM needs (FP8_CAST_BYTES_PER_ELEM): the input and, for
         a layer with weights, the weight in the forward; the output gradient in the backward. M x K input,
         M x N output, K x N weight."""
@@ -253,7 +252,7 @@ class LayerCoster:
             if layer.params or layer.tied:  # a tied head's weight gradient is computed too (Layer.tied)
                 bwd += self._call(op, "bwd_weight", params)
             if self.dtype == "fp8" and op in FP8_MATMUL_OPS:
-                cast_fwd, cast_bwd = self._fp8_casts(op, params, bool(layer.params))
+                cast_fwd, cast_bwd = self._fp8_casts(params, bool(layer.params))
                 fwd += cast_fwd
                 bwd += cast_bwd
         if self.readers[index] > 1:  # its output's gradients arrive from several readers and are summed

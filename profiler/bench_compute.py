@@ -40,7 +40,7 @@ from profiler import bench_memory
 from profiler.cases import GRID_ENV, BenchCase
 from profiler.profile import WEIGHT_DESIGN_LAYER
 from profiler import opmath
-from profiler.dtypes import dtype_bytes
+from profiler.dtypes import FP8, dtype_bytes
 from profiler.opmath import gemm_bytes, gemm_flops, window_output_size
 from profiler.errors import UserError
 
@@ -412,9 +412,8 @@ def linear_cases(M: int, N: int, K: int, dtype: str, device: str, tags: dict | N
     return cases
 
 
-#: the FP8 dtype name of the profile's families (profiler.dtypes) and what a GPU needs to run it: FP8 tensor cores
-#: (compute capability 8.9: Ada, Hopper and later)
-FP8 = "float8"
+#: what a GPU needs to run FP8 products (profiler.dtypes.FP8): FP8 tensor cores (compute capability 8.9: Ada, Hopper
+#: and later)
 FP8_MIN_CAPABILITY = (8, 9)
 #: pass -> (shape of the first operand, shape of the second as stored) of an FP8 linear layer's GEMM; Hopper's FP8
 #: GEMMs take only the TN layout, so the second operand is a transposed copy (Transformer Engine's cast-transpose

@@ -6,6 +6,8 @@ from __future__ import annotations
 from profiler.errors import UserError
 
 DTYPE_BYTES = {"float64": 8, "float32": 4, "tf32": 4, "float16": 2, "bfloat16": 2, "float8": 1}
+#: the name of the FP8 compute dtype (E4M3 operands of Transformer Engine's GEMMs) in samples, fits and plans
+FP8 = "float8"
 DTYPE_ALIASES = {"fp32": "float32", "fp16": "float16", "half": "float16", "bf16": "bfloat16", "fp64": "float64",
                  "double": "float64", "float": "float32", "fp8": "float8"}
 
