@@ -21,8 +21,8 @@ from calibrate.coefficients import (Coefficients, ComputeFit, EfficiencyModel, E
 from calibrate.cost_api import COLLECTIVES
 from calibrate.shapes import FLOP_FEATURES, MATMUL_OPS, WINOGRAD_FAMILY
 from calibrate.shipped import shipped_profiles_dir
-from calibrate.system_constants import (StackScales, SystemConstants, for_family, gpu_family, load_constants, load_model_error,
-                                        load_stacks)
+from calibrate.system_constants import (StackScales, SystemConstants, for_family, gpu_family, load_constants,
+                                        load_model_error, load_stacks)
 from profiler.profile import (GPUInfo, Machine, Profile, Provenance, SCHEMA_VERSION, dump_yaml, write_atomic)
 
 GIB = 2**30

@@ -213,8 +213,10 @@ class Decompositions:
         fitted = sorted(k for k, n in counts.items() if n >= MIN_ROWS and k[0] != "other")
         scale = {k: 1.0 for k in fitted}
         families = _families(items, stack_of, scale)
+        names = {f for _, f, _ in items}
         for _ in range(STACK_ITERATIONS):
-            new = {k: _stack_factor([(_compute_part(for_family(families, f), parts), parts["R"], s.run.measured_s)
+            complete = {f: for_family(families, f) for f in names}  # each family completed from the fleet once
+            new = {k: _stack_factor([(_compute_part(complete[f], parts), parts["R"], s.run.measured_s)
                                      for (s, f, parts), key in zip(items, stack_of) if key == k]) for k in fitted}
             for cls in {k[1] for k in new}:  # the reference: per precision class, the row-weighted geometric
                 keys = [k for k in new if k[1] == cls]  # mean of the stacks' factors is 1 (the family scales and

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from predictor.layercost import Split
 from predictor.layout import data_network_share, data_nodes, inner_nodes
-from predictor.memory import gradient_bytes_per_param
 from predictor.plan import Plan, Prediction
 from predictor.strategies.context import Context, Infeasible
 from predictor.strategies.data import local_batch
@@ -59,10 +58,8 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     pred.update_s = ctx.update_s(local_params, plan.optimizer, plan.dtype)
     d_nodes = data_nodes(plan.p_data, p, plan.devices_per_node)
     divisors = tuple(1 if i < first_split else p for i in range(ctx.n_layers))
-    exposed, hidden = ctx.gradient_sync(range(ctx.n_layers), bwd_list, divisors, plan.p_data, d_nodes,
-                                        plan.bucket_bytes, plan.framework,
-                                        share=data_network_share(plan.p_data, p, plan.devices_per_node),
-                                        grad_bytes=gradient_bytes_per_param(plan.dtype, plan.mixed_precision))
+    exposed, hidden = ctx.gradient_sync(range(ctx.n_layers), bwd_list, divisors, plan.p_data, d_nodes, plan,
+                                        share=data_network_share(plan.p_data, p, plan.devices_per_node))
     pred.comm_exposed_s["gradient"], pred.comm_hidden_s["gradient"] = exposed, hidden
     ctx.set_parameters(pred, local_params, plan, plan.p_data)
 

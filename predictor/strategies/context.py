@@ -16,7 +16,8 @@ from predictor.plan import Plan, Prediction
 from predictor.shared_cores import SharedCores
 from predictor.stacks import stack_scaled
 from predictor.overlap import bucket_layout, launches, ready_times, regime, schedule
-from predictor.memory import SavedTensor, backward_peak_extra, parameter_bytes, saved_tensors
+from predictor.memory import (SavedTensor, backward_peak_extra, gradient_bytes_per_param, parameter_bytes,
+                              saved_tensors)
 
 
 class Infeasible(Exception):
@@ -151,14 +152,14 @@ class Context:
         return t
 
     # ---- common pieces ---------------------------------------------------------------------------
-    def gradient_sync(self, indices, bwd_list: list[float], param_div, group: int, nodes: int,
-                      bucket_bytes: float, framework: str = "ddp", op: str = "allreduce",
-                      share: float = 1.0, grad_bytes: float = 4.0) -> tuple[float, float]:
+    def gradient_sync(self, indices, bwd_list: list[float], param_div, group: int, nodes: int, plan: Plan,
+                      op: str = "allreduce", share: float = 1.0) -> tuple[float, float]:
         """(exposed_s, hidden_s) of the gradient allreduce of layers `indices` over `group` ranks on
-        `nodes` nodes, scheduled by the framework's regime behind backward (overlap.py). param_div: one
-        divisor of every layer's parameters, or a tuple with one divisor per index. share: of each node's
-        network, for data-parallel groups that synchronise beside others (layout.data_network_share).
-        grad_bytes: per parameter (memory.gradient_bytes_per_param: 2 when the framework keeps half gradients).
+        `nodes` nodes, scheduled by the plan's framework regime and bucket size behind backward (overlap.py),
+        plan.dtype and plan.mixed_precision setting the bytes per gradient (memory.gradient_bytes_per_param: 2
+        when the framework keeps half gradients). param_div: one divisor of every layer's parameters, or a tuple
+        with one divisor per index. share: of each node's network, for data-parallel groups that synchronise
+        beside others (layout.data_network_share).
 
         Exposed also holds the two gradient copies every regime makes on the compute stream: into the
         bucket / fusion buffer and back (DDP's default gradient_as_bucket_view=False; Horovod's fusion buffer;
@@ -166,7 +167,8 @@ class Context:
         the DDP reducer's mul and copy_). op: "reduce_scatter" for sharded data parallelism (ZeRO stages 1-2)."""
         if group <= 1:
             return 0.0, 0.0
-        reg = regime(framework, bucket_bytes)
+        reg = regime(plan.framework, plan.bucket_bytes)
+        grad_bytes = gradient_bytes_per_param(plan.dtype, plan.mixed_precision)
         held = self._ready.get(id(bwd_list))
         if held is None or held[0] is not bwd_list:
             held = self._ready[id(bwd_list)] = (bwd_list, ready_times(bwd_list))

@@ -66,8 +66,7 @@ def _zero(ctx: Context, plan: Plan, pred: Prediction, fwd: float, bwd: float, bw
         return ctx.collective("allgather", ctx.params[i] * weight_bytes, N, nodes) if ctx.params[i] else 0.0
 
     if stage <= 2:
-        exposed, hidden = ctx.gradient_sync(everything, bwd_list, 1, N, nodes, plan.bucket_bytes, plan.framework,
-                                            op="reduce_scatter", grad_bytes=grad_bytes)
+        exposed, hidden = ctx.gradient_sync(everything, bwd_list, 1, N, nodes, plan, op="reduce_scatter")
         pred.comm_exposed_s["layer_collective"] = ctx.collective("allgather", ctx.total_params * weight_bytes, N,
                                                                  nodes)
     else:
@@ -97,9 +96,7 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     pred.compute_fwd_s, pred.compute_bwd_s = fwd, bwd
     pred.update_s = ctx.update_s(ctx.total_params, plan.optimizer, plan.dtype)
     nodes = data_nodes(plan.p_data, 1, plan.devices_per_node)
-    grad_bytes = gradient_bytes_per_param(plan.dtype, plan.mixed_precision)
-    exposed, hidden = ctx.gradient_sync(everything, bwd_list, 1, plan.p_data, nodes, plan.bucket_bytes,
-                                        plan.framework, grad_bytes=grad_bytes)
+    exposed, hidden = ctx.gradient_sync(everything, bwd_list, 1, plan.p_data, nodes, plan)
     pred.comm_exposed_s["gradient"], pred.comm_hidden_s["gradient"] = exposed, hidden
     buffer_sync_s = 0.0 if plan.framework != "ddp" else ctx.cached(
         ("ddp-buffers", plan.p_data, nodes), lambda: ddp_buffer_sync_s(ctx, plan.p_data, nodes))

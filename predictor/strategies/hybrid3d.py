@@ -54,7 +54,7 @@ import math
 
 from predictor.layercost import Split
 from predictor.layout import data_network_share, nodes_spanned
-from predictor.memory import gradient_bytes_per_param, parameter_bytes
+from predictor.memory import parameter_bytes
 from predictor.plan import (PIPELINE_BOUNDARIES, PIPELINE_SCHEDULES, RECOMPUTE_GRANULARITIES, Plan,
                             Prediction)
 from predictor.strategies.context import Context, Infeasible
@@ -311,9 +311,7 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     for k in range(K):
         layers = tuple(ranks[k])
         e, h = ctx.gradient_sync(layers, [times[i][1] + bwd_comm[i] for i in layers],
-                                 tuple(divisors[i] for i in layers), plan.p_data, d_nodes, plan.bucket_bytes,
-                                 plan.framework, share=share,
-                                 grad_bytes=gradient_bytes_per_param(dtype, plan.mixed_precision))
+                                 tuple(divisors[i] for i in layers), plan.p_data, d_nodes, plan, share=share)
         if e >= exposed:
             exposed, hidden = e, h
     pred.comm_exposed_s["gradient"], pred.comm_hidden_s["gradient"] = exposed, hidden

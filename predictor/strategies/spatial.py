@@ -33,7 +33,6 @@ import math
 
 from predictor.layercost import Split, local_dims
 from predictor.layout import inner_nodes, nodes_spanned
-from predictor.memory import gradient_bytes_per_param
 from predictor.plan import Plan, Prediction
 from predictor.strategies.context import Context, Infeasible
 from predictor.strategies.data import local_batch
@@ -158,9 +157,7 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     pred.details["batch_norm_sync_s"] = bn_sync_s
 
     everyone = nodes_spanned(plan.devices, 1, dpn, 1)
-    grad_bytes = gradient_bytes_per_param(plan.dtype, plan.mixed_precision)
-    exposed, hidden = ctx.gradient_sync(range(ctx.n_layers), bwd_list, 1, plan.devices, everyone, plan.bucket_bytes,
-                                        plan.framework, grad_bytes=grad_bytes)
+    exposed, hidden = ctx.gradient_sync(range(ctx.n_layers), bwd_list, 1, plan.devices, everyone, plan)
     pred.comm_exposed_s["gradient"], pred.comm_hidden_s["gradient"] = exposed, hidden
     pred.update_s = ctx.update_s(ctx.total_params, plan.optimizer, plan.dtype)
 

@@ -49,7 +49,6 @@ from dataclasses import dataclass
 from predictor.graph import ModelGraph
 from predictor.layercost import Split
 from predictor.layout import data_network_share, data_nodes, inner_nodes
-from predictor.memory import gradient_bytes_per_param
 from predictor.plan import Plan, Prediction
 from predictor.strategies.context import Context, Infeasible
 from predictor.strategies.data import local_batch
@@ -288,10 +287,8 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     divisors = ctx.cached(("tensor-divisors", p), lambda: tuple(
         ctx.params[i] / x if x else 1 for i, x in enumerate(local)))
     d_nodes = data_nodes(plan.p_data, p, plan.devices_per_node)
-    exposed, hidden = ctx.gradient_sync(range(ctx.n_layers), bwd_list, divisors, plan.p_data, d_nodes,
-                                        plan.bucket_bytes, plan.framework,
-                                        share=data_network_share(plan.p_data, p, plan.devices_per_node),
-                                        grad_bytes=gradient_bytes_per_param(plan.dtype, plan.mixed_precision))
+    exposed, hidden = ctx.gradient_sync(range(ctx.n_layers), bwd_list, divisors, plan.p_data, d_nodes, plan,
+                                        share=data_network_share(plan.p_data, p, plan.devices_per_node))
     pred.comm_exposed_s["gradient"], pred.comm_hidden_s["gradient"] = exposed, hidden
     ctx.set_parameters(pred, local_params, plan, plan.p_data)
 
