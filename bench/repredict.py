@@ -10,7 +10,8 @@ runs (pooled over every dataset given, median per run) against each version's pr
     python -m bench repredict --profile P.yaml out/validate-A.jsonl [out/validate-B.jsonl ...]
     python -m bench repredict --profile P.yaml --refit out/validate-*.jsonl   # refit P's samples first
 
-Prints mean accuracy per strategy (1 - |predicted - measured| / measured), like `predictor validate`.
+Prints mean accuracy per strategy (1 - |predicted - measured| / measured), like `predictor validate`, and the
+nets whose fastest strategy the prediction names (predictor.random_report.net_ranking).
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from bench import describe
 from calibrate.cost_model import load_cost_model
 from calibrate.fit import fit_profile
 from predictor.datasets import repredicted
+from predictor.random_report import net_ranking
 from predictor.validate_report import accuracy
 from profiler.errors import UserError
 from profiler.profile import load_profile
@@ -38,7 +40,9 @@ def run(args) -> int:
     profile = load_profile(args.profile)
     cost_model = load_cost_model(fit_profile(profile) if args.refit else profile)
     by_strategy = defaultdict(list)
+    ranked = []
     for label, scenario, row, prediction in repredicted(args.datasets, cost_model):
+        ranked.append({**row, "label": label, "predicted_time_s": prediction.iteration_s})
         acc = accuracy(prediction.iteration_s, row["measured_time_s"])
         by_strategy[label].append(acc)
         if args.rows:
@@ -51,4 +55,7 @@ def run(args) -> int:
     for label, accs in sorted(by_strategy.items()):
         print(f"  {label:17} {statistics.mean(accs):6.1%}  ({len(accs)} runs)")
     print(f"  {'overall':17} {statistics.mean(everything):6.1%}  ({len(everything)} runs)")
+    nets = net_ranking(ranked)
+    if nets:
+        print(f"  fastest strategy named for {sum(n['agree'] for n in nets)}/{len(nets)} nets")
     return 0

@@ -328,12 +328,16 @@ class ComputeFit(_Strict):
 
 class FrameworkFit(_Strict):
     """Eager framework time per layer on top of its kernels (calibrate.framework): the forward module
-    call with autograd recording, and one backward autograd node."""
+    call with autograd recording, and one backward autograd node, warm; and what a layer pays on top when the
+    layer before it ran another kernel, as in a training step."""
 
     forward_per_layer_s: TimeEstimate
     backward_per_layer_s: TimeEstimate
     optimizer_step_s: Optional[TimeEstimate] = None  # optimizer step + zero_grad: fixed per step
     optimizer_per_tensor_s: Optional[TimeEstimate] = None  # ... and per parameter tensor
+    # a layer's extra time when the layer before it ran another kernel (its code is cold), per pass
+    cold_forward_per_layer_s: Optional[TimeEstimate] = None
+    cold_backward_per_layer_s: Optional[TimeEstimate] = None
     sources: list[str] = Field(default_factory=list)
 
 

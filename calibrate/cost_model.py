@@ -190,7 +190,9 @@ class ProfileCostModel:
         fit = self.coefficients.framework
         if fit is None:
             return 0.0
-        return (fit.forward_per_layer_s if pass_ == "fwd" else fit.backward_per_layer_s).at(self.bound)
+        warm, cold = ((fit.forward_per_layer_s, fit.cold_forward_per_layer_s) if pass_ == "fwd"
+                      else (fit.backward_per_layer_s, fit.cold_backward_per_layer_s))
+        return warm.at(self.bound) + (cold.at(self.bound) if cold is not None else 0.0)
 
     def optimizer_overhead_s(self, tensors: int) -> float:
         fit = self.coefficients.framework

@@ -9,10 +9,19 @@ each clipped at 0, with 95% bootstrap intervals over the samples' own per-call t
 The `optimizer` variant's line over K parameter tensors gives the optimizer step's fixed cost (its intercept:
 Python and dispatch per step) and its cost per parameter tensor (slope), added to every weight update
 (profiles measured before it existed have neither: 0).
+
+The cold-code chains (`cold_forward`, `cold_step`; profiler/bench_framework.py) hold the same tiny layers in a
+`cycled` and a `grouped` order; with t the median call time of each and n the layers that follow a layer of
+another type (n_cycled - n_grouped of them more in the cycled chain),
+    cold forward  = (t_forward[cycled] - t_forward[grouped]) / (n_cycled - n_grouped)
+    cold backward = ((t_step - t_forward)[cycled] - (t_step - t_forward)[grouped]) / (n_cycled - n_grouped)
+each clipped at 0, 95% bootstrap intervals over the per-call times: what a layer pays in a training step,
+where almost every layer follows another kernel, beyond the warm per-layer overhead above. Profiles without
+these samples have none (0).
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 
@@ -22,6 +31,8 @@ from profiler.errors import UserError
 from profiler.profile import Sample
 
 VARIANTS = ("kernel", "forward", "step")
+COLD_VARIANTS = ("cold_forward", "cold_step")
+COLD_ORDERS = ("cycled", "grouped")
 BOOTSTRAP_REPLICATES = 200
 
 
@@ -37,6 +48,44 @@ def _slopes(x: dict[str, np.ndarray], t: dict[str, np.ndarray]) -> tuple[float, 
     """(forward, backward) per-layer overheads from each variant's chain lengths x and times t."""
     b = {v: fit_line(x[v], t[v])[1] for v in VARIANTS}
     return max(b["forward"] - b["kernel"], 0.0), max(b["step"] - b["forward"] - b["kernel"], 0.0)
+
+
+def _cold_samples(samples: Sequence[Sample]) -> Optional[dict[tuple[str, str], Sample]]:
+    """{(variant, order): sample} when every cold-code variant was measured in both orders, else None."""
+    found = {(s.variant, s.params.get("order")): s for s in samples if s.variant in COLD_VARIANTS}
+    if not found:
+        return None
+    missing = [f"{v} {o}" for v in COLD_VARIANTS for o in COLD_ORDERS if (v, o) not in found]
+    if missing:
+        raise UserError(f"framework cold-code samples lack {', '.join(missing)}; the cold per-layer time needs "
+                        f"both variants in both orders")
+    return found
+
+
+def _cold_per_layer(t: dict[tuple[str, str], float], layers_apart: int) -> tuple[float, float]:
+    """(forward, backward) cold-code seconds per layer from each chain's call time (module docstring)."""
+    forward = {o: t[("cold_forward", o)] for o in COLD_ORDERS}
+    backward = {o: t[("cold_step", o)] - forward[o] for o in COLD_ORDERS}
+    return (max(forward["cycled"] - forward["grouped"], 0.0) / layers_apart,
+            max(backward["cycled"] - backward["grouped"], 0.0) / layers_apart)
+
+
+def fit_cold(samples: Sequence[Sample], rng: np.random.Generator) -> dict:
+    """{"cold_forward_per_layer_s", "cold_backward_per_layer_s"} estimates, or {} without cold samples."""
+    found = _cold_samples(samples)
+    if found is None:
+        return {}
+    layers_apart = int(found[("cold_forward", "cycled")].params["transitions"]) - \
+        int(found[("cold_forward", "grouped")].params["transitions"])
+    if layers_apart <= 0:
+        raise UserError("framework cold-code samples: the cycled chain must have more type changes than the "
+                        "grouped one (params.transitions)")
+    times = {key: np.asarray(s.times_s, float) for key, s in found.items()}
+    value = _cold_per_layer({k: float(np.median(v)) for k, v in times.items()}, layers_apart)
+    replicates = [_cold_per_layer({k: float(np.median(rng.choice(v, len(v)))) for k, v in times.items()},
+                                  layers_apart) for _ in range(BOOTSTRAP_REPLICATES)]
+    return {"cold_forward_per_layer_s": bootstrap_estimate(value[0], [r[0] for r in replicates]),
+            "cold_backward_per_layer_s": bootstrap_estimate(value[1], [r[1] for r in replicates])}
 
 
 def fit_framework(samples: Sequence[Sample], rng: np.random.Generator) -> FrameworkFit:
@@ -58,6 +107,6 @@ def fit_framework(samples: Sequence[Sample], rng: np.random.Generator) -> Framew
                      "optimizer_per_tensor_s": bootstrap_estimate(per_tensor, [b for _, b in lines])}
     return FrameworkFit(forward_per_layer_s=bootstrap_estimate(forward, [r[0] for r in replicates]),
                         backward_per_layer_s=bootstrap_estimate(backward, [r[1] for r in replicates]),
-                        **optimizer,
+                        **optimizer, **fit_cold(samples, rng),
                         sources=[f"measured: {len(samples)} samples, chains of "
                                  f"{sorted({int(p.x) for p in points['step']})} layers"])

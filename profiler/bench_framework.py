@@ -12,6 +12,17 @@ training step's forward and backward leave them: its line over K is the optimize
 cost, which the streaming update model (bytes / bandwidth) does not see. In the CPU validation steps the
 update took 0.16-0.42 ms of 3-21 ms; VGG16's 32-tensor step took 0.09 ms cache-hot and 0.22-0.39 ms after
 a forward or a 64 MiB write.
+
+The chains above repeat one module, so the code of its kernel, its dispatch and its autograd node stays in the
+core's caches. A training step runs a different kernel at almost every layer, and then each call finds that
+code cold: on the 2-core VM a tiny convolution, batch norm, ReLU or pooling layer cost 23 us more in the
+forward and 43 us more in the backward inside a chain cycling through five layer types than inside chains
+of its own type (in-step hooks on random nets: a flatten 31 us against 3 us predicted, a 40 -> 98 linear
+132 us against 19 us). `cold_forward` and `cold_step` time one set of COLD_LAYERS x COLD_REPEATS tiny
+modules in two orders: `cycled` (every layer follows a layer of another type) and `grouped` (all layers of
+a type together, so only the first of each group follows another type). calibrate.framework turns the
+difference into a cold-code time per layer and pass. Planned on CPU only: on a GPU the host dispatches
+ahead of the kernels, and its cache state shows only in a launch-bound step.
 """
 from __future__ import annotations
 
@@ -22,6 +33,13 @@ from profiler.cases import BenchCase
 CHAIN_LENGTHS = (4, 16, 64)
 TINY_SHAPE = (8, 8)
 VARIANTS = ("kernel", "forward", "step", "optimizer")
+#: the cold-code chains' layer types: shape-preserving modules on a (COLD_BATCH, *COLD_MAP) tensor
+COLD_LAYERS = ("conv", "batchnorm", "relu", "maxpool", "avgpool")
+COLD_REPEATS = 6
+COLD_BATCH = 8
+COLD_MAP = (8, 4, 4)  # channels, height, width
+COLD_ORDERS = ("cycled", "grouped")
+COLD_VARIANTS = ("cold_forward", "cold_step")
 
 
 def optimizer_case(tensors: int, device: str) -> BenchCase:
@@ -63,5 +81,46 @@ def framework_case(variant: str, layers: int, device: str) -> BenchCase:
     return BenchCase("framework", variant, {"layers": layers, "shape": list(TINY_SHAPE)}, "float32", None, None, build)
 
 
+def cold_module(kind: str) -> torch.nn.Module:
+    channels = COLD_MAP[0]
+    return {"conv": lambda: torch.nn.Conv2d(channels, channels, 3, padding=1),
+            "batchnorm": lambda: torch.nn.BatchNorm2d(channels),
+            "relu": torch.nn.ReLU,
+            "maxpool": lambda: torch.nn.MaxPool2d(3, stride=1, padding=1),
+            "avgpool": lambda: torch.nn.AvgPool2d(3, stride=1, padding=1)}[kind]()
+
+
+def cold_order(order: str) -> list[str]:
+    """The layer types of a cold-code chain in `order`: cycled (conv, batchnorm, relu, ... repeated) or grouped
+    (every conv, then every batchnorm, ...)."""
+    if order == "cycled":
+        return list(COLD_LAYERS) * COLD_REPEATS
+    return [kind for kind in COLD_LAYERS for _ in range(COLD_REPEATS)]
+
+
+def cold_transitions(order: str) -> int:
+    """Layers of the chain that follow a layer of another type (the first counts: the step's loop ran before)."""
+    kinds = cold_order(order)
+    return sum(1 for i, kind in enumerate(kinds) if i == 0 or kinds[i - 1] != kind)
+
+
+def cold_case(variant: str, order: str, device: str) -> BenchCase:
+    def build():
+        torch.manual_seed(0)
+        chain = torch.nn.Sequential(*[cold_module(kind) for kind in cold_order(order)]).to(device)
+        x = torch.randn(COLD_BATCH, *COLD_MAP, device=device, requires_grad=True)
+        grad = torch.ones(COLD_BATCH, *COLD_MAP, device=device)
+        if variant == "cold_forward":
+            return lambda: chain(x)
+        return lambda: chain(x).backward(grad)
+
+    return BenchCase("framework", variant, {"layers": len(COLD_LAYERS) * COLD_REPEATS, "order": order,
+                                            "transitions": cold_transitions(order), "shape": [COLD_BATCH, *COLD_MAP]},
+                     "float32", None, None, build)
+
+
 def plan_framework(device: str) -> list[BenchCase]:
-    return [framework_case(variant, layers, device) for variant in VARIANTS for layers in CHAIN_LENGTHS]
+    cases = [framework_case(variant, layers, device) for variant in VARIANTS for layers in CHAIN_LENGTHS]
+    if not device.startswith("cuda"):
+        cases += [cold_case(variant, order, device) for variant in COLD_VARIANTS for order in COLD_ORDERS]
+    return cases

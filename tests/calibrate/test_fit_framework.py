@@ -54,3 +54,50 @@ def test_recovers_the_optimizers_fixed_and_per_tensor_cost():
     assert fit["optimizer_per_tensor_s"]["low"] <= fit["optimizer_per_tensor_s"]["value"] <= fit["optimizer_per_tensor_s"]["high"]
     old = fit_profile(profile_with(framework_samples(rng))).coefficients["framework"]  # profiles from before it
     assert old.get("optimizer_step_s") is None and old.get("optimizer_per_tensor_s") is None
+
+
+COLD_FORWARD_S, COLD_BACKWARD_S, WARM_LAYER_S = 20e-6, 40e-6, 30e-6
+
+
+def cold_samples(rng, orders=("cycled", "grouped"), noise=0.02):
+    """Chains of 30 layers at WARM_LAYER_S per layer and pass, plus the cold time of every layer after a type
+    change: 30 of them cycled, 5 grouped."""
+    transitions = {"cycled": 30, "grouped": 5}
+    out = []
+    for order in orders:
+        n = transitions[order]
+        forward = 30 * WARM_LAYER_S + n * COLD_FORWARD_S
+        step = forward + 30 * WARM_LAYER_S + n * COLD_BACKWARD_S
+        for variant, t in (("cold_forward", forward), ("cold_step", step)):
+            out.append(Sample(benchmark="framework", variant=variant, device="cpu", threads=1,
+                              params={"layers": 30, "order": order, "transitions": n},
+                              times_s=noisy_times(t, rng, noise, 9)))
+    return out
+
+
+def test_recovers_the_cold_code_time_per_layer_and_pass():
+    """(t_cycled - t_grouped) / (30 - 5) per pass, by hand: 20 us forward, 40 us backward."""
+    rng = np.random.default_rng(3)
+    fit = fit_profile(profile_with(framework_samples(rng) + cold_samples(rng))).coefficients["framework"]
+    for name, truth in (("cold_forward_per_layer_s", COLD_FORWARD_S), ("cold_backward_per_layer_s", COLD_BACKWARD_S)):
+        est = fit[name]
+        assert est["value"] == pytest.approx(truth, rel=0.15), name
+        assert est["low"] <= truth <= est["high"], name
+    assert fit["forward_per_layer_s"]["value"] == pytest.approx(FORWARD_S, rel=0.1)  # the warm fit is untouched
+
+
+def test_the_cost_model_adds_the_cold_time_to_every_layers_overhead():
+    from calibrate.cost_model import load_cost_model
+
+    rng = np.random.default_rng(4)
+    warm = load_cost_model(fit_profile(profile_with(framework_samples(rng))))
+    cold = load_cost_model(fit_profile(profile_with(framework_samples(rng) + cold_samples(rng, noise=0.0))))
+    assert warm.coefficients.framework.cold_forward_per_layer_s is None  # profiles measured before it: none
+    for pass_, extra in (("fwd", COLD_FORWARD_S), ("bwd", COLD_BACKWARD_S)):
+        assert cold.framework_overhead_s(pass_) - warm.framework_overhead_s(pass_) == pytest.approx(extra, rel=0.15)
+
+
+def test_cold_chains_in_one_order_only_are_a_clear_error():
+    samples = framework_samples(np.random.default_rng(5)) + cold_samples(np.random.default_rng(5), orders=("cycled",))
+    with pytest.raises(UserError, match="cold-code samples lack cold_forward grouped, cold_step grouped"):
+        fit_profile(profile_with(samples))

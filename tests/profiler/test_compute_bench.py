@@ -171,10 +171,13 @@ def test_every_memory_op_case_runs():
 
 
 def test_framework_cases_time_what_they_name():
-    from profiler.bench_framework import CHAIN_LENGTHS, VARIANTS, framework_case, plan_framework
+    from profiler.bench_framework import (CHAIN_LENGTHS, COLD_ORDERS, COLD_VARIANTS, VARIANTS, framework_case,
+                                          plan_framework)
 
-    assert [(c.variant, c.params["layers"]) for c in plan_framework("cpu")] == \
-        [(v, k) for v in VARIANTS for k in CHAIN_LENGTHS]
+    warm = [(v, k) for v in VARIANTS for k in CHAIN_LENGTHS]
+    assert [(c.variant, c.params["layers"]) for c in plan_framework("cuda")] == warm
+    assert [(c.variant, c.params.get("order") or c.params["layers"]) for c in plan_framework("cpu")] == \
+        warm + [(v, o) for v in COLD_VARIANTS for o in COLD_ORDERS]
     assert framework_case("kernel", 3, "cpu").build()() is None  # no-grad relu chain, nothing recorded
     out = framework_case("forward", 3, "cpu").build()()
     names = []
@@ -184,6 +187,27 @@ def test_framework_cases_time_what_they_name():
         node = node.next_functions[0][0] if node.next_functions else None
     assert names[:3] == ["ReluBackward0"] * 3 and len([n for n in names if n.startswith("Relu")]) == 3
     assert framework_case("step", 3, "cpu").build()() is None  # forward + backward ran
+
+
+def test_cold_chains_hold_the_same_layers_in_two_orders():
+    """Cycled: every layer follows another type (30 type changes); grouped: 5, one per type. The recorded
+    graph of the cycled chain alternates the five autograd nodes; a step runs forward and backward."""
+    from profiler.bench_framework import COLD_LAYERS, COLD_REPEATS, cold_case, cold_order
+
+    cycled, grouped = cold_case("cold_forward", "cycled", "cpu"), cold_case("cold_forward", "grouped", "cpu")
+    assert sorted(cold_order("cycled")) == sorted(cold_order("grouped"))
+    assert cold_order("cycled")[:6] == ["conv", "batchnorm", "relu", "maxpool", "avgpool", "conv"]
+    assert cold_order("grouped")[:7] == ["conv"] * 6 + ["batchnorm"]
+    assert (cycled.params["transitions"], grouped.params["transitions"]) == (len(COLD_LAYERS) * COLD_REPEATS,
+                                                                               len(COLD_LAYERS))
+    node, names = cycled.build()().grad_fn, []
+    while node is not None:
+        names.append(type(node).__name__)
+        node = next((n for n, _ in node.next_functions if n is not None and "AccumulateGrad" not in type(n).__name__),
+                    None)
+    assert [n.split("Backward")[0] for n in names[:5]] == ["AvgPool2D", "MaxPool2DWithIndices", "Relu",
+                                                           "NativeBatchNorm", "Convolution"]
+    assert cold_case("cold_step", "grouped", "cpu").build()() is None
 
 
 @pytest.mark.gpu
