@@ -15,7 +15,8 @@ The cold-code chains (`cold_forward`, `cold_step`; profiler/bench_framework.py) 
 another type (n_cycled - n_grouped of them more in the cycled chain),
     cold forward  = (t_forward[cycled] - t_forward[grouped]) / (n_cycled - n_grouped)
     cold backward = ((t_step - t_forward)[cycled] - (t_step - t_forward)[grouped]) / (n_cycled - n_grouped)
-each clipped at 0, 95% bootstrap intervals over the per-call times: what a layer pays in a training step,
+taken round by round (the chains are timed round-robin) and summarised by the median over rounds, clipped at
+0, with 95% bootstrap intervals over the rounds: what a layer pays in a training step,
 where almost every layer follows another kernel, beyond the warm per-layer overhead above. Profiles without
 these samples have none (0).
 """
@@ -62,12 +63,32 @@ def _cold_samples(samples: Sequence[Sample]) -> Optional[dict[tuple[str, str], S
     return found
 
 
-def _cold_per_layer(t: dict[tuple[str, str], float], layers_apart: int) -> tuple[float, float]:
-    """(forward, backward) cold-code seconds per layer from each chain's call time (module docstring)."""
+def _cold_per_layer(t: dict[tuple[str, str], np.ndarray], layers_apart: int) -> tuple[np.ndarray, np.ndarray]:
+    """(forward, backward) cold-code seconds per layer from each chain's call times (module docstring), round
+    by round when the chains were timed round-robin (arrays of equal length), else from single values."""
     forward = {o: t[("cold_forward", o)] for o in COLD_ORDERS}
     backward = {o: t[("cold_step", o)] - forward[o] for o in COLD_ORDERS}
-    return (max(forward["cycled"] - forward["grouped"], 0.0) / layers_apart,
-            max(backward["cycled"] - backward["grouped"], 0.0) / layers_apart)
+    return ((forward["cycled"] - forward["grouped"]) / layers_apart,
+            (backward["cycled"] - backward["grouped"]) / layers_apart)
+
+
+def _cold_estimates(times: dict[tuple[str, str], np.ndarray], layers_apart: int,
+                    rng: np.random.Generator) -> tuple[list[float], list[list[float]]]:
+    """([forward, backward] values and their bootstrap replicates): the median of the round-by-round
+    differences (rounds resampled) when every chain has one time per round, else the difference of medians
+    (each chain's times resampled)."""
+    paired = len({len(v) for v in times.values()}) == 1
+
+    def estimate(draw) -> list[float]:
+        if paired:
+            return [float(np.median(d)) for d in _cold_per_layer({k: v[draw] for k, v in times.items()}, layers_apart)]
+        return [float(d) for d in _cold_per_layer({k: np.median(v[draw[k]]) for k, v in times.items()}, layers_apart)]
+
+    every = np.arange(len(next(iter(times.values())))) if paired else {k: np.arange(len(v)) for k, v in times.items()}
+    value = estimate(every)
+    draws = ([rng.integers(0, len(every), len(every)) for _ in range(BOOTSTRAP_REPLICATES)] if paired else
+             [{k: rng.integers(0, len(v), len(v)) for k, v in times.items()} for _ in range(BOOTSTRAP_REPLICATES)])
+    return value, [estimate(d) for d in draws]
 
 
 def fit_cold(samples: Sequence[Sample], rng: np.random.Generator) -> dict:
@@ -80,12 +101,10 @@ def fit_cold(samples: Sequence[Sample], rng: np.random.Generator) -> dict:
     if layers_apart <= 0:
         raise UserError("framework cold-code samples: the cycled chain must have more type changes than the "
                         "grouped one (params.transitions)")
-    times = {key: np.asarray(s.times_s, float) for key, s in found.items()}
-    value = _cold_per_layer({k: float(np.median(v)) for k, v in times.items()}, layers_apart)
-    replicates = [_cold_per_layer({k: float(np.median(rng.choice(v, len(v)))) for k, v in times.items()},
-                                  layers_apart) for _ in range(BOOTSTRAP_REPLICATES)]
-    return {"cold_forward_per_layer_s": bootstrap_estimate(value[0], [r[0] for r in replicates]),
-            "cold_backward_per_layer_s": bootstrap_estimate(value[1], [r[1] for r in replicates])}
+    value, replicates = _cold_estimates({key: np.asarray(s.times_s, float) for key, s in found.items()},
+                                        layers_apart, rng)
+    return {name: bootstrap_estimate(max(value[i], 0.0), [max(r[i], 0.0) for r in replicates])
+            for i, name in enumerate(("cold_forward_per_layer_s", "cold_backward_per_layer_s"))}
 
 
 def fit_framework(samples: Sequence[Sample], rng: np.random.Generator) -> FrameworkFit:

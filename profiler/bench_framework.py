@@ -20,15 +20,21 @@ forward and 43 us more in the backward inside a chain cycling through five layer
 of its own type (in-step hooks on random nets: a flatten 31 us against 3 us predicted, a 40 -> 98 linear
 132 us against 19 us). `cold_forward` and `cold_step` time one set of COLD_LAYERS x COLD_REPEATS tiny
 modules in two orders: `cycled` (every layer follows a layer of another type) and `grouped` (all layers of
-a type together, so only the first of each group follows another type). calibrate.framework turns the
-difference into a cold-code time per layer and pass. Planned on CPU only: on a GPU the host dispatches
-ahead of the kernels, and its cache state shows only in a launch-bound step.
+a type together, so only the first of each group follows another type), round-robin (measure_cold: the
+difference is a tenth of a chain's time, and timed apart the two orders met different moments of the VM:
+three measurements of one profile gave 0-26 us). calibrate.framework turns the difference into a cold-code
+time per layer and pass. Measured on CPU only: on a GPU the host dispatches ahead of the kernels, and its
+cache state shows only in a launch-bound step.
 """
 from __future__ import annotations
 
+import os
+import time
+
 import torch
 
-from profiler.cases import BenchCase
+from profiler.cases import GRID_ENV, BenchCase
+from profiler.profile import Sample
 
 CHAIN_LENGTHS = (4, 16, 64)
 TINY_SHAPE = (8, 8)
@@ -104,23 +110,49 @@ def cold_transitions(order: str) -> int:
     return sum(1 for i, kind in enumerate(kinds) if i == 0 or kinds[i - 1] != kind)
 
 
-def cold_case(variant: str, order: str, device: str) -> BenchCase:
-    def build():
-        torch.manual_seed(0)
-        chain = torch.nn.Sequential(*[cold_module(kind) for kind in cold_order(order)]).to(device)
-        x = torch.randn(COLD_BATCH, *COLD_MAP, device=device, requires_grad=True)
-        grad = torch.ones(COLD_BATCH, *COLD_MAP, device=device)
-        if variant == "cold_forward":
-            return lambda: chain(x)
-        return lambda: chain(x).backward(grad)
+def cold_chain(variant: str, order: str, device: str):
+    """One call of the `variant` chain in `order` (forward, or forward + backward)."""
+    torch.manual_seed(0)
+    chain = torch.nn.Sequential(*[cold_module(kind) for kind in cold_order(order)]).to(device)
+    x = torch.randn(COLD_BATCH, *COLD_MAP, device=device, requires_grad=True)
+    grad = torch.ones(COLD_BATCH, *COLD_MAP, device=device)
+    if variant == "cold_forward":
+        return lambda: chain(x)
+    return lambda: chain(x).backward(grad)
 
-    return BenchCase("framework", variant, {"layers": len(COLD_LAYERS) * COLD_REPEATS, "order": order,
-                                            "transitions": cold_transitions(order), "shape": [COLD_BATCH, *COLD_MAP]},
-                     "float32", None, None, build)
+
+def cold_rounds(quick: bool) -> tuple[int, int]:
+    """(warm-up rounds, timed rounds) of measure_cold per mode; a round takes about 10 ms on the 2-core VM."""
+    if os.environ.get(GRID_ENV) == "tiny":
+        return 1, 3
+    return (5, 60) if quick else (10, 200)
+
+
+def measure_cold(device: str, quick: bool) -> list[Sample]:
+    """The cold-code chains timed round-robin: each round calls every (variant, order) chain once, the two orders
+    in alternating sequence, so that a slow window of the machine falls on both orders of a round alike. One
+    Sample per chain, their times aligned by round (calibrate.framework differences them round by round)."""
+    chains = {(v, o): cold_chain(v, o, device) for v in COLD_VARIANTS for o in COLD_ORDERS}
+    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+    warmup, rounds = cold_rounds(quick)
+    times = {key: [] for key in chains}
+    for r in range(warmup + rounds):
+        for variant in COLD_VARIANTS:
+            for order in (COLD_ORDERS if r % 2 == 0 else COLD_ORDERS[::-1]):
+                sync()
+                start = time.perf_counter()
+                chains[(variant, order)]()
+                sync()
+                if r >= warmup:
+                    times[(variant, order)].append(time.perf_counter() - start)
+    threads = torch.get_num_threads()
+    return [Sample(benchmark="framework", variant=v, device=device, threads=threads, dtype="float32",
+                   params={"layers": len(COLD_LAYERS) * COLD_REPEATS, "order": o, "transitions": cold_transitions(o),
+                           "shape": [COLD_BATCH, *COLD_MAP]},
+                   times_s=[max(t, 1e-9) for t in times[(v, o)]], extra={"rounds": rounds, "round_robin": True})
+            for (v, o) in chains]
 
 
 def plan_framework(device: str) -> list[BenchCase]:
-    cases = [framework_case(variant, layers, device) for variant in VARIANTS for layers in CHAIN_LENGTHS]
-    if not device.startswith("cuda"):
-        cases += [cold_case(variant, order, device) for variant in COLD_VARIANTS for order in COLD_ORDERS]
-    return cases
+    """The warm chains as timer cases (the cold-code chains are measured round-robin: measure_cold)."""
+    return [framework_case(variant, layers, device) for variant in VARIANTS for layers in CHAIN_LENGTHS]

@@ -29,7 +29,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from profiler import store
 from profiler.allocator import keep_freed_memory
 from profiler.bench_compute import choose_grid, plan_compute
-from profiler.bench_framework import plan_framework
+from profiler.bench_framework import measure_cold, plan_framework
 from profiler.bench_input import input_cases
 from profiler.bench_memory import first_touch_cases, host_device_cases, last_level_cache_bytes, stream_cases
 from profiler.cases import (MAX_OPERAND_COPIES, ROTATION_LLC_MULTIPLE, BenchCase, compute_passes, measure_case,
@@ -177,6 +177,10 @@ def run_sections(cal: Calibration, plans: dict[str, list[BenchCase]], sections: 
                     if device.startswith("cuda"):
                         torch.cuda.empty_cache()  # an out-of-memory point must not starve the next ones
                 progress.advance(tasks[name])
+            if name == "compute" and not device.startswith("cuda") and any(
+                    case.benchmark == "framework" for case in plans[name]):  # the warm chains' cold counterpart
+                progress.update(tasks[name], point="framework cold-code chains (round-robin)")
+                cal.samples.extend(measure_cold(device, args.quick))
             progress.update(tasks[name], point="done")
             cal.settings.setdefault("section_s", {})[name] = round(time.perf_counter() - started, 3)
 

@@ -171,13 +171,11 @@ def test_every_memory_op_case_runs():
 
 
 def test_framework_cases_time_what_they_name():
-    from profiler.bench_framework import (CHAIN_LENGTHS, COLD_ORDERS, COLD_VARIANTS, VARIANTS, framework_case,
-                                          plan_framework)
+    from profiler.bench_framework import CHAIN_LENGTHS, VARIANTS, framework_case, plan_framework
 
     warm = [(v, k) for v in VARIANTS for k in CHAIN_LENGTHS]
     assert [(c.variant, c.params["layers"]) for c in plan_framework("cuda")] == warm
-    assert [(c.variant, c.params.get("order") or c.params["layers"]) for c in plan_framework("cpu")] == \
-        warm + [(v, o) for v in COLD_VARIANTS for o in COLD_ORDERS]
+    assert [(c.variant, c.params["layers"]) for c in plan_framework("cpu")] == warm
     assert framework_case("kernel", 3, "cpu").build()() is None  # no-grad relu chain, nothing recorded
     out = framework_case("forward", 3, "cpu").build()()
     names = []
@@ -189,25 +187,31 @@ def test_framework_cases_time_what_they_name():
     assert framework_case("step", 3, "cpu").build()() is None  # forward + backward ran
 
 
-def test_cold_chains_hold_the_same_layers_in_two_orders():
+def test_cold_chains_hold_the_same_layers_in_two_orders(monkeypatch):
     """Cycled: every layer follows another type (30 type changes); grouped: 5, one per type. The recorded
-    graph of the cycled chain alternates the five autograd nodes; a step runs forward and backward."""
-    from profiler.bench_framework import COLD_LAYERS, COLD_REPEATS, cold_case, cold_order
+    graph of the cycled chain alternates the five autograd nodes; measure_cold times every chain once per round,
+    its samples aligned by round."""
+    from profiler.bench_framework import (COLD_LAYERS, COLD_ORDERS, COLD_REPEATS, COLD_VARIANTS, cold_chain,
+                                          cold_order, cold_transitions, measure_cold)
+    from profiler.cases import GRID_ENV
 
-    cycled, grouped = cold_case("cold_forward", "cycled", "cpu"), cold_case("cold_forward", "grouped", "cpu")
     assert sorted(cold_order("cycled")) == sorted(cold_order("grouped"))
     assert cold_order("cycled")[:6] == ["conv", "batchnorm", "relu", "maxpool", "avgpool", "conv"]
     assert cold_order("grouped")[:7] == ["conv"] * 6 + ["batchnorm"]
-    assert (cycled.params["transitions"], grouped.params["transitions"]) == (len(COLD_LAYERS) * COLD_REPEATS,
-                                                                               len(COLD_LAYERS))
-    node, names = cycled.build()().grad_fn, []
+    assert (cold_transitions("cycled"), cold_transitions("grouped")) == (len(COLD_LAYERS) * COLD_REPEATS,
+                                                                         len(COLD_LAYERS))
+    node, names = cold_chain("cold_forward", "cycled", "cpu")().grad_fn, []
     while node is not None:
         names.append(type(node).__name__)
         node = next((n for n, _ in node.next_functions if n is not None and "AccumulateGrad" not in type(n).__name__),
                     None)
     assert [n.split("Backward")[0] for n in names[:5]] == ["AvgPool2D", "MaxPool2DWithIndices", "Relu",
                                                            "NativeBatchNorm", "Convolution"]
-    assert cold_case("cold_step", "grouped", "cpu").build()() is None
+    assert cold_chain("cold_step", "grouped", "cpu")() is None
+    monkeypatch.setenv(GRID_ENV, "tiny")
+    samples = measure_cold("cpu", quick=True)
+    assert [(s.variant, s.params["order"]) for s in samples] == [(v, o) for v in COLD_VARIANTS for o in COLD_ORDERS]
+    assert len({len(s.times_s) for s in samples}) == 1 and all(t > 0 for s in samples for t in s.times_s)
 
 
 @pytest.mark.gpu
