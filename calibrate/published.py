@@ -303,7 +303,7 @@ P100 = GPU(
 NODES += [
     Node(file="v100-dgx1-1edr-8gpu.published.yaml",
          title="DGX-1-class node: 8 x V100-SXM2-16GB, hybrid cube-mesh NVLink, 1 x IB EDR (OneFlow DLPerf cluster)",
-         gpu=V100, gpus_per_node=8, cpu_model="2 x Intel Xeon (DLPerf report; model as DGX-1 assumed)", cpu_cores=40,
+         gpu=V100, gpus_per_node=8, cpu_model="2 x Intel Xeon Gold 5118 (DLPerf rows' system.cpu)", cpu_cores=24,
          host_memory_bytes=512e9, host_memory_bytes_per_s=NODES[1].host_memory_bytes_per_s,
          node_source="OneFlow DLPerf v1.0 report: 4 nodes x 8 V100-SXM2-16GB, NVLink hybrid mesh, one EDR HCA per node",
          allreduce_bus_bytes_per_s=NODES[1].allreduce_bus_bytes_per_s,
