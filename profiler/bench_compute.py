@@ -173,6 +173,18 @@ SMALL_CONV_DESIGN = {
                rotations=2),
 }
 SMALL_MAX_FLOPS = 2e8
+# Pointwise (1x1(x1)) convolutions of few channels at stride 1 and 2 and batches up to 128, in the same rotation:
+# they move their activations more than they compute, and oneDNN reorders the plain activations into its
+# channel-blocked layout and back on every call (C padded to the SIMD block), so their time follows the
+# activation bytes, not the FLOPs. The archetypes' 1x1 layers all have 64+ channels, and the 3x3 design above
+# stops at batch 16: a 6 -> 6 1x1 convolution at batch 110 on a 32x32 map ran 3.6x (forward) and 7x (backward)
+# the time the fit extrapolated (seed-61 random net, 2026-12-02).
+POINTWISE_CONV_DESIGN = {
+    False: dict(channels=(3, 4, 8, 16, 32, 64), filters=(4, 8, 16, 32, 64), sizes=(8, 16, 32, 64),
+                batches=(2, 8, 32, 128), rotations=1, kernel=1, strides=(1, 2), padding=0),
+    True: dict(channels=(1, 4, 8, 16, 32), filters=(4, 8, 16, 32), sizes=(4, 8, 16), batches=(2, 8, 32),
+               rotations=1, kernel=1, strides=(1, 2), padding=0),
+}
 QUICK_SPLIT_LAYERS = {"resnet_res2_3x3", "resnet_res4_3x3", "cosmo_conv4_3x3x3", "narrow3d_4to8_3x3x3"}
 # (M, N, K): cubes from 64 to 1024 and products with one small side. With 8 shapes, 5-fold cross-validation
 # trained on 6 shapes and its held-out median error ranged 5-18% over three quick profiles (2026-11-30).
@@ -720,17 +732,20 @@ def _layer_params(layer: tuple, scale: int, three_d: bool) -> dict:
     return {"N": batch * scale, "C": c, "F": f, **spatial, "kernel": k, "stride": s, "padding": p}
 
 
-def small_conv_params(three_d: bool) -> list[dict]:
-    """SMALL_CONV_DESIGN as conv params (3x3(x3), stride 1, padding 1), batch then size halved under the cap."""
-    design = SMALL_CONV_DESIGN[three_d]
+def small_conv_params(three_d: bool, designs: dict = SMALL_CONV_DESIGN) -> list[dict]:
+    """A small-convolution design (SMALL_CONV_DESIGN: 3x3(x3), stride 1, padding 1; POINTWISE_CONV_DESIGN: 1x1(x1)
+    at its strides) as conv params, batch then size halved under the cap."""
+    design = designs[three_d]
     sizes, batches = design["sizes"], design["batches"]
+    kernel, padding, strides = design.get("kernel", 3), design.get("padding", 1), design.get("strides", (1,))
     out = []
     for r in range(design["rotations"]):
         for ci, c in enumerate(design["channels"]):
             for fi, f in enumerate(design["filters"]):  # Latin-square rotation: no size or batch tied to one F
                 size, batch = sizes[(ci + fi + r) % len(sizes)], batches[(ci + 2 * fi + r) % len(batches)]
+                stride = strides[(ci + fi // 2 + r) % len(strides)]  # varies with C, F, size and batch
                 while True:
-                    params = _layer_params((None, c, f, size, 3, 1, 1, batch), 1, three_d)
+                    params = _layer_params((None, c, f, size, kernel, stride, padding, batch), 1, three_d)
                     if conv_flops(params) <= SMALL_MAX_FLOPS or (batch == 1 and size <= 4):
                         break
                     batch, size = (batch // 2, size) if batch > 1 else (batch, size // 2)
@@ -785,6 +800,8 @@ def plan_compute(device: str, quick: bool) -> list[BenchCase]:
                             convs.append(({"layer": layer[0], "split": tag}, params))
                 if not device.startswith("cuda"):  # on a GPU these are launch-bound: the launch term covers them
                     convs += [({"layer": "small_design", "split": "base"}, p) for p in small_conv_params(three_d)]
+                    convs += [({"layer": "pointwise_design", "split": "base"}, p)
+                              for p in small_conv_params(three_d, POINTWISE_CONV_DESIGN)]
             if not device.startswith("cuda"):  # cuDNN reads plain weights: no per-call reorder to measure
                 convs += [({"layer": WEIGHT_DESIGN_LAYER, "split": "base"}, p)
                           for p in weight_design_params(bench_memory.cpu_last_level_cache_bytes(),

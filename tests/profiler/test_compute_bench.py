@@ -255,6 +255,24 @@ def test_small_3d_design_meets_every_channel_pair_twice():
     assert all(bc.conv_flops(p) <= bc.SMALL_MAX_FLOPS or p["N"] == 1 for p in shapes_3d)
 
 
+def test_pointwise_design_meets_every_channel_pair_at_both_strides_and_large_batches():
+    """1x1(x1) convolutions, every (C, F) pair once, stride 1 and 2 each met at every size and at small and large
+    batches (not tied to one of them), no shape twice, under the FLOP cap; planned on CPU only."""
+    for three_d in (False, True):
+        design = bc.POINTWISE_CONV_DESIGN[three_d]
+        shapes = bc.small_conv_params(three_d, bc.POINTWISE_CONV_DESIGN)
+        assert len(shapes) == len(design["channels"]) * len(design["filters"])
+        assert len(shapes) == len({tuple(sorted(p.items())) for p in shapes})
+        assert {(p["kernel"], p["padding"]) for p in shapes} == {(1, 0)}
+        for size in design["sizes"]:
+            assert {p["stride"] for p in shapes if p["H"] == size} == {1, 2}, size
+        assert {p["stride"] for p in shapes if p["N"] == max(design["batches"])} == {1, 2}
+        assert all(bc.conv_flops(p) <= bc.SMALL_MAX_FLOPS for p in shapes)
+    layers = {c.tags.get("layer") for c in bc.plan_compute("cpu", quick=True)}
+    assert "pointwise_design" in layers
+    assert "pointwise_design" not in {c.tags.get("layer") for c in bc.plan_compute("cuda", quick=True)}
+
+
 def test_quick_memory_sweep_has_several_shapes_in_each_allocation_regime():
     """Outputs of at least glibc's pinned mmap threshold get fresh pages every call (profiler.allocator): the
     sweep needs several shapes on both sides of it, and distinct shapes throughout."""
