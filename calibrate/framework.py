@@ -28,12 +28,11 @@ import numpy as np
 
 from calibrate.alphabeta import Point, bootstrap_estimate, fit_line, resample
 from calibrate.coefficients import FrameworkFit
+from profiler.cold_chains import COLD_ORDERS, COLD_VARIANTS
 from profiler.errors import UserError
 from profiler.profile import Sample
 
 VARIANTS = ("kernel", "forward", "step")
-COLD_VARIANTS = ("cold_forward", "cold_step")
-COLD_ORDERS = ("cycled", "grouped")
 BOOTSTRAP_REPLICATES = 200
 
 
@@ -64,35 +63,17 @@ def _cold_samples(samples: Sequence[Sample]) -> Optional[dict[tuple[str, str], S
 
 
 def _cold_per_layer(t: dict[tuple[str, str], np.ndarray], layers_apart: int) -> tuple[np.ndarray, np.ndarray]:
-    """(forward, backward) cold-code seconds per layer from each chain's call times (module docstring), round
-    by round when the chains were timed round-robin (arrays of equal length), else from single values."""
+    """(forward, backward) cold-code seconds per layer and round from each chain's call times, aligned by round
+    (module docstring)."""
     forward = {o: t[("cold_forward", o)] for o in COLD_ORDERS}
     backward = {o: t[("cold_step", o)] - forward[o] for o in COLD_ORDERS}
     return ((forward["cycled"] - forward["grouped"]) / layers_apart,
             (backward["cycled"] - backward["grouped"]) / layers_apart)
 
 
-def _cold_estimates(times: dict[tuple[str, str], np.ndarray], layers_apart: int,
-                    rng: np.random.Generator) -> tuple[list[float], list[list[float]]]:
-    """([forward, backward] values and their bootstrap replicates): the median of the round-by-round
-    differences (rounds resampled) when every chain has one time per round, else the difference of medians
-    (each chain's times resampled)."""
-    paired = len({len(v) for v in times.values()}) == 1
-
-    def estimate(draw) -> list[float]:
-        if paired:
-            return [float(np.median(d)) for d in _cold_per_layer({k: v[draw] for k, v in times.items()}, layers_apart)]
-        return [float(d) for d in _cold_per_layer({k: np.median(v[draw[k]]) for k, v in times.items()}, layers_apart)]
-
-    every = np.arange(len(next(iter(times.values())))) if paired else {k: np.arange(len(v)) for k, v in times.items()}
-    value = estimate(every)
-    draws = ([rng.integers(0, len(every), len(every)) for _ in range(BOOTSTRAP_REPLICATES)] if paired else
-             [{k: rng.integers(0, len(v), len(v)) for k, v in times.items()} for _ in range(BOOTSTRAP_REPLICATES)])
-    return value, [estimate(d) for d in draws]
-
-
 def fit_cold(samples: Sequence[Sample], rng: np.random.Generator) -> dict:
-    """{"cold_forward_per_layer_s", "cold_backward_per_layer_s"} estimates, or {} without cold samples."""
+    """{"cold_forward_per_layer_s", "cold_backward_per_layer_s"} estimates, or {} without cold samples: the
+    median over rounds of the per-round differences, rounds resampled for the bootstrap."""
     found = _cold_samples(samples)
     if found is None:
         return {}
@@ -101,9 +82,20 @@ def fit_cold(samples: Sequence[Sample], rng: np.random.Generator) -> dict:
     if layers_apart <= 0:
         raise UserError("framework cold-code samples: the cycled chain must have more type changes than the "
                         "grouped one (params.transitions)")
-    value, replicates = _cold_estimates({key: np.asarray(s.times_s, float) for key, s in found.items()},
-                                        layers_apart, rng)
-    return {name: bootstrap_estimate(max(value[i], 0.0), [max(r[i], 0.0) for r in replicates])
+    times = {key: np.asarray(s.times_s, float) for key, s in found.items()}
+    rounds = {len(v) for v in times.values()}
+    if len(rounds) != 1:
+        raise UserError("framework cold-code samples hold different numbers of rounds; they are timed round-robin, "
+                        "one call of each chain per round")
+    n = rounds.pop()
+
+    def estimate(draw: np.ndarray) -> list[float]:
+        return [max(float(np.median(d)), 0.0)
+                for d in _cold_per_layer({k: v[draw] for k, v in times.items()}, layers_apart)]
+
+    value = estimate(np.arange(n))
+    replicates = [estimate(rng.integers(0, n, n)) for _ in range(BOOTSTRAP_REPLICATES)]
+    return {name: bootstrap_estimate(value[i], [r[i] for r in replicates])
             for i, name in enumerate(("cold_forward_per_layer_s", "cold_backward_per_layer_s"))}
 
 

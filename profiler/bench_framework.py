@@ -15,16 +15,16 @@ a forward or a 64 MiB write.
 
 The chains above repeat one module, so the code of its kernel, its dispatch and its autograd node stays in the
 core's caches. A training step runs a different kernel at almost every layer, and then each call finds that
-code cold: on the 2-core VM a tiny convolution, batch norm, ReLU or pooling layer cost 23 us more in the
-forward and 43 us more in the backward inside a chain cycling through five layer types than inside chains
-of its own type (in-step hooks on random nets: a flatten 31 us against 3 us predicted, a 40 -> 98 linear
-132 us against 19 us). `cold_forward` and `cold_step` time one set of COLD_LAYERS x COLD_REPEATS tiny
-modules in two orders: `cycled` (every layer follows a layer of another type) and `grouped` (all layers of
-a type together, so only the first of each group follows another type), round-robin (measure_cold: the
-difference is a tenth of a chain's time, and timed apart the two orders met different moments of the VM:
-three measurements of one profile gave 0-26 us). calibrate.framework turns the difference into a cold-code
-time per layer and pass. Measured on CPU only: on a GPU the host dispatches ahead of the kernels, and its
-cache state shows only in a launch-bound step.
+code cold: on the 2-core VM a tiny convolution, batch norm, ReLU or pooling layer cost about 10 us more in
+the forward and 2-6 us more in the backward inside a chain cycling through five layer types than inside
+chains of its own type (in-step hooks on random nets: a flatten 31 us against 3 us predicted, a 40 -> 98
+linear 132 us against 19 us; docs/decisions/2026-12-02-cold-code-per-layer.md). `cold_forward` and
+`cold_step` time one set of tiny modules (profiler.cold_chains) in two orders: `cycled` (every layer follows a
+layer of another type) and `grouped` (all layers of a type together, so only the first of each group follows
+another type), round-robin (measure_cold: the difference is a tenth of a chain's time, and timed apart the
+two orders met different moments of the VM: three measurements of one profile gave 0-26 us).
+calibrate.framework turns the difference into a cold-code time per layer and pass. Measured on CPU only: on
+a GPU the host dispatches ahead of the kernels, and its cache state shows only in a launch-bound step.
 """
 from __future__ import annotations
 
@@ -34,18 +34,13 @@ import time
 import torch
 
 from profiler.cases import GRID_ENV, BenchCase
+from profiler.cold_chains import (COLD_BATCH, COLD_LAYERS, COLD_MAP, COLD_ORDERS, COLD_REPEATS, COLD_VARIANTS,
+                                  cold_order, cold_transitions)
 from profiler.profile import Sample
 
 CHAIN_LENGTHS = (4, 16, 64)
 TINY_SHAPE = (8, 8)
 VARIANTS = ("kernel", "forward", "step", "optimizer")
-#: the cold-code chains' layer types: shape-preserving modules on a (COLD_BATCH, *COLD_MAP) tensor
-COLD_LAYERS = ("conv", "batchnorm", "relu", "maxpool", "avgpool")
-COLD_REPEATS = 6
-COLD_BATCH = 8
-COLD_MAP = (8, 4, 4)  # channels, height, width
-COLD_ORDERS = ("cycled", "grouped")
-COLD_VARIANTS = ("cold_forward", "cold_step")
 
 
 def optimizer_case(tensors: int, device: str) -> BenchCase:
@@ -94,20 +89,6 @@ def cold_module(kind: str) -> torch.nn.Module:
             "relu": torch.nn.ReLU,
             "maxpool": lambda: torch.nn.MaxPool2d(3, stride=1, padding=1),
             "avgpool": lambda: torch.nn.AvgPool2d(3, stride=1, padding=1)}[kind]()
-
-
-def cold_order(order: str) -> list[str]:
-    """The layer types of a cold-code chain in `order`: cycled (conv, batchnorm, relu, ... repeated) or grouped
-    (every conv, then every batchnorm, ...)."""
-    if order == "cycled":
-        return list(COLD_LAYERS) * COLD_REPEATS
-    return [kind for kind in COLD_LAYERS for _ in range(COLD_REPEATS)]
-
-
-def cold_transitions(order: str) -> int:
-    """Layers of the chain that follow a layer of another type (the first counts: the step's loop ran before)."""
-    kinds = cold_order(order)
-    return sum(1 for i, kind in enumerate(kinds) if i == 0 or kinds[i - 1] != kind)
 
 
 def cold_chain(variant: str, order: str, device: str):

@@ -101,3 +101,10 @@ def test_cold_chains_in_one_order_only_are_a_clear_error():
     samples = framework_samples(np.random.default_rng(5)) + cold_samples(np.random.default_rng(5), orders=("cycled",))
     with pytest.raises(UserError, match="cold-code samples lack cold_forward grouped, cold_step grouped"):
         fit_profile(profile_with(samples))
+
+
+def test_cold_chains_of_unequal_rounds_are_a_clear_error():
+    samples = cold_samples(np.random.default_rng(6))
+    samples[0] = samples[0].model_copy(update={"times_s": samples[0].times_s[:-1]})
+    with pytest.raises(UserError, match="different numbers of rounds"):
+        fit_profile(profile_with(framework_samples(np.random.default_rng(6)) + samples))

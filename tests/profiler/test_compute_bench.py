@@ -191,8 +191,9 @@ def test_cold_chains_hold_the_same_layers_in_two_orders(monkeypatch):
     """Cycled: every layer follows another type (30 type changes); grouped: 5, one per type. The recorded
     graph of the cycled chain alternates the five autograd nodes; measure_cold times every chain once per round,
     its samples aligned by round."""
-    from profiler.bench_framework import (COLD_LAYERS, COLD_ORDERS, COLD_REPEATS, COLD_VARIANTS, cold_chain,
-                                          cold_order, cold_transitions, measure_cold)
+    from profiler.bench_framework import cold_chain, measure_cold
+    from profiler.cold_chains import (COLD_LAYERS, COLD_ORDERS, COLD_REPEATS, COLD_VARIANTS, cold_order,
+                                      cold_transitions)
     from profiler.cases import GRID_ENV
 
     assert sorted(cold_order("cycled")) == sorted(cold_order("grouped"))
