@@ -88,7 +88,11 @@ def fit_lines(profile: Profile) -> list[str]:
         lines.append(f"framework per layer: forward {_est(c.framework.forward_per_layer_s, 's')}, "
                      f"backward {_est(c.framework.backward_per_layer_s, 's')}"
                      + (f"; optimizer step {_est(c.framework.optimizer_step_s, 's')} + "
-                        f"{_est(optimizer, 's')} per parameter tensor" if optimizer else ""))
+                        f"{_est(optimizer, 's')} per parameter tensor" if optimizer else "")
+                     + (f"; cold code (the layer before ran another kernel) + forward "
+                        f"{_est(c.framework.cold_forward_per_layer_s, 's')}, backward "
+                        f"{_est(c.framework.cold_backward_per_layer_s, 's')}"
+                        if c.framework.cold_forward_per_layer_s is not None else ""))
     if c.measured_shapes:
         lines.append(f"measured shapes: {len(c.measured_shapes)} compute calls costed by their own measured times")
     if c.conv_weight:

@@ -84,6 +84,11 @@ def test_recovers_the_cold_code_time_per_layer_and_pass():
         assert est["value"] == pytest.approx(truth, rel=0.15), name
         assert est["low"] <= truth <= est["high"], name
     assert fit["forward_per_layer_s"]["value"] == pytest.approx(FORWARD_S, rel=0.1)  # the warm fit is untouched
+    from calibrate.report import fit_lines
+
+    line = next(l for l in fit_lines(fit_profile(profile_with(framework_samples(rng) + cold_samples(rng))))
+                if l.startswith("framework per layer"))
+    assert "cold code (the layer before ran another kernel) + forward 2" in line and ", backward 4" in line
 
 
 def test_the_cost_model_adds_the_cold_time_to_every_layers_overhead():
