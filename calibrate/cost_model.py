@@ -91,9 +91,9 @@ class ProfileCostModel:
         # first touch of what training allocates and the benchmark did not (calibrate.first_touch): a call whose
         # benchmark preallocated its result; every other benchmark's time already holds its own allocations
         touch = self.coefficients.first_touch
-        allocated = shapes.allocations(op, pass_, params, dtype) if touch else ()
         preallocated = (op, pass_) in shapes.PREALLOCATED_IN_BENCHMARK
-        touch_s = first_touch.cost_s(touch, allocated) if preallocated else 0.0
+        touch_s = (first_touch.cost_s(touch, shapes.allocations(op, pass_, params, dtype))
+                   if touch and preallocated else 0.0)
         measured = self._measured_time_s(op, pass_, params, dtype)
         if measured is not None:
             return measured + touch_s
@@ -104,7 +104,7 @@ class ProfileCostModel:
                 and fit.largest_allocation_bytes < touch.threshold_bytes:
             # ... and a call whose family's benchmarks never allocated a tensor that large: its fitted curve holds
             # no first touch (a 41 MB convolution output beyond a grid whose largest is 6 MB)
-            touch_s = first_touch.cost_s(touch, allocated)
+            touch_s = first_touch.cost_s(touch, shapes.allocations(op, pass_, params, dtype))
         w = shapes.work(op, pass_, params, dtype, self.host_threads, self.host_lanes)
         time_s = predict_time(fit, w["work"], w["bytes"], w["features"], self.bound)
         if op in ("conv2d", "conv3d") and self.coefficients.conv_weight is not None:

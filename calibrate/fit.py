@@ -149,11 +149,10 @@ def _fit_family(key: str, points: list[ComputePoint], memory_bw: Optional[float]
     from threadpoolctl import threadpool_limits
 
     rng = np.random.default_rng([seed, zlib.crc32(key.encode())])
-    op = key.split("/")[0]
+    op, pass_, dtype = key.split("/")
     with threadpool_limits(limits=1, user_api="blas"):  # also in a worker process (see fit_profile)
         fit = fit_compute(points, shapes.feature_names(op), shapes.op_kind(op), memory_bw, rng, learners=learners)
     learner = "Gaussian process" if fit.efficiency.gp else "boosted trees"
-    _, pass_, dtype = key.split("/")
     largest = max((b for p in points for b in shapes.benchmark_allocations(op, pass_, p.params, dtype)), default=0.0)
     return fit.model_copy(update={"sources": [f"measured: {len(points)} shapes",
                                               f"efficiency: {learner} (chosen by cross-validation)"],

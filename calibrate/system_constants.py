@@ -37,6 +37,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional, Union
 
+from profiler.dtypes import DTYPE_ALIASES, FP8
 from profiler.errors import UserError
 from profiler.inputs import read_yaml
 
@@ -50,7 +51,7 @@ PRECISION_CLASSES = ("single", "mixed")
 
 def precision_class(dtype: str) -> str:
     """"mixed" for half-precision and FP8 compute dtypes (float16, bfloat16, float8), else "single" (float32, tf32)."""
-    return "mixed" if dtype in ("float16", "bfloat16", "fp16", "bf16", "float8", "fp8") else "single"
+    return "mixed" if DTYPE_ALIASES.get(dtype, dtype) in ("float16", "bfloat16", FP8) else "single"
 
 
 @dataclass(frozen=True)

@@ -110,20 +110,17 @@ def cold_rounds(quick: bool) -> tuple[int, int]:
 
 
 def measure_cold(device: str, quick: bool) -> list[Sample]:
-    """The cold-code chains timed round-robin: each round calls every (variant, order) chain once, the two orders
+    """The cold-code chains timed round-robin on the host (CPU calibrations only): each round calls every (variant, order) chain once, the two orders
     in alternating sequence, so that a slow window of the machine falls on both orders of a round alike. One
     Sample per chain, their times aligned by round (calibrate.framework differences them round by round)."""
     chains = {(v, o): cold_chain(v, o, device) for v in COLD_VARIANTS for o in COLD_ORDERS}
-    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
     warmup, rounds = cold_rounds(quick)
     times = {key: [] for key in chains}
     for r in range(warmup + rounds):
         for variant in COLD_VARIANTS:
             for order in (COLD_ORDERS if r % 2 == 0 else COLD_ORDERS[::-1]):
-                sync()
                 start = time.perf_counter()
                 chains[(variant, order)]()
-                sync()
                 if r >= warmup:
                     times[(variant, order)].append(time.perf_counter() - start)
     threads = torch.get_num_threads()
