@@ -350,6 +350,26 @@ class FirstTouchFit(_Strict):
     sources: list[str] = Field(default_factory=list)
 
 
+class Im2colFloor(_Strict):
+    """The floor of a CPU convolution pass oneDNN runs as im2col + one GEMM per sample
+    (calibrate.shapes.onednn_gemm_conv): each sample's GEMM reads the whole weight, so
+    floor = W * s_per_byte[pass](W) + N * W * per_sample_s_per_byte[pass](W) for a weight of W bytes and N
+    samples; measured at `weight_bytes` and interpolated in log W between them (held beyond the ends)."""
+
+    weight_bytes: list[Annotated[float, Field(gt=0)]] = Field(min_length=1)
+    s_per_byte: dict[Literal["fwd", "bwd_data"], list[Annotated[float, Field(ge=0)]]]
+    per_sample_s_per_byte: dict[Literal["fwd", "bwd_data"], list[Annotated[float, Field(ge=0)]]]
+
+    @model_validator(mode="after")
+    def _aligned(self):
+        n = len(self.weight_bytes)
+        if list(self.weight_bytes) != sorted(self.weight_bytes):
+            raise ValueError("weight_bytes must be ascending")
+        if any(len(v) != n for table in (self.s_per_byte, self.per_sample_s_per_byte) for v in table.values()):
+            raise ValueError("every per-byte list needs one value per weight_bytes entry")
+        return self
+
+
 class ConvWeightFit(_Strict):
     """A CPU convolution's time floor from its weight (calibrate.conv_weight): oneDNN reorders the weight on
     every call and accumulates its gradient sample by sample, so a wide convolution on a small map takes
@@ -360,6 +380,8 @@ class ConvWeightFit(_Strict):
     weight_bytes: list[Annotated[float, Field(gt=0)]] = Field(min_length=1)
     s_per_byte: dict[Literal["fwd", "bwd_data", "bwd_weight"], list[Annotated[float, Field(ge=0)]]]
     per_sample_s_per_byte: list[Annotated[float, Field(ge=0)]]
+    #: the passes oneDNN runs as im2col + GEMM (a kernel wider than its map); None: not measured
+    im2col: Optional[Im2colFloor] = None
     sources: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")

@@ -108,7 +108,8 @@ class ProfileCostModel:
         w = shapes.work(op, pass_, params, dtype, self.host_threads, self.host_lanes)
         time_s = predict_time(fit, w["work"], w["bytes"], w["features"], self.bound)
         if op in ("conv2d", "conv3d") and self.coefficients.conv_weight is not None:
-            time_s = max(time_s, conv_weight.floor_s(self.coefficients.conv_weight, op, pass_, params, dtype))
+            time_s = max(time_s, conv_weight.floor_s(self.coefficients.conv_weight, op, pass_, params, dtype,
+                                                         self.host_threads))
         return time_s + touch_s
 
     def _has_family(self, op: str, pass_: str, dtype: str) -> bool:

@@ -133,6 +133,8 @@ def compute_points(samples: Sequence[Sample], lanes: Optional[int] = None) -> di
         op, pass_, dtype = key.split("/")
         if (op, pass_) in shapes.ZERO_COST:
             continue  # costed as 0 (calibrate.shapes.ZERO_COST); nothing to fit
+        if shapes.onednn_gemm_conv(op, pass_, s.params, dtype, host_threads(s)):
+            continue  # oneDNN's im2col + GEMM, costed by the weight floor (calibrate.conv_weight), not the curve
         w = shapes.work(op, pass_, s.params, dtype, host_threads(s), lanes)
         if w["work"] <= 0:
             raise UserError(f"{s.benchmark} {s.variant} sample with params {s.params} does no work (0 FLOPs/bytes)")

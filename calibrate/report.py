@@ -101,6 +101,13 @@ def fit_lines(profile: Profile) -> list[str]:
                        + f", weight gradient per sample {_rate(w.per_sample_s_per_byte[i])}"
                        for i, size in enumerate(w.weight_bytes))
         lines.append(f"convolution weight floor (calibrate.conv_weight), rate per weight byte at {at}")
+        if w.im2col:
+            g = w.im2col
+            at = "; ".join(f"{size / 1e6:.1f} MB: " + ", ".join(
+                f"{p} {_rate(g.s_per_byte[p][i])} + per sample {_rate(g.per_sample_s_per_byte[p][i])}"
+                for p in g.s_per_byte) for i, size in enumerate(g.weight_bytes))
+            lines.append(f"im2col convolution floor (oneDNN's GEMM fallback, a kernel wider than its map), rate per "
+                         f"weight byte at {at}")
     if c.first_touch:
         t = c.first_touch
         lines.append(f"first touch of a fresh host tensor >= {t.threshold_bytes / 2**20:.0f} MiB: "

@@ -150,6 +150,39 @@ def cpu_native_conv(op: str, params: Mapping[str, Any], dtype: str, threads: int
     return not (groups > 1 or big_kernel or n > 1 or n * c * spatial[0] * spatial[1] > NATIVE_CONV_MAX_ELEMENTS)
 
 
+def conv_output_positions(op: str, params: Mapping[str, Any]) -> int:
+    """Output positions per sample of a convolution call."""
+    dims = 3 if op == "conv3d" else 2
+    return conv_output_volume(_spatial(params, op, dims), _per_dim(params, "kernel", dims, 1),
+                              _per_dim(params, "stride", dims, 1), _per_dim(params, "padding", dims, 0))
+
+
+def onednn_gemm_conv(op: str, pass_: str, params: Mapping[str, Any], dtype: str, threads: Optional[int]) -> bool:
+    """Whether oneDNN runs this CPU float32 convolution pass as im2col + one GEMM per sample (its `gemm:jit`
+    implementation) instead of its direct JIT kernel. The direct forward kernel unrolls ur_w <= ow output
+    columns and refuses a left padding wider than that (`if (jcp.l_pad > jcp.ur_w) return unimplemented` in
+    oneDNN's jit_avx512_common_conv_kernel.cpp init_conf), so a kernel wider than the map it slides over (7x7,
+    padding 3, on a 2x2 map) falls back; backward-data does the same at stride 1 over the input width, and at
+    stride 2 runs another direct kernel (brgconv_strided). Checked against oneDNN's verbose log over kernels 3-9,
+    maps 1-6 wide and strides 1-2, 2-D and 3-D, in tests/calibrate/test_fit_shapes.py. The weight is read once
+    per sample (calibrate.conv_weight), 7-9x slower than the direct kernel there. The weight-gradient pass keeps
+    its direct kernel in 2-D; the 3-D weight-gradient fallbacks (maps as thin as the kernel's depth padding)
+    are not modelled. Native-kernel calls (cpu_native_conv), grouped and dilated ones never get here."""
+    if threads is None or op not in ("conv2d", "conv3d") or canonical_dtype(dtype) != "float32":
+        return False
+    if pass_ not in ("fwd", "bwd_data") or int(params.get("groups", 1)) != 1 or cpu_native_conv(op, params, dtype, threads):
+        return False
+    dims = 3 if op == "conv3d" else 2
+    if any(v != 1 for v in _per_dim(params, "dilation", dims, 1)):
+        return False
+    width = _spatial(params, op, dims)[-1]
+    kernel, stride = _per_dim(params, "kernel", dims, 1)[-1], _per_dim(params, "stride", dims, 1)[-1]
+    left_pad = _per_dim(params, "padding", dims, 0)[-1]
+    if pass_ == "bwd_data":
+        return stride == 1 and left_pad > width
+    return left_pad > (width + 2 * left_pad - kernel) // stride + 1
+
+
 def lane_padded_channels(pass_: str, channels: int, filters: int, lanes: int) -> tuple[int, int]:
     """(C, F) as a oneDNN blocked convolution computes them: the channel dimensions it vectorises rounded up to
     whole blocks of `lanes`, whose padding lanes do multiply-adds all the same (oneDNN's blocked layouts,

@@ -762,16 +762,25 @@ def small_conv_params(three_d: bool, designs: dict = SMALL_CONV_DESIGN) -> list[
 #: 7.5x slower than the fitted efficiency predicted). calibrate.conv_weight fits a time floor from these points.
 WEIGHT_DESIGN_LLC_MULTIPLES = (0.25, 2.0)
 WEIGHT_DESIGN_BATCHES = (1, 8)
+#: the design's kernels: 3x3 (oneDNN's direct kernels) and 7x7, wider than the 2x2 map, which oneDNN runs as im2col
+#: + one GEMM per sample in forward and backward-data (calibrate.shapes.onednn_gemm_conv; only those two passes are
+#: measured for it): a 310 -> 310 7x7 convolution on a 2x2 map in a random net ran 4.5x its fitted time
+#: the design's second kernel, 7x7 on the 2x2 map ("same" padding 3 is wider than the map): oneDNN runs its forward
+#: and backward-data as im2col + one GEMM per sample (calibrate.shapes.onednn_gemm_conv; only those two passes are
+#: measured for it). A 310 -> 310 7x7 convolution on a 2x2 map in a random net ran 4.5x its fitted time.
+IM2COL_DESIGN_KERNEL = 7
+IM2COL_DESIGN_PASSES = ("fwd", "bwd_data")
 
 
-def weight_design_params(llc_bytes: int, element_bytes: int = 4) -> list[dict]:
-    """The weight-bound design's conv2d params: C = F, a multiple of 16, closest to each weight target."""
+def weight_design_params(llc_bytes: int, element_bytes: int = 4, kernel: int = 3) -> list[dict]:
+    """The weight-bound design's conv2d params for one kernel size on a 2x2 map ("same" padding): C = F, a
+    multiple of 16, closest to each weight target."""
     out = []
     for multiple in WEIGHT_DESIGN_LLC_MULTIPLES:
-        channels = max(16, int(round(math.sqrt(multiple * llc_bytes / (9 * element_bytes)) / 16)) * 16)
+        channels = max(16, int(round(math.sqrt(multiple * llc_bytes / (kernel * kernel * element_bytes)) / 16)) * 16)
         for batch in WEIGHT_DESIGN_BATCHES:
-            out.append({"N": batch, "C": channels, "F": channels, "H": 2, "W": 2, "kernel": 3, "stride": 1,
-                        "padding": 1})
+            out.append({"N": batch, "C": channels, "F": channels, "H": 2, "W": 2, "kernel": kernel, "stride": 1,
+                        "padding": kernel // 2})
     return out
 
 
@@ -786,12 +795,12 @@ def plan_compute(device: str, quick: bool) -> list[BenchCase]:
             gemms, linears = GEMM_SHAPES_TINY, LINEAR_SHAPES_TINY
             convs = [({}, {"N": 1, "C": 4, "F": 8, "H": 16, "W": 16, "kernel": 3, "stride": 1, "padding": 1}),
                      ({}, {"N": 1, "C": 2, "F": 4, "D": 8, "H": 8, "W": 8, "kernel": 3, "stride": 1, "padding": 1})]
-            mem_shapes = MEMORY_OP_SHAPES_TINY
+            mem_shapes, im2col = MEMORY_OP_SHAPES_TINY, []
         else:
             gemms = GEMM_SHAPES_FULL if full else GEMM_SHAPES_QUICK
             linears = (LINEAR_SHAPES_FULL if full else LINEAR_SHAPES_QUICK) + (
                 LINEAR_SHAPES_GPU_EXTRA if device.startswith("cuda") else [])
-            convs = []
+            convs, im2col = [], []
             for layers, three_d in ((CONV2D_LAYERS, False), (CONV3D_LAYERS, True)):
                 for layer in layers:
                     for scale in grid.batch_scales:
@@ -803,15 +812,18 @@ def plan_compute(device: str, quick: bool) -> list[BenchCase]:
                     convs += [({"layer": "pointwise_design", "split": "base"}, p)
                               for p in small_conv_params(three_d, POINTWISE_CONV_DESIGN)]
             if not device.startswith("cuda"):  # cuDNN reads plain weights: no per-call reorder to measure
-                convs += [({"layer": WEIGHT_DESIGN_LAYER, "split": "base"}, p)
-                          for p in weight_design_params(bench_memory.cpu_last_level_cache_bytes(),
-                                                        element_bytes(dtype))]
+                llc, size = bench_memory.cpu_last_level_cache_bytes(), element_bytes(dtype)
+                convs += [({"layer": WEIGHT_DESIGN_LAYER, "split": "base"}, p) for p in weight_design_params(llc, size)]
+                im2col = [({"layer": WEIGHT_DESIGN_LAYER, "split": "base"}, p)
+                          for p in weight_design_params(llc, size, IM2COL_DESIGN_KERNEL)]
             mem_shapes = MEMORY_OP_SHAPES_FULL if full else MEMORY_OP_SHAPES_QUICK
         cases += [gemm_case(M, N, K, dtype, device) for M, N, K in gemms]
         for M, N, K in linears:
             cases += linear_cases(M, N, K, dtype, device)
         for tags, params in convs:
             cases += conv_cases(params, dtype, device, tags)
+        for tags, params in im2col:
+            cases += [c for c in conv_cases(params, dtype, device, tags) if c.variant in IM2COL_DESIGN_PASSES]
         if dtype != "tf32":  # TF32 changes only matmul/conv math; memory-bound ops would repeat float32
             for shape in mem_shapes:
                 cases += memory_op_cases(shape, dtype, device)

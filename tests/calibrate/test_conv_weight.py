@@ -112,10 +112,62 @@ def test_cpu_grid_has_the_weight_design_and_gpu_grid_does_not(monkeypatch):
     import profiler.bench_memory as bm
 
     monkeypatch.setattr(bm, "cpu_last_level_cache_bytes", lambda: 32 * 2**20)
-    design = [c for c in bc.plan_compute("cpu", True) if c.tags.get("layer") == WEIGHT_DESIGN_LAYER]
-    assert {c.variant for c in design} == {"fwd", "bwd_data", "bwd_weight"}
-    weights = sorted({c.params["C"] ** 2 * 36 for c in design})
-    assert len(weights) == 2 and weights[0] < 32 * 2**20 < weights[1]
-    assert math.isclose(weights[1] / weights[0], 8, rel_tol=0.1)  # 0.25x and 2x the cache
-    assert {c.params["N"] for c in design} == {1, 8} and all(c.params["H"] == 2 for c in design)
+    everything = [c for c in bc.plan_compute("cpu", True) if c.tags.get("layer") == WEIGHT_DESIGN_LAYER]
+    for kernel, passes in ((3, {"fwd", "bwd_data", "bwd_weight"}), (7, {"fwd", "bwd_data"})):
+        design = [c for c in everything if c.params["kernel"] == kernel]
+        assert {c.variant for c in design} == passes
+        weights = sorted({c.params["C"] ** 2 * kernel * kernel * 4 for c in design})
+        assert len(weights) == 2 and weights[0] < 32 * 2**20 < weights[1]
+        assert math.isclose(weights[1] / weights[0], 8, rel_tol=0.15)  # 0.25x and 2x the cache
+        assert {c.params["N"] for c in design} == {1, 8} and all(c.params["H"] == c.params["W"] == 2 for c in design)
+        assert all(c.params["padding"] == kernel // 2 for c in design)
+        # the 7x7 shapes are oneDNN's im2col regime in both their passes, the 3x3 ones in neither
+        assert all(shapes.onednn_gemm_conv("conv2d", c.variant, c.params, "float32", 1) == (kernel == 7)
+                   for c in design)
+    assert len(everything) == 12 + 8
     assert not [c for c in bc.plan_compute("cuda", True) if c.tags.get("layer") == WEIGHT_DESIGN_LAYER]
+
+
+def im2col_sample(variant, channels, batch, times):
+    params = {"N": batch, "C": channels, "F": channels, "H": 2, "W": 2, "kernel": 7, "stride": 1, "padding": 3}
+    return Sample(benchmark="conv2d", variant=variant, params=params, device="cpu", dtype="float32", threads=1,
+                  times_s=list(times), extra={"layer": WEIGHT_DESIGN_LAYER, "split": "base"})
+
+
+def test_im2col_floor_by_hand_and_only_for_the_im2col_regime():
+    """t(N) = W (a + N b) per pass at two weights, next to a complete 3x3 design; the floor of a call oneDNN runs as
+    im2col + GEMM is W (a' + N b') (interpolated in log W), and a direct-kernel call never gets it."""
+    small, large = 160, 640
+    samples = []
+    for channels in (small, large):
+        for batch in (1, 8):
+            samples += [design_sample(v, channels, batch, [1e-6] * 3) for v in ("fwd", "bwd_data", "bwd_weight")]
+    w_s, w_l = small * small * 196.0, large * large * 196.0
+    rates = {"fwd": ((2e-11, 1e-10), (4e-11, 1.2e-10)), "bwd_data": ((3e-11, 1.5e-10), (3e-11, 1.5e-10))}
+    for (channels, weight), i in (((small, w_s), 0), ((large, w_l), 1)):
+        for variant, per_size in rates.items():
+            a, b = per_size[i]
+            for batch in (1, 8):
+                samples.append(im2col_sample(variant, channels, batch, [weight * (a + batch * b)] * 3))
+    fit = conv_weight.fit_conv_weight(samples)
+    assert fit.weight_bytes == [small * small * 36.0, large * large * 36.0]  # the 3x3 floor keeps its own sizes
+    g = fit.im2col
+    assert g.weight_bytes == [w_s, w_l]
+    assert g.s_per_byte["fwd"] == pytest.approx([2e-11, 4e-11])
+    assert g.per_sample_s_per_byte["fwd"] == pytest.approx([1e-10, 1.2e-10])
+    assert g.per_sample_s_per_byte["bwd_data"] == pytest.approx([1.5e-10, 1.5e-10])
+
+    wide = {"N": 12, "C": 320, "F": 320, "H": 2, "W": 2, "kernel": 7, "stride": 1, "padding": 3}  # sqrt(160*640)
+    weight = 320 * 320 * 196.0
+    assert conv_weight.floor_s(fit, "conv2d", "fwd", wide, "float32", 1) == pytest.approx(
+        weight * (3e-11 + 12 * 1.1e-10))
+    assert conv_weight.floor_s(fit, "conv2d", "bwd_data", wide, "float32", 1) == pytest.approx(
+        weight * (3e-11 + 12 * 1.5e-10))
+    # no host threads (a GPU), the weight-gradient pass, a map wide enough for the direct kernel: no im2col floor
+    direct = {**wide, "H": 4, "W": 4}
+    without = fit.model_copy(update={"im2col": None})
+    for pass_, params, threads in (("fwd", wide, None), ("bwd_weight", wide, 1), ("fwd", direct, 1)):
+        assert conv_weight.floor_s(fit, "conv2d", pass_, params, "float32", threads) == \
+            conv_weight.floor_s(without, "conv2d", pass_, params, "float32", threads)
+    # a profile without the im2col shapes has no im2col floor
+    assert conv_weight.fit_conv_weight([s for s in samples if s.params["kernel"] == 3]).im2col is None

@@ -50,6 +50,60 @@ def test_native_conv_rule_matches_the_kernel_pytorch_runs(threads):
         torch.set_num_threads(before)
 
 
+# (dims, spatial, kernel, stride): kernels 3-9 with "same" padding over maps 1-6 wide, both strides, maps thin in H
+# only or in W only, and 3-D shapes thin in W and in D
+GEMM_CASES = [(2, (w, w), k, s) for k in (3, 5, 7, 9) for w in (1, 2, 3, 4, 6) for s in (1, 2)] + [
+    (2, (1, 8), 7, 1), (2, (8, 1), 7, 1), (2, (2, 6), 7, 1), (2, (6, 2), 7, 1),
+    (3, (8, 8, 1), 5, 1), (3, (8, 1, 8), 5, 1), (3, (2, 2, 2), 5, 1), (3, (3, 3, 3), 7, 2)]
+
+
+@pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="this torch build has no oneDNN")
+def test_onednn_gemm_rule_matches_onednn_verbose(capfd):
+    """shapes.onednn_gemm_conv against the implementation oneDNN's verbose log names for the forward and the
+    backward-data pass (x64:gemm:jit or a direct kernel), one thread, 16 channels (a whole SIMD block) and 4."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for channels in (16, 4):
+            for dims, spatial, kernel, stride in GEMM_CASES:
+                op = "conv3d" if dims == 3 else "conv2d"
+                x = torch.randn(2, channels, *spatial)
+                w = torch.randn(8, channels, *[kernel] * dims)
+                conv = F.conv3d if dims == 3 else F.conv2d
+                capfd.readouterr()
+                with torch.backends.mkldnn.verbose(torch.backends.mkldnn.VERBOSE_ON):
+                    y = conv(x, w, stride=stride, padding=kernel // 2)
+                    torch.ops.aten.convolution_backward(torch.randn_like(y), x, w, None, [stride] * dims,
+                                                        [kernel // 2] * dims, [1] * dims, False, [0] * dims, 1,
+                                                        [True, False, False])
+                log = [line.split(",") for line in capfd.readouterr().out.splitlines()
+                       if line.startswith("onednn_verbose") and ",convolution," in line]
+                ran = {fields[7]: fields[6] == "x64:gemm:jit" for fields in log}
+                params = dict(N=2, C=channels, F=8, kernel=kernel, stride=stride, padding=kernel // 2,
+                              **dict(zip("DHW" if dims == 3 else "HW", spatial)))
+                for pass_, prop in (("fwd", "forward_training"), ("bwd_data", "backward_data")):
+                    assert prop in ran, (params, log)
+                    assert shapes.onednn_gemm_conv(op, pass_, params, "float32", 1) == ran[prop], (pass_, params)
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_onednn_gemm_rule_by_hand():
+    wide = dict(N=4, C=64, F=64, H=2, W=2, kernel=7, stride=1, padding=3)
+    assert shapes.onednn_gemm_conv("conv2d", "fwd", wide, "float32", 1)
+    assert shapes.onednn_gemm_conv("conv2d", "bwd_data", wide, "float32", 2)
+    assert not shapes.onednn_gemm_conv("conv2d", "bwd_weight", wide, "float32", 1)  # its direct kernel
+    assert not shapes.onednn_gemm_conv("conv2d", "fwd", wide, "float32", None)  # a GPU call
+    assert not shapes.onednn_gemm_conv("conv2d", "fwd", wide, "bfloat16", 1)  # the rule is float32's
+    assert not shapes.onednn_gemm_conv("conv2d", "fwd", {**wide, "groups": 64}, "float32", 1)
+    assert not shapes.onednn_gemm_conv("conv2d", "fwd", {**wide, "W": 3}, "float32", 1)  # padding 3 <= 3 columns
+    assert not shapes.onednn_gemm_conv("gemm", "fwd", dict(M=2, N=2, K=2), "float32", 1)
+    # stride 2: the forward output is 1 column wide (padding 3 > 1), backward-data runs another direct kernel
+    strided = {**wide, "stride": 2}
+    assert shapes.onednn_gemm_conv("conv2d", "fwd", strided, "float32", 1)
+    assert not shapes.onednn_gemm_conv("conv2d", "bwd_data", strided, "float32", 1)
+
+
 def test_native_feature_is_set_only_on_the_host():
     small = dict(N=1, C=4, F=8, D=8, H=8, W=8, kernel=3, stride=1, padding=1)
     assert shapes.work("conv3d", "fwd", small, "float32", host_threads=1)["features"][NATIVE] == 1.0
