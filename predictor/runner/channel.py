@@ -1,8 +1,9 @@
 """Channel parallelism: each rank of the model group holds C/p input channels (input features) of every
 conv and linear layer after the first, computes a partial output over all F channels from its input
-channels, and the partial outputs are summed with an autograd-aware all-reduce (ParaDL;
-docs/method.md §12: forward Allreduce of y; its backward all-reduces dL/dy). After the sum each rank keeps its own
-C/p channels, on which batch norm, ReLU and pooling act locally (their parameters split the same way), and
+channels, and the partial outputs are summed with an autograd-aware all-reduce after which each rank keeps its
+own C/p channels (ParaDL; docs/method.md §12: forward Allreduce of y, backward Allgather of the ranks' dL/dy
+chunks: comm.all_reduce_keep). Batch norm, ReLU and pooling act locally on those channels (their parameters split
+the same way), and
 which are the input channels of its shard of the next layer. The logits are summed with an all-reduce whose
 consumer (the loss) is replicated, so its backward needs no communication.
 
@@ -43,9 +44,10 @@ class _ChannelSplit(nn.Module):
             partial = F.linear(x, self.weight)
         else:
             partial = self.module._conv_forward(x, self.weight, None)
-        out = comm.all_reduce_sum(partial, self.group, "identity" if self.last else "sum")
-        if not self.last:
-            out = out.chunk(self.parts, dim=1)[self.index]
+        if self.last:  # the logits, whole on every rank: the (replicated) loss's gradient needs no exchange
+            out = comm.all_reduce_sum(partial, self.group, "identity")
+        else:
+            out = comm.all_reduce_keep(partial, 1, self.group)
         if self.bias is not None:
             out = out + self.bias.view([1, -1] + [1] * (out.dim() - 2))
         return out

@@ -5,12 +5,16 @@ subgroup. All chunks along the split dimension are equal (the strategy modules c
 
 Backward rules (ParaDL tech report, Kahira et al., Table III; docs/method.md §10-§12):
 - gather with grad_mode="sum": the consumer is itself split (each rank's gradient is a partial sum), so the
-  backward all-reduces the gradient and keeps this rank's chunk (ParaDL's backward Allreduce on dL/dx).
+  backward reduce-scatters the gradient, each rank receiving the sum of its own chunk (ParaDL charges an
+  Allreduce on dL/dx and notes a Reduce-Scatter suffices; strategies.filter costs the reduce-scatter).
 - gather with grad_mode="slice": the consumer is replicated (every rank holds the same gradient), so the
   backward keeps this rank's chunk without communication (the backward "scatter" of a split Allgather).
 - all_reduce_sum with grad_mode="sum": partial outputs were summed; the gradient of each partial is the sum
   of the gradients the ranks computed for the output (their consumers were split).
   grad_mode="identity": the consumer is replicated, every rank already holds the full gradient.
+- all_reduce_keep: partial outputs summed, then each rank keeps its chunk (channel parallelism); the backward
+  all-gathers the chunks' gradients, which every rank needs whole (strategies.channel: forward Allreduce of y,
+  backward Allgather of dL/dy).
 """
 from __future__ import annotations
 
@@ -18,6 +22,10 @@ import time
 
 import torch
 import torch.distributed as dist
+
+
+#: torch >= 2.13 renames reduce_scatter_tensor (deprecated, warns) to reduce_scatter_single
+_REDUCE_SCATTER = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
 
 
 class CommClock:
@@ -51,16 +59,44 @@ class _Gather(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, dim, group, grad_mode):
         ctx.dim, ctx.group, ctx.grad_mode = dim, group, grad_mode
-        parts = [torch.empty_like(x) for _ in range(dist.get_world_size(group))]
-        _timed(dist.all_gather, parts, x.contiguous(), group=group)
-        return torch.cat(parts, dim=dim)
+        return _all_gather_cat(x, dim, group)
 
     @staticmethod
     def backward(ctx, grad):
-        grad = grad.contiguous()
         if ctx.grad_mode == "sum":
-            grad = _all_reduce(grad.clone(), ctx.group)
-        return _chunk(grad, ctx.dim, ctx.group), None, None, None
+            return _reduce_scatter(grad, ctx.dim, ctx.group), None, None, None
+        return _chunk(grad.contiguous(), ctx.dim, ctx.group), None, None, None
+
+
+def _reduce_scatter(tensor: torch.Tensor, dim: int, group) -> torch.Tensor:
+    """Each rank's chunk along `dim` of the sum of every rank's `tensor`."""
+    size = dist.get_world_size(group)
+    whole = tensor.movedim(dim, 0).contiguous()
+    mine = whole.new_empty((whole.shape[0] // size, *whole.shape[1:]))
+    _timed(_REDUCE_SCATTER, mine, whole, group=group)
+    return mine.movedim(0, dim).contiguous()
+
+
+def _all_gather_cat(x: torch.Tensor, dim: int, group) -> torch.Tensor:
+    parts = [torch.empty_like(x) for _ in range(dist.get_world_size(group))]
+    _timed(dist.all_gather, parts, x.contiguous(), group=group)
+    return torch.cat(parts, dim=dim)
+
+
+class _AllReduceKeep(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, dim, group):
+        ctx.dim, ctx.group = dim, group
+        return _chunk(_all_reduce(x.clone(), group), dim, group)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _all_gather_cat(grad, ctx.dim, ctx.group), None, None
+
+
+def all_reduce_keep(x: torch.Tensor, dim: int, group) -> torch.Tensor:
+    """This rank's chunk along `dim` of the sum of every rank's x (see module docstring)."""
+    return _AllReduceKeep.apply(x, dim, group)
 
 
 class _AllReduceSum(torch.autograd.Function):

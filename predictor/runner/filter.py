@@ -1,8 +1,9 @@
 """Filter parallelism: each rank of the model group holds F/p filters (output channels / features) of every
 conv and linear layer, computes its F/p output channels, and batch norm, ReLU and pooling act on those
 channels locally (their parameters split the same way). Before each following weight layer the channel
-shards are all-gathered with an autograd-aware gather whose backward all-reduces dL/dx and keeps this rank's
-chunk (ParaDL, docs/method.md §11: forward Allgather of y, backward Allreduce of dL/dx). The logits are
+shards are all-gathered with an autograd-aware gather whose backward reduce-scatters dL/dx, each rank receiving
+the sum of its own chunk (docs/method.md §11: forward Allgather of y, backward Reduce-Scatter of dL/dx, where
+ParaDL charges an Allreduce and notes a Reduce-Scatter suffices). The logits are
 gathered the same way before the (replicated) loss, whose gradient needs no communication.
 
 No gradient exchange inside the model group: each rank updates its own filters. With p_data > 1 (the

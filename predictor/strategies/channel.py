@@ -11,16 +11,28 @@ output, so:
 These are different collectives from filter parallelism (allgather forward, reduce-scatter backward), so
 unlike ParaDL (§3 "Channel": identical formulas, defect 10) filter and channel predictions differ: an
 allreduce moves about twice a reduce-scatter's bytes. The layer(s) reading the model input (3 channels)
-run unsplit, as in ParaDL's experiments (channel parallelism from layer 2). Compute is costed at C/p.
+run unsplit, as in ParaDL's experiments (channel parallelism from layer 2), each device keeping its own output
+channels, so their weight gradients are partial and allreduced over the group after backward (head_gradient_s).
+Compute is costed at C/p.
 """
 from __future__ import annotations
 
 from predictor.layercost import Split
 from predictor.layout import data_network_share, data_nodes, inner_nodes
+from predictor.memory import gradient_bytes_per_param
 from predictor.plan import Plan, Prediction
 from predictor.strategies.context import Context, Infeasible
 from predictor.strategies.data import local_batch
 from predictor.strategies.filter import PARAMETRIC
+
+
+def head_gradient_s(ctx: Context, heads, plan: Plan, p: int, nodes: int) -> float:
+    """The unsplit head layers' gradient allreduce over the p_channel group, after backward: every device runs
+    them on the whole input but keeps only its own output channels, so each holds a partial weight gradient
+    (zero for the other devices' filters) and the sum over the group is the gradient (predictor.runner.channel:
+    one flattened allreduce, blocking)."""
+    size = sum(ctx.params[i] for i in heads) * gradient_bytes_per_param(plan.dtype, plan.mixed_precision)
+    return ctx.collective("allreduce", size, p, nodes) if size > 0 else 0.0
 
 
 def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
@@ -60,7 +72,9 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     divisors = tuple(1 if i < first_split else p for i in range(ctx.n_layers))
     exposed, hidden = ctx.gradient_sync(range(ctx.n_layers), bwd_list, divisors, plan.p_data, d_nodes, plan,
                                         share=data_network_share(plan.p_data, p, plan.devices_per_node))
-    pred.comm_exposed_s["gradient"], pred.comm_hidden_s["gradient"] = exposed, hidden
+    head_s = head_gradient_s(ctx, heads, plan, p, nodes)
+    pred.comm_exposed_s["gradient"], pred.comm_hidden_s["gradient"] = exposed + head_s, hidden
+    pred.details.update(head_gradient_allreduce_s=head_s)
     ctx.set_parameters(pred, local_params, plan, plan.p_data)
 
     def share(t) -> float:

@@ -304,6 +304,11 @@ def test_filter_and_channel_use_different_collectives(tiny, cm):
     assert chan.compute_fwd_s == pytest.approx(fwd_c)
     assert chan.weights_bytes == (72 + (144 + 512) / 2) * 4
     assert chan.comm_exposed_s["layer_collective"] != pytest.approx(filt.comm_exposed_s["layer_collective"])
+    # conv1 runs whole on both devices, each keeping its own 2 filters: its 72 fp32 weight gradients are partial
+    # and allreduced over the pair after backward; filter parallelism exchanges no gradient
+    assert chan.details["head_gradient_allreduce_s"] == pytest.approx(ring_allreduce(2, 72 * 4))
+    assert chan.comm_exposed_s["gradient"] == pytest.approx(ring_allreduce(2, 72 * 4))
+    assert filt.comm_exposed_s.get("gradient", 0.0) == 0.0
 
 
 def test_pipeline_matches_gpipe_bubble(tiny, cm):
