@@ -8,6 +8,10 @@ output, so:
               the full output on every device; each then keeps its channel slice for the next layer
     backward: allgather of the dL/dy slices (S = n·|y|·δ) — dL/dx_slice = W_sliceᵀ·dL/dy needs all of dL/dy
 
+Around them, memory traffic (layout_copy_s): the partial output is copied into the allreduce buffer (2·S bytes
+moved), the device's channel slice out of the sum (2·S/p), and the gathered dL/dy chunks (rank-major) into the
+channel layout (2·S); the last layer's logits only the first.
+
 These are different collectives from filter parallelism (allgather forward, reduce-scatter backward), so
 unlike ParaDL (§3 "Channel": identical formulas, defect 10) filter and channel predictions differ: an
 allreduce moves about twice a reduce-scatter's bytes. The layer(s) reading the model input (3 channels)
@@ -58,12 +62,16 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
 
     nodes = inner_nodes(p, plan.p_data, plan.devices_per_node)
     reduce_s = gather_s = 0.0
+    copied = 0.0  # bytes the layout copies move (module docstring)
+    last = max(split_layers)
     for i in split_layers:
         size = n * ctx.layers[i].output_elems * act
         reduce_s += ctx.collective("allreduce", size, p, nodes)
         gather_s += ctx.collective("allgather", size, p, nodes)
-    pred.comm_exposed_s["layer_collective"] = reduce_s + gather_s
-    pred.details.update(allreduce_s=reduce_s, allgather_s=gather_s, nodes_inner_group=nodes)
+        copied += 2 * size if i == last else 2 * size + 2 * size / p + 2 * size
+    copy_s = ctx.cm.memory_time_s(copied)
+    pred.comm_exposed_s["layer_collective"] = reduce_s + gather_s + copy_s
+    pred.details.update(allreduce_s=reduce_s, allgather_s=gather_s, layout_copy_s=copy_s, nodes_inner_group=nodes)
 
     head_params = sum(ctx.params[i] for i in range(first_split))
     local_params = head_params + (ctx.total_params - head_params) / p

@@ -7,6 +7,9 @@ every channel-wise layer: batchnorm, ReLU, pooling, add). A conv/linear needs it
     backward: reduce-scatter of dL/dx (S = n·|x|·δ) — each device only needs its channel slice back
     (+ a forward allgather of the last layer's output for the loss)
 
+The shards lie along the channel dimension, so a gathered buffer (rank-major) is copied into the channel
+layout after the allgather (2·S bytes moved), and dL/dx into rank-major chunks before the reduce-scatter (2·S)
+and back after it (2·S/p): layout_copy_s, costed as memory traffic with the exposed collectives.
 ParaDL charges an Allreduce backward (its footnote notes a Reduce-Scatter suffices) and counts
 3(p-1)·Σ(α + b|y|δβ/p) per layer; here the profile's fitted allgather and reduce-scatter are used.
 The model input is replicated, so the first layer needs no gather. No gradient exchange inside the
@@ -42,13 +45,18 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     nodes = inner_nodes(p, plan.p_data, plan.devices_per_node)
     gathered = sorted({ctx.producer(ctx.layers[i].inputs[0] if ctx.layers[i].inputs else "") for i in weighted} - {-1})
     gather_s = scatter_s = 0.0
+    copied = 0.0  # bytes the layout copies move (module docstring)
     for t in gathered:
         size = n * ctx.tensor_elems(t) * act
         gather_s += ctx.collective("allgather", size, p, nodes)
         scatter_s += ctx.collective("reduce_scatter", size, p, nodes)
-    gather_s += ctx.collective("allgather", n * ctx.layers[-1].output_elems * act, p, nodes)  # loss input
-    pred.comm_exposed_s["layer_collective"] = gather_s + scatter_s
-    pred.details.update(allgather_s=gather_s, reduce_scatter_s=scatter_s, nodes_inner_group=nodes)
+        copied += 2 * size + 2 * size + 2 * size / p
+    last = n * ctx.layers[-1].output_elems * act
+    gather_s += ctx.collective("allgather", last, p, nodes)  # loss input
+    copied += 2 * last
+    copy_s = ctx.cm.memory_time_s(copied)
+    pred.comm_exposed_s["layer_collective"] = gather_s + scatter_s + copy_s
+    pred.details.update(allgather_s=gather_s, reduce_scatter_s=scatter_s, layout_copy_s=copy_s, nodes_inner_group=nodes)
 
     local_params = ctx.total_params / p
     pred.update_s = ctx.update_s(local_params, plan.optimizer, plan.dtype)

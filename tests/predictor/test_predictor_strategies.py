@@ -288,7 +288,11 @@ def test_filter_and_channel_use_different_collectives(tiny, cm):
     scatters = 2 * ring_gather(2, n * 256 * 4)
     assert filt.details["allgather_s"] == pytest.approx(gathers)
     assert filt.details["reduce_scatter_s"] == pytest.approx(scatters)
-    assert filt.comm_exposed_s["layer_collective"] == pytest.approx(gathers + scatters)
+    # layout copies (1 GB/s): per gathered tensor S into the channel layout after the gather, dL/dx into chunks
+    # before the reduce-scatter and the chunk back (2S + 2S + 2S/p bytes), and the gathered logits (2S)
+    copies = (2 * (2 + 2 + 1) * n * 256 * 4 + 2 * n * 2 * 4) / 1e9
+    assert filt.details["layout_copy_s"] == pytest.approx(copies)
+    assert filt.comm_exposed_s["layer_collective"] == pytest.approx(gathers + scatters + copies)
     assert filt.weights_bytes == PARAMS * 4 / 2  # weights / p, not / p^2 (ParaDL's bug)
     fwd = (conv_flops(n, 2, 2, 8, 8) + n * 2 * 64 + conv_flops(n, 4, 2, 8, 8) + 2 * n * 1 * 256) / PEAK
     assert filt.compute_fwd_s == pytest.approx(fwd)
@@ -300,6 +304,11 @@ def test_filter_and_channel_use_different_collectives(tiny, cm):
     gathers_c = ring_gather(2, n * 256 * 4) + ring_gather(2, n * 2 * 4)
     assert chan.details["allreduce_s"] == pytest.approx(reduces)
     assert chan.details["allgather_s"] == pytest.approx(gathers_c)
+    # conv2's partial output into the allreduce buffer, its slice out, the gathered dL/dy back (2S + 2S/p + 2S);
+    # the logits' buffer only (2S)
+    copies_c = ((2 + 1 + 2) * n * 256 * 4 + 2 * n * 2 * 4) / 1e9
+    assert chan.details["layout_copy_s"] == pytest.approx(copies_c)
+    assert chan.comm_exposed_s["layer_collective"] == pytest.approx(reduces + gathers_c + copies_c)
     fwd_c = (conv_flops(n, 2, 4, 8, 8) + n * 256 + conv_flops(n, 2, 4, 8, 8) + 2 * n * 2 * 128) / PEAK
     assert chan.compute_fwd_s == pytest.approx(fwd_c)
     assert chan.weights_bytes == (72 + (144 + 512) / 2) * 4
