@@ -20,7 +20,7 @@ from profiler.dtypes import DTYPE_BYTES, canonical_dtype
 from profiler.errors import UserError
 # shapes.shape_key and shapes.canonical_dtype stay this module's names too (calibrate.fit, the predictor)
 from profiler.opmath import (ELEMENT_PASS_TENSORS, bmm_bytes, bmm_flops, conv_flops, conv_output_volume,  # noqa: F401
-                             gemm_bytes, gemm_flops, sdpa_bytes, sdpa_flops, shape_key)
+                             gemm_bytes, gemm_flops, sdpa_bytes, sdpa_flops, shape_key, window_output_size)
 
 #: bmm {B, M, N, K}: a batched GEMM (attention's score and context products); sdpa {B, S, D[, T][, causal]}:
 #: fused attention over B = samples x heads, S queries, T keys (default S), head size D
@@ -180,7 +180,7 @@ def onednn_gemm_conv(op: str, pass_: str, params: Mapping[str, Any], dtype: str,
     left_pad = _per_dim(params, "padding", dims, 0)[-1]
     if pass_ == "bwd_data":
         return stride == 1 and left_pad > width
-    return left_pad > (width + 2 * left_pad - kernel) // stride + 1
+    return left_pad > window_output_size(width, kernel, stride, left_pad)
 
 
 def lane_padded_channels(pass_: str, channels: int, filters: int, lanes: int) -> tuple[int, int]:
