@@ -13,12 +13,18 @@ def busbw_factor(n: int) -> float:
     return (n - 1) / n
 
 
+def tensor_op():
+    """torch.distributed's reduce-scatter of one flat tensor: torch >= 2.13 renames reduce_scatter_tensor
+    (deprecated, warns) to reduce_scatter_single."""
+    import torch.distributed as dist  # imported on use: the factors and sizes above are read without torch
+
+    return getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+
+
 def setup(size_bytes, group, peers, rank, device, dtype):
     import torch  # imported on use: the factors and sizes above are read without torch
-    import torch.distributed as dist
 
-    # torch >= 2.13 renames reduce_scatter_tensor (deprecated, warns) to reduce_scatter_single
-    _reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+    _reduce_scatter = tensor_op()
 
     full = torch.zeros(size_bytes // torch.tensor([], dtype=dtype).element_size(), dtype=dtype, device=device)
     piece = torch.zeros(full.numel() // len(peers), dtype=dtype, device=device)

@@ -3,9 +3,8 @@ conv and linear layer after the first, computes a partial output over all F chan
 channels, and the partial outputs are summed with an autograd-aware all-reduce after which each rank keeps its
 own C/p channels (ParaDL; docs/method.md §12: forward Allreduce of y, backward Allgather of the ranks' dL/dy
 chunks: comm.all_reduce_keep). Batch norm, ReLU and pooling act locally on those channels (their parameters split
-the same way), and
-which are the input channels of its shard of the next layer. The logits are summed with an all-reduce whose
-consumer (the loss) is replicated, so its backward needs no communication.
+the same way), which are the input channels of its shard of the next layer. The logits are summed with an
+all-reduce whose consumer (the loss) is replicated, so its backward needs no communication.
 
 The first weight layer reads the replicated model input (3 channels are not divisible by p) and runs
 unsplit on every rank, keeping its own output channels; ParaDL's experiments also started channel

@@ -23,9 +23,7 @@ import time
 import torch
 import torch.distributed as dist
 
-
-#: torch >= 2.13 renames reduce_scatter_tensor (deprecated, warns) to reduce_scatter_single
-_REDUCE_SCATTER = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+from kernels.collectives import reduce_scatter
 
 
 class CommClock:
@@ -73,7 +71,7 @@ def _reduce_scatter(tensor: torch.Tensor, dim: int, group) -> torch.Tensor:
     size = dist.get_world_size(group)
     whole = tensor.movedim(dim, 0).contiguous()
     mine = whole.new_empty((whole.shape[0] // size, *whole.shape[1:]))
-    _timed(_REDUCE_SCATTER, mine, whole, group=group)
+    _timed(reduce_scatter.tensor_op(), mine, whole, group=group)
     return mine.movedim(0, dim).contiguous()
 
 
