@@ -179,10 +179,8 @@ SMALL_MAX_FLOPS = 2e8
 # activation bytes, not the FLOPs. The archetypes' 1x1 layers all have 64+ channels, and the 3x3 design above
 # stops at batch 16: a 6 -> 6 1x1 convolution at batch 110 on a 32x32 map ran 3.6x (forward) and 7x (backward)
 # the time the fit extrapolated (seed-61 random net, 2026-12-02).
-# The 2-D square starts at 1 channel: a random net's first layer reads 1-4 input channels, and a 1 -> 4 1x1
-# convolution at batch 16 on a 126x126 map ran 3.7x (forward) and 4x (weight gradient) its extrapolated time.
 POINTWISE_CONV_DESIGN = {
-    False: dict(channels=(1, 2, 3, 4, 8, 16, 32, 64), filters=(4, 8, 16, 32, 64), sizes=(8, 16, 32, 64),
+    False: dict(channels=(3, 4, 8, 16, 32, 64), filters=(4, 8, 16, 32, 64), sizes=(8, 16, 32, 64),
                 batches=(2, 8, 32, 128), rotations=1, kernel=1, strides=(1, 2), padding=0),
     True: dict(channels=(1, 4, 8, 16, 32), filters=(4, 8, 16, 32), sizes=(4, 8, 16), batches=(2, 8, 32),
                rotations=1, kernel=1, strides=(1, 2), padding=0),
