@@ -81,9 +81,9 @@ def _per_sample_fit(best, batches, passes, per_sample_passes):
             continue
         sizes.append(weight)
         for p in passes:
-            slope = (max(0.0, (best[p, weight, hi] - best[p, weight, lo]) / ((hi - lo) * weight))
-                     if p in per_sample_passes else 0.0)
+            slope = 0.0
             if p in per_sample_passes:
+                slope = max(0.0, (best[p, weight, hi] - best[p, weight, lo]) / ((hi - lo) * weight))
                 b[p].append(slope)
             a[p].append(max(0.0, best[p, weight, lo] / weight - slope))
     return sizes, a, b

@@ -68,7 +68,7 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
         size = n * ctx.layers[i].output_elems * act
         reduce_s += ctx.collective("allreduce", size, p, nodes)
         gather_s += ctx.collective("allgather", size, p, nodes)
-        copied += 2 * size if i == last else 2 * size + 2 * size / p + 2 * size
+        copied += 2 * size if i == last else 4 * size + 2 * size / p
     copy_s = ctx.cm.memory_time_s(copied)
     pred.comm_exposed_s["layer_collective"] = reduce_s + gather_s + copy_s
     pred.details.update(allreduce_s=reduce_s, allgather_s=gather_s, layout_copy_s=copy_s, nodes_inner_group=nodes)

@@ -50,7 +50,7 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
         size = n * ctx.tensor_elems(t) * act
         gather_s += ctx.collective("allgather", size, p, nodes)
         scatter_s += ctx.collective("reduce_scatter", size, p, nodes)
-        copied += 2 * size + 2 * size + 2 * size / p
+        copied += 4 * size + 2 * size / p
     last = n * ctx.layers[-1].output_elems * act
     gather_s += ctx.collective("allgather", last, p, nodes)  # loss input
     copied += 2 * last
