@@ -352,9 +352,10 @@ class FirstTouchFit(_Strict):
 
 class Im2colFloor(_Strict):
     """The floor of a CPU convolution pass oneDNN runs as im2col + one GEMM per sample
-    (calibrate.shapes.onednn_gemm_conv): each sample's GEMM reads the whole weight, so
-    floor = W * s_per_byte[pass](W) + N * W * per_sample_s_per_byte[pass](W) for a weight of W bytes and N
-    samples; measured at `weight_bytes` and interpolated in log W between them (held beyond the ends)."""
+    (calibrate.shapes.onednn_gemm_conv): each of a sample's GEMMs (one in 2-D, one per output depth slice in 3-D:
+    calibrate.shapes.conv_gemm_slices) reads the whole weight, so floor = W * s_per_byte[pass](W) + N * S * W *
+    per_sample_s_per_byte[pass](W) for a weight of W bytes, N samples and S GEMMs per sample; measured at
+    `weight_bytes` and interpolated in log W between them (held beyond the ends)."""
 
     weight_bytes: list[Annotated[float, Field(gt=0)]] = Field(min_length=1)
     s_per_byte: dict[Literal["fwd", "bwd_data"], list[Annotated[float, Field(ge=0)]]]

@@ -23,7 +23,11 @@ max(fitted time, floor): on an ordinary convolution the floor is far below its t
 A kernel wider than the map it slides over (7x7 on a 2x2 map) leaves oneDNN's direct kernels for im2col + one GEMM
 per sample (calibrate.shapes.onednn_gemm_conv), and every sample's GEMM reads the whole weight:
 
-    floor_im2col(W, N) = W * a'_pass(W) + N * W * b'_pass(W)        fwd, bwd_data (those passes only)
+    floor_im2col(W, N) = W * a'_pass(W) + N * S * W * b'_pass(W)    fwd, bwd_data (those passes only)
+
+where S is the number of GEMMs per sample: 1 in 2-D, the output depth in 3-D, since oneDNN runs one GEMM per
+output depth slice (calibrate.shapes.conv_gemm_slices). One thread on the 2-core VM, 64 -> 128 channels, 7x7x7 on
+D x 2 x 2 maps (padding 3), batch 8: forward 0.053, 0.097, 0.18, 0.40 ms per sample and weight MB at D = 1, 2, 4, 8.
 
 with a' and b' fitted as a and b above from the design's im2col shapes (7x7 kernels on a 2x2 map at the same
 weight targets, batches 1 and 8). 2-core VM, one thread: 0.12 ns per weight byte and sample forward and 0.15-0.18
@@ -136,6 +140,7 @@ def floor_s(fit: ConvWeightFit, op: str, pass_: str, params: Mapping[str, int], 
     g = fit.im2col
     if g is not None and pass_ in g.s_per_byte and shapes.onednn_gemm_conv(op, pass_, params, dtype, threads) \
             and shapes.conv_output_positions(op, params) > 1:
+        gemms = int(params["N"]) * shapes.conv_gemm_slices(op, params)
         time_s = max(time_s, weight * (_at(weight, g.weight_bytes, g.s_per_byte[pass_])
-                                       + int(params["N"]) * _at(weight, g.weight_bytes, g.per_sample_s_per_byte[pass_])))
+                                       + gemms * _at(weight, g.weight_bytes, g.per_sample_s_per_byte[pass_])))
     return time_s

@@ -157,6 +157,16 @@ def conv_output_positions(op: str, params: Mapping[str, Any]) -> int:
                               _per_dim(params, "stride", dims, 1), _per_dim(params, "padding", dims, 0))
 
 
+def conv_gemm_slices(op: str, params: Mapping[str, Any]) -> int:
+    """GEMMs per sample oneDNN's im2col convolution (`gemm:jit`) runs: one per output depth slice of a 3-D call
+    (`for (od = 0; od < jcp.od; ++od)` around im2col_dt_3d and the GEMM over oh * ow positions, in every pass of
+    oneDNN's cpu/gemm_convolution.cpp), one for a 2-D call. Each of them streams the whole weight."""
+    if op != "conv3d":
+        return 1
+    return window_output_size(_spatial(params, op, 3)[0], _per_dim(params, "kernel", 3, 1)[0],
+                              _per_dim(params, "stride", 3, 1)[0], _per_dim(params, "padding", 3, 0)[0])
+
+
 def onednn_gemm_conv(op: str, pass_: str, params: Mapping[str, Any], dtype: str, threads: Optional[int]) -> bool:
     """Whether oneDNN runs this CPU float32 convolution pass as im2col + one GEMM per sample (its `gemm:jit`
     implementation) instead of its direct JIT kernel. The direct forward kernel unrolls ur_w <= ow output

@@ -5,7 +5,7 @@ import math
 import pytest
 
 from calibrate import conv_weight, shapes
-from calibrate.coefficients import ConvWeightFit
+from calibrate.coefficients import ConvWeightFit, Im2colFloor
 from profiler.profile import WEIGHT_DESIGN_LAYER, Sample
 
 
@@ -171,3 +171,26 @@ def test_im2col_floor_by_hand_and_only_for_the_im2col_regime():
             conv_weight.floor_s(without, "conv2d", pass_, params, "float32", threads)
     # a profile without the im2col shapes has no im2col floor
     assert conv_weight.fit_conv_weight([s for s in samples if s.params["kernel"] == 3]).im2col is None
+
+
+def test_im2col_floor_of_a_3d_call_streams_the_weight_once_per_output_depth_slice():
+    """oneDNN's gemm convolution runs one GEMM per output depth slice (calibrate.shapes.conv_gemm_slices), so a 3-D
+    call's per-sample term is the 2-D rate times its output depth: W (a' + N od b')."""
+    sizes = [1e6, 1e8]
+    fit = ConvWeightFit(weight_bytes=sizes, s_per_byte={p: [0.0, 0.0] for p in ("fwd", "bwd_data", "bwd_weight")},
+                        per_sample_s_per_byte=[0.0, 0.0],
+                        im2col=Im2colFloor(weight_bytes=sizes, s_per_byte={"fwd": [2e-11] * 2, "bwd_data": [3e-11] * 2},
+                                           per_sample_s_per_byte={"fwd": [1e-10] * 2, "bwd_data": [1.5e-10] * 2}),
+                        sources=["by hand"])
+    for depth, slices in ((1, 1), (2, 2), (8, 8)):
+        params = {"N": 8, "C": 64, "F": 128, "D": depth, "H": 2, "W": 2, "kernel": 7, "stride": 1, "padding": 3}
+        assert shapes.conv_gemm_slices("conv3d", params) == slices
+        weight = 64 * 128 * 343 * 4.0
+        assert conv_weight.floor_s(fit, "conv3d", "fwd", params, "float32", 1) == pytest.approx(
+            weight * (2e-11 + 8 * slices * 1e-10))
+        assert conv_weight.floor_s(fit, "conv3d", "bwd_data", params, "float32", 1) == pytest.approx(
+            weight * (3e-11 + 8 * slices * 1.5e-10))
+    assert shapes.conv_gemm_slices("conv2d", {"N": 8, "C": 64, "F": 128, "H": 2, "W": 2, "kernel": 7}) == 1
+    # stride and padding along the depth set the slices: (9 + 2 * 1 - 3) // 2 + 1 = 5
+    assert shapes.conv_gemm_slices("conv3d", {"N": 1, "C": 1, "F": 1, "D": 9, "H": 2, "W": 2, "kernel": 3,
+                                              "stride": 2, "padding": 1}) == 5
