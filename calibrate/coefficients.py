@@ -350,6 +350,16 @@ class FirstTouchFit(_Strict):
     sources: list[str] = Field(default_factory=list)
 
 
+class ColumnFloor(_Strict):
+    """Seconds per column-buffer element of a CPU 3-D weight gradient oneDNN runs as im2col + GEMM
+    (calibrate.conv_columns, calibrate.shapes.onednn_gemm_weight_grad): floor = N * C * prod(kernel) * output
+    positions * s_per_column, from `samples` calibration samples in that regime."""
+
+    s_per_column: Annotated[float, Field(ge=0)]
+    samples: Annotated[int, Field(ge=1)]
+    sources: list[str] = Field(default_factory=list)
+
+
 class Im2colFloor(_Strict):
     """The floor of a CPU convolution pass oneDNN runs as im2col + one GEMM per sample
     (calibrate.shapes.onednn_gemm_conv): each of a sample's GEMMs (one in 2-D, one per output depth slice in 3-D:
@@ -433,6 +443,8 @@ class Coefficients(_Strict):
     conv_weight: Optional[ConvWeightFit] = None
     #: a CPU profile's cost of first-touching a fresh tensor above the mmap threshold (None: not measured)
     first_touch: Optional[FirstTouchFit] = None
+    #: a CPU profile's time floor on 3-D weight gradients oneDNN runs as im2col + GEMM (None: not measured)
+    conv_columns: Optional[ColumnFloor] = None
     notes: list[str] = Field(default_factory=list)
 
 

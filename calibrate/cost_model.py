@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Literal, Mapping, Optional, Union
 
 
-from calibrate import conv_weight, first_touch, shapes
+from calibrate import conv_columns, conv_weight, first_touch, shapes
 from calibrate.alphabeta import segment_for, segment_time_s
 from calibrate.coefficients import CollectiveFit, Coefficients, parse_coefficients
 from calibrate.collective_model import bus_factor, latency_steps, tree_latency_steps
@@ -110,6 +110,9 @@ class ProfileCostModel:
         if op in ("conv2d", "conv3d") and self.coefficients.conv_weight is not None:
             time_s = max(time_s, conv_weight.floor_s(self.coefficients.conv_weight, op, pass_, params, dtype,
                                                          self.host_threads))
+        if op == "conv3d":
+            time_s = max(time_s, conv_columns.floor_s(self.coefficients.conv_columns, op, pass_, params, dtype,
+                                                      self.host_threads))
         return time_s + touch_s
 
     def _has_family(self, op: str, pass_: str, dtype: str) -> bool:

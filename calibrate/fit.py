@@ -22,6 +22,7 @@ from calibrate.collective_fit import COLLECTIVE_BENCHMARKS, derive_links, fit_co
 from calibrate.fabric_fit import as_fabric, fit_fabric, uncontended_links
 from calibrate.input_fit import fit_input
 from calibrate.compute import LEARNERS, ComputePoint, fit_compute
+from calibrate.conv_columns import fit_conv_columns
 from calibrate.conv_weight import fit_conv_weight, is_weight_design
 from calibrate.first_touch import fit_first_touch
 from calibrate.domain import fit_domain
@@ -239,6 +240,7 @@ def fit_coefficients(profile: Profile, seed: int = 0) -> Coefficients:
                                 host_simd_lanes=lanes if device_is_host else None,
                                 measured_shapes=measured_shapes(by_kind["compute"]),
                                 conv_weight=fit_conv_weight(by_kind["compute"]) if device_is_host else None,
+                                conv_columns=fit_conv_columns(by_kind["compute"]) if device_is_host else None,
                                 first_touch=first_touch)
     if not (compute or memory or coefficients.host_device or collectives or coefficients.framework
             or coefficients.input_pipeline):

@@ -108,6 +108,10 @@ def fit_lines(profile: Profile) -> list[str]:
                 for p in g.s_per_byte) for i, size in enumerate(g.weight_bytes))
             lines.append(f"im2col convolution floor (oneDNN's GEMM fallback, a kernel wider than its map), rate per "
                          f"weight byte at {at}")
+    if c.conv_columns:
+        lines.append(f"im2col 3-D weight-gradient floor (oneDNN's GEMM fallback, 4-15 channels or a thin depth): "
+                     f"{c.conv_columns.s_per_column * 1e9:.2f} ns per column element "
+                     f"({c.conv_columns.samples} samples)")
     if c.first_touch:
         t = c.first_touch
         lines.append(f"first touch of a fresh host tensor >= {t.threshold_bytes / 2**20:.0f} MiB: "

@@ -45,7 +45,8 @@ ZERO_COST = ({(op, "bwd_weight") for op in ("batchnorm", "relu", "maxpool", "avg
 VARIANT_PASS = {"bwd": "bwd_data"}
 
 #: log_native_columns: log10 of the im2col buffer (N*C*prod(kernel)*output positions elements) that PyTorch's
-#: native CPU convolution fills before its GEMM, 0 for every other call: at 4 filters the buffer is most of the
+#: native CPU convolution fills before its GEMM (and oneDNN's im2col weight gradient of a 3-D convolution,
+#: onednn_gemm_weight_grad), 0 for every other call: at 4 filters the buffer is most of the
 #: time (about 1.1 ns per element on one core), and beyond the caches each element costs more (a 57 MB
 #: buffer ran at 3.5 ns). Appended last, so trees fitted before it existed index the same columns. With it,
 #: the held-out median error of conv3d backward-weight went from 20.2% to 16.9%, forward from 15.8% to 14.5%
@@ -176,8 +177,8 @@ def onednn_gemm_conv(op: str, pass_: str, params: Mapping[str, Any], dtype: str,
     stride 2 runs another direct kernel (brgconv_strided). Checked against oneDNN's verbose log over kernels 3-9,
     maps 1-6 wide and strides 1-2, 2-D and 3-D, in tests/calibrate/test_fit_shapes.py. The weight is read once
     per sample (calibrate.conv_weight), 7-9x slower than the direct kernel there. The weight-gradient pass keeps
-    its direct kernel in 2-D; the 3-D weight-gradient fallbacks (maps as thin as the kernel's depth padding)
-    are not modelled. Native-kernel calls (cpu_native_conv), grouped and dilated ones never get here."""
+    its direct kernel in 2-D; the 3-D weight-gradient fallbacks are onednn_gemm_weight_grad's (a feature of the
+    efficiency fit, not a floor). Native-kernel calls (cpu_native_conv), grouped and dilated ones never get here."""
     if threads is None or op not in ("conv2d", "conv3d") or canonical_dtype(dtype) != "float32":
         return False
     if pass_ not in ("fwd", "bwd_data") or int(params.get("groups", 1)) != 1 or cpu_native_conv(op, params, dtype, threads):
@@ -191,6 +192,30 @@ def onednn_gemm_conv(op: str, pass_: str, params: Mapping[str, Any], dtype: str,
     if pass_ == "bwd_data":
         return stride == 1 and left_pad > width
     return left_pad > window_output_size(width, kernel, stride, left_pad)
+
+
+def onednn_gemm_weight_grad(op: str, pass_: str, params: Mapping[str, Any], dtype: str,
+                            threads: Optional[int]) -> bool:
+    """Whether oneDNN computes this CPU float32 3-D weight gradient as im2col + GEMM (`gemm:jit`, one GEMM per sample
+    and output depth slice, cpu/gemm_convolution.cpp) instead of its direct kernel: at stride 1 with padding, when
+    the input has 4-15 channels (more than the first-layer kernel's 1-3, less than one 16-lane block) or is so thin
+    in depth that the first window reaches past it (D <= kernel depth - front padding). Read off oneDNN's verbose
+    log (one thread, AVX-512) over 686 3-D convolutions of 1-32 channels, kernels 1-7, maps 1-8, strides 1-2, in
+    tests/calibrate/test_fit_shapes.py; 2-D weight gradients keep the direct kernel. The column buffer it fills is
+    the `log_native_columns` feature of the fit (`work`), as for PyTorch's native kernels: 4 -> 4 channels, 5x5x5
+    on 16^3 at batch 236 ran 239 ms, about 16 GFLOP/s against the direct kernel's 100-200."""
+    if threads is None or op != "conv3d" or pass_ != "bwd_weight" or canonical_dtype(dtype) != "float32":
+        return False
+    if int(params.get("groups", 1)) != 1 or cpu_native_conv(op, params, dtype, threads):
+        return False
+    if any(v != 1 for v in _per_dim(params, "dilation", 3, 1)):
+        return False
+    padding = _per_dim(params, "padding", 3, 0)
+    if not any(padding):
+        return False
+    channels = _int(params, "C", op)
+    depth, kernel_depth = _spatial(params, op, 3)[0], _per_dim(params, "kernel", 3, 1)[0]
+    return 4 <= channels < 16 or (padding[0] > 0 and depth <= kernel_depth - padding[0])
 
 
 def lane_padded_channels(pass_: str, channels: int, filters: int, lanes: int) -> tuple[int, int]:
@@ -255,9 +280,10 @@ def work(op: str, pass_: str, params: Mapping[str, Any], dtype: str,
         flops = conv_flops(batch, channels, filters, kvol, ovol)
         nbytes = float(batch * channels_in * math.prod(spatial) + filters * channels * kvol + batch * filters * ovol) * b
         native = host_threads is not None and cpu_native_conv(op, params, dtype, host_threads)
-        columns = batch * channels * kvol * ovol if native else 0
+        gemm = onednn_gemm_weight_grad(op, pass_, params, dtype, host_threads)  # im2col + GEMM, unpadded lanes
+        columns = batch * channels * kvol * ovol if native or gemm else 0
         executed = flops
-        if host_threads is not None and lanes and not native and canonical_dtype(dtype) == "float32":
+        if host_threads is not None and lanes and not native and not gemm and canonical_dtype(dtype) == "float32":
             c_pad, f_pad = lane_padded_channels(pass_, channels, filters, lanes)
             executed = flops * (c_pad * f_pad) / (channels * filters)
         if pass_ == "bwd_data":  # dX (N*in_vol x C) = dY (N*out_vol x F*kvol) * W: C is the output width

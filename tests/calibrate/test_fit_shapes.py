@@ -104,6 +104,59 @@ def test_onednn_gemm_rule_by_hand():
     assert not shapes.onednn_gemm_conv("conv2d", "bwd_data", strided, "float32", 1)
 
 
+#: (channels, kernel, padding, stride, (D, H, W)) of 3-D weight gradients: each clause of
+#: shapes.onednn_gemm_weight_grad on both sides (1-3, 4-15 and 16+ channels; thin and deep maps; no padding)
+WEIGHT_GRAD_CASES = [(c, k, p, st, sp) for c in (3, 4, 15, 16) for k, p in ((3, 1), (5, 2), (7, 3), (3, 0))
+                     for st in (1, 2) for sp in ((2, 2, 2), (4, 4, 4), (2, 6, 6), (6, 2, 2)) if min(sp) + 2 * p >= k]
+
+
+@pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="this torch build has no oneDNN")
+def test_onednn_gemm_weight_grad_rule_matches_onednn_verbose(capfd):
+    """shapes.onednn_gemm_weight_grad against the implementation oneDNN's verbose log names for the 3-D
+    weight-gradient pass, one thread."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for channels, kernel, padding, stride, spatial in WEIGHT_GRAD_CASES:
+            x = torch.randn(2, channels, *spatial)
+            w = torch.randn(8, channels, kernel, kernel, kernel)
+            y = F.conv3d(x, w, stride=stride, padding=padding)
+            capfd.readouterr()
+            with torch.backends.mkldnn.verbose(torch.backends.mkldnn.VERBOSE_ON):
+                torch.ops.aten.convolution_backward(torch.randn_like(y), x, w, None, [stride] * 3, [padding] * 3,
+                                                    [1] * 3, False, [0] * 3, 1, [False, True, False])
+            log = [line.split(",") for line in capfd.readouterr().out.splitlines()
+                   if line.startswith("onednn_verbose") and ",convolution," in line and "backward_weights" in line]
+            assert log, (channels, kernel, padding, stride, spatial)
+            params = dict(N=2, C=channels, F=8, D=spatial[0], H=spatial[1], W=spatial[2], kernel=kernel,
+                          stride=stride, padding=padding)
+            assert shapes.onednn_gemm_weight_grad("conv3d", "bwd_weight", params, "float32", 1) == \
+                (log[0][6] == "x64:gemm:jit"), (params, log[0][6])
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_onednn_gemm_weight_grad_rule_and_its_column_feature_by_hand():
+    few = dict(N=236, C=4, F=4, D=16, H=16, W=16, kernel=5, stride=1, padding=2)
+    assert shapes.onednn_gemm_weight_grad("conv3d", "bwd_weight", few, "float32", 1)
+    assert not shapes.onednn_gemm_weight_grad("conv3d", "fwd", few, "float32", 1)  # its forward is direct
+    assert not shapes.onednn_gemm_weight_grad("conv3d", "bwd_weight", few, "float32", None)  # a GPU call
+    assert not shapes.onednn_gemm_weight_grad("conv3d", "bwd_weight", {**few, "padding": 0}, "float32", 1)
+    assert not shapes.onednn_gemm_weight_grad("conv3d", "bwd_weight", {**few, "C": 16}, "float32", 1)
+    assert not shapes.onednn_gemm_weight_grad("conv3d", "bwd_weight", {**few, "C": 3}, "float32", 1)
+    assert not shapes.onednn_gemm_weight_grad("conv2d", "bwd_weight", {**few, "D": None}, "float32", 1)
+    # 92 channels, 7x7x7 with padding 3 on a 2x2x2 map: the first window reaches past the depth (2 <= 7 - 3)
+    thin = dict(N=22, C=92, F=182, D=2, H=2, W=2, kernel=7, stride=1, padding=3)
+    assert shapes.onednn_gemm_weight_grad("conv3d", "bwd_weight", thin, "float32", 1)
+    assert not shapes.onednn_gemm_weight_grad("conv3d", "bwd_weight", {**thin, "D": 5}, "float32", 1)
+    column = shapes.FLOP_FEATURES.index("log_native_columns")
+    row = shapes.work("conv3d", "bwd_weight", few, "float32", host_threads=1, lanes=16)
+    assert row["features"][column] == pytest.approx(np.log10(236 * 4 * 125 * 16 ** 3))
+    assert row["features"][NATIVE] == 0.0
+    assert row["work"] == row["flops"]  # a GEMM over the columns: no SIMD-lane padding of C or F
+    assert shapes.work("conv3d", "fwd", few, "float32", host_threads=1, lanes=16)["features"][column] == 0.0
+
+
 def test_native_feature_is_set_only_on_the_host():
     small = dict(N=1, C=4, F=8, D=8, H=8, W=8, kernel=3, stride=1, padding=1)
     assert shapes.work("conv3d", "fwd", small, "float32", host_threads=1)["features"][NATIVE] == 1.0
