@@ -141,3 +141,45 @@ def test_fitted_families_record_their_largest_benchmark_allocation():
     points = compute_points(samples)["conv2d/fwd/float32"]
     fit = _fit_family("conv2d/fwd/float32", points, None, 0, ("trees",))
     assert fit.largest_allocation_bytes == 8 * 16 * 32 * 32 * 4  # the batch-8 output
+
+
+def test_onednn_blocked_buffers_by_hand_and_their_first_touch():
+    """A oneDNN convolution's blocked copies of its activations (channels padded to 16 lanes) are fresh tensors of
+    every call: a 4 -> 4 1x1 convolution at batch 168 on 64x64 allocates two of 168 x 16 x 64 x 64 floats in each
+    pass (strace showed two 44 MB mmaps a pass), and a call above the threshold pays their first touch."""
+    from calibrate.coefficients import Coefficients, ComputeFit, EfficiencyModel, Estimate
+    from calibrate.cost_model import ProfileCostModel
+
+    pointwise = {"N": 168, "C": 4, "F": 4, "H": 64, "W": 64, "kernel": 1, "stride": 1, "padding": 0}
+    blocked = 168 * 16 * 64 * 64 * 4.0
+    for pass_ in ("fwd", "bwd_data", "bwd_weight"):
+        assert shapes.onednn_blocked_buffers("conv2d", pass_, pointwise, "float32", 1, 16) == (blocked, blocked)
+    # the first-layer kernel (fewer channels than a block, a 3x3 window) reads its input plain
+    first = {**pointwise, "C": 1, "kernel": 3, "padding": 1}
+    assert shapes.onednn_blocked_buffers("conv2d", "fwd", first, "float32", 1, 16) == (blocked,)
+    assert shapes.onednn_blocked_buffers("conv2d", "bwd_data", first, "float32", 1, 16) == (blocked, blocked)
+    # 20 channels pad to 32; a GPU call, another dtype, a grouped or a native-kernel call: none
+    wide = {**pointwise, "C": 20, "F": 20, "kernel": 3, "padding": 1, "N": 2}
+    assert shapes.onednn_blocked_buffers("conv2d", "fwd", wide, "float32", 1, 16) == (2 * 32 * 4096 * 4.0,) * 2
+    assert shapes.onednn_blocked_buffers("conv2d", "fwd", pointwise, "float32", None, 16) == ()
+    assert shapes.onednn_blocked_buffers("conv2d", "fwd", pointwise, "bfloat16", 1, 16) == ()
+    assert shapes.onednn_blocked_buffers("conv2d", "fwd", {**pointwise, "groups": 4}, "float32", 1, 16) == ()
+    native = {"N": 1, "C": 4, "F": 8, "D": 8, "H": 8, "W": 8, "kernel": 3, "stride": 1, "padding": 1}
+    assert shapes.cpu_native_conv("conv3d", native, "float32", 1)
+    assert shapes.onednn_blocked_buffers("conv3d", "fwd", native, "float32", 1, 16) == ()
+
+    fit = ComputeFit(kind="flops", launch_s=Estimate.exact(0.0), peak_per_s=1e11,
+                     efficiency=EfficiencyModel(features=shapes.feature_names("conv2d"), init=0.0, slope=0.0,
+                                                learning_rate=1.0, trees=[]),
+                     time_scale=Estimate.exact(1.0), largest_allocation_bytes=16 * MIB)
+
+    def time(lanes, touch=True):
+        coefficients = Coefficients(device_is_host=True, host_threads=1, host_simd_lanes=lanes,
+                                    compute={"conv2d/fwd/float32": fit},
+                                    first_touch=FirstTouchFit(s_per_byte=1e-9, threshold_bytes=32 * MIB) if touch else None)
+        model = ProfileCostModel(coefficients, name="t", device_memory_bytes=1e9, devices_per_node=1, provenance="t")
+        return model.compute_time_s("conv2d", "fwd", pointwise, "float32")
+
+    assert shapes.allocations("conv2d", "fwd", pointwise, "float32") == (168 * 4 * 4096 * 4.0,)  # 11 MB: no touch
+    assert time(16) == pytest.approx(time(16, touch=False) + 2 * blocked * 1e-9)
+    assert time(None) == pytest.approx(time(None, touch=False))  # no lanes recorded: no blocked copies known
