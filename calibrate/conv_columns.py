@@ -15,7 +15,6 @@ model takes max(fitted time, floor).
 """
 from __future__ import annotations
 
-import math
 from typing import Mapping, Optional, Sequence
 
 import numpy as np
@@ -28,17 +27,9 @@ from profiler.profile import Sample
 COLUMN_QUANTILE = 10.0
 
 
-def columns(op: str, params: Mapping[str, int]) -> int:
-    """Column-buffer elements of one call: N * C * prod(kernel) * output positions (groups 1)."""
-    dims = 3 if op == "conv3d" else 2
-    kernel = params.get("kernel", 1)
-    volume = math.prod(kernel) if isinstance(kernel, (list, tuple)) else int(kernel) ** dims
-    return int(params["N"]) * int(params["C"]) * volume * shapes.conv_output_positions(op, params)
-
-
 def fit_conv_columns(samples: Sequence[Sample]) -> Optional[ColumnFloor]:
     """s_per_column of the module docstring from the compute samples in the regime (None without any)."""
-    rates = [float(np.mean(s.times_s)) / columns(s.benchmark, s.params) for s in samples
+    rates = [float(np.mean(s.times_s)) / shapes.im2col_columns(s.benchmark, s.params) for s in samples
              if s.benchmark == "conv3d" and s.variant == "bwd_weight"
              and shapes.onednn_gemm_weight_grad(s.benchmark, s.variant, s.params, s.dtype, s.threads or 1)]
     if not rates:
@@ -53,4 +44,4 @@ def floor_s(fit: Optional[ColumnFloor], op: str, pass_: str, params: Mapping[str
     """floor_s of the module docstring for one call (0 without a fit or outside the regime)."""
     if fit is None or not shapes.onednn_gemm_weight_grad(op, pass_, params, dtype, threads):
         return 0.0
-    return columns(op, params) * fit.s_per_column
+    return shapes.im2col_columns(op, params) * fit.s_per_column

@@ -158,6 +158,30 @@ def conv_output_positions(op: str, params: Mapping[str, Any]) -> int:
                               _per_dim(params, "stride", dims, 1), _per_dim(params, "padding", dims, 0))
 
 
+def im2col_columns(op: str, params: Mapping[str, Any]) -> int:
+    """Elements of the im2col buffer of a convolution call: N * C / groups * prod(kernel) * output positions."""
+    dims = 3 if op == "conv3d" else 2
+    channels = _int(params, "C", op) // int(params.get("groups", 1))
+    return _int(params, "N", op) * channels * math.prod(_per_dim(params, "kernel", dims, 1)) \
+        * conv_output_positions(op, params)
+
+
+def in_bounds_tap_fraction(spatial, kernel, stride, padding) -> float:
+    """Share of a convolution's kernel taps (over all output positions) that read the input rather than its zero
+    padding: prod over dimensions of sum_o #{j < k: 0 <= o s - p + j < size} / (outputs k). oneDNN's direct CPU
+    kernels skip the taps that fall in the padding (their kh/kd loops and per-column ow ranges are cut to the
+    input), so a host call's work counts only these: a 38 -> 76 7x7 convolution with padding 3 on a 4x4 map at
+    batch 66 computes 16 of 49 taps per position (1.27 ms measured forward, 3.2 ms predicted from all 49; the
+    fitted efficiency had no small map with a wide kernel to learn it from). GPUs' implicit GEMMs and the
+    im2col paths multiply the zeros: their work keeps every tap."""
+    share = 1.0
+    for size, k, st, p in zip(spatial, kernel, stride, padding):
+        outputs = max(window_output_size(size, k, st, p), 1)
+        taps = sum(max(0, min(k, size + p - o * st) - max(0, p - o * st)) for o in range(outputs))
+        share *= taps / (outputs * k)
+    return share
+
+
 def conv_gemm_slices(op: str, params: Mapping[str, Any]) -> int:
     """GEMMs per sample oneDNN's im2col convolution (`gemm:jit`) runs: one per output depth slice of a 3-D call
     (`for (od = 0; od < jcp.od; ++od)` around im2col_dt_3d and the GEMM over oh * ow positions, in every pass of
@@ -177,8 +201,8 @@ def onednn_gemm_conv(op: str, pass_: str, params: Mapping[str, Any], dtype: str,
     stride 2 runs another direct kernel (brgconv_strided). Checked against oneDNN's verbose log over kernels 3-9,
     maps 1-6 wide and strides 1-2, 2-D and 3-D, in tests/calibrate/test_fit_shapes.py. The weight is read once
     per sample (calibrate.conv_weight), 7-9x slower than the direct kernel there. The weight-gradient pass keeps
-    its direct kernel in 2-D; the 3-D weight-gradient fallbacks are onednn_gemm_weight_grad's (a feature of the
-    efficiency fit, not a floor). Native-kernel calls (cpu_native_conv), grouped and dilated ones never get here."""
+    its direct kernel in 2-D; the 3-D weight-gradient fallbacks are onednn_gemm_weight_grad's (calibrate.
+    conv_columns). Native-kernel calls (cpu_native_conv), grouped and dilated ones never get here."""
     if threads is None or op not in ("conv2d", "conv3d") or canonical_dtype(dtype) != "float32":
         return False
     if pass_ not in ("fwd", "bwd_data") or int(params.get("groups", 1)) != 1 or cpu_native_conv(op, params, dtype, threads):
@@ -197,13 +221,13 @@ def onednn_gemm_conv(op: str, pass_: str, params: Mapping[str, Any], dtype: str,
 def onednn_gemm_weight_grad(op: str, pass_: str, params: Mapping[str, Any], dtype: str,
                             threads: Optional[int]) -> bool:
     """Whether oneDNN computes this CPU float32 3-D weight gradient as im2col + GEMM (`gemm:jit`, one GEMM per sample
-    and output depth slice, cpu/gemm_convolution.cpp) instead of its direct kernel: at stride 1 with padding, when
-    the input has 4-15 channels (more than the first-layer kernel's 1-3, less than one 16-lane block) or is so thin
+    and output depth slice, cpu/gemm_convolution.cpp) instead of its direct kernel: with padding, when the input has 4-15 channels (more than the first-layer kernel's 1-3, less than one 16-lane block) or is so thin
     in depth that the first window reaches past it (D <= kernel depth - front padding). Read off oneDNN's verbose
     log (one thread, AVX-512) over 686 3-D convolutions of 1-32 channels, kernels 1-7, maps 1-8, strides 1-2, in
     tests/calibrate/test_fit_shapes.py; 2-D weight gradients keep the direct kernel. The column buffer it fills is
-    the `log_native_columns` feature of the fit (`work`), as for PyTorch's native kernels: 4 -> 4 channels, 5x5x5
-    on 16^3 at batch 236 ran 239 ms, about 16 GFLOP/s against the direct kernel's 100-200."""
+    the `log_native_columns` feature of the fit (`work`, im2col_columns), as for PyTorch's native kernels, and sets a
+    floor on its time (calibrate.conv_columns): 4 -> 4 channels, 5x5x5 on 16^3 at batch 236 ran 239 ms, about
+    16 GFLOP/s against the direct kernel's 100-200."""
     if threads is None or op != "conv3d" or pass_ != "bwd_weight" or canonical_dtype(dtype) != "float32":
         return False
     if int(params.get("groups", 1)) != 1 or cpu_native_conv(op, params, dtype, threads):
@@ -281,11 +305,13 @@ def work(op: str, pass_: str, params: Mapping[str, Any], dtype: str,
         nbytes = float(batch * channels_in * math.prod(spatial) + filters * channels * kvol + batch * filters * ovol) * b
         native = host_threads is not None and cpu_native_conv(op, params, dtype, host_threads)
         gemm = onednn_gemm_weight_grad(op, pass_, params, dtype, host_threads)  # im2col + GEMM, unpadded lanes
-        columns = batch * channels * kvol * ovol if native or gemm else 0
+        columns = im2col_columns(op, params) if native or gemm else 0
         executed = flops
         if host_threads is not None and lanes and not native and not gemm and canonical_dtype(dtype) == "float32":
             c_pad, f_pad = lane_padded_channels(pass_, channels, filters, lanes)
             executed = flops * (c_pad * f_pad) / (channels * filters)
+            if not onednn_gemm_conv(op, pass_, params, dtype, host_threads):
+                executed *= in_bounds_tap_fraction(spatial, kernel, stride, padding)
         if pass_ == "bwd_data":  # dX (N*in_vol x C) = dY (N*out_vol x F*kvol) * W: C is the output width
             ivol = math.prod(spatial)
             return _flop_features(flops, executed, nbytes, min(batch * ivol, channels, filters * kvol), batch,

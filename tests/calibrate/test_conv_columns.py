@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from calibrate import conv_columns
+from calibrate import conv_columns, shapes
 from profiler.profile import Sample
 
 
@@ -14,7 +14,7 @@ def sample(params, seconds, variant="bwd_weight", benchmark="conv3d"):
 def test_column_floor_fit_and_cost_by_hand():
     base = dict(N=8, C=4, F=4, D=16, H=16, W=16, kernel=3, stride=1, padding=1)
     cols = 8 * 4 * 27 * 16 ** 3
-    assert conv_columns.columns("conv3d", base) == cols
+    assert shapes.im2col_columns("conv3d", base) == cols
     rates = np.linspace(0.5e-9, 1.4e-9, 10)
     samples = [sample({**base, "F": 4 + i}, r * cols) for i, r in enumerate(rates)]
     # outside the regime: a forward, 16 channels (the direct kernel), a 2-D weight gradient

@@ -157,6 +157,24 @@ def test_onednn_gemm_weight_grad_rule_and_its_column_feature_by_hand():
     assert shapes.work("conv3d", "fwd", few, "float32", host_threads=1, lanes=16)["features"][column] == 0.0
 
 
+def test_in_bounds_taps_by_hand_and_in_a_host_calls_work():
+    """7x7 with padding 3 on a 4-wide map: every output position reads 4 of its 7 taps per dimension; a 3x3
+    "same" convolution on 56^2 loses one tap row and column at each edge; a 1x1 loses none; stride 2 on 8 with
+    padding 1 loses the first position's first tap (11 of 12)."""
+    assert shapes.in_bounds_tap_fraction([4, 4], [7, 7], [1, 1], [3, 3]) == pytest.approx(16 / 49)
+    assert shapes.in_bounds_tap_fraction([56, 56], [3, 3], [1, 1], [1, 1]) == pytest.approx((1 - 2 / (56 * 3)) ** 2)
+    assert shapes.in_bounds_tap_fraction([5, 5], [1, 1], [1, 1], [0, 0]) == 1.0
+    assert shapes.in_bounds_tap_fraction([8], [3], [2], [1]) == pytest.approx(11 / 12)
+    params = dict(N=66, C=32, F=64, H=4, W=4, kernel=7, stride=1, padding=3)  # whole 16-lane blocks: no padding
+    host = shapes.work("conv2d", "fwd", params, "float32", host_threads=1, lanes=16)
+    gpu = shapes.work("conv2d", "fwd", params, "float32")
+    assert gpu["work"] == gpu["flops"]
+    assert host["work"] == pytest.approx(host["flops"] * 16 / 49)
+    # the im2col path (a 2x2 map, padding 3 wider than it) multiplies the zeros: every tap counts
+    wide = shapes.work("conv2d", "fwd", {**params, "H": 2, "W": 2}, "float32", host_threads=1, lanes=16)
+    assert wide["work"] == wide["flops"]
+
+
 def test_native_feature_is_set_only_on_the_host():
     small = dict(N=1, C=4, F=8, D=8, H=8, W=8, kernel=3, stride=1, padding=1)
     assert shapes.work("conv3d", "fwd", small, "float32", host_threads=1)["features"][NATIVE] == 1.0
@@ -238,10 +256,12 @@ def test_lane_padding_by_hand():
     assert shapes.lane_padded_channels("bwd_data", 4, 8, 16) == (16, 16)
     params = dict(N=2, C=4, F=8, H=16, W=16, kernel=3, stride=1, padding=1)
     flops = 2.0 * 2 * 8 * 4 * 9 * 256
+    taps = shapes.in_bounds_tap_fraction([16, 16], [3, 3], [1, 1], [1, 1])  # oneDNN skips the padding's taps
     host = shapes.work("conv2d", "fwd", params, "float32", host_threads=2, lanes=16)
-    assert (host["flops"], host["work"]) == (flops, flops * 2)
-    assert host["features"][0] == pytest.approx(np.log10(flops * 2))
-    assert shapes.work("conv2d", "bwd_data", params, "float32", host_threads=2, lanes=16)["work"] == flops * 8
+    assert host["flops"] == flops and host["work"] == pytest.approx(flops * 2 * taps)
+    assert host["features"][0] == pytest.approx(np.log10(flops * 2 * taps))
+    assert shapes.work("conv2d", "bwd_data", params, "float32", host_threads=2, lanes=16)["work"] == \
+        pytest.approx(flops * 8 * taps)
     assert shapes.work("conv2d", "fwd", params, "float32", lanes=16)["work"] == flops  # a GPU: no host lanes
     assert shapes.work("conv2d", "fwd", params, "float32", host_threads=2)["work"] == flops  # ISA unknown
     native = {**params, "N": 1}
