@@ -377,12 +377,13 @@ def allocations(op: str, pass_: str, params: Mapping[str, Any], dtype: str) -> t
 
 def onednn_blocked_buffers(op: str, pass_: str, params: Mapping[str, Any], dtype: str, threads: Optional[int],
                            lanes: Optional[int]) -> tuple[float, ...]:
-    """Bytes of the blocked-layout copies of its activations a CPU float32 oneDNN convolution allocates afresh on
-    every call, on top of its result (`allocations`): PyTorch hands oneDNN plain NC(D)HW tensors, and its direct
-    kernels read and write nC(D)HW16c ones, channels padded to whole blocks of `lanes`. The forward writes a
+    """Bytes of the blocked-layout copies of its activations and weight a CPU float32 oneDNN convolution allocates
+    afresh on every call, on top of its result (`allocations`): PyTorch hands oneDNN plain NC(D)HW tensors, and its
+    direct kernels read and write nC(D)HW16c ones, channels padded to whole blocks of `lanes`. The forward writes a
     blocked output and the weight gradient reads a blocked output gradient; backward-data both; the input is copied
     too except by the first-layer kernel (fewer channels than a block, a kernel wider than 1), which reads it
-    plain. Read off the mmap calls of single calls (strace, mmap threshold 32 MiB, 2-core VM): a 4 -> 4 1x1
+    plain; forward and backward-data reorder the weight (a 732 -> 732 3x3x3 convolution at batch 2 on 4^3 mapped a
+    58.5 MB copy and took 49 ms forward, 24 ms with it reused). Read off the mmap calls of single calls (strace, mmap threshold 32 MiB, 2-core VM): a 4 -> 4 1x1
     convolution at batch 168 on 64x64 maps two 44 MB buffers in each pass (16 padded channels) and ran 58 ms per
     pass, 8.5 ms with the buffers reused from the heap. Calls run as im2col + GEMM or by PyTorch's native kernels
     keep plain layouts: ()."""
@@ -402,10 +403,14 @@ def onednn_blocked_buffers(op: str, pass_: str, params: Mapping[str, Any], dtype
     pad = lambda n: -(-n // lanes) * lanes  # noqa: E731
     blocked_input = float(batch * pad(channels) * math.prod(spatial) * b)
     blocked_output = float(batch * pad(filters) * out_volume * b)
-    if pass_ == "bwd_data":
-        return (blocked_output, blocked_input)
     first_layer = channels < lanes and math.prod(kernel) > 1
-    return (blocked_output,) if first_layer else (blocked_output, blocked_input)
+    # the weight, reordered afresh by the forward and backward-data passes of more than one sample (at batch 1
+    # oneDNN reads it plain: no copy was mapped for a 1360 -> 1360 3x3 convolution at batch 1, one of 66.6 MB at 8)
+    weight = ((float(pad(filters) * (channels if first_layer else pad(channels)) * math.prod(kernel) * b),)
+              if batch > 1 and pass_ in ("fwd", "bwd_data") else ())
+    if pass_ == "bwd_data":
+        return (blocked_output, blocked_input) + weight
+    return ((blocked_output,) if first_layer else (blocked_output, blocked_input)) + weight
 
 
 def benchmark_allocations(op: str, pass_: str, params: Mapping[str, Any], dtype: str) -> tuple[float, ...]:

@@ -144,23 +144,28 @@ def test_fitted_families_record_their_largest_benchmark_allocation():
 
 
 def test_onednn_blocked_buffers_by_hand_and_their_first_touch():
-    """A oneDNN convolution's blocked copies of its activations (channels padded to 16 lanes) are fresh tensors of
-    every call: a 4 -> 4 1x1 convolution at batch 168 on 64x64 allocates two of 168 x 16 x 64 x 64 floats in each
-    pass (strace showed two 44 MB mmaps a pass), and a call above the threshold pays their first touch."""
+    """A oneDNN convolution's blocked copies of its activations and weight (channels padded to 16 lanes) are fresh
+    tensors of every call: a 4 -> 4 1x1 convolution at batch 168 on 64x64 allocates two of 168 x 16 x 64 x 64 floats
+    in each pass (strace showed two 44 MB mmaps a pass), and a call above the threshold pays their first touch."""
     from calibrate.coefficients import Coefficients, ComputeFit, EfficiencyModel, Estimate
     from calibrate.cost_model import ProfileCostModel
 
     pointwise = {"N": 168, "C": 4, "F": 4, "H": 64, "W": 64, "kernel": 1, "stride": 1, "padding": 0}
-    blocked = 168 * 16 * 64 * 64 * 4.0
-    for pass_ in ("fwd", "bwd_data", "bwd_weight"):
-        assert shapes.onednn_blocked_buffers("conv2d", pass_, pointwise, "float32", 1, 16) == (blocked, blocked)
-    # the first-layer kernel (fewer channels than a block, a 3x3 window) reads its input plain
+    blocked, weight = 168 * 16 * 64 * 64 * 4.0, 16 * 16 * 4.0
+    for pass_ in ("fwd", "bwd_data"):  # ... and the weight, reordered by both passes
+        assert shapes.onednn_blocked_buffers("conv2d", pass_, pointwise, "float32", 1, 16) == (blocked, blocked, weight)
+    assert shapes.onednn_blocked_buffers("conv2d", "bwd_weight", pointwise, "float32", 1, 16) == (blocked, blocked)
+    # the first-layer kernel (fewer channels than a block, a 3x3 window) reads its input plain, its weight unpadded
     first = {**pointwise, "C": 1, "kernel": 3, "padding": 1}
-    assert shapes.onednn_blocked_buffers("conv2d", "fwd", first, "float32", 1, 16) == (blocked,)
-    assert shapes.onednn_blocked_buffers("conv2d", "bwd_data", first, "float32", 1, 16) == (blocked, blocked)
-    # 20 channels pad to 32; a GPU call, another dtype, a grouped or a native-kernel call: none
+    assert shapes.onednn_blocked_buffers("conv2d", "fwd", first, "float32", 1, 16) == (blocked, 16 * 9 * 4.0)
+    assert shapes.onednn_blocked_buffers("conv2d", "bwd_data", first, "float32", 1, 16) == \
+        (blocked, blocked, 16 * 9 * 4.0)
+    # 20 channels pad to 32; at batch 1 the weight is read plain (a 1360 -> 1360 3x3 at batch 1 mapped no copy)
     wide = {**pointwise, "C": 20, "F": 20, "kernel": 3, "padding": 1, "N": 2}
-    assert shapes.onednn_blocked_buffers("conv2d", "fwd", wide, "float32", 1, 16) == (2 * 32 * 4096 * 4.0,) * 2
+    assert shapes.onednn_blocked_buffers("conv2d", "fwd", wide, "float32", 1, 16) == \
+        (2 * 32 * 4096 * 4.0,) * 2 + (32 * 32 * 9 * 4.0,)
+    assert shapes.onednn_blocked_buffers("conv2d", "fwd", {**wide, "N": 1}, "float32", 1, 16) == (32 * 4096 * 4.0,) * 2
+    # a GPU call, another dtype, a grouped or a native-kernel call: none
     assert shapes.onednn_blocked_buffers("conv2d", "fwd", pointwise, "float32", None, 16) == ()
     assert shapes.onednn_blocked_buffers("conv2d", "fwd", pointwise, "bfloat16", 1, 16) == ()
     assert shapes.onednn_blocked_buffers("conv2d", "fwd", {**pointwise, "groups": 4}, "float32", 1, 16) == ()
@@ -181,5 +186,5 @@ def test_onednn_blocked_buffers_by_hand_and_their_first_touch():
         return model.compute_time_s("conv2d", "fwd", pointwise, "float32")
 
     assert shapes.allocations("conv2d", "fwd", pointwise, "float32") == (168 * 4 * 4096 * 4.0,)  # 11 MB: no touch
-    assert time(16) == pytest.approx(time(16, touch=False) + 2 * blocked * 1e-9)
+    assert time(16) == pytest.approx(time(16, touch=False) + 2 * blocked * 1e-9)  # the 1 KB weight stays below
     assert time(None) == pytest.approx(time(None, touch=False))  # no lanes recorded: no blocked copies known
