@@ -104,7 +104,7 @@ class ProfileCostModel:
                 and fit.largest_allocation_bytes < touch.threshold_bytes:
             # ... and a call whose family's benchmarks never allocated a tensor that large: its fitted curve holds
             # no first touch (a 41 MB convolution output beyond a grid whose largest is 6 MB), nor that of the
-            # blocked copies oneDNN makes of its activations (shapes.onednn_blocked_buffers)
+            # blocked copies oneDNN makes of its activations and weight (shapes.onednn_blocked_buffers)
             touch_s = first_touch.cost_s(touch, shapes.allocations(op, pass_, params, dtype)
                                          + shapes.onednn_blocked_buffers(op, pass_, params, dtype, self.host_threads,
                                                                          self.host_lanes))

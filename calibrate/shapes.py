@@ -177,7 +177,10 @@ def in_bounds_tap_fraction(spatial, kernel, stride, padding) -> float:
     share = 1.0
     for size, k, st, p in zip(spatial, kernel, stride, padding):
         outputs = max(window_output_size(size, k, st, p), 1)
-        taps = sum(max(0, min(k, size + p - o * st) - max(0, p - o * st)) for o in range(outputs))
+        # only positions near an edge lose taps: those starting before the input or ending past it
+        edges = set(range(min(outputs, -(-p // st) + 1))) | set(range(max(0, (size + p - k) // st), outputs))
+        taps = (outputs - len(edges)) * k + sum(max(0, min(k, size + p - o * st) - max(0, p - o * st))
+                                                 for o in edges)
         share *= taps / (outputs * k)
     return share
 
