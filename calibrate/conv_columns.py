@@ -36,7 +36,8 @@ def fit_conv_columns(samples: Sequence[Sample]) -> Optional[ColumnFloor]:
         return None
     return ColumnFloor(s_per_column=float(np.percentile(rates, COLUMN_QUANTILE)), samples=len(rates),
                        sources=[f"measured: {len(rates)} 3-D weight-gradient samples oneDNN ran as im2col + GEMM, "
-                                f"{COLUMN_QUANTILE:.0f}th percentile of time per column element (calibrate.conv_columns)"])
+                                f"{COLUMN_QUANTILE:.0f}th percentile of time per column element "
+                                "(calibrate.conv_columns)"])
 
 
 def floor_s(fit: Optional[ColumnFloor], op: str, pass_: str, params: Mapping[str, int], dtype: str,

@@ -224,8 +224,9 @@ def onednn_gemm_conv(op: str, pass_: str, params: Mapping[str, Any], dtype: str,
 def onednn_gemm_weight_grad(op: str, pass_: str, params: Mapping[str, Any], dtype: str,
                             threads: Optional[int]) -> bool:
     """Whether oneDNN computes this CPU float32 3-D weight gradient as im2col + GEMM (`gemm:jit`, one GEMM per sample
-    and output depth slice, cpu/gemm_convolution.cpp) instead of its direct kernel: with padding, when the input has 4-15 channels (more than the first-layer kernel's 1-3, less than one 16-lane block) or is so thin
-    in depth that the first window reaches past it (D <= kernel depth - front padding). Read off oneDNN's verbose
+    and output depth slice, cpu/gemm_convolution.cpp) instead of its direct kernel: with padding, when the input
+    has 4-15 channels (more than the first-layer kernel's 1-3, less than one 16-lane block) or is so thin in depth
+    that the first window reaches past it (D <= kernel depth - front padding). Read off oneDNN's verbose
     log (one thread, AVX-512) over 686 3-D convolutions of 1-32 channels, kernels 1-7, maps 1-8, strides 1-2, in
     tests/calibrate/test_fit_shapes.py; 2-D weight gradients keep the direct kernel. The column buffer it fills is
     the `log_native_columns` feature of the fit (`work`, im2col_columns), as for PyTorch's native kernels, and sets a
@@ -245,6 +246,20 @@ def onednn_gemm_weight_grad(op: str, pass_: str, params: Mapping[str, Any], dtyp
     return 4 <= channels < 16 or (padding[0] > 0 and depth <= kernel_depth - padding[0])
 
 
+def pad_to_lanes(n: int, lanes: int) -> int:
+    """n rounded up to whole blocks of `lanes` (a oneDNN blocked layout's channel dimension)."""
+    return -(-n // lanes) * lanes
+
+
+def im2col_path(op: str, pass_: str, params: Mapping[str, Any], dtype: str, threads: Optional[int]) -> bool:
+    """Whether a host convolution pass runs as im2col + GEMM rather than oneDNN's direct kernels: PyTorch's native
+    kernels (cpu_native_conv), oneDNN's GEMM fallbacks (onednn_gemm_conv, onednn_gemm_weight_grad). Those keep plain
+    layouts and multiply the padding's zeros."""
+    return threads is not None and (cpu_native_conv(op, params, dtype, threads)
+                                    or onednn_gemm_conv(op, pass_, params, dtype, threads)
+                                    or onednn_gemm_weight_grad(op, pass_, params, dtype, threads))
+
+
 def lane_padded_channels(pass_: str, channels: int, filters: int, lanes: int) -> tuple[int, int]:
     """(C, F) as a oneDNN blocked convolution computes them: the channel dimensions it vectorises rounded up to
     whole blocks of `lanes`, whose padding lanes do multiply-adds all the same (oneDNN's blocked layouts,
@@ -256,11 +271,9 @@ def lane_padded_channels(pass_: str, channels: int, filters: int, lanes: int) ->
     16-21% (conv3d fwd), 21-29% to 10-17% (conv3d bwd_data) and 14-23% to 9-10% (conv2d bwd_data); padding
     every C in the forward pass (the 3-8 channel first layers too) raised them, and blocks of 8 fitted worse
     than 16 on that machine. Padding C above one block: docs/decisions/2026-11-30-simd-lane-padding.md."""
-    def pad(n: int) -> int:
-        return -(-n // lanes) * lanes
     if pass_ == "bwd_data":
-        return pad(channels), pad(filters)
-    return (pad(channels) if channels > lanes else channels), pad(filters)
+        return pad_to_lanes(channels, lanes), pad_to_lanes(filters, lanes)
+    return (pad_to_lanes(channels, lanes) if channels > lanes else channels), pad_to_lanes(filters, lanes)
 
 
 def work(op: str, pass_: str, params: Mapping[str, Any], dtype: str,
@@ -313,7 +326,7 @@ def work(op: str, pass_: str, params: Mapping[str, Any], dtype: str,
         if host_threads is not None and lanes and not native and not gemm and canonical_dtype(dtype) == "float32":
             c_pad, f_pad = lane_padded_channels(pass_, channels, filters, lanes)
             executed = flops * (c_pad * f_pad) / (channels * filters)
-            if not onednn_gemm_conv(op, pass_, params, dtype, host_threads):
+            if not im2col_path(op, pass_, params, dtype, host_threads):
                 executed *= in_bounds_tap_fraction(spatial, kernel, stride, padding)
         if pass_ == "bwd_data":  # dX (N*in_vol x C) = dY (N*out_vol x F*kvol) * W: C is the output width
             ivol = math.prod(spatial)
@@ -386,15 +399,13 @@ def onednn_blocked_buffers(op: str, pass_: str, params: Mapping[str, Any], dtype
     blocked output and the weight gradient reads a blocked output gradient; backward-data both; the input is copied
     too except by the first-layer kernel (fewer channels than a block, a kernel wider than 1), which reads it
     plain; forward and backward-data reorder the weight (a 732 -> 732 3x3x3 convolution at batch 2 on 4^3 mapped a
-    58.5 MB copy and took 49 ms forward, 24 ms with it reused). Read off the mmap calls of single calls (strace, mmap threshold 32 MiB, 2-core VM): a 4 -> 4 1x1
-    convolution at batch 168 on 64x64 maps two 44 MB buffers in each pass (16 padded channels) and ran 58 ms per
-    pass, 8.5 ms with the buffers reused from the heap. Calls run as im2col + GEMM or by PyTorch's native kernels
-    keep plain layouts: ()."""
+    58.5 MB copy and took 49 ms forward, 24 ms with it reused). Read off the mmap calls of single calls (strace,
+    mmap threshold 32 MiB, 2-core VM): a 4 -> 4 1x1 convolution at batch 168 on 64x64 maps two 44 MB buffers in
+    each pass (16 padded channels) and ran 58 ms per pass, 8.5 ms with the buffers reused from the heap. Calls on
+    an im2col path (im2col_path) keep plain layouts: ()."""
     if threads is None or not lanes or op not in ("conv2d", "conv3d") or canonical_dtype(dtype) != "float32":
         return ()
-    if int(params.get("groups", 1)) != 1 or cpu_native_conv(op, params, dtype, threads) \
-            or onednn_gemm_conv(op, pass_, params, dtype, threads) \
-            or onednn_gemm_weight_grad(op, pass_, params, dtype, threads):
+    if int(params.get("groups", 1)) != 1 or im2col_path(op, pass_, params, dtype, threads):
         return ()
     dims = 3 if op == "conv3d" else 2
     spatial = _spatial(params, op, dims)
@@ -403,7 +414,7 @@ def onednn_blocked_buffers(op: str, pass_: str, params: Mapping[str, Any], dtype
     out_volume = conv_output_volume(spatial, kernel, _per_dim(params, "stride", dims, 1),
                                     _per_dim(params, "padding", dims, 0))
     b = DTYPE_BYTES["float32"]
-    pad = lambda n: -(-n // lanes) * lanes  # noqa: E731
+    pad = lambda n: pad_to_lanes(n, lanes)  # noqa: E731
     blocked_input = float(batch * pad(channels) * math.prod(spatial) * b)
     blocked_output = float(batch * pad(filters) * out_volume * b)
     first_layer = channels < lanes and math.prod(kernel) > 1

@@ -179,9 +179,9 @@ def test_onednn_blocked_buffers_by_hand_and_their_first_touch():
                      time_scale=Estimate.exact(1.0), largest_allocation_bytes=16 * MIB)
 
     def time(lanes, touch=True):
+        touch_fit = FirstTouchFit(s_per_byte=1e-9, threshold_bytes=32 * MIB) if touch else None
         coefficients = Coefficients(device_is_host=True, host_threads=1, host_simd_lanes=lanes,
-                                    compute={"conv2d/fwd/float32": fit},
-                                    first_touch=FirstTouchFit(s_per_byte=1e-9, threshold_bytes=32 * MIB) if touch else None)
+                                    compute={"conv2d/fwd/float32": fit}, first_touch=touch_fit)
         model = ProfileCostModel(coefficients, name="t", device_memory_bytes=1e9, devices_per_node=1, provenance="t")
         return model.compute_time_s("conv2d", "fwd", pointwise, "float32")
 
