@@ -122,6 +122,7 @@ def test_yaml_rows_of_each_source_map_by_hand():
     assert setup.dtype == "fp16" and setup.profile == "v100-dgx1-1edr-8gpu.published.yaml"
     assert dict(setup.knobs)["vocab"] == rec["model_details"]["vocab"]
     assert plan["pipeline_boundary"] == "whole"  # Megatron-LM itself: no rule, the default
+    assert setup.stack == "other"  # Megatron's fp16 module: not the CNN-fitted PyTorch (autocast) factor
 
     run = next(r for r in runs if r.id.startswith("llmfoundry-") and recs[r.id]["activation_checkpointing"]
                and recs[r.id]["parallelism"]["fsdp_sharding"] == "FULL_SHARD")
@@ -131,6 +132,7 @@ def test_yaml_rows_of_each_source_map_by_hand():
     assert plan["batch"] == rec["global_batch"] and dict(plan["extra"])["checkpoint_segments"] == \
         rec["model_details"]["layers"]
     assert setup.dtype == "bf16" and setup.profile.startswith(rec["system"]["gpu"][:4].lower())
+    assert setup.stack == "pytorch"  # Composer under autocast
     assert run.measured_s == rec["derived"]["seconds_per_optimizer_step"]
     run = next(r for r in runs if r.id.startswith("llmfoundry-")
                and recs[r.id]["parallelism"]["fsdp_sharding"] == "SHARD_GRAD_OP")
