@@ -23,48 +23,18 @@ in the ranking go to the plan enumerated first.
 """
 from __future__ import annotations
 
-import heapq
 import math
 import time
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Iterator
 
 from calibrate.cost_api import CostModel
 from predictor.graph import ModelGraph
-from predictor.outofcore_strategies import SEARCH_FAMILIES, search_candidates
-from predictor.plan import Plan, Prediction
+from predictor.plan import Prediction
+from predictor.search_fast import fast_search
+from predictor.search_space import SEARCH_STRATEGIES, Counts, Ranking, candidates
 from predictor.strategies import evaluate
 from predictor.strategies.context import Context
-from predictor.strategies.tensor import tensor_split
 from profiler.errors import UserError
-
-SEARCH_STRATEGIES = ("data", "filter", "channel", "spatial", "pipeline", "spatial-then-data", "tensor",
-                     "data+tensor+pipeline")
-# add-on families (predictor/outofcore_strategies.py): recompute, outofcore, cooperative
-SEARCH_STRATEGIES += tuple(SEARCH_FAMILIES)
-
-
-@dataclass
-class Counts:
-    """Plans a search evaluated (and of those, runnable and within the memory cap), and plans it pruned."""
-
-    evaluated: int = 0
-    feasible: int = 0
-    fitting: int = 0
-    pruned: int = 0
-
-    def tally(self, pred: Prediction) -> bool:
-        """Count one evaluated plan; whether it is feasible and fits."""
-        self.evaluated += 1
-        if not pred.feasible:
-            return False
-        self.feasible += 1
-        if not pred.fits:
-            return False
-        self.fitting += 1
-        return True
-
 
 @dataclass
 class SearchResult:
@@ -84,145 +54,6 @@ class SearchResult:
     @property
     def plans_per_cpu_s(self) -> float:
         return self.evaluated / self.cpu_seconds if self.cpu_seconds > 0 else math.inf
-
-
-@lru_cache(maxsize=1 << 16)
-def divisors(n: int) -> tuple[int, ...]:
-    small = [d for d in range(1, int(math.isqrt(n)) + 1) if n % d == 0]
-    return tuple(sorted(set(small + [n // d for d in small])))
-
-
-@lru_cache(maxsize=1 << 16)
-def factorizations(p: int, ndim: int) -> tuple[tuple[int, ...], ...]:
-    """Every ordered way to write p as a product of ndim positive factors."""
-    if ndim == 1:
-        return ((p,),)
-    return tuple((d, *rest) for d in divisors(p) for rest in factorizations(p // d, ndim - 1))
-
-
-@lru_cache(maxsize=64)
-def megatron_3d_shape(graph: ModelGraph) -> tuple[int, int]:
-    """(the gcd of the column/row pairs' split widths, the blocks between the graph's cut points) of a transformer
-    graph, the tensor degrees and the most pipeline stages data+tensor+pipeline can take; (0, 0) for a graph
-    without attention (a bmm or sdpa layer) or without pairs: Megatron's layout cuts between transformer layers."""
-    from predictor.strategies.hybrid3d import cut_points
-
-    ts = tensor_split(graph)
-    if not ts.columns or not any(layer.op in ("bmm", "sdpa") for layer in graph.layers):
-        return 0, 0
-    return ts.width_gcd, len(cut_points(Context(graph, None)))
-
-
-def candidate_specs(graph: ModelGraph, batch: int, devices: range, devices_per_node: int, dtype: str,
-                    optimizer: str, strategies=SEARCH_STRATEGIES, grouped: bool = False) -> Iterator[tuple]:
-    """The search's candidates in order, as light tuples (`spec_plan` makes each a Plan):
-    (kind, strategy, devices, p_data, inner, split or micro-batches), or ("addon", plan). grouped=True yields
-    the spatial candidates of one (devices, inner) as one tuple ("spatial-group", strategy, devices, p_data,
-    inner, splits, with spatial, with spatial-then-data) standing for, per split in order, the spatial
-    candidate and then the spatial-then-data one (those of the two the strategies ask for)."""
-    nd = len(graph.input_shape) - 1
-    want_spatial, want_mix = "spatial" in strategies, "spatial-then-data" in strategies
-    # tensor degrees: those dividing every split width of the column/row pairs (0: the graph has none)
-    tensor_widths = tensor_split(graph).width_gcd if "tensor" in strategies else 0
-    widths_3d, blocks_3d = megatron_3d_shape(graph) if "data+tensor+pipeline" in strategies else (0, 0)
-    for p in devices:
-        for inner in divisors(p):
-            p_data = p // inner
-            if batch % p_data:
-                continue  # every strategy here needs whole samples per data-parallel replica
-            if inner == 1:
-                if "data" in strategies:
-                    yield ("data", "data" if p > 1 else "serial", p, p, 1, None)
-                continue
-            prefix = "data+" if p_data > 1 else ""
-            if "filter" in strategies:
-                yield ("filter", prefix + "filter", p, p_data, inner, None)
-            if "channel" in strategies:
-                yield ("channel", prefix + "channel", p, p_data, inner, None)
-            if tensor_widths and tensor_widths % inner == 0:
-                yield ("tensor", prefix + "tensor", p, p_data, inner, None)
-            if (want_spatial or want_mix) and nd >= 1:  # a (features,) input has no spatial dim to split
-                if grouped:
-                    yield ("spatial-group", prefix + "spatial", p, p_data, inner, factorizations(inner, nd),
-                           want_spatial, want_mix)
-                else:
-                    for split in factorizations(inner, nd):
-                        if want_spatial:
-                            yield ("spatial", prefix + "spatial", p, p_data, inner, split)
-                        if want_mix:
-                            yield ("spatial", "spatial-then-data", p, p_data, inner, split)
-            if "pipeline" in strategies and inner <= len(graph.layers):
-                for s in divisors(batch // p_data):
-                    yield ("pipeline", prefix + "pipeline", p, p_data, inner, s)
-            if widths_3d:
-                for t in divisors(inner):
-                    stages = inner // t
-                    if 2 <= stages <= blocks_3d and widths_3d % t == 0:
-                        for s in divisors(batch // p_data):
-                            for recompute in (False, True):
-                                yield ("3d", "data+tensor+pipeline", p, p_data, inner, (t, stages, s, recompute))
-        for plan in search_candidates(batch, p, devices_per_node, dtype, optimizer, strategies):
-            yield ("addon", plan)
-
-
-def spec_plan(spec: tuple, base: dict) -> Plan:
-    """The Plan of a candidate_specs tuple; base: batch, devices_per_node, dtype, optimizer."""
-    kind = spec[0]
-    if kind == "addon":
-        return spec[1]
-    _, strategy, p, p_data, inner, extra = spec
-    if kind == "data":
-        return Plan(strategy, devices=p, p_data=p, **base)
-    if kind == "filter":
-        return Plan(strategy, devices=p, p_data=p_data, p_filter=inner, **base)
-    if kind == "channel":
-        return Plan(strategy, devices=p, p_data=p_data, p_channel=inner, **base)
-    if kind == "tensor":
-        return Plan(strategy, devices=p, p_data=p_data, p_tensor=inner, **base)
-    if kind == "spatial":
-        return Plan(strategy, devices=p, p_data=p_data, p_spatial=inner, spatial_split=extra, **base)
-    if kind == "3d":
-        t, stages, s, recompute = extra
-        return Plan(strategy, devices=p, p_data=p_data, p_tensor=t, stages=stages, micro_batches=s,
-                    recompute=recompute, schedule="1f1b", **base)
-    return Plan(strategy, devices=p, p_data=p_data, stages=inner, micro_batches=extra, **base)
-
-
-def candidates(graph: ModelGraph, batch: int, devices: range, devices_per_node: int, dtype: str,
-               optimizer: str, strategies=SEARCH_STRATEGIES) -> Iterator[Plan]:
-    """Every plan the search considers, in its order: for each device count P, each divisor `inner` of P that
-    leaves whole samples per replica: data (inner = 1); filter, channel, tensor (inner dividing its widths), spatial and spatial-then-data over
-    every factorisation of inner, pipeline over every micro-batch count, data+tensor+pipeline over every
-    T · K = inner, micro-batch count and recomputation (transformers); then the add-on families."""
-    base = dict(batch=batch, devices_per_node=devices_per_node, dtype=dtype, optimizer=optimizer)
-    for spec in candidate_specs(graph, batch, devices, devices_per_node, dtype, optimizer, strategies):
-        yield spec_plan(spec, base)
-
-
-class Ranking:
-    """The `top` best fitting predictions by objective score and the fastest one per strategy, fed in the
-    candidates' order (`add(index, pred)`); ties go to the plan fed first (lower index)."""
-
-    def __init__(self, objective: str, batch: int, top: int):
-        self.objective, self.batch, self.top = objective, batch, top
-        self.heap: list[tuple[float, int, Prediction]] = []
-        self.best_by_strategy: dict[str, Prediction] = {}
-
-    def score(self, pred: Prediction) -> float:
-        return pred.iteration_s if self.objective == "time" else pred.plan.devices * pred.iteration_s / self.batch
-
-    def add(self, index: int, pred: Prediction) -> None:
-        name = pred.plan.strategy
-        if name not in self.best_by_strategy or pred.iteration_s < self.best_by_strategy[name].iteration_s:
-            self.best_by_strategy[name] = pred
-        item = (-self.score(pred), index, pred)
-        if len(self.heap) < self.top:
-            heapq.heappush(self.heap, item)
-        elif item[0] > self.heap[0][0]:
-            heapq.heapreplace(self.heap, item)
-
-    def best(self) -> list[Prediction]:
-        return [item[2] for item in sorted(self.heap, key=lambda it: (-it[0], it[1]))]
 
 
 def search(graph: ModelGraph, cost_model: CostModel, *, batch: int, max_devices: int, min_devices: int = 1,
@@ -251,7 +82,6 @@ def search(graph: ModelGraph, cost_model: CostModel, *, batch: int, max_devices:
             if counts.tally(pred):
                 ranking.add(index, pred)
     else:
-        from predictor.search_fast import fast_search
         fast_search(ctx, ranking, counts, batch=batch, devices=devices, devices_per_node=dpn, dtype=dtype,
                     optimizer=optimizer, cap=cap, strategies=strategies)
     seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start

@@ -1,5 +1,5 @@
-"""The default walk of `predictor search` (predictor.search): the same ranking as evaluating every candidate,
-from far fewer evaluations (issue 21; docs/method.md §22).
+"""The default walk of `predictor search` (predictor.search, over predictor.search_space): the same ranking as
+evaluating every candidate, from far fewer evaluations (issue 21; docs/method.md §22).
 
 1. **Infeasible plans are settled by the strategies' own checks** without building a Plan: a spatial split
    whose first layer cannot be split (region_end 0), spatial-then-data with a group batch not divisible by the
@@ -55,7 +55,7 @@ from predictor.layercost import ACT_BYTES, Split
 from predictor.layout import data_nodes, inner_nodes, nodes_spanned
 from predictor.memory import parameter_bytes
 from predictor.plan import Plan
-from predictor.search import Counts, Ranking, candidate_specs, spec_plan
+from predictor.search_space import Counts, Ranking, candidate_specs, spec_plan
 from predictor.strategies import evaluate
 from predictor.strategies.context import Context
 from predictor.strategies.filter import PARAMETRIC

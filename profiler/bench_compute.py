@@ -36,7 +36,7 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
-from profiler import bench_memory
+from profiler import caches
 from profiler.cases import GRID_ENV, BenchCase
 from profiler.profile import WEIGHT_DESIGN_LAYER
 from profiler import opmath
@@ -335,7 +335,7 @@ def _arena_slice(numel: int, dtype: str) -> Optional[torch.Tensor]:
     """The next `numel` elements of the dtype's arena (wrapping to its start), or None if it is too small."""
     if dtype not in _ARENAS:
         element = TORCH_DTYPES[dtype].itemsize
-        elements = ARENA_LLC_MULTIPLE * bench_memory.cpu_last_level_cache_bytes() // element
+        elements = ARENA_LLC_MULTIPLE * caches.cpu_last_level_cache_bytes() // element
         arena = torch.empty(elements, dtype=TORCH_DTYPES[dtype])
         _fill(arena, _pool(dtype))
         _ARENAS[dtype] = [arena, 0]
@@ -812,7 +812,7 @@ def plan_compute(device: str, quick: bool) -> list[BenchCase]:
                     convs += [({"layer": "pointwise_design", "split": "base"}, p)
                               for p in small_conv_params(three_d, POINTWISE_CONV_DESIGN)]
             if not device.startswith("cuda"):  # cuDNN reads plain weights: no per-call reorder to measure
-                llc, size = bench_memory.cpu_last_level_cache_bytes(), element_bytes(dtype)
+                llc, size = caches.cpu_last_level_cache_bytes(), element_bytes(dtype)
                 convs += [({"layer": WEIGHT_DESIGN_LAYER, "split": "base"}, p) for p in weight_design_params(llc, size)]
                 im2col = [({"layer": WEIGHT_DESIGN_LAYER, "split": "base"}, p)
                           for p in weight_design_params(llc, size, IM2COL_DESIGN_KERNEL)]

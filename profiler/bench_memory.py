@@ -10,42 +10,25 @@ from __future__ import annotations
 
 import mmap
 import os
-from pathlib import Path
 from typing import Optional
 
 import torch
 
 from kernels.stream import STREAM_OPS, CupyStream, TorchStream, stream_bytes, stream_flops
+from profiler import caches
 from profiler.cases import GRID_ENV, BenchCase
 from profiler.errors import UserError
 
-DEFAULT_LLC_BYTES = 32 * 2**20
 DEFAULT_GPU_L2_BYTES = 60 * 2**20  # H100/H200 L2 is 50-60 MB
 MIN_LARGEST_ARRAY_BYTES = 64 * 2**20
 HOST_DEVICE_VARIANTS = ("h2d_pinned", "h2d_pageable", "d2h_pinned", "d2h_pageable")
-
-
-def cpu_last_level_cache_bytes(sysfs: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> int:
-    """Size of the highest-level CPU cache from sysfs (e.g. '32768K'); DEFAULT_LLC_BYTES when unreadable."""
-    best_level, best_bytes = -1, DEFAULT_LLC_BYTES
-    for index in sorted(sysfs.glob("index*")):
-        try:
-            level = int((index / "level").read_text())
-            text = (index / "size").read_text().strip()
-        except (OSError, ValueError):
-            continue
-        units = {"K": 2**10, "M": 2**20, "G": 2**30}
-        size = int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
-        if level > best_level:
-            best_level, best_bytes = level, size
-    return best_bytes
 
 
 def last_level_cache_bytes(device: str) -> int:
     if device.startswith("cuda"):
         props = torch.cuda.get_device_properties(torch.device(device))
         return int(getattr(props, "L2_cache_size", 0) or DEFAULT_GPU_L2_BYTES)
-    return cpu_last_level_cache_bytes()
+    return caches.cpu_last_level_cache_bytes()
 
 
 def stream_sizes(llc_bytes: int, quick: bool, element_bytes: int = 8) -> list[int]:

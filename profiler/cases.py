@@ -8,6 +8,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
+from profiler import caches
 from profiler.profile import Sample
 from profiler.timing import Timer
 
@@ -73,9 +74,7 @@ def measure_case(case: BenchCase, device: str, timer_kwargs: dict, llc_bytes: in
         fn()  # cudnn.benchmark autotunes on a shape's first call, which can outlast the timer's warm-up
     evict = 0
     if case.cold and not device.startswith("cuda"):
-        from profiler.bench_memory import cpu_last_level_cache_bytes
-
-        evict = 2 * cpu_last_level_cache_bytes()
+        evict = 2 * caches.cpu_last_level_cache_bytes()
     m = Timer(fn, device=device, label=case.label, cold_evict_bytes=evict, **timer_kwargs).measure()
     return Sample(benchmark=case.benchmark, variant=case.variant, params=case.params, device=device,
                   dtype=case.dtype, threads=m.threads, times_s=m.times_s, flops=case.flops,

@@ -109,9 +109,9 @@ def test_cost_model_takes_the_larger_of_fitted_time_and_floor():
 
 def test_cpu_grid_has_the_weight_design_and_gpu_grid_does_not(monkeypatch):
     import profiler.bench_compute as bc
-    import profiler.bench_memory as bm
+    from profiler import caches
 
-    monkeypatch.setattr(bm, "cpu_last_level_cache_bytes", lambda: 32 * 2**20)
+    monkeypatch.setattr(caches, "cpu_last_level_cache_bytes", lambda: 32 * 2**20)
     everything = [c for c in bc.plan_compute("cpu", True) if c.tags.get("layer") == WEIGHT_DESIGN_LAYER]
     for kernel, passes in ((3, {"fwd", "bwd_data", "bwd_weight"}), (7, {"fwd", "bwd_data"})):
         design = [c for c in everything if c.params["kernel"] == kernel]

@@ -10,7 +10,8 @@ import random
 import pytest
 
 from predictor.api import load_cost_model, load_model
-from predictor.search import Ranking, candidate_specs, search, spec_plan
+from predictor.search import search
+from predictor.search_space import Ranking, candidate_specs, spec_plan
 from predictor.strategies import evaluate
 from predictor.strategies.context import Context
 
@@ -97,7 +98,7 @@ GPT_3D_SEARCH = dict(batch=64, min_devices=16, max_devices=16, dtype="fp16", opt
 def test_data_tensor_pipeline_candidates_for_transformers():
     """T · K = inner with T dividing the heads' widths and 2 <= K <= the blocks between cut points, every micro-batch
     count, with and without recomputation; none for a CNN (no attention), even with a tensor pair (VGG)."""
-    from predictor.search import megatron_3d_shape
+    from predictor.search_space import megatron_3d_shape
     from predictor.strategies.hybrid3d import cut_points
     gpt = load_model("gpt", **GPT_3D)
     widths, blocks = megatron_3d_shape(gpt)

@@ -350,9 +350,9 @@ def test_cpu_operands_are_standard_normal_copies_that_differ_between_operands():
 def test_cpu_operands_are_aligned_distinct_slices_of_one_arena(monkeypatch):
     """Operands take consecutive cache-line-aligned slices of the dtype's arena (ARENA_LLC_MULTIPLE last-level
     caches), wrapping to its start; one larger than the arena gets its own memory."""
-    import profiler.bench_memory as bm
+    from profiler import caches
 
-    monkeypatch.setattr(bm, "cpu_last_level_cache_bytes", lambda: 4096)  # a 12 KiB arena: 3072 float32
+    monkeypatch.setattr(caches, "cpu_last_level_cache_bytes", lambda: 4096)  # a 12 KiB arena: 3072 float32
     monkeypatch.setattr(bc, "_ARENAS", {})
     a, b = bc._tensor((10, 10), "float32", "cpu"), bc._tensor((7,), "float32", "cpu")
     arena = bc._ARENAS["float32"][0]

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from kernels.stream import SCALAR, STREAM_OPS, TorchStream, stream_bytes, stream_flops
-from profiler import bench_memory as bm
+from profiler import bench_memory as bm, caches
 from profiler.cases import GRID_ENV, measure_case
 from profiler.errors import UserError
 
@@ -47,8 +47,8 @@ def test_llc_from_sysfs(tmp_path):
         (tmp_path / index).mkdir()
         (tmp_path / index / "level").write_text(f"{level}\n")
         (tmp_path / index / "size").write_text(f"{size}\n")
-    assert bm.cpu_last_level_cache_bytes(tmp_path) == 32 * 2**20
-    assert bm.cpu_last_level_cache_bytes(tmp_path / "missing") == bm.DEFAULT_LLC_BYTES
+    assert caches.cpu_last_level_cache_bytes(tmp_path) == 32 * 2**20
+    assert caches.cpu_last_level_cache_bytes(tmp_path / "missing") == caches.DEFAULT_LLC_BYTES
 
 
 def test_stream_cases_share_arrays_per_size_and_measure(monkeypatch):
