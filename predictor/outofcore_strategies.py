@@ -31,7 +31,8 @@ from predictor.layout import data_nodes, inner_nodes
 from predictor.memory import parameter_bytes
 from predictor.plan import ADDON_STRATEGIES, SPLIT_RECOMPUTE, Plan, Prediction
 from predictor.recompute import chain_segments, checkpoint_terms, sqrt_segment_count
-from predictor.strategies import EVALUATORS, data, register
+from predictor.strategies.data import evaluate as evaluate_data, local_batch
+from predictor.strategies.registry import EVALUATORS, register
 from predictor.strategies.pipeline import partition as balanced_starts
 from predictor.strategies.context import Context, Infeasible
 from profiler.errors import UserError
@@ -70,14 +71,14 @@ def _checkpointing(ctx: Context, plan: Plan):
     n_segments = int(_extra(plan, "checkpoint_segments", sqrt_segment_count(chain_len)))
     if not 1 <= n_segments <= chain_len:
         raise Infeasible(f"checkpoint_segments {n_segments} outside 1..{chain_len} layers")
-    blocks = _blocks(ctx, plan.dtype, data.local_batch(plan), per_layer=True)
+    blocks = _blocks(ctx, plan.dtype, local_batch(plan), per_layer=True)
     return n_segments, blocks, checkpoint_terms(blocks, chain_segments(ctx.graph, n_segments))
 
 
 def evaluate_recompute(ctx: Context, plan: Plan, pred: Prediction) -> None:
     """Serial or data parallelism, then checkpointing: + one forward of every checkpointed segment,
     activations down to the checkpointed peak (predictor.recompute.checkpoint_terms)."""
-    data.evaluate(ctx, plan, pred)
+    evaluate_data(ctx, plan, pred)
     n_segments, blocks, terms = _checkpointing(ctx, plan)
     pred.recompute_s = terms.extra_fwd_s
     pred.activations_bytes = max(0.0, pred.activations_bytes - terms.saved_bytes)
@@ -107,8 +108,8 @@ def evaluate_offload(ctx: Context, plan: Plan, pred: Prediction) -> None:
     the compute stream, so nothing overlaps: + T_d2h(a_l) + T_h2d(a_l) per layer, and activations on the
     device drop to the largest layer's (being produced, or just brought back for its backward)."""
     _device_memory_of_its_own(ctx)
-    data.evaluate(ctx, plan, pred)
-    blocks = _blocks(ctx, plan.dtype, data.local_batch(plan), per_layer=True)
+    evaluate_data(ctx, plan, pred)
+    blocks = _blocks(ctx, plan.dtype, local_batch(plan), per_layer=True)
     pred.swap_s = sum(ctx.cm.host_device_time_s(blk.activation_bytes, "d2h")
                       + ctx.cm.host_device_time_s(blk.activation_bytes, "h2d") for blk in blocks)
     pred.activations_bytes = max((blk.activation_bytes for blk in blocks), default=0.0)
@@ -128,7 +129,7 @@ def evaluate_outofcore(ctx: Context, plan: Plan, pred: Prediction) -> None:
     on = _extra(plan, "optimizer_on", "host")
     if on not in ("host", "device"):
         raise Infeasible(f"optimizer_on must be host or device, got {on!r}")
-    b = data.local_batch(plan)
+    b = local_batch(plan)
     cm = ctx.cm
     weights, grads, state = parameter_bytes(ctx.total_params, plan.dtype, plan.optimizer, plan.mixed_precision)
     state_on_device = state if on == "device" else 0.0

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from predictor.published.corpus import CORPUS_DIR, load_corpus
 from predictor.published.correction import loso_corrected
-from predictor.published.fit import Decompositions
+from predictor.published.constants_fit import Decompositions
 from predictor.published.loso import base_cost_models, interval_coverage, loso_predictions
 from predictor.published.report import plot, render_text, summarise
 from predictor.published.rowmap import load_rules

@@ -4,7 +4,7 @@ Three predictions per record, reported side by side by `predictor validate --pub
   datasheet  the reference profile from published hardware figures only (no constant fitted to the corpus);
   shipped    the shipped profile, whose family constants were fitted to every source (in-sample);
   loso       the datasheet profile with family constants refitted on every *other* source of the corpus
-             (predictor.published.fit); a family or dtype with no rows outside the held-out source takes
+             (predictor.published.constants_fit); a family or dtype with no rows outside the held-out source takes
              the fleet's constants (calibrate.system_constants.fleet_constants: the other families' mean).
 The loso figure is the one that says how well an unseen cluster is predicted.
 """
@@ -16,7 +16,7 @@ from calibrate.cost_model import load_cost_model
 from calibrate.published import NODES, build_profile
 from calibrate.system_constants import for_family, gpu_family
 from predictor.model_error import Residual, held_out_coverage
-from predictor.published.fit import Decompositions, with_constants
+from predictor.published.constants_fit import Decompositions, with_constants
 from predictor.published.rowmap import Setup
 
 

@@ -1,43 +1,17 @@
 """Strategy cost and memory models: one module per strategy, hybrids composed from the same pieces.
 
 `evaluate(ctx, plan)` returns the Prediction terms for any Plan; a plan the strategy cannot run comes
-back `feasible=False` with the reason (never an exception). Add-on strategies (out-of-core, cooperative)
-register with `register(name, fn)`, fn(ctx, plan, pred) filling `pred` or raising Infeasible; they are loaded
-when a plan first names one.
+back `feasible=False` with the reason (never an exception). The evaluators are in the registry
+(predictor.strategies.registry); add-on strategies (out-of-core, recompute, cooperative) register there and are
+loaded when a plan first names one.
 """
 from __future__ import annotations
 
 import math
-from typing import Callable
-
 from predictor.input_pipeline import exposed_input_s
 from predictor.plan import MIXED_PRECISIONS, Plan, Prediction
-from predictor.strategies import channel, data, filter as filter_, hybrid3d, pipeline, spatial, tensor
 from predictor.strategies.context import Context, Infeasible
-
-Evaluator = Callable[[Context, Plan, Prediction], None]
-
-EVALUATORS: dict[str, Evaluator] = {
-    "serial": data.evaluate,
-    "data": data.evaluate,
-    "spatial": spatial.evaluate,
-    "filter": filter_.evaluate,
-    "channel": channel.evaluate,
-    "pipeline": pipeline.evaluate,
-    "data+spatial": spatial.evaluate,
-    "data+filter": filter_.evaluate,
-    "data+channel": channel.evaluate,
-    "data+pipeline": pipeline.evaluate,
-    "spatial-then-data": spatial.evaluate,
-    "tensor": tensor.evaluate,
-    "data+tensor": tensor.evaluate,
-    "data+tensor+pipeline": hybrid3d.evaluate,
-}
-
-
-def register(name: str, fn: Evaluator) -> None:
-    EVALUATORS[name] = fn
-
+from predictor.strategies.registry import EVALUATORS, Evaluator, register  # noqa: F401 - the registry's API
 
 def _addon(name: str) -> Evaluator | None:
     """An add-on strategy's evaluator: the out-of-core, recompute and cooperative models register themselves

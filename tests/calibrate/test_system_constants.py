@@ -2,7 +2,7 @@
 import pytest
 
 from calibrate.system_constants import FLEET_DTYPES as FLEET_ORDER, SystemConstants, fleet_constants, for_family, gpu_family, load_constants
-from predictor.published.fit import MIN_ROWS, ScaledCostModel, fit_family, with_constants
+from predictor.published.constants_fit import MIN_ROWS, ScaledCostModel, fit_family, with_constants
 from profiler.errors import UserError
 
 

@@ -12,7 +12,7 @@ from calibrate.cost_model import load_cost_model
 from calibrate.shipped import shipped_profiles_dir
 from calibrate.system_constants import StackScales, load_stacks, precision_class
 from predictor.api import load_model, predict_all
-from predictor.published.fit import Decompositions, _stack_factor
+from predictor.published.constants_fit import Decompositions, _stack_factor
 from predictor.synthetic import SyntheticCostModel
 from profiler.errors import UserError
 
