@@ -129,11 +129,13 @@ class CollectiveFit(SegmentedFit):
 class LinkModel(_Strict):
     """Per-link parameters of one collective at one level (intra-node or inter-node), docs/method.md §6:
     alpha(p) = base_latency + intra_steps * step_latency (+ inter_steps * inter_step_latency), and
-    T = alpha(p) + S * bus_factor(op, p) / bus_bandwidth."""
+    T = alpha(p) + S * bus_factor(op, p) / bus_bandwidth (+ min(that bandwidth time, fill_latency) when the
+    link has a fill: the start-up of the network's bandwidth regime, predictor.published.nccl)."""
 
     base_latency_s: TimeEstimate
     step_latency_s: TimeEstimate
     inter_step_latency_s: Optional[TimeEstimate] = None
+    fill_latency_s: Optional[TimeEstimate] = None
     bus_bandwidth_bytes_per_s: PositiveEstimate
     measured_group_sizes: list[Annotated[int, Field(ge=1)]] = Field(default_factory=list)
     sources: list[str] = Field(default_factory=list)

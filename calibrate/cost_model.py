@@ -275,7 +275,9 @@ class ProfileCostModel:
         other = {None: None, "low": "high", "high": "low"}[b]
         fabric = self.coefficients.fabric
         slowdown = contention(nodes, fabric.nodes_per_leaf, fabric.oversubscription) if fabric and nodes > 1 else 1.0
-        return alpha + x * slowdown / link.bus_bandwidth_bytes_per_s.at(other)
+        bandwidth_s = x * slowdown / link.bus_bandwidth_bytes_per_s.at(other)
+        fill_s = link.fill_latency_s.at(b) if link.fill_latency_s is not None and nodes > 1 else 0.0
+        return alpha + bandwidth_s + min(bandwidth_s, fill_s)
 
 
 def _device_memory_bytes(profile: Profile, name: str) -> float:

@@ -92,6 +92,12 @@ NCCL_BASE = Fig(5.6e-6, "nccl-tests#123 DGX A100 ring fit "
 NCCL_STEP = Fig(1.98e-6, NCCL_BASE.source)
 NCCL_NET_STEP = Fig(14.0e-6, "NCCL src/graph/tuning.cc hwLat NET Ring Simple = 14.0 us per "
                              "inter-node step (verified constant)")
+#: the start-up of an inter-node collective's bandwidth regime (predictor.published.nccl.fill_s), from the one
+#: InfiniBand curve of nccl_published.yaml; its interval spans every curve it can be read from (EFA, TCPXO)
+NCCL_NET_FILL = Fig(0.3025e-3, "large-message intercept minus 1 KiB latency of the Azure NDmv4 2-node all-reduce "
+                               "(8 x HDR per node, mscclpp docs/performance-ndmv4.md: 1 and 4 GiB, 1 KiB; derived "
+                               "from verified points): 0.30 ms; EFA and TCPXO curves (p4de, p5, a3-mega) 0.80-0.95 "
+                               "ms; assumed for every InfiniBand node", low=0.3025e-3, high=0.9499e-3)
 
 V100 = GPU(
     name="Tesla V100-SXM2-16GB",
@@ -484,9 +490,12 @@ def _links(node: Node) -> dict[str, dict[str, LinkModel]]:
                                sources=[node.base_latency_s.source, node.step_latency_s.source, intra_bw.source]),
             "inter": LinkModel(**common, inter_step_latency_s=node.inter_step_latency_s.estimate(),
                                bus_bandwidth_bytes_per_s=inter_bw.estimate(),
+                               fill_latency_s=None if op in ("sendrecv", "halo") else NCCL_NET_FILL.estimate(),
                                sources=[node.inter_step_latency_s.source, inter_bw.source] + (
                                    [] if op in ("sendrecv", "halo", "allreduce") else
-                                   ["assumed: the node's inter-node all-reduce bus bandwidth"])),
+                                   ["assumed: the node's inter-node all-reduce bus bandwidth"]) + (
+                                   [] if op in ("sendrecv", "halo") else [f"fill: {NCCL_NET_FILL.source}"] + (
+                                       [] if op == "allreduce" else ["fill assumed: the all-reduce's"]))),
         }
     return links
 

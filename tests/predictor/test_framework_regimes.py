@@ -107,8 +107,9 @@ def test_regime_changes_the_prediction_in_the_right_order():
         pred = predict(graph, plan, cm, interval=False)
         exposed[fw] = pred.comm_exposed_s["gradient"]
         assert pred.comm_exposed_s["gradient"] + pred.comm_hidden_s["gradient"] > 0
-    # the profile's overlap efficiency (0.57) still charges 43% of the hidden time: no-overlap stays far worse
-    assert exposed["no-overlap"] > 1.5 * max(exposed["ddp"], exposed["horovod"]) > 0
+    # the profile's overlap efficiency (0.57) still charges 43% of the hidden time: no-overlap stays far worse;
+    # Horovod's cycle-sized all-reduces each pay the network's bandwidth start-up (fill), DDP's 25 MB buckets fewer
+    assert exposed["no-overlap"] > 1.25 * exposed["horovod"] > 1.25 * exposed["ddp"] > 0
     tiny = load_model("resnet50", image=64, width=16)
     quick = default_plans(tiny, "data", 128 * 16, 128, 8, "fp32", "sgd", framework="horovod")[0]
     pred = predict(tiny, quick, cm, interval=False)
