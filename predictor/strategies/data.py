@@ -5,10 +5,11 @@ replicas in DDP buckets overlapped with backward. Departures from ParaDL: comput
 batch b (not total/p); the update (optimizer-dependent) and optimizer state are included; the allreduce
 overlaps backward (overlap.py); the group's node span comes from devices_per_node (layout.py).
 
-DDP (the ddp regime only) also synchronises the module buffers before every forward (`broadcast_buffers`): one
-allreduce of a rank index to agree on the source rank, then a coalesced broadcast of the buffers, one
-per dtype: the batch-norm running mean and variance (2·C fp32 per BN layer) and their int64 step
-counters. A model without batch norm has no buffers and skips it. These blocking collectives are
+DDP (the ddp regime only) also synchronises the module buffers before every forward (`broadcast_buffers`): a
+coalesced broadcast from rank 0, one per dtype: the batch-norm running mean and variance (2·C fp32 per BN layer)
+and their int64 step counters (torch/nn/parallel/distributed.py, `_sync_buffers`; the allreduce that agrees on
+a source rank, `_find_common_rank`, runs only inside the `join()` context manager, which a training loop does not
+enter by default). A model without batch norm has no buffers and skips it. These blocking collectives are
 reported under layer_collective; ParaDL omits them.
 
 Sharded data parallelism (plan.zero_stage; Rajbhandari et al., "ZeRO", SC'20 §5; PyTorch FSDP, Zhao et al.,
@@ -43,8 +44,7 @@ def ddp_buffer_sync_s(ctx: Context, group: int, nodes: int) -> float:
     bn_channels = [layer.channels_in for layer in ctx.layers if layer.op == "batchnorm"]
     if group <= 1 or not bn_channels:
         return 0.0
-    return (ctx.collective("allreduce", 8, group, nodes)
-            + ctx.collective("broadcast", 2 * 4 * sum(bn_channels), group, nodes)
+    return (ctx.collective("broadcast", 2 * 4 * sum(bn_channels), group, nodes)
             + ctx.collective("broadcast", 8 * len(bn_channels), group, nodes))
 
 
