@@ -148,9 +148,10 @@ def spec_plan(spec: tuple, base: dict) -> Plan:
 def candidates(graph: ModelGraph, batch: int, devices: range, devices_per_node: int, dtype: str,
                optimizer: str, strategies=SEARCH_STRATEGIES) -> Iterator[Plan]:
     """Every plan the search considers, in its order: for each device count P, each divisor `inner` of P that
-    leaves whole samples per replica: data (inner = 1); filter, channel, tensor (inner dividing its widths), spatial and spatial-then-data over
-    every factorisation of inner, pipeline over every micro-batch count, data+tensor+pipeline over every
-    T · K = inner, micro-batch count and recomputation (transformers); then the add-on families."""
+    leaves whole samples per replica: data (inner = 1); filter, channel, tensor (inner dividing its widths),
+    spatial and spatial-then-data over every factorisation of inner, pipeline over every micro-batch count,
+    data+tensor+pipeline over every T · K = inner, micro-batch count and recomputation (transformers); then the
+    add-on families."""
     base = dict(batch=batch, devices_per_node=devices_per_node, dtype=dtype, optimizer=optimizer)
     for spec in candidate_specs(graph, batch, devices, devices_per_node, dtype, optimizer, strategies):
         yield spec_plan(spec, base)
