@@ -122,6 +122,8 @@ def fit_lines(profile: Profile) -> list[str]:
     for op, levels in sorted(c.links.items()):
         for level, link in levels.items():
             inter = f", inter-node step {_est(link.inter_step_latency_s, 's')}" if link.inter_step_latency_s else ""
+            if link.fill_latency_s:
+                inter += f", bandwidth-regime fill {_est(link.fill_latency_s, 's')}"
             measured = ",".join(map(str, link.measured_group_sizes)) or "none"
             lines.append(f"link {op} {level}: base {_est(link.base_latency_s, 's')}, step {_est(link.step_latency_s, 's')}"
                          f"{inter}, bus bw {_est(link.bus_bandwidth_bytes_per_s, 'B/s')}; measured group sizes "

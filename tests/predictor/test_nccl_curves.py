@@ -70,6 +70,16 @@ def test_fill_by_hand_on_a_reference_profile():
     assert p2p == pytest.approx(5.6e-6 + 14e-6 + 64 * MIB / link.bus_bandwidth_bytes_per_s.value, rel=1e-9)
 
 
+def test_profile_summary_shows_the_fill():
+    from calibrate.report import fit_lines
+    from calibrate.shipped import shipped_profiles_dir
+    from profiler.profile import load_profile
+
+    lines = fit_lines(load_profile(shipped_profiles_dir() / "v100-dgx1-1edr-8gpu.published.yaml"))
+    assert any(l.startswith("link allreduce inter") and "bandwidth-regime fill 302 us" in l for l in lines)
+    assert not any(l.startswith("link allreduce intra") and "fill" in l for l in lines)
+
+
 def test_a_malformed_curve_file_is_a_one_line_error(tmp_path):
     bad = tmp_path / "curves.yaml"
     bad.write_text("id: not a list\n")
