@@ -38,7 +38,8 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
                              "compute by the stack's fitted factor; a calibrated profile measured its own")
     parser.add_argument("--framework", default="ddp", choices=FRAMEWORKS,
                         help="how the gradient allreduce is scheduled: ddp (PyTorch DDP buckets, default), "
-                             "horovod (tensor fusion cycles), no-overlap (after backward)")
+                             "horovod (tensor fusion cycles), horovod-grouped (MXNet's 16 gradient groups, "
+                             "0.1 ms cycles), no-overlap (after backward)")
     parser.add_argument("--memory-cap", type=float_in(0.0, MAX_MEMORY_GB), metavar="GB",
                         help="device memory to plan for (default: the profile's)")
     parser.add_argument("--dataset-size", type=int_in(1, 1 << 48), help="samples per epoch: adds epoch time and GPU-hours")

@@ -9,6 +9,9 @@ Three regimes (`Plan.framework`, `FRAMEWORKS`), each a rule for when which gradi
   (HOROVOD_CYCLE_TIME, 5 ms before v0.21, 1 ms since) and fuses every gradient that is ready into
   allreduces of up to HOROVOD_FUSION_THRESHOLD bytes (64 MB before v0.21, 128 MB since). We use the
   defaults of the releases the published runs used (5 ms, 64 MB).
+- **horovod-grouped** (NVIDIA's MXNet with Horovod, as DeepLearningExamples' MxNet/Classification/RN50v1.5/runner
+  sets it: MXNET_HOROVOD_NUM_GROUPS=16, HOROVOD_CYCLE_TIME=0.1 ms, HOROVOD_FUSION_THRESHOLD=64 MB): the gradients
+  in 16 groups of equal bytes, each handed to Horovod when backward has produced it, fused per 0.1 ms cycle.
 - **no-overlap** (ChainerMN, plain allreduce after `loss.backward()`): one fused allreduce of all
   gradients after backward has finished.
 
@@ -18,7 +21,8 @@ With launch_k the time bucket k may start and T(bytes) the allreduce time over t
     exposed = max(0, end_last - backward_total),  hidden = sum_k T(bytes_k) - exposed
 
 ddp: launch_k = ready_k (backward clock when the earliest layer of bucket k is done);
-horovod: launch_k = the first cycle tick at or after the layers' ready time, k fusing what is ready then;
+horovod: launch_k = the first cycle tick at or after the layers' ready time, k fusing what is ready then (at most
+the fusion threshold; horovod-grouped: at most a group, total / groups);
 no-overlap: one bucket launched at backward_total.
 
 Overlap is not free on a GPU: NCCL kernels run on the same SMs and memory as backward. A profile may give
@@ -32,7 +36,7 @@ import math
 from itertools import accumulate
 from typing import Callable, NamedTuple, Sequence
 
-FRAMEWORKS = ("ddp", "horovod", "no-overlap")
+FRAMEWORKS = ("ddp", "horovod", "horovod-grouped", "no-overlap")
 
 
 class Regime(NamedTuple):
@@ -42,6 +46,7 @@ class Regime(NamedTuple):
     fusion_bytes: float      # bucket / fusion-buffer size (inf = everything in one allreduce)
     cycle_s: float           # launch granularity (0 = as soon as ready)
     overlaps: bool           # False: nothing starts before backward ends
+    groups: int = 0          # > 0: fuse at most total gradient bytes / groups (MXNET_HOROVOD_NUM_GROUPS)
 
 
 def regime(framework: str, bucket_bytes: float = 25e6) -> Regime:
@@ -50,6 +55,8 @@ def regime(framework: str, bucket_bytes: float = 25e6) -> Regime:
         return Regime("ddp", bucket_bytes, 0.0, True)
     if framework == "horovod":
         return Regime("horovod", 64e6, 5e-3, True)
+    if framework == "horovod-grouped":
+        return Regime("horovod-grouped", 64e6, 1e-4, True, groups=16)
     if framework == "no-overlap":
         return Regime("no-overlap", math.inf, 0.0, False)
     raise ValueError(f"unknown framework {framework!r}; known: {', '.join(FRAMEWORKS)}")
@@ -91,11 +98,12 @@ def launches(grad_bytes: Sequence[float], ready: Sequence[float], reg: Regime,
         return [(ready[pos], size) for pos, size in layout]
     out: list[tuple[float, float]] = []
     pending, tick = 0.0, 0.0
+    limit = min(reg.fusion_bytes, sum(grad_bytes) / reg.groups) if reg.groups else reg.fusion_bytes
     for pos, g in enumerate(reversed(grad_bytes)):
         if g <= 0:
             continue
         t = math.ceil(ready[pos] / reg.cycle_s - 1e-12) * reg.cycle_s
-        if pending > 0 and (t > tick or pending + g > reg.fusion_bytes):
+        if pending > 0 and (t > tick or pending + g > limit):
             out.append((tick, pending))
             pending = 0.0
         if pending == 0.0:

@@ -41,6 +41,18 @@ def test_horovod_splits_at_the_fusion_threshold():
     assert launches(GRADS, ready_times(BWD), reg) == [(10.0, 30.0), (10.0, 30.0), (10.0, 40.0)]
 
 
+def test_horovod_grouped_fuses_at_most_a_group():
+    """DeepLearningExamples' MXNet runner: 16 groups, 0.1 ms cycle. With 2 groups (50 bytes each) and a 10 s cycle,
+    everything is ready by the first tick, and fusion stops at a group: {30} (30 + 30 > 50), {30}, {40}."""
+    defaults = regime("horovod-grouped")
+    assert (defaults.groups, defaults.cycle_s, defaults.fusion_bytes) == (16, 1e-4, 64e6)
+    reg = defaults._replace(cycle_s=10.0, groups=2)
+    assert launches(GRADS, ready_times(BWD), reg) == [(10.0, 30.0), (10.0, 30.0), (10.0, 40.0)]
+    # at the real 0.1 ms cycle every layer goes at its own ready time (a tick is never shared here)
+    assert launches(GRADS, ready_times(BWD), defaults._replace(groups=2)) == [
+        (pytest.approx(3.0), 30.0), (pytest.approx(5.0), 30.0), (pytest.approx(6.0), 40.0)]
+
+
 def test_no_overlap_is_one_allreduce_after_backward():
     issued = launches(GRADS, ready_times(BWD), regime("no-overlap"))
     assert issued == [(6.0, 100.0)]
@@ -55,7 +67,7 @@ def test_overlap_efficiency_moves_part_of_the_hidden_time_to_exposed():
 
 
 def test_unknown_framework_is_refused():
-    assert set(FRAMEWORKS) == {"ddp", "horovod", "no-overlap"}
+    assert set(FRAMEWORKS) == {"ddp", "horovod", "horovod-grouped", "no-overlap"}
     with pytest.raises(ValueError, match="unknown framework"):
         regime("mpi")
 
