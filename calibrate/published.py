@@ -483,19 +483,22 @@ def _links(node: Node) -> dict[str, dict[str, LinkModel]]:
     for op in COLLECTIVES:
         intra_bw = {"allreduce": node.allreduce_bus_bytes_per_s, "sendrecv": node.p2p_bytes_per_s,
                     "halo": node.p2p_bytes_per_s}.get(op, node.other_collective_bus_bytes_per_s)
-        inter_bw = node.inter_p2p_bytes_per_s if op in ("sendrecv", "halo") else node.inter_bus_bytes_per_s
+        p2p = op in ("sendrecv", "halo")
+        inter_bw = node.inter_p2p_bytes_per_s if p2p else node.inter_bus_bytes_per_s
         common = dict(base_latency_s=node.base_latency_s.estimate(), step_latency_s=node.step_latency_s.estimate())
+        inter_sources = [node.inter_step_latency_s.source, inter_bw.source]
+        if not p2p:  # rings: the fill of the all-reduce curves (point-to-point has none)
+            if op != "allreduce":
+                inter_sources.append("assumed: the node's inter-node all-reduce bus bandwidth")
+            inter_sources.append(f"fill: {NCCL_NET_FILL.source}")
+            if op != "allreduce":
+                inter_sources.append("fill assumed: the all-reduce's")
         links[op] = {
             "intra": LinkModel(**common, bus_bandwidth_bytes_per_s=intra_bw.estimate(),
                                sources=[node.base_latency_s.source, node.step_latency_s.source, intra_bw.source]),
             "inter": LinkModel(**common, inter_step_latency_s=node.inter_step_latency_s.estimate(),
                                bus_bandwidth_bytes_per_s=inter_bw.estimate(),
-                               fill_latency_s=None if op in ("sendrecv", "halo") else NCCL_NET_FILL.estimate(),
-                               sources=[node.inter_step_latency_s.source, inter_bw.source] + (
-                                   [] if op in ("sendrecv", "halo", "allreduce") else
-                                   ["assumed: the node's inter-node all-reduce bus bandwidth"]) + (
-                                   [] if op in ("sendrecv", "halo") else [f"fill: {NCCL_NET_FILL.source}"] + (
-                                       [] if op == "allreduce" else ["fill assumed: the all-reduce's"]))),
+                               fill_latency_s=None if p2p else NCCL_NET_FILL.estimate(), sources=inter_sources),
         }
     return links
 

@@ -326,7 +326,7 @@ def work(op: str, pass_: str, params: Mapping[str, Any], dtype: str,
         if host_threads is not None and lanes and not native and not gemm and canonical_dtype(dtype) == "float32":
             c_pad, f_pad = lane_padded_channels(pass_, channels, filters, lanes)
             executed = flops * (c_pad * f_pad) / (channels * filters)
-            if not im2col_path(op, pass_, params, dtype, host_threads):
+            if not onednn_gemm_conv(op, pass_, params, dtype, host_threads):  # the rest of im2col_path is out here
                 executed *= in_bounds_tap_fraction(spatial, kernel, stride, padding)
         if pass_ == "bwd_data":  # dX (N*in_vol x C) = dY (N*out_vol x F*kvol) * W: C is the output width
             ivol = math.prod(spatial)

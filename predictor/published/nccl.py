@@ -108,10 +108,12 @@ def fill_s(curve: Curve) -> Optional[float]:
     return fitted[1] if fitted else None
 
 
-def shape_accuracy(curve: Curve, min_bytes: float = 64 * 1024) -> Optional[tuple[float, float, int]]:
+def shape_accuracy(curve: Curve, min_bytes: float = 64 * 1024,
+                   fitted: Optional[tuple[float, float, float]] = None) -> Optional[tuple[float, float, int]]:
     """Mean accuracy 1 - |pred - meas| / meas over the curve's sizes >= min_bytes of the alpha-beta line
-    a + x/B and of the link model a + x/B + min(x/B, F), both on the curve's own (a, F, B); and the point count."""
-    fitted = lines(curve)
+    a + x/B and of the link model a + x/B + min(x/B, F), both on the curve's own (a, F, B) (`lines`, unless given
+    as `fitted`); and the point count."""
+    fitted = fitted or lines(curve)
     if fitted is None:
         return None
     a, fill, bus = fitted
@@ -134,11 +136,12 @@ def main(argv=None) -> int:
     """Print F, the large-message bus bandwidth and the shape accuracy of every curve of the shipped file."""
     del argv
     for curve in load_curves():
-        fitted, shape = lines(curve), shape_accuracy(curve)
+        fitted = lines(curve)
         if fitted is None:
             print(f"{curve.id}: no latency point or fewer than two sizes >= 256 MiB; not read")
             continue
         a, fill, bus = fitted
+        shape = shape_accuracy(curve, fitted=fitted)
         text = (f"{curve.id} ({curve.ranks} ranks, {curve.nodes} nodes): latency {a * 1e6:.1f} us, "
                 f"fill {fill * 1e3:.2f} ms, bus bandwidth {bus / 1e9:.0f} GB/s")
         if shape and shape[2] >= 8:
