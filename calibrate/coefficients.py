@@ -176,8 +176,8 @@ class InputPipelineFit(_Strict):
 
 class ModelError(_Strict):
     """How far the whole model's predictions fall from measured times on runs it did not see: per key
-    ("strategy/framework", "strategy/*" or "*") the (low, high) quantiles of log(measured / predicted) that
-    bound the central `coverage` share of held-out rows. predictor.api.predict widens a prediction's interval
+    ("strategy/*" or "*"; "strategy/framework" is read when a profile has it) the (low, high) bounds of
+    log(measured / predicted) that hold the `coverage` share of held-out rows (predictor.model_error: -q, q). predictor.api.predict widens a prediction's interval
     to [t * exp(low), t * exp(high)] at least."""
 
     coverage: float = Field(gt=0.0, lt=1.0)

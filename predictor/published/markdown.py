@@ -63,10 +63,12 @@ def render_markdown(report: dict) -> str:
         f"Scaling-efficiency error (throughput per GPU relative to the smallest GPU count of the same series, "
         f"predicted vs measured): median {se['median']:.1f} points, mean {se['mean']:.1f}, over {se['rows']} rows.",
         "",
-        f"Prediction intervals: {_pct(cov['share_inside'])} of measured times fall inside the shipped profiles' "
-        f"interval (nominal 80%, the model-error quantiles being fitted on the same corpus); held out by source the "
-        f"80% interval covers {_pct(loso_cov['share_inside'])}: errors are correlated within a source, so an "
-        "interval learned on other sources is too narrow for a new one.",
+        f"Prediction intervals (nominal 80%, symmetric in log space, from held-out errors): held out by source, "
+        f"the interval learned on the other sources holds {_pct(loso_cov['share_inside'])} of the held-out "
+        "predictions (" + ", ".join(f"{src} {_pct(g['share_inside'])} of {g['rows']}"
+                                    for src, g in sorted(loso_cov["by_source"].items())) + "); "
+        f"the shipped profiles' interval holds {_pct(cov['share_inside'])} of their own predictions, which are "
+        "in-sample and so closer than the held-out errors the interval was learned from.",
         "",
         "## By source", "", *_group_table(report, "by_source", "source"), "",
         "## By system (reference profile)", "", *_group_table(report, "by_system", "system"), "",

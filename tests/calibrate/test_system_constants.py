@@ -131,4 +131,5 @@ def test_error_quantiles_and_loso_coverage():
 
     residuals = [("data", "ddp", x / 100) for x in range(-50, 51)] + [("serial", "ddp", 0.0)] * 3
     q = error_quantiles(residuals, coverage=0.8, min_rows=10)
-    assert q["data/ddp"] == pytest.approx((-0.40, 0.40)) and "serial/ddp" not in q and "*" in q
+    # |r| of -0.50..0.50: its 80% quantile is 0.40; the 3 serial rows are too few for a key of their own
+    assert q["data/*"] == pytest.approx((-0.40, 0.40)) and "serial/*" not in q and "*" in q
