@@ -41,3 +41,46 @@ def test_tests_mirror_the_packages():
     assert set(loose) <= {"test_layers.py", "test_install.py", "test_golden.py", "test_no_code_from_data.py",
                           "test_repository.py"}, "put a package's tests under tests/<package>/"
     assert {p.name for p in (ROOT / "tests").iterdir() if p.is_dir() and p.name in PACKAGES} == set(PACKAGES)
+
+
+#: test functions that may pass without an assert of their own (path::name -> why); keep it short
+NO_ASSERT_ALLOWED: dict[str, str] = {}
+MAX_NO_ASSERT_ALLOWED = 5
+
+
+def _asserts(function) -> bool:
+    """Whether a test function's body can fail on its own: an assert, pytest.raises/warns, or a call to a helper
+    whose name starts with assert_ or check_."""
+    import ast
+
+    for node in ast.walk(function):
+        if isinstance(node, ast.Assert):
+            return True
+        if isinstance(node, ast.Call):
+            name = getattr(node.func, "attr", None) or getattr(node.func, "id", "")
+            if name in ("raises", "warns") or name.startswith(("assert_", "check_")):
+                return True
+    return False
+
+
+def test_every_test_function_can_fail():
+    import ast
+
+    found = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        for node in ast.walk(tree):
+            if (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test")
+                    and not _asserts(node)):
+                found.append(f"{path.relative_to(ROOT)}::{node.name}")
+    assert len(NO_ASSERT_ALLOWED) <= MAX_NO_ASSERT_ALLOWED, "the allow-list must stay short: make those tests assert"
+    assert sorted(set(found) - set(NO_ASSERT_ALLOWED)) == [], \
+        "tests without an assert, pytest.raises/warns or a call to an assert_/check_ helper"
+    assert sorted(set(NO_ASSERT_ALLOWED) - set(found)) == [], "allow-listed tests assert now: drop them from the list"
+
+
+def test_the_no_assert_check_flags_a_test_without_one():
+    import ast
+
+    silent, loud = ast.parse("def test_a():\n    run()\n").body[0], ast.parse("def test_b():\n    check_it()\n").body[0]
+    assert not _asserts(silent) and _asserts(loud)

@@ -5,7 +5,7 @@ import pytest
 from calibrate.cost_model import load_cost_model
 from calibrate.shipped import shipped_profile
 from predictor.graph import Layer, ModelGraph
-from predictor.layercost import LayerCoster, Split
+from predictor.layercost import LayerCoster, Split, _pass_params
 
 PROFILE = shipped_profile("a100-dgx-8gpu.published")
 SHAPE = (64, 28, 28)
@@ -30,7 +30,7 @@ def test_activations_cost_as_relu_and_mul_as_add():
 
 
 
-def test_no_input_gradient_upstream_of_the_first_parameters():
+def test_no_input_gradient_upstream_of_the_first_parameters(monkeypatch):
     """Autograd computes an input gradient only for a tensor with parameters upstream: a flatten or pooling on
     the model input and the first linear layer after it run no input-gradient pass (torch.profiler on
     Flatten -> Linear -> ReLU -> Linear: three mm in backward, the first linear's dW only); a residual add that
@@ -45,10 +45,20 @@ def test_no_input_gradient_upstream_of_the_first_parameters():
                                       layer("fc2", "linear", ("act",), 10), layer("conv", "conv2d", ("",), 10),
                                       layer("sum", "add", ("", "conv"))))
     assert input_needs_no_grad(graph) == [True, True, True, False, False, True, False]
-    coster = LayerCoster(graph, load_cost_model(PROFILE), "fp32")
-    assert coster.first == input_needs_no_grad(graph)
-    # fc1 and fc2 have the same shapes: fc2's backward is fc1's plus its input-gradient pass
-    assert coster.times(2, Split(8))[1] < coster.times(4, Split(8))[1]
+    cm, split, overhead = load_cost_model(PROFILE), Split(8), 7e-6
+    monkeypatch.setattr(cm, "framework_overhead_s", lambda pass_: overhead)  # an autograd node shows as 7 µs
+    bwd = [LayerCoster(graph, cm, "fp32").times(i, split)[1] for i in range(len(graph.layers))]
+
+    def call(i, pass_):
+        op, params = _pass_params(graph.layers[i], split)
+        return cm.compute_time_s(op, pass_, params, "float32")
+
+    assert bwd[0] == bwd[1] == 0.0  # flatten and pooling on the input: no autograd node, no kernel
+    assert call(2, "bwd_data") > 0
+    assert bwd[2] == pytest.approx(call(2, "bwd_weight") + overhead)  # fc1: its weight gradient only
+    assert bwd[4] == pytest.approx(call(4, "bwd_data") + call(4, "bwd_weight") + overhead)  # fc2: both passes
+    assert bwd[5] == pytest.approx(call(5, "bwd_weight") + overhead)  # the conv on the input: dW only
+    assert bwd[6] == pytest.approx(call(6, "bwd_data") + overhead)  # the add reads the conv's output: a node
 
 
 def test_a_tied_head_costs_its_weight_gradient():

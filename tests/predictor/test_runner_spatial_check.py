@@ -2,12 +2,14 @@
 share of the serial output (a window without padding along the split dim), instead of crashing later."""
 from __future__ import annotations
 
+import copy
 from types import SimpleNamespace
 
 import pytest
+import torch
 
 from predictor.layerspec import load_layer_spec
-from predictor.runner.spatial import SpatialReplica
+from predictor.runner.spatial import SpatialReplica, _SplitConv, halo_rows
 from profiler.errors import UserError
 
 
@@ -28,7 +30,23 @@ def _check(layers, p_model=2):
 
 
 def test_padded_convs_split(tmp_path):
-    _check(_layers(tmp_path, 1))
+    """A padded 3x3 conv is accepted, and each rank's slab with its halo rows (zeros past the map's edges, the
+    serial padding) gives exactly its share of the serial output: the slabs concatenated are the serial conv."""
+    layers = _layers(tmp_path, 1)
+    _check(layers)  # raises UserError when refused
+    conv = layers[0]
+    before, after = halo_rows(conv)
+    assert (before, after) == (1, 1)
+    torch.manual_seed(0)
+    serial = torch.nn.Conv2d(3, 4, 3, stride=1, padding=1)
+    split = _SplitConv(copy.deepcopy(serial), conv, group=None)  # its module pads along W only now
+    x = torch.randn(2, 3, 16, 16)
+    halo = torch.nn.functional.pad(x, (0, 0, before, after))  # what the halo exchange gives the edge ranks
+    rows = 16 // 2
+    slabs = [split.module(halo[:, :, r * rows: (r + 1) * rows + before + after]) for r in range(2)]
+    assert [tuple(s.shape) for s in slabs] == [(2, 4, rows, 16)] * 2
+    with torch.no_grad():
+        assert torch.allclose(torch.cat(slabs, dim=2), serial(x), atol=1e-5)
 
 
 def test_unpadded_conv_is_refused(tmp_path):

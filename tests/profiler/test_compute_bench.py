@@ -163,11 +163,35 @@ def test_backward_copies_compute_the_gradient_and_read_their_own_operands():
 
 
 def test_every_memory_op_case_runs():
-    for case in bc.memory_op_cases({"N": 1, "C": 2, "H": 6, "W": 6}, "float32", "cpu") + \
-            bc.memory_op_cases({"N": 1, "C": 2, "D": 4, "H": 4, "W": 4}, "float32", "cpu"):
-        result = case.build()()
-        assert result is not None, case.label
-        assert case.bytes_moved > 0 and case.flops > 0
+    """Every memory-bound op and pass, on a 2-D and a 3-D map, computes what it names: ReLU's output is the
+    clamped input, add the sum, batch norm's output has zero mean per channel, every backward returns a gradient
+    of the input's shape, a pooling forward the window's output shape (kernel, stride, padding of its params)."""
+    from profiler.opmath import window_output_dims
+
+    for shape in ({"N": 1, "C": 2, "H": 6, "W": 6}, {"N": 1, "C": 2, "D": 4, "H": 4, "W": 4}):
+        dims = tuple(shape.values())
+        cases = bc.memory_op_cases(shape, "float32", "cpu")
+        assert {(c.benchmark, c.variant) for c in cases} == set(bc.MEMORY_OP_VARIANTS)
+        for case in cases:
+            fn = case.build()
+            cells = {n: c.cell_contents for n, c in zip(fn.__code__.co_freevars, fn.__closure__ or ())}
+            result = fn()
+            out = result[0] if isinstance(result, (tuple, list)) else result
+            assert torch.isfinite(out).all(), case.label
+            if case.benchmark in ("maxpool", "avgpool") and case.variant == "fwd":
+                d = len(dims) - 2
+                window = ([case.params["kernel"]] * d, [case.params["stride"]] * d, [case.params["padding"]] * d)
+                assert tuple(out.shape) == dims[:2] + window_output_dims(dims[2:], *window), case.label
+            else:
+                assert tuple(out.shape) == dims, case.label
+            if (case.benchmark, case.variant) == ("relu", "fwd"):
+                assert torch.equal(out, cells["x"].clamp(min=0)), case.label
+            if case.benchmark == "add":
+                assert torch.equal(out, cells["a"] + cells["b"]), case.label
+            if (case.benchmark, case.variant) == ("batchnorm", "fwd"):
+                per_channel = out.transpose(0, 1).reshape(shape["C"], -1).mean(dim=1)
+                assert torch.allclose(per_channel, torch.zeros(shape["C"]), atol=1e-5), case.label
+            assert case.bytes_moved > 0 and case.flops > 0
 
 
 def test_framework_cases_time_what_they_name():
