@@ -87,6 +87,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="model chunks per device for --schedule interleaved (default 2)")
     parser.add_argument("--trace", metavar="FILE", help="write the top prediction's iteration as a Chrome/Perfetto trace")
     parser.add_argument("--force", action="store_true", help="overwrite --trace if it exists")
+    parser.add_argument("--wide", action="store_true",
+                        help="every column (compute, exposed and hidden communication, bubble, update, max batch, "
+                             "...), every plan's notes and the memory table; default: a table of at most 100 columns")
 
 
 def _knobs(pairs: list[str]) -> dict:
@@ -195,6 +198,8 @@ def run(args) -> int:
     if args.json:
         print(to_json(preds, meta, args.dataset_size))
         return 0
+    if not args.wide:  # the compact answer first (issue 39): a table of at most 100 columns, the why
+        return _print_compact(args, preds, meta, path, cm, graph, flagged, substituted, corrected)
     console = Console(width=max(Console().width, 200), file=sys.stdout)
     console.print(f"profile: {path} ({cm.provenance})   model: {graph.name} ({graph.params / 1e6:.2f} M params, "
                   f"{len(graph.layers)} layers)   batch {args.batch} on {args.gpus} devices")
@@ -221,6 +226,55 @@ def run(args) -> int:
         console.print(memory_table(best))
         console.print(f"recommended: {best.plan.strategy} ({best.plan.describe()}), {best.iteration_s:.4g} s/iteration, "
                       f"bottleneck: {best.bottleneck}" + ("" if best.fits else "  (does NOT fit in memory)"))
+    if args.trace:
+        console.print(f"trace of the top row written to {args.trace}")
+    return 0
+
+
+def console_width(default: int = 100) -> int:
+    """The width compact output is laid out for: $COLUMNS when set, else the terminal's, else `default`
+    (logs and pipes)."""
+    import os
+    import shutil
+
+    text = os.environ.get("COLUMNS", "")
+    if text.isdigit() and 20 <= int(text) <= 1000:
+        return int(text)
+    if sys.stdout.isatty():
+        return max(20, shutil.get_terminal_size((default, 24)).columns)
+    return default
+
+
+def _print_compact(args, preds, meta, path, cm, graph, flagged, substituted, corrected) -> int:
+    """`predictor run`'s default output: what was asked, the compact ranked table, the plans that cannot run in
+    one line, the recommendation and its why, then any warning (extrapolation, substituted families, the
+    residual correction)."""
+    from rich.console import Console
+
+    from predictor.extrapolation import FLAG_SHARE
+    from predictor.report import compact_table, infeasible_line, why_lines
+
+    console = Console(width=console_width(), file=sys.stdout, highlight=False)
+    console.print(f"{graph.name} ({graph.params / 1e6:.2f} M params, {len(graph.layers)} layers), batch {args.batch} "
+                  f"on {args.gpus} devices; profile {path.name} ({cm.provenance})")
+    console.print(compact_table(preds, args.dataset_size, title="predicted training iteration, ranked"))
+    cannot = infeasible_line(preds)
+    if cannot:
+        console.print(f"cannot run: {cannot}", overflow="ellipsis", no_wrap=True)
+    for line in why_lines(preds):
+        console.print(line)
+    if flagged:
+        console.print(f"! {len(flagged)} strategies predict more than {FLAG_SHARE:.0%} of their compute from calls "
+                      f"outside the shapes this profile measured (column 'extrap.' with --wide); to measure them:")
+        console.print(f"  {meta['extrapolation']['measure_command']}", soft_wrap=True)
+    if substituted:
+        ops = sorted({key.split()[0] for key in substituted})
+        console.print(f"! profile has no calibrated family for {', '.join(ops)}; costed by explicit formulas "
+                      f"(--wide says how); calibrate this machine (profiler calibrate) to measure them")
+    if corrected is not None:
+        from predictor.corrected import correction_table
+        console.print(correction_table(meta["correction"]))
+    console.print("--wide: every term of every plan and the memory table; --json: every field")
     if args.trace:
         console.print(f"trace of the top row written to {args.trace}")
     return 0

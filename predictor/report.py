@@ -66,6 +66,78 @@ def ranked_table(preds: Sequence[Prediction], dataset_size: int | None = None, t
     return table
 
 
+def time_text(seconds: float) -> str:
+    """Seconds as the tables print them (s, ms or us, 3 significant digits; '-' when not finite)."""
+    return _t(seconds)
+
+
+def interval_pct(pred: Prediction) -> str:
+    """The prediction interval as +-N% of the iteration time (the wider side; '' without an interval)."""
+    low, high = pred.interval_s
+    if not (pred.feasible and math.isfinite(low) and math.isfinite(high) and pred.iteration_s > 0):
+        return ""
+    return f"\u00b1{max(high - pred.iteration_s, pred.iteration_s - low) / pred.iteration_s:.0%}"
+
+
+def compact_table(preds: Sequence[Prediction], dataset_size: int | None = None, title: str = "") -> Table:
+    """`predictor run`'s default table, one line per feasible plan in at most 100 columns: rank, strategy,
+    split, iteration +- interval, samples/s, memory / fits, bottleneck (and GPU-hours with a dataset size).
+    Infeasible plans are left to `infeasible_line`; `ranked_table` (--wide) has every term."""
+    from rich import box
+
+    table = Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1), collapse_padding=True)
+    for col, just in (("#", "right"), ("strategy", "left"), ("split", "left"), ("iteration", "right"),
+                      ("\u00b1", "right"), ("samples/s", "right"), ("mem GB", "right"), ("bottleneck", "left")):
+        table.add_column(col, justify=just, no_wrap=True, overflow="ellipsis")
+    if dataset_size:
+        table.add_column("GPU-h", justify="right", no_wrap=True)
+    for k, p in enumerate(preds, 1):
+        if not p.feasible:
+            continue
+        row = [str(k), p.plan.strategy, p.plan.describe(), _t(p.iteration_s), interval_pct(p),
+               f"{p.throughput_samples_per_s:.4g}", _gb(p.memory_bytes),
+               p.bottleneck if p.fits else "does not fit (OOM)"]
+        if dataset_size:
+            row.append(f"{p.gpu_hours(dataset_size):.4g}")
+        table.add_row(*row)
+    return table
+
+
+def infeasible_line(preds: Sequence[Prediction]) -> str:
+    """One line naming the plans that cannot run, grouped by reason ('' when every plan can)."""
+    reasons: dict[str, list[str]] = {}
+    for p in preds:
+        if not p.feasible:
+            reasons.setdefault(p.reason.removeprefix("infeasible: "), []).append(p.plan.strategy)
+    return "; ".join(f"{', '.join(names)}: {why}" for why, names in reasons.items())
+
+
+def why_lines(preds: Sequence[Prediction]) -> list[str]:
+    """The recommendation (the first plan) and why, in two lines: what it costs, what it beats and by how
+    much, and what fills its memory."""
+    best = next((p for p in preds if p.feasible), None)
+    if best is None:
+        return []
+    head = (f"recommended: {best.plan.strategy} ({best.plan.describe()}), {best.iteration_s:.4g} s/iteration, "
+            f"bottleneck: {best.bottleneck}" + ("" if best.fits else "  (does NOT fit in memory)"))
+    runner = next((p for p in preds if p is not best and p.feasible and p.fits
+                   and p.plan.strategy != best.plan.strategy), None)
+    if not best.fits:
+        why = f"no plan fits in {_gb(best.device_memory_bytes)} GB; this one needs {_gb(best.memory_bytes)} GB"
+    elif runner is not None:
+        gain = runner.iteration_s / best.iteration_s - 1
+        why = (f"fastest plan that fits, {gain:.0%} ahead of {runner.plan.strategy} ({runner.plan.describe()}, "
+               f"{_t(runner.iteration_s)})")
+    else:
+        why = "the only plan that fits"
+    terms = sorted(((name.replace("_", " "), getattr(best, f"{name}_bytes")) for name in
+                    ("weights", "grads", "optimizer", "activations", "comm_buffers", "workspace")),
+                   key=lambda kv: -kv[1])
+    memory = ", ".join(f"{name} {_gb(b)}" for name, b in terms if b > 0)
+    return [head, f"why: {why}; memory {_gb(best.memory_bytes)} of {_gb(best.device_memory_bytes)} GB "
+                  f"per device ({memory})"]
+
+
 def memory_table(pred: Prediction) -> Table:
     table = Table(title=f"memory per device: {pred.plan.strategy} {pred.plan.describe()}")
     table.add_column("term")

@@ -1,0 +1,62 @@
+"""`predictor run`'s compact default (issue 39): one table line per runnable plan within COLUMNS=100, the plans that
+cannot run in one line, the recommendation and its why; `--wide` keeps every column and the memory table."""
+import json
+
+from calibrate.shipped import shipped_profile
+from predictor.cli import main
+from predictor.plan import Plan, Prediction
+from predictor.report import interval_pct, why_lines
+
+V100 = str(shipped_profile("v100-abci-4gpu.published"))
+ARGS = ["run", "--profile", V100, "--model", "resnet50", "--batch", "256", "--gpus", "8", "--strategy", "all",
+        "--dataset-size", "1281167"]
+
+
+def test_default_fits_100_columns_one_line_per_plan(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "100")
+    assert main(ARGS + ["--json"]) == 0
+    preds = json.loads(capsys.readouterr().out)["predictions"]
+    runnable = [p for p in preds if p["feasible"]]
+    assert main(ARGS) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in lines) <= 100
+    for rank, p in enumerate(runnable, 1):  # rank, strategy and samples/s on one line: no cell wrapped
+        row = [line for line in lines if line.split()[:2] == [str(rank), p["plan"]["strategy"]]]
+        assert len(row) == 1, p["plan"]["strategy"]
+        assert f"{p['throughput_samples_per_s']:.4g}" in row[0]
+    assert not any("compute f+b" in line for line in lines)  # the wide table's columns are not there
+    cannot = [line for line in lines if line.startswith("cannot run: ")]
+    infeasible = [p["plan"]["strategy"] for p in preds if not p["feasible"]]
+    assert infeasible and len(cannot) == 1 and all(name in cannot[0] for name in infeasible)
+    recommended = next(i for i, line in enumerate(lines) if line.startswith("recommended: "))
+    assert lines[recommended].startswith(f"recommended: {runnable[0]['plan']['strategy']} (")
+    assert lines[recommended + 1].startswith("why: fastest plan that fits")
+
+
+def test_wide_keeps_every_column_and_the_memory_table(capsys):
+    assert main(ARGS + ["--wide"]) == 0
+    out = capsys.readouterr().out
+    for needle in ("compute f+b", "exposed comm", "max batch", "memory per device", "recommended:", "epoch"):
+        assert needle in out, needle
+
+
+def _pred(strategy: str, iteration_s: float, memory_bytes: float, cap: float = 16e9) -> Prediction:
+    pred = Prediction(plan=Plan(strategy, batch=8, devices=2, devices_per_node=2, p_data=2),
+                      compute_fwd_s=iteration_s, activations_bytes=memory_bytes, device_memory_bytes=cap)
+    pred.finish()
+    pred.interval_s = (0.8 * iteration_s, 1.3 * iteration_s)
+    return pred
+
+
+def test_why_names_the_runner_up_and_the_margin():
+    fast, slow = _pred("data", 0.10, 4e9), _pred("data+filter", 0.125, 2e9)
+    head, why = why_lines([fast, slow])
+    assert head.startswith("recommended: data (d2), 0.1 s/iteration")
+    assert "25% ahead of data+filter" in why and "memory 4.00 of 16.00 GB" in why and "activations 4.00" in why
+    assert interval_pct(fast) == "\u00b130%"  # the wider side: +30%
+
+
+def test_why_says_when_nothing_fits():
+    big = _pred("data", 0.10, 20e9)
+    head, why = why_lines([big])
+    assert "does NOT fit" in head and why.startswith("why: no plan fits in 16.00 GB; this one needs 20.00 GB")
