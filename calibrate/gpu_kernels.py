@@ -1,0 +1,299 @@
+"""GPU kernel time from a call's shape: tiles, waves, split-K, the memory floor and convolution algorithms.
+
+A cuBLAS/cuDNN kernel splits its (implicit) GEMM into output tiles, one thread block (CTA) each, and runs them
+in waves over the SMs; each CTA streams its operands through the SM at a rate bounded by the SM's peak and by
+how fast operands reach it (the tile's arithmetic intensity times a per-SM feed bandwidth). The time of one
+choice of tile and split-K is
+
+    waves * (wave_s + 2 tm tn ceil(k / s) / min(efficiency * peak_per_SM, intensity * feed)) + split partials,
+
+the kernel takes the fastest choice, and the call takes max(floor, max(that, operand bytes / DRAM bandwidth)).
+A convolution also has Winograd and FFT algorithms (work of their batched products, each with a fitted
+efficiency); with cuDNN's search (`cudnn.benchmark = True`, DeepBench's binaries) it runs the fastest one, with
+PyTorch's default heuristic the implicit GEMM. Formulas, sources and the choice of each regime:
+docs/method.md ("GPU kernels") and docs/decisions/2026-12-06-gpu-kernel-model.md.
+
+Everything here is pure: the fit (calibrate.gpu_kernel_fit) evaluates the same `candidates` and
+`candidate_time` on arrays that prediction evaluates one call at a time.
+"""
+from __future__ import annotations
+
+import math
+from typing import Mapping, NamedTuple, Optional
+
+from profiler.dtypes import DTYPE_BYTES, canonical_dtype
+from profiler.errors import UserError
+
+#: the algorithms a convolution may run (indices are stored in candidate arrays)
+ALGORITHMS = ("implicit_gemm", "winograd", "fft")
+PASSES = ("fwd", "bwd_data", "bwd_weight")
+#: the kernel families of one math mode, each with its own efficiency ratio
+FAMILIES = ("gemm/fwd", "conv2d/fwd", "conv2d/bwd_data", "conv2d/bwd_weight")
+#: CTA output tiles (rows x columns) the libraries choose among: CUTLASS/cuBLAS threadblock shapes from 16 to
+#: 256 on a side, at most 8:1, 512 to 32768 outputs
+TILES = tuple((a, b) for a in (16, 32, 64, 128, 256) for b in (16, 32, 64, 128, 256)
+              if 512 <= a * b <= 32768 and max(a, b) <= 8 * min(a, b))
+#: split-K factors (each split a CTA of its own, partial results added afterwards)
+SPLITS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+#: a split leaves at least this much of the reduction to each CTA
+MIN_SPLIT_DEPTH = 32
+#: Winograd F(4x4, 3x3): 36 transformed points per 4x4 output tile (Lavin and Gray 2016)
+WINOGRAD_TILE, WINOGRAD_POINTS = 4, 36
+#: cuDNN's FFT_TILING: 32x32 tiles, a real FFT keeps 32 x 17 complex points, a complex product is 4 real ones
+FFT_SIZE, FFT_POINTS, COMPLEX_FLOPS = 32, 32 * 17, 4
+#: bytes of a float32 partial result of split-K (written once, read once)
+PARTIAL_BYTES = 2 * 4
+#: tensor cores need every channel count of a convolution to be a multiple of this (cuDNN 7 NCHW half kernels)
+TENSOR_CORE_ALIGNMENT = 8
+
+
+class Param(NamedTuple):
+    """A constant of the model: its meaning, the centre of its prior and the prior's spread (log space)."""
+
+    meaning: str
+    prior: float
+    sigma: float
+
+
+#: every fitted constant, with its prior (calibrate.gpu_kernel_fit). Priors: docs/method.md ("GPU kernels").
+PARAMS: dict[str, Param] = {
+    "efficiency": Param("share of an SM's peak the implicit-GEMM forward main loop reaches", 0.8, 0.5),
+    "gemm_ratio": Param("cuBLAS GEMM efficiency relative to the convolution forward", 1.0, 0.3),
+    "bwd_data_ratio": Param("backward-data efficiency relative to the forward", 1.0, 0.3),
+    "bwd_weight_ratio": Param("backward-weight efficiency relative to the forward", 1.0, 0.3),
+    "feed_bytes_per_s": Param("operand bytes per second one SM takes in (L2 to shared memory)", 1.6e10, 0.7),
+    "memory_efficiency": Param("share of the datasheet DRAM bandwidth a streaming kernel reaches", 0.8, 0.5),
+    "floor_gemm_s": Param("shortest time of a GEMM call (launch and set-up)", 6e-6, 1.0),
+    "floor_conv_s": Param("shortest time of a convolution call", 1e-5, 1.0),
+    "wave_s": Param("fixed time of one wave of CTAs (prologue, epilogue)", 1e-6, 1.0),
+    "winograd_fwd": Param("Winograd efficiency relative to implicit GEMM, forward", 0.5, 0.5),
+    "winograd_bwd_data": Param("... backward-data", 0.5, 0.5),
+    "winograd_bwd_weight": Param("... backward-weight", 0.5, 0.5),
+    "fft_fwd": Param("FFT efficiency relative to implicit GEMM, forward", 0.5, 0.5),
+    "fft_bwd_data": Param("... backward-data", 0.5, 0.5),
+    "fft_bwd_weight": Param("... backward-weight", 0.5, 0.5),
+    "transposed_memory_ratio": Param("memory time of a GEMM with a transposed operand relative to none", 1.0, 0.5),
+    "unaligned_ratio": Param("tensor-core math with unaligned channels: share of the CUDA-core peak", 0.7, 1.5),
+}
+
+
+class Hardware(NamedTuple):
+    """What the model needs of a GPU and a math mode: SMs, the mode's peak, the CUDA-core float32 peak (the
+    fallback of unaligned tensor-core calls), DRAM bandwidth, and whether the mode runs on tensor cores."""
+
+    sms: int
+    peak_flops_per_s: float
+    fallback_flops_per_s: float
+    memory_bytes_per_s: float
+    tensor_cores: bool
+
+
+def _out(size: int, kernel: int, pad: int, stride: int) -> int:
+    return (size + 2 * pad - kernel) // stride + 1
+
+
+def _pair(params: Mapping, key: str, default: int) -> tuple[int, int]:
+    value = params.get(key, default)
+    if isinstance(value, (list, tuple)):
+        return (int(value[0]), int(value[-1])) if value else (default, default)
+    return int(value), int(value)
+
+
+class ConvShape(NamedTuple):
+    n: int
+    c: int
+    h: int
+    w: int
+    f: int
+    r: int
+    s: int
+    pad_h: int
+    pad_w: int
+    stride_h: int
+    stride_w: int
+    p: int
+    q: int
+
+
+def conv_shape(params: Mapping) -> ConvShape:
+    """A 2-D convolution's sizes from cost-model params (N, C, H, W, F, kernel, stride, padding)."""
+    try:
+        n, c, h, w, f = (int(params[k]) for k in ("N", "C", "H", "W", "F"))
+    except KeyError as err:
+        raise UserError(f"conv2d shape is missing {err.args[0]!r}") from None
+    r, s = _pair(params, "kernel", 1)
+    sh, sw = _pair(params, "stride", 1)
+    ph, pw = _pair(params, "padding", 0)
+    return ConvShape(n, c, h, w, f, r, s, ph, pw, sh, sw, _out(h, r, ph, sh), _out(w, s, pw, sw))
+
+
+def products(op: str, pass_: str, params: Mapping, algorithm: str) -> tuple[int, int, int, int]:
+    """(m, n, k, batch) of the batched GEMM an algorithm runs for one call (docs/method.md, "GPU kernels"):
+    implicit GEMM forward (N P Q, F, C R S), backward-data over every input position (N H W, C, F ceil(R/sh)
+    ceil(S/sw)), backward-weight (F, C R S, N P Q); Winograd one product per transformed point over 4x4 output
+    tiles; FFT one complex product per frequency over 32x32 tiles."""
+    if op == "gemm":
+        return int(params["M"]), int(params["N"]), int(params["K"]), 1
+    x = conv_shape(params)
+    if algorithm == "implicit_gemm":
+        return {"fwd": (x.n * x.p * x.q, x.f, x.c * x.r * x.s, 1),
+                "bwd_data": (x.n * x.h * x.w, x.c, x.f * -(-x.r // x.stride_h) * -(-x.s // x.stride_w), 1),
+                "bwd_weight": (x.f, x.c * x.r * x.s, x.n * x.p * x.q, 1)}[pass_]
+    if algorithm == "winograd":
+        tiles = x.n * -(-x.p // WINOGRAD_TILE) * -(-x.q // WINOGRAD_TILE)
+        return {"fwd": (tiles, x.f, x.c, WINOGRAD_POINTS), "bwd_data": (tiles, x.c, x.f, WINOGRAD_POINTS),
+                "bwd_weight": (x.f, x.c, tiles, WINOGRAD_POINTS)}[pass_]
+    edge = FFT_SIZE - max(x.r, x.s) + 1
+    tiles = x.n * -(-x.h // edge) * -(-x.w // edge)
+    batch = FFT_POINTS * COMPLEX_FLOPS
+    return {"fwd": (tiles, x.f, x.c, batch), "bwd_data": (tiles, x.c, x.f, batch),
+            "bwd_weight": (x.f, x.c, tiles, batch)}[pass_]
+
+
+def algorithms(op: str, pass_: str, params: Mapping, tensor_cores: bool, search: bool) -> tuple[str, ...]:
+    """The algorithms a call may run: a GEMM and every tensor-core convolution its implicit GEMM (cuDNN 7 runs
+    no Winograd or FFT kernel on tensor cores: DeepBench's V100 FP16 sheet records implicit GEMM for all 94
+    forward shapes); with cuDNN's search also Winograd (3x3, stride 1) and FFT (stride 1, kernel wider than 1);
+    with PyTorch's default heuristic (search False) the implicit GEMM."""
+    if op == "gemm" or tensor_cores or not search:
+        return ("implicit_gemm",)
+    x = conv_shape(params)
+    out = ["implicit_gemm"]
+    unit_stride = x.stride_h == 1 and x.stride_w == 1
+    if unit_stride and (x.r, x.s) == (3, 3):
+        out.append("winograd")
+    if unit_stride and max(x.r, x.s) > 1 and max(x.r, x.s) < FFT_SIZE:
+        out.append("fft")
+    return tuple(out)
+
+
+def max_split(op: str, pass_: str, params: Mapping) -> int:
+    """How many CTAs may share one output tile's reduction: cuBLAS splits K freely; cuDNN's weight gradient
+    reduces one image per CTA at most (its reduction runs over the batch and the output positions); its
+    forward and backward-data kernels do not split."""
+    if op == "gemm":
+        return SPLITS[-1]
+    return int(params["N"]) if pass_ == "bwd_weight" else 1
+
+
+def gather_amplification(op: str, params: Mapping) -> float:
+    """Bytes fetched per useful byte of the operand a convolution gathers from its input: a stride wider than
+    the kernel skips pixels inside each fetched sector (1x1 stride 2: half of what is read is used)."""
+    if op == "gemm":
+        return 1.0
+    x = conv_shape(params)
+    return x.stride_w / min(x.s, x.stride_w)
+
+
+def candidates(op: str, pass_: str, params: Mapping, dtype: str, sms: int, tensor_cores: bool,
+               search: bool = True) -> list[tuple[int, int, float, float, float]]:
+    """Every (algorithm index, waves, FLOPs per CTA, intensity in FLOP/byte, split partial bytes) a call may run
+    as (module docstring)."""
+    element = DTYPE_BYTES[canonical_dtype(dtype)]
+    amplify = gather_amplification(op, params)
+    # the operand gathered from the input: rows of the forward product, the reduction of the weight gradient
+    rows_amp, cols_amp = (amplify, 1.0) if pass_ == "fwd" else ((1.0, amplify) if pass_ == "bwd_weight" else (1.0, 1.0))
+    limit = max_split(op, pass_, params)
+    out = []
+    for algorithm in algorithms(op, pass_, params, tensor_cores, search):
+        index = ALGORITHMS.index(algorithm)
+        m, n, k, batch = products(op, pass_, params, algorithm)
+        for tm, tn in TILES:
+            tiles = -(-m // tm) * -(-n // tn) * batch
+            intensity = 2.0 * tm * tn / ((tm * rows_amp + tn * cols_amp) * element)
+            for split in SPLITS:
+                if split > 1 and (split > limit or k / split < MIN_SPLIT_DEPTH):
+                    break
+                ctas = tiles * split
+                partials = float(m * n * batch * split * PARTIAL_BYTES) if split > 1 else 0.0
+                out.append((index, -(-ctas // sms), 2.0 * tm * tn * -(-k // split), intensity, partials))
+    return out
+
+
+def operand_bytes(op: str, params: Mapping, dtype: str) -> float:
+    """Bytes of a call's operands and result, each moved once: the least DRAM traffic it can have."""
+    element = DTYPE_BYTES[canonical_dtype(dtype)]
+    if op == "gemm":
+        m, n, k = int(params["M"]), int(params["N"]), int(params["K"])
+        return float(m * k + k * n + m * n) * element
+    x = conv_shape(params)
+    return float(x.n * x.c * x.h * x.w + x.f * x.c * x.r * x.s + x.n * x.f * x.p * x.q) * element
+
+
+def transposed(op: str, params: Mapping) -> bool:
+    return op == "gemm" and bool(params.get("transpose_a") or params.get("transpose_b"))
+
+
+def unaligned(op: str, params: Mapping, tensor_cores: bool) -> bool:
+    """A tensor-core convolution whose input channels are not a multiple of TENSOR_CORE_ALIGNMENT (first layers
+    with 1-3 channels): cuDNN 7 runs it on CUDA cores."""
+    return tensor_cores and op == "conv2d" and int(params["C"]) % TENSOR_CORE_ALIGNMENT != 0
+
+
+def family(op: str, pass_: str) -> str:
+    return f"{op}/{pass_}"
+
+
+def candidate_time(values: Mapping[str, float], sm_peak, algorithm, waves, flops, intensity, partials,
+                   pass_: str, is_gemm: bool, memory_bytes_per_s: float):
+    """Seconds of one candidate (module docstring): works on floats and on numpy arrays alike (the fit).
+    sm_peak: the math mode's peak per SM (the fallback's for unaligned calls)."""
+    ratio = values["gemm_ratio"] if is_gemm else {"fwd": 1.0, "bwd_data": values["bwd_data_ratio"],
+                                                  "bwd_weight": values["bwd_weight_ratio"]}[pass_]
+    if is_gemm:
+        regime = 1.0
+    else:
+        winograd, fft = values[f"winograd_{pass_}"], values[f"fft_{pass_}"]
+        regime = _select(algorithm, winograd, fft)
+    rate = _minimum(values["efficiency"] * ratio * regime * sm_peak, intensity * values["feed_bytes_per_s"])
+    return waves * (values["wave_s"] + flops / rate) + partials / memory_bytes_per_s
+
+
+def _select(algorithm, winograd: float, fft: float):
+    if isinstance(algorithm, (int, float)):
+        return (1.0, winograd, fft)[int(algorithm)]
+    import numpy as np
+    return np.choose(algorithm.astype(int), (1.0, winograd, fft))
+
+
+def _minimum(a, b):
+    if isinstance(a, float) and isinstance(b, float):
+        return a if a < b else b
+    import numpy as np
+    return np.minimum(a, b)
+
+
+def sm_peak(values: Mapping[str, float], hardware: Hardware, op: str, params: Mapping) -> float:
+    """FLOP/s of one SM for this call: the math mode's peak, or the fitted share of the CUDA-core peak where
+    tensor cores cannot run it (unaligned)."""
+    peak = (values["unaligned_ratio"] * hardware.fallback_flops_per_s
+            if unaligned(op, params, hardware.tensor_cores) else hardware.peak_flops_per_s)
+    return peak / hardware.sms
+
+
+def kernel_time_s(values: Mapping[str, float], hardware: Hardware, op: str, pass_: str, params: Mapping,
+                  dtype: str, search: bool = True) -> float:
+    """Predicted seconds of one GEMM or 2-D convolution call (module docstring)."""
+    if op not in ("gemm", "conv2d") or pass_ not in PASSES or (op == "gemm" and pass_ != "fwd"):
+        raise UserError(f"the GPU kernel model covers gemm fwd and conv2d passes, not {op} {pass_}")
+    peak = sm_peak(values, hardware, op, params)
+    is_gemm = op == "gemm"
+    compute = min(candidate_time(values, peak, a, w, f, i, p, pass_, is_gemm, hardware.memory_bytes_per_s)
+                  for a, w, f, i, p in candidates(op, pass_, params, dtype, hardware.sms, hardware.tensor_cores,
+                                                  search))
+    memory = (operand_bytes(op, params, dtype) / (values["memory_efficiency"] * hardware.memory_bytes_per_s)
+              * (values["transposed_memory_ratio"] if transposed(op, params) else 1.0))
+    floor = values["floor_gemm_s"] if is_gemm else values["floor_conv_s"]
+    return max(floor, compute, memory)
+
+
+def chosen_algorithm(values: Mapping[str, float], hardware: Hardware, op: str, pass_: str, params: Mapping,
+                     dtype: str, search: bool = True) -> Optional[str]:
+    """The algorithm the model picks for a call (for reports; None for a GEMM)."""
+    if op == "gemm":
+        return None
+    peak = sm_peak(values, hardware, op, params)
+    best = min(candidates(op, pass_, params, dtype, hardware.sms, hardware.tensor_cores, search),
+               key=lambda c: candidate_time(values, peak, c[0], c[1], c[2], c[3], c[4], pass_, False,
+                                            hardware.memory_bytes_per_s))
+    return ALGORITHMS[best[0]]
