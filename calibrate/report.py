@@ -134,12 +134,18 @@ def fit_lines(profile: Profile) -> list[str]:
     return lines
 
 
-def fit_warnings(profile: Profile) -> list[str]:
-    """Every fit whose held-out median relative error exceeds 10%."""
+def fit_qualities(profile: Profile) -> list[tuple[str, Optional[FitQuality]]]:
+    """(name, held-out quality or None when none could be held out) of every compute, memory, host<->device
+    and collective fit, in the order `profiler show` lists them."""
     c = _coefficients(profile)
     named = [(f"compute {k}", f.quality) for k, f in sorted(c.compute.items())]
     named += [(f"memory {k}", f.quality) for k, f in sorted(c.memory.items())]
     named += [(f"host_device {k}", f.quality) for k, f in sorted(c.host_device.items())]
     named += [(f"collective {f.op} p={f.group_size} nodes={f.nodes}", f.quality) for f in c.collectives]
+    return named
+
+
+def fit_warnings(profile: Profile) -> list[str]:
+    """Every fit whose held-out median relative error exceeds 10%."""
     return [f"{name}: held-out median error {q.median_rel_error:.1%} > {WARN_MEDIAN_REL_ERROR:.0%}{_noise(q)}"
-            for name, q in named if q is not None and q.median_rel_error > WARN_MEDIAN_REL_ERROR]
+            for name, q in fit_qualities(profile) if q is not None and q.median_rel_error > WARN_MEDIAN_REL_ERROR]

@@ -26,6 +26,9 @@ COMPUTE_HEADLINES = (("gemm", "fwd"), ("linear", "fwd"), ("linear", "bwd_data"),
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("path", help="profile YAML to summarise")
+    parser.add_argument("--detail", action="store_true",
+                        help="every headline figure with its shape, every fit with its interval and held-out error, "
+                             "every warning (default: one screen of at most 40 lines)")
 
 
 def rate_per_s(sample: Sample, amount: Optional[float]) -> Optional[float]:
@@ -221,8 +224,149 @@ def render(profile: Profile, path: str, console: Console) -> None:
         console.print("coefficients: none (run `profiler fit PATH` to fit them from the samples)")
 
 
+# ---- the first screen (issue 39): at most SUMMARY_LINES lines ------------------------------------------------
+SUMMARY_LINES = 40
+HEADLINE_OPS = ("gemm", "linear", "conv2d", "conv3d")
+WORST_FITS = 3
+
+
+def gpu_lines(profile: Profile) -> list[str]:
+    """The devices in one line per distinct model (count x description), throttled devices named."""
+    groups: dict[str, int] = {}
+    throttled = []
+    for i, g in enumerate(profile.machine.gpus):
+        text = (f"{g.name}, {_bytes(g.memory_bytes) if g.memory_bytes else '? memory'}, SM {g.sm_clock_mhz or '?'} "
+                f"MHz, PCIe gen {g.pcie_generation or '?'} x{g.pcie_width or '?'}, NVLink links "
+                f"{g.nvlink_links if g.nvlink_links is not None else '?'}")
+        groups[text] = groups.get(text, 0) + 1
+        if g.throttle_reasons:
+            throttled.append(f"gpu {i} ({', '.join(g.throttle_reasons)})")
+    lines = [f"gpus: {n} x {text}" for text, n in groups.items()]
+    if throttled:
+        lines.append(f"THROTTLED: {'; '.join(throttled)}")
+    return lines
+
+
+def compute_headline(profile: Profile, coefficients) -> tuple[str, list[str], list[tuple[str, dict]]]:
+    """(what the figures are, dtypes, rows of (op pass, {dtype: FLOP/s})): the best measured throughput of the
+    headline ops, or for a profile without compute samples its fitted or published peaks."""
+    rows: dict[str, dict] = {}
+    for b, v, d, rate, _ in best_compute(profile):
+        if b in HEADLINE_OPS:
+            rows.setdefault(f"{b} {v}", {})[d] = rate
+    what = "best measured GFLOP/s"
+    if not rows and coefficients is not None:
+        what = "peak GFLOP/s (" + ("published" if profile.provenance.kind == "published" else "fitted") + ")"
+        for key, fit in sorted(coefficients.compute.items()):
+            op, variant, dtype = key.split("/")
+            if (op, variant) in COMPUTE_HEADLINES and fit.kind == "flops":
+                rows.setdefault(f"{op} {variant}", {})[dtype] = fit.peak_per_s
+    order = {f"{b} {v}": i for i, (b, v) in enumerate(COMPUTE_HEADLINES)}
+    dtypes = sorted({d for r in rows.values() for d in r})
+    ranked = sorted(rows.items(), key=lambda item: order.get(item[0], 99))
+    if len(ranked) > 1 and all(r == ranked[0][1] for _, r in ranked):  # one peak per dtype (a datasheet's)
+        ranked = [("every headline op", ranked[0][1])]
+    return what, dtypes, ranked
+
+
+def bandwidth_lines(profile: Profile, coefficients) -> list[str]:
+    """Memory, host<->device and collective bandwidths in one line each: measured (STREAM triad, best copy,
+    nccl-tests busbw), else from the fits (published profiles)."""
+    lines = []
+    stream = {(side, kernel): (cache, dram) for side, kernel, cache, dram in stream_figures(profile)}
+    parts = [f"{side} cache {_si(cache, 'B/s')}, DRAM {_si(dram, 'B/s')}" for (side, kernel), (cache, dram)
+             in sorted(stream.items()) if kernel == "triad"]
+    if not parts and coefficients is not None:
+        parts = [f"{key.split('/')[0]} {_si(fit.segments[-1].bandwidth_bytes_per_s.value, 'B/s')}"
+                 for key, fit in sorted(coefficients.memory.items()) if key.endswith("/triad")]
+    if parts:
+        lines.append("memory (STREAM triad): " + "; ".join(parts))
+    copies = [f"{variant} {_si(rate, 'B/s')}" for variant, rate, _ in host_device_figures(profile)]
+    if not copies and coefficients is not None:
+        copies = [f"{key} {_si(fit.segments[-1].bandwidth_bytes_per_s.value, 'B/s')}"
+                  for key, fit in sorted(coefficients.host_device.items())]
+    if copies:
+        lines.append("host<->device copies: " + ", ".join(copies))
+    best: dict[str, tuple] = {}
+    for op, n, nodes, bw, _ in collective_figures(profile):
+        if op not in best or bw > best[op][0]:
+            best[op] = (bw, n, nodes)
+    colls = [f"{op} {_si(bw, 'B/s')} ({n} ranks, {nodes} node{'s' if nodes > 1 else ''})"
+             for op, (bw, n, nodes) in sorted(best.items())]
+    if colls:
+        lines.append("collectives (max busbw): " + "; ".join(colls))
+    elif coefficients is not None and coefficients.links:
+        links = [f"{op} " + "/".join(_si(link.bus_bandwidth_bytes_per_s.value, "B/s") for link in levels.values())
+                 for op, levels in sorted(coefficients.links.items()) if op in ("allreduce", "allgather", "sendrecv")]
+        lines.append("links, bus bandwidth intra/inter-node: " + "; ".join(links))
+    return lines
+
+
+def fit_summary(profile: Profile) -> list[str]:
+    """How many fits miss their target (held-out median error above calibrate.report's threshold), the worst."""
+    from calibrate.report import WARN_MEDIAN_REL_ERROR, fit_qualities
+
+    named = fit_qualities(profile)
+    held = [(name, q) for name, q in named if q is not None]
+    if not held:
+        kind = "published figures, not fitted" if profile.provenance.kind == "published" else "too few samples"
+        return [f"fits: {len(named)}, none with a held-out error ({kind})"]
+    outside = sorted(((q.median_rel_error, name) for name, q in held if q.median_rel_error > WARN_MEDIAN_REL_ERROR),
+                     reverse=True)
+    line = (f"fits: {len(named)}, {len(held)} with a held-out error; {len(outside)} outside the "
+            f"{WARN_MEDIAN_REL_ERROR:.0%} target (held-out median error)")
+    if outside:
+        line += "; worst: " + ", ".join(f"{name} {err:.1%}" for err, name in outside[:WORST_FITS])
+    return [line]
+
+
+def render_summary(profile: Profile, path: str, console: Console) -> None:
+    """One screen: provenance, machine, what was measured, the headline throughputs and bandwidths, and how the
+    fits did (`render` with --detail prints everything)."""
+    from rich import box
+
+    from calibrate.coefficients import parse_coefficients
+    from profiler.errors import UserError
+
+    try:
+        coefficients = parse_coefficients(profile.coefficients, path) if profile.coefficients else None
+    except UserError:
+        coefficients = None
+    console.rule(f"[bold]{path}")
+    if profile.provenance.kind == "published":
+        console.print(f"[bold red]PUBLISHED profile: figures come from datasheets/literature, NOT from measurements "
+                      f"on this machine[/] (source: {profile.provenance.source})")
+    else:
+        console.print(f"provenance: calibrated ({profile.provenance.source})")
+    machine = machine_lines(profile)
+    for line in [machine[0]] + gpu_lines(profile) + machine[1 + len(profile.machine.gpus):] + measured_lines(profile):
+        console.print(line)
+    what, dtypes, rows = compute_headline(profile, coefficients)
+    if rows:
+        table = Table(title=f"compute: {what}", title_justify="left", box=box.SIMPLE_HEAD, show_edge=False,
+                      pad_edge=False)
+        table.add_column("op")
+        for d in dtypes:
+            table.add_column(d, justify="right")
+        for name, by_dtype in rows:
+            table.add_row(name, *[f"{by_dtype[d] / 1e9:,.1f}" if d in by_dtype else "-" for d in dtypes])
+        console.print(table)
+    for line in bandwidth_lines(profile, coefficients):
+        console.print(line)
+    if profile.coefficients:
+        for line in fit_summary(profile):
+            console.print(line)
+    else:
+        console.print("coefficients: none (run `profiler fit PATH` to fit them from the samples)")
+    console.print("every figure with its shape, every fit and warning: profiler show --detail")
+
+
 def run(args) -> int:
     profile = load_profile(args.path)
     width = None if sys.stdout.isatty() else 140  # logs and pipes: wide enough for every table unwrapped
-    render(profile, args.path, Console(highlight=False, soft_wrap=True, width=width))
+    console = Console(highlight=False, soft_wrap=True, width=width)
+    if args.detail:
+        render(profile, args.path, console)
+    else:
+        render_summary(profile, args.path, console)
     return 0

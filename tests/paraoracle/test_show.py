@@ -3,13 +3,17 @@ give one line and exit 2."""
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
 
+from calibrate.shipped import shipped_profile, shipped_profiles
 from paraoracle import cmd_show
 from paraoracle.cli import profiler_main as main
 from profiler.profile import SCHEMA_VERSION, Machine, Profile, Provenance, Sample, save_profile
+
+QUICK_CPU = str(Path(__file__).resolve().parents[1] / "data" / "drift_quick_cpu_profile.yaml")
 
 
 def _profile(samples, kind="calibrated", settings=None, coefficients=None):
@@ -65,7 +69,7 @@ def test_show_real_tiny_profile(tmp_path, capsys, monkeypatch):
     path = tmp_path / "tiny.yaml"
     assert main(["calibrate", "--device", "cpu", "--out", str(path)]) == 0
     capsys.readouterr()
-    assert main(["show", str(path)]) == 0
+    assert main(["show", str(path), "--detail"]) == 0
     out = capsys.readouterr().out
     for needle in ("gemm", "conv2d", "conv3d", "STREAM", "triad", "coefficients", "collectives skipped",
                    "per parameter tensor", "compute calls costed by their own measured times"):
@@ -94,3 +98,40 @@ def test_partial_profiles_say_so(tmp_path, capsys):
     assert main(["show", str(path)]) == 0
     out = capsys.readouterr().out
     assert "INTERRUPTED" in out and "1 points could not run" in out and "profiler fit" in out
+
+
+def _lines(capsys, *argv) -> list[str]:
+    assert main(["show", *argv]) == 0
+    return capsys.readouterr().out.splitlines()
+
+
+@pytest.mark.parametrize("path", [str(p) for p in shipped_profiles("*.yaml")] + [QUICK_CPU])
+def test_first_screen_is_at_most_40_lines(path, capsys):
+    """The default is one screen: machine, headline throughputs and bandwidths, the fits' summary."""
+    lines = _lines(capsys, path)
+    assert len(lines) <= cmd_show.SUMMARY_LINES
+    assert lines[-1].endswith("profiler show --detail")
+    assert any(line.startswith("compute: ") for line in lines) and any(line.startswith("fits: ") for line in lines)
+    assert any(line.startswith(("memory (STREAM triad): ")) for line in lines)
+    detail = _lines(capsys, path, "--detail")
+    assert len(detail) > len(lines) and any(line.startswith("compute ") and "launch" in line for line in detail)
+
+
+def test_first_screen_names_the_worst_three_fits(capsys):
+    """The quick CPU profile: 10 of its fits miss the 10% target; the three worst by held-out median error."""
+    from calibrate.report import WARN_MEDIAN_REL_ERROR, fit_qualities
+    from profiler.profile import load_profile
+
+    held = [(q.median_rel_error, name) for name, q in fit_qualities(load_profile(QUICK_CPU)) if q is not None]
+    outside = sorted((e, n) for e, n in held if e > WARN_MEDIAN_REL_ERROR)[::-1]
+    [fits] = [line for line in _lines(capsys, QUICK_CPU) if line.startswith("fits: ")]
+    assert f"{len(outside)} outside the 10% target" in fits and len(outside) >= 3
+    assert fits.endswith("worst: " + ", ".join(f"{n} {e:.1%}" for e, n in outside[:3]))
+    warnings = [line for line in _lines(capsys, QUICK_CPU, "--detail") if line.startswith("warning: ")]
+    assert len(warnings) == len(outside)  # --detail keeps every warning
+
+
+def test_first_screen_groups_identical_devices(capsys):
+    lines = _lines(capsys, str(shipped_profile("v100-dgx1-8gpu.published")))
+    assert "gpus: 8 x Tesla V100-SXM2-16GB, 16 GiB" in "\n".join(lines)
+    assert not any(line.startswith("gpu 1:") for line in lines)
