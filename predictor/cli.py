@@ -9,6 +9,8 @@ COMMANDS = {
     "run": ("predictor.cmd_run", "predict every strategy for one model, batch and device count"),
     "search": ("predictor.cmd_search", "search strategies, hybrid splits, device and micro-batch counts"),
     "scale": ("predictor.cmd_scale", "how a model scales over device counts: curves, efficiency, crossovers"),
+    "report": ("predictor.cmd_report", "one self-contained HTML page to share: scaling, strategies, breakdown, "
+                                       "provenance, known accuracy"),
     "validate": ("predictor.cmd_validate", "run real training under each strategy and compare with predictions"),
     "train-correction": ("predictor.cmd_train_correction", "fit the residual correction from measured runs"),
     "model-error": ("predictor.cmd_model_error", "prediction intervals from measured runs, and how often they hold"),

@@ -15,6 +15,7 @@ from __future__ import annotations
 import io
 import math
 
+from predictor.report import time_text
 from predictor.scaling import BEST, Sweep
 from profiler.outputs import save_figure
 
@@ -75,12 +76,15 @@ def scaling_figure(result: Sweep, title: str = ""):
     bottom.axhline(result.threshold, color="grey", ls="--", lw=1)
     bottom.text(result.devices[0], result.threshold, f" threshold {result.threshold:.0%}", fontsize=8,
                 color="grey", va="bottom")
-    for c in result.crossovers:
-        x = math.sqrt(c.after_devices * c.at_devices)
+    at: dict[float, list[str]] = {}
+    for c in result.crossovers:  # one dotted line per position, labelled with every new winner there
+        at.setdefault(math.sqrt(c.after_devices * c.at_devices), []).append(
+            ("best: " if c.line == BEST else "") + c.after)
+    for x, names in at.items():
         for ax in (top, bottom):
             ax.axvline(x, color="black", ls=":", lw=1)
-        top.annotate(f"-> {c.after}", (x, 1), xycoords=("data", "axes fraction"), rotation=90, fontsize=7,
-                     va="top", ha="right")
+        top.annotate("-> " + "\n-> ".join(dict.fromkeys(names)), (x, 0.02), xycoords=("data", "axes fraction"),
+                     rotation=90, fontsize=7, va="bottom", ha="right")
     top.set_yscale("log")
     top.set_ylabel("samples/s (band: interval)")
     bottom.set_ylabel("scaling efficiency")
@@ -102,15 +106,20 @@ def breakdown_figure(result: Sweep, line: str = BEST):
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
     labels = [str(pt.devices) for pt in points]
     x = range(len(points))
-    terms = [(name, [getattr(pt.prediction, attr) * 1e3 for pt in points]) for name, attr in TIME_TERMS]
+    totals = [pt.prediction.iteration_s for pt in points]
+    terms = [(name, [getattr(pt.prediction, attr) for pt in points]) for name, attr in TIME_TERMS]
     kinds = sorted({k for pt in points for k, v in pt.prediction.comm_exposed_s.items() if v > 0})
-    terms += [(f"exposed {k}", [pt.prediction.comm_exposed_s.get(k, 0.0) * 1e3 for pt in points]) for k in kinds]
+    terms += [(f"exposed {k}", [pt.prediction.comm_exposed_s.get(k, 0.0) for pt in points]) for k in kinds]
     bottom = [0.0] * len(points)
-    for name, values in terms:
-        if any(v > 0 for v in values):
-            left.bar(x, values, bottom=bottom, label=name)
-            bottom = [b + v for b, v in zip(bottom, values)]
-    left.set_ylabel("ms per iteration")
+    for name, values in terms:  # shares of the iteration: the terms of a 10 s and a 10 ms step side by side
+        shares = [100 * v / t if t > 0 else 0.0 for v, t in zip(values, totals)]
+        if any(v > 0 for v in shares):
+            left.bar(x, shares, bottom=bottom, label=name)
+            bottom = [b + v for b, v in zip(bottom, shares)]
+    for k, total in enumerate(totals):
+        left.text(k, 101, time_text(total), ha="center", va="bottom", fontsize=7, rotation=90)
+    left.set_ylim(0, 125)
+    left.set_ylabel("% of the iteration (its time above the bar)")
     left.set_title(f"{line}: iteration time by term", fontsize=10)
     bottom = [0.0] * len(points)
     for name in MEMORY_TERMS:
@@ -127,7 +136,7 @@ def breakdown_figure(result: Sweep, line: str = BEST):
         ax.set_xticks(list(x))
         ax.set_xticklabels(labels, fontsize=8)
         ax.set_xlabel("devices")
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="lower left" if ax is left else "best")
     fig.tight_layout()
     return fig
 
