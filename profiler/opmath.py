@@ -47,10 +47,16 @@ def conv_output_volume(dims: Sequence[int], kernel: Sequence[int], stride: Seque
 
 
 def shape_key(params: Mapping[str, Any]) -> tuple:
-    """One call's shape parameters as an order-insensitive key (integral floats as ints): how measured shapes,
-    recorded calls and shapes-file entries are matched and de-duplicated."""
-    return tuple(sorted((k, int(v) if isinstance(v, (int, float)) and float(v).is_integer() else v)
-                        for k, v in params.items()))
+    """One call's shape parameters as an order-insensitive key (integral floats as ints, per-dimension lists such
+    as kernel [R, S] as tuples): how measured shapes, recorded calls and shapes-file entries are matched and
+    de-duplicated."""
+    return tuple(sorted((k, _key_value(v)) for k, v in params.items()))
+
+
+def _key_value(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return tuple(_key_value(v) for v in value)
+    return int(value) if isinstance(value, (int, float)) and float(value).is_integer() else value
 
 
 # ---------------------------------------------------------------------------------------------- transformer ops

@@ -24,7 +24,8 @@ def all_cases(seed: int = 0, random_coefficients: int = RANDOM_COEFFICIENTS) -> 
 
     rng = random.Random(seed)
     cases = (files.special_cases() + files.hostile_cases() + mutations.curated_profile_cases() + mutations.spec_cases()
-             + mutations.suite_cases() + mutations.shapes_cases() + mutations.nccl_cases() + mutations.runs_cases()
+             + mutations.suite_cases() + mutations.shapes_cases() + mutations.nccl_cases() + mutations.deepbench_cases()
+             + mutations.runs_cases()
              + mutations.correction_cases() + flags.flag_cases() + flags.clobber_cases() + flags.control_cases()
              + mutations.coefficient_cases(rng, random_coefficients))
     ids = [c.id for c in cases]

@@ -27,6 +27,9 @@ READERS = {
     "model-error-runs": ("runs.jsonl", ["predictor", "model-error", "--profile", "{d}/good.yaml", "F"]),
     "nccl-text": ("ar.txt", ["profiler", "import-nccl-tests", "F", "--out", "{d}/imported.yaml"]),
     "nccl-json": ("a2a.json", ["profiler", "import-nccl-tests", "F", "--out", "{d}/imported.yaml"]),
+    "deepbench-text": ("db.txt", ["profiler", "import-deepbench", "F", "--out", "{d}/imported.yaml"]),
+    "deepbench-xlsx": ("db.xlsx", ["profiler", "import-deepbench", "F", "--out", "{d}/imported.yaml"]),
+    "deepbench-into": ("p.yaml", ["profiler", "import-deepbench", "{d}/db.txt", "--into", "F", "--out", "{d}/merged.yaml"]),
     "correction": ("p.correction.json", ["predictor", "run", "--profile", "{d}/ref.yaml", *m.RUN_TAIL]),
 }
 YAML_READERS = ("show", "run-profile", "drift", "history", "spec-yaml", "suite-validate", "suite-shapes", "shapes-calibrate")
@@ -40,6 +43,8 @@ def support(reader: str) -> dict:
         files["runs.jsonl"] = "\n".join(m.runs_lines()) + "\n"
     if reader == "nccl-into":
         files["ar.txt"] = m.text(m.NCCL / "all_reduce_perf_8gpu.txt")
+    if reader == "deepbench-into":
+        files["db.txt"] = m.deepbench_text()
     if reader == "correction":  # ref.yaml names p.correction.json with the hash of whatever the case puts there
         files["ref.yaml"] = lambda: m.dump({**m.doc(m.V100), "correction": {"path": "p.correction.json", "sha256": "0" * 64}})
     return files

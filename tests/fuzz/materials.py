@@ -1,5 +1,5 @@
 """Valid inputs the fuzz cases start from: real profiles, a layer spec, a suite, a shapes file, nccl-tests
-logs, measured runs and a trained correction. Loaded once per process."""
+logs, DeepBench output (text and a workbook), measured runs and a trained correction. Loaded once per process."""
 from __future__ import annotations
 
 import copy
@@ -17,6 +17,7 @@ V100 = shipped_profile("v100-dgx1-8gpu.published")  # links, collectives, framew
 CPU_TREES = REPO / "tests" / "data" / "drift_quick_cpu_profile.yaml"  # compute fits with boosted trees
 CPU_SAMPLES = REPO / "tests" / "data" / "drift_cpu_profile.yaml"  # samples, small
 NCCL = REPO / "tests" / "data" / "nccl_tests"
+DEEPBENCH_V100 = REPO / "calibrate" / "data" / "deepbench" / "DeepBench_NV_V100.xlsx"
 
 SPEC = {"name": "tiny", "input": [3, 16, 16], "layers": [
     {"name": "conv1", "op": "conv2d", "filters": 4, "kernel": 3, "padding": 1},
@@ -94,3 +95,67 @@ def correction_pair(correction_text: str) -> dict[str, str]:
 
 def correction_doc() -> dict:
     return copy.deepcopy(_trained()[1])
+
+
+# ---- DeepBench -------------------------------------------------------------------------------------------------
+def deepbench_text() -> str:
+    """What DeepBench's gemm_bench, conv_bench and nccl_single_all_reduce print (code/nvidia/*.cu), two rows each."""
+    lines = [f"{'Running training benchmark ':>45}", f"{'Times':>30}", "-" * 88,
+             "    m       n      k      a_t     b_t      precision        time (usec) "]
+    lines += [f"{m:>7}{n:>7}{k:>7}{0:>7}{0:>7}{'float':>13}{t:>20}" for m, n, k, t in ((1760, 16, 1760, 38),
+                                                                                    (2048, 32, 2048, 45))]
+    lines += [f"{'Running training benchmark ':>45}", f"{'Times':>30}", "-" * 190,
+              "   w      h      c      n      k      f_w    f_h  pad_w  pad_h    stride_w  stride_h    precision  "
+              "fwd_time (usec)  bwd_inputs_time (usec)  bwd_params_time (usec)  total_time (usec)   fwd_algo ", "-" * 200]
+    for w, h, c, n, k, f in ((56, 56, 64, 8, 64, 3), (28, 28, 128, 8, 128, 3)):
+        lines.append(f"{w:>5}{h:>7}{c:>7}{n:>7}{k:>7}{f:>7}{f:>7}{1:>7}{1:>8}{1:>10}{1:>10}{'float':>10}{500:>15}{520:>24}"
+                     f"{610:>24}{1630:>19}{'WINOGRAD':>25}")
+    lines += [" NCCL AllReduce ", " Num Ranks: 8", "-" * 75, "    # of floats    bytes transferred    Time (msec)   ",
+              "-" * 75]
+    lines += [f"{floats:>15}{floats * 4:>15}{t:>20}" for floats, t in ((100000, 0.148), (3097600, 2.5057))]
+    return "\n".join(lines) + "\n"
+
+
+def deepbench_rows(result_rows: list[list], specs: bool = True, title: str = "Results FP32") -> bytes:
+    """An .xlsx workbook with one result sheet holding `result_rows` (and a Specs sheet)."""
+    import io
+
+    import openpyxl
+
+    book = openpyxl.Workbook()
+    book.active.title = title
+    for row in result_rows:
+        book.active.append(row)
+    if specs:
+        sheet = book.create_sheet("Specs")
+        for row in (["GPU Model", "NVIDIA V100"], ["CUDA Version", "10.1.243"], ["Nvidia Driver", 418.67]):
+            sheet.append(row)
+    out = io.BytesIO()
+    book.save(out)
+    return out.getvalue()
+
+
+GEMM_TITLE = ["Dense Matrix Multiplication", None, "M", "N", "K", "A Transpose", "B Transpose", None, "Time (msec)"]
+
+
+def deepbench_workbook() -> bytes:
+    """A valid small workbook: two GEMM rows."""
+    return deepbench_rows([GEMM_TITLE, [None, "DeepSpeech", 1760, 16, 1760, "N", "N", None, 0.038],
+                           [None, "DeepSpeech", 2048, 32, 2048, "T", "N", None, 0.045]])
+
+
+def zip_with(members: dict[str, bytes], base: bytes | None = None) -> bytes:
+    """A zip archive of `base`'s members (a workbook) with `members` added or replacing theirs."""
+    import io
+    import zipfile
+
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        if base is not None:
+            with zipfile.ZipFile(io.BytesIO(base)) as source:
+                for info in source.infolist():
+                    if info.filename not in members:
+                        archive.writestr(info.filename, source.read(info.filename))
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return out.getvalue()

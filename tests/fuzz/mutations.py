@@ -1,5 +1,6 @@
 """Cases that keep the file well-formed and break what it says: impossible numbers, wrong types, broken
-structure, in profiles, layer specs, suites, shapes files, nccl-tests logs, run datasets and corrections."""
+structure, in profiles, layer specs, suites, shapes files, nccl-tests logs, DeepBench output, run datasets and
+corrections."""
 from __future__ import annotations
 
 import copy
@@ -300,6 +301,96 @@ def nccl_cases() -> list[Case]:
     source = json.loads(m.text(m.NCCL / "alltoall_perf_4gpu.json"))
     for label, edit in NCCL_JSON.items():
         out.append(reader_case(f"nccl-json/{label}", "nccl-json", json.dumps(edit(copy.deepcopy(source)))))
+    return out
+
+
+def _every_row(edit):
+    """Apply edit(cells) -> cells to every result row of a DeepBench text (a row that still parses would be
+    imported, so each case breaks them all)."""
+    def apply(text: str) -> str:
+        lines = text.splitlines()
+        for i, line in enumerate(lines):
+            if line.strip()[:1].isdigit():
+                lines[i] = "  ".join(edit(line.split()))
+        return "\n".join(lines) + "\n"
+    return apply
+
+
+def _cell(column: int, value: str):
+    return _every_row(lambda cells: cells[:column] + [value] + cells[column + 1:])
+
+
+DEEPBENCH_TEXT = {
+    "nan-sizes": _cell(0, "nan"), "negative-sizes": _cell(0, "-16"), "huge-sizes": _cell(0, "9" * 40),
+    "fractional-sizes": _cell(0, "78.5"), "short-rows": _every_row(lambda cells: cells[:2]),
+    "long-rows": _every_row(lambda cells: cells + ["7"] * 9),
+    # the time columns: from the 7th on in gemm and conv rows (conv's shape too), the 3rd of an all-reduce row
+    "times-nan": _every_row(lambda cells: [("nan" if i >= (6 if len(cells) > 3 else 2) and c[:1].isdigit() else c)
+                                           for i, c in enumerate(cells)]),
+    "only-headers": lambda t: "\n".join(l for l in t.splitlines() if not l.strip()[:1].isdigit()) + "\n",
+    "no-ranks": lambda t: t.replace(" Num Ranks: 8", ""),
+    "no-headers": lambda t: "\n".join(l for l in t.splitlines() if "usec" not in l and "msec" not in l) + "\n",
+    "not-utf8-tail": lambda t: (t + "caf\udce9\n").encode("utf-8", "surrogateescape"),
+    "nul-in-rows": _cell(1, "\x00"),
+}
+
+
+def _no_time(value):
+    return [m.GEMM_TITLE, [None, "DeepSpeech", 1760, 16, 1760, "N", "N", None, value],
+            [None, "DeepSpeech", 2048, 32, 2048, "T", "N", None, value]]
+
+
+def _billion_laughs() -> bytes:
+    entities = "".join(f'<!ENTITY e{i} "{"".join(f"&e{i - 1};" for _ in range(10))}">' for i in range(1, 10))
+    sheet = (f'<?xml version="1.0"?><!DOCTYPE w [<!ENTITY e0 "lol">{entities}]>'
+             '<worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"><sheetData>'
+             '<row r="1"><c r="A1" t="inlineStr"><is><t>&e9;</t></is></c></row></sheetData></worksheet>')
+    return sheet.encode()
+
+
+def _external_entity() -> bytes:
+    return (f'<?xml version="1.0"?><!DOCTYPE w [<!ENTITY x SYSTEM "file:///etc/passwd">]>'
+            '<worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"><sheetData>'
+            '<row r="1"><c r="A1" t="inlineStr"><is><t>&x;</t></is></c></row></sheetData></worksheet>').encode()
+
+
+SHEET = "xl/worksheets/sheet1.xml"
+DEEPBENCH_XLSX = {
+    "truncated-real": lambda: m.DEEPBENCH_V100.read_bytes()[:40000],
+    "first-half": lambda: m.deepbench_workbook()[: len(m.deepbench_workbook()) // 2],
+    "zip-of-text": lambda: m.zip_with({"hello.txt": b"not a workbook"}),
+    "sheet-not-xml": lambda: m.zip_with({SHEET: b"<worksheet><sheetData><row r='1'><c"}, m.deepbench_workbook()),
+    "sheet-billion-laughs": lambda: m.zip_with({SHEET: _billion_laughs()}, m.deepbench_workbook()),
+    "sheet-external-entity": lambda: m.zip_with({SHEET: _external_entity()}, m.deepbench_workbook()),
+    "zip-bomb": lambda: m.zip_with({"xl/media/big.bin": b"\0" * (40 << 20)}, m.deepbench_workbook()),
+    "macro-member": lambda: m.zip_with({"xl/vbaProject.bin": f"Shell touch {MARKER}".encode()},
+                                       m.deepbench_rows([["nothing", "here"]])),
+    "no-blocks": lambda: m.deepbench_rows([["Precision", "Float"], ["hello", 1, 2]]),
+    "only-specs": lambda: m.deepbench_rows([], specs=True),
+    "no-time-column": lambda: m.deepbench_rows([m.GEMM_TITLE[:-1], [None, "x", 1, 2, 3, "N", "N"]]),
+    "two-m-columns": lambda: m.deepbench_rows([m.GEMM_TITLE + ["M"], [None, "x", 1, 2, 3, "N", "N", None, 0.1, 4]]),
+    "times-na": lambda: m.deepbench_rows(_no_time("N/A*")),
+    "times-empty": lambda: m.deepbench_rows(_no_time(None)),
+    "times-negative": lambda: m.deepbench_rows(_no_time(-0.038)),
+    "times-text": lambda: m.deepbench_rows(_no_time("fast")),
+    "times-bool": lambda: m.deepbench_rows(_no_time(True)),
+    "transpose-garbage": lambda: m.deepbench_rows([m.GEMM_TITLE, [None, "x", 16, 16, 16, "maybe", "N", None, 0.1]]),
+    "sizes-zero": lambda: m.deepbench_rows([m.GEMM_TITLE, [None, "x", 0, 16, 16, "N", "N", None, 0.1]]),
+    "unknown-precision": lambda: m.deepbench_rows(_no_time(0.1), title="Results"),
+    "only-recurrent": lambda: m.deepbench_rows([["Recurrent Layers - LSTM", "Source", "Hidden Units", "N"],
+                                                [None, "MT", 512, 16]]),
+    "conv-filter-too-big": lambda: m.deepbench_rows([
+        ["Convolution"], [None, None, "W", "H", "C", "N", "K", "R", "S", "pad_h", "pad_w", "Vertical stride",
+                          "Horizontal stride", "Forward (msec)"],
+        [None, "x", 7, 7, 3, 8, 64, 9, 9, 0, 0, 1, 1, 0.1]]),
+    "too-many-rows": lambda: m.deepbench_rows([m.GEMM_TITLE] + [[None, "x", 16, 16, 16, "N", "N", None, 0.1]] * 20001),
+}
+
+
+def deepbench_cases() -> list[Case]:
+    base = m.deepbench_text()
+    out = [reader_case(f"deepbench-text/{label}", "deepbench-text", edit(base)) for label, edit in DEEPBENCH_TEXT.items()]
+    out += [reader_case(f"deepbench-xlsx/{label}", "deepbench-xlsx", build) for label, build in DEEPBENCH_XLSX.items()]
     return out
 
 

@@ -1,0 +1,106 @@
+"""`profiler import-deepbench FILE... (--out PATH | --into PROFILE [--out PATH]) [--force]`: read Baidu DeepBench
+results, its published .xlsx workbooks or the text its benchmark binaries print, into a profile's samples
+(parsing: profiler/deepbench.py), so a GPU DeepBench measured can be predicted without measuring it again.
+
+--out alone writes a new profile whose machine is the one the Specs sheet names (GPU, CPU, CUDA, cuDNN and
+driver versions); --into merges into an existing profile (written back to it, or to --out), replacing samples
+imported earlier from a file with the same content. One GPU per profile: files naming different GPUs are
+refused. Writes are atomic; the result is refitted (a fit that fails keeps the samples and says why).
+"""
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+from pathlib import Path
+
+from profiler.deepbench import DeepBenchRun, read_deepbench
+from profiler.errors import UserError
+from profiler.profile import (SCHEMA_VERSION, GPUInfo, Machine, Profile, Provenance, check_writable, load_profile,
+                              save_profile, utc_now_iso)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("files", nargs="+", metavar="FILE",
+                        help="DeepBench results: a workbook (.xlsx) or the text gemm_bench, conv_bench, "
+                             "nccl_*_all_reduce, ring_all_reduce_mpi or osu_allreduce printed")
+    parser.add_argument("--out", default=None, help="profile to write (new, or the merged result with --into)")
+    parser.add_argument("--into", default=None, metavar="PROFILE", help="existing profile to merge the samples into")
+    parser.add_argument("--gpu", default=None, metavar="NAME",
+                        help="the GPU text output was measured on (a workbook names it in its Specs sheet)")
+    parser.add_argument("--force", action="store_true", help="overwrite --out if it exists (without --into)")
+
+
+def _gpu(runs: list[DeepBenchRun], override: str | None, fallback: str | None = None) -> str:
+    """The one GPU the files describe (else --gpu, else `fallback`: the GPU of the profile merged into);
+    UserError when two files name different ones, or --gpu differs from the one they name."""
+    named = {}
+    for run in runs:
+        if run.gpu is not None:
+            named.setdefault(run.gpu, Path(run.path).name)
+    if len(named) > 1:
+        listed = ", ".join(f"{gpu!r} ({name})" for gpu, name in named.items())
+        raise UserError(f"the files name different GPUs: {listed}; import each GPU into its own profile")
+    if override is not None and named and override not in named:
+        gpu, name = next(iter(named.items()))
+        raise UserError(f"--gpu {override!r}: {name} names the GPU {gpu!r}")
+    return next(iter(named), override or fallback or "unknown")
+
+
+def _machine(runs: list[DeepBenchRun], gpu: str) -> Machine:
+    described = next((run for run in runs if run.format == "xlsx"), runs[0])
+    per_node = max((run.gpus_per_node or 1 for run in runs), default=1)
+    versions = {key: next((run.versions[key] for run in runs if run.versions.get(key)), None)
+                for key in ("cuda", "cudnn", "driver")}
+    return Machine(hostname=f"deepbench:{Path(described.path).stem}", cpu_model=described.cpu_model,
+                   gpus=[GPUInfo(name=gpu) for _ in range(per_node)], gpus_per_node=per_node,
+                   nodes=max(run.nodes for run in runs), driver_version=versions["driver"], versions=versions,
+                   imported_from="deepbench")
+
+
+def _refit(profile: Profile) -> tuple[Profile, str]:
+    from calibrate.fit import fit_profile
+
+    try:
+        return fit_profile(profile), "fitted"
+    except UserError as err:
+        return profile.model_copy(update={"coefficients": {}}), f"not fitted: {err}"
+
+
+def run(args) -> int:
+    if args.out is None and args.into is None:
+        raise UserError("give --out PATH (a new profile) or --into PROFILE (merge into an existing one)")
+    target = Path(args.out or args.into)
+    if args.into is None and target.exists() and not args.force:
+        raise UserError(f"--out {target}: file exists; pass --force to overwrite it, or --into {target} to merge")
+    check_writable(target, "--out" if args.out else "--into")
+    samples, runs = [], []
+    for name in args.files:
+        file_samples, deepbench_run = read_deepbench(name)
+        samples.extend(file_samples)
+        runs.append(deepbench_run)
+    base = load_profile(args.into) if args.into is not None else None
+    gpu = _gpu(runs, args.gpu, base.machine.gpus[0].name if base is not None and base.machine.gpus else None)
+    for sample in samples:
+        sample.extra.setdefault("gpu", gpu)
+    digests = {run.sha256 for run in runs}
+    if base is not None:
+        kept = [s for s in base.samples if s.extra.get("source_sha256") not in digests]
+        replaced = len(base.samples) - len(kept)
+        profile = base.model_copy(update={"samples": kept + samples})
+    else:
+        replaced = 0
+        sources = ", ".join(Path(f).name for f in args.files)
+        profile = Profile(schema_version=SCHEMA_VERSION, machine=_machine(runs, gpu), created=utc_now_iso(),
+                          provenance=Provenance(kind="calibrated", source=f"DeepBench results: {sources}"),
+                          settings={"imported": "deepbench", "files": [str(f) for f in args.files],
+                                    "sheets": {Path(r.path).name: r.sheets for r in runs},
+                                    "specs": {Path(r.path).name: r.specs for r in runs if r.specs}},
+                          samples=samples)
+    profile, fitted = _refit(profile)
+    save_profile(profile, target)
+    skipped = sum((run.skipped for run in runs), Counter())
+    skipped_text = ", ".join(f"{n} {reason}" for reason, n in skipped.most_common()) or "none"
+    again = f", replacing {replaced} imported before from the same files" if replaced else ""
+    print(f"wrote {target}: {len(samples)} samples from {len(args.files)} DeepBench file(s) ({gpu}){again}; "
+          f"skipped: {skipped_text} ({fitted})")
+    return 0
