@@ -10,6 +10,8 @@ SEARCH = ["predictor", "search", "--profile", "{d}/good.yaml", "--model", "small
 CALIBRATE = ["profiler", "calibrate", "--device", "cpu", "--only", "compute", "--out", "{d}/new.yaml"]
 VALIDATE = ["predictor", "validate", "--profile", "{d}/good.yaml", "--suite", "smoke", "--out", "{d}/runs.jsonl"]
 TRAIN = ["predictor", "train-correction", "--profile", "{d}/good.yaml", "--runs", "{d}/runs.jsonl"]
+SCALE = ["predictor", "scale", "--profile", "{d}/good.yaml", *m.RUN_TAIL[:6]]  # the small model, no batch yet
+REPORT = ["predictor", "report", "--profile", "{d}/good.yaml", *m.RUN_TAIL[:6], "--batch-per-gpu", "8", "--gpus", "1-4"]
 
 BAD_FLAGS = [  # (label, argv, flag the error must name)
     ("threads-zero", CALIBRATE + ["--threads", "0"], "--threads"),
@@ -78,6 +80,21 @@ BAD_FLAGS = [  # (label, argv, flag the error must name)
     ("out-is-dev-null", ["profiler", "fit", "{d}/good.yaml", "--out", "/dev/null", "--force"], "--out"),
     ("trace-folder-missing", RUN + ["--trace", "{d}/nowhere/t.json"], "--trace"),
     ("calibrate-out-missing-folder", ["profiler", "calibrate", "--device", "cpu", "--out", "{d}/no/p.yaml"], "--out"),
+    ("scale-gpus-zero", SCALE + ["--batch-per-gpu", "8", "--gpus", "0"], "--gpus"),
+    ("scale-gpus-backwards", SCALE + ["--batch-per-gpu", "8", "--gpus", "8-4"], "--gpus"),
+    ("scale-gpus-too-many", SCALE + ["--batch-per-gpu", "8", "--gpus", ",".join(map(str, range(1, 101)))], "--gpus"),
+    ("scale-gpus-text", SCALE + ["--batch-per-gpu", "8", "--gpus", "lots"], "--gpus"),
+    ("scale-gpus-huge", SCALE + ["--batch-per-gpu", "8", "--gpus", "1-" + "9" * 40], "--gpus"),
+    ("scale-batch-and-per-gpu", SCALE + ["--batch-per-gpu", "8", "--batch", "8"], "--batch"),
+    ("scale-batch-per-gpu-zero", SCALE + ["--batch-per-gpu", "0"], "--batch-per-gpu"),
+    ("scale-global-batch-too-large", SCALE + ["--batch-per-gpu", "100000", "--gpus", "1-1024"], "--batch-per-gpu"),
+    ("scale-threshold-nan", SCALE + ["--batch", "8", "--efficiency-threshold", "nan"], "--efficiency-threshold"),
+    ("scale-cost-without-dataset", SCALE + ["--batch", "8", "--gpu-hour-cost", "3"], "--gpu-hour-cost"),
+    ("scale-strategy-unknown", SCALE + ["--batch", "8", "--strategy", "diagonal"], "--strategy"),
+    ("scale-plot-jpg", SCALE + ["--batch", "8", "--plot", "{d}/s.jpg"], "--plot"),
+    ("report-html-pdf", REPORT + ["--html", "{d}/r.pdf"], "--html"),
+    ("report-out-missing-parent", REPORT + ["--out", "{d}/no/such/dir"], "--out"),
+    ("report-compare-at-zero", REPORT + ["--out", "{d}/r", "--compare-at", "0"], "--compare-at"),
 ]
 
 CLOBBER = [  # (label, argv, existing output that must survive)
@@ -95,6 +112,8 @@ CLOBBER = [  # (label, argv, existing output that must survive)
     ("validate-plot", VALIDATE + ["--plot", "{d}/keep.png"], "keep.png"),
     ("calibrate-out", ["profiler", "calibrate", "--device", "cpu", "--only", "compute", "--out", "{d}/keep.yaml"], "keep.yaml"),
     ("nccl-out", ["profiler", "import-nccl-tests", "{d}/ar.txt", "--out", "{d}/keep.yaml"], "keep.yaml"),
+    ("scale-plot", SCALE + ["--batch", "8", "--gpus", "1-2", "--plot", "{d}/keep.png"], "keep.png"),
+    ("report-html", REPORT + ["--html", "{d}/keep.html"], "keep.html"),
 ]
 
 CONTROLS = [  # valid commands: exit 0 and nothing written
@@ -103,6 +122,7 @@ CONTROLS = [  # valid commands: exit 0 and nothing written
     ("run-spec", ["predictor", "run", "--profile", "{d}/good.yaml", "--model", "{d}/spec.yaml", "--batch", "8", "--gpus", "2"]),
     ("drift-same", ["profiler", "drift", "{d}/samples.yaml", "{d}/samples.yaml", "--no-predict"]),
     ("run-json-data", RUN + ["--strategy", "data", "--json"]),
+    ("scale", SCALE + ["--batch-per-gpu", "8", "--gpus", "1-4"]),
 ]
 
 
