@@ -31,10 +31,10 @@ def _duration(seconds: float) -> str:
 def table(result: Sweep, dataset_size: Optional[int] = None, epochs: float = 1.0,
           gpu_hour_cost: Optional[float] = None) -> tuple[list[str], list[list[str]]]:
     """(header, rows): per device count, one row per line: devices, line, plan, iteration, interval, samples/s,
-    efficiency, memory per device, bottleneck (batch per device under strong scaling; time to train, device-hours
+    efficiency, step efficiency, memory per device, bottleneck (batch per device under strong scaling; time to train, device-hours
     and cost with a dataset size)."""
     header = ["GPUs"] + ([] if result.weak else ["batch/GPU"]) + [
-        "line", "plan", "iteration", "\u00b1", "samples/s", "eff.", "mem GB", "bottleneck"]
+        "line", "plan", "iteration", "\u00b1", "samples/s", "eff.", "step", "mem GB", "bottleneck"]
     if dataset_size:
         header += ["train", "GPU-h"] + (["cost"] if gpu_hour_cost is not None else [])
     rows = []
@@ -46,11 +46,12 @@ def table(result: Sweep, dataset_size: Optional[int] = None, epochs: float = 1.0
             if pred is None or not pred.feasible:
                 why = (pt.reason or (pred.reason if pred is not None else "")).removeprefix("infeasible: ")
                 why = why.split(" (")[0]
-                row += ["-", "-", "", "", "", "", why[:40] + ("..." if len(why) > 40 else "")]
+                row += ["-", "-", "", "", "", "", "", why[:40] + ("..." if len(why) > 40 else "")]
             else:
                 plan = pred.plan.describe() if name != BEST else f"{pred.plan.strategy} {pred.plan.describe()}"
                 row += [plan, time_text(pred.iteration_s), interval_pct(pred), rate_text(pred.throughput_samples_per_s),
                         f"{pt.efficiency:.0%}" if pt.efficiency is not None else "-",
+                        f"{pt.step_efficiency:.0%}" if pt.step_efficiency is not None else "",
                         f"{pred.memory_bytes / 1e9:.2f}", pred.bottleneck if pred.fits else "does not fit (OOM)"]
             if dataset_size:
                 cost = train_cost(pt, dataset_size, epochs, gpu_hour_cost)
@@ -70,11 +71,16 @@ def findings(result: Sweep) -> list[str]:
                f"{plural(result.baseline_devices)}); threshold "
                f"{result.threshold:.0%}")
     for name in result.lines:
-        first = result.below_threshold.get(name)
+        first, step = result.below_threshold.get(name), result.step_below_threshold.get(name)
         last = result.last_efficient(name)
-        if first is not None:
+        if first is not None and (step is None or first <= step):
             eff = next(pt.efficiency for pt in result.lines[name] if pt.devices == first)
             out.append(f"{name}: efficiency drops below {result.threshold:.0%} at {plural(first)} ({eff:.0%})"
+                       + (f"; {plural(last)} is the largest count before it" if last is not None else ""))
+        elif step is not None:
+            pt = next(pt for pt in result.lines[name] if pt.devices == step)
+            out.append(f"{name}: adding devices stops paying at {plural(step)}: the step there gains "
+                       f"{pt.step_efficiency:.0%} of linear (below {result.threshold:.0%})"
                        + (f"; {plural(last)} is the largest count before it" if last is not None else ""))
         elif last is not None:
             out.append(f"{name}: efficiency stays at or above {result.threshold:.0%} at every count it can run, "
@@ -114,6 +120,7 @@ def _answer(result: Sweep) -> str:
     if last is None:
         return ""
     pt = next(pt for pt in result.lines[name] if pt.devices == last)
-    return (f"answer: up to {plural(last)} scale at >= {result.threshold:.0%} efficiency with {label(pt.prediction)}: "
+    return (f"answer: up to {plural(last)} scale (efficiency and each step >= {result.threshold:.0%}) with "
+            f"{label(pt.prediction)}: "
             f"{rate_text(pt.samples_per_s)} samples/s, {time_text(pt.prediction.iteration_s)} per iteration, "
             f"{pt.prediction.memory_bytes / 1e9:.2f} GB per device")

@@ -11,7 +11,10 @@ predicts there (predictor.api.default_plans, the best micro-batch count for pipe
 predictor.search_space), re-costed under the sweep's framework, input and stack settings.
 
 Scaling efficiency of a point = its samples/s per device / the best samples/s per device, over every line, at
-the smallest swept count where some plan fits (weak and strong alike: 1.0 is perfect linear scaling).
+the smallest swept count where some plan fits (weak and strong alike: 1.0 is perfect linear scaling). A
+point's step efficiency = its throughput gain over the line's previous usable count / the gain in devices:
+where a held-back baseline (a plan that swaps to fit) makes efficiency exceed 1, the step says where adding
+devices stops paying. A line "scales" up to the count before either first drops below the threshold.
 """
 from __future__ import annotations
 
@@ -79,6 +82,9 @@ class Point:
     #: (low, high) efficiency with the point and the baseline at the same end of their intervals: a bias that
     #: moves every prediction alike (the model's own error) cancels, as it does in the efficiency itself
     efficiency_interval: Optional[tuple[float, float]] = None
+    #: the step from the line's previous usable count: its throughput gain over the devices' gain (1.0: the added
+    #: devices pay in full); what says where scaling stops paying when the baseline itself is held back
+    step_efficiency: Optional[float] = None
     reason: str = ""  # why there is no prediction, or why it is infeasible
 
     @property
@@ -125,11 +131,14 @@ class Sweep:
     baseline_samples_per_device_s: Optional[float] = None
     baseline_interval: Optional[tuple[float, float]] = None  # the baseline point's samples/s per device, low/high
     below_threshold: dict[str, Optional[int]] = field(default_factory=dict)  # line -> first count below it
+    step_below_threshold: dict[str, Optional[int]] = field(default_factory=dict)  # line -> first step below it
     crossovers: list[Crossover] = field(default_factory=list)
 
     def last_efficient(self, line: str) -> Optional[int]:
-        """The largest device count before the line first drops below the threshold (None: none usable)."""
-        first_below = self.below_threshold.get(line)
+        """The largest device count before the line first drops below the threshold, in efficiency or in a
+        step's (None: no usable count)."""
+        stops = [c for c in (self.below_threshold.get(line), self.step_below_threshold.get(line)) if c is not None]
+        first_below = min(stops) if stops else None
         ok = [pt.devices for pt in self.lines[line] if pt.usable and pt.efficiency is not None
               and (first_below is None or pt.devices < first_below) and pt.devices >= (self.baseline_devices or 0)]
         return max(ok) if ok else None
@@ -142,7 +151,8 @@ class Sweep:
             rows = []
             for pt in points:
                 row = {"devices": pt.devices, "batch": pt.batch, "efficiency": pt.efficiency,
-                       "efficiency_interval": pt.efficiency_interval, "reason": pt.reason,
+                       "efficiency_interval": pt.efficiency_interval, "step_efficiency": pt.step_efficiency,
+                       "reason": pt.reason,
                        "usable": pt.usable, "samples_per_s": pt.samples_per_s,
                        "samples_per_s_interval": pt.samples_per_s_interval(),
                        "prediction": pt.prediction.to_dict() if pt.prediction is not None else None}
@@ -154,6 +164,7 @@ class Sweep:
                 "efficiency_threshold": self.threshold, "baseline_devices": self.baseline_devices,
                 "baseline_samples_per_device_s": self.baseline_samples_per_device_s,
                 "below_threshold_at_devices": self.below_threshold,
+                "step_below_threshold_at_devices": self.step_below_threshold,
                 "last_efficient_devices": {name: self.last_efficient(name) for name in self.lines},
                 "crossovers": [c.__dict__ for c in self.crossovers], "dataset_size": dataset_size, "epochs": epochs,
                 "gpu_hour_cost": gpu_hour_cost, "lines": lines}
@@ -282,8 +293,15 @@ def _efficiency(result: Sweep) -> None:
             break
     base, base_band = result.baseline_samples_per_device_s, result.baseline_interval
     for name, points in result.lines.items():
-        result.below_threshold[name] = None
+        result.below_threshold[name] = result.step_below_threshold[name] = None
+        previous = None
         for pt in points:
+            if pt.usable and previous is not None and pt.devices >= (result.baseline_devices or 0):
+                pt.step_efficiency = (pt.samples_per_s / previous.samples_per_s) / (pt.devices / previous.devices)
+                if result.step_below_threshold[name] is None and pt.step_efficiency < result.threshold:
+                    result.step_below_threshold[name] = pt.devices
+            if pt.usable:
+                previous = pt
             if base and pt.usable:
                 pt.efficiency = pt.samples_per_s / pt.devices / base
                 band = pt.samples_per_s_interval()

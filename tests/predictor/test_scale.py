@@ -99,6 +99,9 @@ def test_threshold_and_crossovers_by_hand():
     # data: 83% at 4 devices, 42% at 8; pipeline: 78% at 4 already; best: pipeline's 78% at 8
     assert result.below_threshold == {BEST: 8, "data": 8, "pipeline": 4}
     assert result.last_efficient("data") == 4 and result.last_efficient("pipeline") == 2
+    # steps: data doubles its devices for 1x, 1.67x, 1x the throughput; no step of the others is below 80%
+    assert [pt.step_efficiency for pt in data] == pytest.approx([None, 1.0, 0.5 / 0.3 / 2, 0.5])
+    assert result.step_below_threshold == {BEST: None, "data": 8, "pipeline": None}
     # serial -> data is data parallelism from one device to two: no crossover; data -> pipeline at 8 is one
     assert [(c.line, c.after_devices, c.at_devices, c.before, c.after) for c in result.crossovers] == [
         (BEST, 4, 8, "data (d4)", "pipeline (d8)"), ("named", 4, 8, "data (d4)", "pipeline (d8)")]
@@ -162,3 +165,18 @@ def test_bad_flags_are_one_line_exit_2(extra, flag):
     assert done.returncode == 2 and "Traceback" not in done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and flag in lines[0]
+
+
+def test_a_held_back_baseline_is_called_superlinear_and_the_step_says_where_it_stops_paying():
+    """Strong scaling whose smallest fitting count swaps (10 s): efficiency stays far above 1, but the step from
+    8 to 16 devices gains only 1.25x: the answer is 8."""
+    best = [_point(2, "outofcore", 10.0), _point(4, "data", 0.5), _point(8, "data", 0.25), _point(16, "data", 0.2)]
+    result = _made({BEST: best}, devices=(2, 4, 8, 16))
+    assert result.below_threshold[BEST] is None and result.step_below_threshold[BEST] == 16
+    assert result.last_efficient(BEST) == 8
+    text = findings(result)
+    assert "best: adding devices stops paying at 16 GPUs: the step there gains 62% of linear (below 80%); 8 GPUs is " \
+           "the largest count before it" in text
+    assert any(line.startswith("superlinear: best reaches 1000% at 4 GPUs; the baseline at 2 GPUs (outofcore (d2)) "
+                               "is held back by") for line in text)
+    assert text[-1].startswith("answer: up to 8 GPUs scale (efficiency and each step >= 80%) with data (d8)")
