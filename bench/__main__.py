@@ -28,6 +28,7 @@ BENCHMARKS = {
     "drift-resampling": "drift_resampling",
     "drift-e2e": "drift_e2e",
     "drift-testdata": "drift_testdata",
+    "deepbench": "deepbench",
     "report": "report",
 }
 

@@ -19,6 +19,7 @@ from typing import Annotated, Literal, Optional
 import numpy as np
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
+from calibrate.gpu_kernels import PARAMS as GPU_KERNEL_PARAMS
 from profiler.errors import UserError
 
 COEFFICIENTS_VERSION = 1
@@ -257,6 +258,12 @@ class GaussianProcess(_Strict):
         return self
 
 
+#: the lowest log(efficiency) an efficiency model may reach (e^-100 = 4e-44 of peak is no kernel; the fitted
+#: models reach -27 at worst), over log work 0..LOG_WORK_MAX (ln 2.5e30: more FLOPs or bytes than any call)
+MIN_LOG_EFFICIENCY = -100.0
+LOG_WORK_MAX = 70.0
+
+
 class EfficiencyModel(_Strict):
     """log(efficiency) = init + slope * features[0] + learning_rate * sum(tree(features)) + gp(features),
     clipped to <= 0.
@@ -273,6 +280,17 @@ class EfficiencyModel(_Strict):
     learning_rate: float = Field(default=1.0, gt=0)
     trees: list[Tree] = Field(default_factory=list)
     gp: Optional[GaussianProcess] = None
+
+    @model_validator(mode="after")
+    def _reachable_efficiency(self):
+        """init, slope and trees must not be able to take log(efficiency) below MIN_LOG_EFFICIENCY anywhere on
+        log work 0..LOG_WORK_MAX: a profile whose efficiency can underflow to 0 divides by zero."""
+        trees = self.learning_rate * sum(max(map(abs, t.value)) for t in self.trees)
+        lowest = self.init + min(0.0, self.slope * LOG_WORK_MAX) - trees
+        if lowest < MIN_LOG_EFFICIENCY:
+            raise ValueError(f"init {self.init:g}, slope {self.slope:g} and trees reach log(efficiency) {lowest:.4g}; "
+                             f"at least {MIN_LOG_EFFICIENCY:g} (e^{MIN_LOG_EFFICIENCY:g} of peak) is accepted")
+        return self
 
     @model_validator(mode="after")
     def _gp_matches_features(self):
@@ -416,6 +434,40 @@ class MeasuredShape(_Strict):
     time_s: float = Field(gt=0)
 
 
+class GpuKernelMode(_Strict):
+    """The GPU kernel model's constants for one dtype (calibrate.gpu_kernels.PARAMS: exactly those names) and the
+    math mode they were fitted in (calibrate.gpu_specs.math_mode), with the held-out median accuracy per family
+    (calibrate.gpu_kernel_fit.leave_one_group_out; None where the samples name one application only)."""
+
+    math: str
+    tensor_cores: bool
+    peak_flops_per_s: PositiveFloat
+    fallback_flops_per_s: PositiveFloat
+    values: dict[str, PositiveFloat]
+    samples: int = Field(ge=1)
+    held_out_median_accuracy: Optional[dict[str, float]] = None
+
+    @model_validator(mode="after")
+    def _known(self):
+        if set(self.values) != set(GPU_KERNEL_PARAMS):
+            missing = sorted(set(GPU_KERNEL_PARAMS) - set(self.values))
+            unknown = sorted(set(self.values) - set(GPU_KERNEL_PARAMS))
+            raise ValueError(f"values must name exactly the model's constants (missing {missing}, unknown {unknown})")
+        return self
+
+
+class GpuKernels(_Strict):
+    """A GPU's kernel model (calibrate.gpu_kernels): its SMs and DRAM bandwidth, whether the samples ran with
+    cuDNN's algorithm search, and the fitted constants per dtype."""
+
+    gpu: str
+    sms: int = Field(ge=1)
+    memory_bytes_per_s: PositiveFloat
+    search: bool = True
+    modes: dict[str, GpuKernelMode] = Field(min_length=1)
+    sources: list[str] = Field(default_factory=list)
+
+
 class Coefficients(_Strict):
     version: Literal[1] = COEFFICIENTS_VERSION
     compute: dict[str, ComputeFit] = Field(default_factory=dict)
@@ -447,6 +499,8 @@ class Coefficients(_Strict):
     first_touch: Optional[FirstTouchFit] = None
     #: a CPU profile's time floor on 3-D weight gradients oneDNN runs as im2col + GEMM (None: not measured)
     conv_columns: Optional[ColumnFloor] = None
+    #: a GPU profile's kernel model of GEMMs and 2-D convolutions (None: a CPU profile, or no GPU samples)
+    gpu_kernels: Optional[GpuKernels] = None
     notes: list[str] = Field(default_factory=list)
 
 

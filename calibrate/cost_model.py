@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Literal, Mapping, Optional, Union
 
 
-from calibrate import conv_columns, conv_weight, first_touch, shapes
+from calibrate import conv_columns, conv_weight, first_touch, gpu_kernels, shapes
 from calibrate.alphabeta import segment_for, segment_time_s
 from calibrate.coefficients import CollectiveFit, Coefficients, parse_coefficients
 from calibrate.collective_model import bus_factor, latency_steps, tree_latency_steps
@@ -75,6 +75,11 @@ class ProfileCostModel:
         self._measured_shapes = {(m.family, shapes.shape_key(m.params)): m.time_s for m in coefficients.measured_shapes}
         #: "op pass dtype" -> how it was costed, for each call costed by FALLBACK since this model was made
         self.substitutions: dict[str, str] = {}
+        #: whether convolutions run cuDNN's fastest algorithm (torch.backends.cudnn.benchmark = True) or its
+        #: heuristic's (PyTorch's default): a setting of the run (calibrate.gpu_kernels.algorithms); default: as
+        #: the profile's kernels were measured
+        self.conv_algorithm_search = coefficients.gpu_kernels.search if coefficients.gpu_kernels else True
+        self._kernel_cache: dict[tuple, float] = {}
 
     def at_bound(self, bound: Literal["low", "high"]) -> "ProfileCostModel":
         if bound not in ("low", "high"):
@@ -97,6 +102,9 @@ class ProfileCostModel:
         measured = self._measured_time_s(op, pass_, params, dtype)
         if measured is not None:
             return measured + touch_s
+        kernel_s = self._gpu_kernel_time_s(op, pass_, params, dtype)
+        if kernel_s is not None:
+            return kernel_s
         if op in FALLBACK and not self._has_family(op, pass_, dtype):
             return self._fallback_time_s(op, pass_, params, dtype)
         fit, op, pass_, params, dtype = self._family_fit(op, pass_, params, dtype)
@@ -117,6 +125,27 @@ class ProfileCostModel:
             time_s = max(time_s, conv_columns.floor_s(self.coefficients.conv_columns, op, pass_, params, dtype,
                                                       self.host_threads))
         return time_s + touch_s
+
+    def _gpu_kernel_time_s(self, op: str, pass_: str, params: Mapping[str, int], dtype: str) -> Optional[float]:
+        """The GPU kernel model's time of a GEMM, linear or ungrouped 2-D convolution call (calibrate.gpu_kernels),
+        where the profile has one for this dtype; None otherwise (the family fits cost it)."""
+        model = self.coefficients.gpu_kernels
+        if model is None:
+            return None
+        call = gpu_kernels.as_kernel_call(op, pass_, params)
+        mode = model.modes.get(dtype) or (model.modes.get("float32") if dtype == "tf32" else None)
+        if call is None or mode is None:
+            return None
+        kernel_op, kernel_pass, kernel_params = call
+        key = (kernel_op, kernel_pass, shapes.shape_key(kernel_params), dtype, self.conv_algorithm_search)
+        time_s = self._kernel_cache.get(key)
+        if time_s is None:
+            hardware = gpu_kernels.Hardware(model.sms, mode.peak_flops_per_s, mode.fallback_flops_per_s,
+                                            model.memory_bytes_per_s, mode.tensor_cores)
+            time_s = gpu_kernels.kernel_time_s(mode.values, hardware, kernel_op, kernel_pass, kernel_params, dtype,
+                                               self.conv_algorithm_search)
+            self._kernel_cache[key] = time_s
+        return time_s
 
     def _has_family(self, op: str, pass_: str, dtype: str) -> bool:
         if dtype == "tf32" and not self._has_tf32:

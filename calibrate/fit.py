@@ -25,6 +25,7 @@ from calibrate.compute import LEARNERS, ComputePoint, fit_compute
 from calibrate.conv_columns import fit_conv_columns
 from calibrate.conv_weight import fit_conv_weight, is_weight_design
 from calibrate.first_touch import fit_first_touch
+from calibrate.gpu_kernel_fit import fit_gpu_kernels
 from calibrate.domain import fit_domain
 from calibrate.framework import fit_framework
 from profiler.errors import UserError
@@ -241,6 +242,8 @@ def fit_coefficients(profile: Profile, seed: int = 0) -> Coefficients:
                                 measured_shapes=measured_shapes(by_kind["compute"]),
                                 conv_weight=fit_conv_weight(by_kind["compute"]) if device_is_host else None,
                                 conv_columns=fit_conv_columns(by_kind["compute"]) if device_is_host else None,
+                                gpu_kernels=None if device_is_host or not profile.machine.gpus else fit_gpu_kernels(
+                                    by_kind["compute"], profile.machine.gpus[0].name, profile.machine.gpus[0].sms),
                                 first_touch=first_touch)
     if not (compute or memory or coefficients.host_device or collectives or coefficients.framework
             or coefficients.input_pipeline):

@@ -22,6 +22,8 @@ PRIOR_WEIGHT = 9.0
 LOSS_SCALE = 0.15
 MAX_EVALUATIONS = 400
 NAMES = tuple(gk.PARAMS)
+#: starting points, as factors on the prior (or given start): the main loop's efficiency and feed low and high
+STARTS = ({}, {"efficiency": 0.7, "feed_bytes_per_s": 0.6}, {"efficiency": 1.25, "feed_bytes_per_s": 2.0})
 
 
 @dataclass(frozen=True)
@@ -75,7 +77,7 @@ def predict_arrays(values: Mapping[str, float], a: _Arrays) -> np.ndarray:
     compute = np.minimum.reduceat(times, a.starts)
     memory = (a.operand_bytes / (values["memory_efficiency"] * hw.memory_bytes_per_s)
               * np.where(a.transposed, values["transposed_memory_ratio"], 1.0))
-    floor = np.where(a.is_gemm, values["floor_gemm_s"], values["floor_conv_s"])
+    floor = values["floor_s"] * np.where(a.is_gemm, 1.0, values["conv_floor_ratio"])
     return np.maximum(floor, np.maximum(compute, memory))
 
 
@@ -100,10 +102,25 @@ def fit(samples: Sequence[KernelSample], hardware: gk.Hardware, search: bool = T
         predicted = np.log(predict_arrays(_values(theta), arrays))
         return np.concatenate([predicted - measured, weight * (theta - prior) / sigma])
 
-    theta0 = prior if start is None else np.log([start[n] for n in NAMES])
-    result = least_squares(residuals, theta0, loss="soft_l1", f_scale=LOSS_SCALE, diff_step=1e-3,
-                           max_nfev=MAX_EVALUATIONS)
-    return _values(result.x)
+    initial = {name: param.prior for name, param in gk.PARAMS.items()}
+    initial.update(_data_start(arrays) if start is None else start)
+    best = None
+    for shift in STARTS:  # the loss has corners (a min over tiles, a max with the floors): several starts
+        theta0 = np.log([initial[n] * shift.get(n, 1.0) for n in NAMES])
+        result = least_squares(residuals, theta0, loss="soft_l1", f_scale=LOSS_SCALE, diff_step=1e-3,
+                               max_nfev=MAX_EVALUATIONS)
+        if best is None or result.cost < best.cost:
+            best = result
+    return _values(best.x)
+
+
+def _data_start(a: _Arrays) -> dict[str, float]:
+    """Starting floors read off the data (the shortest calls): a floor below every prediction has no gradient,
+    so a start at the prior's 6 us would never rise to a GPU whose calls take 70 us at least (M40)."""
+    gemm, conv = a.time_s[a.is_gemm], a.time_s[~a.is_gemm]
+    floor = 0.9 * float(gemm.min() if len(gemm) else conv.min() / gk.PARAMS["conv_floor_ratio"].prior)
+    ratio = float(np.clip(0.9 * conv.min() / floor, 0.5, 4.0)) if len(conv) else gk.PARAMS["conv_floor_ratio"].prior
+    return {"floor_s": floor, "conv_floor_ratio": ratio}
 
 
 def predict(values: Mapping[str, float], samples: Sequence[KernelSample], hardware: gk.Hardware,
@@ -113,17 +130,71 @@ def predict(values: Mapping[str, float], samples: Sequence[KernelSample], hardwa
 
 def leave_one_group_out(samples: Sequence[KernelSample], hardware: gk.Hardware, search: bool = True
                         ) -> np.ndarray:
-    """Each sample predicted by a fit to the samples of every other group (application)."""
-    out = np.empty(len(samples))
-    everything = fit(samples, hardware, search)
+    """Each sample predicted by a fit to the samples of every other group (application); NaN where no other
+    group exists."""
+    out = np.full(len(samples), np.nan)
     for group in sorted({s.group for s in samples}):
         held = [i for i, s in enumerate(samples) if s.group == group]
         kept = [s for s in samples if s.group != group]
-        values = fit(kept, hardware, search, start=everything) if kept else everything
-        out[held] = predict(values, [samples[i] for i in held], hardware, search)
+        if kept:  # each fold starts from the prior and its own data: nothing of the held-out rows leaks in
+            out[held] = predict(fit(kept, hardware, search), [samples[i] for i in held], hardware, search)
     return out
 
 
 def accuracy(predicted: np.ndarray, measured: np.ndarray) -> np.ndarray:
     """1 - |predicted - measured| / measured, per row (the project's accuracy)."""
     return 1.0 - np.abs(predicted - measured) / measured
+
+
+def kernel_samples(samples: Sequence) -> dict[tuple[str, Optional[str]], list[KernelSample]]:
+    """(dtype, math mode) -> the profile Samples the kernel model covers (GEMM forward, ungrouped undilated 2-D
+    convolutions), as KernelSamples grouped by their application (extra["application"], "" when unnamed)."""
+    out: dict[tuple[str, Optional[str]], list[KernelSample]] = {}
+    for s in samples:
+        if s.benchmark == "gemm" and s.variant == "fwd":
+            pass
+        elif s.benchmark == "conv2d" and s.variant in gk.PASSES and int(s.params.get("groups", 1)) == 1 \
+                and s.params.get("dilation", 1) in (1, [1, 1]):
+            pass
+        else:
+            continue
+        sample = KernelSample(s.benchmark, s.variant, s.params, s.dtype, float(np.median(s.times_s)),
+                              str(s.extra.get("application") or ""))
+        out.setdefault((s.dtype, s.extra.get("math")), []).append(sample)
+    return out
+
+
+def fit_gpu_kernels(samples: Sequence, gpu_name: str, sms: Optional[int] = None, search: bool = True):
+    """The GpuKernels record of a GPU profile's samples (None when the GPU is not in calibrate/data/gpus.yaml or
+    no sample is a GEMM or 2-D convolution): one fit per dtype, and its held-out median accuracy per family
+    where the samples name two applications or more."""
+    from calibrate import gpu_specs
+    from calibrate.coefficients import GpuKernelMode, GpuKernels
+
+    spec = gpu_specs.find_spec(gpu_name)
+    groups = kernel_samples(samples)
+    if spec is None or not groups:
+        return None
+    modes = {}
+    for (dtype, math_name), rows in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")):
+        hardware = gpu_specs.hardware(spec, dtype, math_name, sms)
+        values = fit(rows, hardware, search)
+        quality = None
+        if len({r.group for r in rows}) >= 2:
+            held = leave_one_group_out(rows, hardware, search)
+            measured = np.array([r.time_s for r in rows])
+            quality = {}
+            for fam in gk.FAMILIES:
+                mask = np.array([gk.family(r.op, r.pass_) == fam for r in rows]) & np.isfinite(held)
+                if mask.any():
+                    quality[fam] = float(np.median(accuracy(held[mask], measured[mask])))
+        mode, tensor_cores = gpu_specs.math_mode(spec, dtype, math_name)
+        modes[dtype] = GpuKernelMode(math=math_name or mode, tensor_cores=tensor_cores,
+                                     peak_flops_per_s=hardware.peak_flops_per_s,
+                                     fallback_flops_per_s=hardware.fallback_flops_per_s, values=values,
+                                     samples=len(rows), held_out_median_accuracy=quality)
+    return GpuKernels(gpu=spec.name, sms=int(sms or spec.sms), memory_bytes_per_s=spec.memory_bytes_per_s,
+                      search=search, modes=modes,
+                      sources=[spec.source, f"constants fitted to {sum(m.samples for m in modes.values())} measured "
+                                            "kernel times (calibrate.gpu_kernel_fit)"])
+

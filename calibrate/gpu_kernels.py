@@ -23,6 +23,7 @@ from typing import Mapping, NamedTuple, Optional
 
 from profiler.dtypes import DTYPE_BYTES, canonical_dtype
 from profiler.errors import UserError
+from profiler.opmath import gemm_backward_shape, window_output_size
 
 #: the algorithms a convolution may run (indices are stored in candidate arrays)
 ALGORITHMS = ("implicit_gemm", "winograd", "fft")
@@ -58,13 +59,13 @@ class Param(NamedTuple):
 #: every fitted constant, with its prior (calibrate.gpu_kernel_fit). Priors: docs/method.md ("GPU kernels").
 PARAMS: dict[str, Param] = {
     "efficiency": Param("share of an SM's peak the implicit-GEMM forward main loop reaches", 0.8, 0.5),
-    "gemm_ratio": Param("cuBLAS GEMM efficiency relative to the convolution forward", 1.0, 0.3),
+    "gemm_ratio": Param("cuBLAS GEMM efficiency relative to the convolution forward", 1.0, 0.15),
     "bwd_data_ratio": Param("backward-data efficiency relative to the forward", 1.0, 0.3),
     "bwd_weight_ratio": Param("backward-weight efficiency relative to the forward", 1.0, 0.3),
     "feed_bytes_per_s": Param("operand bytes per second one SM takes in (L2 to shared memory)", 1.6e10, 0.7),
     "memory_efficiency": Param("share of the datasheet DRAM bandwidth a streaming kernel reaches", 0.8, 0.5),
-    "floor_gemm_s": Param("shortest time of a GEMM call (launch and set-up)", 6e-6, 1.0),
-    "floor_conv_s": Param("shortest time of a convolution call", 1e-5, 1.0),
+    "floor_s": Param("shortest time of a GEMM call (launch and set-up)", 6e-6, 1.0),
+    "conv_floor_ratio": Param("shortest convolution call relative to the shortest GEMM (more kernels)", 1.5, 0.5),
     "wave_s": Param("fixed time of one wave of CTAs (prologue, epilogue)", 1e-6, 1.0),
     "winograd_fwd": Param("Winograd efficiency relative to implicit GEMM, forward", 0.5, 0.5),
     "winograd_bwd_data": Param("... backward-data", 0.5, 0.5),
@@ -86,10 +87,6 @@ class Hardware(NamedTuple):
     fallback_flops_per_s: float
     memory_bytes_per_s: float
     tensor_cores: bool
-
-
-def _out(size: int, kernel: int, pad: int, stride: int) -> int:
-    return (size + 2 * pad - kernel) // stride + 1
 
 
 def _pair(params: Mapping, key: str, default: int) -> tuple[int, int]:
@@ -124,13 +121,14 @@ def conv_shape(params: Mapping) -> ConvShape:
     r, s = _pair(params, "kernel", 1)
     sh, sw = _pair(params, "stride", 1)
     ph, pw = _pair(params, "padding", 0)
-    return ConvShape(n, c, h, w, f, r, s, ph, pw, sh, sw, _out(h, r, ph, sh), _out(w, s, pw, sw))
+    return ConvShape(n, c, h, w, f, r, s, ph, pw, sh, sw, window_output_size(h, r, sh, ph),
+                     window_output_size(w, s, sw, pw))
 
 
 def products(op: str, pass_: str, params: Mapping, algorithm: str) -> tuple[int, int, int, int]:
     """(m, n, k, batch) of the batched GEMM an algorithm runs for one call (docs/method.md, "GPU kernels"):
     implicit GEMM forward (N P Q, F, C R S), backward-data over every input position (N H W, C, F ceil(R/sh)
-    ceil(S/sw)), backward-weight (F, C R S, N P Q); Winograd one product per transformed point over 4x4 output
+    ceil(S/sw): a strided one computes the positions no output reads too), backward-weight (F, C R S, N P Q); Winograd one product per transformed point over 4x4 output
     tiles; FFT one complex product per frequency over 32x32 tiles."""
     if op == "gemm":
         return int(params["M"]), int(params["N"]), int(params["K"]), 1
@@ -148,6 +146,23 @@ def products(op: str, pass_: str, params: Mapping, algorithm: str) -> tuple[int,
     batch = FFT_POINTS * COMPLEX_FLOPS
     return {"fwd": (tiles, x.f, x.c, batch), "bwd_data": (tiles, x.c, x.f, batch),
             "bwd_weight": (x.f, x.c, tiles, batch)}[pass_]
+
+
+def transform_bytes(params: Mapping, algorithm: str, dtype: str) -> float:
+    """DRAM bytes a Winograd or FFT convolution spends on its transforms: the input, the weight and the output
+    (or their gradients) each written transformed and read back (36 points per 4x4 tile; 32 x 17 complex
+    points per FFT tile, in float32). 0 for the implicit GEMM."""
+    if algorithm == "implicit_gemm":
+        return 0.0
+    x = conv_shape(params)
+    if algorithm == "winograd":
+        tiles = -(-x.p // WINOGRAD_TILE) * -(-x.q // WINOGRAD_TILE)
+        points, element = WINOGRAD_POINTS, DTYPE_BYTES[canonical_dtype(dtype)]
+    else:
+        edge = FFT_SIZE - max(x.r, x.s) + 1
+        tiles = -(-x.h // edge) * -(-x.w // edge)
+        points, element = 2 * FFT_POINTS, 4
+    return 2.0 * float(x.n * x.c * tiles + x.f * x.c + x.n * x.f * tiles) * points * element
 
 
 def algorithms(op: str, pass_: str, params: Mapping, tensor_cores: bool, search: bool) -> tuple[str, ...]:
@@ -187,8 +202,8 @@ def gather_amplification(op: str, params: Mapping) -> float:
 
 def candidates(op: str, pass_: str, params: Mapping, dtype: str, sms: int, tensor_cores: bool,
                search: bool = True) -> list[tuple[int, int, float, float, float]]:
-    """Every (algorithm index, waves, FLOPs per CTA, intensity in FLOP/byte, split partial bytes) a call may run
-    as (module docstring)."""
+    """Every (algorithm index, waves, FLOPs per CTA, intensity in FLOP/byte, extra DRAM bytes: split partials and
+    Winograd/FFT transforms) a call may run as (module docstring)."""
     element = DTYPE_BYTES[canonical_dtype(dtype)]
     amplify = gather_amplification(op, params)
     # the operand gathered from the input: rows of the forward product, the reduction of the weight gradient
@@ -198,6 +213,7 @@ def candidates(op: str, pass_: str, params: Mapping, dtype: str, sms: int, tenso
     for algorithm in algorithms(op, pass_, params, tensor_cores, search):
         index = ALGORITHMS.index(algorithm)
         m, n, k, batch = products(op, pass_, params, algorithm)
+        transforms = transform_bytes(params, algorithm, dtype) if op != "gemm" else 0.0
         for tm, tn in TILES:
             tiles = -(-m // tm) * -(-n // tn) * batch
             intensity = 2.0 * tm * tn / ((tm * rows_amp + tn * cols_amp) * element)
@@ -206,7 +222,7 @@ def candidates(op: str, pass_: str, params: Mapping, dtype: str, sms: int, tenso
                     break
                 ctas = tiles * split
                 partials = float(m * n * batch * split * PARTIAL_BYTES) if split > 1 else 0.0
-                out.append((index, -(-ctas // sms), 2.0 * tm * tn * -(-k // split), intensity, partials))
+                out.append((index, -(-ctas // sms), 2.0 * tm * tn * -(-k // split), intensity, partials + transforms))
     return out
 
 
@@ -228,6 +244,26 @@ def unaligned(op: str, params: Mapping, tensor_cores: bool) -> bool:
     """A tensor-core convolution whose input channels are not a multiple of TENSOR_CORE_ALIGNMENT (first layers
     with 1-3 channels): cuDNN 7 runs it on CUDA cores."""
     return tensor_cores and op == "conv2d" and int(params["C"]) % TENSOR_CORE_ALIGNMENT != 0
+
+
+#: cuBLAS operand order of a linear layer's (and a plain matrix product's) passes as the forward GEMM
+#: (M, N, K) they are: PyTorch's linear runs X W^T forward, dY W for the input and dY^T X for the weight gradient
+GEMM_PASS_TRANSPOSES = {"linear": {"fwd": (False, True), "bwd_data": (False, False), "bwd_weight": (True, False)},
+                        "gemm": {"fwd": (False, False), "bwd_data": (False, True), "bwd_weight": (True, False)}}
+
+
+def as_kernel_call(op: str, pass_: str, params: Mapping) -> Optional[tuple[str, str, dict]]:
+    """(op, pass, params) of the call this model costs for a cost-model call: a GEMM or linear pass as the forward
+    GEMM of its shape with its transposes (profiler.opmath.gemm_backward_shape), an ungrouped undilated 2-D
+    convolution as it is; None for anything else."""
+    if op in GEMM_PASS_TRANSPOSES and pass_ in PASSES:
+        m, n, k = gemm_backward_shape(pass_, int(params["M"]), int(params["N"]), int(params["K"]))
+        ta, tb = GEMM_PASS_TRANSPOSES[op][pass_]
+        return "gemm", "fwd", {"M": m, "N": n, "K": k, "transpose_a": ta, "transpose_b": tb}
+    if op == "conv2d" and pass_ in PASSES and int(params.get("groups", 1)) == 1 \
+            and _pair(params, "dilation", 1) == (1, 1):
+        return "conv2d", pass_, dict(params)
+    return None
 
 
 def family(op: str, pass_: str) -> str:
@@ -283,7 +319,7 @@ def kernel_time_s(values: Mapping[str, float], hardware: Hardware, op: str, pass
                                                   search))
     memory = (operand_bytes(op, params, dtype) / (values["memory_efficiency"] * hardware.memory_bytes_per_s)
               * (values["transposed_memory_ratio"] if transposed(op, params) else 1.0))
-    floor = values["floor_gemm_s"] if is_gemm else values["floor_conv_s"]
+    floor = values["floor_s"] * (1.0 if is_gemm else values["conv_floor_ratio"])
     return max(floor, compute, memory)
 
 

@@ -141,6 +141,9 @@ def collect_machine(device: str = "cpu", nvml=None) -> Machine:
     if cuda and not gpus and torch.cuda.is_available():  # NVML unusable: torch still knows the basics
         props = [torch.cuda.get_device_properties(i) for i in range(torch.cuda.device_count())]
         gpus = [GPUInfo(name=p.name, memory_bytes=float(p.total_memory)) for p in props]
+    if cuda and torch.cuda.is_available():  # the SM count, which NVML does not report
+        gpus = [g.model_copy(update={"sms": torch.cuda.get_device_properties(i).multi_processor_count})
+                if i < torch.cuda.device_count() else g for i, g in enumerate(gpus)]
     device_memory = gpus[0].memory_bytes if cuda and gpus else memory_bytes
     return Machine(
         hostname=socket.gethostname(),

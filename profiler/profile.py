@@ -68,6 +68,9 @@ class GPUInfo(BaseModel):
     pcie_generation: Optional[int] = None
     pcie_width: Optional[int] = None
     nvlink_links: Optional[int] = None
+    #: streaming multiprocessors (torch.cuda.get_device_properties().multi_processor_count): the GPU kernel
+    #: model's wave count (calibrate.gpu_kernels); None where not recorded (the datasheet's count is used)
+    sms: Optional[int] = Field(default=None, ge=1)
 
 
 class Machine(BaseModel):

@@ -1,0 +1,190 @@
+"""GPU kernel model held out by application on DeepBench's measured kernels (targets: median >= 90%, mean >= 85%).
+
+For every GPU and dtype of the DeepBench workbooks (default: those the repository carries, calibrate/data/deepbench;
+or any DeepBench workbook or text output given as FILE), the GPU kernel model (calibrate.gpu_kernels) is fitted to
+every application's GEMMs and convolutions but one and predicts that one's; each family's median and mean accuracy
+over the held-out predictions are the figures, the in-sample fit's beside them.
+
+    python -m bench deepbench [FILE...] [--json]
+
+Writes results/deepbench.json (figures with targets), results/deepbench-rows.jsonl (every row, measured and
+predicted) and docs/deepbench.md (the tables and the worst shapes); --json prints
+{gpu: {dtype: {family: {rows, median_accuracy, mean_accuracy}}}}. DeepBench names each shape's application in the
+V100 workbook only; the other workbooks time the same shape list, so a shape's application is read from any file
+that names it. Backward-data rows of input layers (fewer than 4 channels) are left out everywhere, as DeepBench's
+own V100 sheet leaves them out ("typically the input layers of a neural network": no gradient flows into data).
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from bench import describe
+from bench.record import REPO, Figure, add_results_flag, record
+from calibrate import gpu_kernel_fit as gf
+from calibrate import gpu_kernels as gk
+from calibrate import gpu_specs
+from profiler.deepbench import read_deepbench
+from profiler.errors import UserError
+from profiler.outputs import write_atomic
+
+NAME = "deepbench"
+DEFAULT_FILES = sorted((REPO / "calibrate" / "data" / "deepbench").glob("*.xlsx"))
+DOCS = REPO / "docs" / "deepbench.md"
+TARGET_MEDIAN, TARGET_MEAN = 0.90, 0.85
+INPUT_LAYER_CHANNELS = 4  # backward-data of convolutions with fewer input channels is not timed (module docstring)
+WORST = 5  # shapes listed per GPU, dtype and family
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    describe(parser, __doc__)
+    parser.add_argument("files", nargs="*", metavar="FILE", type=Path,
+                        help="DeepBench workbooks (.xlsx) or text output (default: the workbooks the repository carries)")
+    parser.add_argument("--json", action="store_true", help="print {gpu: {dtype: {family: figures}}} as JSON")
+    parser.add_argument("--docs", type=Path, default=DOCS, metavar="PATH", help="the generated tables (default: %(default)s)")
+    add_results_flag(parser)
+
+
+def shape_key(sample) -> tuple:
+    return (sample.benchmark, json.dumps(sample.params, sort_keys=True))
+
+
+def load(files: list[Path]) -> dict[tuple[str, str], list[tuple[gf.KernelSample, str]]]:
+    """(GPU name, dtype) -> [(sample, math mode)] of every GEMM and convolution row, labelled by application."""
+    read = [(path, *read_deepbench(path)) for path in files]
+    labels = {shape_key(s): s.extra["application"] for _, samples, _ in read for s in samples
+              if s.extra.get("application")}
+    groups: dict[tuple[str, str], list] = defaultdict(list)
+    for path, samples, run in read:
+        if not run.gpu:
+            raise UserError(f"{path}: names no GPU (no Specs sheet 'GPU Model'); the kernel model needs its datasheet")
+        for s in samples:
+            if s.benchmark not in ("gemm", "conv2d"):
+                continue
+            if s.variant == "bwd_data" and int(s.params["C"]) < INPUT_LAYER_CHANNELS:
+                continue
+            sample = gf.KernelSample(s.benchmark, s.variant, s.params, s.dtype, float(np.median(s.times_s)),
+                                     labels.get(shape_key(s), "unlabelled"))
+            groups[(run.gpu, s.dtype)].append((sample, s.extra.get("math")))
+    return groups
+
+
+def evaluate(gpu: str, dtype: str, rows: list) -> tuple[list[dict], dict]:
+    """Per row: measured, in-sample and held-out predictions; and the fitted constants."""
+    spec = gpu_specs.find_spec(gpu)
+    if spec is None:
+        raise UserError(f"GPU {gpu!r} is not in calibrate/data/gpus.yaml: add its SMs, peaks and bandwidth")
+    hardware = gpu_specs.hardware(spec, dtype, rows[0][1])
+    samples = [s for s, _ in rows]
+    values = gf.fit(samples, hardware)
+    fitted = gf.predict(values, samples, hardware)
+    held = gf.leave_one_group_out(samples, hardware)
+    out = [{"gpu": gpu, "dtype": dtype, "family": gk.family(s.op, s.pass_), "application": s.group,
+            "params": s.params, "measured_s": s.time_s, "in_sample_s": float(f), "held_out_s": float(h),
+            "algorithm": gk.chosen_algorithm(values, hardware, s.op, s.pass_, s.params, s.dtype)}
+           for s, f, h in zip(samples, fitted, held)]
+    return out, values
+
+
+def summarise(rows: list[dict], key: str) -> dict:
+    kept = [r for r in rows if np.isfinite(r[key])]
+    acc = gf.accuracy(np.array([r[key] for r in kept]), np.array([r["measured_s"] for r in kept]))
+    return {"rows": len(kept), "median_accuracy": float(np.median(acc)) if kept else None,
+            "mean_accuracy": float(np.mean(acc)) if kept else None}
+
+
+def table(all_rows: list[dict]) -> dict:
+    out: dict = {}
+    for r in all_rows:
+        out.setdefault(r["gpu"], {}).setdefault(r["dtype"], {}).setdefault(r["family"], []).append(r)
+    return {g: {d: {f: {"held_out": summarise(rs, "held_out_s"), "in_sample": summarise(rs, "in_sample_s")}
+                    for f, rs in fams.items()} for d, fams in dts.items()} for g, dts in out.items()}
+
+
+def _shape(family: str, p: dict) -> str:
+    if family.startswith("gemm"):
+        t = ("T" if p.get("transpose_a") else "N") + ("T" if p.get("transpose_b") else "N")
+        return f"{p['M']}x{p['N']}x{p['K']} {t}"
+    (r, s), (sh, _), (ph, _) = p["kernel"], p["stride"], p["padding"]
+    return f"N{p['N']} C{p['C']} {p['H']}x{p['W']} F{p['F']} {r}x{s} s{sh} p{ph}"
+
+
+def markdown(summary: dict, all_rows: list[dict], files: list[Path]) -> str:
+    lines = ["<!-- generated by `python -m bench deepbench`: do not edit by hand -->", "",
+             "# DeepBench kernels predicted by the GPU kernel model, held out by application", "",
+             f"Files: {', '.join(p.name for p in files)}. Each row's prediction comes from a fit to every other "
+             "application's rows of the same GPU and dtype (held out); the in-sample column fits all rows. "
+             "Accuracy = 1 - |predicted - measured| / measured. Method: docs/gpu-kernels.md.", "",
+             "| GPU | dtype | family | rows | held-out median | held-out mean | in-sample median | in-sample mean |",
+             "|---|---|---|---:|---:|---:|---:|---:|"]
+    pct = lambda v: "-" if v is None else f"{100 * v:.1f}%"  # noqa: E731
+    for gpu, dts in sorted(summary.items()):
+        for dtype, fams in sorted(dts.items()):
+            for family in gk.FAMILIES:
+                if family in fams:
+                    h, i = fams[family]["held_out"], fams[family]["in_sample"]
+                    lines.append(f"| {gpu} | {dtype} | {family} | {h['rows']} | {pct(h['median_accuracy'])} | "
+                                 f"{pct(h['mean_accuracy'])} | {pct(i['median_accuracy'])} | {pct(i['mean_accuracy'])} |")
+    lines += ["", f"## Worst held-out shapes ({WORST} per GPU, dtype and family)", "",
+              "| GPU | dtype | family | shape | application | measured us | predicted us | predicted / measured | algorithm |",
+              "|---|---|---|---|---|---:|---:|---:|---|"]
+    groups = defaultdict(list)
+    for r in all_rows:
+        if np.isfinite(r["held_out_s"]):
+            groups[(r["gpu"], r["dtype"], r["family"])].append(r)
+    for (gpu, dtype, family), rs in sorted(groups.items()):
+        for r in sorted(rs, key=lambda r: -abs(np.log(r["held_out_s"] / r["measured_s"])))[:WORST]:
+            lines.append(f"| {gpu} | {dtype} | {family} | {_shape(family, r['params'])} | {r['application']} | "
+                         f"{r['measured_s'] * 1e6:.0f} | {r['held_out_s'] * 1e6:.0f} | "
+                         f"{r['held_out_s'] / r['measured_s']:.2f} | {r['algorithm'] or '-'} |")
+    return "\n".join(lines) + "\n"
+
+
+def figures(summary: dict) -> list[Figure]:
+    out = []
+    for gpu, dts in sorted(summary.items()):
+        for dtype, fams in sorted(dts.items()):
+            for family in gk.FAMILIES:
+                if family not in fams:
+                    continue
+                h = fams[family]["held_out"]
+                label = f"{gpu} {dtype} {family}"
+                out.append(Figure(f"{label}: held-out median accuracy", _pct(h["median_accuracy"]), "%",
+                                  f">= {100 * TARGET_MEDIAN:g}"))
+                out.append(Figure(f"{label}: held-out mean accuracy", _pct(h["mean_accuracy"]), "%",
+                                  f">= {100 * TARGET_MEAN:g}"))
+    return out
+
+
+def _pct(value: Optional[float]) -> Optional[float]:
+    return None if value is None else round(100 * value, 2)
+
+
+def run(args) -> int:
+    files = list(args.files) or DEFAULT_FILES
+    if not files:
+        raise UserError("no DeepBench files given and none carried in calibrate/data/deepbench")
+    all_rows: list[dict] = []
+    for (gpu, dtype), rows in sorted(load(files).items()):
+        evaluated, _ = evaluate(gpu, dtype, rows)
+        all_rows += evaluated
+    summary = table(all_rows)
+    write_atomic(args.docs, markdown(summary, all_rows, files))
+    args.results.mkdir(parents=True, exist_ok=True)
+    write_atomic(args.results / f"{NAME}-rows.jsonl", "".join(json.dumps(r, sort_keys=True) + "\n" for r in all_rows))
+    if args.json:  # stdout holds the JSON alone; the figures' listing goes to stderr
+        with contextlib.redirect_stdout(sys.stderr):
+            record(NAME, figures(summary), args.results)
+        print(json.dumps({g: {d: {f: v["held_out"] for f, v in fams.items()} for d, fams in dts.items()}
+                          for g, dts in summary.items()}, indent=1, sort_keys=True))
+        return 0
+    path = record(NAME, figures(summary), args.results)
+    print(f"rows: {args.results / (NAME + '-rows.jsonl')}; tables: {args.docs}; figures: {path}")
+    return 0
