@@ -71,6 +71,11 @@ def time_text(seconds: float) -> str:
     return _t(seconds)
 
 
+def rate_text(samples_per_s: float) -> str:
+    """Samples/s with thousands separators (4 significant digits below 100)."""
+    return f"{samples_per_s:,.0f}" if samples_per_s >= 100 else f"{samples_per_s:.4g}"
+
+
 def interval_pct(pred: Prediction) -> str:
     """The prediction interval as +-N% of the iteration time (the wider side; '' without an interval)."""
     low, high = pred.interval_s
@@ -95,7 +100,7 @@ def compact_table(preds: Sequence[Prediction], dataset_size: int | None = None, 
         if not p.feasible:
             continue
         row = [str(k), p.plan.strategy, p.plan.describe(), _t(p.iteration_s), interval_pct(p),
-               f"{p.throughput_samples_per_s:.4g}", _gb(p.memory_bytes),
+               rate_text(p.throughput_samples_per_s), _gb(p.memory_bytes),
                p.bottleneck if p.fits else "does not fit (OOM)"]
         if dataset_size:
             row.append(f"{p.gpu_hours(dataset_size):.4g}")

@@ -5,13 +5,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from predictor.report import interval_pct, time_text
+from predictor.report import interval_pct, rate_text, time_text
 from predictor.scaling import BEST, Sweep, label, plural, train_cost
-
-
-def rate_text(samples_per_s: float) -> str:
-    """Samples/s with thousands separators (4 significant digits below 100)."""
-    return f"{samples_per_s:,.0f}" if samples_per_s >= 100 else f"{samples_per_s:.4g}"
 
 
 def _money(value: float) -> str:

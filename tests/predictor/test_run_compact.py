@@ -5,7 +5,7 @@ import json
 from calibrate.shipped import shipped_profile
 from predictor.cli import main
 from predictor.plan import Plan, Prediction
-from predictor.report import interval_pct, why_lines
+from predictor.report import interval_pct, rate_text, why_lines
 
 V100 = str(shipped_profile("v100-abci-4gpu.published"))
 ARGS = ["run", "--profile", V100, "--model", "resnet50", "--batch", "256", "--gpus", "8", "--strategy", "all",
@@ -23,7 +23,7 @@ def test_default_fits_100_columns_one_line_per_plan(capsys, monkeypatch):
     for rank, p in enumerate(runnable, 1):  # rank, strategy and samples/s on one line: no cell wrapped
         row = [line for line in lines if line.split()[:2] == [str(rank), p["plan"]["strategy"]]]
         assert len(row) == 1, p["plan"]["strategy"]
-        assert f"{p['throughput_samples_per_s']:.4g}" in row[0]
+        assert rate_text(p["throughput_samples_per_s"]) in row[0]
     assert not any("compute f+b" in line for line in lines)  # the wide table's columns are not there
     cannot = [line for line in lines if line.startswith("cannot run: ")]
     infeasible = [p["plan"]["strategy"] for p in preds if not p["feasible"]]
