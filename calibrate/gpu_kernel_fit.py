@@ -78,7 +78,7 @@ def predict_arrays(values: Mapping[str, float], a: _Arrays) -> np.ndarray:
     memory = (a.operand_bytes / (values["memory_efficiency"] * hw.memory_bytes_per_s)
               * np.where(a.transposed, values["transposed_memory_ratio"], 1.0))
     floor = values["floor_s"] * np.where(a.is_gemm, 1.0, values["conv_floor_ratio"])
-    return np.maximum(floor, np.maximum(compute, memory))
+    return np.where(a.is_gemm, 0.0, values["conv_overhead_s"]) + np.maximum(floor, np.maximum(compute, memory))
 
 
 def _values(theta: np.ndarray) -> dict[str, float]:

@@ -66,6 +66,8 @@ PARAMS: dict[str, Param] = {
     "memory_efficiency": Param("share of the datasheet DRAM bandwidth a streaming kernel reaches", 0.8, 0.5),
     "floor_s": Param("shortest time of a GEMM call (launch and set-up)", 6e-6, 1.0),
     "conv_floor_ratio": Param("shortest convolution call relative to the shortest GEMM (more kernels)", 1.5, 0.5),
+    "conv_overhead_s": Param("time a convolution call adds to its main kernel (index, zero-fill and reduction "
+                             "kernels)", 5e-6, 1.0),
     "wave_s": Param("fixed time of one wave of CTAs (prologue, epilogue)", 1e-6, 1.0),
     "winograd_fwd": Param("Winograd efficiency relative to implicit GEMM, forward", 0.5, 0.5),
     "winograd_bwd_data": Param("... backward-data", 0.5, 0.5),
@@ -319,8 +321,9 @@ def kernel_time_s(values: Mapping[str, float], hardware: Hardware, op: str, pass
                                                   search))
     memory = (operand_bytes(op, params, dtype) / (values["memory_efficiency"] * hardware.memory_bytes_per_s)
               * (values["transposed_memory_ratio"] if transposed(op, params) else 1.0))
-    floor = values["floor_s"] * (1.0 if is_gemm else values["conv_floor_ratio"])
-    return max(floor, compute, memory)
+    if is_gemm:
+        return max(values["floor_s"], compute, memory)
+    return values["conv_overhead_s"] + max(values["floor_s"] * values["conv_floor_ratio"], compute, memory)
 
 
 def chosen_algorithm(values: Mapping[str, float], hardware: Hardware, op: str, pass_: str, params: Mapping,
