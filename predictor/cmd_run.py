@@ -245,6 +245,25 @@ def console_width(default: int = 100) -> int:
     return default
 
 
+def shell_lines(command: str, width: int, indent: str = "  ") -> str:
+    """A shell command broken before its flags into lines of at most `width` columns (backslash continued), so
+    it stays copyable; a flag with its value is never split, and one longer than a line stays whole."""
+    groups: list[str] = []
+    for word in command.split(" "):
+        if word.startswith("--") or not groups:
+            groups.append(word)
+        else:
+            groups[-1] += " " + word
+    lines, line = [], indent + groups[0]
+    for group in groups[1:]:
+        if len(line) + 1 + len(group) > width - 2:
+            lines.append(line + " \\")
+            line = indent + "  " + group
+        else:
+            line += " " + group
+    return "\n".join(lines + [line])
+
+
 def _print_compact(args, preds, meta, path, cm, graph, flagged, substituted, corrected) -> int:
     """`predictor run`'s default output: what was asked, the compact ranked table, the plans that cannot run in
     one line, the recommendation and its why, then any warning (extrapolation, substituted families, the
@@ -266,7 +285,7 @@ def _print_compact(args, preds, meta, path, cm, graph, flagged, substituted, cor
     if flagged:
         console.print(f"! {len(flagged)} strategies predict more than {FLAG_SHARE:.0%} of their compute from calls "
                       f"outside the shapes this profile measured (column 'extrap.' with --wide); to measure them:")
-        console.print(f"  {meta['extrapolation']['measure_command']}", soft_wrap=True)
+        console.print(shell_lines(meta["extrapolation"]["measure_command"], console.width), soft_wrap=True)
     if substituted:
         ops = sorted({key.split()[0] for key in substituted})
         console.print(f"! profile has no calibrated family for {', '.join(ops)}; costed by explicit formulas "

@@ -131,7 +131,8 @@ def why_lines(preds: Sequence[Prediction]) -> list[str]:
         why = f"no plan fits in {_gb(best.device_memory_bytes)} GB; this one needs {_gb(best.memory_bytes)} GB"
     elif runner is not None:
         gain = runner.iteration_s / best.iteration_s - 1
-        why = (f"fastest plan that fits, {gain:.0%} ahead of {runner.plan.strategy} ({runner.plan.describe()}, "
+        margin = "level with" if gain < 5e-4 else f"{gain:.1%} ahead of" if gain < 0.1 else f"{gain:.0%} ahead of"
+        why = (f"fastest plan that fits, {margin} {runner.plan.strategy} ({runner.plan.describe()}, "
                f"{_t(runner.iteration_s)})")
     else:
         why = "the only plan that fits"

@@ -60,3 +60,13 @@ def test_why_says_when_nothing_fits():
     big = _pred("data", 0.10, 20e9)
     head, why = why_lines([big])
     assert "does NOT fit" in head and why.startswith("why: no plan fits in 16.00 GB; this one needs 20.00 GB")
+
+
+def test_a_long_command_is_broken_before_its_flags():
+    from predictor.cmd_run import shell_lines
+
+    command = "profiler calibrate --device cpu --model resnet50 --batch 64 --gpus 2 --strategy pipeline --out P.yaml"
+    text = shell_lines(command, 60)
+    assert all(len(line) <= 60 for line in text.splitlines()) and len(text.splitlines()) == 2
+    assert text.replace(" \\\n    ", " ").strip() == command
+    assert shell_lines("a --b", 100) == "  a --b"
