@@ -114,7 +114,10 @@ def run(args) -> int:
         scaling_header=header, scaling_rows=rows, compare_devices=compare, compare_batch=batch,
         strategy_preds=preds, breakdown_png=breakdown, winner=winner, provenance=_provenance(profile, path),
         accuracy=accuracy, warnings=warnings)
-    target.parent.mkdir(exist_ok=True)
+    try:
+        target.parent.mkdir(exist_ok=True)
+    except OSError as err:
+        raise UserError(f"--out {target.parent}: cannot make the folder ({err.strerror})") from None
     write_atomic(target, page)
     print(f"report written to {target} ({len(page.encode()) / 1e3:.0f} kB, self-contained)")
     return 0
