@@ -21,7 +21,8 @@ import numpy as np
 from calibrate.alphabeta import (MIN_TIME_S, STATISTICS, bootstrap_estimate, fit_line, quality, relative_errors,
                                  resample, with_noise)
 from calibrate.gp import fit_gp as gp_regression
-from calibrate.coefficients import ComputeFit, EfficiencyModel, Estimate, FitQuality, GaussianProcess, Tree
+from calibrate.coefficients import (MIN_LOG_EFFICIENCY, ComputeFit, EfficiencyModel, Estimate, FitQuality,
+                                   GaussianProcess, Tree)
 from calibrate.shapes import MONOTONE
 from calibrate.trees import float32_row, tree_arrays, value_at
 
@@ -65,7 +66,8 @@ def export_tree(tree) -> Tree:
 
 
 def efficiency_at(model: EfficiencyModel, row: Sequence[float]) -> float:
-    """Fraction of peak at one shape: exp(trend in log work + boosted trees or GP), capped at 1."""
+    """Fraction of peak at one shape: exp(trend in log work + boosted trees or GP), capped at 1 and floored at
+    e^MIN_LOG_EFFICIENCY (the schema bounds init, slope and trees; a GP's mean is bounded only here)."""
     log_eff = model.init + (model.slope * row[0] if model.slope else 0.0)
     row32 = float32_row(row) if model.trees else row
     for t in model.trees:
@@ -73,7 +75,7 @@ def efficiency_at(model: EfficiencyModel, row: Sequence[float]) -> float:
                                                   row32)
     if model.gp is not None:
         log_eff += model.gp.mean_at(row)
-    return math.exp(min(log_eff, 0.0))
+    return math.exp(min(max(log_eff, MIN_LOG_EFFICIENCY), 0.0))
 
 
 def predict_time(fit: ComputeFit, work: float, nbytes: float, row: Sequence[float], bound: Optional[str] = None) -> float:

@@ -39,6 +39,7 @@ from calibrate.correction_features import (
     NUMERIC_FEATURES,
     feature_names,
     feature_vector,
+    MAX_CORRECTION_FACTOR,
     log_residual,
     numeric_features,
     strategy_of,
@@ -412,7 +413,22 @@ class CorrectionFile(BaseModel):
             for tree in self.model.trees:
                 if any(lo >= 0 and not 0 <= f < n for lo, f in zip(tree.children_left, tree.feature)):
                     raise ValueError("a tree splits on a feature index outside the feature list")
+        reach = reachable_log_factor(self.model, self.domain)
+        if reach > math.log(MAX_CORRECTION_FACTOR):
+            raise ValueError(f"the model can scale a prediction by up to e^{reach:.4g} on its domain; at most "
+                             f"{MAX_CORRECTION_FACTOR:g}x either way is accepted")
         return self
+
+
+def reachable_log_factor(model: Union[_Ridge, _Trees], domain: _Domain) -> float:
+    """The largest |log factor| the model can give on its inputs: numeric features clamped to the domain
+    (Correction.apply), strategy indicators 0 or 1; for trees, every tree at its largest leaf."""
+    if isinstance(model, _Trees):
+        return abs(model.base) + abs(model.weight) * sum(max(map(abs, tree.value)) for tree in model.trees)
+    n = len(domain.min)
+    low, high = list(domain.min) + [0.0] * (len(model.coef) - n), list(domain.max) + [1.0] * (len(model.coef) - n)
+    return abs(model.intercept) + sum(max(abs(c / s * (lo - m)), abs(c / s * (hi - m)))
+                                      for c, s, m, lo, hi in zip(model.coef, model.scale, model.mean, low, high))
 
 
 def profile_identity(profile: Profile) -> str:
@@ -485,16 +501,20 @@ def fit_correction(records: Sequence[Mapping[str, Any]], profile: Profile, *, ru
     report = cross_validate(data, seed)
     estimator = _make_estimator(report.chosen, seed).fit(data.X, data.y)
     numeric = data.X[:, : len(NUMERIC_FEATURES)]
-    spec = CorrectionFile(
-        format=FORMAT, format_version=FORMAT_VERSION, trained=utc_now_iso(),
-        profile=_ProfileIdentity(sha256=profile_identity(profile), hostname=profile.machine.hostname,
-                                 created=profile.created),
-        runs=dict(runs_source), target="log(measured_time_s / predicted_time_s)",
-        features=list(feature_names(data.strategies)), strategies=list(data.strategies),
-        enabled={r.strategy: r.enabled for r in report.strategies},
-        domain=_Domain(min=numeric.min(axis=0).tolist(), max=numeric.max(axis=0).tolist()),
-        model=export_model(report.chosen, estimator), cv=report.to_dict(),
-    )
+    try:  # the fitted model is held to the schema any correction file is (a bounded factor on its domain)
+        spec = CorrectionFile(
+            format=FORMAT, format_version=FORMAT_VERSION, trained=utc_now_iso(),
+            profile=_ProfileIdentity(sha256=profile_identity(profile), hostname=profile.machine.hostname,
+                                     created=profile.created),
+            runs=dict(runs_source), target="log(measured_time_s / predicted_time_s)",
+            features=list(feature_names(data.strategies)), strategies=list(data.strategies),
+            enabled={r.strategy: r.enabled for r in report.strategies},
+            domain=_Domain(min=numeric.min(axis=0).tolist(), max=numeric.max(axis=0).tolist()),
+            model=export_model(report.chosen, estimator), cv=report.to_dict(),
+        )
+    except ValidationError as err:
+        raise UserError(f"the correction fitted to these runs is refused: "
+                        f"{err.errors()[0]['msg'].removeprefix('Value error, ')}") from None
     return spec, report
 
 

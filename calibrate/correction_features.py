@@ -133,9 +133,18 @@ def strategy_of(record: Mapping[str, Any]) -> str:
     return strategy
 
 
+#: the most a correction may scale a prediction by, either way: it learns residuals (the trained ones stay within
+#: 2.4x); a run measured a million times off its prediction is not one, and exp of an unbounded model overflows
+MAX_CORRECTION_FACTOR = 1e6
+
+
 def log_residual(record: Mapping[str, Any]) -> float:
-    """The regression target: log(measured_time_s / predicted_time_s)."""
-    return math.log(_positive(record, "measured_time_s", 0.0) / _positive(record, "predicted_time_s", 0.0))
+    """The regression target: log(measured_time_s / predicted_time_s), within MAX_CORRECTION_FACTOR either way."""
+    ratio = _positive(record, "measured_time_s", 0.0) / _positive(record, "predicted_time_s", 0.0)
+    if not 1 / MAX_CORRECTION_FACTOR <= ratio <= MAX_CORRECTION_FACTOR:
+        raise ValueError(f"fields 'measured_time_s' / 'predicted_time_s' = {ratio:.3g}: a run more than "
+                         f"{MAX_CORRECTION_FACTOR:g}x off its prediction is no residual to correct")
+    return math.log(ratio)
 
 
 def numeric_features(record: Mapping[str, Any]) -> dict[str, float]:

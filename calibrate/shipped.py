@@ -51,7 +51,7 @@ def resolve_profile(name_or_path: str | os.PathLike, flag: str = "--profile") ->
     """A profile path as given when it exists, else the shipped profile of that name; a one-line UserError
     listing the shipped names when it is neither."""
     path = Path(name_or_path)
-    if path.exists():
+    if os.path.exists(path):  # os.path: a name too long for the file system is not there (Path.exists raises)
         return path
     shipped = shipped_profile(str(name_or_path))
     if shipped is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 from pathlib import Path
 
 from calibrate import drift, history
@@ -33,12 +34,12 @@ def profile_paths(paths: list[str]) -> list[Path]:
     files: list[Path] = []
     for raw in paths:
         path = Path(raw)
-        if path.is_dir():
+        if os.path.isdir(path):  # os.path: a name too long for the file system is not there (Path raises)
             found = sorted(p for p in path.iterdir() if p.is_file() and p.suffix in (".yaml", ".yml"))
             if not found:
                 raise UserError(f"{path}: folder holds no profile (*.yaml / *.yml)")
             files.extend(found)
-        elif path.exists():
+        elif os.path.exists(path):
             files.append(path)
         else:
             raise UserError(f"{path}: no such profile file or folder")

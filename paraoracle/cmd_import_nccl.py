@@ -8,6 +8,7 @@ samples imported earlier from a file with the same content. Writes are atomic; t
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from profiler.comm.nccl_tests import PROGRAMS, NcclRun, read_nccl_tests
@@ -48,7 +49,7 @@ def run(args) -> int:
     if args.out is None and args.into is None:
         raise UserError("give --out PATH (a new profile) or --into PROFILE (merge into an existing one)")
     target = Path(args.out or args.into)
-    if args.into is None and target.exists() and not args.force:
+    if args.into is None and os.path.exists(target) and not args.force:
         raise UserError(f"--out {target}: file exists; pass --force to overwrite it, or --into {target} to merge")
     check_writable(target, "--out" if args.out else "--into")
     samples, runs = [], []

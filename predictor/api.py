@@ -2,7 +2,7 @@
 
     graph = load_model("resnet50")                      # zoo name, package.module:callable, file.py[:fn],
                                                         # or a .yaml/.json layer spec
-    cm = load_cost_model("v100-dgx1-8gpu.published")    # a profile file or a shipped profile's name (calibrate.shipped)
+    cm, path = load_cost_model("v100-dgx1-8gpu.published")  # a profile file or a shipped name (calibrate.shipped)
     pred = predict(graph, Plan("data", batch=256, devices=64, devices_per_node=4, p_data=64), cm)
     preds = predict_all(graph, batch=256, devices=64, cost_model=cm)   # ranked, fastest fitting first
     best = search(graph, cm, batch=256, max_devices=1024)
@@ -50,18 +50,30 @@ def load_model(name_or_path: str, input_shape: Sequence[int] | None = None, *, a
         raise UserError(f"model {name_or_path!r}: a data file may name only a zoo model ({', '.join(zoo.ZOO)}) "
                         "or a .yaml/.json layer spec; pass Python models with --model on the command line")
     if name_or_path in zoo.ZOO:
-        _check_knobs(name_or_path, knobs)
+        check_knobs(f"model {name_or_path}", knobs)
         key = cache_key(f"zoo:{name_or_path}", knobs, input_shape, ZOO_SOURCES)
-        return cached_graph(key, lambda: _trace_zoo(name_or_path, input_shape, knobs))
+        return _check_sizes(cached_graph(key, lambda: _trace_zoo(name_or_path, input_shape, knobs)), name_or_path, knobs)
     lower = name_or_path.lower()
     if lower.endswith((".yaml", ".yml", ".json")):
         if not os.path.exists(name_or_path):
             raise UserError(f"layer spec {name_or_path} does not exist")
-        return load_layer_spec(name_or_path)
+        return _check_sizes(load_layer_spec(name_or_path), name_or_path, {})
     if ":" in name_or_path or lower.endswith(".py"):  # user code is traced every time (it may import anything)
-        return _trace_callable(name_or_path, input_shape, knobs)
+        return _check_sizes(_trace_callable(name_or_path, input_shape, knobs), name_or_path, knobs)
     raise UserError(f"unknown model {name_or_path!r}: not in the zoo ({', '.join(zoo.ZOO)}), "
                     "not package.module:callable, a .py file or a .yaml/.json layer spec")
+
+
+def _check_sizes(graph: ModelGraph, name: str, knobs: dict) -> ModelGraph:
+    """The graph, when every layer's input, output and weight has at least one element along each dimension; a
+    UserError naming the first empty one otherwise (a zero width, or an image too small for the windows)."""
+    for layer in graph.layers:
+        for what, shape in (("input", layer.input_shape), ("output", layer.output_shape), ("weight", layer.weight_shape)):
+            if shape and min(shape) < 1:
+                given = ", ".join(f"{k}={v}" for k, v in knobs.items())
+                raise UserError(f"model {name}{f' ({given})' if given else ''}: layer {layer.name} ({layer.op}) has an "
+                                f"empty {what} {tuple(shape)}: a zero width, or an input too small for its windows")
+    return graph
 
 
 def _trace_zoo(name: str, input_shape, knobs: dict) -> ModelGraph:
@@ -83,21 +95,26 @@ def _trace_callable(ref: str, input_shape, knobs: dict) -> ModelGraph:
     shape = input_shape or getattr(module, "input_shape", None)
     if shape is None:
         raise UserError(f"model {ref}: give --input-shape (per-sample, e.g. 3,224,224)")
-    return trace_module(module, tuple(int(d) for d in shape), ref)
+    try:
+        return trace_module(module, tuple(int(d) for d in shape), ref)
+    except SystemExit as stop:  # its forward ended the process
+        raise UserError(f"model {ref}: its forward called sys.exit({stop.code!r}) while being traced") from None
 
 
 MAX_KNOB = 1 << 16  # largest magnitude of a numeric zoo knob (width, image, depth, classes, ...)
 
 
-def _check_knobs(name: str, knobs: dict) -> None:
-    """Zoo knobs are plain scalars (or short lists of them) of a sane size; anything else is refused."""
+def check_knobs(label: str, knobs: dict) -> None:
+    """Zoo knobs are plain scalars (or short lists of them) of a sane size; anything else is a UserError starting
+    with `label` (`model resnet50`, `suite s.yaml:4: model small_cnn2d`)."""
     for key, value in knobs.items():
-        values = value if isinstance(value, list) and len(value) <= 64 else [value]
+        values = value if isinstance(value, (list, tuple)) and len(value) <= 64 else [value]
         for v in values:
             if isinstance(v, bool) or v is None or isinstance(v, str):
                 continue
             if not isinstance(v, (int, float)) or not math.isfinite(v) or abs(v) > MAX_KNOB:
-                raise UserError(f"model {name}: knob {key}={str(value)[:40]} must be a finite number of magnitude <= {MAX_KNOB}")
+                raise UserError(f"{label}: knob {key}={str(value)[:40]} must be a finite number of magnitude <= "
+                                f"{MAX_KNOB} (or a list of at most 64 of them)")
 
 
 def is_data_model(name: str) -> bool:
@@ -122,6 +139,8 @@ def _import_callable(ref: str, knobs: dict):
             mod = importlib.import_module(target)
     except UserError:
         raise
+    except SystemExit as stop:  # the file ended the process (sys.exit at import): not a model
+        raise UserError(f"cannot import model {ref}: it called sys.exit({stop.code!r}) while being imported") from None
     except Exception as err:  # noqa: BLE001 - the user's code failed to import
         raise UserError(f"cannot import model {ref}: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}") from None
     obj = getattr(mod, attr, None) if attr else None
@@ -129,6 +148,8 @@ def _import_callable(ref: str, knobs: dict):
         raise UserError(f"model {ref}: no callable {attr or '(model/build_model/Model)'} in {target}")
     try:
         built = obj if isinstance(obj, nn.Module) else obj(**knobs)
+    except SystemExit as stop:
+        raise UserError(f"model {ref}: calling {attr} called sys.exit({stop.code!r})") from None
     except Exception as err:  # noqa: BLE001
         raise UserError(f"model {ref}: calling {attr} failed: {type(err).__name__}: {err}") from None
     if not isinstance(built, nn.Module):

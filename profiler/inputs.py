@@ -5,7 +5,9 @@ A file is read only when it is a regular file (a FIFO, device, socket or directo
 opened, and the open never blocks), no larger than the cap for its kind, and valid UTF-8. YAML and JSON
 become plain data only (dicts, lists, str, int, float, bool, None): no tags beyond those, no aliases of
 lists or mappings (a "billion laughs" file cannot expand), bounded nesting, bounded integer literals and
-no duplicate keys. Every failure is a one-line UserError naming the file.
+no duplicate keys. Every number is finite and, unless zero, between MIN_MAGNITUDE and MAX_MAGNITUDE in
+magnitude (check_numbers): beyond them lies no size, rate or time of a machine or a run, and arithmetic on
+them overflows or divides by zero. Every failure is a one-line UserError naming the file (and the field).
 """
 from __future__ import annotations
 
@@ -35,6 +37,8 @@ MAX_BYTES = {
 }
 MAX_DEPTH = 64  # nesting of mappings and lists
 MAX_INT_CHARS = 100  # length of an integer literal (Python refuses above 4300 digits; no real field needs 30)
+#: the magnitudes a number in an input file may have (zero aside): the shipped files span 4e-19 .. 1e18
+MIN_MAGNITUDE, MAX_MAGNITUDE = 1e-30, 1e30
 
 _PLAIN_TAGS = {f"tag:yaml.org,2002:{name}" for name in ("str", "int", "float", "bool", "null", "seq", "map")}
 _INT_TAG = "tag:yaml.org,2002:int"
@@ -204,15 +208,56 @@ def construct_yaml(node: yaml.Node | None, label: str) -> Any:
         return None
     loader = _PlainLoader("")
     try:
-        return loader.construct_document(node)
+        data = loader.construct_document(node)
     except (yaml.YAMLError, ValueError, OverflowError) as err:
         raise UserError(f"{label}: not valid YAML: {str(err).splitlines()[0] if str(err) else type(err).__name__}") from None
     finally:
         loader.dispose()
+    return check_numbers(data, label)
 
 
 def parse_yaml(text: str, label: str, invalid: str = "not valid YAML") -> Any:
     return construct_yaml(compose_yaml(text, label, invalid), label)
+
+
+def _out_of_range(value: Any) -> bool:
+    """A number (not a bool) that is infinite, NaN, or outside MIN_MAGNITUDE..MAX_MAGNITUDE and not zero."""
+    if value.__class__ is bool or not isinstance(value, (int, float)):
+        return False
+    size = abs(value)
+    return not (size <= MAX_MAGNITUDE and (size >= MIN_MAGNITUDE or size == 0))
+
+
+def check_numbers(data: Any, label: str) -> Any:
+    """`data` unchanged when every number in it is in range (_out_of_range); else a UserError naming the
+    first bad field by its path (`coefficients.compute.gemm/fwd/float32.launch_s.value`)."""
+    stack = [data]
+    while stack:
+        item = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        for child in children:
+            if isinstance(child, (dict, list)):
+                stack.append(child)
+            elif _out_of_range(child):
+                raise UserError(f"{label}: field '{_path_to(data, child)}': {child!r} is out of range (numbers must "
+                                f"be finite and, unless zero, within {MIN_MAGNITUDE:g} .. {MAX_MAGNITUDE:g} in magnitude)")
+    if _out_of_range(data):
+        raise UserError(f"{label}: {data!r} is out of range (numbers must be finite, within {MAX_MAGNITUDE:g})")
+    return data
+
+
+def _path_to(data: Any, target: Any) -> str:
+    """The dotted path of the first value `target` (by identity) below `data` (only walked on an error)."""
+    stack = [(data, "")]
+    while stack:
+        item, path = stack.pop()
+        pairs = item.items() if isinstance(item, dict) else enumerate(item) if isinstance(item, list) else ()
+        for key, child in pairs:
+            where = f"{path}.{key}" if path else str(key)
+            if child is target:
+                return where
+            stack.append((child, where))
+    return "?"
 
 
 def read_yaml(path: str | os.PathLike, kind: str = "file", label: str | None = None) -> Any:
@@ -264,7 +309,7 @@ def parse_json(text: str, label: str, line: int | None = None) -> Any:
     except RecursionError:
         raise UserError(f"{label}: nested more than {MAX_DEPTH} levels deep") from None
     _check_depth(data, label)
-    return data
+    return check_numbers(data, label)
 
 
 def read_json(path: str | os.PathLike, kind: str = "file", label: str | None = None) -> Any:

@@ -37,13 +37,15 @@ def check_writable(path: Path | str, flag: str = "--out") -> Path:
         raise UserError(f"{flag} {str(path)!r}: not a valid file name")
     path = Path(path)
     folder = _folder(path)
-    if not folder.is_dir():
-        raise UserError(f"{flag} {path}: folder '{folder}' does not exist")
-    name_max, path_max = _name_limits(folder)
+    name_max, path_max = _name_limits(folder if os.path.isdir(folder) else Path("."))
+    if any(len(os.fsencode(part)) > name_max for part in path.parent.parts):  # before any stat: ENAMETOOLONG
+        raise UserError(f"{flag} {path}: a folder name in it is longer than the {name_max} bytes the file system allows")
     if len(os.fsencode(path.name)) > name_max - 24:  # room for the temporary file's prefix and suffix
         raise UserError(f"{flag} {path}: file name longer than {name_max - 24} bytes")
     if len(os.fsencode(str(path.absolute()))) >= path_max - 24:
         raise UserError(f"{flag} {path}: path longer than {path_max - 24} bytes")
+    if not os.path.isdir(folder):
+        raise UserError(f"{flag} {path}: folder '{folder}' does not exist")
     if path.is_dir():
         raise UserError(f"{flag} {path}: is a folder, expected a file path")
     if path.exists() and not stat.S_ISREG(path.stat().st_mode):
@@ -120,7 +122,7 @@ def write_atomic(path: Path | str, data: str | bytes) -> None:
     a file; UserError (one line) when it cannot be written."""
     path = Path(path)
     folder = _folder(path)
-    if not folder.is_dir():
+    if not os.path.isdir(folder):
         raise UserError(f"{path}: folder '{folder}' does not exist")
     _remove_stray_temporaries(path)
     try:

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import os
 import re
 from pathlib import Path
 from typing import Optional
@@ -26,14 +27,14 @@ def timestamped_name(hostname: str, now: Optional[_dt.datetime] = None) -> str:
 def resolve_out(out: str | Path, hostname: str, force: bool, now: Optional[_dt.datetime] = None) -> Path:
     """The file a calibration will write, checked writable before any benchmark runs (UserError otherwise)."""
     path = Path(out)
-    if path.is_dir():
+    if os.path.isdir(path):  # os.path: a name too long for the file system is "no", checked by check_writable
         name = timestamped_name(hostname, now)
         path = path / name
         suffix = 2
-        while path.exists():
+        while os.path.exists(path):
             path = path.with_name(f"{name[:-len('.yaml')]}-{suffix}.yaml")
             suffix += 1
-    elif path.exists() and not force:
+    elif os.path.exists(path) and not force:
         raise UserError(f"--out {path}: file exists; pass --force to overwrite it, or give a folder "
                         "to get a new timestamped file")
     return check_writable(path)

@@ -13,6 +13,9 @@ TRAIN = ["predictor", "train-correction", "--profile", "{d}/good.yaml", "--runs"
 SCALE = ["predictor", "scale", "--profile", "{d}/good.yaml", *m.RUN_TAIL[:6]]  # the small model, no batch yet
 REPORT = ["predictor", "report", "--profile", "{d}/good.yaml", *m.RUN_TAIL[:6], "--batch-per-gpu", "8", "--gpus", "1-4"]
 
+LONG = "n" * 300  # a file or folder name longer than NAME_MAX (255)
+DEEP = "/".join(["d" * 200] * 25)  # a path longer than PATH_MAX (4096)
+
 BAD_FLAGS = [  # (label, argv, flag the error must name)
     ("threads-zero", CALIBRATE + ["--threads", "0"], "--threads"),
     ("threads-million", CALIBRATE + ["--threads", "1000000"], "--threads"),
@@ -80,6 +83,20 @@ BAD_FLAGS = [  # (label, argv, flag the error must name)
     ("out-is-dev-null", ["profiler", "fit", "{d}/good.yaml", "--out", "/dev/null", "--force"], "--out"),
     ("trace-folder-missing", RUN + ["--trace", "{d}/nowhere/t.json"], "--trace"),
     ("calibrate-out-missing-folder", ["profiler", "calibrate", "--device", "cpu", "--out", "{d}/no/p.yaml"], "--out"),
+    # names longer than the file system allows (ENAMETOOLONG from a stat before the output was checked)
+    ("out-folder-name-too-long", ["profiler", "fit", "{d}/good.yaml", "--out", f"{{d}}/{LONG}/f.yaml"], "--out"),
+    ("out-path-too-long", ["profiler", "fit", "{d}/good.yaml", "--out", f"{{d}}/{DEEP}/f.yaml"], "--out"),
+    ("trace-folder-name-too-long", RUN + ["--trace", f"{{d}}/{LONG}/t.json"], "--trace"),
+    ("train-out-folder-name-too-long", TRAIN + ["--out", f"{{d}}/{LONG}/c.json"], "--out"),
+    ("validate-out-folder-name-too-long", VALIDATE[:-1] + [f"{{d}}/{LONG}/r.jsonl"], "--out"),
+    ("calibrate-out-name-too-long", CALIBRATE[:-1] + [f"{{d}}/{LONG}.yaml"], "--out"),
+    ("calibrate-out-folder-name-too-long", CALIBRATE[:-1] + [f"{{d}}/{LONG}/p.yaml"], "--out"),
+    ("nccl-out-name-too-long", ["profiler", "import-nccl-tests", "{d}/ar.txt", "--out", f"{{d}}/{LONG}.yaml"], "--out"),
+    ("shapes-out-folder-name-too-long", ["predictor", "shapes", "--model", "small_cnn2d", "--batch", "8", "--gpus", "2",
+                                         "--out", f"{{d}}/{LONG}/s.yaml"], "--out"),
+    ("profile-name-too-long", ["predictor", "run", "--profile", f"{{d}}/{LONG}.yaml", *m.RUN_TAIL], "--profile"),
+    ("suite-folder-name-too-long", ["predictor", "shapes", "--suite", f"{{d}}/{LONG}/s.yaml", "--out", "{d}/s.yaml"], "suite"),
+    ("history-name-too-long", ["profiler", "history", f"{{d}}/{LONG}.yaml", "{d}/good.yaml"], LONG[:40]),
     ("scale-gpus-zero", SCALE + ["--batch-per-gpu", "8", "--gpus", "0"], "--gpus"),
     ("scale-gpus-backwards", SCALE + ["--batch-per-gpu", "8", "--gpus", "8-4"], "--gpus"),
     ("scale-gpus-too-many", SCALE + ["--batch-per-gpu", "8", "--gpus", ",".join(map(str, range(1, 101)))], "--gpus"),
@@ -132,8 +149,23 @@ def _files() -> dict:
             "samples.yaml": m.text(m.CPU_SAMPLES)}
 
 
+#: Python models named on the command line that end the process instead of building a model (file -> source)
+EXITING_MODELS = {
+    "exit-0-at-import": "import sys\nsys.exit(0)\n",
+    "exit-1-at-import": "import sys\nsys.exit(1)\n",
+    "raise-systemexit-at-import": "raise SystemExit('bye')\n",
+    "exit-in-builder": "import sys\ndef model():\n    sys.exit(0)\n",
+    "exit-in-forward": ("import sys\nimport torch.nn as nn\nclass M(nn.Module):\n    input_shape = (4,)\n"
+                        "    def forward(self, x):\n        sys.exit(0)\nmodel = M\n"),
+}
+
+
 def flag_cases() -> list[Case]:
-    return [Case(f"flag/{label}", argv, _files(), flag) for label, argv, flag in BAD_FLAGS]
+    cases = [Case(f"flag/{label}", argv, _files(), flag) for label, argv, flag in BAD_FLAGS]
+    for label, source in EXITING_MODELS.items():
+        argv = ["predictor", "run", "--profile", "{d}/good.yaml", "--model", "{d}/m.py", "--batch", "8", "--gpus", "2"]
+        cases.append(Case(f"flag/model-file-{label}", argv, {**_files(), "m.py": source}, "m.py"))
+    return cases
 
 
 def clobber_cases() -> list[Case]:

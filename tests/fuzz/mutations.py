@@ -13,6 +13,7 @@ from .core import MARKER, Case
 from .files import reader_case
 
 NAN, INF = float("nan"), float("inf")
+HUGE, TINY = 1e308, 5e-324  # finite, but beyond any size, rate or time (profiler.inputs.check_numbers)
 WRONG = {"not": "a number"}
 
 
@@ -63,7 +64,8 @@ def coefficient_cases(rng: random.Random, count: int) -> list[Case]:
     pool = []
     for source, tag in sources:
         for path in _numeric_leaves(m.doc(source)["coefficients"]):
-            values = [("nan", NAN), ("inf", INF), ("-inf", -INF), ("wrong-type", WRONG)]
+            values = [("nan", NAN), ("inf", INF), ("-inf", -INF), ("wrong-type", WRONG), ("1e308", HUGE),
+                      ("-1e308", -HUGE), ("5e-324", TINY)]
             if _must_be_positive(path):
                 values += [("negative", -1.0), ("zero", 0.0)]
             pool += [(source, tag, path, label, value) for label, value in values]
@@ -98,6 +100,14 @@ CURATED_COEFFICIENTS = [  # (source, path below coefficients, value, label): the
     (m.V100, ("links", "allreduce", "bogus"), {}, "unknown-level"),
     (m.V100, ("compute", "conv2d/fwd/float32", "kind"), "seconds", "unknown-kind"),
     (m.V100, ("compute", "conv2d/fwd/float32", "launch_s"), _DELETE, "missing-launch"),
+    # extreme finite numbers: an efficiency that underflows to 0 divided by zero in predictor run
+    (m.V100, ("compute", "gemm/fwd/float32", "efficiency", "init"), -HUGE, "init-minus-1e308"),
+    (m.V100, ("compute", "gemm/fwd/float32", "efficiency", "init"), -1e29, "init-minus-1e29"),
+    (m.V100, ("compute", "gemm/fwd/float32", "efficiency", "slope"), -1e3, "slope-steep-negative"),
+    (m.V100, ("compute", "gemm/fwd/float32", "peak_per_s"), TINY, "peak-denormal"),
+    (m.V100, ("compute", "gemm/fwd/float32", "launch_s", "value"), HUGE, "launch-1e308"),
+    (m.CPU_TREES, ("compute", "conv2d/fwd/float32", "efficiency", "trees", 0, "value", 0), -HUGE, "leaf-minus-1e308"),
+    (m.CPU_TREES, ("compute", "conv2d/fwd/float32", "efficiency", "learning_rate"), 1e20, "learning-rate-1e20"),
 ]
 
 
@@ -207,6 +217,12 @@ SUITES = {
     "runs-mapping": {"runs": {"a": 1}}, "runs-empty": {"runs": []}, "top-unknown-key": {**m.SUITE, "bogus": 1},
     "micro-batches-zero": {"runs": [{**RUN, "micro_batches": 0}]}, "p-model-negative": {"runs": [{**RUN, "p_model": -2}]},
     "entry-not-mapping": {"runs": ["small_cnn2d"]}, "both-strategy-keys": {"runs": [{**RUN, "strategy": "data"}]},
+    "knob-list": {"runs": [{**RUN, "knobs": {"width": [4], "image": 16}}]},
+    "knob-mapping": {"runs": [{**RUN, "knobs": {"width": {"a": 1}, "image": 16}}]},
+    "knob-list-of-lists": {"runs": [{**RUN, "knobs": {"width": [[4]], "image": 16}}]},
+    "knob-zero-width": {"runs": [{**RUN, "knobs": {"width": 0, "image": 16}}]},
+    "knob-image-1": {"runs": [{**RUN, "knobs": {"width": 4, "image": 1}}]},
+    "knob-1e308": {"runs": [{**RUN, "knobs": {"width": HUGE, "image": 16}}]},
 }
 EVIL_PY = f"open({MARKER!r}, 'w').close()\nmodel = None\n"
 
@@ -410,11 +426,62 @@ RUNS = {
     "huge-integer": lambda r: r.insert(2, '{"a": ' + "1" * 5000 + "}"),
     "nothing-usable": lambda r: r.__setitem__(slice(None), [{"predicted_time_s": None, "measured_time_s": 1.0}]),
     "one-model-only": lambda r: r.__setitem__(slice(None), [dict(x, model="one", scenario="one") for x in r]),
+    "measured-1e308": lambda r: r[3].update(measured_time_s=HUGE), "predicted-denormal": lambda r: r[3].update(predicted_time_s=TINY),
+    "measured-minus-inf": lambda r: r[3].update(measured_time_s=-INF), "flops-1e308": lambda r: r[3].update(flops_per_device=HUGE),
+    "measured-1e30": lambda r: r[3].update(measured_time_s=1e30),  # 1e33 x its prediction: no residual to learn
+    "predicted-1e-30": lambda r: r[3].update(predicted_time_s=1e-30),
 }
 
 
 def runs_cases() -> list[Case]:
-    return [reader_case(f"runs/{label}", "runs", _runs(edit)) for label, edit in RUNS.items()]
+    return ([reader_case(f"runs/{label}", "runs", _runs(edit)) for label, edit in RUNS.items()]
+            + [reader_case(f"dataset/{label}", "model-error-runs", functools.partial(_dataset, edit))
+               for label, edit in DATASETS.items()])
+
+
+@functools.lru_cache(maxsize=1)
+def _dataset_rows() -> str:
+    """Four measured rows of a validation dataset (`predictor validate --out`): small_cnn2d serial runs at two
+    widths and batches, measured 1.2x their prediction with the V100 profile."""
+    import dataclasses
+
+    from calibrate.cost_model import load_cost_model
+    from predictor.api import default_plans, load_model, predict
+
+    cost_model, rows = load_cost_model(m.V100), []
+    for width in (4, 6):
+        knobs = {"width": width, "image": 16}
+        graph = load_model("small_cnn2d", **knobs)
+        for batch in (4, 8):
+            plan = default_plans(graph, "serial", batch, 1, 2)[0]
+            seconds = predict(graph, plan, cost_model, interval=False).iteration_s
+            rows.append({"label": "serial", "scenario": f"small_cnn2d/{width}/B{batch}", "model": "small_cnn2d",
+                         "knobs": knobs, "measured_time_s": 1.2 * seconds, "prediction": {"plan": dataclasses.asdict(plan)}})
+    return json.dumps(rows)
+
+
+def _dataset(edit) -> str:
+    rows = json.loads(_dataset_rows())
+    edit(rows)
+    return "".join(json.dumps(r) + "\n" for r in rows)
+
+
+def _plan(**fields):
+    return lambda r: r[1]["prediction"]["plan"].update(fields)
+
+
+DATASETS = {  # model-error's reader of validation datasets
+    "measured-string": lambda r: r[1].update(measured_time_s="slow"), "measured-negative": lambda r: r[1].update(measured_time_s=-1.0),
+    "measured-list": lambda r: r[1].update(measured_time_s=[1.0]), "measured-1e308": lambda r: r[1].update(measured_time_s=HUGE),
+    "prediction-list": lambda r: r[1].update(prediction=[1]), "plan-string": lambda r: r[1].update(prediction={"plan": "x"}),
+    "plan-batch-string": _plan(batch="many"), "plan-devices-float": _plan(devices=2.5), "plan-split-strings": _plan(spatial_split=["a"]),
+    "plan-batch-huge": _plan(batch=10 ** 12), "plan-extra-garbage": _plan(extra=[1, 2]),
+    "knobs-list": lambda r: r[1].update(knobs=[1]), "knob-nan-string": lambda r: r[1].update(knobs={"width": {"a": 1}}),
+    "label-list": lambda r: r[1].update(label=[1]), "model-number": lambda r: r[1].update(model=5),
+    "model-code": lambda r: r[1].update(model="os:system", knobs={"command": f"touch {MARKER}"}),
+    "model-file": lambda r: r[1].update(model="evil.py"),
+    "knob-zero-width": lambda r: r[1].update(knobs={"width": 0, "image": 16}),
+}
 
 
 def _correction(edit) -> dict[str, str]:
@@ -462,6 +529,13 @@ CORRECTIONS = {
     "ridge-nan-intercept": _ridge(lambda model: model.update(intercept=NAN)),
     "ridge-inf-mean": _ridge(lambda model: model["mean"].__setitem__(0, INF)),
     "ridge-short-coef": _ridge(lambda model: model["coef"].pop()),
+    "ridge-intercept-1e308": _ridge(lambda model: model.update(intercept=HUGE)),
+    "ridge-intercept-1e29": _ridge(lambda model: model.update(intercept=1e29)),  # exp overflowed to inf
+    "ridge-coef-1e20": _ridge(lambda model: model["coef"].__setitem__(0, 1e20)),
+    "ridge-scale-denormal": _ridge(lambda model: model["scale"].__setitem__(0, TINY)),
+    "tree-weight-1e20": _trees(lambda model, tree: model.update(weight=1e20)),
+    "tree-leaf-1e29": _trees(lambda model, tree: tree["value"].__setitem__(1, 1e29)),
+    "tree-base-minus-1e308": _trees(lambda model, tree: model.update(base=-HUGE)),
     "domain-upside-down": lambda d: d["domain"].update(min=[v + 1e9 for v in d["domain"]["max"]]),
     "domain-short": lambda d: d["domain"]["min"].pop(),
     "format": lambda d: d.update(format="pickle"), "format-version": lambda d: d.update(format_version=2),

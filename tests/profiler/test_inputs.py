@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import glob
+import json
 import os
 
 import pytest
+import yaml
 
 from profiler import inputs
 from profiler.errors import UserError
@@ -71,3 +73,33 @@ def test_shipped_profiles_and_fixtures_still_load(path):
     assert profile.machine.hostname
     if profile.coefficients:  # the physical constraints hold for every shipped number
         parse_coefficients(profile.coefficients, path)
+
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("a:\n  b: [1, 2, 1.0e+308]\n", "field 'a.b.2': 1e+308"),
+    ("a: {b: -.inf}\n", "field 'a.b': -inf"),
+    ("a: [.nan]\n", "field 'a.0': nan"),
+    ("a: {c: 5.0e-324}\n", "field 'a.c': 5e-324"),
+    ("a: 1000000000000000000000000000000000\n", "field 'a': 1000000000000000000000000000000000"),
+])
+def test_yaml_numbers_out_of_range_are_refused_naming_the_field(text, needle):
+    with pytest.raises(UserError, match="out of range") as err:
+        inputs.parse_yaml(text, "f.yaml")
+    assert needle in str(err.value) and str(err.value).startswith("f.yaml: ")
+
+
+@pytest.mark.parametrize("text, needle", [
+    ('{"a": [1, 1e999]}', "field 'a.1': inf"), ('{"a": {"b": NaN}}', "field 'a.b': nan"),
+    ('{"a": -Infinity}', "field 'a': -inf"), ('[{"t": 1e-31}]', "field '0.t': 1e-31"),
+])
+def test_json_numbers_out_of_range_are_refused_naming_the_field(text, needle):
+    with pytest.raises(UserError, match="out of range") as err:
+        inputs.parse_json(text, "f.json", line=3)
+    assert needle in str(err.value) and str(err.value).startswith("f.json:3: ")
+
+
+def test_numbers_in_range_pass_unchanged():
+    doc = {"a": [0, 0.0, 1e-30, -1e30, 4.08e-19, 1e18, True, None], "b": {"c": -2.5}}
+    assert inputs.parse_yaml(yaml.safe_dump(doc), "f.yaml") == doc
+    assert inputs.parse_json(json.dumps(doc), "f.json") == doc
