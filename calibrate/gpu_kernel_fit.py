@@ -48,6 +48,7 @@ class _Arrays:
         self.pass_index = np.array([gk.PASSES.index(s.pass_) for s in samples])
         self.unaligned = np.array([gk.unaligned(s.op, s.params, hardware.tensor_cores) for s in samples])
         self.transposed = np.array([gk.transposed(s.op, s.params) for s in samples])
+        self.strided = np.array([gk.strided_backward_data(s.op, s.pass_, s.params) for s in samples])
         self.operand_bytes = np.array([gk.operand_bytes(s.op, s.params, s.dtype) for s in samples])
         for i, s in enumerate(samples):
             starts.append(sum(len(r) for r in rows))
@@ -74,7 +75,7 @@ def predict_arrays(values: Mapping[str, float], a: _Arrays) -> np.ndarray:
             times[mask] = gk.candidate_time(values, sm_peak[mask], a.algorithm[mask], a.waves[mask], a.flops[mask],
                                             a.intensity[mask], a.partials[mask], gk.PASSES[index], is_gemm,
                                             hw.memory_bytes_per_s)
-    compute = np.minimum.reduceat(times, a.starts)
+    compute = np.minimum.reduceat(times, a.starts) / np.where(a.strided, values["strided_bwd_data_ratio"], 1.0)
     memory = (a.operand_bytes / (values["memory_efficiency"] * hw.memory_bytes_per_s)
               * np.where(a.transposed, values["transposed_memory_ratio"], 1.0))
     floor = values["floor_s"] * np.where(a.is_gemm, 1.0, values["conv_floor_ratio"])

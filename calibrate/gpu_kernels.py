@@ -61,6 +61,7 @@ PARAMS: dict[str, Param] = {
     "efficiency": Param("share of an SM's peak the implicit-GEMM forward main loop reaches", 0.8, 0.5),
     "gemm_ratio": Param("cuBLAS GEMM efficiency relative to the convolution forward", 1.0, 0.15),
     "bwd_data_ratio": Param("backward-data efficiency relative to the forward", 1.0, 0.3),
+    "strided_bwd_data_ratio": Param("a strided backward-data's efficiency relative to a unit-stride one", 1.0, 1.0),
     "bwd_weight_ratio": Param("backward-weight efficiency relative to the forward", 1.0, 0.3),
     "feed_bytes_per_s": Param("operand bytes per second one SM takes in (L2 to shared memory)", 1.6e10, 0.7),
     "memory_efficiency": Param("share of the datasheet DRAM bandwidth a streaming kernel reaches", 0.8, 0.5),
@@ -129,15 +130,16 @@ def conv_shape(params: Mapping) -> ConvShape:
 
 def products(op: str, pass_: str, params: Mapping, algorithm: str) -> tuple[int, int, int, int]:
     """(m, n, k, batch) of the batched GEMM an algorithm runs for one call (docs/method.md, "GPU kernels"):
-    implicit GEMM forward (N P Q, F, C R S), backward-data over every input position (N H W, C, F ceil(R/sh)
-    ceil(S/sw): a strided one computes the positions no output reads too), backward-weight (F, C R S, N P Q); Winograd one product per transformed point over 4x4 output
+    implicit GEMM forward (N P Q, F, C R S), backward-data (N H W / (sh sw), C, F R S: a strided one as one
+    product per stride phase, which together do the forward's work; strided_bwd_data_ratio prices the rest),
+    backward-weight (F, C R S, N P Q); Winograd one product per transformed point over 4x4 output
     tiles; FFT one complex product per frequency over 32x32 tiles."""
     if op == "gemm":
         return int(params["M"]), int(params["N"]), int(params["K"]), 1
     x = conv_shape(params)
     if algorithm == "implicit_gemm":
         return {"fwd": (x.n * x.p * x.q, x.f, x.c * x.r * x.s, 1),
-                "bwd_data": (x.n * x.h * x.w, x.c, x.f * -(-x.r // x.stride_h) * -(-x.s // x.stride_w), 1),
+                "bwd_data": (x.n * x.h * x.w // (x.stride_h * x.stride_w) or 1, x.c, x.f * x.r * x.s, 1),
                 "bwd_weight": (x.f, x.c * x.r * x.s, x.n * x.p * x.q, 1)}[pass_]
     if algorithm == "winograd":
         tiles = x.n * -(-x.p // WINOGRAD_TILE) * -(-x.q // WINOGRAD_TILE)
@@ -242,6 +244,12 @@ def transposed(op: str, params: Mapping) -> bool:
     return op == "gemm" and bool(params.get("transpose_a") or params.get("transpose_b"))
 
 
+def strided_backward_data(op: str, pass_: str, params: Mapping) -> bool:
+    """A backward-data of a strided convolution: cuDNN runs other kernels for it (DeepBench: 2.5x faster than
+    the all-positions product on V100 FP32, up to 50x slower on the P100's FP16-storage kernels of cuDNN 6)."""
+    return op == "conv2d" and pass_ == "bwd_data" and _pair(params, "stride", 1) != (1, 1)
+
+
 def unaligned(op: str, params: Mapping, tensor_cores: bool) -> bool:
     """A tensor-core convolution whose input channels are not a multiple of TENSOR_CORE_ALIGNMENT (first layers
     with 1-3 channels): cuDNN 7 runs it on CUDA cores."""
@@ -319,6 +327,8 @@ def kernel_time_s(values: Mapping[str, float], hardware: Hardware, op: str, pass
     compute = min(candidate_time(values, peak, a, w, f, i, p, pass_, is_gemm, hardware.memory_bytes_per_s)
                   for a, w, f, i, p in candidates(op, pass_, params, dtype, hardware.sms, hardware.tensor_cores,
                                                   search))
+    if strided_backward_data(op, pass_, params):
+        compute /= values["strided_bwd_data_ratio"]
     memory = (operand_bytes(op, params, dtype) / (values["memory_efficiency"] * hardware.memory_bytes_per_s)
               * (values["transposed_memory_ratio"] if transposed(op, params) else 1.0))
     if is_gemm:
