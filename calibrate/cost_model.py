@@ -84,9 +84,11 @@ class ProfileCostModel:
     def at_bound(self, bound: Literal["low", "high"]) -> "ProfileCostModel":
         if bound not in ("low", "high"):
             raise UserError(f"bound must be 'low' or 'high', got {bound!r}")
-        return ProfileCostModel(self.coefficients, name=self.name, device_memory_bytes=self.device_memory_bytes,
-                                devices_per_node=self.devices_per_node, provenance=self.provenance, bound=bound,
-                                cpu_cores=self.cpu_cores)
+        other = ProfileCostModel(self.coefficients, name=self.name, device_memory_bytes=self.device_memory_bytes,
+                                 devices_per_node=self.devices_per_node, provenance=self.provenance, bound=bound,
+                                 cpu_cores=self.cpu_cores)
+        other.conv_algorithm_search = self.conv_algorithm_search
+        return other
 
     # ------------------------------------------------------------------------------------------ compute
     def compute_time_s(self, op: str, pass_: str, params: Mapping[str, int], dtype: str) -> float:

@@ -148,19 +148,15 @@ def accuracy(predicted: np.ndarray, measured: np.ndarray) -> np.ndarray:
 
 
 def kernel_samples(samples: Sequence) -> dict[tuple[str, Optional[str]], list[KernelSample]]:
-    """(dtype, math mode) -> the profile Samples the kernel model covers (GEMM forward, ungrouped undilated 2-D
-    convolutions), as KernelSamples grouped by their application (extra["application"], "" when unnamed)."""
+    """(dtype, math mode) -> the profile Samples the kernel model covers (GEMM and linear passes as the forward
+    GEMMs they run, ungrouped undilated 2-D convolutions: gk.as_kernel_call), as KernelSamples labelled by their
+    application (extra["application"], "" when unnamed)."""
     out: dict[tuple[str, Optional[str]], list[KernelSample]] = {}
     for s in samples:
-        if s.benchmark == "gemm" and s.variant == "fwd":
-            pass
-        elif s.benchmark == "conv2d" and s.variant in gk.PASSES and int(s.params.get("groups", 1)) == 1 \
-                and s.params.get("dilation", 1) in (1, [1, 1]):
-            pass
-        else:
+        call = gk.as_kernel_call(s.benchmark, s.variant, s.params)
+        if call is None:
             continue
-        sample = KernelSample(s.benchmark, s.variant, s.params, s.dtype, float(np.median(s.times_s)),
-                              str(s.extra.get("application") or ""))
+        sample = KernelSample(*call, s.dtype, float(np.median(s.times_s)), str(s.extra.get("application") or ""))
         out.setdefault((s.dtype, s.extra.get("math")), []).append(sample)
     return out
 
@@ -177,7 +173,12 @@ def fit_gpu_kernels(samples: Sequence, gpu_name: str, sms: Optional[int] = None,
     if spec is None or not groups:
         return None
     modes = {}
-    for (dtype, math_name), rows in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")):
+    # one mode per dtype: where samples of one dtype ran in two math modes, the larger set's
+    chosen = {}
+    for (dtype, math_name), rows in groups.items():
+        if dtype not in chosen or len(rows) > len(groups[(dtype, chosen[dtype])]):
+            chosen[dtype] = math_name
+    for (dtype, math_name), rows in sorted(((d, m), groups[(d, m)]) for d, m in chosen.items()):
         hardware = gpu_specs.hardware(spec, dtype, math_name, sms)
         values = fit(rows, hardware, search)
         quality = None
