@@ -8,7 +8,8 @@
   (what the time goes to, and what fills the memory, as the job grows).
 
 `save_scaling_plot` writes the first to a .png or .svg (profiler.outputs.save_figure: atomic); `png_bytes` gives
-any figure as PNG bytes (for the HTML report's data URIs).
+any figure as PNG bytes (for the HTML report's data URIs). Figures are made without pyplot (Agg canvases), so
+nothing global is left open and the command starts faster.
 """
 from __future__ import annotations
 
@@ -25,13 +26,20 @@ TIME_TERMS = (("forward", "compute_fwd_s"), ("backward", "compute_bwd_s"), ("upd
 MEMORY_TERMS = ("weights", "grads", "optimizer", "activations", "comm_buffers", "workspace")
 
 
-def _pyplot():
+def _figure(**options):
+    """A matplotlib Figure drawn by Agg, without pyplot (no global figure state; a faster import)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(**options)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _colours() -> list:
     import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+    return matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
 
 
 def _log2_axis(ax, devices) -> None:
@@ -43,10 +51,10 @@ def _log2_axis(ax, devices) -> None:
 
 
 def scaling_figure(result: Sweep, title: str = ""):
-    """The two-panel figure (module docstring); the caller closes it."""
-    plt = _pyplot()
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 7.5), sharex=True)
-    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    """The two-panel figure (module docstring)."""
+    fig = _figure(figsize=(8, 7.5))
+    top, bottom = fig.subplots(2, 1, sharex=True)
+    colours = _colours()
     for k, (name, points) in enumerate(result.lines.items()):
         colour = colours[k % len(colours)]
         usable = [pt for pt in points if pt.usable]
@@ -101,9 +109,9 @@ def scaling_figure(result: Sweep, title: str = ""):
 
 def breakdown_figure(result: Sweep, line: str = BEST):
     """Stacked bars of `line`'s iteration time and memory per device at each count it has a usable plan."""
-    plt = _pyplot()
     points = [pt for pt in result.lines[line] if pt.usable]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig = _figure(figsize=(11, 4.2))
+    left, right = fig.subplots(1, 2)
     labels = [str(pt.devices) for pt in points]
     x = range(len(points))
     totals = [pt.prediction.iteration_s for pt in points]
@@ -142,16 +150,11 @@ def breakdown_figure(result: Sweep, line: str = BEST):
 
 
 def save_scaling_plot(result: Sweep, path: str, title: str = "") -> None:
-    plt = _pyplot()
-    fig = scaling_figure(result, title)
-    save_figure(fig, path, dpi=110)
-    plt.close(fig)
+    save_figure(scaling_figure(result, title), path, dpi=110)
 
 
 def png_bytes(fig, dpi: int = 100) -> bytes:
-    """The figure as PNG bytes (then closed)."""
-    plt = _pyplot()
+    """The figure as PNG bytes."""
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=dpi)
-    plt.close(fig)
     return buffer.getvalue()
