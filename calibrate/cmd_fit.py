@@ -4,9 +4,9 @@ By default PROFILE itself is rewritten (atomically: readers never see half a fil
 and leaves PROFILE untouched (an existing --out file only with --force)."""
 from __future__ import annotations
 
-from pathlib import Path
 
 from calibrate.fit import fit_profile
+from calibrate.profile_arguments import add_profile_argument, check_not_shipped, profile_of
 from calibrate.report import fit_warnings
 from profiler.cliutil import seed
 from profiler.errors import UserError
@@ -15,15 +15,17 @@ from profiler.profile import load_profile, save_profile
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("profile", metavar="PROFILE", help="profile YAML with samples")
+    add_profile_argument(parser, "profile with samples, rewritten in place unless --out", positional="PROFILE")
     parser.add_argument("--out", metavar="PATH", help="where to write the refitted profile (default: PROFILE, atomically)")
     parser.add_argument("--force", action="store_true", help="overwrite --out if it exists")
     parser.add_argument("--seed", type=seed, default=0, help="seed of the bootstrap and cross-validation draws (0..2^32-1)")
 
 
 def run(args) -> int:
-    source = Path(args.profile)
+    source = profile_of(args)
     in_place = args.out is None or same_file(args.out, source)
+    if in_place:
+        check_not_shipped(source, "PROFILE", " or write the refitted profile elsewhere with --out")
     out = check_writable(source, "PROFILE") if in_place else check_output(args.out, "--out", args.force)
     profile = load_profile(source)
     try:

@@ -24,9 +24,10 @@ from pathlib import Path
 
 import yaml
 
-from predictor.cmd_run import STRATEGY_CHOICES  # a light module (no torch): --help stays as fast as before
+from predictor.flags import (add_dtype_argument, add_gpus_per_node_argument, add_model_arguments,  # light: no torch
+                             add_strategy_argument)
 from profiler import cmd_calibrate, store
-from profiler.cliutil import MAX_LOCAL_RANKS, OneLineParser, batch_size, device_count, int_in
+from profiler.cliutil import OneLineParser, batch_size, device_count
 from profiler.comm import section as collectives
 from profiler.errors import UserError
 
@@ -40,19 +41,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group(
         "a model's own layers", "measure the per-device calls a model's predictions cost, next to the grid "
         "(what `predictor shapes` writes and --shapes reads, in one step; not with --shapes)")
-    g.add_argument("--model", help="as for `predictor run`: zoo name, package.module:callable, file.py[:callable] "
-                                   "or a .yaml/.json layer spec (needs --batch and --gpus)")
-    g.add_argument("--model-arg", action="append", default=None, metavar="KEY=VALUE",
-                   help="zoo/callable knob, e.g. width=16 (repeatable; with --model)")
-    g.add_argument("--input-shape", help="per-sample input shape for user modules, e.g. 3,224,224 (with --model)")
+    add_model_arguments(g, required=False, unset=True, model_note=" (needs --batch and --gpus)", note=" (with --model)")
     g.add_argument("--batch", type=batch_size, help="global mini-batch the model will train with (with --model)")
     g.add_argument("--gpus", type=device_count, help="number of devices it will train on (with --model)")
-    g.add_argument("--gpus-per-node", type=int_in(1, MAX_LOCAL_RANKS),
-                   help="devices per node (with --model; default: the reference profile's)")
-    g.add_argument("--strategy", choices=STRATEGY_CHOICES, default=None,
-                   help="measure only this strategy's calls (with --model; default: all)")
-    g.add_argument("--dtype", choices=("fp32", "fp16", "bf16"), default=None,
-                   help="training precision of the calls (with --model; default fp32; the device's grid must run it)")
+    add_gpus_per_node_argument(g, note=" (with --model)")
+    add_strategy_argument(g, default=None, note=" (with --model: measure only this strategy's calls)")
+    add_dtype_argument(g, default=None, note=" (with --model; the device's grid must run it)")
 
 
 def check_flags(args) -> None:

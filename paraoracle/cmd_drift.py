@@ -11,6 +11,7 @@ import math
 import sys
 
 from calibrate import drift
+from calibrate.profile_arguments import profile_help, profile_type
 from profiler.errors import UserError
 from profiler.profile import Profile, load_profile
 
@@ -23,8 +24,8 @@ _UNITS = {"FLOP/s": (1e9, "GFLOP/s"), "B/s": (1e9, "GB/s"), "1/s": (1.0, "calls/
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("old", metavar="OLD", help="the earlier profile (YAML)")
-    parser.add_argument("new", metavar="NEW", help="the later profile (YAML)")
+    parser.add_argument("old", metavar="OLD", type=profile_type, help=profile_help("the earlier profile"))
+    parser.add_argument("new", metavar="NEW", type=profile_type, help=profile_help("the later profile"))
     parser.add_argument("--min-effect", type=float, default=drift.DEFAULT_MIN_EFFECT, metavar="FRACTION",
                         help="smallest relative change of a coefficient that counts as drift (default 0.05 = 5%%)")
     parser.add_argument("--alpha", type=float, default=drift.DEFAULT_ALPHA, metavar="P",

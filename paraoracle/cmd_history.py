@@ -14,13 +14,15 @@ import os
 from pathlib import Path
 
 from calibrate import drift, history
+from calibrate.profile_arguments import profile_help, profile_type
 from profiler.errors import UserError
 from profiler.outputs import PLOT_SUFFIXES, check_output
 from profiler.profile import Profile, load_profile
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("paths", nargs="+", metavar="DIR|FILE", help="profile files, or folders of profiles")
+    parser.add_argument("paths", nargs="+", metavar="DIR|FILE", type=profile_type,
+                        help=profile_help("profile files, or folders of profiles"))
     parser.add_argument("--plot", metavar="PNG", help="write the time-series plot to this file (.png, .pdf or .svg)")
     parser.add_argument("--min-effect", type=float, default=drift.DEFAULT_MIN_EFFECT, metavar="FRACTION",
                         help="smallest level change kept as a change point (default 0.05 = 5%%)")

@@ -10,9 +10,11 @@ refused. Writes are atomic; the result is refitted (a fit that fails keeps the s
 from __future__ import annotations
 
 import argparse
+import os
 from collections import Counter
 from pathlib import Path
 
+from calibrate.profile_arguments import add_profile_argument, check_not_shipped
 from profiler.deepbench import DeepBenchRun, read_deepbench
 from profiler.errors import UserError
 from profiler.profile import (SCHEMA_VERSION, GPUInfo, Machine, Profile, Provenance, check_writable, load_profile,
@@ -24,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="DeepBench results: a workbook (.xlsx) or the text gemm_bench, conv_bench, "
                              "nccl_*_all_reduce, ring_all_reduce_mpi or osu_allreduce printed")
     parser.add_argument("--out", default=None, help="profile to write (new, or the merged result with --into)")
-    parser.add_argument("--into", default=None, metavar="PROFILE", help="existing profile to merge the samples into")
+    add_profile_argument(parser, "existing profile to merge the samples into (written back unless --out)", flag="--into")
     parser.add_argument("--gpu", default=None, metavar="NAME",
                         help="the GPU text output was measured on (a workbook names it in its Specs sheet)")
     parser.add_argument("--force", action="store_true", help="overwrite --out if it exists (without --into)")
@@ -69,8 +71,10 @@ def _refit(profile: Profile) -> tuple[Profile, str]:
 def run(args) -> int:
     if args.out is None and args.into is None:
         raise UserError("give --out PATH (a new profile) or --into PROFILE (merge into an existing one)")
+    if args.into is not None and args.out is None:
+        check_not_shipped(args.into, "--into", " or write the merged profile elsewhere with --out")
     target = Path(args.out or args.into)
-    if args.into is None and target.exists() and not args.force:
+    if args.into is None and os.path.exists(target) and not args.force:  # os.path: a too long name is not there
         raise UserError(f"--out {target}: file exists; pass --force to overwrite it, or --into {target} to merge")
     check_writable(target, "--out" if args.out else "--into")
     samples, runs = [], []

@@ -11,6 +11,7 @@ import argparse
 import os
 from pathlib import Path
 
+from calibrate.profile_arguments import add_profile_argument, check_not_shipped
 from profiler.comm.nccl_tests import PROGRAMS, NcclRun, read_nccl_tests
 from profiler.errors import UserError
 from profiler.profile import (SCHEMA_VERSION, GPUInfo, Machine, Profile, Provenance, check_writable, load_profile,
@@ -20,7 +21,7 @@ from profiler.profile import (SCHEMA_VERSION, GPUInfo, Machine, Profile, Provena
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("files", nargs="+", metavar="FILE", help="nccl-tests output: text (stdout) or JSON (-J)")
     parser.add_argument("--out", default=None, help="profile to write (new, or the merged result with --into)")
-    parser.add_argument("--into", default=None, metavar="PROFILE", help="existing profile to merge the samples into")
+    add_profile_argument(parser, "existing profile to merge the samples into (written back unless --out)", flag="--into")
     parser.add_argument("--op", choices=sorted(set(PROGRAMS.values())), default=None,
                         help="which collective the files hold, when neither the output nor the file name says")
     parser.add_argument("--force", action="store_true", help="overwrite --out if it exists (without --into)")
@@ -48,6 +49,8 @@ def _refit(profile: Profile) -> tuple[Profile, str]:
 def run(args) -> int:
     if args.out is None and args.into is None:
         raise UserError("give --out PATH (a new profile) or --into PROFILE (merge into an existing one)")
+    if args.into is not None and args.out is None:
+        check_not_shipped(args.into, "--into", " or write the merged profile elsewhere with --out")
     target = Path(args.out or args.into)
     if args.into is None and os.path.exists(target) and not args.force:
         raise UserError(f"--out {target}: file exists; pass --force to overwrite it, or --into {target} to merge")

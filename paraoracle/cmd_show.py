@@ -17,6 +17,7 @@ from typing import Optional
 from rich.console import Console
 from rich.table import Table
 
+from calibrate.profile_arguments import add_profile_argument, profile_of
 from profiler.profile import Profile, Sample, load_profile
 
 COMPUTE_HEADLINES = (("gemm", "fwd"), ("linear", "fwd"), ("linear", "bwd_data"), ("linear", "bwd_weight"),
@@ -25,7 +26,7 @@ COMPUTE_HEADLINES = (("gemm", "fwd"), ("linear", "fwd"), ("linear", "bwd_data"),
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("path", help="profile YAML to summarise")
+    add_profile_argument(parser, "profile to summarise", positional="PROFILE")
     parser.add_argument("--detail", action="store_true",
                         help="every headline figure with its shape, every fit with its interval and held-out error, "
                              "every warning (default: one screen of at most 40 lines)")
@@ -362,6 +363,7 @@ def render_summary(profile: Profile, path: str, console: Console) -> None:
 
 
 def run(args) -> int:
+    args.path = profile_of(args)
     profile = load_profile(args.path)
     width = None if sys.stdout.isatty() else 140  # logs and pipes: wide enough for every table unwrapped
     console = Console(highlight=False, soft_wrap=True, width=width)

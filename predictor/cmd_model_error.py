@@ -1,5 +1,6 @@
 """`predictor model-error --profile P DATASET [DATASET ...] [--coverage 0.8] [--write] [--json]`: how far this
-profile's predictions fall from measured runs, and prediction intervals learned from it.
+profile's predictions fall from measured runs, and prediction intervals learned from it. The datasets may also
+be given with --runs (as `predictor train-correction` takes them); the profile is a path or a shipped name.
 
 Every run of the validation datasets (`predictor validate --out`, repeats pooled by median) is predicted again
 with the profile; the residuals log(measured / predicted) give, per strategy, the interval that holds the
@@ -13,8 +14,9 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from pathlib import Path
 
+from calibrate.profile_arguments import add_profile_argument, check_not_shipped
+from predictor.flags import add_runs_argument, runs_of
 from predictor.model_error import (Residual, bounds_for, error_quantiles, held_out_coverage, in_sample_coverage,
                                    log_ratio)
 from profiler.errors import UserError
@@ -31,8 +33,8 @@ def coverage_fraction(text: str) -> float:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("datasets", nargs="+", help="validation datasets, JSONL (`predictor validate --out`)")
-    parser.add_argument("--profile", required=True, type=Path, help="profile YAML to predict the runs with")
+    add_runs_argument(parser, "validation datasets, JSONL (`predictor validate --out`)", many=True)
+    add_profile_argument(parser, "profile to predict the runs with", required=True)
     parser.add_argument("--coverage", type=coverage_fraction, default=0.8,
                         help="central share of runs the interval holds (default 0.8)")
     parser.add_argument("--write", action="store_true",
@@ -54,6 +56,9 @@ def run(args: argparse.Namespace) -> int:
     from calibrate.cost_model import load_cost_model
     from profiler.profile import load_profile, save_profile
 
+    args.datasets = [str(path) for path in runs_of(args, many=True)]
+    if args.write:
+        check_not_shipped(args.profile, "--profile")
     profile = load_profile(args.profile)
     residuals = residuals_of(args.datasets, load_cost_model(profile))
     if not residuals:

@@ -5,52 +5,20 @@ import argparse
 import json
 import sys
 
-from calibrate.system_constants import DEFAULT_STACK, STACKS
-from predictor.overlap import FRAMEWORKS
-from predictor.plan import (ADDON_STRATEGIES, ALL_STRATEGIES, DTYPES, MIXED_PRECISIONS, PIPELINE_BOUNDARIES,
-                            PIPELINE_SCHEDULES, RECOMPUTE_GRANULARITIES, STRATEGIES)
-from profiler.cliutil import MAX_LOCAL_RANKS, batch_size, device_count, float_in, int_in
+from predictor.flags import add_prediction_arguments, add_strategy_argument
+from predictor.plan import (ADDON_STRATEGIES, MIXED_PRECISIONS, PIPELINE_BOUNDARIES, PIPELINE_SCHEDULES,
+                            RECOMPUTE_GRANULARITIES, STRATEGIES)
+from profiler.cliutil import batch_size, device_count, int_in
 from profiler.errors import UserError
 
-STRATEGY_CHOICES = ("all",) + ALL_STRATEGIES
-MAX_MEMORY_GB = 1e6  # device memory a plan may assume, in GB
 MAX_INPUT_DIM = 1 << 20
 
 
-def add_model_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--profile", help="profile YAML, or a shipped profile's name (e.g. v100-dgx1-8gpu.published; "
-                                          "default: the shipped reference profile, named in the output)")
-    parser.add_argument("--model", required=True,
-                        help="zoo name (resnet50, resnet152, vgg16, inception_v3, alexnet, cosmoflow, resnet, "
-                             "small_cnn2d, small_cnn3d), package.module:callable, file.py[:callable] or a .yaml/.json layer spec")
-    parser.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE",
-                        help="zoo/callable knob, e.g. width=16, image=64 (repeatable)")
-    parser.add_argument("--input-shape", help="per-sample input shape for user modules, e.g. 3,224,224")
-    parser.add_argument("--gpus-per-node", type=int_in(1, MAX_LOCAL_RANKS), help="devices per node (default: the profile's)")
-    parser.add_argument("--dtype", default="fp32", choices=DTYPES,
-                        help="fp16/bf16 = mixed precision (fp32 master weights); fp8 = bf16 with the linear layers' "
-                             "matrix products in FP8 (Transformer Engine; needs a profile with float8 fits: H100)")
-    parser.add_argument("--optimizer", default="sgd", choices=("sgd", "momentum", "adam"))
-    parser.add_argument("--synthetic-data", action="store_true",
-                        help="samples are already in memory: no host decode/augmentation (the input pipeline term)")
-    parser.add_argument("--stack", default=DEFAULT_STACK, choices=STACKS,
-                        help="software stack whose kernels run (default pytorch): a published profile scales its "
-                             "compute by the stack's fitted factor; a calibrated profile measured its own")
-    parser.add_argument("--framework", default="ddp", choices=FRAMEWORKS,
-                        help="how the gradient allreduce is scheduled: ddp (PyTorch DDP buckets, default), "
-                             "horovod (tensor fusion cycles), horovod-grouped (MXNet's 16 gradient groups, "
-                             "0.1 ms cycles), no-overlap (after backward)")
-    parser.add_argument("--memory-cap", type=float_in(0.0, MAX_MEMORY_GB), metavar="GB",
-                        help="device memory to plan for (default: the profile's)")
-    parser.add_argument("--dataset-size", type=int_in(1, 1 << 48), help="samples per epoch: adds epoch time and GPU-hours")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_model_arguments(parser)
+    add_prediction_arguments(parser)
     parser.add_argument("--batch", type=batch_size, required=True, help="global mini-batch (samples per iteration)")
     parser.add_argument("--gpus", type=device_count, required=True, help="number of devices")
-    parser.add_argument("--strategy", default="all", choices=STRATEGY_CHOICES)
+    add_strategy_argument(parser)
     parser.add_argument("--micro-batches", type=batch_size, help="pipeline micro-batches (default: the best that divides the batch)")
     parser.add_argument("--zero", type=int, default=0, choices=(0, 1, 2, 3),
                         help="sharded data parallelism for the data strategy: ZeRO stage 1 (optimizer state), "

@@ -8,7 +8,8 @@ import argparse
 import json
 import sys
 
-from predictor.cmd_run import add_model_arguments, console_width, load_inputs
+from predictor.cmd_run import console_width, load_inputs
+from predictor.flags import add_prediction_arguments
 from predictor.plan import ALL_STRATEGIES
 from predictor.scaling import BEST, DEFAULT_EFFICIENCY_THRESHOLD, MAX_POINTS, parse_gpus
 from profiler.cliutil import MAX_BATCH, MAX_DEVICES, batch_size, float_in
@@ -21,7 +22,7 @@ PLOT_SUFFIXES = (".png", ".svg")
 
 def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags `predictor scale` and `predictor report` share: the batch, the device counts, the lines."""
-    add_model_arguments(parser)
+    add_prediction_arguments(parser)
     batch = parser.add_mutually_exclusive_group(required=True)
     batch.add_argument("--batch-per-gpu", type=batch_size, metavar="B",
                        help="weak scaling: samples per device per iteration (global batch = B x devices)")

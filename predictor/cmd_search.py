@@ -4,7 +4,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from predictor.cmd_run import add_model_arguments, load_inputs
+from predictor.cmd_run import load_inputs
+from predictor.flags import add_prediction_arguments
 from profiler.cliutil import batch_size, int_in
 
 #: the search evaluates every device count up to --max-gpus
@@ -12,7 +13,7 @@ MAX_SEARCH_DEVICES = 1 << 14
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_model_arguments(parser)
+    add_prediction_arguments(parser)
     parser.add_argument("--batch", type=batch_size, required=True, help="global mini-batch (samples per iteration)")
     parser.add_argument("--max-gpus", type=int_in(1, MAX_SEARCH_DEVICES), required=True,
                         help=f"largest device count to consider (every integer up to it; at most {MAX_SEARCH_DEVICES})")
@@ -35,7 +36,8 @@ def run(args) -> int:
     result = search(graph, cm, batch=args.batch, max_devices=args.max_gpus, min_devices=args.min_gpus,
                     devices_per_node=args.gpus_per_node, dtype=args.dtype, optimizer=args.optimizer,
                     memory_cap_bytes=args.memory_cap * 1e9 if args.memory_cap else None,
-                    objective=args.objective, top=args.top)
+                    objective=args.objective, top=args.top, framework=args.framework,
+                    synthetic_data=args.synthetic_data)
     summary = {"profile": str(path), "profile_provenance": cm.provenance, "model": graph.name, "batch": args.batch,
                "max_gpus": args.max_gpus, "objective": args.objective, "evaluated": result.evaluated,
                "feasible": result.feasible, "fitting": result.fitting, "pruned": result.pruned,

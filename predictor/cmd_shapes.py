@@ -13,30 +13,30 @@ import argparse
 
 import yaml
 
+from calibrate.profile_arguments import add_profile_argument
+from predictor.flags import (add_dtype_argument, add_gpus_per_node_argument, add_model_arguments, add_optimizer_argument,
+                             add_strategy_argument)
 from predictor.shape_recorder import RecordingCostModel, measurable_shapes
-from profiler.cliutil import MAX_LOCAL_RANKS, batch_size, device_count, int_in
+from profiler.cliutil import batch_size, device_count
 from profiler.errors import UserError
 from profiler.outputs import check_output, write_atomic
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from predictor.cmd_run import STRATEGY_CHOICES
-
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--suite", help="built-in validation suite name or suite YAML: the shapes of its runs")
-    source.add_argument("--model", help="a model, as for `predictor run` (with --batch and --gpus)")
+    add_model_arguments(parser, required=False, model_group=source, model_note=" (with --batch and --gpus)",
+                        note=" (with --model)")
     parser.add_argument("--out", required=True, help="shapes YAML to write")
     parser.add_argument("--force", action="store_true", help="overwrite --out if it exists")
-    parser.add_argument("--profile", help="profile whose costs choose the plans (pipeline cuts, micro-batches; "
-                                          "default: the shipped reference profile)")
-    parser.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE", help="zoo/callable knob")
-    parser.add_argument("--input-shape", help="per-sample input shape for user modules, e.g. 3,224,224")
+    add_profile_argument(parser, "profile whose costs choose the plans (pipeline cuts, micro-batches; default: the "
+                                 "shipped reference profile)")
     parser.add_argument("--batch", type=batch_size, help="global mini-batch (with --model)")
     parser.add_argument("--gpus", type=device_count, help="number of devices (with --model)")
-    parser.add_argument("--gpus-per-node", type=int_in(1, MAX_LOCAL_RANKS), help="devices per node (default: the profile's)")
-    parser.add_argument("--strategy", default="all", choices=STRATEGY_CHOICES, help="with --model (default: all)")
-    parser.add_argument("--dtype", default="fp32", choices=("fp32", "fp16", "bf16"))
-    parser.add_argument("--optimizer", default="sgd", choices=("sgd", "momentum", "adam"))
+    add_gpus_per_node_argument(parser)
+    add_strategy_argument(parser, note=" (with --model)")
+    add_dtype_argument(parser)
+    add_optimizer_argument(parser)
     parser.set_defaults(memory_cap=None)
 
 

@@ -1,5 +1,7 @@
 """`predictor train-correction --profile P --runs runs.jsonl [--out PATH [--attach]] [--force]`: fit the residual
 correction from measured runs (calibrate/correction.py), print the grouped cross-validation table and write it.
+The runs file may also be given positionally (as `predictor model-error` takes its datasets); the profile is a
+path or a shipped profile's name (a shipped one is read-only: give --out without --attach).
 
 Without --out the correction goes beside the profile (<profile>.correction.json) and the profile is pointed
 at it (path + sha256). With --out it goes to PATH and the profile is left as it is, unless --attach asks
@@ -16,6 +18,8 @@ import argparse
 from pathlib import Path
 
 from calibrate.correction import file_sha256, fit_correction, read_runs, save_correction
+from calibrate.profile_arguments import add_profile_argument, check_not_shipped
+from predictor.flags import add_runs_argument, runs_of
 from profiler.cliutil import seed
 from profiler.errors import UserError
 from profiler.outputs import check_output, check_writable, same_file
@@ -23,8 +27,8 @@ from profiler.profile import load_profile, save_profile
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--profile", required=True, type=Path, help="profile YAML the runs were predicted with")
-    parser.add_argument("--runs", required=True, type=Path, help="measured runs, JSONL (from `predictor validate --out`)")
+    add_profile_argument(parser, "profile the runs were predicted with", required=True)
+    add_runs_argument(parser, "measured runs, JSONL (from `predictor validate --out`)", many=False)
     parser.add_argument("--out", type=Path, default=None,
                         help="correction file to write (default: <profile>.correction.json beside the profile, "
                              "which the profile then references)")
@@ -55,6 +59,7 @@ def _check_paths(args, profile) -> tuple[Path, bool]:
     replacing_own = current is not None and same_file(out, current)
     check_output(out, "--out", args.force or replacing_own or args.out is None)
     if attach:
+        check_not_shipped(args.profile, "--profile", " or write the correction with --out (without --attach)")
         check_writable(args.profile, "--profile")
     return out, attach
 
@@ -73,6 +78,7 @@ def attach_correction(spec, out: Path, profile, profile_path: Path) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    args.runs, args.profile = runs_of(args, many=False)[0], Path(args.profile)
     profile = load_profile(args.profile)
     out, attach = _check_paths(args, profile)
     records, skipped = read_runs(args.runs)

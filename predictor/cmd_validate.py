@@ -28,6 +28,7 @@ import os
 import time
 from pathlib import Path
 
+from calibrate.profile_arguments import add_profile_argument
 from predictor.report import finite_json
 from predictor.runner.config import RunConfig
 from predictor.runner.suite import MAX_RANDOM_NETS, SuiteRun, load_suite, random_suite_size
@@ -64,7 +65,7 @@ def add_arguments(parser) -> None:
                              "'cnn' for the shipped corpus, 'transformer' for the shipped transformer runs and vTrain's CSV, 'all' for "
                              "both); --profile is then not needed")
     parser.add_argument("--json", action="store_true", help="with --published: print the report as JSON")
-    parser.add_argument("--profile", help="profile YAML the predictions use (calibrated on this machine), or a shipped profile's name")
+    add_profile_argument(parser, "profile the predictions use (calibrated on this machine)")
     parser.add_argument("--suite", default="cpu_default",
                         help=f"built-in suite name, suite YAML file, or random:N for N (1..{MAX_RANDOM_NETS}) generated "
                              "random nets (default cpu_default)")

@@ -59,9 +59,11 @@ class SearchResult:
 def search(graph: ModelGraph, cost_model: CostModel, *, batch: int, max_devices: int, min_devices: int = 1,
            devices_per_node: int | None = None, dtype: str = "fp32", optimizer: str = "sgd",
            memory_cap_bytes: float | None = None, objective: str = "time", top: int = 10,
-           strategies=SEARCH_STRATEGIES, interval: bool = True, exhaustive: bool = False) -> SearchResult:
+           strategies=SEARCH_STRATEGIES, interval: bool = True, exhaustive: bool = False, framework: str = "ddp",
+           synthetic_data: bool = False) -> SearchResult:
     """The `top` best plans and the fastest per strategy. exhaustive=True evaluates every candidate in order
-    (the reference); the default prunes with bounds (predictor.search_fast) and returns the same plans."""
+    (the reference); the default prunes with bounds (predictor.search_fast) and returns the same plans.
+    framework and synthetic_data are set on every candidate (Plan.framework, Plan.synthetic_data)."""
     if batch <= 0 or max_devices <= 0 or min_devices <= 0 or min_devices > max_devices:
         raise UserError(f"search needs 0 < min devices ({min_devices}) <= max devices ({max_devices}) and batch > 0 ({batch})")
     if objective not in ("time", "cost"):
@@ -72,18 +74,19 @@ def search(graph: ModelGraph, cost_model: CostModel, *, batch: int, max_devices:
     dpn = devices_per_node or cost_model.devices_per_node
     cap = memory_cap_bytes if memory_cap_bytes is not None else cost_model.device_memory_bytes
     ctx = Context(graph, cost_model)
+    options = {"framework": framework, "synthetic_data": synthetic_data}
     ranking = Ranking(objective, batch, top)
     devices = range(min_devices, max_devices + 1)
     counts = Counts()
     start, cpu_start = time.perf_counter(), time.process_time()
     if exhaustive:
-        for index, plan in enumerate(candidates(graph, batch, devices, dpn, dtype, optimizer, strategies)):
+        for index, plan in enumerate(candidates(graph, batch, devices, dpn, dtype, optimizer, strategies, options)):
             pred = evaluate(ctx, plan, cap)
             if counts.tally(pred):
                 ranking.add(index, pred)
     else:
         fast_search(ctx, ranking, counts, batch=batch, devices=devices, devices_per_node=dpn, dtype=dtype,
-                    optimizer=optimizer, cap=cap, strategies=strategies)
+                    optimizer=optimizer, cap=cap, strategies=strategies, plan_options=options)
     seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
     best = ranking.best()
     if interval:

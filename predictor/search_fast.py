@@ -592,10 +592,10 @@ def _no_time(size: float) -> float:
 
 
 def fast_search(ctx: Context, ranking: Ranking, counts: Counts, *, batch: int, devices: range, devices_per_node: int,
-                dtype: str, optimizer: str, cap: float, strategies) -> None:
+                dtype: str, optimizer: str, cap: float, strategies, plan_options: dict | None = None) -> None:
     """Feed `ranking` what evaluating every candidate would, counting into `counts`."""
     graph = ctx.graph
-    base = dict(batch=batch, devices_per_node=devices_per_node, dtype=dtype, optimizer=optimizer)
+    base = dict(batch=batch, devices_per_node=devices_per_node, dtype=dtype, optimizer=optimizer, **(plan_options or {}))
     g = _Graph(ctx, dtype, optimizer)
     timed = costs_nonnegative(ctx.cm)
     bounders: dict[int, _Bounds] = {}
@@ -603,7 +603,8 @@ def fast_search(ctx: Context, ranking: Ranking, counts: Counts, *, batch: int, d
     records = []  # (score bound, index, time bound, memory bound, spec, bounder, refine args)
     current_p, bounds = None, None
     index = 0
-    for spec in candidate_specs(graph, batch, devices, devices_per_node, dtype, optimizer, strategies, grouped=True):
+    for spec in candidate_specs(graph, batch, devices, devices_per_node, dtype, optimizer, strategies, grouped=True,
+                                plan_options=plan_options):
         kind = spec[0]
         if kind == "addon":
             plan = spec[1]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Iterator
 
@@ -71,12 +71,15 @@ def megatron_3d_shape(graph: ModelGraph) -> tuple[int, int]:
 
 
 def candidate_specs(graph: ModelGraph, batch: int, devices: range, devices_per_node: int, dtype: str,
-                    optimizer: str, strategies=SEARCH_STRATEGIES, grouped: bool = False) -> Iterator[tuple]:
+                    optimizer: str, strategies=SEARCH_STRATEGIES, grouped: bool = False,
+                    plan_options: dict | None = None) -> Iterator[tuple]:
     """The search's candidates in order, as light tuples (`spec_plan` makes each a Plan):
     (kind, strategy, devices, p_data, inner, split or micro-batches), or ("addon", plan). grouped=True yields
     the spatial candidates of one (devices, inner) as one tuple ("spatial-group", strategy, devices, p_data,
     inner, splits, with spatial, with spatial-then-data) standing for, per split in order, the spatial
-    candidate and then the spatial-then-data one (those of the two the strategies ask for)."""
+    candidate and then the spatial-then-data one (those of the two the strategies ask for). plan_options: Plan
+    fields every candidate shares (framework, synthetic_data), set on the add-on plans here and by spec_plan's
+    base on the others."""
     nd = len(graph.input_shape) - 1
     want_spatial, want_mix = "spatial" in strategies, "spatial-then-data" in strategies
     # tensor degrees: those dividing every split width of the column/row pairs (0: the graph has none)
@@ -119,11 +122,11 @@ def candidate_specs(graph: ModelGraph, batch: int, devices: range, devices_per_n
                             for recompute in (False, True):
                                 yield ("3d", "data+tensor+pipeline", p, p_data, inner, (t, stages, s, recompute))
         for plan in search_candidates(batch, p, devices_per_node, dtype, optimizer, strategies):
-            yield ("addon", plan)
+            yield ("addon", replace(plan, **plan_options) if plan_options else plan)
 
 
 def spec_plan(spec: tuple, base: dict) -> Plan:
-    """The Plan of a candidate_specs tuple; base: batch, devices_per_node, dtype, optimizer."""
+    """The Plan of a candidate_specs tuple; base: batch, devices_per_node, dtype, optimizer and the plan options."""
     kind = spec[0]
     if kind == "addon":
         return spec[1]
@@ -146,14 +149,15 @@ def spec_plan(spec: tuple, base: dict) -> Plan:
 
 
 def candidates(graph: ModelGraph, batch: int, devices: range, devices_per_node: int, dtype: str,
-               optimizer: str, strategies=SEARCH_STRATEGIES) -> Iterator[Plan]:
+               optimizer: str, strategies=SEARCH_STRATEGIES, plan_options: dict | None = None) -> Iterator[Plan]:
     """Every plan the search considers, in its order: for each device count P, each divisor `inner` of P that
     leaves whole samples per replica: data (inner = 1); filter, channel, tensor (inner dividing its widths),
     spatial and spatial-then-data over every factorisation of inner, pipeline over every micro-batch count,
     data+tensor+pipeline over every T · K = inner, micro-batch count and recomputation (transformers); then the
     add-on families."""
-    base = dict(batch=batch, devices_per_node=devices_per_node, dtype=dtype, optimizer=optimizer)
-    for spec in candidate_specs(graph, batch, devices, devices_per_node, dtype, optimizer, strategies):
+    base = dict(batch=batch, devices_per_node=devices_per_node, dtype=dtype, optimizer=optimizer, **(plan_options or {}))
+    for spec in candidate_specs(graph, batch, devices, devices_per_node, dtype, optimizer, strategies,
+                                plan_options=plan_options):
         yield spec_plan(spec, base)
 
 

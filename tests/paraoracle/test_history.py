@@ -87,7 +87,7 @@ def test_mixed_machines_refused_unless_forced(tmp_path, capsys):
     "argv, message",
     [
         (["history", "{one}"], "at least two profiles"),
-        (["history", "{missing}"], "no such profile file or folder"),
+        (["history", "{missing}"], "missing: no such profile file and no shipped profile of that name"),
         (["history", "{empty}"], "holds no profile"),
         (["history", "{one}", "{one}", "--plot", "{tmp}/plot.jpg"], ".png"),
         (["history", "{one}", "{one}", "--plot", "{tmp}/nowhere/plot.png"], "does not exist"),

@@ -1,0 +1,117 @@
+"""The flags the predictor's commands (and `profiler calibrate --model`) share, each declared once with its choices
+and help read from the registries: models from predictor.zoo.ZOO, strategies, dtypes and optimizers from
+predictor.plan, frameworks from predictor.overlap, stacks from calibrate.system_constants, profiles from
+calibrate.profile_arguments (a path or a shipped name). A command takes a flag from here or does not take it;
+tests/predictor/test_flags.py walks every subcommand's parser against the registries.
+
+Light on purpose (no torch, no cost model): `--help` of every command imports it."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from calibrate.profile_arguments import add_profile_argument
+from calibrate.system_constants import DEFAULT_STACK, STACKS
+from predictor.overlap import FRAMEWORKS
+from predictor.plan import ALL_STRATEGIES, DTYPES, OPTIMIZERS
+from predictor.zoo import ZOO
+from profiler.cliutil import MAX_LOCAL_RANKS, float_in, int_in
+from profiler.errors import UserError
+
+#: --strategy: every strategy the plan knows, or all of them
+STRATEGY_CHOICES = ("all",) + ALL_STRATEGIES
+MAX_MEMORY_GB = 1e6  # device memory a plan may assume, in GB
+#: what each --dtype means (its choices are predictor.plan.DTYPES)
+DTYPE_MEANING = {"fp32": "float32", "tf32": "float32 storage, TF32 tensor-core matrix products",
+                 "fp16": "mixed precision, fp32 master weights", "bf16": "mixed precision, fp32 master weights",
+                 "fp8": "bf16 with the linear layers' matrix products in FP8 (Transformer Engine; needs a profile "
+                        "with float8 fits: H100)"}
+
+
+def model_help(note: str = "") -> str:
+    """What --model accepts, every zoo model by name."""
+    return (f"zoo name ({', '.join(ZOO)}), package.module:callable, file.py[:callable] or a .yaml/.json layer "
+            f"spec{note}")
+
+
+def add_model_arguments(parser, *, required: bool = True, model_group=None, model_note: str = "", note: str = "",
+                        unset: bool = False) -> None:
+    """--model (in `model_group` when it is one of exclusive sources), --model-arg (repeatable) and
+    --input-shape; `model_note` ends --model's help, `note` the others' (e.g. ' (with --model)'); unset=True:
+    --model-arg is None when not given (a command that refuses model flags without --model), else []."""
+    (model_group or parser).add_argument("--model", required=required, help=model_help(model_note))
+    parser.add_argument("--model-arg", action="append", default=None if unset else [], metavar="KEY=VALUE",
+                        help=f"zoo/callable knob, e.g. width=16, image=64 (repeatable){note}")
+    parser.add_argument("--input-shape", help=f"per-sample input shape for user modules, e.g. 3,224,224{note}")
+
+
+def add_dtype_argument(parser, default: str | None = "fp32", note: str = "") -> None:
+    """--dtype, one of predictor.plan.DTYPES."""
+    meaning = "; ".join(f"{d} = {DTYPE_MEANING.get(d, d)}" for d in DTYPES)
+    parser.add_argument("--dtype", default=default, choices=DTYPES,
+                        help=f"training precision: {meaning} (default {default or 'fp32'}){note}")
+
+
+def add_optimizer_argument(parser, default: str | None = "sgd", note: str = "") -> None:
+    """--optimizer, one of predictor.plan.OPTIMIZERS."""
+    parser.add_argument("--optimizer", default=default, choices=OPTIMIZERS,
+                        help=f"optimizer whose state and update are costed (default {default or 'sgd'}){note}")
+
+
+def add_strategy_argument(parser, default: str | None = "all", note: str = "") -> None:
+    """--strategy: one of predictor.plan.ALL_STRATEGIES, or all."""
+    parser.add_argument("--strategy", default=default, choices=STRATEGY_CHOICES,
+                        help=f"one strategy, or all (default all){note}")
+
+
+def add_gpus_per_node_argument(parser, note: str = "") -> None:
+    parser.add_argument("--gpus-per-node", type=int_in(1, MAX_LOCAL_RANKS),
+                        help=f"devices per node (default: the profile's){note}")
+
+
+def add_framework_argument(parser) -> None:
+    """--framework (predictor.overlap.FRAMEWORKS) and --synthetic-data: how the data-parallel gradients are
+    reduced and whether the input pipeline runs."""
+    parser.add_argument("--framework", default="ddp", choices=FRAMEWORKS,
+                        help="how the gradient allreduce is scheduled: ddp (PyTorch DDP buckets, default), "
+                             "horovod (tensor fusion cycles), horovod-grouped (MXNet's 16 gradient groups, "
+                             "0.1 ms cycles), no-overlap (after backward)")
+    parser.add_argument("--synthetic-data", action="store_true",
+                        help="samples are already in memory: no host decode/augmentation (the input pipeline term)")
+
+
+def add_prediction_arguments(parser: argparse.ArgumentParser) -> None:
+    """What every command that predicts a model on a profile takes (run, search, scale, report): the profile, the
+    model, devices per node, dtype, optimizer, framework, stack, a memory cap, the dataset size and --json."""
+    add_profile_argument(parser, "profile whose costs predict (default: the shipped reference profile, named in "
+                                 "the output)")
+    add_model_arguments(parser)
+    add_gpus_per_node_argument(parser)
+    add_dtype_argument(parser)
+    add_optimizer_argument(parser)
+    add_framework_argument(parser)
+    parser.add_argument("--stack", default=DEFAULT_STACK, choices=STACKS,
+                        help="software stack whose kernels run (default pytorch): a published profile scales its "
+                             "compute by the stack's fitted factor; a calibrated profile measured its own")
+    parser.add_argument("--memory-cap", type=float_in(0.0, MAX_MEMORY_GB), metavar="GB",
+                        help="device memory to plan for (default: the profile's)")
+    parser.add_argument("--dataset-size", type=int_in(1, 1 << 48), help="samples per epoch: adds epoch time and GPU-hours")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+
+
+def add_runs_argument(parser, what: str, *, many: bool) -> None:
+    """Measured runs (JSONL), given positionally or with --runs, in either form (`many`: one or more files)."""
+    parser.add_argument("runs_positional", nargs="*", metavar="RUNS", type=Path,
+                        help=f"{what} (or --runs){'' if many else '; one file'}")
+    parser.add_argument("--runs", action="extend", nargs="+", type=Path, default=None, metavar="RUNS",
+                        help=f"the same as RUNS{' (repeatable)' if many else ''}")
+
+
+def runs_of(args: argparse.Namespace, *, many: bool) -> list[Path]:
+    """The runs files given positionally and with --runs; at least one, and exactly one unless `many`."""
+    runs = list(getattr(args, "runs_positional", None) or []) + list(getattr(args, "runs", None) or [])
+    if not runs:
+        raise UserError("RUNS: give the measured runs (JSONL), positionally or with --runs")
+    if not many and len(runs) > 1:
+        raise UserError(f"RUNS: one runs file, got {len(runs)} ({', '.join(map(str, runs[:3]))})")
+    return runs
