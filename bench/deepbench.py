@@ -11,8 +11,8 @@ Writes results/deepbench.json (figures with targets), results/deepbench-rows.jso
 predicted) and docs/deepbench.md (the tables and the worst shapes); --json prints
 {gpu: {dtype: {family: {rows, median_accuracy, mean_accuracy}}}}. DeepBench names each shape's application in the
 V100 workbook only; the other workbooks time the same shape list, so a shape's application is read from any file
-that names it. Backward-data rows of input layers (fewer than 4 channels) are left out everywhere, as DeepBench's
-own V100 sheet leaves them out ("typically the input layers of a neural network": no gradient flows into data).
+that names it, and backward-data rows of input layers are left out as DeepBench's own V100 sheet leaves them out
+(calibrate.deepbench_kernels.read_labelled).
 """
 from __future__ import annotations
 
@@ -31,15 +31,14 @@ from bench.record import REPO, Figure, add_results_flag, record
 from calibrate import gpu_kernel_fit as gf
 from calibrate import gpu_kernels as gk
 from calibrate import gpu_specs
-from profiler.deepbench import read_deepbench
+from calibrate.deepbench_kernels import WORKBOOKS, read_labelled
 from profiler.errors import UserError
 from profiler.outputs import write_atomic
 
 NAME = "deepbench"
-DEFAULT_FILES = sorted((REPO / "calibrate" / "data" / "deepbench").glob("*.xlsx"))
+DEFAULT_FILES = list(WORKBOOKS)
 DOCS = REPO / "docs" / "deepbench.md"
 TARGET_MEDIAN, TARGET_MEAN = 0.90, 0.85
-INPUT_LAYER_CHANNELS = 4  # backward-data of convolutions with fewer input channels is not timed (module docstring)
 WORST = 5  # shapes listed per GPU, dtype and family
 
 
@@ -52,26 +51,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_results_flag(parser)
 
 
-def shape_key(sample) -> tuple:
-    return (sample.benchmark, json.dumps(sample.params, sort_keys=True))
-
-
-def load(files: list[Path]) -> dict[tuple[str, str], list[tuple[gf.KernelSample, str]]]:
-    """(GPU name, dtype) -> [(sample, math mode)] of every GEMM and convolution row, labelled by application."""
-    read = [(path, *read_deepbench(path)) for path in files]
-    labels = {shape_key(s): s.extra["application"] for _, samples, _ in read for s in samples
-              if s.extra.get("application")}
+def load(files: list[Path]) -> dict[tuple[str, str], list[tuple[gf.KernelSample, Optional[str]]]]:
+    """(GPU name, dtype) -> [(sample, math mode)] of every GEMM and convolution row, labelled by application
+    (calibrate.deepbench_kernels.read_labelled: input-layer backward-data left out)."""
     groups: dict[tuple[str, str], list] = defaultdict(list)
-    for path, samples, run in read:
+    for path, samples, run in read_labelled(files):
         if not run.gpu:
             raise UserError(f"{path}: names no GPU (no Specs sheet 'GPU Model'); the kernel model needs its datasheet")
         for s in samples:
-            if s.benchmark not in ("gemm", "conv2d"):
+            call = gk.as_kernel_call(s.benchmark, s.variant, s.params)
+            if call is None:
                 continue
-            if s.variant == "bwd_data" and int(s.params["C"]) < INPUT_LAYER_CHANNELS:
-                continue
-            sample = gf.KernelSample(s.benchmark, s.variant, s.params, s.dtype, float(np.median(s.times_s)),
-                                     labels.get(shape_key(s), "unlabelled"))
+            sample = gf.KernelSample(*call, s.dtype, float(np.median(s.times_s)),
+                                     s.extra.get("application") or "unlabelled")
             groups[(run.gpu, s.dtype)].append((sample, s.extra.get("math")))
     return groups
 

@@ -154,7 +154,7 @@ def kernel_samples(samples: Sequence) -> dict[tuple[str, Optional[str]], list[Ke
     out: dict[tuple[str, Optional[str]], list[KernelSample]] = {}
     for s in samples:
         call = gk.as_kernel_call(s.benchmark, s.variant, s.params)
-        if call is None:
+        if call is None or int(s.params.get("groups", 1)) > 1:  # the fit's rows: GEMMs and dense convolutions
             continue
         sample = KernelSample(*call, s.dtype, float(np.median(s.times_s)), str(s.extra.get("application") or ""))
         out.setdefault((s.dtype, s.extra.get("math")), []).append(sample)

@@ -34,6 +34,10 @@ FAMILIES = ("gemm/fwd", "conv2d/fwd", "conv2d/bwd_data", "conv2d/bwd_weight")
 #: 256 on a side, at most 8:1, 512 to 32768 outputs
 TILES = tuple((a, b) for a in (16, 32, 64, 128, 256) for b in (16, 32, 64, 128, 256)
               if 512 <= a * b <= 32768 and max(a, b) <= 8 * min(a, b))
+#: tiles of grouped convolutions' per-group products, as narrow as a group (a depthwise one has one channel):
+#: cuDNN and PyTorch run them with kernels of their own, not as padded dense tiles
+THIN_TILES = tuple((a, b) for a in (64, 128, 256) for b in (1, 2, 4, 8)) + tuple((b, a) for a in (64, 128, 256)
+                                                                               for b in (1, 2, 4, 8))
 #: split-K factors (each split a CTA of its own, partial results added afterwards)
 SPLITS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 #: a split leaves at least this much of the reduction to each CTA
@@ -113,6 +117,7 @@ class ConvShape(NamedTuple):
     stride_w: int
     p: int
     q: int
+    groups: int = 1
 
 
 def conv_shape(params: Mapping) -> ConvShape:
@@ -124,8 +129,11 @@ def conv_shape(params: Mapping) -> ConvShape:
     r, s = _pair(params, "kernel", 1)
     sh, sw = _pair(params, "stride", 1)
     ph, pw = _pair(params, "padding", 0)
+    groups = int(params.get("groups", 1))
+    if groups < 1 or c % groups or f % groups:
+        raise UserError(f"conv2d: groups {groups} must divide channels {c} and filters {f}")
     return ConvShape(n, c, h, w, f, r, s, ph, pw, sh, sw, window_output_size(h, r, sh, ph),
-                     window_output_size(w, s, sw, pw))
+                     window_output_size(w, s, sw, pw), groups)
 
 
 def products(op: str, pass_: str, params: Mapping, algorithm: str) -> tuple[int, int, int, int]:
@@ -137,10 +145,11 @@ def products(op: str, pass_: str, params: Mapping, algorithm: str) -> tuple[int,
     if op == "gemm":
         return int(params["M"]), int(params["N"]), int(params["K"]), 1
     x = conv_shape(params)
-    if algorithm == "implicit_gemm":
-        return {"fwd": (x.n * x.p * x.q, x.f, x.c * x.r * x.s, 1),
-                "bwd_data": (x.n * x.h * x.w // (x.stride_h * x.stride_w) or 1, x.c, x.f * x.r * x.s, 1),
-                "bwd_weight": (x.f, x.c * x.r * x.s, x.n * x.p * x.q, 1)}[pass_]
+    if algorithm == "implicit_gemm":  # a grouped convolution: one product per group, of its channels and filters
+        g, c, f = x.groups, x.c // x.groups, x.f // x.groups
+        return {"fwd": (x.n * x.p * x.q, f, c * x.r * x.s, g),
+                "bwd_data": (x.n * x.h * x.w // (x.stride_h * x.stride_w) or 1, c, f * x.r * x.s, g),
+                "bwd_weight": (f, c * x.r * x.s, x.n * x.p * x.q, g)}[pass_]
     if algorithm == "winograd":
         tiles = x.n * -(-x.p // WINOGRAD_TILE) * -(-x.q // WINOGRAD_TILE)
         return {"fwd": (tiles, x.f, x.c, WINOGRAD_POINTS), "bwd_data": (tiles, x.c, x.f, WINOGRAD_POINTS),
@@ -174,7 +183,7 @@ def algorithms(op: str, pass_: str, params: Mapping, tensor_cores: bool, search:
     no Winograd or FFT kernel on tensor cores: DeepBench's V100 FP16 sheet records implicit GEMM for all 94
     forward shapes); with cuDNN's search also Winograd (3x3, stride 1) and FFT (stride 1, kernel wider than 1);
     with PyTorch's default heuristic (search False) the implicit GEMM."""
-    if op == "gemm" or tensor_cores or not search:
+    if op == "gemm" or tensor_cores or not search or int(params.get("groups", 1)) > 1:
         return ("implicit_gemm",)
     x = conv_shape(params)
     out = ["implicit_gemm"]
@@ -218,7 +227,7 @@ def candidates(op: str, pass_: str, params: Mapping, dtype: str, sms: int, tenso
         index = ALGORITHMS.index(algorithm)
         m, n, k, batch = products(op, pass_, params, algorithm)
         transforms = transform_bytes(params, algorithm, dtype) if op != "gemm" else 0.0
-        for tm, tn in TILES:
+        for tm, tn in (TILES + THIN_TILES if batch > 1 and algorithm == "implicit_gemm" else TILES):
             tiles = -(-m // tm) * -(-n // tn) * batch
             intensity = 2.0 * tm * tn / ((tm * rows_amp + tn * cols_amp) * element)
             for split in SPLITS:
@@ -237,11 +246,17 @@ def operand_bytes(op: str, params: Mapping, dtype: str) -> float:
         m, n, k = int(params["M"]), int(params["N"]), int(params["K"])
         return float(m * k + k * n + m * n) * element
     x = conv_shape(params)
-    return float(x.n * x.c * x.h * x.w + x.f * x.c * x.r * x.s + x.n * x.f * x.p * x.q) * element
+    return float(x.n * x.c * x.h * x.w + x.f * (x.c // x.groups) * x.r * x.s + x.n * x.f * x.p * x.q) * element
 
 
 def transposed(op: str, params: Mapping) -> bool:
     return op == "gemm" and bool(params.get("transpose_a") or params.get("transpose_b"))
+
+
+def depthwise(op: str, params: Mapping) -> bool:
+    """A convolution with one input channel per group: a few FLOPs per element, run by dedicated kernels at the
+    DRAM's pace (the model's memory term alone)."""
+    return op == "conv2d" and int(params.get("groups", 1)) > 1 and int(params["C"]) == int(params["groups"])
 
 
 def strided_backward_data(op: str, pass_: str, params: Mapping) -> bool:
@@ -251,9 +266,10 @@ def strided_backward_data(op: str, pass_: str, params: Mapping) -> bool:
 
 
 def unaligned(op: str, params: Mapping, tensor_cores: bool) -> bool:
-    """A tensor-core convolution whose input channels are not a multiple of TENSOR_CORE_ALIGNMENT (first layers
-    with 1-3 channels): cuDNN 7 runs it on CUDA cores."""
-    return tensor_cores and op == "conv2d" and int(params["C"]) % TENSOR_CORE_ALIGNMENT != 0
+    """A tensor-core convolution whose input channels (per group) are not a multiple of TENSOR_CORE_ALIGNMENT
+    (first layers with 1-3 channels, depthwise convolutions): cuDNN 7 runs it on CUDA cores."""
+    return tensor_cores and op == "conv2d" and (int(params["C"]) // int(params.get("groups", 1))) \
+        % TENSOR_CORE_ALIGNMENT != 0
 
 
 #: cuBLAS operand order of a linear layer's (and a plain matrix product's) passes as the forward GEMM
@@ -264,14 +280,13 @@ GEMM_PASS_TRANSPOSES = {"linear": {"fwd": (False, True), "bwd_data": (False, Fal
 
 def as_kernel_call(op: str, pass_: str, params: Mapping) -> Optional[tuple[str, str, dict]]:
     """(op, pass, params) of the call this model costs for a cost-model call: a GEMM or linear pass as the forward
-    GEMM of its shape with its transposes (profiler.opmath.gemm_backward_shape), an ungrouped undilated 2-D
-    convolution as it is; None for anything else."""
+    GEMM of its shape with its transposes (profiler.opmath.gemm_backward_shape), an undilated 2-D convolution
+    as it is (a grouped one as a batch of per-group products); None for anything else."""
     if op in GEMM_PASS_TRANSPOSES and pass_ in PASSES:
         m, n, k = gemm_backward_shape(pass_, int(params["M"]), int(params["N"]), int(params["K"]))
         ta, tb = GEMM_PASS_TRANSPOSES[op][pass_]
         return "gemm", "fwd", {"M": m, "N": n, "K": k, "transpose_a": ta, "transpose_b": tb}
-    if op == "conv2d" and pass_ in PASSES and int(params.get("groups", 1)) == 1 \
-            and _pair(params, "dilation", 1) == (1, 1):
+    if op == "conv2d" and pass_ in PASSES and _pair(params, "dilation", 1) == (1, 1):
         return "conv2d", pass_, dict(params)
     return None
 
@@ -312,9 +327,11 @@ def _minimum(a, b):
 def sm_peak(values: Mapping[str, float], hardware: Hardware, op: str, params: Mapping) -> float:
     """FLOP/s of one SM for this call: the math mode's peak, or the fitted share of the CUDA-core peak where
     tensor cores cannot run it (unaligned)."""
-    peak = (values["unaligned_ratio"] * hardware.fallback_flops_per_s
-            if unaligned(op, params, hardware.tensor_cores) else hardware.peak_flops_per_s)
-    return peak / hardware.sms
+    if not unaligned(op, params, hardware.tensor_cores):
+        return hardware.peak_flops_per_s / hardware.sms
+    # the fitted share belongs to DeepBench's dense first layers; grouped ones run cuDNN's grouped CUDA-core kernels
+    share = values["unaligned_ratio"] if int(params.get("groups", 1)) == 1 else 1.0
+    return share * hardware.fallback_flops_per_s / hardware.sms
 
 
 def kernel_time_s(values: Mapping[str, float], hardware: Hardware, op: str, pass_: str, params: Mapping,
@@ -324,9 +341,9 @@ def kernel_time_s(values: Mapping[str, float], hardware: Hardware, op: str, pass
         raise UserError(f"the GPU kernel model covers gemm fwd and conv2d passes, not {op} {pass_}")
     peak = sm_peak(values, hardware, op, params)
     is_gemm = op == "gemm"
-    compute = min(candidate_time(values, peak, a, w, f, i, p, pass_, is_gemm, hardware.memory_bytes_per_s)
-                  for a, w, f, i, p in candidates(op, pass_, params, dtype, hardware.sms, hardware.tensor_cores,
-                                                  search))
+    compute = 0.0 if depthwise(op, params) else min(
+        candidate_time(values, peak, a, w, f, i, p, pass_, is_gemm, hardware.memory_bytes_per_s)
+        for a, w, f, i, p in candidates(op, pass_, params, dtype, hardware.sms, hardware.tensor_cores, search))
     if strided_backward_data(op, pass_, params):
         compute /= values["strided_bwd_data_ratio"]
     memory = (operand_bytes(op, params, dtype) / (values["memory_efficiency"] * hardware.memory_bytes_per_s)

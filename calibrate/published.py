@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Optional
 
 from calibrate.coefficients import (Coefficients, ComputeFit, EfficiencyModel, Estimate, Execution, Fabric, FrameworkFit,
-                                    LinkModel, ModelError, Segment, SegmentedFit, Tree)
+                                    GpuKernels, LinkModel, ModelError, Segment, SegmentedFit, Tree)
 from calibrate.cost_api import COLLECTIVES
 from calibrate.shapes import FLOP_FEATURES, MATMUL_OPS, WINOGRAD_FAMILY
 from calibrate.shipped import shipped_profiles_dir
@@ -534,17 +534,19 @@ def _framework(constants: Optional[SystemConstants]) -> Optional[FrameworkFit]:
 
 
 def build_profile(node: Node, constants: Optional[SystemConstants] = None,
-                  model_error: Optional[dict] = None, stacks: Optional[StackScales] = None) -> Profile:
+                  model_error: Optional[dict] = None, stacks: Optional[StackScales] = None,
+                  kernels: Optional[GpuKernels] = None) -> Profile:
     """The published profile of a node; `constants`: its GPU family's constants fitted to published runs
     (None: datasheet figures only); `model_error`: the held-out error of the published validation; `stacks`:
     the software stacks' factors fitted with the constants (kept only with them: they are relative to the
-    fitted family scales, not to the datasheet)."""
+    fitted family scales, not to the datasheet); `kernels`: a GPU kernel model (calibrate.deepbench_kernels)
+    that costs the GEMMs and convolutions instead of the datasheet fractions."""
     gpu = node.gpu
     compute = _compute(gpu)
     if constants is not None:
         compute = _apply_constants(compute, constants)
     coefficients = Coefficients(
-        compute=compute, framework=_framework(constants),
+        compute=compute, framework=_framework(constants), gpu_kernels=kernels,
         execution=Execution(overlap_efficiency=OVERLAP_EFFICIENCY.estimate(), sources=[OVERLAP_EFFICIENCY.source]),
         model_error=ModelError(**model_error) if model_error else None,
         software_stacks=stacks.scales if constants is not None and stacks is not None and stacks.scales else None,

@@ -15,8 +15,8 @@ from pathlib import Path
 from predictor.published.corpus import CORPUS_DIR, load_corpus
 from predictor.published.correction import loso_corrected
 from predictor.published.constants_fit import Decompositions
-from predictor.published.loso import base_cost_models, interval_coverage, loso_predictions
-from predictor.published.report import plot, render_text, summarise
+from predictor.published.loso import base_cost_models, deepbench_cost_models, interval_coverage, loso_predictions
+from predictor.published.report import plot, render_text, subset_summary, summarise
 from predictor.published.rowmap import load_rules
 from predictor.published.validate import Predictor, validate_runs
 from predictor.report import finite_json
@@ -71,6 +71,13 @@ def published_report(corpus: str | Path, profiles_dir: Path | None = None) -> di
         "datasheet": lambda r: datasheet.get(r.run.id, r.predicted_s),
         "loso": lambda r: loso.get(r.run.id, r.predicted_s),
         "loso_corrected": lambda r: corrected.get(r.run.id, r.predicted_s)})
+    deepbench = deepbench_cost_models()
+    kernel_rows = [r for r in results if r.run.num_gpus == 1 and r.setup.profile in deepbench]
+    kernel_predicted = {r.run.id: predictor.predict(r.setup, deepbench[r.setup.profile]).predicted_s
+                        for r in kernel_rows}
+    report["deepbench_kernels"] = subset_summary(kernel_rows, {
+        "deepbench": lambda r: kernel_predicted[r.run.id], "shipped": lambda r: r.predicted_s,
+        "datasheet": lambda r: datasheet.get(r.run.id, r.predicted_s), "loso": lambda r: loso.get(r.run.id, r.predicted_s)})
     report["loso_correction_strength"] = strengths
     report["interval_coverage_loso"] = interval_coverage(setups, loso)
     report["corpus"] = str(corpus)

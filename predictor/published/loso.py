@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from calibrate.cost_model import load_cost_model
+from calibrate.deepbench_kernels import kernels_for
 from calibrate.published import NODES, build_profile
 from calibrate.system_constants import for_family, gpu_family
 from predictor.model_error import Residual, held_out_coverage
@@ -26,6 +27,18 @@ def base_cost_models() -> dict[str, tuple[object, str]]:
     for node in NODES:
         profile = build_profile(node, None)
         out[node.file] = (load_cost_model(profile), gpu_family(node.gpu.name) or "")
+    return out
+
+
+def deepbench_cost_models() -> dict[str, object]:
+    """Profile file -> the datasheet-only cost model whose GEMMs and convolutions the GPU's DeepBench kernel model
+    costs (calibrate.deepbench_kernels), for every published node whose GPU DeepBench timed: nothing in it is
+    fitted to training runs."""
+    out = {}
+    for node in NODES:
+        kernels = kernels_for(node.gpu.name, node.gpu.peak_flops["float32"].value)
+        if kernels is not None:
+            out[node.file] = load_cost_model(build_profile(node, None, kernels=kernels))
     return out
 
 

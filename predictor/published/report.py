@@ -85,6 +85,18 @@ def summarise(results: Sequence[RowResult], skipped: Sequence[Skipped], *,
     return report
 
 
+def subset_summary(rows: Sequence[RowResult], predictions: dict[str, Callable[[RowResult], float]]) -> dict:
+    """Mean accuracy of each named prediction over the same rows, overall and by system (a column of the report
+    that covers some rows only, e.g. the DeepBench-kernel profiles' 1-GPU rows)."""
+    score = lambda fn, rs: statistics.fmean(1 - abs(fn(r) - r.measured_s) / r.measured_s for r in rs)  # noqa: E731
+    systems = sorted({r.setup.profile.removesuffix(".published.yaml") for r in rows})
+    return {"rows": len(rows),
+            "accuracy": {name: score(fn, rows) if rows else None for name, fn in predictions.items()},
+            "by_system": {system: {"rows": len(sub), **{name: score(fn, sub) for name, fn in predictions.items()}}
+                          for system in systems
+                          for sub in [[r for r in rows if r.setup.profile.removesuffix(".published.yaml") == system]]}}
+
+
 def _coverage(results: Sequence[RowResult]) -> dict:
     inside = [r.interval_s[0] <= r.measured_s <= r.interval_s[1] for r in results if not math.isnan(r.interval_s[0])]
     return {"rows": len(inside), "share_inside": sum(inside) / len(inside) if inside else None}
@@ -123,6 +135,11 @@ def render_text(report: dict) -> str:
     if loso_cov and loso_cov["rows"]:
         lines.append(f"inside the {_pct(loso_cov['nominal'])} model-error interval, leave-one-source-out: "
                      f"{_pct(loso_cov['share_inside'])} of {loso_cov['rows']} rows")
+    kernels = report.get("deepbench_kernels")
+    if kernels and kernels["rows"]:
+        acc = kernels["accuracy"]
+        lines.append(f"DeepBench-kernel profiles (nothing fitted to runs), {kernels['rows']} 1-GPU rows of their GPUs: "
+                     + ", ".join(f"{name} {_pct(value)}" for name, value in acc.items()))
     for title, key in (("GPU count", "by_gpu_bucket"), ("source", "by_source"), ("system", "by_system"),
                        ("framework regime", "by_framework")):
         lines.append(f"\nby {title}:")

@@ -393,13 +393,13 @@ def test_as_kernel_call_maps_linear_and_gemm_passes_to_forward_gemms(op, pass_, 
         "gemm", "fwd", {"M": m, "N": n, "K": k, "transpose_a": transposes[0], "transpose_b": transposes[1]})
 
 
-def test_as_kernel_call_keeps_plain_convolutions_and_refuses_the_rest():
+def test_as_kernel_call_keeps_undilated_convolutions_and_refuses_the_rest():
     p = conv(8, 64, 56, 56, 64, 3)
     for pass_ in gk.PASSES:
         assert gk.as_kernel_call("conv2d", pass_, p) == ("conv2d", pass_, p)
     assert gk.as_kernel_call("conv2d", "fwd", {**p, "groups": 1, "dilation": [1, 1]})[0] == "conv2d"
     assert gk.as_kernel_call("conv2d", "fwd", {**p, "dilation": 1})[0] == "conv2d"
-    assert gk.as_kernel_call("conv2d", "fwd", {**p, "groups": 64}) is None  # depthwise / grouped
+    assert gk.as_kernel_call("conv2d", "fwd", {**p, "groups": 64})[0] == "conv2d"  # grouped: per-group products
     assert gk.as_kernel_call("conv2d", "fwd", {**p, "dilation": [2, 2]}) is None
     assert gk.as_kernel_call("conv2d", "fwd", {**p, "dilation": 2}) is None
     assert gk.as_kernel_call("conv3d", "fwd", p) is None
@@ -742,27 +742,30 @@ def test_tf32_uses_the_float32_mode_when_the_profile_has_no_tf32_one(fitted_gpu_
         cm.compute_time_s("conv2d", "fwd", p, "float16")
 
 
-def test_a_grouped_convolution_takes_the_family_fit(fitted_gpu_profile):
+def test_grouped_convolutions_run_one_product_per_group_and_dilated_ones_take_the_family_fit(fitted_gpu_profile):
     from calibrate.cost_model import ProfileCostModel, cost_model_from_profile
 
     cm = cost_model_from_profile(fitted_gpu_profile)
+    values, hw = kernel_model(cm)
     grouped = {**conv(8, 64, 28, 28, 64, 3), "groups": 4}
+    assert gk.products("conv2d", "fwd", grouped, "implicit_gemm") == (8 * 28 * 28, 16, 16 * 9, 4)
+    assert gk.algorithms("conv2d", "fwd", grouped, False, True) == ("implicit_gemm",)
+    assert cm.compute_time_s("conv2d", "fwd", grouped, "float32") == \
+        gk.kernel_time_s(values, hw, "conv2d", "fwd", grouped, "float32")
+    # a depthwise convolution is its memory term alone (plus the convolution's overhead)
+    dw = {**conv(8, 64, 28, 28, 64, 3), "groups": 64}
+    memory = gk.operand_bytes("conv2d", dw, "float32") / (values["memory_efficiency"] * hw.memory_bytes_per_s)
+    floor = values["floor_s"] * values["conv_floor_ratio"]
+    assert gk.kernel_time_s(values, hw, "conv2d", "fwd", dw, "float32") == pytest.approx(
+        values["conv_overhead_s"] + max(floor, memory), rel=1e-12)
+    # grouped samples stay out of the fit's rows
+    assert gf.kernel_samples([Sample(benchmark="conv2d", variant="fwd", params=grouped, device="cuda", threads=1,
+                                     times_s=[1e-4])]) == {}
     without = ProfileCostModel(cm.coefficients.model_copy(update={"gpu_kernels": None}), name="no kernel model",
                                device_memory_bytes=16e9, devices_per_node=1, provenance="calibrated")
-    assert cm.compute_time_s("conv2d", "fwd", grouped, "float32") == \
-        without.compute_time_s("conv2d", "fwd", grouped, "float32")
     dilated = {**conv(8, 64, 28, 28, 64, 3), "dilation": [2, 2]}
     assert cm.compute_time_s("conv2d", "fwd", dilated, "float32") == \
         without.compute_time_s("conv2d", "fwd", dilated, "float32")
-    no_conv = cm.coefficients.model_copy(update={"compute": {k: v for k, v in cm.coefficients.compute.items()
-                                                             if not k.startswith("conv2d/")}})
-    bare = ProfileCostModel(no_conv, name="bare", device_memory_bytes=16e9, devices_per_node=1,
-                            provenance="calibrated")
-    with pytest.raises(UserError, match="no coefficient for conv2d fwd float32"):
-        bare.compute_time_s("conv2d", "fwd", grouped, "float32")
-    plain = conv(8, 64, 28, 28, 64, 3)  # the kernel model still costs an ungrouped one
-    assert bare.compute_time_s("conv2d", "fwd", plain, "float32") == cm.compute_time_s("conv2d", "fwd", plain,
-                                                                                        "float32")
 
 
 def test_without_the_algorithm_search_a_convolution_is_never_faster(fitted_gpu_profile):
