@@ -285,6 +285,8 @@ def as_kernel_call(op: str, pass_: str, params: Mapping) -> Optional[tuple[str, 
     if op in GEMM_PASS_TRANSPOSES and pass_ in PASSES:
         m, n, k = gemm_backward_shape(pass_, int(params["M"]), int(params["N"]), int(params["K"]))
         ta, tb = GEMM_PASS_TRANSPOSES[op][pass_]
+        if (op, pass_) == ("gemm", "fwd"):  # a measured GEMM says its own operand order (DeepBench)
+            ta, tb = bool(params.get("transpose_a", ta)), bool(params.get("transpose_b", tb))
         return "gemm", "fwd", {"M": m, "N": n, "K": k, "transpose_a": ta, "transpose_b": tb}
     if op == "conv2d" and pass_ in PASSES and _pair(params, "dilation", 1) == (1, 1):
         return "conv2d", pass_, dict(params)

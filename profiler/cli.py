@@ -12,7 +12,7 @@ COMMANDS = {
     "calibrate": ("profiler.cmd_calibrate", "run microbenchmarks on this machine and write a profile"),
 }
 #: the `profiler` command's subcommands that need later stages (paraoracle.cli.PROFILER_COMMANDS)
-COMPOSED = ("show", "fit", "import-nccl-tests", "drift", "history")
+COMPOSED = ("show", "fit", "import-nccl-tests", "import-deepbench", "drift", "history")
 
 
 def main(argv=None) -> int:

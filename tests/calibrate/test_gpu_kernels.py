@@ -393,6 +393,15 @@ def test_as_kernel_call_maps_linear_and_gemm_passes_to_forward_gemms(op, pass_, 
         "gemm", "fwd", {"M": m, "N": n, "K": k, "transpose_a": transposes[0], "transpose_b": transposes[1]})
 
 
+def test_a_measured_gemm_keeps_its_own_operand_order():
+    shape = {"M": 512, "N": 8, "K": 500000, "transpose_a": True, "transpose_b": False}
+    assert gk.as_kernel_call("gemm", "fwd", shape) == ("gemm", "fwd", shape)
+    plain = gk.as_kernel_call("gemm", "fwd", {"M": 512, "N": 8, "K": 500000})[2]
+    assert (plain["transpose_a"], plain["transpose_b"]) == (False, False)
+    sample = Sample(benchmark="gemm", variant="fwd", params=shape, device="cuda", threads=1, times_s=[1e-3])
+    assert gf.kernel_samples([sample])[("float32", None)][0].params["transpose_a"] is True
+
+
 def test_as_kernel_call_keeps_undilated_convolutions_and_refuses_the_rest():
     p = conv(8, 64, 56, 56, 64, 3)
     for pass_ in gk.PASSES:
