@@ -8,7 +8,8 @@ collective times and bucket layouts are computed once for the whole sweep: the m
 from the graph cache) once, never per point. A named strategy's point is what `predictor run --strategy S`
 predicts there (predictor.api.default_plans, the best micro-batch count for pipelines); `best` is what
 `predictor search` would rank first at that one device count (predictor.search_fast over
-predictor.search_space), re-costed under the sweep's framework, input and stack settings.
+predictor.search_space) under the sweep's framework and input settings, its stack applied as `predictor search`
+applies it (the search's cost model scaled to the stack; the winner re-costed as a plan of that stack).
 
 Scaling efficiency of a point = its samples/s per device / the best samples/s per device, over every line, at
 the smallest swept count where some plan fits (weak and strong alike: 1.0 is perfect linear scaling). A
@@ -265,11 +266,12 @@ def _named_point(ev: _Evaluator, name: str, p: int, batch: int, dpn: int, dtype:
 
 
 def _best_point(ev: _Evaluator, p: int, batch: int, dpn: int, dtype: str, optimizer: str, settings: dict) -> Point:
-    """The search's fastest fitting plan on exactly p devices, re-costed under the sweep's settings."""
+    """The search's fastest fitting plan on exactly p devices under the sweep's settings."""
     ranking, counts = Ranking("time", batch, 1), Counts()
     try:
         fast_search(ev.search_ctx, ranking, counts, batch=batch, devices=range(p, p + 1), devices_per_node=dpn,
-                    dtype=dtype, optimizer=optimizer, cap=ev.cap, strategies=SEARCH_STRATEGIES)
+                    dtype=dtype, optimizer=optimizer, cap=ev.cap, strategies=SEARCH_STRATEGIES,
+                    plan_options={k: settings[k] for k in ("framework", "synthetic_data")})
     except UserError as err:
         return Point(p, batch, None, reason=str(err))
     found = ranking.best()

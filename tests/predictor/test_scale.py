@@ -180,3 +180,14 @@ def test_a_held_back_baseline_is_called_superlinear_and_the_step_says_where_it_s
     assert any(line.startswith("superlinear: best reaches 1000% at 4 GPUs; the baseline at 2 GPUs (outofcore (d2)) "
                                "is held back by") for line in text)
     assert text[-1].startswith("answer: up to 8 GPUs scale (efficiency and each step >= 80%) with data (d8)")
+
+
+def test_best_ranks_under_the_sweeps_framework():
+    """With --framework horovod the best line is `predictor search --framework horovod`'s top plan."""
+    graph, (cm, _) = load_model("small_cnn2d"), load_cost_model(V100)
+    result = sweep(graph, cm, (2, 8), strategies=(BEST,), batch_per_device=16, framework="horovod")
+    for k, p in enumerate(result.devices):
+        top = search(graph, cm, batch=16 * p, max_devices=p, min_devices=p, top=1, framework="horovod").best[0]
+        best = result.lines[BEST][k].prediction
+        assert best.plan == top.plan and best.plan.framework == "horovod"
+        assert best.iteration_s == pytest.approx(top.iteration_s, rel=1e-12)
