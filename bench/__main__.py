@@ -14,6 +14,7 @@ HERE = Path(__file__).resolve().parent
 BENCHMARKS = {
     "search": "bench_search",
     "run-latency": "run_latency",
+    "llm-latency": "llm_latency",
     "scale": "bench_scale",
     "calibrate": "bench_calibrate",
     "fit": "bench_fit",

@@ -186,24 +186,33 @@ def gradient_sum_bytes(layer: Layer, split: Split, act_bytes: int, readers: int)
     return (readers - 1) * 3.0 * split.n * layer.output_elems * act_bytes / div
 
 
+def layer_signatures(graph: ModelGraph) -> tuple[list[bool], list[int], list[int]]:
+    """(input_needs_no_grad, fanout, signature) per layer: what LayerCoster reads of the graph, the same for every
+    cost model and dtype (strategies.context.Context computes it once per graph). Layers identical in everything the
+    cost depends on share one signature, hence one cache entry (ResNet repeats blocks, a transformer its layers)."""
+    first = input_needs_no_grad(graph)
+    readers = fanout(graph)
+    signatures: dict[tuple, int] = {}
+    signature = [signatures.setdefault(
+        (l.op, l.input_shape, l.output_shape, l.weight_shape if l.op == "embedding" else (), l.kernel, l.stride,
+         l.padding, l.groups, l.causal, bool(l.params), f, r), len(signatures))
+        for l, f, r in zip(graph.layers, first, readers)]
+    return first, readers, signature
+
+
 class LayerCoster:
     """Cached per-layer (fwd, bwd) seconds for one graph, cost model and dtype."""
 
-    def __init__(self, graph: ModelGraph, cost_model: CostModel, dtype: str):
+    def __init__(self, graph: ModelGraph, cost_model: CostModel, dtype: str,
+                 signatures: tuple[list[bool], list[int], list[int]] | None = None):
         self.graph = graph
         self.cm = cost_model
         self.dtype = dtype
         self.cm_dtype = DTYPE_NAMES[dtype]
         self.act_bytes = ACT_BYTES[dtype]
-        # layers whose input needs no gradient: autograd skips their input gradient (input_needs_no_grad)
-        self.first = input_needs_no_grad(graph)
-        self.readers = fanout(graph)
-        # layers identical in everything the cost depends on share one cache entry (ResNet repeats blocks)
-        signatures: dict[tuple, int] = {}
-        self.signature = [signatures.setdefault(
-            (l.op, l.input_shape, l.output_shape, l.weight_shape if l.op == "embedding" else (), l.kernel, l.stride,
-             l.padding, l.groups, l.causal, bool(l.params), first, readers), len(signatures))
-            for l, first, readers in zip(graph.layers, self.first, self.readers)]
+        # layers whose input needs no gradient: autograd skips their input gradient (input_needs_no_grad); readers
+        # per output; one signature per set of identical layers (layer_signatures)
+        self.first, self.readers, self.signature = signatures or layer_signatures(graph)
         self._cache: dict[tuple[int, Split], tuple[float, float]] = {}  # (signature, split) -> times
         self.overhead_s = (cost_model.framework_overhead_s("fwd"), cost_model.framework_overhead_s("bwd"))
         self._calls: dict[tuple, float] = {}  # (op, pass, params) -> seconds: layers of equal shape share it

@@ -140,7 +140,7 @@ class _Graph:
             for s in set(t.savers):
                 self.keeps[s] += b
         self.outputs = [l.output_elems for l in layers]
-        self.cross = [sum(ctx.tensor_elems(t) for t in ctx.crossing(a)) if a > 0 else 0 for a in range(n)]
+        self.cross = [ctx.crossing_elems(a) if a > 0 else 0 for a in range(n)]
         # cooperative: the whole model's weights (bytes and as its per-layer blocks sum them), the most saved
         # bytes per sample any one layer is the first to save
         self.weight_bytes = parameter_bytes(ctx.total_params, dtype, optimizer)[0]

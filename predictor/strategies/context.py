@@ -7,11 +7,12 @@ collective times and DDP bucket layouts are computed once per distinct key and r
 from __future__ import annotations
 
 import math
+import weakref
 from typing import Callable
 
 from calibrate.cost_api import CostModel
 from predictor.graph import ModelGraph
-from predictor.layercost import ACT_BYTES, LayerCoster, Split, update_time_s
+from predictor.layercost import ACT_BYTES, LayerCoster, Split, layer_signatures, update_time_s
 from predictor.plan import Plan, Prediction
 from predictor.shared_cores import SharedCores
 from predictor.stacks import stack_scaled
@@ -34,26 +35,116 @@ def param_tensor_count(layer) -> int:
     return 1 + (layer.params > math.prod(layer.weight_shape))
 
 
+class GraphStructure:
+    """What a graph alone decides (no cost model): layer indices, parameters, saved tensors, each producer's
+    consumers and the tensors crossing every boundary. Built once per graph and shared by every Context of that
+    graph (the interval's low and high cost models, a node's shared-core and software-stack variants), with a
+    cache of other cost-model-free values (`Context.graph_cached`)."""
+
+    def __init__(self, graph: ModelGraph):
+        self.layers = graph.layers
+        self.input_elems = math.prod(graph.input_shape)
+        self.index = {l.name: i for i, l in enumerate(graph.layers)}
+        self.params = [l.params for l in graph.layers]
+        self.total_params = sum(self.params)
+        self.largest_output = max((l.output_elems for l in graph.layers), default=0)
+        self.param_tensors = [param_tensor_count(l) for l in graph.layers]
+        self.saved: tuple[SavedTensor, ...] = saved_tensors(graph)
+        self.consumers = self._consumers()
+        self.values: dict = {}
+        self._crossing: list[list[int]] | None = None
+        self._widths: list[int] | None = None
+
+    def producer(self, name: str) -> int:
+        while name:
+            i = self.index[name]
+            if self.layers[i].op != "flatten":
+                return i
+            name = self.layers[i].inputs[0] if self.layers[i].inputs else ""
+        return -1
+
+    def _consumers(self) -> dict[int, list[int]]:
+        out: dict[int, list[int]] = {}
+        for i, layer in enumerate(self.layers):
+            for name in (layer.inputs or ("",)):
+                out.setdefault(self.producer(name), []).append(i)
+        return out
+
+    def _sweep(self) -> None:
+        """Every boundary's crossing tensors and their total elements in one pass over the layers: a producer p
+        crosses boundary b when p < b <= its last consumer, so it joins the live set after layer p and leaves it
+        after its last consumer. Each boundary's list keeps the consumer table's order (first use)."""
+        n = len(self.layers)
+        rank = {p: r for r, p in enumerate(self.consumers)}
+        ending: list[list[int]] = [[] for _ in range(n + 1)]  # producers whose last consumer is layer i
+        for p, users in self.consumers.items():
+            ending[max(users)].append(p)
+        live: dict[int, None] = {}
+        elems = {p: (self.input_elems if p < 0 else self.layers[p].output_elems) for p in self.consumers}
+        crossing, widths = [], []
+        width = 0
+        if -1 in self.consumers:
+            live[-1] = None
+            width = elems[-1]
+        for b in range(n + 1):  # boundary b: layers < b produce, layers >= b consume
+            if b > 0:
+                for p in ending[b - 1]:  # last used by layer b - 1: no longer crosses
+                    if p in live:
+                        del live[p]
+                        width -= elems[p]
+                p = b - 1
+                if p in self.consumers and max(self.consumers[p]) >= b:
+                    live[p] = None
+                    width += elems[p]
+            crossing.append(sorted(live, key=rank.__getitem__) if b < n else [])
+            widths.append(width if b < n else 0)
+        self._crossing, self._widths = crossing, widths
+
+    def crossing(self, boundary: int) -> list[int]:
+        if self._crossing is None:
+            self._sweep()
+        return self._crossing[boundary] if 0 <= boundary < len(self._crossing) else []
+
+    def crossing_elems(self, boundary: int) -> int:
+        if self._widths is None:
+            self._sweep()
+        return self._widths[boundary] if 0 <= boundary < len(self._widths) else 0
+
+
+#: one GraphStructure per live graph (id -> (weak reference, structure)): Contexts of the same graph share it
+_STRUCTURES: dict[int, tuple[weakref.ref, GraphStructure]] = {}
+
+
+def graph_structure(graph: ModelGraph) -> GraphStructure:
+    held = _STRUCTURES.get(id(graph))
+    if held is not None and held[0]() is graph:
+        return held[1]
+    structure = GraphStructure(graph)
+    key = id(graph)
+    _STRUCTURES[key] = (weakref.ref(graph, lambda _ref, key=key: _STRUCTURES.pop(key, None)), structure)
+    return structure
+
+
 class Context:
     def __init__(self, graph: ModelGraph, cost_model: CostModel):
         self.graph = graph
         self.cm = cost_model
         self.layers = graph.layers
         self.n_layers = len(graph.layers)
-        self.index = {l.name: i for i, l in enumerate(graph.layers)}
-        self.params = [l.params for l in graph.layers]
-        self.total_params = sum(self.params)
-        self.param_tensors = [param_tensor_count(l) for l in graph.layers]
-        self.saved: tuple[SavedTensor, ...] = saved_tensors(graph)
+        self.structure = graph_structure(graph)
+        self.index = self.structure.index
+        self.params = self.structure.params
+        self.total_params = self.structure.total_params
+        self.param_tensors = self.structure.param_tensors
+        self.saved: tuple[SavedTensor, ...] = self.structure.saved
         self.spatial_ndim = len(graph.input_shape) - 1
         self._costers: dict[str, LayerCoster] = {}
         self._sums: dict = {}
         self._coll: dict = {}
         self._buckets: dict = {}
         self._ready: dict = {}  # id(bwd list) -> (the list, its ready times); the list is kept alive here
-        self._crossing: dict[int, list[int]] = {}
-        self.consumers = self._consumers()
-        self.largest_output = max((l.output_elems for l in graph.layers), default=0)
+        self.consumers = self.structure.consumers
+        self.largest_output = self.structure.largest_output
         self._shared: dict[tuple, "Context"] = {}
         self._stack_scaled: dict[str, CostModel] = {}
 
@@ -79,36 +170,34 @@ class Context:
     # ---- graph structure -------------------------------------------------------------------------
     def producer(self, name: str) -> int:
         """Index of the layer whose storage `name` refers to (-1 = model input); flatten is a view."""
-        while name:
-            i = self.index[name]
-            if self.layers[i].op != "flatten":
-                return i
-            name = self.layers[i].inputs[0] if self.layers[i].inputs else ""
-        return -1
-
-    def _consumers(self) -> dict[int, list[int]]:
-        out: dict[int, list[int]] = {}
-        for i, layer in enumerate(self.layers):
-            for name in (layer.inputs or ("",)):
-                out.setdefault(self.producer(name), []).append(i)
-        return out
+        return self.structure.producer(name)
 
     def tensor_elems(self, producer: int) -> int:
         return math.prod(self.graph.input_shape) if producer < 0 else self.layers[producer].output_elems
 
     def crossing(self, boundary: int) -> list[int]:
-        """Tensors (producer indices, -1 = input) produced before layer `boundary` and used at or after it."""
-        hit = self._crossing.get(boundary)
+        """Tensors (producer indices, -1 = input) produced before layer `boundary` and used at or after it
+        (every boundary's list is made in one sweep, GraphStructure._sweep)."""
+        return self.structure.crossing(boundary)
+
+    def crossing_elems(self, boundary: int) -> int:
+        """Elements per sample of the tensors crossing `boundary` (sum of tensor_elems over crossing(boundary))."""
+        return self.structure.crossing_elems(boundary)
+
+    def graph_cached(self, key, compute: Callable[[], object]):
+        """A value that depends on the graph alone, computed once per key for every Context of this graph."""
+        values = self.structure.values
+        hit = values.get(key)
         if hit is None:
-            hit = self._crossing[boundary] = [p for p, users in self.consumers.items()
-                                              if p < boundary and any(u >= boundary for u in users)]
+            hit = values[key] = compute()
         return hit
 
     # ---- cached costs ----------------------------------------------------------------------------
     def coster(self, dtype: str) -> LayerCoster:
         c = self._costers.get(dtype)
         if c is None:
-            c = self._costers[dtype] = LayerCoster(self.graph, self.cm, dtype)
+            c = self._costers[dtype] = LayerCoster(self.graph, self.cm, dtype, self.graph_cached(
+                ("layer-signatures",), lambda: layer_signatures(self.graph)))
         return c
 
     def compute(self, dtype: str, key, indices, split_of: Callable[[int], Split]) -> tuple[float, float, list[float]]:

@@ -51,6 +51,7 @@ and read inside the attention cores.
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 
 from predictor.layercost import Split
 from predictor.layout import data_network_share, nodes_spanned
@@ -101,11 +102,15 @@ def cut_points(ctx: Context) -> list[int]:
     inside a layer (where the attention scores would cross). Only boundaries with a layer owning parameters on
     either side count: a stage of the loss alone is no stage (with a vocabulary smaller than the hidden size the
     logits would otherwise be the narrowest crossing)."""
+    return list(ctx.graph_cached(("3d-cut-points",), lambda: _cut_points(ctx)))
+
+
+def _cut_points(ctx: Context) -> tuple[int, ...]:
     owners = [i for i, layer in enumerate(ctx.layers) if layer.params]
     first, last = (owners[0], owners[-1]) if owners else (0, ctx.n_layers - 1)
-    widths = {a: sum(ctx.tensor_elems(x) for x in ctx.crossing(a)) for a in range(first + 1, last + 1)}
+    widths = {a: ctx.crossing_elems(a) for a in range(first + 1, last + 1)}
     narrowest = min(widths.values(), default=0)
-    return [0] + [a for a, w in widths.items() if w == narrowest]
+    return (0,) + tuple(a for a, w in widths.items() if w == narrowest)
 
 
 def recomputed_layers(ctx: Context, ts: TensorSplit) -> range:
@@ -202,13 +207,29 @@ def megatron_partition(ctx: Context, ts: TensorSplit, chunks: int) -> list[int] 
     L the first L mod chunks chunks take one layer more. None when the graph has no repeated layers (then
     block_partition balances on time) or fewer than `chunks` of them (evaluate rejects that plan: Megatron-LM
     asserts that the pipeline size divides num_layers, so no chunk is left without a transformer layer)."""
-    starts = ctx.cached(("3d-repeated",), lambda: repeated_layers(ctx, ts))
+    starts = ctx.graph_cached(("3d-repeated",), lambda: repeated_layers(ctx, ts))
     if starts is None or len(starts) - 1 < chunks:
         return None
     n_layers, (q, r) = len(starts) - 1, divmod(len(starts) - 1, chunks)
     firsts = [k * q + min(k, r) for k in range(chunks)]
     assert firsts[-1] < n_layers
     return [0] + [starts[j] for j in firsts[1:]]
+
+
+def rank_saved_bytes(ctx: Context, dtype: str, starts: list[int], K: int, region: frozenset[int],
+                     core: frozenset[int], t: int) -> list[float]:
+    """Per pipeline rank, bytes per sample of the saved tensors it keeps (all its chunks'): a tensor is kept by every
+    rank holding one of its savers (chunk j on rank j mod K), at 1/t when a split layer (`region`) makes it, not at all
+    when selective recomputation makes and reads it inside an attention core (`core`). One pass over the saved
+    tensors, each added to its ranks in graph order."""
+    totals: list[float] = [0] * K
+    for x in ctx.saved:
+        ranks = {(bisect_right(starts, s) - 1) % K for s in x.savers}
+        kept = 0.0 if x.producer in core and all(s in core for s in x.savers) else 1.0
+        size = x.size_bytes(dtype) * ((1.0 / t if x.producer in region else 1.0) * kept)
+        for k in ranks:
+            totals[k] += size
+    return totals
 
 
 def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
@@ -233,13 +254,13 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     if b % S:
         raise Infeasible(f"{b} samples per pipeline not divisible into {S} micro-batches")
     m = b // S
-    ts: TensorSplit = ctx.cached(("tensor-split",), lambda: tensor_split(ctx.graph))
+    ts: TensorSplit = ctx.graph_cached(("tensor-split",), lambda: tensor_split(ctx.graph))
     if t > 1:
         check_degree(ctx, ts, t)
     dtype, act = plan.dtype, ctx.act_size(plan.dtype)
     tensor_nodes, d_nodes, pipe_nodes = layout_nodes(plan)
 
-    vocab, heads, embeds = ctx.cached(("3d-vocab",), lambda: vocab_parallel(ctx, ts)) if t > 1 else (
+    vocab, heads, embeds = ctx.graph_cached(("3d-vocab",), lambda: vocab_parallel(ctx, ts)) if t > 1 else (
         frozenset(), (), ())
 
     def per_layer():
@@ -259,7 +280,7 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
 
     times, fwd_comm, bwd_comm = ctx.cached(("3d-layers", dtype, t, m, tensor_nodes), per_layer)
     costs = [f + b_ + cf + cb for (f, b_), cf, cb in zip(times, fwd_comm, bwd_comm)]
-    layers = ctx.cached(("3d-repeated",), lambda: repeated_layers(ctx, ts))
+    layers = ctx.graph_cached(("3d-repeated",), lambda: repeated_layers(ctx, ts))
     if layers is not None and K * v > len(layers) - 1:
         raise Infeasible(f"{K * v} pipeline chunks > {len(layers) - 1} transformer layers (Megatron gives every "
                          f"chunk whole layers)")
@@ -273,14 +294,15 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     def rank_sum(values, k):
         return sum(values[i] for i in ranks[k])
 
-    fwd_c = [rank_sum([f for f, _ in times], k) for k in range(K)]
-    bwd_c = [rank_sum([b_ for _, b_ in times], k) for k in range(K)]
+    fwd_t, bwd_t = [f for f, _ in times], [b_ for _, b_ in times]
+    fwd_c = [rank_sum(fwd_t, k) for k in range(K)]
+    bwd_c = [rank_sum(bwd_t, k) for k in range(K)]
     fwd_x = [rank_sum(fwd_comm, k) for k in range(K)]
     bwd_x = [rank_sum(bwd_comm, k) for k in range(K)]
     selective = plan.recompute and plan.recompute_granularity == "selective"
-    core = ctx.cached(("3d-attention-core",), lambda: attention_core(ctx, ts)) if selective else frozenset()
+    core = ctx.graph_cached(("3d-attention-core",), lambda: attention_core(ctx, ts)) if selective else frozenset()
     again = core if selective else (
-        ctx.cached(("3d-recomputed",), lambda: recomputed_layers(ctx, ts)) if plan.recompute else range(0))
+        ctx.graph_cached(("3d-recomputed",), lambda: recomputed_layers(ctx, ts)) if plan.recompute else range(0))
     redo = [sum(times[i][0] + fwd_comm[i] for i in ranks[k] if i in again) for k in range(K)]
     slow = max(range(K), key=lambda k: fwd_c[k] + bwd_c[k] + fwd_x[k] + bwd_x[k] + redo[k])
     F, Bw, R = fwd_c[slow] + fwd_x[slow], bwd_c[slow] + bwd_x[slow], redo[slow]
@@ -290,7 +312,7 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     pred.recompute_s = S * R
     pred.bubble_s = bubble
 
-    boundary = max((sum(ctx.tensor_elems(x) for x in ctx.crossing(a)) for a, _ in bounds[1:]), default=0)
+    boundary = max((ctx.crossing_elems(a) for a, _ in bounds[1:]), default=0)
     split = t if plan.pipeline_boundary == "partitioned" else 1
     pred.comm_exposed_s["pipeline_p2p"] = p2p_count(S, K, v) * boundary_send_s(ctx, m * boundary, act, split,
                                                                                 tensor_nodes, pipe_nodes)
@@ -301,7 +323,7 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
             out[i] /= t
         return out
 
-    local = ctx.cached(("3d-tensor-params", t), local_params)  # not tensor.py's ("tensor-params", t): no V/t there
+    local = ctx.graph_cached(("3d-tensor-params", t), local_params)  # not tensor.py's ("tensor-params", t): no V/t there
     dev_params = [rank_sum(local, k) for k in range(K)]
     dev_tensors = [rank_sum(ctx.param_tensors, k) for k in range(K)]
     pred.update_s = max(ctx.update_s(p, plan.optimizer, dtype, n) for p, n in zip(dev_params, dev_tensors))
@@ -318,18 +340,15 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
 
     region = ts.split | vocab if t > 1 else frozenset()  # the head's logits too are V/t per rank
 
+    saved_by_rank = ctx.graph_cached(("3d-saved", dtype, t, K, v, tuple(starts), selective), lambda: rank_saved_bytes(
+        ctx, dtype, starts, K, region, core, t))
+
     def memory(k: int) -> tuple[float, float, float]:
-        held = set(ranks[k])
-
-        def kept(x) -> float:  # selective: a tensor made and read only inside an attention core is recomputed
-            return 0.0 if x.producer in core and all(s in core for s in x.savers) else 1.0
-
-        saved = ctx.saved_bytes_per_sample(dtype, ("3d", t, K, v, k, tuple(starts), selective), lambda x: (
-            (1.0 / t if x.producer in region else 1.0) * kept(x) if any(s in held for s in x.savers) else 0.0))
+        saved = saved_by_rank[k]
         flight = in_flight(plan, k)
         chunks = len(range(k, K * v, K))
         if plan.recompute and not selective:
-            incoming = sum(sum(ctx.tensor_elems(x) for x in ctx.crossing(bounds[j][0])) if bounds[j][0] > 0
+            incoming = sum(ctx.crossing_elems(bounds[j][0]) if bounds[j][0] > 0
                            else ctx.tensor_elems(-1) for j in range(k, K * v, K)) / chunks
             activations = flight * m * incoming * act + m * saved / chunks
         else:

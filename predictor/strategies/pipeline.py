@@ -121,7 +121,7 @@ def _stages(ctx: Context, dtype: str, K: int, m: int) -> Stages:
     starts = partition([f + bw for f, bw in per_layer], K)
     bounds = list(zip(starts, starts[1:] + [ctx.n_layers]))
     act = ctx.act_size(dtype)
-    crossing = [sum(ctx.tensor_elems(t) for t in ctx.crossing(a)) if a > 0 else 0 for a, _ in bounds]
+    crossing = [ctx.crossing_elems(a) if a > 0 else 0 for a, _ in bounds]
     saved = [ctx.saved_bytes_per_sample(dtype, ("stage", a, z),
                                         lambda t, a=a, z=z: 1.0 if any(a <= s < z for s in t.savers) else 0.0)
              for a, z in bounds]

@@ -237,7 +237,7 @@ def collectives_by_layer(ctx: Context, ts: TensorSplit, size, p: int, nodes: int
     """Without sequence parallelism: ({row layer: forward all-reduce of its output}, {first column layer reading
     x: backward all-reduce of dL/dx}) in seconds; size(t) = bytes of tensor t on one rank (module docstring)."""
     fwd = {i: ctx.collective("allreduce", size(i), p, nodes) for i in ts.rows}
-    inputs = _producers(ctx.graph)
+    inputs = ctx.graph_cached(("tensor-producers",), lambda: _producers(ctx.graph))
     first_reader: dict[int, int] = {}
     for i in ts.columns:
         first_reader.setdefault(inputs[i][0], i)
