@@ -213,6 +213,15 @@ def gather_amplification(op: str, params: Mapping) -> float:
     return x.stride_w / min(x.s, x.stride_w)
 
 
+def window_reuse(op: str, params: Mapping) -> float:
+    """Bytes fetched per im2col element of a convolution's input operand: neighbouring outputs share input pixels,
+    so a window of R x S taps moved by s_h x s_w reads each pixel about R S / (s_h s_w) times from the SM's cache."""
+    if op == "gemm":
+        return 1.0
+    x = conv_shape(params)
+    return min(1.0, (x.stride_h * x.stride_w) / (x.r * x.s))
+
+
 def candidates(op: str, pass_: str, params: Mapping, dtype: str, sms: int, tensor_cores: bool,
                search: bool = True) -> list[tuple[int, int, float, float, float]]:
     """Every (algorithm index, waves, FLOPs per CTA, intensity in FLOP/byte, extra DRAM bytes: split partials and
@@ -220,7 +229,9 @@ def candidates(op: str, pass_: str, params: Mapping, dtype: str, sms: int, tenso
     element = DTYPE_BYTES[canonical_dtype(dtype)]
     amplify = gather_amplification(op, params)
     # the operand gathered from the input: rows of the forward product, the reduction of the weight gradient
-    rows_amp, cols_amp = (amplify, 1.0) if pass_ == "fwd" else ((1.0, amplify) if pass_ == "bwd_weight" else (1.0, 1.0))
+    reuse = window_reuse(op, params)
+    rows_amp, cols_amp = (amplify * reuse, 1.0) if pass_ == "fwd" else \
+        ((1.0, amplify) if pass_ == "bwd_weight" else (1.0, 1.0))
     limit = max_split(op, pass_, params)
     out = []
     for algorithm in algorithms(op, pass_, params, tensor_cores, search):
