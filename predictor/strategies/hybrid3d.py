@@ -44,16 +44,19 @@ the min(t, devices per node) other data groups of that node, which synchronise a
 
 **Memory** (the heaviest pipeline rank): local parameters, gradients and optimizer state; saved tensors of
 in-flight micro-batches (strategies.pipeline.in_flight: min(S, K - k) for 1F1B), each tensor of a split layer
-(the head's logits included) at 1/t; with full recompute, the chunk inputs of the in-flight micro-batches plus one
-micro-batch's saved tensors; with selective recompute, the in-flight micro-batches' saved tensors less those made
-and read inside the attention cores.
+(the head's logits included) at 1/t; with selective recompute, the in-flight micro-batches' saved tensors less those
+made and read inside the attention cores. With full recompute as Megatron keeps it (Korthikanti et al. 2022, §4.3,
+Table 2: 2·s·b·h bytes per transformer layer): for every in-flight micro-batch the input of each of the rank's
+checkpointed transformer layers (`checkpoint_units`) plus the saved tensors of its layers outside them (embeddings,
+final norm, head, loss: not checkpointed), and, as workspace, one micro-batch's activations of its largest
+transformer layer, which the backward recomputes one layer at a time (`full_recompute_bytes`).
 """
 from __future__ import annotations
 
 import math
 from bisect import bisect_right
 
-from predictor.layercost import Split
+from predictor.layercost import ACT_BYTES, Split
 from predictor.layout import data_network_share, nodes_spanned
 from predictor.memory import parameter_bytes
 from predictor.plan import (PIPELINE_BOUNDARIES, PIPELINE_SCHEDULES, RECOMPUTE_GRANULARITIES, Plan,
@@ -232,6 +235,50 @@ def rank_saved_bytes(ctx: Context, dtype: str, starts: list[int], K: int, region
     return totals
 
 
+def checkpoint_units(ctx: Context, ts: TensorSplit) -> list[tuple[int, int]]:
+    """The units Megatron's full recomputation checkpoints, as (first layer, end): each transformer layer
+    (`repeated_layers`; Megatron-LM's --recompute-method uniform with --recompute-num-layers 1, Megatron-DeepSpeed's
+    --checkpoint-activations: one checkpoint per ParallelTransformerLayer), or, in a graph whose layers do not repeat,
+    each block between cut points of the recomputed span (`recomputed_layers`)."""
+    starts = repeated_layers(ctx, ts)
+    if starts is None:
+        span = recomputed_layers(ctx, ts)
+        starts = [c for c in cut_points(ctx) if span.start <= c < span.stop] + [span.stop]
+    return list(zip(starts, starts[1:]))
+
+
+def full_recompute_bytes(ctx: Context, dtype: str, starts: list[int], K: int, units: list[tuple[int, int]],
+                         region: frozenset[int], t: int) -> tuple[list[float], list[float], list[float]]:
+    """Per pipeline rank, bytes per sample under full recomputation (Korthikanti et al. 2022, §4.3 and Table 2):
+    (checkpoints: the input of every unit the rank runs, `checkpoint_units`, 2·s·b·h bytes per transformer layer in
+    16-bit, at 1/t when a split layer makes it; kept: the saved tensors of its layers outside the units (embeddings,
+    final norm, head, loss), kept as without recomputation; recomputed: its largest unit's saved tensors, which the
+    backward of one micro-batch rebuilds one unit at a time). Chunk j of `starts` runs on rank j mod K."""
+    act = ACT_BYTES[dtype]
+
+    def rank(i: int) -> int:
+        return (bisect_right(starts, i) - 1) % K
+
+    unit_starts = [a for a, _ in units]
+    first, stop = (units[0][0], units[-1][1]) if units else (0, 0)
+    checkpoints: list[float] = [0] * K
+    for a, _ in units:
+        checkpoints[rank(a)] += sum(ctx.tensor_elems(x) * act * (1.0 / t if x in region else 1.0)
+                                    for x in ctx.crossing(a))
+    kept: list[float] = [0] * K
+    unit_bytes: list[float] = [0] * len(units)
+    for x in ctx.saved:
+        size = x.size_bytes(dtype) * (1.0 / t if x.producer in region else 1.0)
+        for u in {bisect_right(unit_starts, s) - 1 for s in x.savers if first <= s < stop}:
+            unit_bytes[u] += size
+        for k in {rank(s) for s in x.savers if not first <= s < stop}:
+            kept[k] += size
+    recomputed: list[float] = [0.0] * K
+    for (a, _), size in zip(units, unit_bytes):
+        recomputed[rank(a)] = max(recomputed[rank(a)], size)
+    return checkpoints, kept, recomputed
+
+
 def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     t, K, S = plan.p_tensor, plan.stages, plan.micro_batches
     v = plan.virtual_stages if plan.schedule == "interleaved" else 1
@@ -343,21 +390,27 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     saved_by_rank = ctx.graph_cached(("3d-saved", dtype, t, K, v, tuple(starts), selective), lambda: rank_saved_bytes(
         ctx, dtype, starts, K, region, core, t))
 
-    def memory(k: int) -> tuple[float, float, float]:
-        saved = saved_by_rank[k]
+    full = plan.recompute and not selective
+    units = ctx.graph_cached(("3d-checkpoint-units",), lambda: checkpoint_units(ctx, ts))
+    checkpoints, kept, recomputed = ctx.graph_cached(
+        ("3d-full-recompute", dtype, t, K, tuple(starts)),
+        lambda: full_recompute_bytes(ctx, dtype, starts, K, units, region, t))
+
+    def memory(k: int) -> tuple[float, float, float, float, float]:
         flight = in_flight(plan, k)
         chunks = len(range(k, K * v, K))
-        if plan.recompute and not selective:
-            incoming = sum(ctx.crossing_elems(bounds[j][0]) if bounds[j][0] > 0
-                           else ctx.tensor_elems(-1) for j in range(k, K * v, K)) / chunks
-            activations = flight * m * incoming * act + m * saved / chunks
+        if full:  # each in-flight micro-batch's layer inputs; one layer's activations rebuilt at a time in backward
+            activations = flight * m * (checkpoints[k] + kept[k]) / chunks
+            workspace = m * recomputed[k]
         else:
-            activations = flight * m * saved / chunks
-        return activations + sum(parameter_bytes(dev_params[k], dtype, plan.optimizer, plan.mixed_precision)), \
-            activations, k
+            activations, workspace = flight * m * saved_by_rank[k] / chunks, 0.0
+        outside = flight * m * kept[k] / chunks  # embeddings, final norm, head and loss: kept in every mode
+        return activations + workspace + sum(parameter_bytes(dev_params[k], dtype, plan.optimizer,
+                                                             plan.mixed_precision)), activations, workspace, outside, k
 
-    _, pred.activations_bytes, heavy = max(memory(k) for k in range(K))
+    _, pred.activations_bytes, pred.workspace_bytes, outside, heavy = max(memory(k) for k in range(K))
     ctx.set_parameters(pred, dev_params[heavy], plan, plan.p_data)
+    pred.details.update(layer_activations_bytes=pred.activations_bytes - outside, recomputed_layer_bytes=pred.workspace_bytes)
     pred.details.update(stage_bounds=bounds, slowest_stage=slow, memory_stage=heavy, nodes_tensor_group=tensor_nodes,
                         nodes_data_group=d_nodes, nodes_pipeline_pair=pipe_nodes, micro_batch=m,
                         tensor_fwd_collective_s=S * fwd_x[slow], tensor_bwd_collective_s=S * bwd_x[slow])
