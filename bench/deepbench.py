@@ -140,18 +140,24 @@ def markdown(summary: dict, all_rows: list[dict], files: list[Path]) -> str:
 
 
 def figures(summary: dict) -> list[Figure]:
-    out = []
-    for gpu, dts in sorted(summary.items()):
-        for dtype, fams in sorted(dts.items()):
-            for family in gk.FAMILIES:
-                if family not in fams:
-                    continue
-                h = fams[family]["held_out"]
-                label = f"{gpu} {dtype} {family}"
-                out.append(Figure(f"{label}: held-out median accuracy", _pct(h["median_accuracy"]), "%",
-                                  f">= {100 * TARGET_MEDIAN:g}"))
-                out.append(Figure(f"{label}: held-out mean accuracy", _pct(h["mean_accuracy"]), "%",
-                                  f">= {100 * TARGET_MEAN:g}"))
+    """Headline figures with the targets (the worst cell's median and mean, how many cells meet both), then every
+    cell's held-out median and mean without a target (the README shows only figures with one)."""
+    cells = [(f"{gpu} {dtype} {family}", fams[family]["held_out"]) for gpu, dts in sorted(summary.items())
+             for dtype, fams in sorted(dts.items()) for family in gk.FAMILIES if family in fams]
+    medians = [h["median_accuracy"] for _, h in cells if h["median_accuracy"] is not None]
+    means = [h["mean_accuracy"] for _, h in cells if h["mean_accuracy"] is not None]
+    met = sum(h["median_accuracy"] is not None and h["median_accuracy"] >= TARGET_MEDIAN
+              and h["mean_accuracy"] >= TARGET_MEAN for _, h in cells)
+    out = [Figure("held-out median accuracy, worst GPU x dtype x family", _pct(min(medians, default=None)), "%",
+                  f">= {100 * TARGET_MEDIAN:g}"),
+           Figure("held-out mean accuracy, worst GPU x dtype x family", _pct(min(means, default=None)), "%",
+                  f">= {100 * TARGET_MEAN:g}"),
+           Figure("held-out median accuracy, mean over the cells", _pct(float(np.mean(medians)) if medians else None),
+                  "%"),
+           Figure("cells meeting both targets", met, f"of {len(cells)}")]
+    for label, h in cells:
+        out.append(Figure(f"{label}: held-out median accuracy", _pct(h["median_accuracy"]), "%"))
+        out.append(Figure(f"{label}: held-out mean accuracy", _pct(h["mean_accuracy"]), "%"))
     return out
 
 
