@@ -868,7 +868,9 @@ def test_bench_deepbench_on_a_small_workbook(tmp_path):
     recorded = json.loads((results / "deepbench.json").read_text())
     assert recorded["name"] == "deepbench"
     names = [f["name"] for f in recorded["figures"]]
-    assert "NVIDIA V100 float32 gemm/fwd: held-out median accuracy" in names and len(names) == 2 * len(families)
+    # four headline figures (two with the targets), then each cell's median and mean
+    assert "NVIDIA V100 float32 gemm/fwd: held-out median accuracy" in names and len(names) == 4 + 2 * len(families)
+    assert [f["target"] for f in recorded["figures"][:2]] == [">= 90", ">= 85"]
     rows = [json.loads(line) for line in (results / "deepbench-rows.jsonl").read_text().splitlines()]
     assert len(rows) == sum(v["rows"] for v in families.values())
     assert {r["application"] for r in rows} == {"DeepSpeech", "Speaker ID", "Resnet", "Vision"}
