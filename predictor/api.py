@@ -213,7 +213,7 @@ def default_plans(graph: ModelGraph, strategy: str, batch: int, devices: int, de
             dict(schedule=p.schedule if keep and p.strategy in HYBRID_3D else schedule,
                  virtual_stages=virtual_stages if schedule == "interleaved" else 1,
                  pipeline_boundary=pipeline_boundary) if p.stages > 1 else {}),
-            **(dict(zero_stage=zero_stage) if p.strategy == "data" else {}),
+            **(dict(zero_stage=zero_stage) if p.strategy == "data" or p.strategy in HYBRID_3D else {}),
             **(dict(recompute=True) if recompute and p.strategy in PIPELINE_RECOMPUTE else {}),
             **(dict(recompute_granularity=recompute_granularity) if p.strategy in HYBRID_3D else {}),
             **(dict(sequence_parallel=True) if sequence_parallel and p.p_tensor > 1 else {}))

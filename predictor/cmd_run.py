@@ -22,10 +22,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--micro-batches", type=batch_size, help="pipeline micro-batches (default: the best that divides the batch)")
     parser.add_argument("--zero", type=int, default=0, choices=(0, 1, 2, 3),
                         help="sharded data parallelism for the data strategy: ZeRO stage 1 (optimizer state), "
-                             "2 (+ gradients), 3 (+ parameters, as FSDP); 0 = DDP (default)")
+                             "2 (+ gradients), 3 (+ parameters, as FSDP); data+tensor+pipeline: 1, Megatron's "
+                             "distributed optimizer; 0 = DDP (default)")
     parser.add_argument("--sequence-parallel", action="store_true",
-                        help="tensor strategies: Megatron's sequence parallelism (reduce-scatter + all-gather instead "
-                             "of all-reduce; norms, dropout and residuals split over tokens)")
+                        help="tensor strategies (data+tensor+pipeline included): Megatron's sequence parallelism "
+                             "(reduce-scatter + all-gather instead of all-reduce; norms, dropout and residuals split "
+                             "over tokens)")
     parser.add_argument("--tensor-parallel", type=device_count, metavar="T",
                         help="data+tensor and data+tensor+pipeline: tensor-parallel degree (default: the devices of "
                              "one node, gcd(--gpus, --gpus-per-node))")

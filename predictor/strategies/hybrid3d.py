@@ -12,7 +12,12 @@ tensor-parallel all-reduces over the t ranks (strategies.tensor.collectives_by_l
 layer's output, backward all-reduce of a column layer's dL/dx; 2 + 2 per transformer layer). The language-model
 head and its loss are split over the vocabulary and the word embedding holds V/t rows (`vocab_parallel`: one
 forward all-reduce of the embedding, one backward all-reduce of the head's input, three fp32 all-reduces per token
-in the loss). Sequence parallelism is not modelled here.
+in the loss). With sequence parallelism (plan.sequence_parallel; Korthikanti et al. 2022, §4.2.2) inside every
+stage each all-reduce becomes a reduce-scatter + all-gather on the layer that waits for it
+(`sequence_collectives_by_layer`), the token-wise layers (norms, dropout, residual adds, from the embeddings on:
+`sequence_seeds`) run and keep their tensors on 1/t of the tokens, the head's input is all-gathered in forward and its
+gradient reduce-scattered, and a pipeline boundary, already split over the sequence, is sent as 1/t by each tensor
+rank with no all-gather (Megatron-LM's p2p tensor shape (s/t, b, h) under --sequence-parallel).
 
 **Pipeline.** The layers are cut into K·v chunks as Megatron cuts them: an equal count of transformer layers per
 chunk, the embeddings in the first, the head and loss in the last (`megatron_partition`; more chunks than
@@ -40,7 +45,11 @@ forward of the attention cores only, `attention_core`, which has no all-reduce),
 local_parameters) are all-reduced over the p_data replicas behind the last micro-batch's backward
 (Context.gradient_sync, the plan's framework regime); a data group spanning nodes shares each node's network with
 the min(t, devices per node) other data groups of that node, which synchronise at the same time
-(layout.data_network_share); the optimizer updates the pipeline rank's local parameters.
+(layout.data_network_share); the optimizer updates the pipeline rank's local parameters. With the distributed
+optimizer (plan.zero_stage 1: Megatron-LM's --use-distributed-optimizer, ZeRO stage 1 over the data-parallel group)
+the gradients are reduce-scattered instead, each replica updates its 1/p_data of the rank's parameters and keeps that
+share of the optimizer state and fp32 master weights, and the updated weights are all-gathered after the step
+(exposed: `parameter_gather`). ZeRO stages 2 and 3 are refused with pipelines (DeepSpeed refuses them too).
 
 **Memory** (the heaviest pipeline rank): local parameters, gradients and optimizer state; saved tensors of
 in-flight micro-batches (strategies.pipeline.in_flight: min(S, K - k) for 1F1B), each tensor of a split layer
@@ -58,14 +67,15 @@ from bisect import bisect_right
 
 from predictor.layercost import ACT_BYTES, Split
 from predictor.layout import data_network_share, nodes_spanned
-from predictor.memory import parameter_bytes
+from predictor.memory import MIXED_DTYPES, parameter_bytes
 from predictor.plan import (PIPELINE_BOUNDARIES, PIPELINE_SCHEDULES, RECOMPUTE_GRANULARITIES, Plan,
                             Prediction)
 from predictor.strategies.context import Context, Infeasible
 from predictor.strategies.data import local_batch
 from predictor.strategies.pipeline import in_flight, partition
-from predictor.strategies.tensor import (TensorSplit, check_degree, collectives_by_layer, layer_split,
-                                         local_parameters, tensor_split)
+from predictor.strategies.tensor import (SequenceSplit, TensorSplit, _producers, check_degree,
+                                         collectives_by_layer, layer_split, local_parameters, sequence_split,
+                                         tensor_split)
 
 
 def layout_nodes(plan: Plan) -> tuple[int, int, int]:
@@ -198,6 +208,15 @@ def vocab_parallel(ctx: Context, ts: TensorSplit) -> tuple[frozenset[int], tuple
     return split, tuple(heads), embeds[:1]
 
 
+def sequence_seeds(ctx: Context, ts: TensorSplit) -> frozenset[int]:
+    """The layers whose outputs sequence parallelism splits over tokens before any row layer: the embeddings before
+    the transformer layers (Megatron's Embedding scatters its output over the sequence before the embedding dropout
+    when --sequence-parallel is set, so the dropout, and the first layer's norm and residual, run on 1/t of the
+    tokens)."""
+    span = recomputed_layers(ctx, ts)
+    return frozenset(i for i in range(span.start) if ctx.layers[i].op == "embedding")
+
+
 def megatron_partition(ctx: Context, ts: TensorSplit, chunks: int) -> list[int] | None:
     """Chunk starts as Megatron lays out a pipeline: the L transformer layers (`repeated_layers`) in chunks of
     equal count, whatever their time, the embeddings in the first chunk, the final norm, language-model head and
@@ -233,6 +252,62 @@ def rank_saved_bytes(ctx: Context, dtype: str, starts: list[int], K: int, region
         for k in ranks:
             totals[k] += size
     return totals
+
+
+def sequence_collectives_by_layer(ctx: Context, ts: TensorSplit, seq: SequenceSplit, size, p: int, nodes: int
+                                  ) -> tuple[dict[int, float], dict[int, float]]:
+    """Sequence parallelism's collectives per layer ({layer: forward seconds}, {layer: backward seconds}), the terms
+    of strategies.tensor's sequence-parallel sums placed on the layer that waits for them: a row layer's
+    reduce-scatter of its output (forward) and all-gather of dL/dy (backward); at the first column layer reading a
+    tensor, the all-gather of that token-split input (forward) and the reduce-scatter of its dL/dx (backward; an
+    all-reduce when the input is replicated); at the first replicated reader of a token-split tensor its all-gather
+    (forward); at the first token-split layer joined by a replicated tensor the all-gather of its gradient
+    (backward). size(x) = bytes of tensor x on one rank before the split."""
+    fwd: dict[int, float] = {}
+    bwd: dict[int, float] = {}
+
+    def add(into: dict[int, float], i: int, seconds: float) -> None:
+        into[i] = into.get(i, 0.0) + seconds
+
+    coll = ctx.collective
+    for i in ts.rows:
+        add(fwd, i, coll("reduce_scatter", size(i), p, nodes))
+        add(bwd, i, coll("allgather", size(i), p, nodes))
+    inputs = ctx.graph_cached(("tensor-producers",), lambda: _producers(ctx.graph))
+    first_reader: dict[int, int] = {}
+    for i in ts.columns:
+        first_reader.setdefault(inputs[i][0], i)
+    for x in ts.column_inputs:
+        if x < 0:
+            continue
+        reader = first_reader[x]
+        if x in seq.tokens:
+            add(fwd, reader, coll("allgather", size(x), p, nodes))
+            add(bwd, reader, coll("reduce_scatter", size(x), p, nodes))
+        else:
+            add(bwd, reader, coll("allreduce", size(x), p, nodes))
+    columns = set(ts.columns)
+    for x in seq.exits:
+        reader = min(u for u in ctx.consumers[x] if u not in seq.tokens and u not in columns)
+        add(fwd, reader, coll("allgather", size(x), p, nodes))
+    for x in seq.entries:
+        reader = min(u for u in ctx.consumers[x] if u in seq.tokens)
+        add(bwd, reader, coll("allgather", size(x), p, nodes))
+    return fwd, bwd
+
+
+def zero1_parameter_bytes(params: float, plan: Plan) -> tuple[float, float, float]:
+    """(weights, grads, optimizer state) of `params` parameters on one rank under Megatron's distributed optimizer
+    (ZeRO stage 1 over the p_data replicas): the optimizer state and, under mixed precision, the fp32 master weights
+    sharded 1/p_data; the compute copy of the weights and the gradients whole (strategies.data's stage 1)."""
+    weights, grads, optimizer = parameter_bytes(params, plan.dtype, plan.optimizer, plan.mixed_precision)
+    master = weights - params * compute_weight_bytes(plan.dtype) if plan.dtype in MIXED_DTYPES else 0.0
+    return weights - master + master / plan.p_data, grads, optimizer / plan.p_data
+
+
+def compute_weight_bytes(dtype: str) -> float:
+    """Bytes per parameter of the copy the layers compute with (and the distributed optimizer all-gathers)."""
+    return 2.0 if dtype in MIXED_DTYPES else 4.0
 
 
 def checkpoint_units(ctx: Context, ts: TensorSplit) -> list[tuple[int, int]]:
@@ -287,8 +362,9 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     if plan.schedule == "interleaved" and (v < 2 or S % K):
         raise Infeasible(f"interleaved 1F1B needs >= 2 virtual stages and micro-batches ({S}) a multiple of the "
                          f"{K} stages")
-    if plan.sequence_parallel:
-        raise Infeasible("sequence parallelism is not modelled with data+tensor+pipeline")
+    if plan.zero_stage not in (0, 1):
+        raise Infeasible(f"ZeRO stage {plan.zero_stage} with pipelines: Megatron's distributed optimizer is stage 1 "
+                         f"(DeepSpeed refuses stages 2 and 3 with pipeline parallelism)")
     if plan.recompute_granularity not in RECOMPUTE_GRANULARITIES:
         raise Infeasible(f"unknown recompute granularity {plan.recompute_granularity!r} "
                          f"(known: {', '.join(RECOMPUTE_GRANULARITIES)})")
@@ -309,29 +385,40 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
 
     vocab, heads, embeds = ctx.graph_cached(("3d-vocab",), lambda: vocab_parallel(ctx, ts)) if t > 1 else (
         frozenset(), (), ())
+    sp = plan.sequence_parallel and t > 1
+    seq: SequenceSplit | None = ctx.graph_cached(("3d-sequence-split",), lambda: sequence_split(
+        ctx.graph, ts, sequence_seeds(ctx, ts))) if sp else None
+    tokens = seq.tokens if seq is not None else frozenset()
 
     def per_layer():
-        coster, split_of = ctx.coster(dtype), layer_split(ts, t, m)
-        by_vocab = Split(m, filter_div=t)
-        times = [coster.times(i, by_vocab if i in vocab else split_of(i)) for i in range(ctx.n_layers)]
+        coster, split_of = ctx.coster(dtype), layer_split(ts, t, m, tokens)
+        by_vocab, whole = Split(m, filter_div=t), Split(m)
+        times = [coster.times(i, by_vocab if i in vocab else whole if i in embeds else split_of(i))
+                 for i in range(ctx.n_layers)]
         size = lambda x: m * ctx.tensor_elems(x) * act  # noqa: E731 - bytes of tensor x on one rank
-        fwd_c, bwd_c = collectives_by_layer(ctx, ts, size, t, tensor_nodes) if t > 1 else ({}, {})
-        for i in embeds:  # VocabParallelEmbedding: partial lookups all-reduced in forward
+        if t <= 1:
+            fwd_c, bwd_c = {}, {}
+        elif seq is not None:
+            fwd_c, bwd_c = sequence_collectives_by_layer(ctx, ts, seq, size, t, tensor_nodes)
+        else:
+            fwd_c, bwd_c = collectives_by_layer(ctx, ts, size, t, tensor_nodes)
+        for i in embeds:  # VocabParallelEmbedding: partial lookups all-reduced in forward (then sliced under SP)
             fwd_c[i] = fwd_c.get(i, 0.0) + ctx.collective("allreduce", size(i), t, tensor_nodes)
-        for i in heads:  # dL/dx of the head's input all-reduced; 3 fp32 all-reduces per token in the loss
-            tokens = math.prod(ctx.layers[i].input_shape[:-1])
-            bwd_c[i] = bwd_c.get(i, 0.0) + ctx.collective("allreduce", size(ctx.producer(ctx.layers[i].inputs[0])),
-                                                          t, tensor_nodes)
-            fwd_c[i] = fwd_c.get(i, 0.0) + 3 * ctx.collective("allreduce", m * tokens * 4.0, t, tensor_nodes)
+        for i in heads:  # dL/dx of the head's input all-reduced (SP: reduce-scattered, its input all-gathered in
+            # forward as a token-split tensor's exit); 3 fp32 all-reduces per token in the loss
+            n_tokens = math.prod(ctx.layers[i].input_shape[:-1])
+            bwd_c[i] = bwd_c.get(i, 0.0) + ctx.collective("reduce_scatter" if seq is not None else "allreduce",
+                                                          size(ctx.producer(ctx.layers[i].inputs[0])), t, tensor_nodes)
+            fwd_c[i] = fwd_c.get(i, 0.0) + 3 * ctx.collective("allreduce", m * n_tokens * 4.0, t, tensor_nodes)
         return times, [fwd_c.get(i, 0.0) for i in range(ctx.n_layers)], [bwd_c.get(i, 0.0) for i in range(ctx.n_layers)]
 
-    times, fwd_comm, bwd_comm = ctx.cached(("3d-layers", dtype, t, m, tensor_nodes), per_layer)
+    times, fwd_comm, bwd_comm = ctx.cached(("3d-layers", dtype, t, m, tensor_nodes, sp), per_layer)
     costs = [f + b_ + cf + cb for (f, b_), cf, cb in zip(times, fwd_comm, bwd_comm)]
     layers = ctx.graph_cached(("3d-repeated",), lambda: repeated_layers(ctx, ts))
     if layers is not None and K * v > len(layers) - 1:
         raise Infeasible(f"{K * v} pipeline chunks > {len(layers) - 1} transformer layers (Megatron gives every "
                          f"chunk whole layers)")
-    starts = ctx.cached(("3d-cut", dtype, t, m, tensor_nodes, K * v), lambda: (
+    starts = ctx.cached(("3d-cut", dtype, t, m, tensor_nodes, K * v, sp), lambda: (
         megatron_partition(ctx, ts, K * v) or block_partition(ctx, costs, K * v)))
     if len(starts) < K * v:
         raise Infeasible(f"{K * v} stages > {len(starts)} blocks between the graph's narrowest cut points")
@@ -361,8 +448,11 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
 
     boundary = max((ctx.crossing_elems(a) for a, _ in bounds[1:]), default=0)
     split = t if plan.pipeline_boundary == "partitioned" else 1
-    pred.comm_exposed_s["pipeline_p2p"] = p2p_count(S, K, v) * boundary_send_s(ctx, m * boundary, act, split,
-                                                                                tensor_nodes, pipe_nodes)
+    if sp:  # the boundary tensor is already split over the sequence: each tensor rank sends its 1/t, no gather
+        send_s = ctx.collective("sendrecv", m * boundary * act / t, 2, pipe_nodes)
+    else:
+        send_s = boundary_send_s(ctx, m * boundary, act, split, tensor_nodes, pipe_nodes)
+    pred.comm_exposed_s["pipeline_p2p"] = p2p_count(S, K, v) * send_s
 
     def local_params():
         out = local_parameters(ctx.graph, ts, t)
@@ -373,28 +463,37 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     local = ctx.graph_cached(("3d-tensor-params", t), local_params)  # not tensor.py's ("tensor-params", t): no V/t there
     dev_params = [rank_sum(local, k) for k in range(K)]
     dev_tensors = [rank_sum(ctx.param_tensors, k) for k in range(K)]
-    pred.update_s = max(ctx.update_s(p, plan.optimizer, dtype, n) for p, n in zip(dev_params, dev_tensors))
+    zero = plan.zero_stage == 1 and plan.p_data > 1  # the distributed optimizer: each replica updates 1/p_data
+    shard = plan.p_data if zero else 1
+    pred.update_s = max(ctx.update_s(p / shard, plan.optimizer, dtype, n) for p, n in zip(dev_params, dev_tensors))
     divisors = tuple(ctx.params[i] / x if x else 1 for i, x in enumerate(local))
     exposed = hidden = 0.0
     share = data_network_share(plan.p_data, t, plan.devices_per_node)
     for k in range(K):
         layers = tuple(ranks[k])
         e, h = ctx.gradient_sync(layers, [times[i][1] + bwd_comm[i] for i in layers],
-                                 tuple(divisors[i] for i in layers), plan.p_data, d_nodes, plan, share=share)
+                                 tuple(divisors[i] for i in layers), plan.p_data, d_nodes, plan,
+                                 op="reduce_scatter" if zero else "allreduce", share=share)
         if e >= exposed:
             exposed, hidden = e, h
     pred.comm_exposed_s["gradient"], pred.comm_hidden_s["gradient"] = exposed, hidden
+    if zero:  # the updated weights all-gathered over the replicas after the step (exposed), the largest rank's
+        pred.comm_exposed_s["parameter_gather"] = max(ctx.collective(
+            "allgather", p * compute_weight_bytes(dtype), plan.p_data, d_nodes, share) for p in dev_params)
 
-    region = ts.split | vocab if t > 1 else frozenset()  # the head's logits too are V/t per rank
+    # the head's logits too are V/t per rank; under sequence parallelism every token-split tensor
+    region = ts.split | vocab | tokens if t > 1 else frozenset()
 
-    saved_by_rank = ctx.graph_cached(("3d-saved", dtype, t, K, v, tuple(starts), selective), lambda: rank_saved_bytes(
-        ctx, dtype, starts, K, region, core, t))
+    saved_by_rank = ctx.graph_cached(("3d-saved", dtype, t, K, v, tuple(starts), selective, sp),
+                                     lambda: rank_saved_bytes(ctx, dtype, starts, K, region, core, t))
 
     full = plan.recompute and not selective
     units = ctx.graph_cached(("3d-checkpoint-units",), lambda: checkpoint_units(ctx, ts))
     checkpoints, kept, recomputed = ctx.graph_cached(
-        ("3d-full-recompute", dtype, t, K, tuple(starts)),
+        ("3d-full-recompute", dtype, t, K, tuple(starts), sp),
         lambda: full_recompute_bytes(ctx, dtype, starts, K, units, region, t))
+    parameters = (lambda p: zero1_parameter_bytes(p, plan)) if zero else (
+        lambda p: parameter_bytes(p, dtype, plan.optimizer, plan.mixed_precision))
 
     def memory(k: int) -> tuple[float, float, float, float, float]:
         flight = in_flight(plan, k)
@@ -405,11 +504,18 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
         else:
             activations, workspace = flight * m * saved_by_rank[k] / chunks, 0.0
         outside = flight * m * kept[k] / chunks  # embeddings, final norm, head and loss: kept in every mode
-        return activations + workspace + sum(parameter_bytes(dev_params[k], dtype, plan.optimizer,
-                                                             plan.mixed_precision)), activations, workspace, outside, k
+        return activations + workspace + sum(parameters(dev_params[k])), activations, workspace, outside, k
 
     _, pred.activations_bytes, pred.workspace_bytes, outside, heavy = max(memory(k) for k in range(K))
-    ctx.set_parameters(pred, dev_params[heavy], plan, plan.p_data)
+    if zero:  # no DDP bucket copy: reduce-scatter and gather buckets (strategies.data's stage 1)
+        pred.weights_bytes, pred.grads_bytes, pred.optimizer_bytes = parameters(dev_params[heavy])
+        pred.comm_buffers_bytes += min(pred.grads_bytes, 2 * plan.bucket_bytes)
+        pred.details.update(params_per_device=dev_params[heavy], zero_stage=1)
+    else:
+        ctx.set_parameters(pred, dev_params[heavy], plan, plan.p_data)
+    if seq is not None:  # one buffer for the largest all-gathered tensor (strategies.tensor)
+        gathered = [x for x in ts.column_inputs if x in tokens] + list(seq.exits)
+        pred.comm_buffers_bytes += max((m * ctx.tensor_elems(x) * act for x in gathered), default=0.0)
     pred.details.update(layer_activations_bytes=pred.activations_bytes - outside, recomputed_layer_bytes=pred.workspace_bytes)
     pred.details.update(stage_bounds=bounds, slowest_stage=slow, memory_stage=heavy, nodes_tensor_group=tensor_nodes,
                         nodes_data_group=d_nodes, nodes_pipeline_pair=pipe_nodes, micro_batch=m,

@@ -177,7 +177,9 @@ class SequenceSplit:
     entries: tuple[int, ...]  # replicated tensors (not the model input) sliced into a token-split layer
 
 
-def sequence_split(graph: ModelGraph, ts: TensorSplit) -> SequenceSplit:
+def sequence_split(graph: ModelGraph, ts: TensorSplit, seeds: frozenset[int] = frozenset()) -> SequenceSplit:
+    """seeds: layers whose output is split over tokens like a row's (data+tensor+pipeline: the embeddings, which
+    Megatron scatters over the sequence before the first transformer layer)."""
     inputs = _producers(graph)
     tokens: set[int] = set()
     exits: dict[int, None] = {}
@@ -187,7 +189,7 @@ def sequence_split(graph: ModelGraph, ts: TensorSplit) -> SequenceSplit:
         if layer.op in VIEWS:
             continue
         srcs = inputs[i]
-        if i in ts.rows:
+        if i in ts.rows or i in seeds:
             tokens.add(i)
         elif i in region:
             continue
