@@ -2,8 +2,8 @@
 
 On a real calibration: held-out median relative error of every fit against the issue's
 targets (collectives <= 10%, compute <= 15%), the stored extrapolation errors, the samples' sampling noise (the
-median error a perfect model would show: calibrate.alphabeta.sampling_noise), for CPU convolutions the held-out
-error of oneDNN's and of the native kernels' shapes apart (FitQuality.by_kernel), and the fit's own run time.
+median error a perfect model would show: calibrate.alphabeta.sampling_noise), the held-out error of each kernel
+regime's shapes apart where a backend tells them apart (FitQuality.by_kernel), and the fit's own run time.
 
     python -m bench fit                      # quick CPU calibration with 2 ranks, then the figures
     python -m bench fit --profile PATH       # figures for an existing profile (refitted, not rewritten)

@@ -15,7 +15,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from calibrate.coefficients import Estimate, FitQuality, Segment, SegmentedFit
+from calibrate.coefficients import Estimate, FitQuality, Segment, SegmentedFit, opposite
 
 #: bandwidth stored when a segment shows no measurable per-byte cost (beta fitted as 0)
 UNMEASURABLE_BANDWIDTH_BYTES_PER_S = 1e18
@@ -275,5 +275,4 @@ def segment_for(fit: SegmentedFit, x: float) -> Segment:
 
 def segment_time_s(seg: Segment, x: float, bound: Optional[str] = None) -> float:
     """alpha + x / bandwidth; bound "low" = fastest plausible (alpha low, bandwidth high), "high" = slowest."""
-    other = {None: None, "low": "high", "high": "low"}[bound]
-    return seg.alpha_s.at(bound) + x / seg.bandwidth_bytes_per_s.at(other)
+    return seg.alpha_s.at(bound) + x / seg.bandwidth_bytes_per_s.at(opposite(bound))

@@ -57,6 +57,12 @@ class Estimate(_Strict):
         return {None: self.value, "low": self.low, "high": self.high}[bound]
 
 
+def opposite(bound: Optional[str]) -> Optional[str]:
+    """The end of a rate's interval (a bandwidth, an efficiency) that gives a time at `bound`: the fastest plausible
+    time ("low") divides by the rate's "high" end, and the reverse; None (the fitted values) stays None."""
+    return {None: None, "low": "high", "high": "low"}[bound]
+
+
 def _bounded_below(minimum: float, strict: bool):
     def check(estimate: Estimate) -> Estimate:
         lowest = min(estimate.value, estimate.low)
@@ -88,9 +94,9 @@ class FitQuality(_Strict):
     median_rel_error: float = Field(ge=0)
     max_rel_error: float = Field(ge=0)
     sample_noise_rel_error: Optional[float] = Field(default=None, ge=0)
-    #: for a CPU convolution family with shapes in both regimes: the held-out median error of the shapes run
-    #: by oneDNN and of those run by PyTorch's native kernels (calibrate.shapes.cpu_native_conv), apart
-    by_kernel: Optional[dict[Literal["oneDNN", "native"], float]] = None
+    #: for a family with shapes in several kernel regimes its backend tells apart: the held-out median error of
+    #: each regime's shapes (calibrate.backends.Backend.errors_by_kernel)
+    by_kernel: Optional[dict[str, float]] = None
 
 
 class Segment(_Strict):
@@ -326,7 +332,7 @@ class FitDomain(_Strict):
 class ComputeFit(_Strict):
     """time(shape) = time_scale * (launch + max(work / (peak * efficiency(shape)), bytes / memory_bw)).
 
-    work is FLOPs (kind "flops": gemm, conv; with SIMD padding for host convolutions, calibrate.shapes.work)
+    work is FLOPs (kind "flops": gemm, conv; as its backend's kernels execute them, calibrate.backends)
     or bytes moved (kind "bytes": memory-bound ops).
     time_scale is 1 with a bootstrap interval of the fit's overall level (for at_bound)."""
 
@@ -363,7 +369,7 @@ class FrameworkFit(_Strict):
 
 class FirstTouchFit(_Strict):
     """What a fresh host tensor of at least `threshold_bytes` costs a training step on top of its kernel
-    (calibrate.first_touch): glibc maps it afresh and the kernel faults its pages in on first write."""
+    (calibrate.backends.host): glibc maps it afresh and the kernel faults its pages in on first write."""
 
     s_per_byte: Annotated[float, Field(ge=0)]
     threshold_bytes: Annotated[float, Field(gt=0)]
@@ -371,9 +377,9 @@ class FirstTouchFit(_Strict):
 
 
 class ColumnFloor(_Strict):
-    """Seconds per column-buffer element of a CPU 3-D weight gradient oneDNN runs as im2col + GEMM
-    (calibrate.conv_columns, calibrate.shapes.onednn_gemm_weight_grad): floor = N * C * prod(kernel) * output
-    positions * s_per_column, from `samples` calibration samples in that regime."""
+    """Seconds per column-buffer element of a CPU 3-D weight gradient the host runs as a GEMM over a column buffer
+    (calibrate.backends.host.column_floor_s): floor = N * C * prod(kernel) * output positions * s_per_column,
+    from `samples` calibration samples in that regime."""
 
     s_per_column: Annotated[float, Field(ge=0)]
     samples: Annotated[int, Field(ge=1)]
@@ -381,11 +387,10 @@ class ColumnFloor(_Strict):
 
 
 class Im2colFloor(_Strict):
-    """The floor of a CPU convolution pass oneDNN runs as im2col + one GEMM per sample
-    (calibrate.shapes.onednn_gemm_conv): each of a sample's GEMMs (one in 2-D, one per output depth slice in 3-D:
-    calibrate.shapes.conv_gemm_slices) reads the whole weight, so floor = W * s_per_byte[pass](W) + N * S * W *
-    per_sample_s_per_byte[pass](W) for a weight of W bytes, N samples and S GEMMs per sample; measured at
-    `weight_bytes` and interpolated in log W between them (held beyond the ends)."""
+    """The floor of a CPU convolution pass the host runs as a column buffer + one GEMM per sample and output depth
+    slice, each reading the whole weight (calibrate.backends.host.weight_floor_s): floor = W * s_per_byte[pass](W)
+    + N * S * W * per_sample_s_per_byte[pass](W) for a weight of W bytes, N samples and S GEMMs per sample;
+    measured at `weight_bytes` and interpolated in log W between them (held beyond the ends)."""
 
     weight_bytes: list[Annotated[float, Field(gt=0)]] = Field(min_length=1)
     s_per_byte: dict[Literal["fwd", "bwd_data"], list[Annotated[float, Field(ge=0)]]]
@@ -402,16 +407,16 @@ class Im2colFloor(_Strict):
 
 
 class ConvWeightFit(_Strict):
-    """A CPU convolution's time floor from its weight (calibrate.conv_weight): oneDNN reorders the weight on
-    every call and accumulates its gradient sample by sample, so a wide convolution on a small map takes
-    floor = W * s_per_byte[pass](W) + (weight gradient) N * W * per_sample_s_per_byte(W) seconds for a weight
-    of W bytes and N samples, whatever its arithmetic; per-byte figures are measured at `weight_bytes` and
-    interpolated in log W between them (held beyond the ends)."""
+    """A CPU convolution's time floor from its weight (calibrate.backends.host.weight_floor_s): the host's
+    library reorders the weight on every call and accumulates its gradient sample by sample, so a wide
+    convolution on a small map takes floor = W * s_per_byte[pass](W) + (weight gradient) N * W *
+    per_sample_s_per_byte(W) seconds for a weight of W bytes and N samples, whatever its arithmetic; per-byte
+    figures are measured at `weight_bytes` and interpolated in log W between them (held beyond the ends)."""
 
     weight_bytes: list[Annotated[float, Field(gt=0)]] = Field(min_length=1)
     s_per_byte: dict[Literal["fwd", "bwd_data", "bwd_weight"], list[Annotated[float, Field(ge=0)]]]
     per_sample_s_per_byte: list[Annotated[float, Field(ge=0)]]
-    #: the passes oneDNN runs as im2col + GEMM (a kernel wider than its map); None: not measured
+    #: the passes run as a column buffer + GEMM (a kernel wider than its map); None: not measured
     im2col: Optional[Im2colFloor] = None
     sources: list[str] = Field(default_factory=list)
 
@@ -458,7 +463,7 @@ class GpuKernelMode(_Strict):
 
 class GpuKernels(_Strict):
     """A GPU's kernel model (calibrate.gpu_kernels): its SMs and DRAM bandwidth, whether the samples ran with
-    cuDNN's algorithm search, and the fitted constants per dtype."""
+    the convolution library's algorithm search, and the fitted constants per dtype."""
 
     gpu: str
     sms: int = Field(ge=1)
@@ -486,9 +491,10 @@ class Coefficients(_Strict):
     #: True on a CPU-only profile: "device" memory is host memory and there is no host<->device copy
     device_is_host: bool = False
     #: CPU threads most compute samples ran with, on a CPU-only profile: PyTorch picks its CPU
-    #: convolution kernels by it (calibrate.shapes.cpu_native_conv)
+    #: convolution kernels by it (calibrate.backends.host)
     host_threads: Optional[int] = Field(default=None, ge=1)
-    #: float32 SIMD lanes of that host (calibrate.shapes.simd_lanes), which its convolutions' work is padded to
+    #: the host backend's fields (calibrate.backends.host; None on a GPU profile). The float32 vector lanes of
+    #: that host, which its convolutions' work is padded to:
     host_simd_lanes: Optional[int] = Field(default=None, ge=1)
     #: every measured compute shape (grid, and model layers from `profiler calibrate --shapes`): the cost
     #: model uses these times for exactly these shapes, the fits for all others
@@ -497,7 +503,7 @@ class Coefficients(_Strict):
     conv_weight: Optional[ConvWeightFit] = None
     #: a CPU profile's cost of first-touching a fresh tensor above the mmap threshold (None: not measured)
     first_touch: Optional[FirstTouchFit] = None
-    #: a CPU profile's time floor on 3-D weight gradients oneDNN runs as im2col + GEMM (None: not measured)
+    #: a CPU profile's time floor on 3-D weight gradients run as a column buffer + GEMM (None: not measured)
     conv_columns: Optional[ColumnFloor] = None
     #: a GPU profile's kernel model of GEMMs and 2-D convolutions (None: a CPU profile, or no GPU samples)
     gpu_kernels: Optional[GpuKernels] = None

@@ -5,7 +5,7 @@ term is learned from the sweep over shape features (calibrate.shapes), because a
 on shape in ways no closed form captures (stas00/ml-engineering's MAMF GEMM sweeps: tens of % between
 shapes). Two learners fit it, and each family keeps the one that cross-validates better (LEARNERS):
 gradient-boosted shallow trees, monotone in every size feature (calibrate.shapes.MONOTONE: sklearn's
-`monotonic_cst`; arithmetic intensity and kernel size are free), so a smaller batch, channel count or
+`monotonic_cst`; arithmetic intensity, kernel size and a backend's own features are free), so a smaller batch, channel count or
 spatial size never raises the predicted efficiency by itself; and a Gaussian process with one length
 scale per feature (sklearn's GaussianProcessRegressor), smooth but not monotone, which fitted the CPU
 convolutions' many small regimes better. Both are exported as plain numbers (no pickle).
@@ -18,8 +18,8 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
-from calibrate.alphabeta import (MIN_TIME_S, STATISTICS, bootstrap_estimate, fit_line, quality, relative_errors,
-                                 resample, with_noise)
+from calibrate.alphabeta import (MIN_TIME_S, STATISTICS, bootstrap_estimate, fit_line, quality, resample,
+                                 with_noise)
 from calibrate.gp import fit_gp as gp_regression
 from calibrate.coefficients import (MIN_LOG_EFFICIENCY, ComputeFit, EfficiencyModel, Estimate, FitQuality,
                                    GaussianProcess, Tree)
@@ -168,7 +168,7 @@ def _train(points: Sequence[ComputePoint], feature_names: list[str], kind: str,
         if learner == "gp":
             gp = fit_gp(x, residual)
         else:
-            trees, base = boost(x, residual, [MONOTONE[f] for f in feature_names])
+            trees, base = boost(x, residual, [MONOTONE.get(f, 0) for f in feature_names])
             init += base
     return ComputeFit(kind=kind, launch_s=Estimate.exact(launch), peak_per_s=peak,
                       memory_bandwidth_bytes_per_s=memory_bw if kind == "flops" else None,
@@ -194,8 +194,11 @@ def held_out_quality(points: Sequence[ComputePoint], train_mask: np.ndarray, lab
 
 
 def cross_validate(points, feature_names, kind, memory_bw, order: np.ndarray,
-                   launch_rule: str = "intercept", learner: str = "trees") -> Optional[FitQuality]:
-    """K-fold over a given permutation of the points (the same folds for every rule and learner compared)."""
+                   launch_rule: str = "intercept", learner: str = "trees",
+                   by_kernel: Optional[Callable] = None) -> Optional[FitQuality]:
+    """K-fold over a given permutation of the points (the same folds for every rule and learner compared);
+    by_kernel(feature_names, points, predictions, truth): the errors per kernel regime a backend tells apart
+    (calibrate.backends.Backend.errors_by_kernel)."""
     n = len(points)
     if n < 4:
         return None
@@ -208,20 +211,7 @@ def cross_validate(points, feature_names, kind, memory_bw, order: np.ndarray,
         fit = _train([points[i] for i in np.flatnonzero(mask)], feature_names, kind, memory_bw, launch_rule, learner)
         preds[test_idx] = _predict_points(fit, [points[i] for i in test_idx])
     result = quality(preds, truth, f"{folds}-fold random", int(n * (folds - 1) / folds))
-    return result.model_copy(update={"by_kernel": errors_by_kernel(points, feature_names, preds, truth)})
-
-
-def errors_by_kernel(points, feature_names, preds: np.ndarray, truth: np.ndarray) -> Optional[dict[str, float]]:
-    """Held-out median error per CPU convolution kernel, when a family has shapes of both: the native kernels'
-    batch-1 shapes were held out at 14-88% while oneDNN's met 5-19% (2026-11-30), which one figure hides."""
-    if "cpu_native_conv" not in feature_names:
-        return None
-    column = feature_names.index("cpu_native_conv")
-    native = np.array([p.features[column] == 1.0 for p in points])
-    if native.all() or not native.any():
-        return None
-    rel = relative_errors(preds, truth)
-    return {"oneDNN": float(np.median(rel[~native])), "native": float(np.median(rel[native]))}
+    return result.model_copy(update={"by_kernel": by_kernel(feature_names, points, preds, truth) if by_kernel else None})
 
 
 def smallest_work_band(points: Sequence[ComputePoint]) -> tuple[np.ndarray, str]:
@@ -251,15 +241,16 @@ def _bootstrap_level(points, fit: ComputeFit, rng, launch_rule: str) -> tuple[Es
 def fit_compute(points: Sequence[ComputePoint], feature_names: list[str], kind: str, memory_bw: Optional[float],
                 rng: np.random.Generator,
                 extrapolation_band: Optional[Callable[[Sequence[ComputePoint]], tuple[np.ndarray, str]]] = smallest_work_band,
-                learners: Sequence[str] = LEARNERS) -> ComputeFit:
-    """Fit one family (op, pass, dtype) with held-out quality, an extrapolation check and bootstrap CIs.
+                learners: Sequence[str] = LEARNERS, by_kernel: Optional[Callable] = None) -> ComputeFit:
+    """Fit one family (op, pass, dtype) with held-out quality, an extrapolation check and bootstrap CIs
+    (by_kernel: cross_validate's).
 
     The launch rule (intercept or none) and the learner (one of `learners`, default LEARNERS) are the pair with the lowest
     cross-validated median error over the same folds, so the stored CV figure is the best of four and
     slightly optimistic; the extrapolation figure is not used for any choice."""
     order = rng.permutation(len(points))
     learners = tuple(learners) if len(points) > MIN_SAMPLES_FOR_TREES else ("trees",)
-    scored = [(cross_validate(points, feature_names, kind, memory_bw, order, rule, learner), rule, learner)
+    scored = [(cross_validate(points, feature_names, kind, memory_bw, order, rule, learner, by_kernel), rule, learner)
               for rule in LAUNCH_RULES for learner in learners]
     quality_, rule, learner = min(scored, key=lambda qrl: qrl[0].median_rel_error if qrl[0] else 0.0)
     fit = _train(points, feature_names, kind, memory_bw, rule, learner)

@@ -12,7 +12,7 @@ missing coefficient. Substitutions, all exact or stated:
     for Y = X W with X (M x K), W (K x N): dX = dY W^T is a GEMM (M, N'=K, K'=N) and dW = X^T dY is a GEMM
     (M'=K, N'=N, K'=M) (2 M N K FLOPs each, docs/method.md §1 and §3);
   - a grouped or depthwise convolution (params["groups"] > 1) uses the "<op>_grouped" fit when the profile has
-    one (cuDNN runs other kernels for them), else the convolution's own;
+    one (GPU libraries run other kernels for them), else the convolution's own;
   - avgpool, when not benchmarked, costs as maxpool (same window traffic, minus maxpool's index bytes:
     slightly pessimistic);
   - the transformer families, when the profile lacks them (published profiles, older calibrations), cost by
@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Literal, Mapping, Optional, Union
 
 
-from calibrate import conv_columns, conv_weight, first_touch, gpu_kernels, shapes
+from calibrate import backends, shapes
 from calibrate.alphabeta import segment_for, segment_time_s
-from calibrate.coefficients import CollectiveFit, Coefficients, parse_coefficients
+from calibrate.coefficients import CollectiveFit, Coefficients, opposite, parse_coefficients
 from calibrate.collective_model import bus_factor, latency_steps, tree_latency_steps
 from calibrate.compute import predict_time
 from calibrate.domain import in_domain
@@ -62,10 +62,10 @@ class ProfileCostModel:
         #: whether TF32 fits were measured or published (else a tf32 call costs as float32)
         self._has_tf32 = any(key.endswith("/tf32") for key in coefficients.compute)
         self.cpu_cores = cpu_cores
-        #: the thread count PyTorch's CPU kernel choice depends on (calibrate.shapes.cpu_native_conv); None on GPUs
+        #: the threads of a CPU profile's calls (its ranks share the cores: rank_slowdown); None on GPUs
         self.host_threads = coefficients.host_threads if coefficients.device_is_host else None
-        #: the float32 SIMD lanes its convolutions' work is padded to (calibrate.shapes.lane_padded_channels)
-        self.host_lanes = coefficients.host_simd_lanes if coefficients.device_is_host else None
+        #: what the profile's device adds to the generic compute path (calibrate.backends)
+        self.backend = backends.for_coefficients(coefficients)
         self.name = name
         self.device_memory_bytes = float(device_memory_bytes)
         self.devices_per_node = int(devices_per_node)
@@ -75,9 +75,8 @@ class ProfileCostModel:
         self._measured_shapes = {(m.family, shapes.shape_key(m.params)): m.time_s for m in coefficients.measured_shapes}
         #: "op pass dtype" -> how it was costed, for each call costed by FALLBACK since this model was made
         self.substitutions: dict[str, str] = {}
-        #: whether convolutions run cuDNN's fastest algorithm (torch.backends.cudnn.benchmark = True) or its
-        #: heuristic's (PyTorch's default): a setting of the run (calibrate.gpu_kernels.algorithms); default: as
-        #: the profile's kernels were measured
+        #: whether convolutions run the library's fastest algorithm or its heuristic's (PyTorch's default): a
+        #: setting of the run (calibrate.gpu_kernels.algorithms); default: as the profile's kernels were measured
         self.conv_algorithm_search = coefficients.gpu_kernels.search if coefficients.gpu_kernels else True
         self._kernel_cache: dict[tuple, float] = {}
 
@@ -95,59 +94,28 @@ class ProfileCostModel:
         if (op, pass_) in shapes.ZERO_COST:
             return 0.0
         dtype = shapes.canonical_dtype(dtype)
-        # first touch of what training allocates and the benchmark did not (calibrate.first_touch): a call whose
-        # benchmark preallocated its result; every other benchmark's time already holds its own allocations
-        touch = self.coefficients.first_touch
-        preallocated = (op, pass_) in shapes.PREALLOCATED_IN_BENCHMARK
-        touch_s = (first_touch.cost_s(touch, shapes.allocations(op, pass_, params, dtype))
-                   if touch and preallocated else 0.0)
+        backend, c = self.backend, self.coefficients
         measured = self._measured_time_s(op, pass_, params, dtype)
-        if measured is not None:
-            return measured + touch_s
+        if measured is not None:  # + what training allocates afresh and the benchmark did not (backend)
+            return measured + backend.first_touch_s(c, op, pass_, params, dtype)
         kernel_s = self._gpu_kernel_time_s(op, pass_, params, dtype)
         if kernel_s is not None:
             return kernel_s
         if op in FALLBACK and not self._has_family(op, pass_, dtype):
             return self._fallback_time_s(op, pass_, params, dtype)
-        fit, op, pass_, params, dtype = self._family_fit(op, pass_, params, dtype)
-        if touch and not preallocated and fit.largest_allocation_bytes is not None \
-                and fit.largest_allocation_bytes < touch.threshold_bytes:
-            # ... and a call whose family's benchmarks never allocated a tensor that large: its fitted curve holds
-            # no first touch (a 41 MB convolution output beyond a grid whose largest is 6 MB), nor that of the
-            # blocked copies oneDNN makes of its activations and weight (shapes.onednn_blocked_buffers)
-            touch_s = first_touch.cost_s(touch, shapes.allocations(op, pass_, params, dtype)
-                                         + shapes.onednn_blocked_buffers(op, pass_, params, dtype, self.host_threads,
-                                                                         self.host_lanes))
-        w = shapes.work(op, pass_, params, dtype, self.host_threads, self.host_lanes)
-        time_s = predict_time(fit, w["work"], w["bytes"], w["features"], self.bound)
-        if op in ("conv2d", "conv3d") and self.coefficients.conv_weight is not None:
-            time_s = max(time_s, conv_weight.floor_s(self.coefficients.conv_weight, op, pass_, params, dtype,
-                                                         self.host_threads))
-        if op == "conv3d":
-            time_s = max(time_s, conv_columns.floor_s(self.coefficients.conv_columns, op, pass_, params, dtype,
-                                                      self.host_threads))
-        return time_s + touch_s
+        fit, *fitted_as = self._family_fit(op, pass_, params, dtype)
+        f_op, f_pass, f_params, f_dtype = fitted_as
+        w = backend.work(f_op, f_pass, f_params, f_dtype)
+        row = backends.feature_row(backend.feature_names(f_op), w["features"], fit.efficiency.features)
+        time_s = max(predict_time(fit, w["work"], w["bytes"], row, self.bound),
+                     backend.floor_s(c, f_op, f_pass, f_params, f_dtype))
+        return time_s + backend.first_touch_s(c, op, pass_, params, dtype, fit, tuple(fitted_as))
 
     def _gpu_kernel_time_s(self, op: str, pass_: str, params: Mapping[str, int], dtype: str) -> Optional[float]:
-        """The GPU kernel model's time of a GEMM, linear or ungrouped 2-D convolution call (calibrate.gpu_kernels),
-        where the profile has one for this dtype; None otherwise (the family fits cost it)."""
-        model = self.coefficients.gpu_kernels
-        if model is None:
-            return None
-        call = gpu_kernels.as_kernel_call(op, pass_, params)
-        mode = model.modes.get(dtype) or (model.modes.get("float32") if dtype == "tf32" else None)
-        if call is None or mode is None:
-            return None
-        kernel_op, kernel_pass, kernel_params = call
-        key = (kernel_op, kernel_pass, shapes.shape_key(kernel_params), dtype, self.conv_algorithm_search)
-        time_s = self._kernel_cache.get(key)
-        if time_s is None:
-            hardware = gpu_kernels.Hardware(model.sms, mode.peak_flops_per_s, mode.fallback_flops_per_s,
-                                            model.memory_bytes_per_s, mode.tensor_cores)
-            time_s = gpu_kernels.kernel_time_s(mode.values, hardware, kernel_op, kernel_pass, kernel_params, dtype,
-                                               self.conv_algorithm_search)
-            self._kernel_cache[key] = time_s
-        return time_s
+        """A call's time from the backend's kernel model (calibrate.backends.gpu: calibrate.gpu_kernels), where the
+        profile has one for this op and dtype; None otherwise (the family fits cost it)."""
+        return self.backend.kernel_time_s(self.coefficients, op, pass_, params, dtype, self.conv_algorithm_search,
+                                          self._kernel_cache)
 
     def _has_family(self, op: str, pass_: str, dtype: str) -> bool:
         if dtype == "tf32" and not self._has_tf32:
@@ -169,15 +137,14 @@ class ProfileCostModel:
         return self.memory_time_s(shapes.work(op, pass_, params, dtype)["bytes"])
 
     def _family_fit(self, op: str, pass_: str, params: Mapping[str, int], dtype: str):
-        """(fit, op, pass, params, dtype) a call is costed with: its grouped family when it has groups, the
-        Winograd family for a float32 3x3 stride-1 convolution where the profile has one, its own,
+        """(fit, op, pass, params, dtype) a call is costed with: its grouped family when it has groups, a family
+        the backend names first where the profile has it (calibrate.backends.gpu), its own,
         a kernel it shares (SAME_KERNEL), or for a GEMM backward pass the forward GEMM of its shape."""
         compute = self.coefficients.compute
         if dtype == "tf32" and not self._has_tf32:
-            dtype = "float32"  # no TF32 tensor cores measured or published: frameworks run plain FP32
+            dtype = "float32"  # no TF32 fits measured or published: frameworks run plain FP32
         grouped = int(params.get("groups", 1)) > 1
-        first = ((f"{op}_grouped",) if grouped else
-                 (shapes.WINOGRAD_FAMILY,) if shapes.winograd_eligible(op, params, dtype) else ())
+        first = (f"{op}_grouped",) if grouped else self.backend.family_candidates(op, params, dtype)
         for candidate in first + (op, SAME_KERNEL.get(op)):
             if candidate and f"{candidate}/{pass_}/{dtype}" in compute:
                 return compute[f"{candidate}/{pass_}/{dtype}"], op, pass_, params, dtype
@@ -198,8 +165,8 @@ class ProfileCostModel:
         fit, op, pass_, params, dtype = self._family_fit(op, pass_, params, dtype)
         if fit.domain is None:
             return None
-        w = shapes.work(op, pass_, params, dtype, self.host_threads, self.host_lanes)
-        return in_domain(fit.domain, shapes.feature_names(op), w["features"])
+        w = self.backend.work(op, pass_, params, dtype)
+        return in_domain(fit.domain, self.backend.feature_names(op), w["features"])
 
     def _measured_time_s(self, op: str, pass_: str, params: Mapping[str, int], dtype: str) -> Optional[float]:
         """The measured time of exactly this call, if the profile has one (a GEMM backward pass is the forward
@@ -251,7 +218,7 @@ class ProfileCostModel:
     def overlap_efficiency(self) -> float:
         ex = self.coefficients.execution
         # the fastest plausible machine ("low" times) hides the most
-        return ex.overlap_efficiency.at({None: None, "low": "high", "high": "low"}[self.bound]) if ex else 1.0
+        return ex.overlap_efficiency.at(opposite(self.bound)) if ex else 1.0
 
     def rank_slowdown(self, ranks_on_node: int) -> float:
         if not self.coefficients.device_is_host or not self.cpu_cores:
@@ -303,7 +270,7 @@ class ProfileCostModel:
         algorithms = [latency_steps(op, group_size, nodes), tree_latency_steps(op, group_size, nodes)]
         alpha = link.base_latency_s.at(b) + min(n_intra * step_s + n_inter * inter_step_s
                                                 for n_intra, n_inter in filter(None, algorithms))
-        other = {None: None, "low": "high", "high": "low"}[b]
+        other = opposite(b)
         fabric = self.coefficients.fabric
         slowdown = contention(nodes, fabric.nodes_per_leaf, fabric.oversubscription) if fabric and nodes > 1 else 1.0
         bandwidth_s = x * slowdown / link.bus_bandwidth_bytes_per_s.at(other)

@@ -15,17 +15,13 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from calibrate import shapes
+from calibrate import backends, shapes
 from calibrate.alphabeta import MIN_TIME_S, STATISTICS, Point, fit_alpha_beta
 from calibrate.coefficients import Coefficients, ComputeFit, MeasuredShape, SegmentedFit
 from calibrate.collective_fit import COLLECTIVE_BENCHMARKS, derive_links, fit_collectives
 from calibrate.fabric_fit import as_fabric, fit_fabric, uncontended_links
 from calibrate.input_fit import fit_input
 from calibrate.compute import LEARNERS, ComputePoint, fit_compute
-from calibrate.conv_columns import fit_conv_columns
-from calibrate.conv_weight import fit_conv_weight, is_weight_design
-from calibrate.first_touch import fit_first_touch
-from calibrate.gpu_kernel_fit import fit_gpu_kernels
 from calibrate.domain import fit_domain
 from calibrate.framework import fit_framework
 from profiler.errors import UserError
@@ -86,11 +82,6 @@ def dram_bandwidth(memory: dict[str, SegmentedFit], side: str) -> Optional[float
     return fit.segments[-1].bandwidth_bytes_per_s.value if fit else None
 
 
-def host_threads(sample: Sample) -> Optional[int]:
-    """The CPU thread count a sample ran with when it ran on the host (calibrate.shapes.cpu_native_conv)."""
-    return sample.threads if sample.device.startswith("cpu") else None
-
-
 def calibration_threads(samples: Sequence[Sample]) -> Optional[int]:
     """The thread count most of the compute samples were measured with (None without compute samples)."""
     counts = Counter(s.threads for s in samples if s.benchmark in COMPUTE_BENCHMARKS)
@@ -123,21 +114,21 @@ def pooled_per_shape(samples: Sequence[Sample]) -> list[Sample]:
             for key, s in first.items()]
 
 
-def compute_points(samples: Sequence[Sample], lanes: Optional[int] = None) -> dict[str, list[ComputePoint]]:
+def compute_points(samples: Sequence[Sample], backend: Optional[backends.Backend] = None) -> dict[str, list[ComputePoint]]:
     """The compute samples among `samples` as fit points, per family "op/pass/dtype" (one per shape:
-    pooled_per_shape, summarised by COMPUTE_STATISTIC). lanes: the host's float32 SIMD lanes
-    (calibrate.shapes.simd_lanes), for the host samples' work."""
+    pooled_per_shape, summarised by COMPUTE_STATISTIC), with the work and features of `backend` (default: the one
+    the samples ran on, calibrate.backends.for_profile)."""
+    compute = [s for s in samples if s.benchmark in COMPUTE_BENCHMARKS]
+    backend = backend or backends.for_profile(None, compute)
     groups: dict[str, list[ComputePoint]] = defaultdict(list)
-    for s in pooled_per_shape([s for s in samples if s.benchmark in COMPUTE_BENCHMARKS]):
-        if is_weight_design(s):
-            continue  # the weight floor's points (calibrate.conv_weight), not the efficiency curve's
+    for s in pooled_per_shape(compute):
         key = compute_family(s)
         op, pass_, dtype = key.split("/")
         if (op, pass_) in shapes.ZERO_COST:
             continue  # costed as 0 (calibrate.shapes.ZERO_COST); nothing to fit
-        if shapes.onednn_gemm_conv(op, pass_, s.params, dtype, host_threads(s)):
-            continue  # oneDNN's im2col + GEMM, costed by the weight floor (calibrate.conv_weight), not the curve
-        w = shapes.work(op, pass_, s.params, dtype, host_threads(s), lanes)
+        if not backend.curve_point(s, op, pass_, dtype):
+            continue  # a point of one of the backend's floors, not of the efficiency curve
+        w = backend.for_sample(s).work(op, pass_, s.params, dtype)
         if w["work"] <= 0:
             raise UserError(f"{s.benchmark} {s.variant} sample with params {s.params} does no work (0 FLOPs/bytes)")
         groups[key].append(ComputePoint(w["work"], w["bytes"], tuple(w["features"]), np.asarray(s.times_s, float),
@@ -146,42 +137,45 @@ def compute_points(samples: Sequence[Sample], lanes: Optional[int] = None) -> di
 
 
 def _fit_family(key: str, points: list[ComputePoint], memory_bw: Optional[float], seed: int,
-                learners: Sequence[str]) -> ComputeFit:
-    """One compute family, drawing its folds and bootstrap from a generator of its own: seeded by `seed` and
-    the family's name, so a family's fit does not depend on which other families a profile has, nor on the
-    order the families are fitted in."""
+                learners: Sequence[str], backend: backends.Backend) -> ComputeFit:
+    """One compute family with `backend`'s features, drawing its folds and bootstrap from a generator of its own:
+    seeded by `seed` and the family's name, so a family's fit does not depend on which other families a profile
+    has, nor on the order the families are fitted in."""
     from threadpoolctl import threadpool_limits
 
     rng = np.random.default_rng([seed, zlib.crc32(key.encode())])
     op, pass_, dtype = key.split("/")
     with threadpool_limits(limits=1, user_api="blas"):  # also in a worker process (see fit_profile)
-        fit = fit_compute(points, shapes.feature_names(op), shapes.op_kind(op), memory_bw, rng, learners=learners)
+        fit = fit_compute(points, backend.feature_names(op), shapes.op_kind(op), memory_bw, rng, learners=learners,
+                          by_kernel=backend.errors_by_kernel)
     learner = "Gaussian process" if fit.efficiency.gp else "boosted trees"
     largest = max((b for p in points for b in shapes.benchmark_allocations(op, pass_, p.params, dtype)), default=0.0)
     return fit.model_copy(update={"sources": [f"measured: {len(points)} shapes",
                                               f"efficiency: {learner} (chosen by cross-validation)"],
-                                  "domain": fit_domain(shapes.feature_names(op), [p.features for p in points]),
+                                  "domain": fit_domain(backend.feature_names(op), [p.features for p in points]),
                                   "largest_allocation_bytes": float(largest)})
 
 
 def fit_compute_families(samples: list[Sample], memory_bw: Optional[float], seed: int = 0,
-                         lanes: Optional[int] = None, learners: Sequence[str] = LEARNERS,
+                         backend: Optional[backends.Backend] = None, learners: Sequence[str] = LEARNERS,
                          workers: Optional[int] = None) -> dict[str, ComputeFit]:
-    """lanes: the host's float32 SIMD lanes (calibrate.shapes.simd_lanes), for the host samples' work;
-    learners: the efficiency learners each family chooses from (calibrate.compute.LEARNERS); workers: processes
-    fitting families side by side (default: one per core, at most one per family; 1 fits in this process).
-    The result does not depend on `workers`."""
-    groups = sorted(compute_points(samples, lanes).items())
+    """backend: whose work and features the fits take (default: the one the samples ran on); learners: the
+    efficiency learners each family chooses from (calibrate.compute.LEARNERS); workers: processes fitting
+    families side by side (default: one per core, at most one per family; 1 fits in this process). The result
+    does not depend on `workers`."""
+    backend = backend or backends.for_profile(None, [s for s in samples if s.benchmark in COMPUTE_BENCHMARKS])
+    groups = sorted(compute_points(samples, backend).items())
     workers = min(workers or os.cpu_count() or 1, len(groups))
     if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
-        return {key: _fit_family(key, points, memory_bw, seed, learners) for key, points in groups}
+        return {key: _fit_family(key, points, memory_bw, seed, learners, backend) for key, points in groups}
     from concurrent.futures import ProcessPoolExecutor
 
     # forked workers inherit the loaded modules (a spawned one would import them again for seconds); the
     # largest families go first so that no worker is left with one at the end
     order = sorted(groups, key=lambda kv: -len(kv[1]))
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-        futures = {key: pool.submit(_fit_family, key, points, memory_bw, seed, tuple(learners)) for key, points in order}
+        futures = {key: pool.submit(_fit_family, key, points, memory_bw, seed, tuple(learners), backend)
+                   for key, points in order}
         fits = {key: future.result() for key, future in futures.items()}
     return {key: fits[key] for key, _ in groups}
 
@@ -219,12 +213,11 @@ def fit_coefficients(profile: Profile, seed: int = 0) -> Coefficients:
             by_kind["collectives"].append(s)
         else:
             ignored[s.benchmark] += 1
-    device_is_host = not profile.machine.gpus and all(s.device.startswith("cpu") for s in profile.samples)
+    backend = backends.for_profile(profile.machine, profile.samples)
+    device_is_host = backend.device_is_host
     memory = fit_memory(by_kind["stream"], rng)
     side = "host" if device_is_host else "device"
-    lanes = shapes.simd_lanes(profile.machine.cpu_capability)
-    first_touch = fit_first_touch(by_kind["alloc"]) if by_kind["alloc"] and device_is_host else None
-    compute = fit_compute_families(by_kind["compute"], dram_bandwidth(memory, side), seed, lanes)
+    compute = fit_compute_families(by_kind["compute"], dram_bandwidth(memory, side), seed, backend)
     collectives = fit_collectives(by_kind["collectives"], rng)
     links, notes = derive_links(collectives)
     fabric = fit_fabric(collectives, rng)
@@ -238,13 +231,8 @@ def fit_coefficients(profile: Profile, seed: int = 0) -> Coefficients:
                                 input_pipeline=fit_input(by_kind["input"], rng) if by_kind["input"] else None,
                                 framework=fit_framework(by_kind["framework"], rng) if by_kind["framework"] else None,
                                 host_threads=calibration_threads(by_kind["compute"]) if device_is_host else None,
-                                host_simd_lanes=lanes if device_is_host else None,
                                 measured_shapes=measured_shapes(by_kind["compute"]),
-                                conv_weight=fit_conv_weight(by_kind["compute"]) if device_is_host else None,
-                                conv_columns=fit_conv_columns(by_kind["compute"]) if device_is_host else None,
-                                gpu_kernels=None if device_is_host or not profile.machine.gpus else fit_gpu_kernels(
-                                    by_kind["compute"], profile.machine.gpus[0].name, profile.machine.gpus[0].sms),
-                                first_touch=first_touch)
+                                **backend.fit_fields(by_kind, profile.machine))
     if not (compute or memory or coefficients.host_device or collectives or coefficients.framework
             or coefficients.input_pipeline):
         raise UserError(f"profile has {len(profile.samples)} samples but none of a benchmark calibrate fits "

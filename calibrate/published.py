@@ -19,7 +19,8 @@ from typing import Optional
 from calibrate.coefficients import (Coefficients, ComputeFit, EfficiencyModel, Estimate, Execution, Fabric, FrameworkFit,
                                     GpuKernels, LinkModel, ModelError, Segment, SegmentedFit, Tree)
 from calibrate.cost_api import COLLECTIVES
-from calibrate.shapes import FLOP_FEATURES, MATMUL_OPS, WINOGRAD_FAMILY
+from calibrate.backends.gpu import WINOGRAD_FAMILY
+from calibrate.shapes import FLOP_FEATURES, MATMUL_OPS
 from calibrate.shipped import shipped_profiles_dir
 from calibrate.system_constants import (StackScales, SystemConstants, for_family, gpu_family, load_constants,
                                         load_model_error, load_stacks)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from typing import Optional
 
+from calibrate import backends
 from calibrate.coefficients import Coefficients, Estimate, FitQuality, Segment, parse_coefficients
 from profiler.profile import Profile
 
@@ -95,27 +96,7 @@ def fit_lines(profile: Profile) -> list[str]:
                         if c.framework.cold_forward_per_layer_s is not None else ""))
     if c.measured_shapes:
         lines.append(f"measured shapes: {len(c.measured_shapes)} compute calls costed by their own measured times")
-    if c.conv_weight:
-        w = c.conv_weight
-        at = "; ".join(f"{size / 1e6:.1f} MB: " + ", ".join(f"{p} {_rate(v[i])}" for p, v in w.s_per_byte.items())
-                       + f", weight gradient per sample {_rate(w.per_sample_s_per_byte[i])}"
-                       for i, size in enumerate(w.weight_bytes))
-        lines.append(f"convolution weight floor (calibrate.conv_weight), rate per weight byte at {at}")
-        if w.im2col:
-            g = w.im2col
-            at = "; ".join(f"{size / 1e6:.1f} MB: " + ", ".join(
-                f"{p} {_rate(g.s_per_byte[p][i])} + per sample {_rate(g.per_sample_s_per_byte[p][i])}"
-                for p in g.s_per_byte) for i, size in enumerate(g.weight_bytes))
-            lines.append(f"im2col convolution floor (oneDNN's GEMM fallback, a kernel wider than its map), rate per "
-                         f"weight byte at {at}")
-    if c.conv_columns:
-        lines.append(f"im2col 3-D weight-gradient floor (oneDNN's GEMM fallback, 4-15 channels or a thin depth): "
-                     f"{c.conv_columns.s_per_column * 1e9:.2f} ns per column element "
-                     f"({c.conv_columns.samples} samples)")
-    if c.first_touch:
-        t = c.first_touch
-        lines.append(f"first touch of a fresh host tensor >= {t.threshold_bytes / 2**20:.0f} MiB: "
-                     f"{t.s_per_byte * 1e9:.2f} ns per byte ({_rate(t.s_per_byte)})")
+    lines += backends.for_coefficients(c).report_lines(c, _rate)
     for f in c.collectives:
         lines.append(f"collective {f.op} p={f.group_size} nodes={f.nodes} ({f.variant}, measured): "
                      f"{_segments(f.segments, 'B')}; {_quality(f.quality)}")

@@ -1,8 +1,9 @@
-"""First touch of fresh host tensors (calibrate.first_touch): the tensors a call allocates, by hand; which
+"""First touch of fresh host tensors (calibrate.backends.host, host_fit): the tensors a call allocates, by hand; which
 benchmarks preallocate their result (checked against the profiler's own cases); the fit and the cost by hand."""
 import pytest
 
-from calibrate import first_touch, shapes
+from calibrate import backends, shapes
+from calibrate.backends import host, host_fit
 from calibrate.coefficients import FirstTouchFit
 from profiler.errors import UserError
 from profiler.profile import Sample
@@ -60,14 +61,14 @@ def test_fit_and_cost_by_hand():
     # 48 MiB: 30 ms fresh vs 5 ms reused -> 25 ms; 96 MiB: 65 vs 10 -> 55 ms; median of the two rates
     samples = [alloc_sample("fresh", 48 * MIB, [0.030, 0.031, 0.029]), alloc_sample("reused", 48 * MIB, [0.005]),
                alloc_sample("fresh", 96 * MIB, [0.065]), alloc_sample("reused", 96 * MIB, [0.010, 0.010])]
-    fit = first_touch.fit_first_touch(samples)
+    fit = host_fit.fit_first_touch(samples)
     want = (0.025 / (48 * MIB) + 0.055 / (96 * MIB)) / 2
     assert fit.s_per_byte == pytest.approx(want) and fit.threshold_bytes == 32 * MIB
-    assert first_touch.cost_s(fit, (48 * MIB, 31 * MIB, 64 * MIB)) == pytest.approx(want * 112 * MIB)
-    assert first_touch.cost_s(None, (48 * MIB,)) == 0.0
-    assert first_touch.fit_first_touch([alloc_sample("fresh", 48 * MIB, [0.03])]) is None
+    assert host.first_touch_cost_s(fit, (48 * MIB, 31 * MIB, 64 * MIB)) == pytest.approx(want * 112 * MIB)
+    assert host.first_touch_cost_s(None, (48 * MIB,)) == 0.0
+    assert host_fit.fit_first_touch([alloc_sample("fresh", 48 * MIB, [0.03])]) is None
     with pytest.raises(UserError):
-        first_touch.fit_first_touch([alloc_sample("fresh", 48 * MIB, [0.03]),
+        host_fit.fit_first_touch([alloc_sample("fresh", 48 * MIB, [0.03]),
                                      alloc_sample("fresh", 96 * MIB, [0.03], threshold=64 * MIB),
                                      alloc_sample("reused", 48 * MIB, [0.01]),
                                      alloc_sample("reused", 96 * MIB, [0.01], threshold=64 * MIB)])
@@ -139,7 +140,7 @@ def test_fitted_families_record_their_largest_benchmark_allocation():
                       params={"N": n, "C": 8, "F": 16, "H": 32, "W": 32, "kernel": 3, "stride": 1, "padding": 1},
                       times_s=[1e-3 * n, 1.1e-3 * n], threads=1) for n in (1, 2, 4, 8)]
     points = compute_points(samples)["conv2d/fwd/float32"]
-    fit = _fit_family("conv2d/fwd/float32", points, None, 0, ("trees",))
+    fit = _fit_family("conv2d/fwd/float32", points, None, 0, ("trees",), backends.for_profile(None, samples))
     assert fit.largest_allocation_bytes == 8 * 16 * 32 * 32 * 4  # the batch-8 output
 
 
@@ -153,25 +154,25 @@ def test_onednn_blocked_buffers_by_hand_and_their_first_touch():
     pointwise = {"N": 168, "C": 4, "F": 4, "H": 64, "W": 64, "kernel": 1, "stride": 1, "padding": 0}
     blocked, weight = 168 * 16 * 64 * 64 * 4.0, 16 * 16 * 4.0
     for pass_ in ("fwd", "bwd_data"):  # ... and the weight, reordered by both passes
-        assert shapes.onednn_blocked_buffers("conv2d", pass_, pointwise, "float32", 1, 16) == (blocked, blocked, weight)
-    assert shapes.onednn_blocked_buffers("conv2d", "bwd_weight", pointwise, "float32", 1, 16) == (blocked, blocked)
+        assert host.onednn_blocked_buffers("conv2d", pass_, pointwise, "float32", 1, 16) == (blocked, blocked, weight)
+    assert host.onednn_blocked_buffers("conv2d", "bwd_weight", pointwise, "float32", 1, 16) == (blocked, blocked)
     # the first-layer kernel (fewer channels than a block, a 3x3 window) reads its input plain, its weight unpadded
     first = {**pointwise, "C": 1, "kernel": 3, "padding": 1}
-    assert shapes.onednn_blocked_buffers("conv2d", "fwd", first, "float32", 1, 16) == (blocked, 16 * 9 * 4.0)
-    assert shapes.onednn_blocked_buffers("conv2d", "bwd_data", first, "float32", 1, 16) == \
+    assert host.onednn_blocked_buffers("conv2d", "fwd", first, "float32", 1, 16) == (blocked, 16 * 9 * 4.0)
+    assert host.onednn_blocked_buffers("conv2d", "bwd_data", first, "float32", 1, 16) == \
         (blocked, blocked, 16 * 9 * 4.0)
     # 20 channels pad to 32; at batch 1 the weight is read plain (a 1360 -> 1360 3x3 at batch 1 mapped no copy)
     wide = {**pointwise, "C": 20, "F": 20, "kernel": 3, "padding": 1, "N": 2}
-    assert shapes.onednn_blocked_buffers("conv2d", "fwd", wide, "float32", 1, 16) == \
+    assert host.onednn_blocked_buffers("conv2d", "fwd", wide, "float32", 1, 16) == \
         (2 * 32 * 4096 * 4.0,) * 2 + (32 * 32 * 9 * 4.0,)
-    assert shapes.onednn_blocked_buffers("conv2d", "fwd", {**wide, "N": 1}, "float32", 1, 16) == (32 * 4096 * 4.0,) * 2
+    assert host.onednn_blocked_buffers("conv2d", "fwd", {**wide, "N": 1}, "float32", 1, 16) == (32 * 4096 * 4.0,) * 2
     # a GPU call, another dtype, a grouped or a native-kernel call: none
-    assert shapes.onednn_blocked_buffers("conv2d", "fwd", pointwise, "float32", None, 16) == ()
-    assert shapes.onednn_blocked_buffers("conv2d", "fwd", pointwise, "bfloat16", 1, 16) == ()
-    assert shapes.onednn_blocked_buffers("conv2d", "fwd", {**pointwise, "groups": 4}, "float32", 1, 16) == ()
+    assert host.onednn_blocked_buffers("conv2d", "fwd", pointwise, "float32", None, 16) == ()
+    assert host.onednn_blocked_buffers("conv2d", "fwd", pointwise, "bfloat16", 1, 16) == ()
+    assert host.onednn_blocked_buffers("conv2d", "fwd", {**pointwise, "groups": 4}, "float32", 1, 16) == ()
     native = {"N": 1, "C": 4, "F": 8, "D": 8, "H": 8, "W": 8, "kernel": 3, "stride": 1, "padding": 1}
-    assert shapes.cpu_native_conv("conv3d", native, "float32", 1)
-    assert shapes.onednn_blocked_buffers("conv3d", "fwd", native, "float32", 1, 16) == ()
+    assert host.cpu_native_conv("conv3d", native, "float32", 1)
+    assert host.onednn_blocked_buffers("conv3d", "fwd", native, "float32", 1, 16) == ()
 
     fit = ComputeFit(kind="flops", launch_s=Estimate.exact(0.0), peak_per_s=1e11,
                      efficiency=EfficiencyModel(features=shapes.feature_names("conv2d"), init=0.0, slope=0.0,

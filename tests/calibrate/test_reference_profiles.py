@@ -147,6 +147,7 @@ def test_float32_3x3_stride1_convolutions_cost_the_winograd_reduction_by_hand():
     import math
 
     from calibrate import shapes
+    from calibrate.backends.gpu import winograd_eligible
 
     cm = datasheet("v100-dgx1-8gpu.published.yaml")
     work = shapes.work("conv2d", "fwd", CONV2D, "float32")
@@ -159,12 +160,12 @@ def test_float32_3x3_stride1_convolutions_cost_the_winograd_reduction_by_hand():
     assert cm.compute_time_s("conv2d", "fwd", CONV2D, "float32") == pytest.approx(roofline("float32", 36 / 16))
     assert roofline("float32", 36 / 16) < roofline("float32", 1.0) / 2
     assert cm.compute_time_s("conv2d", "fwd", CONV2D, "float16") == pytest.approx(roofline("float16", 1.0))
-    assert shapes.winograd_eligible("conv2d", CONV2D, "float32")
+    assert winograd_eligible("conv2d", CONV2D, "float32")
     for op, params, dtype in (("conv2d", CONV2D | {"stride": 2}, "float32"),
                               ("conv2d", CONV2D | {"kernel": 1, "padding": 0}, "float32"),
                               ("conv2d", CONV2D | {"groups": 32}, "float32"), ("conv2d", CONV2D, "float16"),
                               ("conv2d", CONV2D, "tf32"), ("conv3d", CONV2D | {"D": 8}, "float32")):
-        assert not shapes.winograd_eligible(op, params, dtype), (op, params, dtype)
+        assert not winograd_eligible(op, params, dtype), (op, params, dtype)
 
 
 def test_family_constants_scale_convolutions_not_matrix_products():

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from calibrate import shapes
+from calibrate import backends
 from calibrate.coefficients import parse_coefficients
 from calibrate.cost_model import load_cost_model
 from calibrate.fit import compute_points
@@ -104,8 +104,9 @@ def _profile_with_domains(tmp_path) -> Path:
     """The quick CPU fixture profile with each compute fit's domain recorded from its own samples."""
     prof = load_profile(DATA / "drift_quick_cpu_profile.yaml")
     coefficients = parse_coefficients(prof.coefficients)
-    points = compute_points(prof.samples, shapes.simd_lanes(prof.machine.cpu_capability))
-    compute = {k: f.model_copy(update={"domain": fit_domain(shapes.feature_names(k.split("/")[0]),
+    backend = backends.for_profile(prof.machine, prof.samples)
+    points = compute_points(prof.samples, backend)
+    compute = {k: f.model_copy(update={"domain": fit_domain(backend.feature_names(k.split("/")[0]),
                                                             [p.features for p in points.get(k, [])])})
                for k, f in coefficients.compute.items()}
     coefficients = coefficients.model_copy(update={"compute": compute})

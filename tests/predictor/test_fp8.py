@@ -91,6 +91,7 @@ def test_a_profile_without_float8_is_refused(h100, capsys):
 def test_measured_float8_linear_samples_fit_their_own_families():
     """What a GPU calibration measures for FP8 (profiler.bench_compute.fp8_linear_cases) becomes the linear/*/float8
     families the fp8 plans read."""
+    from calibrate import backends
     from calibrate.fit import _fit_family, compute_points
     from profiler.profile import Sample
 
@@ -99,5 +100,5 @@ def test_measured_float8_linear_samples_fit_their_own_families():
                for v in ("fwd", "bwd_data", "bwd_weight") for m in (64, 128, 256, 512, 1024, 2048, 4096, 8192)]
     points = compute_points(samples)
     assert sorted(points) == ["linear/bwd_data/float8", "linear/bwd_weight/float8", "linear/fwd/float8"]
-    fit = _fit_family("linear/fwd/float8", points["linear/fwd/float8"], 3e12, 0, ("trees",))
+    fit = _fit_family("linear/fwd/float8", points["linear/fwd/float8"], 3e12, 0, ("trees",), backends.gpu_backend())
     assert fit.kind == "flops" and fit.n_samples == 8 and fit.peak_per_s == pytest.approx(1e15, rel=0.1)
