@@ -763,10 +763,10 @@ def small_conv_params(three_d: bool, designs: dict = SMALL_CONV_DESIGN) -> list[
 WEIGHT_DESIGN_LLC_MULTIPLES = (0.25, 2.0)
 WEIGHT_DESIGN_BATCHES = (1, 8)
 #: the design's kernels: 3x3 (oneDNN's direct kernels) and 7x7, wider than the 2x2 map, which oneDNN runs as im2col
-#: + one GEMM per sample in forward and backward-data (calibrate.shapes.onednn_gemm_conv; only those two passes are
+#: + one GEMM per sample in forward and backward-data (calibrate.backends.host.onednn_gemm_conv; only those two passes are
 #: measured for it): a 310 -> 310 7x7 convolution on a 2x2 map in a random net ran 4.5x its fitted time
 #: the design's second kernel, 7x7 on the 2x2 map ("same" padding 3 is wider than the map): oneDNN runs its forward
-#: and backward-data as im2col + one GEMM per sample (calibrate.shapes.onednn_gemm_conv; only those two passes are
+#: and backward-data as im2col + one GEMM per sample (calibrate.backends.host.onednn_gemm_conv; only those two passes are
 #: measured for it). A 310 -> 310 7x7 convolution on a 2x2 map in a random net ran 4.5x its fitted time.
 IM2COL_DESIGN_KERNEL = 7
 IM2COL_DESIGN_PASSES = ("fwd", "bwd_data")
