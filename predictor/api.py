@@ -102,6 +102,9 @@ def _trace_callable(ref: str, input_shape, knobs: dict) -> ModelGraph:
 
 
 MAX_KNOB = 1 << 16  # largest magnitude of a numeric zoo knob (width, image, depth, classes, ...)
+#: knobs real models take beyond MAX_KNOB (traced on the meta device, so a size costs no memory): vocabularies
+#: (LLaMA-3 128,256; BLOOM 250,880; Gemma 256,000) and sequence lengths (LLaMA-3.1's 131,072 context)
+KNOB_LIMITS = {"vocab": 1 << 20, "seq": 1 << 20}
 
 
 def check_knobs(label: str, knobs: dict) -> None:
@@ -109,12 +112,13 @@ def check_knobs(label: str, knobs: dict) -> None:
     with `label` (`model resnet50`, `suite s.yaml:4: model small_cnn2d`)."""
     for key, value in knobs.items():
         values = value if isinstance(value, (list, tuple)) and len(value) <= 64 else [value]
+        limit = KNOB_LIMITS.get(key, MAX_KNOB)
         for v in values:
             if isinstance(v, bool) or v is None or isinstance(v, str):
                 continue
-            if not isinstance(v, (int, float)) or not math.isfinite(v) or abs(v) > MAX_KNOB:
+            if not isinstance(v, (int, float)) or not math.isfinite(v) or abs(v) > limit:
                 raise UserError(f"{label}: knob {key}={str(value)[:40]} must be a finite number of magnitude <= "
-                                f"{MAX_KNOB} (or a list of at most 64 of them)")
+                                f"{limit} (or a list of at most 64 of them)")
 
 
 def is_data_model(name: str) -> bool:

@@ -61,9 +61,11 @@ def check_dataset(path: str, *keep: str) -> None:
 
 def add_arguments(parser) -> None:
     parser.add_argument("--published", metavar="FILE",
-                        help="score predictions of published measured runs instead of measuring (a corpus YAML, or "
+                        help="score predictions of published measured runs instead of measuring (a corpus YAML of "
+                             "CNN or transformer records or both, each read by its schema; a vTrain-format .csv; or "
                              "'cnn' for the shipped corpus, 'transformer' for the shipped transformer runs and vTrain's CSV, 'all' for "
-                             "both); --profile is then not needed")
+                             "both); a row the predictor cannot represent is skipped with its reason; --profile is "
+                             "then not needed")
     parser.add_argument("--json", action="store_true", help="with --published: print the report as JSON")
     add_profile_argument(parser, "profile the predictions use (calibrated on this machine)")
     parser.add_argument("--suite", default="cpu_default",

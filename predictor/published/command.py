@@ -12,7 +12,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from predictor.published.corpus import CORPUS_DIR, load_corpus
+from predictor.published.corpus import CORPUS_DIR, load_corpus, load_records, parse_record
 from predictor.published.correction import loso_corrected
 from predictor.published.constants_fit import Decompositions
 from predictor.published.loso import base_cost_models, deepbench_cost_models, interval_coverage, loso_predictions
@@ -29,15 +29,18 @@ TRANSFORMER = "transformer"
 ALL = "all"
 
 
-def transformer_report(profiles_dir: Path | None = None, corpus=None, vtrain=None, attention: str | None = None) -> dict:
+def transformer_report(profiles_dir: Path | None = None, corpus=None, vtrain=None, attention: str | None = None,
+                       runs=None, sources=None) -> dict:
     """The report of the published transformer runs (transformer_runs.yaml and vTrain's CSV), predicted with the
     shipped profiles. Nothing is fitted to these rows (the profiles' constants come from the CNN corpus), so the
     figure is already a held-out one and there is no leave-one-source-out refit. attention: every row's attention
-    knob replaced (a sensitivity, docs/validation.md); None keeps the mapping's."""
+    knob replaced (a sensitivity, docs/validation.md); None keeps the mapping's. runs (with sources, the files they
+    came from): a user's transformer rows instead of the shipped files (`read_corpus`)."""
     from predictor.published.transformer import (TRANSFORMER_FILE, VTRAIN_FILE, interpret_transformer,
                                                   load_transformer_corpus, load_vtrain_csv)
     corpus, vtrain = corpus or TRANSFORMER_FILE, vtrain or VTRAIN_FILE
-    runs = load_transformer_corpus(corpus) + load_vtrain_csv(vtrain)
+    if runs is None:
+        runs, sources = load_transformer_corpus(corpus) + load_vtrain_csv(vtrain), [corpus, vtrain]
     def interpret_row(run, rules):
         setup = interpret_transformer(run, rules)
         if attention is None or not hasattr(setup, "knobs"):
@@ -46,7 +49,7 @@ def transformer_report(profiles_dir: Path | None = None, corpus=None, vtrain=Non
 
     results, skipped = validate_runs(runs, load_rules(), Predictor(profiles_dir), interpret_row=interpret_row)
     report = summarise(results, skipped)
-    report["corpus"] = [str(corpus), str(vtrain)]
+    report["corpus"] = [str(x) for x in sources]
     report["fitted_to_these_rows"] = "nothing (profile constants fitted to the CNN corpus only)"
     for row, r in zip(report["rows"], results):
         row["plan"] = dict(r.setup.plan)
@@ -55,10 +58,36 @@ def transformer_report(profiles_dir: Path | None = None, corpus=None, vtrain=Non
     return report
 
 
-def published_report(corpus: str | Path, profiles_dir: Path | None = None) -> dict:
+def is_transformer_record(rec) -> bool:
+    """Whether a corpus record has the transformer schema (predictor.published.transformer: parallelism a mapping
+    of degrees; the model's layers, hidden size and heads) rather than the CNN one (parallelism free text)."""
+    if not isinstance(rec, dict):
+        return False
+    details = rec.get("model_details")
+    return isinstance(rec.get("parallelism"), dict) or (
+        isinstance(details, dict) and all(k in details for k in ("layers", "hidden", "heads")))
+
+
+def read_corpus(path: str | Path) -> tuple[list, list]:
+    """(CNN runs, transformer runs) of a user's corpus file: a vTrain-format CSV (`.csv`, every row a transformer
+    run) or a YAML list whose records are each read by the schema they have (`is_transformer_record`), so a
+    transformer corpus, a CNN one or a file holding both is read; ids unique across the file. A malformed record is a
+    one-line UserError naming the file, the record and the field."""
+    from predictor.published.transformer import load_vtrain_csv, parse_transformer_record
+
+    name = str(path)
+    if name.lower().endswith(".csv"):
+        return [], load_vtrain_csv(path)
+    runs = load_records(path, lambda rec, i, file: (parse_transformer_record if is_transformer_record(rec)
+                                                    else parse_record)(rec, i, file))
+    transformer = [r for r in runs if "parallel" in r.extra]
+    return [r for r in runs if "parallel" not in r.extra], transformer
+
+
+def published_report(corpus: str | Path, profiles_dir: Path | None = None, runs=None) -> dict:
     """The full report of one corpus file (see predictor.published.report.summarise), predicted with the
-    profiles in `profiles_dir` (default: the shipped ones)."""
-    runs = load_corpus(corpus)
+    profiles in `profiles_dir` (default: the shipped ones); runs: the file's CNN runs when already read."""
+    runs = load_corpus(corpus) if runs is None else runs
     rules = load_rules()
     predictor = Predictor(profiles_dir)
     results, skipped = validate_runs(runs, rules, predictor)
@@ -93,14 +122,23 @@ def run_published(args) -> int:
         check_writable(args.out)
     if args.plot:
         check_writable(args.plot, "--plot")
-    if args.published == ALL:
-        reports = {"cnn": published_report(SHIPPED["cnn"]), TRANSFORMER: transformer_report()}
+    cnn_runs = transformer_runs = None
+    if args.published not in SHIPPED and args.published not in (TRANSFORMER, ALL):
+        cnn_runs, transformer_runs = read_corpus(corpus)
+    if args.published == ALL or (cnn_runs and transformer_runs):  # both kinds: reported side by side
+        reports = {"cnn": published_report(corpus if cnn_runs else SHIPPED["cnn"], runs=cnn_runs),
+                   TRANSFORMER: transformer_report(runs=transformer_runs, sources=[corpus] if transformer_runs else None)}
         text = json.dumps(finite_json(reports), indent=1)
         rendered = "\n\n".join(f"== {name} ==\n{render_text(r)}" for name, r in reports.items())
         rows = [row for r in reports.values() for row in r["rows"]]
         merged = {"rows": rows, "overall_accuracy": sum(r["accuracy"] for r in rows) / len(rows) if rows else 0.0}
     else:
-        report = transformer_report() if args.published == TRANSFORMER else published_report(corpus)
+        if args.published == TRANSFORMER:
+            report = transformer_report()
+        elif transformer_runs:
+            report = transformer_report(runs=transformer_runs, sources=[corpus])
+        else:
+            report = published_report(corpus, runs=cnn_runs)
         text, rendered, merged = json.dumps(finite_json(report), indent=1), render_text(report), report
     if args.out:
         write_atomic(args.out, text)

@@ -20,6 +20,7 @@ from calibrate.correction import accuracy
 from calibrate.shipped import shipped_profiles_dir
 from predictor.published.corpus import PublishedRun
 from predictor.published.rowmap import Setup, Skipped, interpret
+from profiler.errors import UserError
 
 BUCKETS = ((1, 1, "1"), (2, 8, "2-8"), (9, 64, "9-64"), (65, 512, "65-512"), (513, math.inf, ">512"))
 
@@ -141,8 +142,12 @@ def validate_runs(runs: Sequence[PublishedRun], rules: dict, predictor: Predicto
         if isinstance(setup, Skipped):
             skipped.append(setup)
             continue
-        cm = cost_model_for(setup) if cost_model_for else None
-        result = predictor.predict(setup, cm)
+        try:  # a row the predictor cannot represent (a knob, a dtype the profile cannot run) is skipped, not fatal
+            cm = cost_model_for(setup) if cost_model_for else None
+            result = predictor.predict(setup, cm)
+        except UserError as err:
+            skipped.append(Skipped(run, f"the predictor cannot represent it: {err}"))
+            continue
         if not math.isfinite(result.predicted_s):
             skipped.append(Skipped(run, "the plan is infeasible for the predictor"
                                    + (f" ({result.reason})" if result.reason else "")))

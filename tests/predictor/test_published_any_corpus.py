@@ -1,0 +1,104 @@
+"""`predictor validate --published FILE` on a corpus a user brings (issue 41 item 6): a transformer corpus, a CNN one, a
+file holding both, or a vTrain-format CSV, each record read by its own schema; a row the predictor cannot represent is
+skipped with its reason and never aborts the report; vocabularies of real models (LLaMA-3 128,256, BLOOM 250,880) are
+represented."""
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+import yaml
+
+from predictor.api import check_knobs, load_model
+from predictor.cli import main
+from predictor.published.command import is_transformer_record, read_corpus, transformer_report
+from predictor.published.corpus import CORPUS_DIR
+from predictor.published.transformer import TRANSFORMER_FILE, VTRAIN_COLUMNS
+from profiler.errors import UserError
+
+
+def _tiny_megatron(rid: str, **details) -> dict:
+    rec = copy.deepcopy(next(r for r in yaml.safe_load(TRANSFORMER_FILE.read_text(encoding="utf-8"))
+                             if r["id"].startswith("dlperf-megatron-")))
+    rec["id"] = rid
+    rec["model_details"].update({"layers": 2, "hidden": 64, "heads": 4, "seq_len": 32, "vocab": 512, **details})
+    rec["parallelism"].update(data=2, tensor=2, pipeline=1, micro_batch=2)
+    rec["num_gpus"], rec["global_batch"] = 4, 8
+    rec["system"]["gpus_used_per_node"] = 4
+    return rec
+
+
+def _cnn_rows(n: int) -> list[dict]:
+    return yaml.safe_load((CORPUS_DIR / "cnn_runs.yaml").read_text(encoding="utf-8"))[:n]
+
+
+def test_schema_of_each_record():
+    assert is_transformer_record(_tiny_megatron("x"))
+    assert not any(is_transformer_record(r) for r in _cnn_rows(5))  # CNN rows also state a global batch
+    assert not is_transformer_record("text")
+
+
+def test_a_transformer_corpus_reaches_the_transformer_report(tmp_path, capsys):
+    """It stopped at the first transformer row with `field parallelism: must be text` before."""
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump([_tiny_megatron("mine-a"), _tiny_megatron("mine-b")]), encoding="utf-8")
+    assert main(["validate", "--published", str(path), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["rows_validated"] == 2 and report["corpus"] == [str(path)]
+    assert {row["plan"]["strategy"] for row in report["rows"]} == {"data+tensor+pipeline"}
+
+
+def test_a_file_with_both_kinds_reports_each(tmp_path, capsys):
+    path = tmp_path / "both.yaml"
+    path.write_text(yaml.safe_dump(_cnn_rows(2) + [_tiny_megatron("mine-a")]), encoding="utf-8")
+    cnn, transformer = read_corpus(path)
+    assert len(cnn) == 2 and [r.id for r in transformer] == ["mine-a"]
+    assert main(["validate", "--published", str(path), "--json"]) == 0
+    reports = json.loads(capsys.readouterr().out)
+    assert set(reports) == {"cnn", "transformer"}
+    assert reports["cnn"]["rows_validated"] == 2 and reports["transformer"]["rows_validated"] == 1
+
+
+def test_a_vtrain_csv(tmp_path, capsys):
+    csv = tmp_path / "v.csv"
+    csv.write_text(",".join(VTRAIN_COLUMNS) + "\n0.001,8,16,2,64,4,2,32,2,2,2,100.0\n", encoding="utf-8")
+    assert main(["validate", "--published", str(csv), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["rows_validated"] == 1 and report["rows"][0]["source"] == "vtrain"
+
+
+def test_large_vocabularies_are_represented():
+    """LLaMA-3's 128,256 and BLOOM's 250,880 tokens were above the 65,536 knob limit and stopped the whole report."""
+    for vocab in (128256, 250880):
+        check_knobs("model gpt", {"vocab": vocab, "seq": 131072})
+        graph = load_model("gpt", layers=1, hidden=64, heads=4, seq=32, vocab=vocab)
+        assert any(layer.op == "linear" and layer.output_shape[-1] == vocab for layer in graph.layers)  # the head
+    with pytest.raises(UserError, match="vocab"):
+        check_knobs("model gpt", {"vocab": 3_000_000})
+    with pytest.raises(UserError, match="width"):  # other knobs keep their limit
+        check_knobs("model resnet", {"width": 100_000})
+
+
+def test_a_row_the_predictor_cannot_represent_is_skipped_with_its_reason(tmp_path):
+    rows = [_tiny_megatron("mine-ok"), _tiny_megatron("mine-llama3", vocab=128256),
+            _tiny_megatron("mine-too-big", vocab=3_000_000), _tiny_megatron("mine-heads", heads=3)]
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump(rows), encoding="utf-8")
+    _, runs = read_corpus(path)
+    report = transformer_report(runs=runs, sources=[path])
+    assert sorted(r["id"] for r in report["rows"]) == ["mine-llama3", "mine-ok"]
+    reasons = {s["id"]: s["reason"] for s in report["skipped"]}
+    assert set(reasons) == {"mine-too-big", "mine-heads"}
+    assert "vocab" in reasons["mine-too-big"] and "cannot represent" in reasons["mine-too-big"]
+    assert reasons["mine-heads"]
+
+
+def test_a_malformed_user_row_is_one_line_exit_2(tmp_path, capsys):
+    bad = _tiny_megatron("mine-bad")
+    bad["parallelism"]["tensor"] = "two"
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump([bad]), encoding="utf-8")
+    assert main(["validate", "--published", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "parallelism.tensor" in err and "mine-bad" in err
