@@ -7,7 +7,8 @@ choice of tile and split-K is
 
     waves * (wave_s + 2 tm tn ceil(k / s) / min(efficiency * peak_per_SM, intensity * feed)) + split partials,
 
-the kernel takes the fastest choice, and the call takes max(floor, max(that, operand bytes / DRAM bandwidth)).
+the kernel takes the fastest choice, and the call takes max(floor, that, operand bytes / DRAM bandwidth), a
+convolution plus the time its other kernels add.
 A convolution also has Winograd and FFT algorithms (work of their batched products, each with a fitted
 efficiency); with cuDNN's search (`cudnn.benchmark = True`, DeepBench's binaries) it runs the fastest one, with
 PyTorch's default heuristic the implicit GEMM. Formulas, sources and the choice of each regime:
@@ -18,7 +19,6 @@ Everything here is pure: the fit (calibrate.gpu_kernel_fit) evaluates the same `
 """
 from __future__ import annotations
 
-import math
 from typing import Mapping, NamedTuple, Optional
 
 from profiler.dtypes import DTYPE_BYTES, canonical_dtype
