@@ -1,0 +1,72 @@
+"""The DeepBench kernel models shipped as data (calibrate.deepbench_kernels): labels, exclusions, retargeting."""
+from __future__ import annotations
+
+import pytest
+
+from calibrate import deepbench_kernels as dk
+from calibrate import gpu_specs
+from profiler.errors import UserError
+
+V100 = dk.DATA / "deepbench" / "DeepBench_NV_V100.xlsx"
+P100 = dk.DATA / "deepbench" / "DeepBench_NV_P100.xlsx"
+
+
+@pytest.fixture(scope="module")
+def labelled():
+    return {path.name: (samples, run) for path, samples, run in dk.read_labelled([V100, P100])}
+
+
+def test_applications_come_from_any_file_that_names_them(labelled):
+    v100, _ = labelled[V100.name]
+    p100, run = labelled[P100.name]
+    assert run.gpu and "P100" in run.gpu
+    # the P100 workbook names no application; the V100 one names them for the same shape list
+    kernel_rows = [s for s in p100 if s.benchmark in ("gemm", "conv2d")]
+    assert kernel_rows and all(s.extra.get("application") for s in kernel_rows)
+    named = {dk._shape_key(s): s.extra["application"] for s in v100 if s.benchmark in ("gemm", "conv2d")}
+    agree = [named[dk._shape_key(s)] == s.extra["application"] for s in kernel_rows if dk._shape_key(s) in named]
+    assert len(agree) > 500 and all(agree)
+
+
+def test_input_layer_backward_data_is_left_out(labelled):
+    for samples, _ in labelled.values():
+        assert not any(dk.input_layer_backward_data(s) for s in samples)
+    # the P100 sheet times them (DeepBench's V100 sheet does not): read_labelled drops them
+    p100, _ = labelled[P100.name]
+    assert any(s.benchmark == "conv2d" and s.variant == "fwd" and int(s.params["C"]) < dk.INPUT_LAYER_CHANNELS
+               for s in p100)
+
+
+def test_shipped_models_cover_every_workbook_gpu():
+    models = dk.load_kernels()
+    for path in dk.WORKBOOKS:
+        gpu = dk.read_labelled([path])[0][2].gpu
+        spec = gpu_specs.find_spec(gpu)
+        assert spec is not None and spec.name in models, gpu
+        assert set(models[spec.name].modes) >= {"float32"}
+    assert set(models["Tesla V100-SXM2"].modes) == {"float32", "float16"}
+    assert models["Tesla V100-SXM2"].modes["float16"].tensor_cores
+    assert not models["Tesla P100-PCIE-16GB"].modes["float16"].tensor_cores  # FP16 storage, FP32 math
+
+
+def test_kernels_for_scales_the_peaks_to_another_clock_of_the_same_chip():
+    base = dk.kernels_for("Tesla P100-SXM2-16GB")
+    spec = gpu_specs.find_spec("Tesla P100-SXM2-16GB")
+    scaled = dk.kernels_for("Tesla P100-SXM2-16GB", 10.6e12)
+    factor = 10.6e12 / spec.peak_flops_per_s["float32"]
+    for dtype, mode in base.modes.items():
+        assert scaled.modes[dtype].peak_flops_per_s == pytest.approx(mode.peak_flops_per_s * factor)
+        assert scaled.modes[dtype].values == mode.values  # the fitted constants are the chip's
+    assert scaled.memory_bytes_per_s == base.memory_bytes_per_s
+    assert dk.kernels_for("NVIDIA A100-SXM4-80GB") is None  # DeepBench timed no A100
+    assert dk.kernels_for("Radeon Instinct MI250") is None
+
+
+def test_a_malformed_kernel_file_is_a_one_line_error(tmp_path):
+    bad = tmp_path / "k.yaml"
+    bad.write_text("Tesla V100-SXM2: {gpu: V100, sms: 0, memory_bytes_per_s: 9e11, modes: {}}\n")
+    with pytest.raises(UserError, match="k.yaml: field"):
+        dk.load_kernels(bad)
+    bad.write_text("- a list\n")
+    with pytest.raises(UserError, match="mapping"):
+        dk.load_kernels(bad)
