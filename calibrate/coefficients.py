@@ -20,6 +20,7 @@ import numpy as np
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from calibrate.gpu_kernels import PARAMS as GPU_KERNEL_PARAMS
+from calibrate.trees import Tree  # noqa: F401 - the schema of the efficiency fits' trees, also this module's name
 from profiler.errors import UserError
 
 COEFFICIENTS_VERSION = 1
@@ -206,31 +207,6 @@ class ModelError(_Strict):
                 low, high = self.quantiles[key]
                 return float(np.exp(low)), float(np.exp(high))
         return None
-
-
-class Tree(_Strict):
-    """One regression tree as sklearn's `tree_` arrays (leaf: children_left == -1)."""
-
-    children_left: list[int]
-    children_right: list[int]
-    feature: list[int]
-    threshold: list[float]
-    value: list[float]
-
-    @model_validator(mode="after")
-    def _well_formed(self):
-        n = len(self.value)
-        if n == 0 or any(len(a) != n for a in (self.children_left, self.children_right, self.feature, self.threshold)):
-            raise ValueError("tree arrays must be non-empty and of equal length")
-        for i, (left, right) in enumerate(zip(self.children_left, self.children_right)):
-            # children after their parent: every index in range and no cycle, as sklearn numbers its nodes
-            if (left == -1) != (right == -1) or (left != -1 and not (i < left < n and i < right < n)):
-                raise ValueError(f"tree node {i}: children must both be -1 (a leaf) or later nodes below {n}")
-        return self
-
-    def split_features(self) -> set[int]:
-        """The feature indices the internal nodes split on."""
-        return {f for f, left in zip(self.feature, self.children_left) if left != -1}
 
 
 class GaussianProcess(_Strict):

@@ -44,7 +44,7 @@ from calibrate.correction_features import (
     numeric_features,
     strategy_of,
 )
-from calibrate.trees import tree_arrays, values_at
+from calibrate.trees import Tree, tree_arrays, values_at
 from profiler.errors import UserError
 from profiler.inputs import decode_utf8, parse_json, read_bytes, read_text
 from profiler.profile import CorrectionRef, Profile, utc_now_iso, write_atomic
@@ -54,7 +54,6 @@ FORMAT_VERSION = 1
 CANDIDATES = ("strategy_factors", "ridge", "ridge_strong", "random_forest", "gradient_boosting")  # simplest first
 SCHEMES = ("models", "scenarios")  # what a CV fold holds out
 MAX_FOLDS = 5
-MAX_TREE_NODES = 2_000_000  # refuse absurd files before allocating
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -322,28 +321,6 @@ def cross_validate(data: Dataset, seed: int = 0) -> CVReport:
 # The stored correction (schema validated on load: the file may come from anyone)
 
 
-class _Tree(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-    children_left: list[int]
-    children_right: list[int]
-    feature: list[int]
-    threshold: list[float]
-    value: list[float]
-
-    @model_validator(mode="after")
-    def _consistent(self):
-        n = len(self.value)
-        if not 0 < n <= MAX_TREE_NODES or any(len(a) != n for a in (self.children_left, self.children_right,
-                                                                      self.feature, self.threshold)):
-            raise ValueError("tree arrays must be non-empty and of equal length")
-        for i, (lo, hi) in enumerate(zip(self.children_left, self.children_right)):
-            if (lo < 0) != (hi < 0) or (lo >= 0 and not (i < lo < n and i < hi < n)):
-                raise ValueError(f"tree node {i}: children must both be -1 or later nodes")
-        if not all(map(math.isfinite, self.value)):
-            raise ValueError("tree leaf values must be finite")
-        return self
-
-
 class _Ridge(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     kind: Literal["ridge"]
@@ -358,7 +335,7 @@ class _Trees(BaseModel):
     kind: Literal["trees"]
     base: float
     weight: float
-    trees: list[_Tree] = Field(min_length=1)
+    trees: list[Tree] = Field(min_length=1)
 
 
 class _ProfileIdentity(BaseModel):
@@ -411,7 +388,7 @@ class CorrectionFile(BaseModel):
                 raise ValueError("ridge scale entries must be finite and non-zero")
         else:
             for tree in self.model.trees:
-                if any(lo >= 0 and not 0 <= f < n for lo, f in zip(tree.children_left, tree.feature)):
+                if any(not 0 <= f < n for f in tree.split_features()):
                     raise ValueError("a tree splits on a feature index outside the feature list")
         reach = reachable_log_factor(self.model, self.domain)
         if reach > math.log(MAX_CORRECTION_FACTOR):

@@ -20,7 +20,7 @@ from profiler.dtypes import DTYPE_BYTES, canonical_dtype
 from profiler.errors import UserError
 # shapes.shape_key and shapes.canonical_dtype stay this module's names too (calibrate.fit, the predictor)
 from profiler.opmath import (ELEMENT_PASS_TENSORS, bmm_bytes, bmm_flops, conv_flops, conv_output_volume,  # noqa: F401
-                             gemm_bytes, gemm_flops, sdpa_bytes, sdpa_flops, shape_key, window_output_size)
+                             gemm_bytes, gemm_flops, sdpa_bytes, sdpa_flops, shape_key)
 
 #: bmm {B, M, N, K}: a batched GEMM (attention's score and context products); sdpa {B, S, D[, T][, causal]}:
 #: fused attention over B = samples x heads, S queries, T keys (default S), head size D

@@ -1,5 +1,5 @@
-"""Regression trees as plain arrays, and their one evaluation rule (for the compute efficiency fits,
-calibrate.compute, and the residual correction, calibrate.correction).
+"""Regression trees as plain arrays: their one schema (Tree) and their one evaluation rule, for the compute
+efficiency fits (calibrate.compute, stored in a profile) and the residual correction (calibrate.correction).
 
 A tree is scikit-learn's `tree_` arrays: children_left, children_right (-1 at a leaf; children numbered after
 their parent), feature, threshold, value. scikit-learn trains and predicts on float32 features against float64
@@ -12,8 +12,39 @@ from array import array
 from typing import Mapping, Sequence
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, model_validator
 
 KEYS = ("children_left", "children_right", "feature", "threshold", "value")
+#: refuse absurd files before evaluating them
+MAX_TREE_NODES = 2_000_000
+
+
+class Tree(BaseModel):
+    """One regression tree as sklearn's `tree_` arrays, validated on load (a file may come from anyone): arrays of
+    one length, no NaN or infinity, every node a leaf (both children -1) or the parent of two later nodes."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    children_left: list[int]
+    children_right: list[int]
+    feature: list[int]
+    threshold: list[float]
+    value: list[float]
+
+    @model_validator(mode="after")
+    def _well_formed(self):
+        n = len(self.value)
+        if not 0 < n <= MAX_TREE_NODES or any(len(a) != n for a in (self.children_left, self.children_right,
+                                                                      self.feature, self.threshold)):
+            raise ValueError(f"tree arrays must be non-empty, of equal length and at most {MAX_TREE_NODES} nodes")
+        for i, (left, right) in enumerate(zip(self.children_left, self.children_right)):
+            # children after their parent: every index in range and no cycle, as sklearn numbers its nodes
+            if (left == -1) != (right == -1) or (left != -1 and not (i < left < n and i < right < n)):
+                raise ValueError(f"tree node {i}: children must both be -1 (a leaf) or later nodes below {n}")
+        return self
+
+    def split_features(self) -> set[int]:
+        """The feature indices the internal nodes split on."""
+        return {f for f, left in zip(self.feature, self.children_left) if left != -1}
 
 
 def tree_arrays(estimator) -> dict[str, list]:

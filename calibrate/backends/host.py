@@ -18,8 +18,9 @@ import numpy as np
 from calibrate import shapes
 from calibrate.alphabeta import relative_errors
 from calibrate.coefficients import Coefficients, ColumnFloor, ComputeFit, ConvWeightFit, FirstTouchFit
-from calibrate.shapes import canonical_dtype, int_param, per_dim, spatial_sizes, window_output_size
+from calibrate.shapes import canonical_dtype, int_param, per_dim, spatial_sizes
 from profiler.dtypes import DTYPE_BYTES
+from profiler.opmath import window_output_size
 from profiler.profile import WEIGHT_DESIGN_LAYER, Sample
 
 #: the host's own efficiency features, appended to the generic ones of a GEMM or convolution (calibrate.shapes):

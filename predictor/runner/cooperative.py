@@ -21,17 +21,15 @@ import time
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.nn import functional as F
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 from predictor.graph import Layer, ModelGraph
-from predictor.runner.comm import CommClock
-from predictor.runner.pipeline import _timed, stage_starts
-from predictor.runner.replica import Replica
+from predictor.runner.comm import CommClock, _timed
+from predictor.runner.pipeline import StageReplica, stage_starts
 from profiler.errors import UserError
 
 
-class CooperativeReplica(Replica):
+class CooperativeReplica(StageReplica):
     def __init__(self, layers: list[Layer], modules: list[nn.Module], group, stages: int, micro_batches: int,
                  graph_starts: tuple[int, ...] = (), graph: ModelGraph | None = None):
         starts = stage_starts(layers, stages, graph_starts, graph)
@@ -45,9 +43,6 @@ class CooperativeReplica(Replica):
         self.first_index = begin
         self.stage_input_shapes = [layers[b].input_shape for b, _ in self.bounds]
         self.is_first, self.is_last = self.rank == 0, self.rank == stages - 1
-
-    def _peer(self, rank: int) -> int:
-        return dist.get_global_rank(self.group, rank)
 
     def local_batch(self, x, y):
         if x.shape[0] % self.stages or x.shape[0] % self.micro_batches:
@@ -100,23 +95,8 @@ class CooperativeReplica(Replica):
         """The whole step (gradients are ready on return); the mean loss on the last stage, 0 elsewhere."""
         self._synchronise()
         stage_input = self._predict_stage_input(x)
-        total = torch.zeros((), dtype=torch.float32)
-        for xm, ym in zip(stage_input.chunk(self.micro_batches), y.chunk(self.micro_batches)):
-            xm = xm.detach().requires_grad_(not self.is_first)
-            out = xm
-            for module in self.modules:
-                out = module(out)
-            if self.is_last:
-                loss = F.cross_entropy(out, ym) / self.micro_batches
-                total = total + loss.detach()
-                loss.backward()
-            else:
-                grad = torch.empty_like(out)
-                _timed(dist.recv, grad, self._peer(self.rank + 1), self.group)
-                out.backward(grad)
-            if not self.is_first:
-                _timed(dist.send, xm.grad.contiguous(), self._peer(self.rank - 1), self.group)
-        return total
+        inputs = (xm.detach().requires_grad_(not self.is_first) for xm in stage_input.chunk(self.micro_batches))
+        return self._run_micro_batches(inputs, y.chunk(self.micro_batches), send_outputs=False, backward_each=True)
 
     def backward(self, loss) -> None:
         """Done inside forward (the backward pipeline is part of the cooperative step)."""

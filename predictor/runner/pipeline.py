@@ -12,15 +12,13 @@ without batch norm.
 """
 from __future__ import annotations
 
-import time
-
 import torch
 import torch.distributed as dist
 from torch import nn
 from torch.nn import functional as F
 
 from predictor.graph import Layer, ModelGraph
-from predictor.runner.comm import CommClock
+from predictor.runner.comm import _timed
 from predictor.runner.replica import Replica
 from predictor.strategies.pipeline import partition
 from profiler.errors import UserError
@@ -46,13 +44,51 @@ def stage_starts(layers: list[Layer], stages: int, graph_starts: tuple[int, ...]
     return partition(costs, stages)
 
 
-def _timed(op, *args):
-    start = time.perf_counter()
-    op(*args)
-    CommClock.seconds += time.perf_counter() - start
+class StageReplica(Replica):
+    """A rank that owns one contiguous stage of the chain (self.modules): the micro-batch loop the pipeline and the
+    cooperative runners share. Subclasses set rank, group, micro_batches, is_first and is_last."""
+
+    def _peer(self, rank: int) -> int:
+        """The global rank of the group's `rank`."""
+        return dist.get_global_rank(self.group, rank)
+
+    def _run_micro_batches(self, inputs, targets, *, send_outputs: bool, backward_each: bool) -> torch.Tensor:
+        """The stage's forward over each micro-batch (`inputs` may receive each one as it is drawn); the last stage
+        takes the loss, returned as the mean over the batch (0 elsewhere). send_outputs: pass each output to the
+        next stage (GPipe); backward_each: run a micro-batch's backward right after its forward (the cooperative
+        backward pipeline), else leave them all to backward_saved."""
+        self.saved = []
+        total = torch.zeros((), dtype=torch.float32)
+        for xm, ym in zip(inputs, targets):
+            out = xm
+            for module in self.modules:
+                out = module(out)
+            if self.is_last:
+                out = F.cross_entropy(out, ym) / self.micro_batches
+                total = total + out.detach()
+            elif send_outputs:
+                _timed(dist.send, out.detach().contiguous(), self._peer(self.rank + 1), self.group)
+            self.saved.append((xm, out))
+            if backward_each:
+                self.backward_saved()
+        return total
+
+    def backward_saved(self) -> None:
+        """The saved micro-batches' backwards, last first: dL/dy from the next stage (the loss on the last one),
+        dL/dx to the previous one."""
+        for xm, out in reversed(self.saved):
+            if self.is_last:
+                out.backward()
+            else:
+                grad = torch.empty_like(out)
+                _timed(dist.recv, grad, self._peer(self.rank + 1), self.group)
+                out.backward(grad)
+            if not self.is_first:
+                _timed(dist.send, xm.grad.contiguous(), self._peer(self.rank - 1), self.group)
+        self.saved = []
 
 
-class PipelineReplica(Replica):
+class PipelineReplica(StageReplica):
     def __init__(self, layers: list[Layer], modules: list[nn.Module], group, stages: int, micro_batches: int,
                  graph_starts: tuple[int, ...] = (), graph: ModelGraph | None = None):
         starts = stage_starts(layers, stages, graph_starts, graph)
@@ -72,41 +108,20 @@ class PipelineReplica(Replica):
             raise UserError(f"pipeline: batch {x.shape[0]} is not divisible by {self.micro_batches} micro-batches")
         return x, y
 
-    def _peer(self, offset: int) -> int:
-        return dist.get_global_rank(self.group, self.rank + offset)
+    def _receive(self, xm) -> torch.Tensor:
+        """A micro-batch's input from the previous stage (shaped like the batch's slice `xm`)."""
+        received = torch.empty((xm.shape[0], *self.in_shape), dtype=xm.dtype, device=xm.device)
+        _timed(dist.recv, received, self._peer(self.rank - 1), self.group)
+        return received.requires_grad_(True)
 
     def forward(self, x, y):
         """All micro-batch forwards; returns the mean loss on the last stage (0 elsewhere)."""
-        self.saved = []
-        xs, ys = x.chunk(self.micro_batches), y.chunk(self.micro_batches)
-        total = torch.zeros((), dtype=torch.float32)
-        for xm, ym in zip(xs, ys):
-            if not self.is_first:
-                xm = torch.empty((xm.shape[0], *self.in_shape), dtype=x.dtype, device=x.device)
-                _timed(dist.recv, xm, self._peer(-1), self.group)
-                xm.requires_grad_(True)
-            out = xm
-            for module in self.modules:
-                out = module(out)
-            if self.is_last:
-                out = F.cross_entropy(out, ym) / self.micro_batches
-                total = total + out.detach()
-            else:
-                _timed(dist.send, out.detach().contiguous(), self._peer(1), self.group)
-            self.saved.append((xm, out))
-        return total
+        xs = x.chunk(self.micro_batches)
+        inputs = xs if self.is_first else (self._receive(xm) for xm in xs)
+        return self._run_micro_batches(inputs, y.chunk(self.micro_batches), send_outputs=True, backward_each=False)
 
     def backward(self, loss) -> None:
-        for xm, out in reversed(self.saved):
-            if self.is_last:
-                out.backward()
-            else:
-                grad = torch.empty_like(out)
-                _timed(dist.recv, grad, self._peer(1), self.group)
-                out.backward(grad)
-            if not self.is_first:
-                _timed(dist.send, xm.grad.contiguous(), self._peer(-1), self.group)
-        self.saved = []
+        self.backward_saved()
 
     def serial_grads(self):
         return {f"{i + self.first_index}.{name}": p.grad for i, m in enumerate(self.modules) for name, p in m.named_parameters()}
