@@ -25,24 +25,16 @@ from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 from predictor.graph import Layer, ModelGraph
 from predictor.runner.comm import CommClock, _timed
-from predictor.runner.pipeline import StageReplica, stage_starts
+from predictor.runner.pipeline import StageReplica
 from profiler.errors import UserError
 
 
 class CooperativeReplica(StageReplica):
     def __init__(self, layers: list[Layer], modules: list[nn.Module], group, stages: int, micro_batches: int,
                  graph_starts: tuple[int, ...] = (), graph: ModelGraph | None = None):
-        starts = stage_starts(layers, stages, graph_starts, graph)
-        ends = starts[1:] + [len(layers)]
-        self.rank = dist.get_rank(group)
-        self.group, self.stages, self.micro_batches = group, stages, micro_batches
-        self.bounds = list(zip(starts, ends))
+        super().__init__(layers, modules, group, stages, micro_batches, graph_starts, graph)
         self.all_modules = modules
-        begin, end = self.bounds[self.rank]
-        super().__init__(modules[begin:end])
-        self.first_index = begin
         self.stage_input_shapes = [layers[b].input_shape for b, _ in self.bounds]
-        self.is_first, self.is_last = self.rank == 0, self.rank == stages - 1
 
     def local_batch(self, x, y):
         if x.shape[0] % self.stages or x.shape[0] % self.micro_batches:
@@ -101,6 +93,3 @@ class CooperativeReplica(StageReplica):
     def backward(self, loss) -> None:
         """Done inside forward (the backward pipeline is part of the cooperative step)."""
 
-    def serial_grads(self):
-        return {f"{i + self.first_index}.{name}": p.grad for i, m in enumerate(self.modules)
-                for name, p in m.named_parameters()}

@@ -45,8 +45,19 @@ def stage_starts(layers: list[Layer], stages: int, graph_starts: tuple[int, ...]
 
 
 class StageReplica(Replica):
-    """A rank that owns one contiguous stage of the chain (self.modules): the micro-batch loop the pipeline and the
-    cooperative runners share. Subclasses set rank, group, micro_batches, is_first and is_last."""
+    """A rank that owns one contiguous stage of the chain (self.modules; the cut: stage_starts): what the pipeline
+    and the cooperative runners share, the micro-batch loop included."""
+
+    def __init__(self, layers: list[Layer], modules: list[nn.Module], group, stages: int, micro_batches: int,
+                 graph_starts: tuple[int, ...] = (), graph: ModelGraph | None = None):
+        self.stage_starts = stage_starts(layers, stages, graph_starts, graph)
+        self.bounds = list(zip(self.stage_starts, self.stage_starts[1:] + [len(layers)]))  # (begin, end) per stage
+        self.rank = dist.get_rank(group)
+        self.group, self.stages, self.micro_batches = group, stages, micro_batches
+        begin, end = self.bounds[self.rank]
+        super().__init__(modules[begin:end])
+        self.first_index = begin
+        self.is_first, self.is_last = self.rank == 0, self.rank == stages - 1
 
     def _peer(self, rank: int) -> int:
         """The global rank of the group's `rank`."""
@@ -87,21 +98,15 @@ class StageReplica(Replica):
                 _timed(dist.send, xm.grad.contiguous(), self._peer(self.rank - 1), self.group)
         self.saved = []
 
+    def serial_grads(self):
+        return {f"{i + self.first_index}.{name}": p.grad for i, m in enumerate(self.modules) for name, p in m.named_parameters()}
+
 
 class PipelineReplica(StageReplica):
     def __init__(self, layers: list[Layer], modules: list[nn.Module], group, stages: int, micro_batches: int,
                  graph_starts: tuple[int, ...] = (), graph: ModelGraph | None = None):
-        starts = stage_starts(layers, stages, graph_starts, graph)
-        self.rank = dist.get_rank(group)
-        self.group, self.stages, self.micro_batches = group, stages, micro_batches
-        self.stage_starts = starts
-        ends = starts[1:] + [len(layers)]
-        begin, end = starts[self.rank], ends[self.rank]
-        super().__init__(modules[begin:end])
-        self.first_index = begin
-        self.in_shape = layers[begin].input_shape
-        self.out_shape = layers[end - 1].output_shape
-        self.is_first, self.is_last = self.rank == 0, self.rank == stages - 1
+        super().__init__(layers, modules, group, stages, micro_batches, graph_starts, graph)
+        self.in_shape = layers[self.first_index].input_shape
 
     def local_batch(self, x, y):
         if x.shape[0] % self.micro_batches:
@@ -122,6 +127,3 @@ class PipelineReplica(StageReplica):
 
     def backward(self, loss) -> None:
         self.backward_saved()
-
-    def serial_grads(self):
-        return {f"{i + self.first_index}.{name}": p.grad for i, m in enumerate(self.modules) for name, p in m.named_parameters()}
