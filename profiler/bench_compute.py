@@ -759,7 +759,7 @@ def small_conv_params(three_d: bool, designs: dict = SMALL_CONV_DESIGN) -> list[
 #: arithmetic: oneDNN reorders the plain weight into its blocked layout on every forward and backward-data call,
 #: and the weight-gradient pass reorders it back and accumulates it sample by sample (2-core VM: a 124 MB 5x5x5
 #: convolution on a 2x2x2 map ran at ~1 GB/s of weight forward, its weight gradient ~0.55 s + 55 ms per sample,
-#: 7.5x slower than the fitted efficiency predicted). calibrate.conv_weight fits a time floor from these points.
+#: 7.5x slower than the fitted efficiency predicted). calibrate.backends.host_fit fits a time floor from these points.
 WEIGHT_DESIGN_LLC_MULTIPLES = (0.25, 2.0)
 WEIGHT_DESIGN_BATCHES = (1, 8)
 #: the design's kernels: 3x3 (oneDNN's direct kernels) and 7x7, wider than the 2x2 map, which oneDNN runs as im2col

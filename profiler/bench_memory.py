@@ -90,7 +90,7 @@ FIRST_TOUCH_THRESHOLD_MULTIPLES = (1.5, 3.0)
 def first_touch_cases(device: str) -> list[BenchCase]:
     """CPU: write a tensor above the mmap threshold into fresh pages (`fresh`: a private anonymous mapping, as glibc
     maps such a block, written and unmapped) and into one allocated once (`reused`); their difference per byte is
-    what every tensor of that size costs a training step on top of its kernel (calibrate.first_touch). The mapping
+    what every tensor of that size costs a training step on top of its kernel (calibrate.backends.host). The mapping
     is made directly: a torch.empty of that size can be carved from a heap an earlier section grew (no trimming),
     and then touches no new page (48 MiB after the STREAM section: 1.9 ms fresh against 2.7 ms reused)."""
     if device.startswith("cuda"):

@@ -21,7 +21,7 @@ from profiler.outputs import check_output, check_writable, write_atomic  # noqa:
 SCHEMA_VERSION = 1
 
 _Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-#: Sample.extra["layer"] of the weight-bound convolution design (profiler.bench_compute, calibrate.conv_weight)
+#: Sample.extra["layer"] of the weight-bound convolution design (profiler.bench_compute, calibrate.backends.host_fit)
 WEIGHT_DESIGN_LAYER = "weight_design"
 
 #: a duration or amount that must be finite and larger than zero
