@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Optional, Protocol, Sequence
 
+from calibrate.backends.gpu import GpuBackend
+from calibrate.backends.host import HostBackend
 from profiler.errors import UserError
 
 
@@ -59,42 +61,21 @@ class Backend(Protocol):
         """Lines of `profiler show` for the backend's own coefficients."""
 
 
-def host_backend(threads: Optional[int] = None, lanes: Optional[int] = None) -> Backend:
-    from calibrate.backends.host import HostBackend
-
-    return HostBackend(threads, lanes)
-
-
-def gpu_backend() -> Backend:
-    from calibrate.backends.gpu import GpuBackend
-
-    return GpuBackend()
-
-
 def for_coefficients(coefficients) -> Backend:
     """The backend of a fitted or published profile's coefficients (Coefficients.device_is_host)."""
-    if coefficients.device_is_host:
-        from calibrate.backends.host import HostBackend
-
-        return HostBackend.of_coefficients(coefficients)
-    return gpu_backend()
+    return HostBackend.of_coefficients(coefficients) if coefficients.device_is_host else GpuBackend()
 
 
 def for_profile(machine, samples: Sequence) -> Backend:
     """The backend a profile's samples are fitted with: the host's when the machine records no GPU and every
     sample ran on the CPU, else the GPU's."""
     if (machine is None or not machine.gpus) and all(s.device.startswith("cpu") for s in samples):
-        from calibrate.backends.host import HostBackend
-
         return HostBackend.of_machine(machine)
-    return gpu_backend()
+    return GpuBackend()
 
 
-def _other_backends_features() -> frozenset:
-    from calibrate.backends.gpu import GpuBackend
-    from calibrate.backends.host import HostBackend
-
-    return HostBackend.own_features | GpuBackend.own_features
+#: every backend's own feature columns (a fit may have stored another backend's: feature_row)
+OWN_FEATURES = HostBackend.own_features | GpuBackend.own_features
 
 
 def feature_row(names: Sequence[str], features: Sequence[float], stored: Sequence[str]) -> Sequence[float]:
@@ -108,7 +89,7 @@ def feature_row(names: Sequence[str], features: Sequence[float], stored: Sequenc
     for name in stored:
         if name in values:
             row.append(values[name])
-        elif name in _other_backends_features():
+        elif name in OWN_FEATURES:
             row.append(0.0)
         else:
             raise UserError(f"a compute fit names the feature {name!r}, which no backend computes "

@@ -100,5 +100,5 @@ def test_measured_float8_linear_samples_fit_their_own_families():
                for v in ("fwd", "bwd_data", "bwd_weight") for m in (64, 128, 256, 512, 1024, 2048, 4096, 8192)]
     points = compute_points(samples)
     assert sorted(points) == ["linear/bwd_data/float8", "linear/bwd_weight/float8", "linear/fwd/float8"]
-    fit = _fit_family("linear/fwd/float8", points["linear/fwd/float8"], 3e12, 0, ("trees",), backends.gpu_backend())
+    fit = _fit_family("linear/fwd/float8", points["linear/fwd/float8"], 3e12, 0, ("trees",), backends.GpuBackend())
     assert fit.kind == "flops" and fit.n_samples == 8 and fit.peak_per_s == pytest.approx(1e15, rel=0.1)
