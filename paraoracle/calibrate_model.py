@@ -66,6 +66,7 @@ def precheck(args) -> None:
     """What profiler.cmd_calibrate.run checks before its first benchmark, checked before the model is traced."""
     device = cmd_calibrate.resolve_device(args.device)
     sections = cmd_calibrate.parse_sections(args.only, device)
+    cmd_calibrate.check_grid(args, device)
     if "compute" not in sections:
         raise UserError("--model: the model's shapes are measured in the compute section; add compute to --only")
     if "collectives" in sections:

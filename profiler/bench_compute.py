@@ -185,6 +185,8 @@ POINTWISE_CONV_DESIGN = {
     True: dict(channels=(1, 4, 8, 16, 32), filters=(4, 8, 16, 32), sizes=(4, 8, 16), batches=(2, 8, 32),
                rotations=1, kernel=1, strides=(1, 2), padding=0),
 }
+#: the conv `layer` tag of CONV2D_GPU_DESIGN's points
+GPU_DESIGN_LAYER = "gpu_kernel_design"
 QUICK_SPLIT_LAYERS = {"resnet_res2_3x3", "resnet_res4_3x3", "cosmo_conv4_3x3x3", "narrow3d_4to8_3x3x3"}
 # (M, N, K): cubes from 64 to 1024 and products with one small side. With 8 shapes, 5-fold cross-validation
 # trained on 6 shapes and its held-out median error ranged 5-18% over three quick profiles (2026-11-30).
@@ -222,6 +224,72 @@ LINEAR_SHAPES_FULL = LINEAR_SHAPES_QUICK + [(2, 1000, 25088), (32, 4096, 4096), 
 LINEAR_SHAPES_GPU_EXTRA = [(64, 4096, 25088), (256, 4096, 25088), (512, 4096, 4096), (256, 1000, 2048),
                            (128, 8192, 8192), (512, 16384, 4096), (1, 16384, 16384)]
 LINEAR_SHAPES_TINY = [(2, 8, 16), (16, 32, 8)]
+
+# ---- the GPU grids (docs/calibration.md "Shape grids"; docs/decisions/2026-12-06-gpu-grid.md) -------------------
+# What the GPU kernel model's constants need (calibrate.gpu_kernels): waves and tile quantisation over GEMMs from 128
+# to 8192 a side; the memory-bound regime of skinny products (a side of 8-64); split-K over a large reduction (K up
+# to 500000, DeepBench's language-model products); transposed operands; and convolutions in all three passes with
+# 1x1, 3x3, 5x5 and 7x7 kernels at strides 1 and 2, 3 (first layers: no tensor-core alignment), 64, 256 and 512
+# channels, on 7x7 to 224x224 maps. Within a budget: the full GPU grid (every section a plain `profiler calibrate
+# --device cuda` runs) stays under GPU_GRID_BUDGET_S of benchmarks at GPU_SECONDS_PER_POINT.
+#: seconds one GPU point takes, build, cuDNN's search and timing included: an H200 measured 2005 of the 2668 points
+#: of a GPU calibration in 200 s (timer settings of profiler.cases.timer_settings, unchanged since)
+GPU_SECONDS_PER_POINT = 200 / 2005
+#: the full GPU grid's benchmarks must finish within this on one H100-class GPU (issue 37)
+GPU_GRID_BUDGET_S = 180.0
+#: (M, N, K, transpose_a, transpose_b): C = op(A) op(B) as torch.matmul runs it on row-major tensors, op(A) = A
+#: stored (K, M) and passed transposed where transpose_a (B stored (N, K) where transpose_b), the operand order
+#: calibrate.gpu_kernels.GEMM_PASS_TRANSPOSES names linear layers' products in
+GEMM_SHAPES_GPU = [
+    # waves and tiles: squares and rectangles from 64 to 8192 a side
+    (64, 64, 64, False, False), (128, 128, 128, False, False), (256, 256, 256, False, False),
+    (512, 512, 512, False, False), (1024, 1024, 1024, False, False), (2048, 2048, 2048, False, False),
+    (4096, 4096, 4096, False, False), (8192, 8192, 8192, False, False), (256, 2048, 512, False, False),
+    (2048, 1024, 1024, False, False), (256, 4096, 4096, False, False), (4096, 4096, 256, False, False),
+    # skinny: one side of 8-64 (memory-bound; DeepSpeech's and a small batch's products)
+    (8, 4096, 4096, False, False), (16, 2048, 2048, False, False), (32, 8192, 2048, False, False),
+    (64, 1024, 4096, False, False), (4096, 8, 4096, False, False), (2048, 16, 2048, False, False),
+    (8192, 32, 2048, False, False), (4096, 64, 1024, False, False),
+    # a large reduction: split-K
+    (512, 512, 131072, False, False), (1024, 16, 500000, False, False), (64, 64, 262144, False, False),
+    # transposed operands, skinny and square
+    (2048, 16, 2048, True, False), (4096, 64, 4096, True, False), (1024, 1024, 1024, True, False),
+    (4096, 4096, 4096, True, False), (1024, 16, 500000, True, False), (1024, 16, 512, False, True),
+    (1024, 1024, 1024, False, True), (4096, 4096, 4096, False, True), (2048, 32, 2048, True, True),
+]
+#: the quick GPU grid's GEMMs: one of each kind above
+GEMM_SHAPES_GPU_QUICK = [GEMM_SHAPES_GPU[i] for i in (1, 3, 4, 6, 8, 12, 16, 19, 21, 23, 25, 29, 31)]
+#: linear layers on a GPU (M = batch or tokens, N = out, K = in features): classifier heads at batch 1-512, VGG's
+#: 25088-wide fc1, the products of transformer layers at thousands of tokens, and a 65536-wide head beyond L2
+LINEAR_SHAPES_GPU = [(1, 1000, 2048), (1, 4096, 4096), (8, 4096, 4096), (32, 1024, 1024), (32, 64, 4096),
+                     (64, 4096, 512), (128, 1000, 512), (256, 512, 1024), (16, 512, 4096), (8, 256, 65536),
+                     (64, 4096, 25088), (256, 4096, 25088), (512, 4096, 4096), (256, 1000, 2048), (128, 8192, 8192),
+                     (512, 16384, 4096), (1, 16384, 16384), (2048, 4096, 1024), (8192, 3072, 768),
+                     (4096, 1024, 4096)]
+LINEAR_SHAPES_GPU_QUICK = [LINEAR_SHAPES_GPU[i] for i in (0, 2, 3, 5, 7, 9, 10, 12, 14, 16, 17, 19)]
+#: the GPU convolution design, beside the archetypes at 8x their CPU batch: (name, C, F, H=W, kernel, stride,
+#: padding, batch). Every kernel size at both strides; 3, 64, 256 and 512 input channels; maps 7 to 224.
+CONV2D_GPU_DESIGN = [
+    ("k1_64to256_56", 64, 256, 56, 1, 1, 0, 32), ("k1_256to64_56", 256, 64, 56, 1, 1, 0, 32),
+    ("k1_256to512_28s2", 256, 512, 28, 1, 2, 0, 32), ("k1_512to512_7", 512, 512, 7, 1, 1, 0, 64),
+    ("k1_64to64_112s2", 64, 64, 112, 1, 2, 0, 16), ("k1_512to256_14", 512, 256, 14, 1, 1, 0, 8),
+    ("k3_3to64_224", 3, 64, 224, 3, 1, 1, 8), ("k3_3to64_112s2", 3, 64, 112, 3, 2, 1, 32),
+    ("k3_64to64_224", 64, 64, 224, 3, 1, 1, 8), ("k3_256to256_56", 256, 256, 56, 3, 1, 1, 8),
+    ("k3_256to256_28s2", 256, 256, 28, 3, 2, 1, 16), ("k3_512to512_14s2", 512, 512, 14, 3, 2, 1, 16),
+    ("k3_512to512_7", 512, 512, 7, 3, 1, 1, 8), ("k5_3to64_112s2", 3, 64, 112, 5, 2, 2, 16),
+    ("k5_64to64_56", 64, 64, 56, 5, 1, 2, 16), ("k5_256to256_14", 256, 256, 14, 5, 1, 2, 16),
+    ("k5_64to256_28s2", 64, 256, 28, 5, 2, 2, 32), ("k5_512to512_7", 512, 512, 7, 5, 1, 2, 16),
+    ("k7_3to64_224s2", 3, 64, 224, 7, 2, 3, 64), ("k7_64to64_56", 64, 64, 56, 7, 1, 3, 16),
+    ("k7_256to256_14", 256, 256, 14, 7, 1, 3, 16), ("k7_64to64_112s2", 64, 64, 112, 7, 2, 3, 8),
+    ("k7_512to512_7", 512, 512, 7, 7, 1, 3, 16), ("k7_256to512_28s2", 256, 512, 28, 7, 2, 3, 8),
+]
+#: the quick GPU grid's share of the design: every kernel size at both strides, first layers included
+CONV2D_GPU_DESIGN_QUICK = [CONV2D_GPU_DESIGN[i] for i in (0, 2, 6, 7, 9, 11, 14, 16, 18, 19, 21, 22)]
+#: memory-bound activations on a GPU: launch-bound (65k elements), L2-resident (6.4M) and DRAM-bound (51M and 67M
+#: elements, beyond every L2), 2-D and 3-D
+MEMORY_OP_SHAPES_GPU = [dict(N=16, C=64, H=8, W=8), dict(N=32, C=64, H=56, W=56), dict(N=64, C=256, H=56, W=56),
+                        dict(N=8, C=32, D=64, H=64, W=64)]
+MEMORY_OP_SHAPES_GPU_QUICK = [MEMORY_OP_SHAPES_GPU[i] for i in (0, 2, 3)]
 # Memory-bound op activations (N, C, H, W[, D]), 2-D and 3-D (3-D pooling and normalisation kernels are separate
 # and slower code paths): element counts from 4k to 13M at about 2x steps, so the fit sees the cache-resident,
 # the L3 and the DRAM regimes (and the page faults of freshly allocated outputs beyond glibc's mmap threshold)
@@ -293,8 +361,8 @@ def choose_grid(device: str, quick: bool) -> GridChoice:
     dtypes = GPU_DTYPES if device.startswith("cuda") else CPU_DTYPES
     if tiny:
         return GridChoice("tiny", (1,), 1, dtypes[:1])
-    if device.startswith("cuda"):
-        return GridChoice("quick", (8,), 8, dtypes) if quick else GridChoice("full", (1, 8, 32), 8, dtypes)
+    if device.startswith("cuda"):  # the archetypes at 8x; the full grid adds the kernel design (GEMM_SHAPES_GPU, ...)
+        return GridChoice("quick" if quick else "full", (8,), 8, dtypes)
     return GridChoice("quick", (1,), 1, dtypes) if quick else GridChoice("full", (1, 4), 1, dtypes)
 
 
@@ -368,14 +436,28 @@ def _like(t: torch.Tensor, dtype: str) -> torch.Tensor:
     return _tensor(tuple(t.shape), dtype, str(t.device))
 
 
-def gemm_case(M: int, N: int, K: int, dtype: str, device: str) -> BenchCase:
+def gemm_case(M: int, N: int, K: int, dtype: str, device: str, transpose_a: bool = False,
+              transpose_b: bool = False) -> BenchCase:
+    """C = op(A) op(B) for op(A) (M, K), op(B) (K, N): A stored (K, M) and passed as its transposed view where
+    transpose_a, B stored (N, K) where transpose_b (GEMM_SHAPES_GPU). On the host C is written into one
+    preallocated tensor (calibrate.shapes.PREALLOCATED_IN_BENCHMARK; the cost model adds its first touch); on a
+    GPU it is allocated per call as autograd allocates a result (the caching allocator hands back the block the
+    previous call freed, as in a training step). params record the transposes on a GPU, where they are set."""
+    gpu = str(device).startswith("cuda")
+
     def build():
-        a, b = _tensor((M, K), dtype, device), _tensor((K, N), dtype, device)
+        a = _tensor((K, M), dtype, device).t() if transpose_a else _tensor((M, K), dtype, device)
+        b = _tensor((N, K), dtype, device).t() if transpose_b else _tensor((K, N), dtype, device)
+        if gpu:
+            return lambda: torch.matmul(a, b)
         c = torch.empty(M, N, dtype=TORCH_DTYPES[dtype], device=device)
         return lambda: torch.matmul(a, b, out=c)
 
-    return BenchCase("gemm", "fwd", {"M": M, "N": N, "K": K}, dtype, gemm_flops(M, N, K),
-                       gemm_bytes(M, N, K, element_bytes(dtype)), build)
+    params = {"M": M, "N": N, "K": K}
+    if gpu or transpose_a or transpose_b:
+        params.update(transpose_a=bool(transpose_a), transpose_b=bool(transpose_b))
+    return BenchCase("gemm", "fwd", params, dtype, gemm_flops(M, N, K), gemm_bytes(M, N, K, element_bytes(dtype)),
+                     build)
 
 
 def linear_fwd(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -388,10 +470,14 @@ def linear_bwd_data(dy: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return torch.mm(dy, w)
 
 
-def linear_bwd_weight(dy: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def linear_bwd_weight(dy: torch.Tensor, x: torch.Tensor, dw: Optional[torch.Tensor] = None,
+                      db: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, torch.Tensor]:
     """dW = dY^T X over the transposed view of dY (mm_mat2_backward, as W^T was column-major), reducing over
-    the batch; db = the batch sum of dY that autograd's sum_to takes for the broadcast bias."""
-    return torch.mm(dy.t(), x), torch.sum(dy, 0, keepdim=True)
+    the batch; db = the batch sum of dY that autograd's sum_to takes for the broadcast bias. Into dw (N, K) and
+    db (1, N) where given (the host benchmark's reused weight-gradient buffers, `linear_cases`)."""
+    if dw is None:
+        return torch.mm(dy.t(), x), torch.sum(dy, 0, keepdim=True)
+    return torch.mm(dy.t(), x, out=dw), torch.sum(dy, 0, keepdim=True, out=db)
 
 
 #: pass -> (the call, the operands it takes, by name)
@@ -404,14 +490,26 @@ def linear_cases(M: int, N: int, K: int, dtype: str, device: str, tags: dict | N
     (AddmmBackward0, torch/csrc/autograd/FunctionsManual.cpp): fwd `linear_fwd`, bwd_data `linear_bwd_data`,
     bwd_weight `linear_bwd_weight`, on operands allocated as training holds them (X (M, K), W (N, K), b (N,)
     and dY (M, N), each contiguous). FLOPs 2MNK per pass and bytes A, B and C once (profiler.opmath's
-    gemm_flops and gemm_bytes, which calibrate.shapes.work counts them with too)."""
+    gemm_flops and gemm_bytes, which calibrate.shapes.work counts them with too).
+
+    Results are allocated per call as autograd allocates them, except the host's weight gradient: it is written
+    into buffers of the point's own (one per operand copy), so that whether the timed call also faults in a fresh
+    (N, K) tensor does not depend on what the process freed before (glibc serves a block of the mmap threshold
+    from a large enough free heap top, else maps it afresh: 5 ms or 42 ms for M = 8, 4096 x 4096 on the 2-core VM);
+    the cost model adds the first touch of what training allocates (calibrate.shapes.PREALLOCATED_IN_BENCHMARK;
+    docs/decisions/2026-12-06-gpu-grid.md). On a GPU the caching allocator hands each call the block the last
+    one freed, as in a training step."""
     params = {"M": M, "N": N, "K": K}
+    reuse_weight_grad = not str(device).startswith("cuda")
 
     def builder(variant: str):
         def build():
             shape = {"x": (M, K), "w": (N, K), "b": (N,), "dy": (M, N)}
             fn, operands = LINEAR_PASSES[variant]
             args = [_tensor(shape[name], dtype, device) for name in operands]
+            if variant == "bwd_weight" and reuse_weight_grad:
+                args += [torch.empty(N, K, dtype=TORCH_DTYPES[dtype], device=device),
+                         torch.empty(1, N, dtype=TORCH_DTYPES[dtype], device=device)]
             return lambda: fn(*args)
 
         return build
@@ -522,8 +620,15 @@ def memory_op_case(op: str, variant: str, params: dict, dtype: str, device: str)
         return lambda: torch.ops.aten.native_batch_norm_backward(dy, x, w, rm, rv, mean, invstd, True, 1e-5,
                                                                  [True, True, True])
 
+    # ReLU's forward and the add write into a preallocated result on the host (calibrate.shapes.PREALLOCATED_IN_BENCHMARK:
+    # the cost model adds the first touch); on a GPU they allocate it per call, from the caching allocator, as autograd does
+    gpu = str(device).startswith("cuda")
+
     def build_relu_fwd():
-        x, y = _tensor(dims, dtype, device), torch.empty(dims, **tensor_kw)
+        x = _tensor(dims, dtype, device)
+        if gpu:
+            return lambda: torch.relu(x)
+        y = torch.empty(dims, **tensor_kw)
         return lambda: torch.clamp(x, min=0, out=y)
 
     def build_relu_bwd():
@@ -532,6 +637,8 @@ def memory_op_case(op: str, variant: str, params: dict, dtype: str, device: str)
 
     def build_add():
         a, b = _tensor(dims, dtype, device), _tensor(dims, dtype, device)
+        if gpu:
+            return lambda: torch.add(a, b)
         c = torch.empty(dims, **tensor_kw)
         return lambda: torch.add(a, b, out=c)
 
@@ -711,9 +818,9 @@ def token_op_case(op: str, variant: str, params: dict, dtype: str, device: str) 
 
 
 def transformer_cases(grid: str, dtype: str, device: str) -> list[BenchCase]:
-    """Every transformer case of a grid ("tiny", "quick", "full"; a GPU adds the "gpu" sizes)."""
-    size = "tiny" if grid == "tiny" else grid
+    """Every transformer case of a grid ("tiny", "quick", "full"; a GPU runs the quick and the "gpu" sizes)."""
     gpu = device.startswith("cuda") and grid != "tiny"
+    size = "tiny" if grid == "tiny" else "quick" if gpu else grid  # a GPU: the small sizes and the "gpu" ones
     cases = []
     for shape in BMM_SHAPES[size] + (BMM_SHAPES["gpu"] if gpu else []):
         cases += bmm_cases(*shape, dtype, device)
@@ -787,7 +894,7 @@ def weight_design_params(llc_bytes: int, element_bytes: int = 4, kernel: int = 3
 def plan_compute(device: str, quick: bool) -> list[BenchCase]:
     """Every compute point of the chosen grid, in run order (dtype-major so flags change rarely)."""
     grid = choose_grid(device, quick)
-    full = grid.name == "full"
+    full, gpu = grid.name == "full", device.startswith("cuda")
     cases: list[BenchCase] = []
     for dtype in grid.dtypes:
         first = len(cases)
@@ -796,10 +903,23 @@ def plan_compute(device: str, quick: bool) -> list[BenchCase]:
             convs = [({}, {"N": 1, "C": 4, "F": 8, "H": 16, "W": 16, "kernel": 3, "stride": 1, "padding": 1}),
                      ({}, {"N": 1, "C": 2, "F": 4, "D": 8, "H": 8, "W": 8, "kernel": 3, "stride": 1, "padding": 1})]
             mem_shapes, im2col = MEMORY_OP_SHAPES_TINY, []
+        elif gpu:
+            gemms = GEMM_SHAPES_GPU if full else GEMM_SHAPES_GPU_QUICK
+            linears = LINEAR_SHAPES_GPU if full else LINEAR_SHAPES_GPU_QUICK
+            convs, im2col = [], []
+            for layers, three_d in ((CONV2D_LAYERS, False), (CONV3D_LAYERS, True)):
+                for layer in layers:
+                    for scale in grid.batch_scales:
+                        # splits of two 3-D layers: the kernel model costs a 2-D convolution of any shape
+                        splits = scale == grid.split_scale and three_d and layer[0] in QUICK_SPLIT_LAYERS
+                        for tag, params in split_variants(_layer_params(layer, scale, three_d), splits):
+                            convs.append(({"layer": layer[0], "split": tag}, params))
+            convs += [({"layer": GPU_DESIGN_LAYER, "split": "base"}, _layer_params((*layer[:7], 1), layer[7], False))
+                      for layer in (CONV2D_GPU_DESIGN if full else CONV2D_GPU_DESIGN_QUICK)]
+            mem_shapes = MEMORY_OP_SHAPES_GPU if full else MEMORY_OP_SHAPES_GPU_QUICK
         else:
             gemms = GEMM_SHAPES_FULL if full else GEMM_SHAPES_QUICK
-            linears = (LINEAR_SHAPES_FULL if full else LINEAR_SHAPES_QUICK) + (
-                LINEAR_SHAPES_GPU_EXTRA if device.startswith("cuda") else [])
+            linears = LINEAR_SHAPES_FULL if full else LINEAR_SHAPES_QUICK
             convs, im2col = [], []
             for layers, three_d in ((CONV2D_LAYERS, False), (CONV3D_LAYERS, True)):
                 for layer in layers:
@@ -817,7 +937,7 @@ def plan_compute(device: str, quick: bool) -> list[BenchCase]:
                 im2col = [({"layer": WEIGHT_DESIGN_LAYER, "split": "base"}, p)
                           for p in weight_design_params(llc, size, IM2COL_DESIGN_KERNEL)]
             mem_shapes = MEMORY_OP_SHAPES_FULL if full else MEMORY_OP_SHAPES_QUICK
-        cases += [gemm_case(M, N, K, dtype, device) for M, N, K in gemms]
+        cases += [gemm_case(M, N, K, dtype, device, *transposes) for M, N, K, *transposes in gemms]
         for M, N, K in linears:
             cases += linear_cases(M, N, K, dtype, device)
         for tags, params in convs:
@@ -850,6 +970,15 @@ def _under_flags(build, flags: dict):
         return build()
 
     return build_with_flags
+
+
+def run_under_dtype_flags(case: BenchCase, device: str) -> BenchCase:
+    """The case, built under its dtype's backend flags (dtype_flags: TF32, cudnn.benchmark) and recording them, as
+    every grid point is; for points planned elsewhere (a shapes file, DeepBench's list)."""
+    flags = dtype_flags(case.dtype, device)
+    case.tags.update(flags)
+    case.build = _under_flags(case.build, flags)
+    return case
 
 
 # ---------------------------------------------------------------------------------------------- flags

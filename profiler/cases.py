@@ -16,6 +16,9 @@ GRID_ENV = "PARAORACLE_GRID"  # "tiny": a test-only grid of a few small points p
 #: a rotating CPU compute point cycles through operand copies adding up to this many times the last-level cache,
 #: so that each call finds its operands in memory, not in a cache the previous call of the same point warmed
 ROTATION_LLC_MULTIPLE = 1.5
+#: ... and a GPU point through copies adding up to this many times the L2 (an H100's L2 is two partitions that
+#: may each hold a copy of a line, and is not strictly LRU: twice its size leaves none of a set's lines behind)
+ROTATION_L2_MULTIPLE = 2.0
 #: at most this many operand copies: a point of a few KB stays cache-resident, as such a layer is in training
 MAX_OPERAND_COPIES = 64
 
@@ -36,7 +39,7 @@ class BenchCase:
     tags: dict = field(default_factory=dict)
     #: time every call with the CPU caches evicted first (2x the last-level cache written, untimed)
     cold: bool = False
-    #: on CPU, cycle through copies of the operands (operand_copies) instead of calling on one hot set
+    #: cycle through copies of the operands (operand_copies) instead of calling on one hot set
     rotate: bool = False
 
     @property
@@ -45,12 +48,13 @@ class BenchCase:
         return f"{self.benchmark} {self.variant} {self.dtype} {shape}"
 
 
-def operand_copies(bytes_moved: Optional[int], llc_bytes: int) -> int:
-    """Operand sets a rotating point cycles through: ceil(ROTATION_LLC_MULTIPLE * LLC / bytes), 1 to
-    MAX_OPERAND_COPIES (bytes: the point's compulsory traffic, every operand and result once)."""
+def operand_copies(bytes_moved: Optional[int], llc_bytes: int, multiple: float = ROTATION_LLC_MULTIPLE) -> int:
+    """Operand sets a rotating point cycles through: ceil(multiple * LLC / bytes), 1 to MAX_OPERAND_COPIES (bytes:
+    the point's compulsory traffic, every operand and result once; multiple: ROTATION_LLC_MULTIPLE on a CPU,
+    ROTATION_L2_MULTIPLE on a GPU)."""
     if not bytes_moved or bytes_moved <= 0:
         return 1
-    return max(1, min(MAX_OPERAND_COPIES, math.ceil(ROTATION_LLC_MULTIPLE * llc_bytes / bytes_moved)))
+    return max(1, min(MAX_OPERAND_COPIES, math.ceil(multiple * llc_bytes / bytes_moved)))
 
 
 def rotating(build: Callable[[], Callable[[], object]], copies: int) -> Callable[[], object]:
@@ -62,15 +66,18 @@ def rotating(build: Callable[[], Callable[[], object]], copies: int) -> Callable
 
 
 def measure_case(case: BenchCase, device: str, timer_kwargs: dict, llc_bytes: int = 0) -> Sample:
-    """Build the case, time it with the one harness, keep every per-call time. A `rotate` case on CPU with the
-    last-level cache size given cycles through operand_copies() operand sets: a layer in a training step
+    """Build the case, time it with the one harness, keep every per-call time. A `rotate` case with the last-level
+    cache size given (a GPU's: its L2) cycles through operand_copies() operand sets: a layer in a training step
     reads weights last touched a whole step earlier and activations saved in the forward pass, which a point
     called back to back on one operand set would find in cache (in-step profiles of random nets: forward
-    convolutions and linear layers 1.0-1.9x their hot benchmark time, 0.9-1.1x their rotating one)."""
-    copies = (operand_copies(case.bytes_moved, llc_bytes)
-              if case.rotate and llc_bytes and not device.startswith("cuda") else 1)
+    convolutions and linear layers 1.0-1.9x their hot benchmark time, 0.9-1.1x their rotating one). On a GPU the
+    timer's L2 flush only makes each sample's first call cold; the copies make every call so. On a GPU the first
+    call runs before the timer: cudnn.benchmark searches a shape's algorithms then (the copies share its choice)."""
+    gpu = device.startswith("cuda")
+    copies = (operand_copies(case.bytes_moved, llc_bytes, ROTATION_L2_MULTIPLE if gpu else ROTATION_LLC_MULTIPLE)
+              if case.rotate and llc_bytes else 1)
     fn = rotating(case.build, copies)
-    if device.startswith("cuda"):
+    if gpu:
         fn()  # cudnn.benchmark autotunes on a shape's first call, which can outlast the timer's warm-up
     evict = 0
     if case.cold and not device.startswith("cuda"):

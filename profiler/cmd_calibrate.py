@@ -28,12 +28,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from profiler import store
 from profiler.allocator import keep_freed_memory
-from profiler.bench_compute import choose_grid, plan_compute
+from profiler.bench_compute import GPU_SECONDS_PER_POINT, choose_grid, plan_compute
 from profiler.bench_framework import measure_cold, plan_framework
 from profiler.bench_input import input_cases
 from profiler.bench_memory import first_touch_cases, host_device_cases, last_level_cache_bytes, stream_cases
-from profiler.cases import (MAX_OPERAND_COPIES, ROTATION_LLC_MULTIPLE, BenchCase, compute_passes, measure_case,
-                            timer_settings)
+from profiler.cases import (MAX_OPERAND_COPIES, ROTATION_L2_MULTIPLE, ROTATION_LLC_MULTIPLE, BenchCase, compute_passes,
+                            measure_case, timer_settings)
 from profiler.cliutil import thread_count
 from profiler.comm import section as collectives
 from profiler.errors import UserError
@@ -43,6 +43,8 @@ from profiler.shape_file import load_shape_cases
 from profiler.threads import rank_share_threads
 
 SECTIONS = ("compute", "memory", "input", "host_device", "collectives")
+#: the compute section's shapes (--grid): the device's own grid, or DeepBench's list (profiler.bench_deepbench)
+GRIDS = ("default", "deepbench")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -50,6 +52,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="where to run the benchmarks (default auto: cuda when a GPU is visible, else cpu)")
     parser.add_argument("--quick", action="store_true",
                         help="a smaller grid (CPU: compute + memory in well under 90 s on 2 cores)")
+    parser.add_argument("--grid", choices=GRIDS, default="default",
+                        help="the compute section's shapes: default (the device's grid; --quick a smaller one) or "
+                             "deepbench (--device cuda: DeepBench's GEMM and convolution list in float32 and float16, "
+                             "to set beside DeepBench's published times)")
     parser.add_argument("--only", default=None,
                         help=f"comma-separated sections to run (default: all the device has: {', '.join(SECTIONS)}; "
                              "host_device only on cuda; collectives only with >= 2 ranks)")
@@ -98,6 +104,17 @@ def parse_sections(only: str | None, device: str) -> list[str]:
     return [s for s in SECTIONS if s in items]
 
 
+def check_grid(args, device: str) -> str:
+    """The --grid asked for; UserError for a combination that cannot run (before any benchmark)."""
+    grid = getattr(args, "grid", "default")
+    if grid == "deepbench":
+        if device != "cuda":
+            raise UserError("--grid deepbench: DeepBench's shapes are GPU kernels; use --device cuda")
+        if args.quick:
+            raise UserError("--grid deepbench runs DeepBench's whole list; drop --quick")
+    return grid
+
+
 @dataclass
 class Calibration:
     """The samples and settings gathered so far, and how to turn them into a Profile."""
@@ -122,7 +139,10 @@ def save_uninterrupted(profile: Profile, path: Path) -> None:
         signal.signal(signal.SIGINT, previous)
 
 
-def plan_section(name: str, device: str, quick: bool) -> list[BenchCase]:
+def plan_section(name: str, device: str, quick: bool, grid: str = "default") -> list[BenchCase]:
+    if name == "compute" and grid == "deepbench":
+        from profiler.bench_deepbench import plan_deepbench
+        return plan_deepbench(device)
     if name == "compute":
         return plan_compute(device, quick) + plan_framework(device)
     if name == "memory":
@@ -228,6 +248,7 @@ def run(args, fit: Optional[Fit] = None) -> int:
         return collectives.run_worker(args)
     device = resolve_device(args.device)
     sections = parse_sections(args.only, device)
+    grid_asked = check_grid(args, device)
     if "collectives" in sections:
         collectives.preflight(args, device, args.quick)  # bad collectives flags fail before any benchmark runs
     threads, threads_source = benchmark_threads(args, device)
@@ -236,6 +257,9 @@ def run(args, fit: Optional[Fit] = None) -> int:
     out = store.resolve_out(args.out, machine.hostname, args.force)
     allocator = keep_freed_memory()  # the malloc regime the validation runs use too (profiler/allocator.py)
     grid = choose_grid(device, args.quick)
+    if grid_asked == "deepbench":
+        from profiler.bench_deepbench import DEEPBENCH_DTYPES
+        grid = dataclasses.replace(grid, name="deepbench", dtypes=DEEPBENCH_DTYPES)
     settings = {
         "command": "profiler calibrate " + " ".join(sys.argv[2:]),
         "device": device, "quick": bool(args.quick), "grid": grid.name, "sections": sections,
@@ -243,11 +267,12 @@ def run(args, fit: Optional[Fit] = None) -> int:
         "threads_source": threads_source,
         "timer": timer_settings(device, args.quick), "conv_layout": "NCHW (contiguous)",
         "last_level_cache_bytes": last_level_cache_bytes(device), "allocator": allocator,
-        "operands": ("one set per point, L2 flushed before each sample" if device.startswith("cuda") else
-                     f"rotating: copies adding up to {ROTATION_LLC_MULTIPLE} x the last-level cache, "
-                     f"at most {MAX_OPERAND_COPIES}"),
+        "operands": (f"rotating: copies adding up to {ROTATION_L2_MULTIPLE} x the L2, at most {MAX_OPERAND_COPIES}; "
+                     "L2 flushed before each sample; results from the caching allocator" if device.startswith("cuda")
+                     else f"rotating: copies adding up to {ROTATION_LLC_MULTIPLE} x the last-level cache, "
+                          f"at most {MAX_OPERAND_COPIES}"),
     }
-    plans = {name: plan_section(name, device, args.quick) for name in sections if name != "collectives"}
+    plans = {name: plan_section(name, device, args.quick, grid.name) for name in sections if name != "collectives"}
     if args.shapes:
         if "compute" not in plans:
             raise UserError("--shapes: the shapes are measured in the compute section; add compute to --only")
@@ -266,8 +291,10 @@ def run(args, fit: Optional[Fit] = None) -> int:
     cal = Calibration(machine=machine, created=utc_now_iso(), settings=settings)
     console = Console(stderr=True, highlight=False, soft_wrap=True)
     planned = ", ".join(f"{name} {settings['points'][name]} points" for name in plans)
+    estimate = (f" (about {sum(settings['points'].values()) * GPU_SECONDS_PER_POINT:.0f} s on an H100-class GPU)"
+                if device.startswith("cuda") and plans else "")
     console.print(f"profiler calibrate: {device}, {grid.name} grid: {planned or 'no single-process points'}"
-                  f"{', collectives' if 'collectives' in sections else ''} -> {out}")
+                  f"{estimate}{', collectives' if 'collectives' in sections else ''} -> {out}")
     if fallback:
         console.print(f"profiler calibrate: warning: STREAM runs as torch ops, not kernels/stream.cu ({fallback})")
     started = time.perf_counter()

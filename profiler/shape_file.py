@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 
 from profiler.bench_compute import (bmm_cases, conv_cases, conv_spatial, gemm_case, linear_cases, memory_op_case,
-                                    sdpa_cases, token_op_case)
+                                    run_under_dtype_flags, sdpa_cases, token_op_case)
 from profiler.cases import BenchCase
 from profiler.dtypes import canonical_dtype
 from profiler.errors import UserError
@@ -142,6 +142,7 @@ def load_shape_cases(path: str, device: str, dtypes: tuple[str, ...]) -> list[Be
             key = (case.benchmark, case.variant, case.dtype, shape_key(case.params))
             if key not in seen:
                 seen.add(key)
-                case.rotate = True  # measured as the grid's points are (profiler.cases.measure_case)
-                cases.append(case)
+                # measured as the grid's points are (profiler.cases.measure_case), under their dtype's flags
+                case.rotate = True
+                cases.append(run_under_dtype_flags(case, device))
     return cases
