@@ -1,6 +1,7 @@
 """Validation against published measured runs: the corpus reader, the mapping rules, the scores and the CLI."""
 import copy
 import json
+import statistics
 
 import pytest
 import yaml
@@ -26,11 +27,12 @@ def records():
 
 
 def test_shipped_corpus_loads_with_sources(corpus):
-    assert len(corpus) == 340
+    assert len(corpus) == 361
     timed = [r for r in corpus if r.measured_s is not None]
-    assert len(timed) == 315 and all(r.measured_s > 0 for r in timed)
-    assert {r.source for r in corpus} == {"dle", "dlperf", "mlperf", "tfbench", "horovod", "akiba2017", "jia2018"}
-    assert all(r.url for r in corpus if r.source in ("dle", "dlperf", "mlperf", "tfbench"))
+    assert len(timed) == 336 and all(r.measured_s > 0 for r in timed)
+    assert {r.source for r in corpus} == {"dle", "dlperf", "mlperf", "mlperfhpc", "tfbench", "horovod", "akiba2017",
+                                          "jia2018"}
+    assert all(r.url for r in corpus if r.source in ("dle", "dlperf", "mlperf", "mlperfhpc", "tfbench"))
     assert (CORPUS_DIR / "SOURCES.md").is_file()
 
 
@@ -100,6 +102,34 @@ def test_every_representable_record_maps_to_a_shipped_profile(corpus):
     # MLPerf's MXNet ResNet reduces every gradient in one group after backward (MXNET_HOROVOD_NUM_GROUPS=1)
     assert by_id["mlperf-v0_6-nvidia-dgx1_n130_ngc19_05_mxnet"].framework == "no-overlap"
     assert by_id["dle-pyt-resnet50_v1.5-dgx1-16-fp32-8gpu"].framework == "ddp"
+
+
+def test_rows_above_64_gpus_carry_their_evidence_and_map_as_stated(corpus, records):
+    """Issue 38 item 4: every MLPerf row added above 64 GPUs names its logs and commit and keeps, per run, the
+    epochs and the rate it was computed from; the mapping gives each a profile or a stated reason."""
+    added = [r for r in records if "evidence" in r]
+    assert len(added) == 21 and all(r["num_gpus"] > 64 for r in added)
+    for r in added:
+        runs = [p for p in r["evidence"]["per_run"] if p.get("used", True)]
+        assert r["source"]["commit"] in r["source"]["url"] and r["evidence"]["example"]["file"].endswith(".txt")
+        assert len(runs) == r["measured"]["n_runs"]
+        assert r["measured"]["value"] == pytest.approx(statistics.median(p["throughput"] for p in runs), rel=1e-4)
+        assert r["derived"]["seconds_per_iteration"] == pytest.approx(r["global_batch"] / r["measured"]["value"],
+                                                                      rel=1e-3)
+    rules = load_rules()
+    by_id = {r.id: interpret(r, rules) for r in corpus}
+    kept = [s for rid, s in by_id.items() if isinstance(s, Setup) and s.run.num_gpus > 64]
+    assert len(kept) >= 22
+    cosmo = by_id["mlperfhpc-v1_0-nvidia-dgxa100_n128_ngc21_09_mxnet"]
+    assert (cosmo.model, dict(cosmo.knobs), cosmo.framework, cosmo.dtype) == ("cosmoflow", {"image": 128}, "no-overlap",
+                                                                              "fp16")
+    assert by_id["mlperfhpc-v0_7-fujitsu-abci_512xv100_tensorflow_closed"].profile == "v100-abci-4gpu.published.yaml"
+    assert by_id["mlperf-v0_5-nvidia-dgx1_multi_ngc18_11_mxnet"].profile == "v100-dgx1-8gpu.published.yaml"
+    for rid, words in [("mlperfhpc-v1_0-lbnl-perlmutter_256x4_ngc21_09_mxnet", "Slingshot"),
+                       ("mlperfhpc-v2_0-helmholtzai-horeka_n512_pytorch1_13", "4 x HDR200 per 4-GPU"),
+                       ("mlperf-v2_1-hpe-xl675d_a100_sxm_80gb_16n_mxnet", "4 x HDR200 per 8-GPU"),
+                       ("mlperfhpc-v0_7-cscs-daint_gpu_n128_tf2_2_0", "P100-PCIE per node")]:
+        assert isinstance(by_id[rid], Skipped) and words in by_id[rid].reason
 
 
 def test_unknown_model_is_skipped_with_its_reason(corpus):

@@ -1,0 +1,145 @@
+"""Per-iteration times from MLPerf Training / HPC result logs (issue 38 item 4): the evidence behind the
+corpus rows added above 64 GPUs.
+
+Reads result_*.txt of one submission from a local git mirror of mlcommons/training_results_vX or
+hpc_results_vX (git show <commit>:<path>) and prints, per run, the epochs used and the median training
+throughput, and over runs the median, in the form the corpus records it. Nothing is fitted.
+
+Per run (MLLOG logs, v0.6 on):
+  * an epoch's training interval is epoch_start(epoch_num=k) -> the first of {throughput, eval_start,
+    epoch_stop} of epoch k (time_ms); the log's own `throughput` value is kept beside it when present;
+  * the first epoch of the run is left out (warm-up, graph capture, DALI start);
+  * run throughput = median over its epochs of the `throughput` values when the log has them (the method of the
+    existing MLPerf rows, SOURCES.md section 3), else of samples_per_epoch / interval.
+Per run (v0.5 `:::MLPv0.5.0` logs): train_epoch: k -> train_epoch: k+1 timestamps, only where no eval ran
+  in between; samples per epoch 1,281,167.
+Submission: median over runs; range over runs kept.
+"""
+from __future__ import annotations
+
+import json
+import re
+import statistics
+import subprocess
+import sys
+
+IMAGENET = 1281167
+
+
+def git_show(repo: str, commit: str, path: str) -> str:
+    return subprocess.run(["git", "-C", repo, "show", f"{commit}:{path}"], check=True, capture_output=True,
+                          text=True, errors="replace").stdout
+
+
+def result_files(repo: str, commit: str, folder: str) -> list[str]:
+    out = subprocess.run(["git", "-C", repo, "ls-tree", "--name-only", commit, folder.rstrip("/") + "/"],
+                         check=True, capture_output=True, text=True).stdout.split()
+    return sorted(p for p in out if re.search(r"result_\d+\.txt$", p))
+
+
+def mllog_run(text: str) -> dict:
+    events = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if ":::MLLOG" not in line:
+            continue
+        try:
+            event = json.loads(line.split(":::MLLOG", 1)[1])
+        except ValueError:
+            continue
+        event["_line"] = number
+        events.append(event)
+    keys = {e["key"]: e.get("value") for e in events if e["event_type"] == "POINT_IN_TIME"}
+    samples = keys.get("train_samples") or IMAGENET
+    starts, ends, thr, lines = {}, {}, {}, {}
+    for e in events:
+        md = e.get("metadata") or {}
+        k = md.get("epoch_num")
+        if e["key"] == "epoch_start" and k is not None:
+            starts.setdefault(k, e["time_ms"])
+            lines.setdefault(k, [e["_line"]])
+        elif e["key"] in ("throughput", "eval_start", "epoch_stop") and k is not None and k in starts:
+            if k not in ends:
+                ends[k] = e["time_ms"]
+                lines[k].append(e["_line"])
+            if e["key"] == "throughput":
+                thr.setdefault(k, float(e["value"]))
+        elif e["key"] == "throughput" and k is None:  # ResNet logs: throughput right after epoch_stop, no epoch_num
+            last = max(starts) if starts else None
+            if last is not None:
+                thr.setdefault(last, float(e["value"]))
+    epochs = sorted(k for k in starts if k in ends)
+    used = epochs[1:]
+    if not used:
+        return {"n_epochs": 0, "note": "no complete epoch after the first (aborted or truncated log): not used"}
+    intervals = {k: (ends[k] - starts[k]) / 1000.0 for k in used}
+    from_ts = [samples / intervals[k] for k in used if intervals[k] > 0]
+    logged = [thr[k] for k in used if k in thr]
+    run_start = next((e["time_ms"] for e in events if e["key"] == "run_start"), None)
+    run_stop = next((e["time_ms"] for e in events if e["key"] == "run_stop"), None)
+    first = used[0]
+    return {
+        "example": {"epoch": first, "lines": lines[first], "time_ms": [starts[first], ends[first]],
+                    "end_key": next(e["key"] for e in events if e["_line"] == lines[first][1])},
+        "samples_per_epoch": samples, "global_batch": keys.get("global_batch_size"),
+        "epochs_used": [used[0], used[-1]] if used else [], "n_epochs": len(used),
+        "median_epoch_train_s": statistics.median(intervals.values()) if intervals else None,
+        "throughput_from_timestamps": statistics.median(from_ts) if from_ts else None,
+        "throughput_logged": statistics.median(logged) if logged else None,
+        "run_s": (run_stop - run_start) / 1000.0 if run_start and run_stop else None,
+        "nodes": keys.get("number_of_nodes"), "per_node": keys.get("accelerators_per_node"),
+    }
+
+
+V05 = re.compile(r":::MLPv0\.5\.0 \S+ (\d+\.\d+) \(.*?\) (train_epoch: (\d+)|eval_start|run_start|run_stop)")
+
+
+def v05_run(text: str) -> dict:
+    events = [(float(m.group(1)), m.group(2), m.group(3), n) for n, m in
+              enumerate(map(V05.search, text.splitlines()), 1) if m]
+    durations = []
+    epochs = [(t, int(k), n) for t, what, k, n in events if k is not None]
+    evals = [t for t, what, k, n in events if what == "eval_start"]
+    example = None
+    for (t0, k0, n0), (t1, k1, n1) in zip(epochs, epochs[1:]):
+        if k1 != k0 + 1 or k0 == epochs[0][1]:  # first epoch left out
+            continue
+        if any(t0 < te < t1 for te in evals):
+            continue
+        durations.append((k0, t1 - t0))
+        example = example or {"epoch": k0, "lines": [n0, n1], "timestamps_s": [t0, t1],
+                              "end_key": f"train_epoch: {k1}"}
+    rs = next((t for t, w, _, _ in events if w == "run_start"), None)
+    rp = next((t for t, w, _, _ in events if w == "run_stop"), None)
+    return {"example": example, "samples_per_epoch": IMAGENET, "n_epochs": len(durations),
+            "epochs_used": [durations[0][0], durations[-1][0]] if durations else [],
+            "median_epoch_train_s": statistics.median(d for _, d in durations),
+            "throughput_from_timestamps": statistics.median(IMAGENET / d for _, d in durations),
+            "throughput_logged": None, "run_s": rp - rs if rs and rp else None}
+
+
+def submission(repo: str, commit: str, folder: str) -> dict:
+    runs = {}
+    for path in result_files(repo, commit, folder):
+        text = git_show(repo, commit, path)
+        runs[path.rsplit("/", 1)[1]] = v05_run(text) if ":::MLPv0.5.0" in text else mllog_run(text)
+    per_run = [r["throughput_logged"] or r["throughput_from_timestamps"] for r in runs.values() if r["n_epochs"]]
+    return {"runs": runs, "median": statistics.median(per_run), "range": [min(per_run), max(per_run)]}
+
+
+def system_json(repo: str, commit: str, path: str) -> dict:
+    return json.loads(git_show(repo, commit, path))
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "rows":  # the corpus records (YAML) of scripts/mlperf_scale_table.py's submissions
+        from mlperf_scale_table import records
+        import yaml
+        class NoAliases(yaml.SafeDumper):  # the corpus reader refuses YAML aliases
+            def ignore_aliases(self, data):
+                return True
+        print(yaml.dump(records(sys.argv[2] if len(sys.argv) > 2 else "/work/.mirror"), Dumper=NoAliases,
+                        sort_keys=False, width=120, allow_unicode=True), end="")
+    else:
+        repo, commit, folder = sys.argv[1:4]
+        json.dump(submission(repo, commit, folder), sys.stdout, indent=1)
+        print()
