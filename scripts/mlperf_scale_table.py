@@ -32,6 +32,12 @@ NVIDIA_COSMO_DATA = ("real CosmoFlow data (524,288 training samples), staged bef
                      "staging")
 
 
+#: the submissions' system JSON says host_networking 'N/A'; the fabric as the v100-abci-4gpu profile states it, with its source
+ABCI_FABRIC = ("not stated in the system JSON (host_networking 'N/A'); ABCI compute node (V): 2x InfiniBand EDR, 34 nodes "
+               "per rack on full-bisection leaves, 1:3 over-subscription to the spine, as calibrate/profiles/"
+               "v100-abci-4gpu.published.yaml states it (source there: news.mynavi.jp ABCI article, third-party)")
+
+
 def _resnet(**kw):
     return dict(kind="resnet", model="resnet50_v1.5", model_details=RESNET_MODEL, framework=RESNET_FRAMEWORK,
                 data=RESNET_DATA, **kw)
@@ -57,7 +63,8 @@ SUBMISSIONS = [
                          "run_clear_caches lines, one per node)",
             notes="MLPerf v0.5 (Nov 2018). entry.json lists the 128-node SaturnV DGX-1 cluster; the run used 80 nodes "
                   "(config). Gradient reduction: the container's Horovod waits for all 161 gradient tensors "
-                  "(Dockerfile: HOROVOD_FIXED_PAYLOAD=161, HOROVOD_TWO_STAGE_LOOP=1), one reduction after backward. "
+                  "(Dockerfile: HOROVOD_FIXED_PAYLOAD=161, HOROVOD_TWO_STAGE_LOOP=1; 161 = ResNet-50's parameter tensors: 53 "
+                  "convolutions, 53 x 2 batch-norm, 2 fc), so one reduction after backward. "
                   "Heavily tuned benchmark code, small per-GPU batch."),
     _resnet(id="mlperf-v0_5-nvidia-dgx2h_multi_ngc18_11_mxnet", repo="mlcommons/training_results_v0.5",
             results="v0.5.0/nvidia/submission/results/dgx2h_multi_ngc18.11_mxnet/resnet",
@@ -73,8 +80,8 @@ SUBMISSIONS = [
             batch_source="config_DGX2_multi.sh: BATCHSIZE=32, DGXNNODES=32, DGXNGPU=16 (log: input_batch_size 32; 32 "
                          "run_clear_caches lines)",
             notes="MLPerf v0.5 (Nov 2018). entry.json lists 36 DGX-2H; the run used 32 (config). Gradient reduction "
-                  "after backward in one payload (Dockerfile: HOROVOD_FIXED_PAYLOAD=161). DGX-2H: 450 W V100s at a "
-                  "higher clock than DGX-2's."),
+                  "after backward in one payload (Dockerfile: HOROVOD_FIXED_PAYLOAD=161). GPUs: Tesla V100-SXM3-H-32GB "
+                  "(entry.json), the DGX-2H's part."),
     _resnet(id="mlperf-v1_1-nvidia-dgxa100_n128_ngc21_09_mxnet", repo="mlcommons/training_results_v1.1",
             results="NVIDIA/results/dgxa100_n128_ngc21.09_mxnet/resnet",
             system_file="NVIDIA/systems/dgxa100_n128_ngc21.09_mxnet.json",
@@ -83,7 +90,7 @@ SUBMISSIONS = [
             optimizer="lars (log: opt_name lars, lars_opt_momentum 0.94)",
             batch_source="MLLOG global_batch_size 35840 and d_batch_size 35 (config BATCHSIZE=35)",
             notes="MLPerf v1.1 (Nov 2021). MXNET_HOROVOD_NUM_GROUPS=1 (config): one reduction after backward. CUDA "
-                  "graphs, SHARP per config names; heavily tuned benchmark code, 35 images per GPU."),
+                  "graphs; heavily tuned benchmark code, 35 images per GPU."),
     _resnet(id="mlperf-v1_1-nvidia-dgxa100_n540_ngc21_09_mxnet", repo="mlcommons/training_results_v1.1",
             results="NVIDIA/results/dgxa100_n540_ngc21.09_mxnet/resnet",
             system_file="NVIDIA/systems/dgxa100_n540_ngc21.09_mxnet.json",
@@ -107,8 +114,7 @@ SUBMISSIONS = [
            results="Fujitsu/results/abci_512xV100_tensorflow_closed/cosmoflow",
            system_file="Fujitsu/systems/abci_512xV100_tensorflow_closed.json",
            config="Fujitsu/benchmarks/cosmoflow/implementations/implementation_abci/configs/cosmo_closed_128node.yaml",
-           inter="ABCI: 2x InfiniBand EDR per node, full-bisection fat tree within a rack, 1:3 over-subscribed between "
-                 "racks (system JSON: host_networking 'N/A'; ABCI system documentation)",
+           inter=ABCI_FABRIC,
            framework="TensorFlow 2.2 Keras with Horovod (Fujitsu's copy of the MLPerf HPC reference CosmoFlow; "
                      "hvd.DistributedOptimizer, NCCL 2.6, DALI reader)",
            framework_version="TensorFlow 2.2.0",
@@ -124,8 +130,7 @@ SUBMISSIONS = [
            results="Fujitsu/results/abci_2048xV100_tensorflow_open/cosmoflow",
            system_file="Fujitsu/systems/abci_2048xV100_tensorflow_open.json",
            config="Fujitsu/benchmarks/cosmoflow/implementations/implementation_abci/configs/cosmo_open_1024node.yaml",
-           inter="ABCI: 2x InfiniBand EDR per node, full-bisection fat tree within a rack, 1:3 over-subscribed between "
-                 "racks (system JSON: host_networking 'N/A'; ABCI system documentation)",
+           inter=ABCI_FABRIC,
            framework="TensorFlow 2.2 Keras with Horovod (Fujitsu's open-division CosmoFlow, implementation_abci_old; "
                      "hvd.DistributedOptimizer, NCCL 2.6, DALI reader)",
            framework_version="TensorFlow 2.2.0",
@@ -144,7 +149,7 @@ SUBMISSIONS = [
                      "MXNET_HOROVOD_NUM_GROUPS=1, CUDA graphs, DALI)",
            precision="amp (DTYPE=amp in config_DGXA100_common.sh)", optimizer="sgd momentum (log: opt_name sgd)",
            data=NVIDIA_COSMO_DATA, batch_source="MLLOG global_batch_size 128 over 16 nodes x 8 GPUs",
-           notes="MLPerf HPC v1.0 (Nov 2021), Selene. MXNET_HOROVOD_NUM_GROUPS=1 (config_DGXA100_common.sh): one "
+           notes="MLPerf HPC v1.0 (Nov 2021), 16 DGX A100. MXNET_HOROVOD_NUM_GROUPS=1 (config_DGXA100_common.sh): one "
                  "gradient reduction after backward."),
     _cosmo(id="mlperfhpc-v1_0-nvidia-dgxa100_n128_ngc21_09_mxnet", repo="mlcommons/hpc_results_v1.0",
            results="NVIDIA/results/dgxa100_n128_ngc21.09_mxnet/strong/cosmoflow",
@@ -154,7 +159,7 @@ SUBMISSIONS = [
                      "MXNET_HOROVOD_NUM_GROUPS=1, CUDA graphs, DALI)",
            precision="amp (DTYPE=amp in config_DGXA100_common.sh)", optimizer="sgd momentum (log: opt_name sgd)",
            data=NVIDIA_COSMO_DATA, batch_source="MLLOG global_batch_size 1024 over 128 nodes x 8 GPUs",
-           notes="MLPerf HPC v1.0 (Nov 2021), Selene. SHARP enabled (config: NCCL_COLLNET_ENABLE=1). One gradient "
+           notes="MLPerf HPC v1.0 (Nov 2021), 128 DGX A100. SHARP enabled (config: NCCL_COLLNET_ENABLE=1). One gradient "
                  "reduction after backward (MXNET_HOROVOD_NUM_GROUPS=1)."),
     _cosmo(id="mlperfhpc-v1_0-nvidia-dgxa100_n512_weak_instance_ngc21_09_mxnet", repo="mlcommons/hpc_results_v1.0",
            results="NVIDIA/results/dgxa100_n512_ngc21.09_mxnet/weak/cosmoflow",
@@ -166,7 +171,7 @@ SUBMISSIONS = [
            precision="amp (DTYPE=amp in config_DGXA100_common.sh)", optimizer="sgd momentum (log: opt_name sgd)",
            data=NVIDIA_COSMO_DATA, batch_source="MLLOG global_batch_size 128 and number_of_nodes 16 per instance log",
            notes="MLPerf HPC v1.0 weak-scaling submission: 32 training instances of 128 GPUs ran at once on 512 nodes, "
-                 "sharing the fabric and the file system; each result_*.txt is one instance. The row is one instance "
+                 "sharing the fabric; each result_*.txt is one instance. The row is one instance "
                  "(median over the 32 instances' medians) - compare with the 16-node strong-scaling row run alone."),
     _cosmo(id="mlperfhpc-v2_0-nvidia-dgxa100_n64_pytorch", repo="mlcommons/hpc_results_v2.0",
            results="NVIDIA/results/dgxa100_n64_pytorch/strong/cosmoflow",
@@ -177,7 +182,8 @@ SUBMISSIONS = [
            precision="amp (submission_dgxa100_64x8x1.yaml: amp True; DTYPE=amp in config_DGXA100_common.sh)",
            optimizer="sgd momentum 0.9 (config: fixed_sgd, momentum 0.9)",
            data=NVIDIA_COSMO_DATA, batch_source="MLLOG global_batch_size 512 over 64 nodes x 8 GPUs (config batch_size 1)",
-           notes="MLPerf HPC v2.0 (Nov 2022), Selene. NDHWC layout, CUDA graphs (config)."),
+           notes="MLPerf HPC v2.0 (Nov 2022), 64 DGX A100 (config_DGXA100_common.sh sources config_data_selene.sh). "
+                 "NDHWC layout, CUDA graphs (config)."),
     _cosmo(id="mlperfhpc-v3_0-nvidia-eos_n64_ngc23_09_pytorch", repo="mlcommons/hpc_results_v3.0",
            results="NVIDIA/results/eos_n64_ngc23.09_pytorch/strong/cosmoflow",
            system_file="NVIDIA/systems/eos_n64_ngc23.09_pytorch.json", config=None,
@@ -187,7 +193,7 @@ SUBMISSIONS = [
            precision="amp (NVIDIA CosmoFlow submission configs of this round: amp True)",
            optimizer="sgd momentum 0.9 (configs: fixed_sgd, momentum 0.9)",
            data=NVIDIA_COSMO_DATA, batch_source="MLLOG global_batch_size 512 over 64 nodes x 8 GPUs",
-           notes="MLPerf HPC v3.0 (Nov 2023), Eos (DGX H100, NDR). The round's folder has no 64-node H100 config file; "
+           notes="MLPerf HPC v3.0 (Nov 2023), eos (system JSON: H100 80GB HBM3, 8x NDR 400Gb/s compute NICs). The round's folder has no 64-node H100 config file; "
                  "batch and nodes are from the log."),
     _cosmo(id="mlperfhpc-v1_0-tacc-longhorn_tf", repo="mlcommons/hpc_results_v1.0",
            results="TACC/results/longhorn-tf/strong/cosmoflow", system_file="TACC/systems/longhorn-tf.json",
@@ -201,8 +207,8 @@ SUBMISSIONS = [
                 "(--stage-dir), decompressed by tf.data on the POWER9 hosts every epoch; training interval "
                 "epoch_start -> eval_start",
            batch_source="MLLOG global_batch_size 128 over 32 nodes x 4 GPUs (config batch_size 1)",
-           notes="MLPerf HPC v1.0, TACC Longhorn (IBM AC922: POWER9 hosts, GPUs attached by NVLink 2.0, one EDR "
-                 "fabric stated without a NIC count). Mapped by the 4-V100-per-node rule to the ABCI profile, whose "
+           notes="MLPerf HPC v1.0, TACC Longhorn (system JSON: 2 IBM Power9 per node, GPUs attached to the host by "
+                 "NVLink, 'Infiniband EDR' fat tree without a NIC count). Mapped by the 4-V100-per-node rule to the ABCI profile, whose "
                  "hosts are Xeon with PCIe: the row tests the host input path as much as the GPUs."),
     # skipped by the mapping (no reference profile for their fabric or GPU), kept with their evidence
     _cosmo(id="mlperfhpc-v1_0-lbnl-perlmutter_256x4_ngc21_09_mxnet", repo="mlcommons/hpc_results_v1.0",
@@ -211,7 +217,8 @@ SUBMISSIONS = [
            framework="MXNet (MLPerf HPC closed-division CosmoFlow, NVIDIA implementation run by LBNL; Horovod/NCCL, DALI)",
            precision="amp (NVIDIA implementation, NGC 21.09)", optimizer="sgd momentum (log: opt_name sgd)",
            data=NVIDIA_COSMO_DATA, batch_source="MLLOG global_batch_size 1024 over 256 nodes x 4 GPUs",
-           notes="MLPerf HPC v1.0, Perlmutter phase 1 (HPE Cray Slingshot; NIC count and speed not stated)."),
+           notes="MLPerf HPC v1.0, Perlmutter (system JSON: HPE Cray Slingshot, Dragonfly; NIC count and speed not "
+                 "stated)."),
     _cosmo(id="mlperfhpc-v1_0-lbnl-perlmutter_10x128x4_weak_instance_ngc21_09_mxnet", repo="mlcommons/hpc_results_v1.0",
            results="LBNL/results/perlmutter_10x128x4_ngc21.09_mxnet/weak/cosmoflow",
            system_file="LBNL/systems/perlmutter_10x128x4_ngc21.09_mxnet.json", config=None, nodes=128,
@@ -235,7 +242,7 @@ SUBMISSIONS = [
                      "implementation)",
            precision="amp (NVIDIA implementation)", optimizer="sgd momentum (log: opt_name sgd)",
            data=NVIDIA_COSMO_DATA, batch_source="MLLOG global_batch_size 512 over 128 nodes x 4 GPUs",
-           notes="MLPerf HPC v1.0, JUWELS Booster (4 A100 and 4 x HDR200 per node, DragonFly+)."),
+           notes="MLPerf HPC v1.0, JUWELS Booster (system JSON: 4 A100 and 4x HDR200 per node, Dragonfly)."),
     _cosmo(id="mlperfhpc-v1_0-helmholtzai-juwelsbooster_n1024_mxnet1_9", repo="mlcommons/hpc_results_v1.0",
            results="HelmholtzAI/results/juwelsbooster_gpu_n1024_mxnet1.9/strong/cosmoflow",
            system_file="HelmholtzAI/systems/juwelsbooster_gpu_n1024_mxnet1.9.json", config=None,
@@ -243,7 +250,7 @@ SUBMISSIONS = [
                      "implementation)",
            precision="amp (NVIDIA implementation)", optimizer="sgd momentum (log: opt_name sgd)",
            data=NVIDIA_COSMO_DATA, batch_source="MLLOG global_batch_size 1024 over 256 nodes x 4 GPUs",
-           notes="MLPerf HPC v1.0, JUWELS Booster (4 A100 and 4 x HDR200 per node, DragonFly+)."),
+           notes="MLPerf HPC v1.0, JUWELS Booster (system JSON: 4 A100 and 4x HDR200 per node, Dragonfly)."),
     _cosmo(id="mlperfhpc-v2_0-helmholtzai-horeka_n512_pytorch1_13", repo="mlcommons/hpc_results_v2.0",
            results="HelmholtzAI/results/horeka_gpu_n512_pytorch1.13/strong/cosmoflow",
            system_file="HelmholtzAI/systems/horeka_gpu_n512_pytorch1.13.json", config=None,
@@ -251,7 +258,7 @@ SUBMISSIONS = [
                      "the NVIDIA implementation)",
            precision="amp (NVIDIA implementation)", optimizer="sgd momentum (NVIDIA configs: fixed_sgd)",
            data=NVIDIA_COSMO_DATA, batch_source="MLLOG global_batch_size 512 over 128 nodes x 4 GPUs",
-           notes="MLPerf HPC v2.0, HoreKa (4 A100 and 4 x HDR200 per node, non-blocking fat tree). Runs spread "
+           notes="MLPerf HPC v2.0, HoreKa (system JSON: 4 A100 and 4x HDR200 per node, 'CCB Fully non-blocking'). Runs spread "
                  "33,399 to 46,967 samples/s."),
     _cosmo(id="mlperfhpc-v0_7-cscs-daint_gpu_n128_tf2_2_0", repo="mlcommons/hpc_results_v0.7",
            results="CSCS/results/daint_gpu_n128_tf2.2.0/cosmoflow", system_file="CSCS/systems/daint_gpu_n128_tf2.2.0.json",
