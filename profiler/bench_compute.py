@@ -266,7 +266,7 @@ LINEAR_SHAPES_GPU = [(1, 1000, 2048), (1, 4096, 4096), (8, 4096, 4096), (32, 102
                      (64, 4096, 25088), (256, 4096, 25088), (512, 4096, 4096), (256, 1000, 2048), (128, 8192, 8192),
                      (512, 16384, 4096), (1, 16384, 16384), (2048, 4096, 1024), (8192, 3072, 768),
                      (4096, 1024, 4096)]
-LINEAR_SHAPES_GPU_QUICK = [LINEAR_SHAPES_GPU[i] for i in (0, 2, 3, 5, 7, 9, 10, 12, 14, 16, 17, 19)]
+LINEAR_SHAPES_GPU_QUICK = [LINEAR_SHAPES_GPU[i] for i in (0, 2, 3, 5, 7, 9, 11, 12, 14, 16, 17, 19)]
 #: the GPU convolution design, beside the archetypes at 8x their CPU batch: (name, C, F, H=W, kernel, stride,
 #: padding, batch). Every kernel size at both strides; 3, 64, 256 and 512 input channels; maps 7 to 224.
 CONV2D_GPU_DESIGN = [
