@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import yaml
 
-from calibrate import shapes
+from calibrate import backends, shapes
 from calibrate.coefficients import ComputeFit
 from calibrate.compute import ComputePoint, efficiency, fit_compute, predict_times
 from calibrate.fit import fit_profile
@@ -33,10 +33,11 @@ def points_of(params_list, rng, noise=0.03):
     return out
 
 
-def predict(fit, params_list):
-    ws = [shapes.work("conv2d", "fwd", p, "float32") for p in params_list]
-    return predict_times(fit, np.array([w["flops"] for w in ws]), np.array([w["bytes"] for w in ws]),
-                         np.array([w["features"] for w in ws]))
+def predict(fit, params_list, backend=backends.GpuBackend()):
+    """The fit's times with `backend`'s work and features, read as the fit stored them (calibrate.backends)."""
+    ws = [backend.work("conv2d", "fwd", p, "float32") for p in params_list]
+    rows = [backends.feature_row(backend.feature_names("conv2d"), w["features"], fit.efficiency.features) for w in ws]
+    return predict_times(fit, np.array([w["work"] for w in ws]), np.array([w["bytes"] for w in ws]), np.array(rows))
 
 
 @pytest.mark.slow  # a real fit: seconds on 2 cores (CI runs it)
@@ -91,7 +92,8 @@ def test_fit_is_stored_as_plain_yaml_and_reloads_to_the_same_predictions():
     reloaded = ComputeFit.model_validate(yaml.safe_load(text)["compute"]["conv2d/fwd/float32"])
     original = ComputeFit.model_validate(profile.coefficients["compute"]["conv2d/fwd/float32"])
     grid = conv_grid(batches=(5,), channels=(40,), sizes=(30,))
-    assert predict(reloaded, grid) == pytest.approx(predict(original, grid), rel=1e-12)
+    host = backends.for_profile(None, samples).for_sample(samples[0])  # the CPU samples' backend
+    assert predict(reloaded, grid, host) == pytest.approx(predict(original, grid, host), rel=1e-12)
     assert reloaded.efficiency.trees or reloaded.efficiency.gp  # a learned shape model, not the trend alone
 
 
