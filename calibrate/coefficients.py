@@ -156,6 +156,80 @@ class Fabric(_Strict):
     rails_per_node: int = Field(ge=1)
     nodes_per_leaf: Optional[int] = Field(default=None, ge=1)
     oversubscription: float = Field(default=1.0, ge=1.0, le=64.0)
+    #: the share of the uplinks' capacity other jobs take (None: not known; calibrate.fabric, docs/method.md §6)
+    background_load: Optional["BackgroundLoad"] = None
+    sources: list[str] = Field(default_factory=list)
+
+
+class BackgroundLoad(_Strict):
+    """The share in [0, 1) of the leaf switches' uplink capacity that other jobs on a shared fabric take, as a
+    distribution over time: its `quiet`, `typical` and `busy` figures are its 5th, 50th and 95th percentiles
+    (calibrate.fabric.load_at reads any percentile between them). `rounds`: repeated inter-leaf collective rounds
+    behind the figures (`profiler calibrate --repeat-over`), 0 for a sourced or assumed default."""
+
+    quiet: float = Field(ge=0.0, lt=1.0)
+    typical: float = Field(ge=0.0, lt=1.0)
+    busy: float = Field(ge=0.0, le=0.95)
+    rounds: int = Field(default=0, ge=0)
+    sources: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _ordered(self):
+        if not self.quiet <= self.typical <= self.busy:
+            raise ValueError(f"needs quiet <= typical <= busy, got {self.quiet}, {self.typical}, {self.busy}")
+        return self
+
+
+Fabric.model_rebuild()
+
+
+#: the kinds of time whose spread a profile may describe (calibrate.spread): a device's speed against the other
+#: devices of its kind (static), a step's compute time from one step to the next, a collective's latency
+SPREAD_KINDS = ("device", "step", "collective")
+
+
+class TailDistribution(_Strict):
+    """The distribution of r = t / median of one kind of time (calibrate.spread, docs/method.md §25): its quantile
+    function runs through (probabilities[i], ratios[i]), linear between them and flat below the first; beyond the
+    last point a generalized Pareto tail of shape `tail_shape` (xi) and scale `tail_scale` (sigma, in medians).
+    `samples`: the measured per-call times behind it, 0 for a sourced or assumed default."""
+
+    probabilities: list[Annotated[float, Field(gt=0.0, lt=1.0)]] = Field(min_length=1, max_length=64)
+    ratios: list[Annotated[float, Field(gt=0.0, le=1e3)]] = Field(min_length=1, max_length=64)
+    tail_shape: float = Field(default=0.0, ge=-0.5, le=0.45)
+    tail_scale: float = Field(default=0.0, ge=0.0, le=100.0)
+    samples: int = Field(default=0, ge=0)
+    sources: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _monotone(self):
+        p, r = self.probabilities, self.ratios
+        if len(p) != len(r):
+            raise ValueError(f"{len(p)} probabilities for {len(r)} ratios")
+        if any(b <= a for a, b in zip(p, p[1:])) or any(b < a for a, b in zip(r, r[1:])):
+            raise ValueError("probabilities must increase and ratios must not decrease")
+        return self
+
+
+class StorageFit(_Strict):
+    """Where a job reads its training samples from, as every node of it sees it (calibrate.storage_fit,
+    docs/method.md §19a). A figure left None is unknown: the predictor then reports the storage term as a range.
+
+    aggregate_read_bytes_per_s and metadata_ops_per_s are shared by every node of a job (a parallel file system's
+    servers); node_* are one node's reads of that file system (its client and NIC) with `readers` readers, cold
+    (not in the page cache); page_cache_bytes_per_s is a warm re-read; local_* describe node-local staging
+    storage (NVMe)."""
+
+    filesystem: str = "unknown"
+    shared: Optional[bool] = None
+    aggregate_read_bytes_per_s: Optional[PositiveEstimate] = None
+    metadata_ops_per_s: Optional[PositiveEstimate] = None
+    node_read_bytes_per_s: Optional[PositiveEstimate] = None
+    node_files_per_s: Optional[PositiveEstimate] = None
+    page_cache_bytes_per_s: Optional[PositiveEstimate] = None
+    local_read_bytes_per_s: Optional[PositiveEstimate] = None
+    local_capacity_bytes: Optional[float] = Field(default=None, gt=0)
+    readers: Optional[int] = Field(default=None, ge=1)
     sources: list[str] = Field(default_factory=list)
 
 
@@ -483,6 +557,11 @@ class Coefficients(_Strict):
     conv_columns: Optional[ColumnFloor] = None
     #: a GPU profile's kernel model of GEMMs and 2-D convolutions (None: a CPU profile, or no GPU samples)
     gpu_kernels: Optional[GpuKernels] = None
+    #: per kind of time (SPREAD_KINDS) its spread, for the expected slowest of the ranks that synchronise
+    #: (calibrate.spread; None: not measured, no straggler term)
+    spread: Optional[dict[Literal["device", "step", "collective"], TailDistribution]] = None
+    #: the shared and node-local storage the training samples are read from (None: not described)
+    storage: Optional[StorageFit] = None
     notes: list[str] = Field(default_factory=list)
 
 

@@ -94,6 +94,15 @@ class CostModel(Protocol):
         for prediction intervals ("low" = fastest plausible machine)."""
 
 
+#: The at-scale extras (docs/method.md §6, §19a, §25), optional: a cost model without them has no stragglers, no
+#: other jobs on its fabric and no storage term (predictor.at_scale reads them with these neutral defaults):
+#:   straggler_excess(kind, ranks) -> float   relative time `ranks` synchronised ranks add over one, for a kind of
+#:                                            time ("device", "step", "collective"; calibrate.spread)
+#:   cluster_load_share() -> float            share of the fabric's uplinks other jobs take now (calibrate.fabric)
+#:   storage_time_s(demand) -> StorageTime    one step's shared-storage read time (calibrate.storage_model)
+AT_SCALE_EXTRAS = ("straggler_excess", "cluster_load_share", "storage_time_s")
+
+
 class NeutralExtras:
     """The optional parts of CostModel at their neutral values, for hand-written cost models (tests, synthetic
     machines): a device with memory of its own, perfect overlap, no held-out error record, no host input
@@ -115,3 +124,13 @@ class NeutralExtras:
 
     def input_time_s(self, samples: float) -> float:
         return 0.0
+
+    def straggler_excess(self, kind: str, ranks: int) -> float:
+        return 0.0
+
+    def cluster_load_share(self) -> float:
+        return 0.0
+
+    def storage_time_s(self, demand):
+        from calibrate.storage_model import StorageTime
+        return StorageTime()

@@ -33,7 +33,9 @@ from calibrate.coefficients import CollectiveFit, Coefficients, opposite, parse_
 from calibrate.collective_model import bus_factor, latency_steps, tree_latency_steps
 from calibrate.compute import predict_time
 from calibrate.domain import in_domain
-from calibrate.fabric import contention
+from calibrate.fabric import LOAD_PERCENTILES, contention, load_at
+from calibrate.spread import excess
+from calibrate.storage_model import StorageDemand, StorageTime, storage_time
 from calibrate.system_constants import precision_class
 from calibrate.cost_api import COLLECTIVES
 from profiler.errors import UserError
@@ -79,6 +81,15 @@ class ProfileCostModel:
         #: setting of the run (calibrate.gpu_kernels.algorithms); default: as the profile's kernels were measured
         self.conv_algorithm_search = coefficients.gpu_kernels.search if coefficients.gpu_kernels else True
         self._kernel_cache: dict[tuple, float] = {}
+        #: the job's surroundings (docs/method.md §6, §19a, §25): the cluster load as a percentile of the fabric's
+        #: background load (None: typical, with quiet..busy as the interval's ends) and the node's memory (page cache)
+        self.cluster_load: Optional[float] = None
+        self.host_memory_bytes: Optional[float] = None
+        #: the job's data source (predictor.at_scale.DataSource; None: ImageNet's), which the storage term reads
+        self.data_source = None
+        #: the bound the at-scale terms alone take ("low" / "high"; None: this model's bound), so a prediction can
+        #: show the range they make by themselves (predictor.at_scale.at_scale_only)
+        self.at_scale_bound: Optional[str] = None
 
     def at_bound(self, bound: Literal["low", "high"]) -> "ProfileCostModel":
         if bound not in ("low", "high"):
@@ -87,6 +98,8 @@ class ProfileCostModel:
                                  devices_per_node=self.devices_per_node, provenance=self.provenance, bound=bound,
                                  cpu_cores=self.cpu_cores)
         other.conv_algorithm_search = self.conv_algorithm_search
+        other.cluster_load, other.host_memory_bytes, other.data_source = (self.cluster_load, self.host_memory_bytes,
+                                                                           self.data_source)
         return other
 
     # ------------------------------------------------------------------------------------------ compute
@@ -211,6 +224,35 @@ class ProfileCostModel:
             return 0.0
         return samples * fit.per_sample_core_s.at(self.bound) / self.cpu_cores
 
+    def straggler_excess(self, kind: str, ranks: int) -> float:
+        """How much longer `ranks` synchronised ranks take than one, relative (calibrate.spread.excess): the expected
+        maximum for the fitted values, the max's 10% / 90% quantiles at the "low" / "high" bound; 0 without a
+        spread of that kind."""
+        spread = self.coefficients.spread or {}
+        return excess(spread.get(kind), ranks, self.at_scale_bound or self.bound)
+
+    def cluster_load_share(self) -> float:
+        """The share of the uplinks other jobs take now: the fabric's background load at the cluster-load
+        percentile (typical, or quiet / busy at the interval's ends when the load was not set; 0 without one)."""
+        fabric = self.coefficients.fabric
+        if fabric is None or fabric.background_load is None:
+            return 0.0
+        percentile = self.cluster_load if self.cluster_load is not None else {
+            None: LOAD_PERCENTILES["typical"], "low": LOAD_PERCENTILES["quiet"],
+            "high": LOAD_PERCENTILES["busy"]}[self.at_scale_bound or self.bound]
+        return load_at(fabric.background_load, percentile)
+
+    def storage_time_s(self, demand: StorageDemand) -> StorageTime:
+        """One step's storage read time at this bound (calibrate.storage_model); nothing on a CPU profile, whose
+        ranks read in-memory tensors."""
+        if self.coefficients.device_is_host:
+            return StorageTime()
+        bound = self.at_scale_bound or self.bound
+        out = storage_time(self.coefficients.storage, self.host_memory_bytes, demand, bound)
+        if out.unknown and bound != "high":  # the slow end of a term the profile cannot pin down: reported as a range
+            out.high_s = storage_time(self.coefficients.storage, self.host_memory_bytes, demand, "high").seconds
+        return out
+
     def model_error_bounds(self, strategy: str, framework: str) -> Optional[tuple[float, float]]:
         me = self.coefficients.model_error
         return me.ratio_bounds(strategy, framework) if me is not None else None
@@ -272,7 +314,8 @@ class ProfileCostModel:
                                                 for n_intra, n_inter in filter(None, algorithms))
         other = opposite(b)
         fabric = self.coefficients.fabric
-        slowdown = contention(nodes, fabric.nodes_per_leaf, fabric.oversubscription) if fabric and nodes > 1 else 1.0
+        slowdown = (contention(nodes, fabric.nodes_per_leaf, fabric.oversubscription, self.cluster_load_share())
+                    if fabric and nodes > 1 else 1.0)
         bandwidth_s = x * slowdown / link.bus_bandwidth_bytes_per_s.at(other)
         fill_s = link.fill_latency_s.at(b) if link.fill_latency_s is not None and nodes > 1 else 0.0
         return alpha + bandwidth_s + min(bandwidth_s, fill_s)
@@ -298,9 +341,11 @@ def _devices_per_node(profile: Profile) -> int:
 def cost_model_from_profile(profile: Profile, name: str = "<profile>") -> ProfileCostModel:
     coefficients = parse_coefficients(profile.coefficients, name)
     devices = _devices_per_node(profile)
-    return ProfileCostModel(coefficients, name=name, device_memory_bytes=_device_memory_bytes(profile, name),
-                            devices_per_node=devices, provenance=profile.provenance.kind,
-                            cpu_cores=profile.machine.cpu_cores)
+    model = ProfileCostModel(coefficients, name=name, device_memory_bytes=_device_memory_bytes(profile, name),
+                             devices_per_node=devices, provenance=profile.provenance.kind,
+                             cpu_cores=profile.machine.cpu_cores)
+    model.host_memory_bytes = profile.machine.memory_bytes
+    return model
 
 
 def load_cost_model(profile_or_path: Union[Profile, str, Path]) -> ProfileCostModel:

@@ -21,6 +21,7 @@ from calibrate.coefficients import Coefficients, ComputeFit, MeasuredShape, Segm
 from calibrate.collective_fit import COLLECTIVE_BENCHMARKS, derive_links, fit_collectives
 from calibrate.fabric_fit import as_fabric, fit_fabric, uncontended_links
 from calibrate.input_fit import fit_input
+from calibrate.at_scale_fit import at_scale_fields, quietest_rounds, set_background_load
 from calibrate.compute import LEARNERS, ComputePoint, fit_compute
 from calibrate.domain import fit_domain
 from calibrate.framework import fit_framework
@@ -207,7 +208,7 @@ def fit_coefficients(profile: Profile, seed: int = 0) -> Coefficients:
     for s in profile.samples:
         if s.benchmark in COMPUTE_BENCHMARKS:
             by_kind["compute"].append(s)
-        elif s.benchmark in ("stream", "host_device", "framework", "input", "alloc"):
+        elif s.benchmark in ("stream", "host_device", "framework", "input", "alloc", "storage"):
             by_kind[s.benchmark].append(s)
         elif s.benchmark in COLLECTIVE_BENCHMARKS:
             by_kind["collectives"].append(s)
@@ -218,7 +219,7 @@ def fit_coefficients(profile: Profile, seed: int = 0) -> Coefficients:
     memory = fit_memory(by_kind["stream"], rng)
     side = "host" if device_is_host else "device"
     compute = fit_compute_families(by_kind["compute"], dram_bandwidth(memory, side), seed, backend)
-    collectives = fit_collectives(by_kind["collectives"], rng)
+    collectives = fit_collectives(quietest_rounds(by_kind["collectives"]), rng)
     links, notes = derive_links(collectives)
     fabric = fit_fabric(collectives, rng)
     if fabric is not None:
@@ -232,9 +233,11 @@ def fit_coefficients(profile: Profile, seed: int = 0) -> Coefficients:
                                 framework=fit_framework(by_kind["framework"], rng) if by_kind["framework"] else None,
                                 host_threads=calibration_threads(by_kind["compute"]) if device_is_host else None,
                                 measured_shapes=measured_shapes(by_kind["compute"]),
-                                **backend.fit_fields(by_kind, profile.machine))
+                                **backend.fit_fields(by_kind, profile.machine),
+                                **at_scale_fields(by_kind, device_is_host))
+    set_background_load(coefficients, by_kind["collectives"])
     if not (compute or memory or coefficients.host_device or collectives or coefficients.framework
-            or coefficients.input_pipeline):
+            or coefficients.input_pipeline or coefficients.storage):
         raise UserError(f"profile has {len(profile.samples)} samples but none of a benchmark calibrate fits "
                         f"({', '.join(sorted(ignored))})")
     return coefficients

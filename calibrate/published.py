@@ -19,6 +19,9 @@ from typing import Optional
 from calibrate.coefficients import (Coefficients, ComputeFit, EfficiencyModel, Estimate, Execution, Fabric, FrameworkFit,
                                     GpuKernels, LinkModel, ModelError, Segment, SegmentedFit, Tree)
 from calibrate.cost_api import COLLECTIVES
+from calibrate.fabric import default_background
+from calibrate.spread import published_spread
+from calibrate.storage_fit import published_storage
 from calibrate.backends.gpu import WINOGRAD_FAMILY
 from calibrate.shapes import FLOP_FEATURES, MATMUL_OPS
 from calibrate.shipped import shipped_profiles_dir
@@ -557,7 +560,9 @@ def build_profile(node: Node, constants: Optional[SystemConstants] = None,
                      "d2h_pinned": _line(COPY_ALPHA, gpu.d2h_bytes_per_s)},
         links=_links(node),
         fabric=Fabric(rails_per_node=node.rails_per_node, nodes_per_leaf=node.nodes_per_leaf,
-                      oversubscription=node.oversubscription, sources=[node.fabric_source]),
+                      oversubscription=node.oversubscription, sources=[node.fabric_source],
+                      background_load=default_background()),
+        spread=published_spread(), storage=published_storage(node.file),
         notes=[f"published reference profile: {node.title}", node.node_source, gpu.memory_bytes.source,
                "no pageable-copy figures: pageable host<->device copies are not available from this profile",
                "host memory bandwidth is the theoretical channel peak (no published host STREAM figure)"] + node.notes)

@@ -8,8 +8,9 @@
     best = search(graph, cm, batch=256, max_devices=1024)
 
 Predictions carry a (low, high) interval: the prediction at the profile's confidence-interval bounds
-(cost_model.at_bound), widened to the model's own held-out error when the profile records it
-(cost_model.model_error_bounds).
+(cost_model.at_bound, which also puts the at-scale terms at their ends: quiet..busy fabric, the slowest rank's
+10%..90% quantiles, unknown storage at its floor), widened to the model's own held-out error times the range the
+at-scale terms make alone when the profile records that error (cost_model.model_error_bounds; docs/method.md §21).
 """
 from __future__ import annotations
 
@@ -302,8 +303,12 @@ def predict(graph: ModelGraph, plan: Plan, cost_model: CostModel, *, interval: b
         highs = evaluate(Context(graph, cost_model.at_bound("high")), plan, device_memory_bytes).iteration_s
         low, high = min(lows, pred.iteration_s), max(highs, pred.iteration_s)
         bounds = cost_model.model_error_bounds(plan.strategy, plan.framework)
-        if bounds is not None:  # the model's own held-out error (calibrate.coefficients.ModelError)
-            low, high = min(low, pred.iteration_s * bounds[0]), max(high, pred.iteration_s * bounds[1])
+        if bounds is not None:  # the model's own held-out error (calibrate.coefficients.ModelError), widened by
+            # the range the at-scale terms make by themselves (stragglers, cluster load, storage; predictor.at_scale)
+            from predictor.at_scale import at_scale_range
+            lo, hi = at_scale_range(graph, plan, cost_model, pred.iteration_s, device_memory_bytes)
+            pred.details["at_scale_range"] = (lo, hi)
+            low, high = min(low, pred.iteration_s * bounds[0] * lo), max(high, pred.iteration_s * bounds[1] * hi)
         pred.interval_s = (low, high)
     return pred
 

@@ -103,7 +103,10 @@ def load_inputs(args):
         raise UserError(f"model {args.model} has layers the predictor cannot cost: {', '.join(graph.unsupported[:8])}"
                         + (" ..." if len(graph.unsupported) > 8 else ""))
     cost_model, path = load_cost_model(args.profile)
+    from predictor.flags import apply_at_scale_arguments
     from predictor.layercost import check_dtype
+
+    apply_at_scale_arguments(args, cost_model)  # --cluster-load, --dataset, ... (predictor.at_scale)
 
     check_dtype(cost_model, args.dtype, str(path))
     return graph, cost_model, path
@@ -126,7 +129,7 @@ def run(args) -> int:
 
     from predictor.api import predict_all
     from predictor.extrapolation import FLAG_SHARE, measure_command
-    from predictor.report import chrome_trace, memory_table, ranked_table, to_json
+    from predictor.report import at_scale_lines, chrome_trace, memory_table, ranked_table, to_json
 
     if args.trace:
         from profiler.outputs import check_output
@@ -196,9 +199,33 @@ def run(args) -> int:
         console.print(memory_table(best))
         console.print(f"recommended: {best.plan.strategy} ({best.plan.describe()}), {best.iteration_s:.4g} s/iteration, "
                       f"bottleneck: {best.bottleneck}" + ("" if best.fits else "  (does NOT fit in memory)"))
+        for line in at_scale_lines(best, cluster_load_times(graph, best, cm, args)):
+            console.print(line)
     if args.trace:
         console.print(f"trace of the top row written to {args.trace}")
     return 0
+
+
+def cluster_load_times(graph, pred, cost_model, args) -> dict[str, float] | None:
+    """The plan's iteration time under each named cluster load (quiet, typical, busy; calibrate.fabric), or None
+    when the profile's fabric has no background load or --cluster-load pinned one."""
+    from calibrate.fabric import LOAD_PERCENTILES
+    from predictor.at_scale import with_cluster_load
+    from predictor.strategies import evaluate
+    from predictor.strategies.context import Context
+
+    fabric = getattr(getattr(cost_model, "coefficients", None), "fabric", None)
+    if fabric is None or fabric.background_load is None or args.cluster_load is not None:
+        return None
+    cap = args.memory_cap * 1e9 if args.memory_cap else None
+    times = {}
+    try:
+        for name, percentile in LOAD_PERCENTILES.items():
+            with_cluster_load(cost_model, percentile)
+            times[name] = evaluate(Context(graph, cost_model), pred.plan, cap).iteration_s
+    finally:
+        with_cluster_load(cost_model, None)
+    return times
 
 
 def console_width(default: int = 100) -> int:
@@ -241,7 +268,7 @@ def _print_compact(args, preds, meta, path, cm, graph, flagged, substituted, cor
     from rich.console import Console
 
     from predictor.extrapolation import FLAG_SHARE
-    from predictor.report import compact_table, infeasible_line, why_lines
+    from predictor.report import at_scale_lines, compact_table, infeasible_line, why_lines
 
     console = Console(width=console_width(), file=sys.stdout, highlight=False)
     console.print(f"{graph.name} ({graph.params / 1e6:.2f} M params, {len(graph.layers)} layers), batch {args.batch} "
@@ -252,6 +279,10 @@ def _print_compact(args, preds, meta, path, cm, graph, flagged, substituted, cor
         console.print(f"cannot run: {cannot}", overflow="ellipsis", no_wrap=True)
     for line in why_lines(preds):
         console.print(line)
+    best = next((p for p in preds if p.feasible), None)
+    if best is not None:
+        for line in at_scale_lines(best, cluster_load_times(graph, best, cm, args)):
+            console.print(line)
     if flagged:
         console.print(f"! {len(flagged)} strategies predict more than {FLAG_SHARE:.0%} of their compute from calls "
                       f"outside the shapes this profile measured (column 'extrap.' with --wide); to measure them:")

@@ -96,7 +96,53 @@ def add_prediction_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--memory-cap", type=float_in(0.0, MAX_MEMORY_GB), metavar="GB",
                         help="device memory to plan for (default: the profile's)")
     parser.add_argument("--dataset-size", type=int_in(1, 1 << 48), help="samples per epoch: adds epoch time and GPU-hours")
+    add_at_scale_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+
+
+def cluster_load(text: str) -> float:
+    """argparse type of --cluster-load: quiet, typical, busy or a percentile 0-100 (calibrate.fabric)."""
+    from calibrate.fabric import parse_cluster_load
+    try:
+        return parse_cluster_load(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected quiet, typical, busy or a percentile 0-100, got {text[:40]!r}") from None
+
+
+def add_at_scale_arguments(parser: argparse.ArgumentParser) -> None:
+    """What a job meets on a shared cluster (predictor.at_scale, docs/method.md §6, §19a): the load other jobs put on
+    the fabric, and where the samples are read from (dataset, bytes and files per sample, node-local staging)."""
+    from predictor.at_scale import DATASETS
+    parser.add_argument("--cluster-load", type=cluster_load, default=None, metavar="LOAD",
+                        help="share of the fabric's uplinks other jobs take, from the profile's distribution: quiet, "
+                             "typical, busy or a percentile 0-100 (default: typical, the interval spanning quiet..busy); "
+                             "only traffic between leaf switches feels it")
+    parser.add_argument("--dataset", default="imagenet", choices=tuple(DATASETS),
+                        help="where the samples come from: bytes and files per sample, samples per epoch (default "
+                             "imagenet: ILSVRC2012 JPEGs, 115 KB each); with --synthetic-data nothing is read")
+    parser.add_argument("--sample-bytes", type=float_in(0.0, 1e12), metavar="BYTES",
+                        help="bytes read per sample (default: the dataset's)")
+    parser.add_argument("--files-per-sample", type=float_in(0.0, 1e6, low_open=False), metavar="N",
+                        help="files opened per sample (default: the dataset's; 1/1024 for shards of 1024 samples)")
+    parser.add_argument("--staging", action="store_true",
+                        help="every node reads a node-local copy of the dataset (staged once) instead of the shared "
+                             "file system")
+
+
+def apply_at_scale_arguments(args: argparse.Namespace, cost_model) -> None:
+    """Set --cluster-load and the data source (--dataset, --sample-bytes, --files-per-sample, --staging,
+    --dataset-size) on the cost model (predictor.at_scale); a command without these flags leaves the defaults."""
+    from dataclasses import replace
+
+    from predictor.at_scale import DATASETS, with_cluster_load, with_data_source
+    with_cluster_load(cost_model, getattr(args, "cluster_load", None))
+    source = DATASETS[getattr(args, "dataset", None) or "imagenet"]
+    changes = {k: v for k, v in (("sample_bytes", getattr(args, "sample_bytes", None)),
+                                 ("files_per_sample", getattr(args, "files_per_sample", None)),
+                                 ("samples", getattr(args, "dataset_size", None))) if v is not None}
+    if getattr(args, "staging", False):
+        changes["staged"] = True
+    with_data_source(cost_model, replace(source, **changes) if changes else source)
 
 
 def add_runs_argument(parser, what: str, *, many: bool) -> None:

@@ -1,14 +1,18 @@
-"""The host input pipeline of a training step: decoding and augmenting the samples every device consumes.
+"""The host input pipeline of a training step: reading the samples from storage, decoding and augmenting them.
 
-Loader workers run on the node's CPU cores alongside the devices, one iteration ahead, so the input costs the
-step only what the device's own work does not cover:
+Loader workers run on the node's CPU cores alongside the devices, one iteration ahead, reading from the storage
+while they decode, so the input costs the step only what the device's own work does not cover:
 
-    host_s  = CostModel.input_time_s(samples the node's devices take per iteration)
-    input_s = max(0, host_s - device_s),  device_s = compute + update + exposed communication + bubble + ...
+    host_s    = CostModel.input_time_s(samples the node's devices take per iteration)
+    storage_s = CostModel.storage_time_s(what the job reads per step)       (docs/method.md §19a)
+    input_s   = max(0, max(host_s, storage_s) - device_s),
+    device_s  = compute + update + exposed communication + bubble + ... + stragglers
 
 A node holding k data-parallel replicas (devices_per_node / inner, at least 1) loads k * batch / p_data
-samples per iteration. With synthetic data (Plan.synthetic_data) there is no host work. The per-sample
-core-seconds come from `profiler calibrate`'s input section (profiler.bench_input).
+samples per iteration. With synthetic data (Plan.synthetic_data) there is no host work and nothing is read. The
+per-sample core-seconds come from `profiler calibrate`'s input section (profiler.bench_input), the storage figures
+from its storage section (profiler.bench_storage) or a published profile's, the bytes and files per sample from
+the job's data source (predictor.at_scale.DataSource).
 """
 from __future__ import annotations
 
@@ -20,14 +24,42 @@ def samples_per_node(plan: Plan) -> float:
     return replicas_on_node * plan.batch / plan.p_data
 
 
+def storage_demand(cost_model, plan: Plan):
+    """What one step of `plan` reads (calibrate.storage_model.StorageDemand), from the job's data source."""
+    from calibrate.storage_model import StorageDemand
+    from predictor.at_scale import data_source, nodes_of
+
+    source = data_source(cost_model)
+    return StorageDemand(samples_per_node=samples_per_node(plan), nodes=nodes_of(plan),
+                         sample_bytes=source.sample_bytes, files_per_sample=source.files_per_sample,
+                         dataset_bytes=source.dataset_bytes, staged=source.staged)
+
+
+def storage(cost_model, plan: Plan):
+    """One step's storage read time at the cost model's bound (a StorageTime; empty without the extra)."""
+    fn = getattr(cost_model, "storage_time_s", None)
+    if fn is None or plan.synthetic_data:
+        from calibrate.storage_model import StorageTime
+        return StorageTime()
+    return fn(storage_demand(cost_model, plan))
+
+
 def exposed_input_s(cost_model, plan: Plan, pred: Prediction) -> float:
-    """input_s of the module docstring (0 with synthetic data or without an input coefficient)."""
+    """input_s of the module docstring (0 with synthetic data or without an input coefficient); sets
+    pred.storage_s and the details "input_host_s" and "storage" (binding resource, terms, unknown figures)."""
     if plan.synthetic_data:
         return 0.0
     host_s = cost_model.input_time_s(samples_per_node(plan))
-    if host_s <= 0.0:
+    read = storage(cost_model, plan)
+    if read.terms or read.unknown:
+        pred.details["storage"] = {"seconds": read.seconds, "binding": read.binding, "terms": dict(read.terms),
+                                   "unknown": list(read.unknown), "cache_hit": read.cache_hit,
+                                   "staging_s": read.staging_s, "high_s": read.high_s}
+    pred.storage_s = read.seconds
+    if host_s <= 0.0 and read.seconds <= 0.0:
         return 0.0
     device_s = (pred.compute_fwd_s + pred.compute_bwd_s + pred.update_s + pred.comm_exposed_total_s + pred.bubble_s
-                + pred.swap_s + pred.recompute_s)
-    pred.details["input_host_s"] = host_s
-    return max(0.0, host_s - device_s)
+                + pred.swap_s + pred.recompute_s + pred.straggler_s)
+    if host_s > 0.0:
+        pred.details["input_host_s"] = host_s
+    return max(0.0, max(host_s, read.seconds) - device_s)

@@ -146,7 +146,7 @@ class Prediction:
     """Predicted cost of one Plan. Times are seconds per iteration on the critical path:
 
     iteration_s = compute_fwd_s + compute_bwd_s + update_s + sum(comm_exposed_s) + bubble_s + swap_s
-                  + recompute_s + input_s
+                  + recompute_s + straggler_s + input_s
     comm_hidden_s is overlapped with compute (DDP buckets) and therefore not in iteration_s.
     Memory terms are bytes on the busiest device; fits = memory_bytes <= device_memory_bytes.
     """
@@ -163,6 +163,12 @@ class Prediction:
     swap_s: float = 0.0
     recompute_s: float = 0.0
     input_s: float = 0.0  # host input pipeline time not hidden behind the device's work (predictor.input_pipeline)
+    #: the slowest of the synchronised ranks over a mean one: device speed, step jitter, collective latency
+    #: (predictor.at_scale, docs/method.md §25)
+    straggler_s: float = 0.0
+    #: one step's shared-storage read time, hidden behind the device's work like the host's decoding (its exposed
+    #: part is in input_s; predictor.input_pipeline, docs/method.md §19a)
+    storage_s: float = 0.0
     iteration_s: float = math.inf
     interval_s: tuple[float, float] = (math.nan, math.nan)  # (low, high) from the profile's CIs
     weights_bytes: float = 0.0
@@ -199,7 +205,7 @@ class Prediction:
             self.bottleneck = "infeasible"
             return self
         self.iteration_s = (self.compute_fwd_s + self.compute_bwd_s + self.update_s + self.comm_exposed_total_s
-                            + self.bubble_s + self.swap_s + self.recompute_s + self.input_s)
+                            + self.bubble_s + self.swap_s + self.recompute_s + self.straggler_s + self.input_s)
         self.memory_bytes = (self.weights_bytes + self.grads_bytes + self.optimizer_bytes + self.activations_bytes
                              + self.comm_buffers_bytes + self.workspace_bytes)
         self.fits = self.memory_bytes <= self.device_memory_bytes
@@ -231,14 +237,16 @@ _LABELS = {
 
 
 def bottleneck_label(pred: Prediction) -> str:
-    """The largest term of the iteration, 'memory capacity' when the plan does not fit, or 'input pipeline' when
-    the device waits for the host's loaders."""
+    """The largest term of the iteration, 'memory capacity' when the plan does not fit, or 'input pipeline' /
+    'shared storage' when the device waits for the host's loaders or for the storage they read from."""
     if not pred.fits:
         return "memory capacity"
-    if pred.input_s > 0:  # the device waits for the host: the step takes the input pipeline's time
-        return "input pipeline"
+    if pred.input_s > 0:  # the device waits for the host (or the storage): the step takes the input's time
+        host_s = pred.details.get("input_host_s", 0.0)
+        return "shared storage" if pred.storage_s > host_s else "input pipeline"
     terms = {"compute": pred.compute_fwd_s + pred.compute_bwd_s, "weight update": pred.update_s,
-             "pipeline bubble": pred.bubble_s, "swap": pred.swap_s, "recompute": pred.recompute_s}
+             "pipeline bubble": pred.bubble_s, "swap": pred.swap_s, "recompute": pred.recompute_s,
+             "stragglers": pred.straggler_s}
     for kind, t in pred.comm_exposed_s.items():
         label = _LABELS.get(kind, kind)
         terms[label] = terms.get(label, 0.0) + t

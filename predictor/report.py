@@ -37,8 +37,9 @@ def ranked_table(preds: Sequence[Prediction], dataset_size: int | None = None, t
     table = Table(title=title, show_lines=False)
     for col, just in (("#", "right"), ("strategy", "left"), ("split", "left"), ("iteration", "right"),
                       ("interval", "right"), ("compute f+b", "right"), ("exposed comm", "left"),
-                      ("hidden", "right"), ("bubble", "right"), ("update", "right"), ("mem GB", "right"),
-                      ("fits", "center"), ("max batch", "right"), ("bottleneck", "left"), ("samples/s", "right")):
+                      ("hidden", "right"), ("bubble", "right"), ("update", "right"), ("stragglers", "right"),
+                      ("storage", "right"), ("mem GB", "right"), ("fits", "center"), ("max batch", "right"),
+                      ("bottleneck", "left"), ("samples/s", "right")):
         table.add_column(col, justify=just, no_wrap=col in ("strategy", "split", "iteration"))
     extrap = any(p.extrapolated_share is not None for p in preds)
     if extrap:  # share of the compute predicted beyond the profile's measured shapes (predictor.extrapolation)
@@ -49,12 +50,13 @@ def ranked_table(preds: Sequence[Prediction], dataset_size: int | None = None, t
     for k, p in enumerate(preds, 1):
         if not p.feasible:
             row = [str(k), p.plan.strategy, p.plan.describe(), "infeasible", "", "",
-                   p.reason.removeprefix("infeasible: ")] + [""] * 8
+                   p.reason.removeprefix("infeasible: ")] + [""] * 10
         else:
             row = [str(k), p.plan.strategy, p.plan.describe(), _t(p.iteration_s),
                    f"{_t(p.interval_s[0])}-{_t(p.interval_s[1])}" if math.isfinite(p.interval_s[0]) else "-",
                    _t(p.compute_fwd_s + p.compute_bwd_s), comm_text(p), _t(p.comm_hidden_total_s),
-                   _t(p.bubble_s) if p.bubble_s else "-", _t(p.update_s), _gb(p.memory_bytes),
+                   _t(p.bubble_s) if p.bubble_s else "-", _t(p.update_s),
+                   _t(p.straggler_s) if p.straggler_s else "-", storage_text(p), _gb(p.memory_bytes),
                    "yes" if p.fits else "OOM", str(p.max_batch_fits if p.max_batch_fits is not None else "-"),
                    p.bottleneck, f"{p.throughput_samples_per_s:.4g}"]
         if extrap:
@@ -64,6 +66,48 @@ def ranked_table(preds: Sequence[Prediction], dataset_size: int | None = None, t
             row += ([_t(p.epoch_s(dataset_size)), f"{p.gpu_hours(dataset_size):.4g}"] if p.feasible else ["", ""])
         table.add_row(*row)
     return table
+
+
+def storage_text(pred: Prediction) -> str:
+    """A step's storage read time (hidden behind the device's work unless the bottleneck says so), as a range
+    "low-high ?" when the profile does not know some of its storage figures ('-' when nothing is read)."""
+    info = pred.details.get("storage")
+    if not info:
+        return "-"
+    high = info.get("high_s")
+    if high is not None and high > pred.storage_s:
+        return f"{_t(pred.storage_s) if pred.storage_s else '0'}-{_t(high)} ?"
+    return _t(pred.storage_s) if pred.storage_s else "0"
+
+
+def at_scale_lines(pred: Prediction, load_times: dict[str, float] | None = None) -> list[str]:
+    """What the at-scale terms make of one plan (docs/method.md §6, §19a, §25): the iteration under each cluster
+    load (`load_times`: quiet/typical/busy -> seconds, when the fabric has other jobs' load), the stragglers'
+    share, and the storage term with its binding resource (a range when unknown)."""
+    lines = []
+    if load_times and max(load_times.values()) > min(load_times.values()) * (1 + 1e-9):
+        lines.append("cluster load (other jobs on the fabric's uplinks): " + ", ".join(
+            f"{name} {_t(t)}" for name, t in load_times.items()))
+    elif load_times:
+        lines.append("cluster load: no traffic leaves a leaf switch at this size, other jobs do not change it")
+    info = pred.details.get("stragglers")
+    if info and pred.straggler_s > 0:
+        lines.append(f"stragglers: the slowest of {info['ranks']} ranks adds {_t(pred.straggler_s)} "
+                     f"({pred.straggler_s / pred.iteration_s:.0%} of the step; device {info['device_excess']:.1%}, "
+                     f"step {info['step_excess']:.1%} of the compute, collectives {_t(info['collectives_s'])})")
+    store = pred.details.get("storage")
+    if store:
+        unknown = store.get("unknown") or []
+        what = f"storage: {storage_text(pred)} per step"
+        if store.get("binding"):
+            what += f", bound by {store['binding']}"
+        what += f"; page cache holds {store.get('cache_hit', 0.0):.0%} of the dataset"
+        if unknown:
+            what += f"; unknown: {', '.join(u.removesuffix('_per_s').replace('_', ' ') for u in unknown)} (a range)"
+        if store.get("staging_s"):
+            what += f"; staging once {_t(store['staging_s'])}"
+        lines.append(what)
+    return lines
 
 
 def time_text(seconds: float) -> str:

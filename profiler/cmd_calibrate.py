@@ -35,6 +35,7 @@ from profiler.bench_memory import first_touch_cases, host_device_cases, last_lev
 from profiler.cases import (MAX_OPERAND_COPIES, ROTATION_L2_MULTIPLE, ROTATION_LLC_MULTIPLE, BenchCase, compute_passes,
                             measure_case, timer_settings)
 from profiler.cliutil import thread_count
+from profiler import at_scale_sections
 from profiler.comm import section as collectives
 from profiler.errors import UserError
 from profiler.metadata import collect_machine
@@ -42,7 +43,7 @@ from profiler.profile import SCHEMA_VERSION, Machine, Profile, Provenance, Sampl
 from profiler.shape_file import load_shape_cases
 from profiler.threads import rank_share_threads
 
-SECTIONS = ("compute", "memory", "input", "host_device", "collectives")
+SECTIONS = ("compute", "memory", "input", "host_device", "collectives", "storage")
 #: the compute section's shapes (--grid): the device's own grid, or DeepBench's list (profiler.bench_deepbench)
 GRIDS = ("default", "deepbench")
 
@@ -58,7 +59,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "to set beside DeepBench's published times)")
     parser.add_argument("--only", default=None,
                         help=f"comma-separated sections to run (default: all the device has: {', '.join(SECTIONS)}; "
-                             "host_device only on cuda; collectives only with >= 2 ranks)")
+                             "host_device only on cuda; collectives only with >= 2 ranks; storage only when named, "
+                             "with --path)")
     parser.add_argument("--shapes", metavar="FILE",
                         help="also measure these compute shapes (YAML, e.g. from `predictor shapes`: a model's "
                              "per-device layers); the profile then costs exactly these shapes by their measured times")
@@ -69,6 +71,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True,
                         help="profile file to write, or an existing folder (then <hostname>-<UTC time>.yaml in it)")
     collectives.add_arguments(parser)
+    at_scale_sections.add_arguments(parser)
 
 
 def resolve_device(requested: str) -> str:
@@ -92,7 +95,7 @@ def benchmark_threads(args, device: str) -> tuple[int, str]:
 def parse_sections(only: str | None, device: str) -> list[str]:
     """The sections to run, in SECTIONS order; UserError names an unknown or impossible item."""
     if only is None:
-        return [s for s in SECTIONS if s != "host_device" or device == "cuda"]
+        return [s for s in SECTIONS if (s != "host_device" or device == "cuda") and s != "storage"]
     items = [item.strip() for item in only.split(",") if item.strip()]
     if not items:
         raise UserError(f"--only {only!r}: give at least one of {', '.join(SECTIONS)}")
@@ -167,6 +170,8 @@ def run_sections(cal: Calibration, plans: dict[str, list[BenchCase]], sections: 
         tasks = {name: progress.add_task(name, total=len(sweep), point="") for name, sweep in sweeps.items()}
         if "collectives" in sections:
             tasks["collectives"] = progress.add_task("collectives", total=None, point="")
+        if "storage" in sections:
+            tasks["storage"] = progress.add_task("storage", total=4, point="")
         for name in sections:
             cal.settings["sections_started"].append(name)
             started = time.perf_counter()
@@ -176,10 +181,17 @@ def run_sections(cal: Calibration, plans: dict[str, list[BenchCase]], sections: 
                     point = f"{sample.benchmark} {sample.params.get('size_bytes', '')}"
                     progress.update(tasks[name], advance=1, point=point)
 
-                result = collectives.measure(args, device, args.quick, sink)
+                result = at_scale_sections.measure_collectives(args, device, sink)
                 cal.settings["collectives"] = result
                 progress.update(tasks[name], total=progress.tasks[tasks[name]].completed,
                                 point="skipped" if "skipped" in result else "done")
+                cal.settings.setdefault("section_s", {})[name] = round(time.perf_counter() - started, 3)
+                continue
+            if name == "storage":  # profiler/bench_storage.py: files of its own under --path, removed afterwards
+                progress.update(tasks[name], point=f"{args.readers} readers under {args.path}"[:60])
+                cal.settings["storage"] = at_scale_sections.measure_storage(
+                    args, device, lambda sample: (cal.samples.append(sample), progress.advance(tasks[name])))
+                progress.update(tasks[name], point="done")
                 cal.settings.setdefault("section_s", {})[name] = round(time.perf_counter() - started, 3)
                 continue
             for case in sweeps[name]:
@@ -245,12 +257,13 @@ def fit_or_warn(profile: Profile, path: Path, console: Console, fit: Fit) -> Pro
 def run(args, fit: Optional[Fit] = None) -> int:
     """Measure and write the profile, fitted by `fit` (None: written unfitted)."""
     if collectives.is_worker_rank():
-        return collectives.run_worker(args)
+        return at_scale_sections.run_worker_repeated(args)
     device = resolve_device(args.device)
     sections = parse_sections(args.only, device)
     grid_asked = check_grid(args, device)
     if "collectives" in sections:
         collectives.preflight(args, device, args.quick)  # bad collectives flags fail before any benchmark runs
+    at_scale_sections.preflight(args, sections)  # --path, --readers, --repeat-over (profiler/at_scale_sections.py)
     threads, threads_source = benchmark_threads(args, device)
     torch.set_num_threads(threads)
     machine = collect_machine(device)
@@ -272,7 +285,8 @@ def run(args, fit: Optional[Fit] = None) -> int:
                      else f"rotating: copies adding up to {ROTATION_LLC_MULTIPLE} x the last-level cache, "
                           f"at most {MAX_OPERAND_COPIES}"),
     }
-    plans = {name: plan_section(name, device, args.quick, grid.name) for name in sections if name != "collectives"}
+    plans = {name: plan_section(name, device, args.quick, grid.name) for name in sections
+             if name not in ("collectives", "storage")}
     if args.shapes:
         if "compute" not in plans:
             raise UserError("--shapes: the shapes are measured in the compute section; add compute to --only")

@@ -108,7 +108,8 @@ def published_report(corpus: str | Path, profiles_dir: Path | None = None, runs=
         "deepbench": lambda r: kernel_predicted[r.run.id], "shipped": lambda r: r.predicted_s,
         "datasheet": lambda r: datasheet.get(r.run.id, r.predicted_s), "loso": lambda r: loso.get(r.run.id, r.predicted_s)})
     report["loso_correction_strength"] = strengths
-    report["interval_coverage_loso"] = interval_coverage(setups, loso)
+    report["interval_coverage_loso"] = interval_coverage(setups, loso,
+                                                         widen={r.run.id: r.at_scale_range for r in results})
     report["corpus"] = str(corpus)
     report["loso_constants"] = fitted
     return report

@@ -10,7 +10,7 @@ The loso figure is the one that says how well an unseen cluster is predicted.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Optional, Sequence
 
 from calibrate.cost_model import load_cost_model
 from calibrate.deepbench_kernels import kernels_for
@@ -63,15 +63,39 @@ def strategy_of(setup: Setup) -> str:
     return "data" if setup.run.num_gpus > 1 else "serial"
 
 
-def interval_coverage(setups: Sequence[Setup], predicted: dict[str, float], coverage: float = 0.8) -> dict:
-    """Leave-one-source-out coverage of the model-error interval: for each source, quantiles from the held-out
-    residuals of the *other* sources, applied to this source's held-out predictions
-    (predictor.model_error.held_out_coverage with the source as the group)."""
+def interval_coverage(setups: Sequence[Setup], predicted: dict[str, float], coverage: float = 0.8,
+                      widen: Optional[dict[str, tuple[float, float]]] = None) -> dict:
+    """Leave-one-source-out coverage of the prediction interval: for each source, the model-error quantiles from the
+    held-out residuals of the *other* sources (predictor.model_error, the source as the group), applied to this
+    source's held-out predictions and widened by each row's at-scale range (`widen`: run id -> the (low, high)
+    multipliers of stragglers, cluster load and storage alone, predictor.at_scale.at_scale_range), as
+    predictor.api.predict widens a prediction's interval. share_inside is the widened interval's;
+    model_error_share_inside the model error's alone."""
     import math
+
+    from predictor.model_error import bounds_for, error_quantiles
 
     residuals = [Residual(strategy_of(s), s.framework, s.run.source, math.log(s.run.measured_s / predicted[s.run.id]))
                  for s in setups if s.run.id in predicted]
+    ids = [s.run.id for s in setups if s.run.id in predicted]
     held = held_out_coverage(residuals, coverage)
-    return {"nominal": coverage, "rows": held["runs"], "share_inside": held["share_inside"],
-            "by_source": {source: {"rows": g["runs"], "share_inside": g["share_inside"]}
-                          for source, g in held["by_group"].items()}}
+    widen = widen or {}
+    inside, by_source = [], {}
+    for source in sorted({r.group for r in residuals}):
+        others = [r for r in residuals if r.group != source]
+        if not others:
+            continue
+        q = error_quantiles(others, coverage)
+        hits = []
+        for run_id, r in zip(ids, residuals):
+            if r.group != source:
+                continue
+            low, high = bounds_for(q, r.strategy, r.framework)
+            lo, hi = widen.get(run_id, (1.0, 1.0))
+            hits.append(low + math.log(lo) <= r.log_ratio <= high + math.log(hi))
+        inside += hits
+        by_source[source] = {"rows": len(hits), "share_inside": sum(hits) / len(hits),
+                             "model_error_share_inside": held["by_group"].get(source, {}).get("share_inside")}
+    return {"nominal": coverage, "rows": len(inside), "share_inside": sum(inside) / len(inside) if inside else None,
+            "model_error_share_inside": held["share_inside"], "widened_by": "at-scale terms (predictor.at_scale)",
+            "by_source": by_source}

@@ -133,8 +133,10 @@ def render_text(report: dict) -> str:
         lines.append(f"measured time inside the prediction interval: {_pct(cov['share_inside'])} of {cov['rows']} rows")
     loso_cov = report.get("interval_coverage_loso")
     if loso_cov and loso_cov["rows"]:
-        lines.append(f"inside the {_pct(loso_cov['nominal'])} model-error interval, leave-one-source-out: "
-                     f"{_pct(loso_cov['share_inside'])} of {loso_cov['rows']} rows")
+        alone = loso_cov.get("model_error_share_inside")
+        lines.append(f"inside the {_pct(loso_cov['nominal'])} interval (model error x at-scale terms), "
+                     f"leave-one-source-out: {_pct(loso_cov['share_inside'])} of {loso_cov['rows']} rows"
+                     + (f" (model error alone: {_pct(alone)})" if alone is not None else ""))
     kernels = report.get("deepbench_kernels")
     if kernels and kernels["rows"]:
         acc = kernels["accuracy"]

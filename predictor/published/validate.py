@@ -38,6 +38,8 @@ class RowResult:
     terms: dict[str, float] = field(default_factory=dict)
     fits: bool = True
     reason: str = ""  # why the plan is infeasible, when it is
+    #: (low, high) multipliers the at-scale terms make alone (stragglers, cluster load, storage; predictor.at_scale)
+    at_scale_range: tuple[float, float] = (1.0, 1.0)
 
     @property
     def run(self) -> PublishedRun:
@@ -116,7 +118,9 @@ class Predictor:
                                      sum(w * r.interval_s[1] for w, r in weights)),
                          terms={k: sum(w * r.terms.get(k, 0.0) for w, r in weights) for k in weights[0][1].terms},
                          fits=all(r.fits for _, r in weights),
-                         reason=next((r.reason for _, r in weights if r.reason), ""))
+                         reason=next((r.reason for _, r in weights if r.reason), ""),
+                         at_scale_range=(min(r.at_scale_range[0] for _, r in weights),
+                                         max(r.at_scale_range[1] for _, r in weights)))
 
     @staticmethod
     def _result(setup: Setup, pred) -> RowResult:
@@ -124,8 +128,11 @@ class Predictor:
                  "comm_exposed_s": pred.comm_exposed_total_s, "comm_hidden_s": pred.comm_hidden_total_s}
         if setup.plan:
             terms.update(bubble_s=pred.bubble_s, recompute_s=pred.recompute_s)
+        if pred.straggler_s:
+            terms["straggler_s"] = pred.straggler_s
         return RowResult(setup=setup, predicted_s=pred.iteration_s, interval_s=tuple(pred.interval_s), terms=terms,
-                         fits=pred.fits, reason=pred.reason)
+                         fits=pred.fits, reason=pred.reason,
+                         at_scale_range=tuple(pred.details.get("at_scale_range", (1.0, 1.0))))
 
 
 def validate_runs(runs: Sequence[PublishedRun], rules: dict, predictor: Predictor,

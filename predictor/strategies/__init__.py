@@ -8,6 +8,7 @@ loaded when a plan first names one.
 from __future__ import annotations
 
 import math
+from predictor.at_scale import straggler_s
 from predictor.input_pipeline import exposed_input_s
 from predictor.plan import MIXED_PRECISIONS, Plan, Prediction
 from predictor.strategies.context import Context, Infeasible
@@ -43,6 +44,7 @@ def evaluate(ctx: Context, plan: Plan, device_memory_bytes: float | None = None)
         if fn is None:
             raise Infeasible(f"unknown strategy {plan.strategy!r}")
         fn(ctx.for_plan(plan), plan, pred)
+        pred.straggler_s = straggler_s(ctx.cm, plan, pred)
         pred.input_s = exposed_input_s(ctx.cm, plan, pred)
     except Infeasible as why:
         pred.feasible = False

@@ -1,0 +1,146 @@
+"""What a job meets at scale on a shared cluster and a single-node benchmark does not show (docs/method.md §6,
+§19a, §25): stragglers, other jobs on the fabric and the shared storage its samples come from.
+
+Stragglers (`straggler_s`): a synchronous step waits for its slowest rank and a collective for its slowest member.
+With excess_k(n) the relative time n synchronised ranks add over one for a kind of time k (the cost model's
+`straggler_excess`: the expected maximum of n draws of the profile's spread of k, calibrate.spread),
+
+    straggler = (compute + update + recompute + bubble) * (excess_device(P) + excess_step(P))
+                + sum over communication kinds c of exposed_c * excess_collective(g_c)
+
+P the plan's devices, g_c the group a kind synchronises (gradient: p_data; pipeline p2p: 2; the layer-wise
+kinds: the model-parallel group). The device and step spreads are added (an upper bound on the max of a
+product of two independent factors, close to it while both are a few percent).
+
+Other jobs on the fabric enter through the cost model's collective times (calibrate.fabric.contention with the
+cluster load; `with_cluster_load`). The storage term is the input pipeline's (predictor.input_pipeline) with
+the data source of `data_source`: the dataset's bytes and files per sample.
+"""
+from __future__ import annotations
+
+import math
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Optional
+
+from predictor.plan import Plan, Prediction
+
+
+@dataclass(frozen=True)
+class DataSource:
+    """Where a job's samples come from: a dataset's bytes and files per sample and its size, and whether each
+    node reads a node-local copy (staging) instead of the shared file system."""
+
+    name: str
+    sample_bytes: float
+    files_per_sample: float
+    samples: int
+    staged: bool = False
+    source: str = ""
+
+    @property
+    def dataset_bytes(self) -> float:
+        return self.sample_bytes * self.samples
+
+
+#: ILSVRC 2012's training set: 1,281,167 JPEGs (TFDS imagenet2012 catalogue) in a 147.8 GB tar
+#: (ILSVRC2012_img_train.tar in parts of 41.9, 41.9, 41.9 and 22.1 GB, huggingface.co/datasets/presencesw/ILSVRC2012;
+#: tar headers are < 1%): 115 KB per file, the "~110 KB" usually quoted within 5%
+IMAGENET = DataSource("imagenet", sample_bytes=147.8e9 / 1_281_167, files_per_sample=1.0, samples=1_281_167,
+                      source="ILSVRC2012 train: 1,281,167 JPEGs (TFDS catalogue), train tar 147.8 GB "
+                             "(41.9 x 3 + 22.1 GB parts, huggingface.co/datasets/presencesw/ILSVRC2012): 115 KB each")
+DATASETS = {"imagenet": IMAGENET}
+
+
+def data_source(cost_model) -> DataSource:
+    """The data source set on the cost model (`with_data_source`), else ImageNet's."""
+    return getattr(cost_model, "data_source", None) or IMAGENET
+
+
+def with_data_source(cost_model, source: DataSource):
+    """Set the job's data source on a cost model (it rides along its at_bound copies)."""
+    cost_model.data_source = source
+    return cost_model
+
+
+def with_cluster_load(cost_model, percentile: Optional[float]):
+    """Set the cluster load (a percentile of the fabric's background load; None: typical, the interval spanning
+    quiet..busy) on a cost model that models one (calibrate.cost_model.ProfileCostModel); others are unchanged."""
+    if hasattr(cost_model, "cluster_load"):
+        cost_model.cluster_load = percentile
+    return cost_model
+
+
+def _excess(cost_model, kind: str, ranks: int) -> float:
+    fn = getattr(cost_model, "straggler_excess", None)
+    return fn(kind, ranks) if fn is not None and ranks > 1 else 0.0
+
+
+def _group(plan: Plan, kind: str) -> int:
+    if kind == "gradient":
+        return plan.p_data
+    if kind == "pipeline_p2p":
+        return 2 if plan.stages > 1 else 1
+    return max(plan.inner, 1)
+
+
+def straggler_s(cost_model, plan: Plan, pred: Prediction) -> float:
+    """The module docstring's straggler term (0 on one device or without a spread); its parts in
+    pred.details["stragglers"]."""
+    if plan.devices <= 1:
+        return 0.0
+    device, step = _excess(cost_model, "device", plan.devices), _excess(cost_model, "step", plan.devices)
+    work = pred.compute_fwd_s + pred.compute_bwd_s + pred.update_s + pred.recompute_s + pred.bubble_s
+    compute_part = work * (device + step)
+    collective_part = sum(t * _excess(cost_model, "collective", _group(plan, kind))
+                          for kind, t in pred.comm_exposed_s.items())
+    total = compute_part + collective_part
+    if total > 0:
+        pred.details["stragglers"] = {"ranks": plan.devices, "device_excess": device, "step_excess": step,
+                                      "compute_s": compute_part, "collectives_s": collective_part}
+    return total
+
+
+def nodes_of(plan: Plan) -> int:
+    return max(1, math.ceil(plan.devices / max(plan.devices_per_node, 1)))
+
+
+def _innermost(cost_model):
+    """The cost model under any wrappers (predictor.stacks, predictor.shared_cores, the published constants' scaling:
+    each keeps the model it wraps as `_cm`)."""
+    while "_cm" in vars(cost_model):
+        cost_model = vars(cost_model)["_cm"]
+    return cost_model
+
+
+@contextmanager
+def at_scale_only(cost_model, bound: str):
+    """Within the block, the at-scale terms of `cost_model` (stragglers, cluster load, storage) sit at `bound`
+    ("low": quiet fabric, the max's 10% quantile, known storage only; "high": busy, its 90% quantile, unknown storage
+    at its floor) while every coefficient keeps its fitted value. A model without the knob is left as it is."""
+    inner = _innermost(cost_model)
+    if not hasattr(inner, "at_scale_bound"):
+        yield cost_model
+        return
+    before = inner.at_scale_bound
+    inner.at_scale_bound = bound
+    try:
+        yield cost_model
+    finally:
+        inner.at_scale_bound = before
+
+
+def at_scale_range(graph, plan: Plan, cost_model, point_s: float, device_memory_bytes=None) -> tuple[float, float]:
+    """(low, high) multipliers of a prediction (`point_s`, its fitted iteration time) from the at-scale terms alone
+    (at_scale_only): each end's iteration time over the fitted one (1, 1 for a model without them)."""
+    from predictor.strategies import evaluate
+    from predictor.strategies.context import Context
+
+    point = point_s
+    if not (point > 0 and math.isfinite(point)) or not hasattr(_innermost(cost_model), "at_scale_bound"):
+        return 1.0, 1.0
+    ends = []
+    for bound in ("low", "high"):
+        with at_scale_only(cost_model, bound):
+            ends.append(evaluate(Context(graph, cost_model), plan, device_memory_bytes).iteration_s / point)
+    return min(ends[0], 1.0), max(ends[1], 1.0)
