@@ -75,7 +75,37 @@ def build_series(profiles: Sequence[Profile]) -> list[Series]:
                 values=[headline_value([all_points[i][k] for k in keys]) for i in members],
             )
         )
+    spreads = [(parse_created(p), round_spread(p.samples)) for p in ordered]
+    spreads = [(when, value) for when, value in spreads if value is not None]
+    if len(spreads) >= 2:
+        out.append(Series(family=ROUND_SPREAD_FAMILY, category="collective_spread", kind="latency", unit="x",
+                          points=len(spreads), created=[w for w, _ in spreads], values=[v for _, v in spreads]))
     return out
+
+
+#: the series of collectives repeated over time (`profiler calibrate --repeat-over`): how much slower their slow
+#: rounds run than their fast ones
+ROUND_SPREAD_FAMILY = "collectives: round-to-round spread (p95 / p5 of the rounds)"
+
+
+def round_spread(samples) -> float | None:
+    """The spread of one calibration's repeated collectives: for every point measured in several rounds, the 95th
+    over the 5th percentile of its rounds' median times; their median over the points, preferring the inter-node
+    points (the fabric) where there are some. None without repeated rounds."""
+    rounds: dict[tuple, list[float]] = {}
+    for s in samples:
+        k = s.extra.get("round")
+        if not isinstance(k, int) or isinstance(k, bool) or not s.times_s:
+            continue
+        group = s.params.get("group") if isinstance(s.params.get("group"), dict) else {}
+        key = (s.benchmark, s.variant, str(s.params.get("size_bytes")), int(group.get("size", 0) or 0),
+               int(group.get("nodes", 1) or 1))
+        rounds.setdefault(key, []).append(float(np.median(s.times_s)))
+    ratios = {key: float(np.percentile(v, 95) / max(np.percentile(v, 5), 1e-300))
+              for key, v in rounds.items() if len(v) >= 2}
+    inter = [r for key, r in ratios.items() if key[4] > 1]
+    chosen = inter or list(ratios.values())
+    return float(np.median(chosen)) if chosen else None
 
 
 def detect_change_points(values: Sequence[float], min_effect: float = DEFAULT_MIN_EFFECT, min_size: int = 2) -> list[int]:
@@ -112,7 +142,8 @@ def with_change_points(series: Sequence[Series], min_effect: float = DEFAULT_MIN
 
 # ---------------------------------------------------------------------------------------------- plot
 
-_SCALES = {"FLOP/s": (1e9, "GFLOP/s"), "B/s": (1e9, "GB/s"), "1/s": (1.0, "calls/s"), "s": (1e-6, "µs")}
+_SCALES = {"FLOP/s": (1e9, "GFLOP/s"), "B/s": (1e9, "GB/s"), "1/s": (1.0, "calls/s"), "s": (1e-6, "µs"),
+           "x": (1.0, "x (slow / fast round)")}
 
 
 def panel_of(s: Series) -> tuple[str, str]:

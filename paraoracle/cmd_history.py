@@ -2,7 +2,9 @@
 
 Reads every profile given (a folder contributes its *.yaml / *.yml files; in-progress `.partial` files are
 skipped), orders them by `created`, prints each family's first and last value and its change points
-(calibrate/history.py), and with --plot writes one PNG panel per coefficient family.
+(calibrate/history.py), and with --plot writes one PNG panel per coefficient family. Calibrations that repeated
+their collectives over time (`profiler calibrate --repeat-over`) add the round-to-round spread of the collectives,
+the fabric's load by other jobs (calibrate.history.round_spread).
 Exit 0 on success, 2 on bad input (fewer than two profiles, profiles of different machines without --force).
 """
 from __future__ import annotations
@@ -62,7 +64,8 @@ def _check_same_machine(profiles: list[tuple[Path, Profile]], force: bool) -> li
 
 
 def _display(value: float, unit: str) -> str:
-    scale, label = {"FLOP/s": (1e9, "GFLOP/s"), "B/s": (1e9, "GB/s"), "1/s": (1.0, "calls/s"), "s": (1e-6, "µs")}[unit]
+    scale, label = {"FLOP/s": (1e9, "GFLOP/s"), "B/s": (1e9, "GB/s"), "1/s": (1.0, "calls/s"), "s": (1e-6, "µs"),
+                    "x": (1.0, "x")}[unit]
     return f"{value / scale:.4g} {label}"
 
 

@@ -1,0 +1,95 @@
+"""Stragglers (calibrate.spread, docs/method.md §25): the expected slowest of n draws of a measured spread, checked by
+hand on distributions whose order statistics are known, the tail fit, and the sourced defaults."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from calibrate.coefficients import TailDistribution
+from calibrate.spread import (DEFAULTS, excess, expected_max, fit_ratios, fit_spread, gpd_pwm, max_quantile,
+                              quantile, sample_ratios)
+
+
+def harmonic(n: int) -> float:
+    return sum(1.0 / k for k in range(1, n + 1))
+
+
+def exponential(scale: float, start: float = 1.0) -> TailDistribution:
+    """start + Exp(scale): an exponential tail from (almost) p = 0."""
+    return TailDistribution(probabilities=[1e-12], ratios=[start], tail_shape=0.0, tail_scale=scale)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 8, 64, 512, 4096])
+def test_expected_max_of_exponentials_is_the_harmonic_number(n):
+    # E[max of n i.i.d. Exp(beta)] = beta * H_n (the gaps between order statistics are Exp(beta / k))
+    assert expected_max(exponential(0.1), n) == pytest.approx(1.0 + 0.1 * harmonic(n), rel=1e-5)
+
+
+def test_excess_is_relative_to_one_rank_and_grows_with_n():
+    d = exponential(0.1)
+    assert excess(d, 1) == 0.0 and excess(None, 100) == 0.0
+    # E[max of 8] / E[r] - 1 = (1 + 0.1 H_8) / 1.1 - 1
+    assert excess(d, 8) == pytest.approx((1 + 0.1 * harmonic(8)) / 1.1 - 1, rel=1e-5)
+    values = [excess(d, n) for n in (2, 4, 16, 256, 4096)]
+    assert values == sorted(values) and values[0] > 0
+
+
+def test_max_quantiles_by_hand():
+    # P(max of n <= x) = F(x)^n: the q-quantile of the max is Q(q^(1/n)); exponential: 1 - 0.1 ln(1 - q^(1/n))
+    d = exponential(0.1)
+    for n, q in ((1, 0.5), (16, 0.1), (16, 0.9), (1000, 0.9)):
+        assert max_quantile(d, n, q) == pytest.approx(1 - 0.1 * math.log(1 - q ** (1 / n)), rel=1e-6)
+    low, high = excess(d, 16, "low"), excess(d, 16, "high")
+    assert low < excess(d, 16) < high
+
+
+def test_generalized_pareto_tail_by_hand():
+    # beyond the last point: u + sigma / xi ((zeta / (1 - p))^xi - 1)
+    d = TailDistribution(probabilities=[0.5, 0.9], ratios=[1.0, 1.2], tail_shape=0.25, tail_scale=0.05)
+    p = np.asarray([0.7, 0.99, 0.9999])
+    expected = [1.1, 1.2 + 0.05 / 0.25 * ((0.1 / 0.01) ** 0.25 - 1), 1.2 + 0.05 / 0.25 * ((0.1 / 1e-4) ** 0.25 - 1)]
+    assert quantile(d, p) == pytest.approx(expected, rel=1e-9)
+
+
+def test_probability_weighted_moments_recover_the_tail():
+    rng = np.random.default_rng(3)
+    xi, sigma = gpd_pwm(rng.pareto(4.0, 20000))  # Lomax(4) = GPD(xi = 1/4, sigma = 1/4)
+    assert xi == pytest.approx(0.25, abs=0.05) and sigma == pytest.approx(0.25, rel=0.1)
+    xi, sigma = gpd_pwm(rng.exponential(2.0, 20000))  # GPD(0, 2)
+    assert xi == pytest.approx(0.0, abs=0.05) and sigma == pytest.approx(2.0, rel=0.05)
+
+
+def test_heavy_tails_are_not_taken_for_a_normal():
+    """Two spreads with the same median and standard deviation: a normal one and one with a Pareto tail. The fitted
+    expected max over many ranks follows the tail; a normal assumption would give both the same."""
+    rng = np.random.default_rng(7)
+    normal = 1.0 + rng.normal(0.0, 0.02, 40000)
+    heavy = 1.0 + 0.02 * (rng.pareto(3.0, 40000) - 0.5) / math.sqrt(0.75)  # Lomax(3): sd sqrt(3/4)
+    fit_normal, fit_heavy = fit_ratios(normal, "normal"), fit_ratios(heavy, "heavy")
+    assert fit_heavy.tail_shape > 0.2 and abs(fit_normal.tail_shape) < 0.2
+    # the normal's expected max of 1000 draws: 1 + 3.24 sigma (tables of normal order statistics)
+    assert expected_max(fit_normal, 1000) == pytest.approx(1 + 3.24 * 0.02, abs=0.01)
+    assert excess(fit_heavy, 1000) > 1.5 * excess(fit_normal, 1000)
+
+
+def test_fit_spread_from_samples_and_its_sources():
+    rng = np.random.default_rng(0)
+    compute = [list(1e-3 * (1 + rng.exponential(0.05, 50))) for _ in range(8)]
+    collectives = [list(2e-4 * (1 + rng.exponential(0.1, 50))) for _ in range(4)]
+    spread = fit_spread(compute, collectives, on_gpu=True)
+    assert set(spread) == {"step", "collective", "device"}
+    assert spread["step"].samples == 100 and spread["collective"].samples == 200  # the 2 longest of 8 samples
+    assert spread["device"] == DEFAULTS["device"] and "Sinha" in spread["device"].sources[0]
+    assert fit_spread([[1.0, 1.0]], [], on_gpu=False) is None  # too few calls: nothing to say
+    assert sample_ratios([[1, 2, 3, 4, 5]]) == pytest.approx([1 / 3, 2 / 3, 1, 4 / 3, 5 / 3])
+
+
+def test_device_default_meets_its_source():
+    """Sinha et al. (SC22): outliers up to 1.5x the median GPU; the default puts the expected slowest of Summit's
+    27,648 GPUs there, and keeps a node of 8 within a few percent."""
+    d = DEFAULTS["device"]
+    assert expected_max(d, 27648) / expected_max(d, 1) == pytest.approx(1.5, rel=0.03)
+    assert 0.01 < excess(d, 8) < 0.04
+    assert DEFAULTS["collective"].sources[0].startswith("assumed")
