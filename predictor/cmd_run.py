@@ -103,10 +103,10 @@ def load_inputs(args):
         raise UserError(f"model {args.model} has layers the predictor cannot cost: {', '.join(graph.unsupported[:8])}"
                         + (" ..." if len(graph.unsupported) > 8 else ""))
     cost_model, path = load_cost_model(args.profile)
-    from predictor.flags import apply_at_scale_arguments
+    from predictor.flags import apply_run_settings
     from predictor.layercost import check_dtype
 
-    apply_at_scale_arguments(args, cost_model)  # --cluster-load, --dataset, ... (predictor.at_scale)
+    apply_run_settings(args, cost_model)  # --cudnn-benchmark, --cluster-load, --dataset, ... (predictor.flags)
 
     check_dtype(cost_model, args.dtype, str(path))
     return graph, cost_model, path

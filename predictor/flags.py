@@ -96,6 +96,11 @@ def add_prediction_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--memory-cap", type=float_in(0.0, MAX_MEMORY_GB), metavar="GB",
                         help="device memory to plan for (default: the profile's)")
     parser.add_argument("--dataset-size", type=int_in(1, 1 << 48), help="samples per epoch: adds epoch time and GPU-hours")
+    parser.add_argument("--cudnn-benchmark", choices=("on", "off"), default=None,
+                        help="whether the run lets cuDNN search for each convolution's fastest algorithm "
+                             "(torch.backends.cudnn.benchmark = True) or takes its heuristic (PyTorch's default); "
+                             "GPU kernel models only (docs/method.md §3b); default: as the profile's kernels were "
+                             "measured")
     add_at_scale_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
 
@@ -143,6 +148,15 @@ def apply_at_scale_arguments(args: argparse.Namespace, cost_model) -> None:
     if getattr(args, "staging", False):
         changes["staged"] = True
     with_data_source(cost_model, replace(source, **changes) if changes else source)
+
+
+def apply_run_settings(args: argparse.Namespace, cost_model) -> None:
+    """The settings of the run that change a cost model's answers: --cudnn-benchmark (the GPU kernel model's
+    convolution algorithms) and the at-scale flags (apply_at_scale_arguments)."""
+    setting = getattr(args, "cudnn_benchmark", None)
+    if setting is not None and hasattr(cost_model, "conv_algorithm_search"):
+        cost_model.conv_algorithm_search = setting == "on"
+    apply_at_scale_arguments(args, cost_model)
 
 
 def add_runs_argument(parser, what: str, *, many: bool) -> None:

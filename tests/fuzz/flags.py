@@ -123,6 +123,7 @@ BAD_FLAGS = [  # (label, argv, flag the error must name)
     ("report-out-missing-parent", REPORT + ["--out", "{d}/no/such/dir"], "--out"),
     ("report-compare-at-zero", REPORT + ["--out", "{d}/r", "--compare-at", "0"], "--compare-at"),
     # issue 38: the at-scale flags (stragglers, other jobs on the fabric, shared storage)
+    ("cudnn-benchmark-word", RUN + ["--cudnn-benchmark", "maybe"], "--cudnn-benchmark"),
     ("cluster-load-word", RUN + ["--cluster-load", "loud"], "--cluster-load"),
     ("cluster-load-negative", RUN + ["--cluster-load", "-5"], "--cluster-load"),
     ("cluster-load-above-100", RUN + ["--cluster-load", "150"], "--cluster-load"),
