@@ -260,6 +260,10 @@ class LayerCoster:
                 bwd = self._call(op, BACKWARD_PASS.get(layer.op, "bwd_data"), params)
             if layer.params or layer.tied:  # a tied head's weight gradient is computed too (Layer.tied)
                 bwd += self._call(op, "bwd_weight", params)
+            elif op == "bmm" and len(layer.inputs) > 1 and not self.first[index]:
+                # BmmBackward0 of two activations (attention's Q K^T and P V): dA = dC B^T and dB = A^T dC, the
+                # second product costed as the batched GEMM's bwd_weight pass (profiler.opmath.bmm_flops)
+                bwd += self._call(op, "bwd_weight", params)
             if self.dtype == "fp8" and op in FP8_MATMUL_OPS:
                 cast_fwd, cast_bwd = self._fp8_casts(params, bool(layer.params))
                 fwd += cast_fwd
@@ -313,14 +317,29 @@ def check_dtype(cost_model: CostModel, dtype: str, profile: str) -> None:
                         f"H200, e.g. h100-dgx-8gpu.published); use --dtype bf16 or such a profile") from None
 
 
-def update_bytes(params: float, optimizer: str, dtype: str) -> float:
-    """Bytes moved by one optimizer step over `params` parameters (a memory-bound streaming kernel)."""
+#: bytes per parameter the passes of a half-precision model's optimizer step move around the fp32 update itself
+#: (plan.mixed_precision "half": Megatron-LM's Float16OptimizerWithFloat16Params.step, megatron/optimizer/
+#: optimizer.py @55ba1f7b): copy the fp16 gradients into fp32 main gradients (read 2, write 4); unscale them and
+#: check for inf/nan in place (read 4, write 4); the global gradient norm for clipping (read 4; the rescale when
+#: the norm exceeds the clip is left out); after the update, copy the fp32 main weights into the fp16 model weights
+#: (read 4, write 2); and zero the fp16 gradient buffer before the next iteration (write 2)
+HALF_OPTIMIZER_PASS_BYTES = 6 + 8 + 4 + 6 + 2
+
+
+def update_bytes(params: float, optimizer: str, dtype: str, mixed_precision: str = "autocast") -> float:
+    """Bytes moved by one optimizer step over `params` parameters (a memory-bound streaming kernel). Under autocast
+    the update reads a half gradient and writes a half weight copy beside the fp32 words; with half-precision
+    weights and gradients (mixed_precision "half") the fp32 update runs on fp32 main gradients and weights, between
+    the passes of HALF_OPTIMIZER_PASS_BYTES."""
     words = _UPDATE_WORDS[optimizer]
+    if dtype in MIXED_DTYPES and mixed_precision == "half":
+        return params * (4 * words + HALF_OPTIMIZER_PASS_BYTES)
     if dtype in MIXED_DTYPES:
         return params * (4 * (words - 1) + 2 + 2)  # half gradient in, half weight copy out
     return params * 4 * words
 
 
-def update_time_s(cost_model: CostModel, params: float, optimizer: str, dtype: str) -> float:
+def update_time_s(cost_model: CostModel, params: float, optimizer: str, dtype: str,
+                  mixed_precision: str = "autocast") -> float:
     """Weight update as memory-bound work (ParaDL's released oracle drops WU entirely; docs/method.md §4)."""
-    return cost_model.memory_time_s(update_bytes(params, optimizer, dtype)) if params else 0.0
+    return cost_model.memory_time_s(update_bytes(params, optimizer, dtype, mixed_precision)) if params else 0.0

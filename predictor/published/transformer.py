@@ -25,7 +25,11 @@ checkpointing are kept in `extra`. A malformed row is a one-line UserError namin
           `no-overlap`) in fp16: Megatron-LM's --fp16 and DeepSpeed's fp16 engine keep fp16 weights and
           gradients beside fp32 master weights (`mixed_precision="half"`; Megatron-LM's
           accumulate_allreduce_grads_in_fp32 defaults to off for fp16), and pipeline boundaries as the row's
-          framework sends them (`transformer_pipeline_boundaries`). llm-foundry (FSDP): `data` with ZeRO-3
+          framework sends them (`transformer_pipeline_boundaries`). A Megatron row may state its layout further
+          (parallelism.virtual_stages: the interleaved schedule with v chunks per rank; sequence_parallel;
+          distributed_optimizer: ZeRO stage 1; pipeline_boundary; ddp_impl: torch = PyTorch DDP overlapped with the
+          backward, local = after it; recompute_granularity: full or selective), as Korthikanti et al. 2022 and
+          Narayanan et al. 2021 ran theirs (scripts/megatron_paper_rows.py). llm-foundry (FSDP): `data` with ZeRO-3
           (FULL_SHARD) or ZeRO-2 (SHARD_GRAD_OP), `+recompute`
           with one checkpoint per transformer block when the row checkpoints; gradient accumulation as one
           local batch of micro batch · accumulation samples per step (FSDP's per-micro-batch gathers not counted).
@@ -51,6 +55,7 @@ from typing import Any, Optional, Union
 
 from predictor.published.corpus import (CORPUS_DIR, PublishedRun, _fail, _positive_float, _positive_int, _text,
                                         load_records, record_head, unique_ids)
+from predictor.plan import PIPELINE_BOUNDARIES, RECOMPUTE_GRANULARITIES
 from predictor.published.rowmap import Setup, Skipped, _first, _system_rule
 from profiler.errors import UserError
 
@@ -74,6 +79,13 @@ MAX_CSV_BYTES = 1 << 20
 #: with the 2.x argument set (--tensor-model-parallel-size, --micro-batch-size, --global-batch-size) that
 #: Megatron-DeepSpeed forked, fusion flag and default included. No dtype or shape condition: it runs in every row.
 MEGATRON_RESIDUAL = "bias-dropout-add"
+#: layout settings a Megatron row may state (parallelism.<key>) and the values each may take: the pipeline boundary
+#: (plan.PIPELINE_BOUNDARIES: "partitioned" = Megatron-LM's scatter/gather optimisation, on by default from
+#: February 2021 (72e4230b) until its removal in 2023), and Megatron-LM's --DDP-impl (`torch`: PyTorch DDP, its
+#: gradient all-reduce overlapped with the backward, regime `ddp`; `local`: Megatron's own, all-reduced after the
+#: backward, `no-overlap`)
+LAYOUT_CHOICES = {"pipeline_boundary": PIPELINE_BOUNDARIES, "ddp_impl": ("torch", "local")}
+DDP_REGIMES = {"torch": "ddp", "local": "no-overlap"}
 #: the longest key sequence Megatron's fused scale-mask-softmax kernel takes (FusedScaleMaskSoftmax.forward)
 FUSED_SOFTMAX_MAX_SEQ = 2048
 #: DLE PyTorch BERT's phase 2 (seq 512) reads LDDL's binned data: README @729963dd, changelog January 2022 "Binned
@@ -126,11 +138,22 @@ def parse_transformer_record(rec: Any, index: int, path: str) -> PublishedRun:
             raise _fail(path, index, rid, name, "must be a mapping")
     for key in ("layers", "hidden", "heads", "seq_len"):
         _positive_int(details.get(key), path, index, rid, f"model_details.{key}", allow_none=True)
-    for key in ("data", "tensor", "pipeline", "micro_batch", "grad_accum", "micro_batch_per_gpu"):
+    for key in ("data", "tensor", "pipeline", "micro_batch", "grad_accum", "micro_batch_per_gpu", "virtual_stages"):
         _positive_int(parallel.get(key), path, index, rid, f"parallelism.{key}", allow_none=True)
+    for key in ("sequence_parallel", "distributed_optimizer"):
+        if not isinstance(parallel.get(key, False), bool):
+            raise _fail(path, index, rid, f"parallelism.{key}", f"must be true or false, got {parallel[key]!r}")
+    for key, known in LAYOUT_CHOICES.items():
+        if key in parallel and parallel[key] not in known:
+            raise _fail(path, index, rid, f"parallelism.{key}", f"must be one of {', '.join(known)}, "
+                        f"got {parallel[key]!r}")
     ckpt = rec.get("activation_checkpointing", False)
     if not isinstance(ckpt, bool):
         raise _fail(path, index, rid, "activation_checkpointing", f"must be true or false, got {ckpt!r}")
+    granularity = rec.get("recompute_granularity", "full")
+    if granularity not in RECOMPUTE_GRANULARITIES:
+        raise _fail(path, index, rid, "recompute_granularity", f"must be one of "
+                    f"{', '.join(RECOMPUTE_GRANULARITIES)}, got {granularity!r}")
     measured_s, note = _measured(rec, path, index, rid)
     source = rec.get("source") or {}
     degrees = " ".join(f"{k}={parallel[k]}" for k in ("data", "tensor", "pipeline", "micro_batch", "grad_accum",
@@ -141,7 +164,8 @@ def parse_transformer_record(rec: Any, index: int, path: str) -> PublishedRun:
         framework=_text(rec, "framework", path, index, rid), parallelism=degrees, data="", num_gpus=gpus,
         batch_per_gpu=None, system=system, measured_s=measured_s, measured_note=note,
         url=str(source.get("url", "")) if isinstance(source, dict) else "", notes=_text(rec, "notes", path, index, rid, False),
-        extra={"model_details": details, "parallel": parallel, "global_batch": global_batch, "checkpointing": ckpt})
+        extra={"model_details": details, "parallel": parallel, "global_batch": global_batch, "checkpointing": ckpt,
+               "granularity": granularity})
 
 
 def load_transformer_corpus(path: Union[str, Path] = TRANSFORMER_FILE) -> list[PublishedRun]:
@@ -283,10 +307,16 @@ def interpret_transformer(run: PublishedRun, rules: dict) -> Union[Setup, Skippe
         if batch % (d * mb):
             return Skipped(run, f"global batch {batch} is not a multiple of data {d} x micro batch {mb}")
         boundary = _first(rules.get("transformer_pipeline_boundaries", []), run.framework)
+        boundary = parallel.get("pipeline_boundary", boundary["boundary"] if boundary else "whole")
+        v = parallel.get("virtual_stages", 1)
         plan = dict(strategy="data+tensor+pipeline", p_data=d, p_tensor=t, stages=p, micro_batches=batch // (d * mb),
-                    recompute=ckpt, schedule="1f1b", pipeline_boundary=boundary["boundary"] if boundary else "whole",
-                    mixed_precision="half")
-        framework = "no-overlap"
+                    recompute=ckpt, schedule="interleaved" if v > 1 else "1f1b", virtual_stages=v,
+                    pipeline_boundary=boundary, mixed_precision="half",
+                    sequence_parallel=parallel.get("sequence_parallel", False),
+                    zero_stage=1 if parallel.get("distributed_optimizer", False) else 0)
+        if ckpt:
+            plan["recompute_granularity"] = run.extra.get("granularity", "full")
+        framework = DDP_REGIMES[parallel.get("ddp_impl", "local")]
     elif family == "mpt":
         sharding = str(parallel.get("fsdp_sharding", "FULL_SHARD"))
         zero = 3 if sharding == "FULL_SHARD" else 2

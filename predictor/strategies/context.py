@@ -229,14 +229,16 @@ class Context:
             t = self._coll[key] = self.cm.collective_time_s(op, size_bytes, group, nodes)
         return t
 
-    def update_s(self, params: float, optimizer: str, dtype: str, tensors: int | None = None) -> float:
+    def update_s(self, params: float, optimizer: str, dtype: str, tensors: int | None = None,
+                 mixed_precision: str = "autocast") -> float:
         """Optimizer step over `params` parameters in `tensors` tensors (default: every layer's): the streaming
-        update plus the optimizer's per-tensor framework cost."""
+        update (layercost.update_bytes: plan.mixed_precision "half" adds the fp16 optimizer's passes) plus the
+        optimizer's per-tensor framework cost."""
         tensors = sum(self.param_tensors) if tensors is None else tensors
-        key = ("update", params, optimizer, dtype, tensors)
+        key = ("update", params, optimizer, dtype, tensors, mixed_precision)
         t = self._sums.get(key)
         if t is None:
-            t = self._sums[key] = update_time_s(self.cm, params, optimizer, dtype) + (
+            t = self._sums[key] = update_time_s(self.cm, params, optimizer, dtype, mixed_precision) + (
                 self.cm.optimizer_overhead_s(tensors) if params else 0.0)
         return t
 

@@ -52,7 +52,7 @@ def _zero(ctx: Context, plan: Plan, pred: Prediction, fwd: float, bwd: float, bw
     """The terms of sharded data parallelism (module docstring) over the N = p_data replicas."""
     N, stage, everything = plan.p_data, plan.zero_stage, range(ctx.n_layers)
     weight_bytes = 2.0 if plan.dtype in MIXED_DTYPES else 4.0  # the copy the layers compute with
-    pred.update_s = ctx.update_s(ctx.total_params / N, plan.optimizer, plan.dtype)
+    pred.update_s = ctx.update_s(ctx.total_params / N, plan.optimizer, plan.dtype, mixed_precision=plan.mixed_precision)
     weights, grads, optimizer = parameter_bytes(ctx.total_params, plan.dtype, plan.optimizer, plan.mixed_precision)
     grad_bytes = gradient_bytes_per_param(plan.dtype, plan.mixed_precision)
     master = weights - ctx.total_params * weight_bytes if plan.dtype in MIXED_DTYPES else 0.0
@@ -94,7 +94,7 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     everything = range(ctx.n_layers)
     fwd, bwd, bwd_list = ctx.compute(plan.dtype, ("all", split), everything, lambda i: split)
     pred.compute_fwd_s, pred.compute_bwd_s = fwd, bwd
-    pred.update_s = ctx.update_s(ctx.total_params, plan.optimizer, plan.dtype)
+    pred.update_s = ctx.update_s(ctx.total_params, plan.optimizer, plan.dtype, mixed_precision=plan.mixed_precision)
     nodes = data_nodes(plan.p_data, 1, plan.devices_per_node)
     exposed, hidden = ctx.gradient_sync(everything, bwd_list, 1, plan.p_data, nodes, plan)
     pred.comm_exposed_s["gradient"], pred.comm_hidden_s["gradient"] = exposed, hidden

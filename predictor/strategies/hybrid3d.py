@@ -260,7 +260,11 @@ def sequence_collectives_by_layer(ctx: Context, ts: TensorSplit, seq: SequenceSp
     of strategies.tensor's sequence-parallel sums placed on the layer that waits for them: a row layer's
     reduce-scatter of its output (forward) and all-gather of dL/dy (backward); at the first column layer reading a
     tensor, the all-gather of that token-split input (forward) and the reduce-scatter of its dL/dx (backward; an
-    all-reduce when the input is replicated); at the first replicated reader of a token-split tensor its all-gather
+    all-reduce when the input is replicated); at every column layer reading a token-split input, that input
+    all-gathered again in backward for the weight gradient (Megatron-LM keeps only its 1/t share:
+    LinearWithGradAccumulationAndAsyncCommunication.backward re-gathers it; counted exposed, as Korthikanti et al.'s
+    Table 4 shows: with sequence parallelism the layer's backward is no faster, 11.8 vs 11.9 ms, though its norms
+    and dropouts run on 1/t of the tokens); at the first replicated reader of a token-split tensor its all-gather
     (forward); at the first token-split layer joined by a replicated tensor the all-gather of its gradient
     (backward). size(x) = bytes of tensor x on one rank before the split."""
     fwd: dict[int, float] = {}
@@ -286,6 +290,10 @@ def sequence_collectives_by_layer(ctx: Context, ts: TensorSplit, seq: SequenceSp
             add(bwd, reader, coll("reduce_scatter", size(x), p, nodes))
         else:
             add(bwd, reader, coll("allreduce", size(x), p, nodes))
+    for i in ts.columns:  # each column layer re-gathers its saved token-split input for its weight gradient
+        x = inputs[i][0]
+        if x in seq.tokens:
+            add(bwd, i, coll("allgather", size(x), p, nodes))
     columns = set(ts.columns)
     for x in seq.exits:
         reader = min(u for u in ctx.consumers[x] if u not in seq.tokens and u not in columns)
@@ -407,8 +415,11 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
         for i in heads:  # dL/dx of the head's input all-reduced (SP: reduce-scattered, its input all-gathered in
             # forward as a token-split tensor's exit); 3 fp32 all-reduces per token in the loss
             n_tokens = math.prod(ctx.layers[i].input_shape[:-1])
+            head_input = size(ctx.producer(ctx.layers[i].inputs[0]))
             bwd_c[i] = bwd_c.get(i, 0.0) + ctx.collective("reduce_scatter" if seq is not None else "allreduce",
-                                                          size(ctx.producer(ctx.layers[i].inputs[0])), t, tensor_nodes)
+                                                          head_input, t, tensor_nodes)
+            if seq is not None:  # parallel_lm_logits re-gathers its token-split input for the weight gradient
+                bwd_c[i] += ctx.collective("allgather", head_input, t, tensor_nodes)
             fwd_c[i] = fwd_c.get(i, 0.0) + 3 * ctx.collective("allreduce", m * n_tokens * 4.0, t, tensor_nodes)
         return times, [fwd_c.get(i, 0.0) for i in range(ctx.n_layers)], [bwd_c.get(i, 0.0) for i in range(ctx.n_layers)]
 
@@ -465,7 +476,8 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     dev_tensors = [rank_sum(ctx.param_tensors, k) for k in range(K)]
     zero = plan.zero_stage == 1 and plan.p_data > 1  # the distributed optimizer: each replica updates 1/p_data
     shard = plan.p_data if zero else 1
-    pred.update_s = max(ctx.update_s(p / shard, plan.optimizer, dtype, n) for p, n in zip(dev_params, dev_tensors))
+    pred.update_s = max(ctx.update_s(p / shard, plan.optimizer, dtype, n, plan.mixed_precision)
+                        for p, n in zip(dev_params, dev_tensors))
     divisors = tuple(ctx.params[i] / x if x else 1 for i, x in enumerate(local))
     exposed = hidden = 0.0
     share = data_network_share(plan.p_data, t, plan.devices_per_node)

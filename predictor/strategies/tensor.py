@@ -26,8 +26,10 @@ output, backward all-gather of the row's dL/dy and reduce-scatter of the column'
 (layer norm, dropout, residual add, activations) fed by a row run on 1/p of the tokens: compute and saved
 activations /p. A sequence-split tensor read by any other layer is all-gathered first (forward only: the reader
 is replicated, its gradient is the same on every rank); a replicated tensor (not the model input) joining a
-sequence-split one is sliced, and its gradient all-gathered in backward. Not modelled: Megatron re-gathers the
-column's saved sequence-split input during backward for the weight gradient, behind the dL/dx GEMM.
+sequence-split one is sliced, and its gradient all-gathered in backward. Each column layer's saved token-split
+input is all-gathered again in backward for its weight gradient (Megatron keeps only the 1/p share). Megatron
+issues it beside the dL/dx GEMM, yet it is counted exposed: Korthikanti et al.'s Table 4 measures a layer's backward
+no faster with sequence parallelism (11.8 vs 11.9 ms) though its norms and dropouts run on 1/p of the tokens.
 
 **Costs.** Compute: every layer at its per-device shape through the profile (LayerCoster): column and inside
 layers at F/p (layercost.Split filter_div, as filter parallelism), row layers at K/p (channel_div, as channel
@@ -270,9 +272,11 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
         fwd_s = sum(coll("reduce_scatter", size(i), p, nodes) for i in ts.rows) + sum(
             coll("allgather", size(t), p, nodes) for t in ts.column_inputs if t in tokens) + sum(
             coll("allgather", size(t), p, nodes) for t in seq.exits)
+        inputs = ctx.graph_cached(("tensor-producers",), lambda: _producers(ctx.graph))
         bwd_s = sum(coll("allgather", size(i), p, nodes) for i in ts.rows) + sum(
             coll("reduce_scatter", size(t), p, nodes) if t in tokens else coll("allreduce", size(t), p, nodes)
-            for t in ts.column_inputs if t >= 0) + sum(coll("allgather", size(t), p, nodes) for t in seq.entries)
+            for t in ts.column_inputs if t >= 0) + sum(coll("allgather", size(t), p, nodes) for t in seq.entries) + sum(
+            coll("allgather", size(inputs[i][0]), p, nodes) for i in ts.columns if inputs[i][0] in tokens)
     pred.comm_exposed_s["layer_collective"] = fwd_s + bwd_s
     names = lambda idx: [ctx.layers[i].name for i in idx]  # noqa: E731
     pred.details.update(tensor_fwd_collective_s=fwd_s, tensor_bwd_collective_s=bwd_s, nodes_inner_group=nodes,
@@ -285,7 +289,7 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
 
     local = ctx.cached(("tensor-params", p), lambda: local_parameters(ctx.graph, ts, p))
     local_params = sum(local)
-    pred.update_s = ctx.update_s(local_params, plan.optimizer, plan.dtype)
+    pred.update_s = ctx.update_s(local_params, plan.optimizer, plan.dtype, mixed_precision=plan.mixed_precision)
     divisors = ctx.cached(("tensor-divisors", p), lambda: tuple(
         ctx.params[i] / x if x else 1 for i, x in enumerate(local)))
     d_nodes = data_nodes(plan.p_data, p, plan.devices_per_node)

@@ -42,7 +42,8 @@ def test_sequence_parallel_is_no_longer_refused(setup):
 
 def test_sequence_parallel_collectives_per_transformer_layer(setup):
     """Per transformer layer and micro-batch: forward 2 reduce-scatters (row outputs) + 2 all-gathers (the QKV and
-    first MLP projections' token-split inputs), backward the mirror image, each of m·s·h·δ bytes; where tensor
+    first MLP projections' token-split inputs), backward the mirror image plus 2 all-gathers (those inputs gathered
+    again for the weight gradients: Megatron keeps their 1/t share), each of m·s·h·δ bytes; where tensor
     parallelism alone has 2 + 2 all-reduces."""
     graph, cm, ctx = setup
     ts = tensor_split(graph)
@@ -56,7 +57,7 @@ def test_sequence_parallel_collectives_per_transformer_layer(setup):
     assert len(starts) == L + 1
     for a, z in zip(starts, starts[1:]):
         assert sum(fwd.get(i, 0.0) for i in range(a, z)) == pytest.approx(2 * rs + 2 * ag)
-        assert sum(bwd.get(i, 0.0) for i in range(a, z)) == pytest.approx(2 * ag + 2 * rs)
+        assert sum(bwd.get(i, 0.0) for i in range(a, z)) == pytest.approx(2 * ag + 2 * rs + 2 * ag)
     # outside the layers: the final norm's output all-gathered for the head (forward), nothing else here
     span = recomputed_layers(ctx, ts)
     outside_fwd = sum(v for i, v in fwd.items() if i not in range(span.start, span.stop))

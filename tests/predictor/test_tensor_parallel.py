@@ -114,9 +114,10 @@ def test_sequence_parallel_replaces_each_allreduce_by_reduce_scatter_and_allgath
     # the head all-gathers the last residual
     assert pred.details["tensor_fwd_collective_s"] == pytest.approx(_expected_s(cm, [rs] * 4 + [ag] * 3 + [ag]))
     # backward: every row all-gathers dL/dy (4); the 3 token-split column inputs reduce-scatter dL/dx, layer 0's
-    # replicated one all-reduces it; emb's output, sliced into the first residual add, all-gathers its gradient
+    # replicated one all-reduces it; emb's output, sliced into the first residual add, all-gathers its gradient;
+    # the 3 columns reading a token-split input gather it again for their weight gradients
     assert pred.details["tensor_bwd_collective_s"] == pytest.approx(
-        _expected_s(cm, [ag] * 4 + [rs] * 3 + [ar] + [ag]))
+        _expected_s(cm, [ag] * 4 + [rs] * 3 + [ar] + [ag] + [ag] * 3))
     plain, _ = _tensor(graph, 2)
     assert pred.activations_bytes < plain.activations_bytes  # layer norms' inputs split over tokens
 
