@@ -150,14 +150,18 @@ class Context:
 
     def for_plan(self, plan: Plan) -> "Context":
         """This context, or one whose cost model is slowed down for the ranks that share a node's cores
-        (predictor.shared_cores) and scaled to the plan's software stack (predictor.stacks); cached per pair."""
+        (predictor.shared_cores) and scaled to the plan's software stack (predictor.stacks); cached per pair. A
+        model held in half precision (plan.mixed_precision "half": Megatron's Float16Module, DeepSpeed's fp16
+        engine) runs no autocast: the stacks' mixed factors, fitted to autocast CNN runs, do not apply (stack
+        "other", as the transformer corpus maps Megatron's rows; docs/decisions/2026-12-06-megatron-gemms.md)."""
         factor = self.cm.rank_slowdown(min(plan.devices, plan.devices_per_node))
-        scaled = self._stack_scaled.get(plan.stack)
+        stack = "other" if plan.mixed_precision == "half" else plan.stack
+        scaled = self._stack_scaled.get(stack)
         if scaled is None:
-            scaled = self._stack_scaled[plan.stack] = stack_scaled(self.cm, plan.stack)
+            scaled = self._stack_scaled[stack] = stack_scaled(self.cm, stack)
         if factor <= 1.0 and scaled is self.cm:
             return self
-        key = (factor, plan.stack if scaled is not self.cm else None)
+        key = (factor, stack if scaled is not self.cm else None)
         if key not in self._shared:
             self._shared[key] = Context(self.graph, SharedCores(scaled, factor) if factor > 1.0 else scaled)
         return self._shared[key]

@@ -125,3 +125,23 @@ def test_a_malformed_layout_setting_is_one_line_exit_2(tmp_path, capsys, where, 
     assert main(["validate", "--published", str(path)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and key in err and rec["id"] in err
+
+
+def test_a_half_precision_model_takes_no_autocast_stack_factor(cost_model):
+    """The stacks' mixed factors were fitted to autocast CNN runs (PyTorch: x1.19 on the A100 profiles); a model
+    held in fp16 (mixed_precision half) runs none of it, under any --stack; autocast keeps its factor."""
+    from predictor.api import predict
+    graph = load_model("gpt", layers=2, hidden=256, heads=4, seq=128, vocab=1024)
+    base = dict(batch=8, devices=8, devices_per_node=8, p_data=2, p_tensor=2, stages=2, micro_batches=4, dtype="fp16",
+                optimizer="adam", schedule="1f1b")
+
+    def compute(**kw):
+        pred = predict(graph, Plan("data+tensor+pipeline", **base, **kw), cost_model, interval=False)
+        return pred.compute_fwd_s + pred.compute_bwd_s
+
+    assert compute(mixed_precision="half", stack="pytorch") == pytest.approx(compute(mixed_precision="half",
+                                                                                      stack="other"))
+    factor = cost_model.stack_time_scale("pytorch", "float16")
+    assert factor > 1.1
+    ratio = compute(mixed_precision="autocast", stack="pytorch") / compute(mixed_precision="autocast", stack="other")
+    assert ratio == pytest.approx(factor, rel=0.01)  # the fp16 kernels take it (framework overheads do not)
