@@ -173,7 +173,7 @@ def run(args) -> int:
         return 0
     if not args.wide:  # the compact answer first (issue 39): a table of at most 100 columns, the why
         return _print_compact(args, preds, meta, path, cm, graph, flagged, substituted, corrected)
-    console = Console(width=max(Console().width, 200), file=sys.stdout)
+    console = Console(width=max(Console().width, 240), file=sys.stdout)
     console.print(f"profile: {path} ({cm.provenance})   model: {graph.name} ({graph.params / 1e6:.2f} M params, "
                   f"{len(graph.layers)} layers)   batch {args.batch} on {args.gpus} devices")
     console.print(ranked_table(preds, args.dataset_size, title="predicted training iteration, ranked"))

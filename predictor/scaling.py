@@ -215,8 +215,11 @@ class _Evaluator:
         low = min(evaluate(self.low, pred.plan, self.cap).iteration_s, pred.iteration_s)
         high = max(evaluate(self.high, pred.plan, self.cap).iteration_s, pred.iteration_s)
         bounds = self.cm.model_error_bounds(pred.plan.strategy, pred.plan.framework)
-        if bounds is not None:
-            low, high = min(low, pred.iteration_s * bounds[0]), max(high, pred.iteration_s * bounds[1])
+        if bounds is not None:  # times the at-scale terms' own range, as predict does (predictor.at_scale)
+            from predictor.at_scale import at_scale_range
+            lo, hi = at_scale_range(self.graph, pred.plan, self.cm, pred.iteration_s, self.cap)
+            pred.details["at_scale_range"] = (lo, hi)
+            low, high = min(low, pred.iteration_s * bounds[0] * lo), max(high, pred.iteration_s * bounds[1] * hi)
         pred.interval_s = (low, high)
         return pred
 

@@ -91,7 +91,8 @@ def test_leaves_spanned():
 
 def test_abci_profile_slows_inter_node_bandwidth_beyond_a_rack():
     """The ABCI reference profile (34 nodes per leaf, 1:3): a 1 GB allreduce over 64 nodes (2 leaves) pays
-    1.5x the bandwidth term of one over 32 nodes (1 leaf); latency terms aside."""
+    1.5x the bandwidth term of one over 32 nodes (1 leaf) on a quiet fabric, 3x with other jobs holding half the
+    uplinks (the typical load, docs/method.md §6); latency terms aside."""
     from calibrate.collective_model import bus_factor
     from calibrate.cost_model import load_cost_model
     from calibrate.shipped import shipped_profile
@@ -100,9 +101,11 @@ def test_abci_profile_slows_inter_node_bandwidth_beyond_a_rack():
     link = cm.coefficients.links["allreduce"]["inter"]
     size = 1e9
     bw_term = lambda p: size * bus_factor("allreduce", p) / link.bus_bandwidth_bytes_per_s.value
-    t32, t64 = cm.collective_time_s("allreduce", size, 128, 32), cm.collective_time_s("allreduce", size, 256, 64)
-    lat32, lat64 = t32 - bw_term(128), t64 - 1.5 * bw_term(256)
-    assert 0 < lat32 < 1e-3 and 0 < lat64 < 1e-3
+    for percentile, factor in ((5.0, 1.5), (50.0, 3.0)):  # quiet: no other job; typical: load 0.5
+        cm.cluster_load = percentile
+        t32, t64 = cm.collective_time_s("allreduce", size, 128, 32), cm.collective_time_s("allreduce", size, 256, 64)
+        lat32, lat64 = t32 - bw_term(128), t64 - factor * bw_term(256)
+        assert 0 < lat32 < 1e-3 and 0 < lat64 < 1e-3
 
 
 def test_regime_changes_the_prediction_in_the_right_order():
