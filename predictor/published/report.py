@@ -149,6 +149,8 @@ def render_text(report: dict) -> str:
             cells = "".join(f"  {k} {_pct(report[k][key][name]['accuracy'])}" for k in extra
                             if key in report[k] and name in report[k][key])
             lines.append(f"  {name:<28} rows {g['rows']:>4}   accuracy {_pct(g['accuracy']):>7}{cells}")
+    from predictor.published.megatron_papers import render_text as megatron_papers_text
+    lines += megatron_papers_text(report)
     reasons: dict[str, int] = defaultdict(int)
     for s in report["skipped"]:
         reasons[s["reason"]] += 1

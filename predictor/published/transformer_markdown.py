@@ -11,6 +11,7 @@ import argparse
 import statistics
 from pathlib import Path
 
+from predictor.published import megatron_papers
 from predictor.published.command import transformer_report
 from predictor.published.report import plot
 from profiler.errors import UserError
@@ -39,10 +40,14 @@ def _plan(p: dict) -> str:
         parts.append(f"S{p['micro_batches']}")
     if p.get("pipeline_boundary", "whole") != "whole" and p.get("stages", 1) > 1 and p.get("p_tensor", 1) > 1:
         parts.append(f"{p['pipeline_boundary']} boundary")
+    if p.get("schedule") == "interleaved":
+        parts.append(f"interleaved x{p.get('virtual_stages', 1)}")
+    if p.get("sequence_parallel"):
+        parts.append("sequence-parallel")
     if p.get("zero_stage"):
         parts.append(f"zero{p['zero_stage']}")
     if p.get("recompute"):
-        parts.append("recompute")
+        parts.append("recompute" + (" (selective)" if p.get("recompute_granularity") == "selective" else ""))
     return " ".join(parts)
 
 
@@ -78,6 +83,13 @@ def summary(report: dict, fused: dict | None = None) -> list[str]:
     met = _met(report, fig)
     lines.append("Targets met: " + (", ".join(met) or "none") + "; not met: "
                  + (", ".join(k for k in TARGETS if k not in met) or "none") + ".")
+    papers = megatron_papers.render_markdown(report)
+    if papers:
+        others = [r["accuracy"] for r in report["rows"] if r["source"] not in megatron_papers.SOURCES]
+        lines += ["", f"Megatron's own runs, reported apart (the rows before them: {len(others)} at "
+                  f"{_pct(statistics.fmean(others))}); Calculon's prediction beside Korthikanti et al.'s Table 5 "
+                  f"(`calculon llm-validation` @{megatron_papers.CALCULON_COMMIT[:8]}, its A100 tables set on this paper):",
+                  "", *papers]
     return lines
 
 
