@@ -40,8 +40,10 @@ BODY_PROBABILITIES = (0.05, 0.25, 0.5, 0.75, 0.9)
 MIN_EXCESSES_FOR_SHAPE = 30
 #: the tail shapes a fit may take: above 0.45 the maximum's mean barely exists (xi < 1) and is all noise
 SHAPE_RANGE = (-0.5, 0.45)
-#: per-call times a sample needs to say anything about its spread
+#: per-call times a sample needs to say anything about its spread, and calls a measured kind needs in all (fewer:
+#: no spread of that kind; a quick CPU calibration's few calls of cold, varying samples gave 20x-wide quantiles)
 MIN_CALLS = 5
+MIN_RATIOS = 200
 #: share of the compute samples, longest median first, whose calls stand for a step ("step" kind)
 STEP_SHARE = 0.25
 
@@ -172,10 +174,10 @@ def fit_spread(compute_times: Sequence[Sequence[float]], collective_times: Seque
         longest = sorted(usable, key=lambda t: float(np.median(t)), reverse=True)
         chosen = longest[:max(1, int(math.ceil(STEP_SHARE * len(longest))))]
         ratios = sample_ratios(chosen)
-        if len(ratios) >= 2 * MIN_CALLS:
+        if len(ratios) >= MIN_RATIOS:
             out["step"] = fit_ratios(ratios, f"{len(ratios)} calls of the {len(chosen)} longest compute samples")
     ratios = sample_ratios(collective_times)
-    if len(ratios) >= 2 * MIN_CALLS:
+    if len(ratios) >= MIN_RATIOS:
         out["collective"] = fit_ratios(ratios, f"{len(ratios)} collective calls")
     if on_gpu:
         out["device"] = DEFAULTS["device"]

@@ -2,15 +2,18 @@
 §19a, §25): stragglers, other jobs on the fabric and the shared storage its samples come from.
 
 Stragglers (`straggler_s`): a synchronous step waits for its slowest rank and a collective for its slowest member.
-With excess_k(n) the relative time n synchronised ranks add over one for a kind of time k (the cost model's
-`straggler_excess`: the expected maximum of n draws of the profile's spread of k, calibrate.spread),
+With excess_k(n) the relative time n independent synchronised draws add over one for a kind of time k (the cost
+model's `straggler_excess`: the expected maximum of n draws of the profile's spread of k, calibrate.spread),
 
-    straggler = (compute + update + recompute + bubble) * (excess_device(P) + excess_step(P))
-                + sum over communication kinds c of exposed_c * excess_collective(g_c)
+    straggler = (compute + update + recompute + bubble) * (excess_device(P) + excess_step(N))
+                + sum over communication kinds c of exposed_c * excess_collective(N_c)
 
-P the plan's devices, g_c the group a kind synchronises (gradient: p_data; pipeline p2p: 2; the layer-wise
-kinds: the model-parallel group). The device and step spreads are added (an upper bound on the max of a
-product of two independent factors, close to it while both are a few percent).
+P the plan's devices and N its nodes: a device's own speed is a draw per device, but the step-to-step and
+call-to-call jitter a calibration measures (the host's daemons, interrupts, clocks, the network) is shared by the
+ranks of a node, so it is a draw per node; N_c the nodes of the group a communication kind synchronises (gradient:
+the data-parallel group's; pipeline p2p: 2 when the stages span nodes; the layer-wise kinds: the model-parallel
+group's). The device and step spreads are added (an upper bound on the max of a product of two independent
+factors, close to it while both are a few percent).
 
 Other jobs on the fabric enter through the cost model's collective times (calibrate.fabric.contention with the
 cluster load; `with_cluster_load`). The storage term is the input pipeline's (predictor.input_pipeline) with
@@ -76,12 +79,15 @@ def _excess(cost_model, kind: str, ranks: int) -> float:
     return fn(kind, ranks) if fn is not None and ranks > 1 else 0.0
 
 
-def _group(plan: Plan, kind: str) -> int:
+def _group_nodes(plan: Plan, kind: str) -> int:
+    """Nodes spanned by the group a communication kind synchronises (predictor.layout's mapping: model-parallel
+    groups of consecutive ranks, data-parallel groups strided across the nodes)."""
+    nodes = nodes_of(plan)
     if kind == "gradient":
-        return plan.p_data
+        return min(plan.p_data, nodes)
     if kind == "pipeline_p2p":
-        return 2 if plan.stages > 1 else 1
-    return max(plan.inner, 1)
+        return 2 if plan.stages > 1 and nodes > 1 else 1
+    return min(nodes, max(1, math.ceil(max(plan.inner, 1) / max(plan.devices_per_node, 1))))
 
 
 def straggler_s(cost_model, plan: Plan, pred: Prediction) -> float:
@@ -89,14 +95,15 @@ def straggler_s(cost_model, plan: Plan, pred: Prediction) -> float:
     pred.details["stragglers"]."""
     if plan.devices <= 1:
         return 0.0
-    device, step = _excess(cost_model, "device", plan.devices), _excess(cost_model, "step", plan.devices)
+    device, step = _excess(cost_model, "device", plan.devices), _excess(cost_model, "step", nodes_of(plan))
     work = pred.compute_fwd_s + pred.compute_bwd_s + pred.update_s + pred.recompute_s + pred.bubble_s
     compute_part = work * (device + step)
-    collective_part = sum(t * _excess(cost_model, "collective", _group(plan, kind))
+    collective_part = sum(t * _excess(cost_model, "collective", _group_nodes(plan, kind))
                           for kind, t in pred.comm_exposed_s.items())
     total = compute_part + collective_part
     if total > 0:
-        pred.details["stragglers"] = {"ranks": plan.devices, "device_excess": device, "step_excess": step,
+        pred.details["stragglers"] = {"ranks": plan.devices, "nodes": nodes_of(plan), "device_excess": device,
+                                      "step_excess": step,
                                       "compute_s": compute_part, "collectives_s": collective_part}
     return total
 

@@ -76,11 +76,12 @@ def test_heavy_tails_are_not_taken_for_a_normal():
 
 def test_fit_spread_from_samples_and_its_sources():
     rng = np.random.default_rng(0)
-    compute = [list(1e-3 * (1 + rng.exponential(0.05, 50))) for _ in range(8)]
+    compute = [list(1e-3 * (1 + rng.exponential(0.05, 60))) for _ in range(16)]
     collectives = [list(2e-4 * (1 + rng.exponential(0.1, 50))) for _ in range(4)]
     spread = fit_spread(compute, collectives, on_gpu=True)
     assert set(spread) == {"step", "collective", "device"}
-    assert spread["step"].samples == 100 and spread["collective"].samples == 200  # the 2 longest of 8 samples
+    assert spread["step"].samples == 240 and spread["collective"].samples == 200  # the 4 longest of 16 samples
+    assert "step" not in fit_spread(compute[:8], collectives, on_gpu=False)  # 2 x 60 calls: too few to say
     assert spread["device"] == DEFAULTS["device"] and "Sinha" in spread["device"].sources[0]
     assert fit_spread([[1.0, 1.0]], [], on_gpu=False) is None  # too few calls: nothing to say
     assert sample_ratios([[1, 2, 3, 4, 5]]) == pytest.approx([1 / 3, 2 / 3, 1, 4 / 3, 5 / 3])
