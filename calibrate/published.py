@@ -3,7 +3,10 @@
 The figures are data (calibrate/data/published/*.yaml, read by calibrate.systems), each with its source; this
 module turns them into profiles. Regenerate the files with
 
-    python -m calibrate.published [--out-dir calibrate/profiles]
+    python -m calibrate.published --constants predictor/data/system_constants.yaml [--out-dir calibrate/profiles]
+
+after `python -m predictor.published.fit` has written the fitted constants (predictor data: this stage is given
+them as an input and writes nothing of the predictor's).
 
 The profiles have no samples; their coefficients use the calibrated schema (calibrate.coefficients) so the
 same cost model serves both. Intervals are degenerate (low = high = value) unless a source gives a range.
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -27,6 +31,7 @@ from calibrate.shipped import shipped_profiles_dir
 from calibrate.systems import GPU, Node, load_figures, load_gpus, load_nodes
 from calibrate.system_constants import (StackScales, SystemConstants, for_family, gpu_family, load_constants,
                                         load_model_error, load_stacks)
+from profiler.errors import UserError
 from profiler.profile import (GPUInfo, Machine, Profile, Provenance, SCHEMA_VERSION, dump_yaml, write_atomic)
 
 _FIGURES = load_figures()
@@ -194,29 +199,44 @@ def build_profile(node: Node, constants: Optional[SystemConstants] = None,
                    created="2026-11-29T00:00:00+00:00", coefficients=coefficients.model_dump(mode="json", exclude_none=True))
 
 
+def read_fitted(path: Path | str) -> dict:
+    """The render() arguments held by a fitted-constants file (`python -m predictor.published.fit` writes it):
+    the GPU families' constants, the held-out model error and the software stacks' factors."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{path}: no such file (the fitted constants: run `python -m predictor.published.fit`)")
+    return {"constants": load_constants(path), "model_error": load_model_error(path), "stacks": load_stacks(path)}
+
+
 def render(node: Node, constants: Optional[dict[str, SystemConstants]] = None, model_error: Optional[dict] = None,
            stacks: Optional[StackScales] = None) -> str:
     """The profile file of a node, with its GPU family's fitted constants, the software stacks' factors and the
-    held-out model error (defaults: the shipped constants file; pass {} for no constants)."""
-    constants = load_constants() if constants is None else constants
-    stacks = load_stacks() if stacks is None else stacks
+    held-out model error (read_fitted); without them, the datasheet profile."""
     header = (f"# PUBLISHED reference profile: {node.title}\n"
               "# Not measured: built from published figures by `python -m calibrate.published`; do not edit by hand.\n"
               "# Every coefficient lists its sources: verified / third-party / derived / unverified / assumed.\n")
-    profile = build_profile(node, for_family(constants, gpu_family(node.gpu.name)),
-                            load_model_error() if model_error is None else model_error, stacks)
+    profile = build_profile(node, for_family(constants or {}, gpu_family(node.gpu.name)), model_error, stacks)
     return header + dump_yaml(profile.model_dump(mode="json", exclude_none=True))
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="write the published reference profiles")
+    given = parser.add_mutually_exclusive_group(required=True)
+    given.add_argument("--constants", metavar="PATH",
+                       help="the GPU families' fitted constants, stack factors and model error, as `python -m "
+                            "predictor.published.fit` writes them (shipped: predictor/data/system_constants.yaml)")
+    given.add_argument("--datasheet-only", action="store_true", help="published figures only, no fitted constants")
     parser.add_argument("--out-dir", default=str(shipped_profiles_dir()),
                         help="folder to write into (default: the shipped profiles, calibrate/profiles)")
     args = parser.parse_args(argv)
-    constants = load_constants()
+    try:
+        fitted = {} if args.datasheet_only else read_fitted(args.constants)
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     for node in NODES:
         path = Path(args.out_dir) / node.file
-        write_atomic(path, render(node, constants))
+        write_atomic(path, render(node, **fitted))
         print(path)
     return 0
 

@@ -4,7 +4,8 @@ Datasheet peaks and GEMM fractions do not say how fast a real training step runs
 another fraction of peak than a large GEMM, memory-bound layers another fraction of STREAM, and a framework
 spends host time on every layer. Three physical quantities per GPU family describe that, fitted to the
 single-node rows of the published corpus by `python -m predictor.published.fit` (which writes
-`calibrate/data/system_constants.yaml`) and read here when `python -m calibrate.published` renders a profile:
+`predictor/data/system_constants.yaml`: the predictor stage owns the file) and read here from the path
+`python -m calibrate.published --constants PATH` is given when it renders a profile:
 
   flops_time_scale[dtype]  time of a GEMM/convolution over its datasheet roofline time (1 = the GEMM fraction)
   grouped_time_scale[dtype] the same for grouped and depthwise convolutions (their own cuDNN kernels)
@@ -41,7 +42,6 @@ from profiler.dtypes import DTYPE_ALIASES, FP8
 from profiler.errors import UserError
 from profiler.inputs import read_yaml
 
-CONSTANTS_FILE = Path(__file__).resolve().parent / "data" / "system_constants.yaml"
 #: software stacks a published profile can scale its kernels for (`predictor run --stack`); "other" = neutral
 STACKS = ("pytorch", "mxnet", "tensorflow", "paddle", "oneflow", "chainer", "other")
 DEFAULT_STACK = "pytorch"
@@ -72,7 +72,7 @@ class StackScales:
                 "fitted_sources": list(self.fitted_sources)}
 
 
-def load_stacks(path: Union[str, Path] = CONSTANTS_FILE) -> StackScales:
+def load_stacks(path: Union[str, Path]) -> StackScales:
     """The `software_stacks` section (neutral StackScales when the file or the section is absent)."""
     path = Path(path)
     if not path.exists():
@@ -117,6 +117,7 @@ class SystemConstants:
     from_fleet: tuple[str, ...] = ()  # dtypes completed from the fleet (for_family), not fitted to this family
     grouped_from_fleet: tuple[str, ...] = ()  # ... and dtypes whose grouped-convolution scale was
     fleet: Optional["SystemConstants"] = None  # the fleet those came from
+    origin: str = "predictor.published.fit"  # who fitted them and where their row ids are (the file's `origin`)
 
     def describe(self, dtype: Optional[str] = None, grouped: bool = False) -> str:
         """Where the time scale of `dtype` (of grouped convolutions with `grouped`) comes from."""
@@ -127,7 +128,7 @@ class SystemConstants:
         if self.fleet is not None and dtype in (self.grouped_from_fleet if grouped else self.from_fleet):
             return self.fleet.describe(dtype, grouped)
         return (f"fitted to {self.rows} single-node published rows of sources {', '.join(self.fitted_sources)} "
-                f"(predictor.published.fit; ids in calibrate/data/system_constants.yaml)")
+                f"({self.origin})")
 
     def to_dict(self) -> dict:
         return {"flops_time_scale": dict(self.flops_time_scale), "grouped_time_scale": dict(self.grouped_time_scale),
@@ -203,7 +204,7 @@ def _positive_map(value, where: str) -> dict[str, float]:
     return {str(k): float(v) for k, v in value.items()}
 
 
-def load_model_error(path: Union[str, Path] = CONSTANTS_FILE) -> Optional[dict]:
+def load_model_error(path: Union[str, Path]) -> Optional[dict]:
     """The `model_error` section (held-out error quantiles of the published validation) or None; validated
     by calibrate.coefficients.ModelError where it is used."""
     path = Path(path)
@@ -214,7 +215,7 @@ def load_model_error(path: Union[str, Path] = CONSTANTS_FILE) -> Optional[dict]:
     return section if isinstance(section, dict) else None
 
 
-def load_constants(path: Union[str, Path] = CONSTANTS_FILE) -> dict[str, SystemConstants]:
+def load_constants(path: Union[str, Path]) -> dict[str, SystemConstants]:
     """Family -> SystemConstants from the data file ({} when it does not exist)."""
     path = Path(path)
     if not path.exists():
@@ -223,6 +224,9 @@ def load_constants(path: Union[str, Path] = CONSTANTS_FILE) -> dict[str, SystemC
     families = data.get("families") if isinstance(data, dict) else None
     if not isinstance(families, dict):
         raise UserError(f"{path}: must have a 'families' mapping")
+    origin = data.get("origin", SystemConstants.origin)
+    if not isinstance(origin, str) or not origin:
+        raise UserError(f"{path}: origin: must be a text (who fitted the constants, where their row ids are)")
     out = {}
     for family, entry in families.items():
         where = f"{path}: families.{family}"
@@ -236,5 +240,6 @@ def load_constants(path: Union[str, Path] = CONSTANTS_FILE) -> dict[str, SystemC
             grouped_time_scale=_positive_map(entry.get("grouped_time_scale", {}), f"{where}.grouped_time_scale"),
             bytes_time_scale=_positive_map(entry.get("bytes_time_scale", {}), f"{where}.bytes_time_scale"),
             per_layer_s=float(per_layer), rows=int(entry.get("rows", 0)),
-            fitted_sources=tuple(entry.get("fitted_sources", ())), row_ids=tuple(entry.get("row_ids", ())))
+            fitted_sources=tuple(entry.get("fitted_sources", ())), row_ids=tuple(entry.get("row_ids", ())),
+            origin=origin)
     return out

@@ -1,6 +1,6 @@
 """`python -m predictor.published.fit`: fit the per-GPU-family constants and software-stack factors
 (predictor.published.constants_fit, where the formula is) to the single-node rows of the published corpus and
-write calibrate/data/system_constants.yaml, with the model-error quantiles of the leave-one-source-out refits
+write predictor/data/system_constants.yaml, with the model-error quantiles of the leave-one-source-out refits
 (predictor.published.loso)."""
 from __future__ import annotations
 
@@ -11,10 +11,23 @@ from typing import Optional, Sequence
 
 import yaml
 
-from calibrate.system_constants import CONSTANTS_FILE, StackScales, SystemConstants
+from calibrate.system_constants import StackScales, SystemConstants
 from predictor.published.constants_fit import Decompositions
 from predictor.published.loso import loso_predictions, strategy_of
 from predictor.published.rowmap import Setup
+
+#: the fitted constants: predictor data, an input of `python -m calibrate.published --constants` (no stage writes
+#: into an earlier stage's package: tests/test_layers.py)
+CONSTANTS_FILE = Path(__file__).resolve().parent.parent / "data" / "system_constants.yaml"
+_ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+def _where(path: Path) -> str:
+    """The path as the profiles' sources name it: relative to the repository (or install) root when under it."""
+    try:
+        return str(path.resolve().relative_to(_ROOT))
+    except ValueError:
+        return str(path)
 
 
 def write_constants(constants: dict[str, SystemConstants], path: Path, corpus: str,
@@ -22,8 +35,10 @@ def write_constants(constants: dict[str, SystemConstants], path: Path, corpus: s
     from profiler.profile import write_atomic
 
     header = ("# Per-GPU-family constants fitted to single-node published runs (calibrate.system_constants).\n"
-              f"# Written by `python -m predictor.published.fit` from {corpus}; do not edit by hand.\n")
-    body = {"families": {f: c.to_dict() for f, c in sorted(constants.items())}}
+              f"# Written by `python -m predictor.published.fit` from {corpus}; do not edit by hand. Read by\n"
+              f"# `python -m calibrate.published --constants {_where(path)}`.\n")
+    body = {"origin": f"predictor.published.fit; ids in {_where(path)}",
+            "families": {f: c.to_dict() for f, c in sorted(constants.items())}}
     if stacks is not None and stacks.scales:
         body["software_stacks"] = stacks.to_dict()
     if model_error:
@@ -67,7 +82,7 @@ def main(argv=None) -> int:
     for family, c in constants.items():
         print(f"{family}: time scale {c.flops_time_scale}, grouped convolutions {c.grouped_time_scale} ({c.rows} rows)")
     print(f"software stacks: {stacks.scales} ({stacks.rows} rows)")
-    print(f"wrote {args.out}; now run `python -m calibrate.published`")
+    print(f"wrote {args.out}; now run `python -m calibrate.published --constants {args.out}`")
     return 0
 
 

@@ -4,10 +4,11 @@ import pytest
 
 from calibrate.cost_api import COLLECTIVES, PASSES
 from calibrate.cost_model import load_cost_model
-from calibrate.published import KERNEL_LAUNCH, NODES, build_profile, render
+from calibrate.published import KERNEL_LAUNCH, NODES, build_profile, read_fitted, render
 from calibrate.system_constants import SystemConstants, for_family, gpu_family, load_constants
 from calibrate.report import fit_lines
 from calibrate.shipped import shipped_profiles_dir
+from predictor.published.fit import CONSTANTS_FILE  # the fitted constants are the predictor's data
 from profiler.profile import load_profile
 
 PROFILES = shipped_profiles_dir()
@@ -80,7 +81,8 @@ def test_profile_is_published_and_complete(name):
 
 @pytest.mark.parametrize("node", NODES, ids=lambda n: n.file)
 def test_files_match_the_generator(node):
-    assert (PROFILES / node.file).read_text() == render(node), "run `python -m calibrate.published`"
+    assert (PROFILES / node.file).read_text() == render(node, **read_fitted(CONSTANTS_FILE)), \
+        "run `python -m calibrate.published --constants predictor/data/system_constants.yaml`"
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
@@ -109,7 +111,7 @@ def test_published_figures_reproduce_their_sources():
 def test_shipped_profiles_are_the_datasheet_times_the_fitted_constants():
     """A shipped profile's compute time is the datasheet one times its GPU family's fitted time scale (grouped
     convolutions their own), and every family constant names the rows it was fitted to."""
-    constants = load_constants()
+    constants = load_constants(CONSTANTS_FILE)
     assert constants and all(c.rows == len(c.row_ids) > 0 and c.fitted_sources for c in constants.values())
     conv = dict(N=32, C=64, F=64, H=56, W=56, kernel=3, stride=1, padding=1)
     for file in ("a100-dgx-8gpu.published.yaml", "v100-dgx1-8gpu.published.yaml"):
@@ -176,7 +178,7 @@ def test_family_constants_scale_convolutions_not_matrix_products():
     node = next(n for n in NODES if n.file == "a100-dgx-8gpu.published.yaml")
     shipped = load_cost_model(PROFILES / node.file).coefficients.compute
     bare = load_cost_model(build_profile(node, None)).coefficients.compute
-    scale = load_constants()["A100"].flops_time_scale["float16"]
+    scale = load_constants(CONSTANTS_FILE)["A100"].flops_time_scale["float16"]
     assert scale != pytest.approx(1.0)
     assert shipped["conv2d/fwd/float16"].time_scale.value == pytest.approx(bare["conv2d/fwd/float16"].time_scale.value * scale)
     assert shipped["gemm/fwd/float16"].time_scale.value == pytest.approx(bare["gemm/fwd/float16"].time_scale.value)

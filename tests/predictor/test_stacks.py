@@ -13,6 +13,7 @@ from calibrate.shipped import shipped_profiles_dir
 from calibrate.system_constants import StackScales, load_stacks, precision_class
 from predictor.api import load_model, predict_all
 from predictor.published.constants_fit import Decompositions, _stack_factor
+from predictor.published.fit import CONSTANTS_FILE
 from predictor.synthetic import SyntheticCostModel
 from profiler.errors import UserError
 
@@ -78,7 +79,7 @@ def test_stacks_file_is_checked(tmp_path):
 
 
 def test_shipped_profiles_carry_the_fitted_stacks():
-    shipped = load_stacks()
+    shipped = load_stacks(CONSTANTS_FILE)
     assert set(shipped.scales) >= {"pytorch", "mxnet", "tensorflow"}
     cm = load_cost_model(PROFILES / "v100-dgx1-8gpu.published.yaml")
     assert cm.stack_time_scale("pytorch", "float16") == shipped.factor("pytorch", "float16")
