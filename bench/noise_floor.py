@@ -8,8 +8,9 @@ the machine puts on any predictor's accuracy for one suite run, per strategy.
     python -m bench noise-floor out/validate-A.jsonl out/validate-B.jsonl [...]
 
 Prints figures only; records them in results/noise-floor.json with the validation targets (>= 95% overall,
->= 85% per strategy) as targets: a machine whose ceiling misses them cannot show them. Datasets must measure the same suite with the same measurement code (the
-statistic of `measured_time_s` changed from the median to the mean of the timed steps on 2026-11-29).
+>= 85% per strategy) as targets: a machine whose ceiling misses them cannot show them. Datasets must measure the
+same suite with the same measurement code (`measured_time_s` is the mean of the timed steps since
+docs/decisions/2026-11-29-measured-time-mean.md; before, the median).
 """
 from __future__ import annotations
 

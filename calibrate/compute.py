@@ -27,21 +27,15 @@ from calibrate.shapes import MONOTONE
 from calibrate.trees import float32_row, tree_arrays, value_at
 
 N_TREES = 100
-#: depth 4 lets one tree use interactions of up to four features (kernel regime x filters x channels x size).
-#: Held-out median error averaged over two fold draws on three one-thread quick profiles with each shape
-#: counted once (2026-11-30): conv3d backward-weight 19.8% at depth 3 and 16.9% at depth 4, conv3d forward
-#: 15.6% and 14.5%, every other fit moved by at most 0.8 points; at depth 2, 18.8-22.8% and 13.6-15.2% on four
-#: profiles that still counted four repeated conv3d shapes twice (which flattered them).
+#: depth 4 lets one tree use interactions of up to four features (kernel regime x filters x channels x size;
+#: docs/decisions/2026-11-30-efficiency-learners.md)
 TREE_DEPTH = 4
 LEARNING_RATE = 0.15
 MIN_SAMPLES_FOR_TREES = 6
 CV_FOLDS = 5
 BOOTSTRAP_REPLICATES = 200
-#: the efficiency learners a family chooses between by cross-validated median error. On two one-thread
-#: quick profiles with each shape counted once (2026-11-30, two fold draws each) the GP was held out at
-#: 10.5-10.9% for conv3d backward-weight against 19.4-19.7% for the trees, 11.4-11.7% against 15.3-16.1%
-#: for conv3d forward, 6.2-6.4% against 11.2-12.1% for conv2d backward-data; on one of them the trees were
-#: better for conv2d backward-weight (9.0% against 12.6%), batchnorm backward and max-pooling.
+#: the efficiency learners a family chooses between by cross-validated median error: neither wins every family
+#: (docs/decisions/2026-11-30-efficiency-learners.md)
 LEARNERS = ("trees", "gp")
 
 

@@ -1,28 +1,12 @@
-"""Compute microbenchmarks: GEMM, linear layers and conv2d/conv3d (fwd, bwd_data, bwd_weight) and the
-memory-bound CNN ops (batchnorm, relu, maxpool, add), each point timed by profiler.timing.Timer and returned
-as a Sample.
+"""Compute microbenchmarks: GEMMs, linear layers (`linear_cases`), conv2d/conv3d in their three passes, the
+memory-bound CNN ops and the transformer families (`transformer_cases`), each point timed by profiler.timing.Timer
+and returned as a Sample with its FLOPs (2 per multiply-add, docs/method.md §1) and its compulsory bytes (every
+operand read once, every result written once; the *_bytes functions), from which the fitting stage derives
+throughput and arithmetic intensity.
 
-FLOPs (2 per multiply-add, docs/method.md §1): GEMM 2MNK; convolution 2·N·F·prod(out)·C·prod(kernel)
-for each of fwd, bwd_data and bwd_weight (the three passes do the same multiply-adds). Bytes moved are the
-compulsory traffic of one call (every operand read once, every result written once), in the element size
-of the dtype; see the *_bytes functions for each op. These counts let the fitting stage derive throughput
-and arithmetic intensity for every sample.
-
-The shape grid is built from archetype layers of ResNet, VGG, Inception and a CosmoFlow-style 3-D net,
-each taken as-is and with one dimension shrunk the way a parallel strategy would split it (batch: data
-parallel, H/W: spatial, F: filter, C: channel), so an efficiency model fitted on it can predict split
-shapes. `--quick` keeps the archetypes and a subset of the splits; the full grid adds larger batches and
-all splits.
-
-A linear layer (`linear_cases`) is timed in the three calls autograd runs for nn.Linear on a 2-D input, with
-the operand layouts it runs them on, because a GEMM's speed depends on which operands are transposed and on
-which side is skinny: the backward-weight product reduces over the batch.
-
-Transformer families (`transformer_cases`): attention's batched GEMMs (bmm, each pass as autograd runs it),
-fused scaled-dot-product attention (sdpa, forward and its one backward call, causal and not: whichever kernel
-PyTorch picks for the device and dtype, as training would), and the memory-bound layer norm, GELU and softmax
-(forward and backward through their aten backward ops), at the sizes of small and GPT-2/BERT-base layers. FLOPs
-and bytes from profiler.opmath.
+The grids: archetype layers of ResNet, VGG, Inception and a CosmoFlow-style 3-D net, each also with one dimension
+shrunk as a parallel strategy splits it (batch, H/W, F, C), and the designs beside them; what each grid holds and
+why each design has its shapes, with the measurements behind them: docs/calibration.md ("Shape grids").
 """
 from __future__ import annotations
 
@@ -152,20 +136,16 @@ CONV3D_LAYERS = [
     ("cosmo_down_2x2x2s2", 32, 32, 32, 2, 2, 0, 1),
     ("narrow3d_1to4_3x3x3", 1, 4, 16, 3, 1, 1, 8),
     ("narrow3d_4to8_3x3x3", 4, 8, 16, 3, 1, 1, 8),
-    # the down-scaled 3-D nets validation runs (few channels, 4-16 cubed): CPU 3-D efficiency varies 10x
-    # with channels and volume, and 11 shapes left the held-out error at 30-60%
+    # the down-scaled 3-D nets validation runs (few channels, 4-16 cubed; docs/calibration.md "Shape grids")
     ("narrow3d_4to4_3x3x3", 4, 4, 16, 3, 1, 1, 8),
     ("narrow3d_8to16_3x3x3", 8, 16, 8, 3, 1, 1, 8),
     ("narrow3d_16to32_3x3x3", 16, 32, 4, 3, 1, 1, 16),
     ("mid3d_16to16_3x3x3", 16, 16, 16, 3, 1, 1, 2),
     ("mid3d_32to32_3x3x3", 32, 32, 8, 3, 1, 1, 4),
 ]
-# A spread of small convolutions, the shapes that splits of narrow nets leave on one device: every
-# (C, F) pair, spatial size and batch rotating so each value meets many others, capped at SMALL_MAX_FLOPS
-# (sub-millisecond on a CPU core, so 50 shapes add seconds). CPU efficiency over these spans 10x, and the
-# backward of a 4-channel conv runs at 2-5 GFLOP/s against 100 for a 64-channel one. Each rotation meets every
-# (C, F) pair once more at another size and batch. With one rotation of the 3-D design, conv3d forward (a
-# quarter of its shapes at batch 1, PyTorch's native kernels) stayed at 15-21% held-out error (2026-11-30).
+# A spread of small convolutions, the shapes that splits of narrow nets leave on one device: every (C, F) pair,
+# spatial size and batch rotating so each value meets many others, capped at SMALL_MAX_FLOPS; each rotation meets
+# every (C, F) pair once more at another size and batch (docs/calibration.md "Shape grids").
 SMALL_CONV_DESIGN = {
     False: dict(channels=(3, 4, 8, 16, 32, 64), filters=(4, 8, 16, 32, 64), sizes=(8, 16, 32, 64),
                 batches=(1, 2, 4, 8, 16), rotations=1),
@@ -174,11 +154,8 @@ SMALL_CONV_DESIGN = {
 }
 SMALL_MAX_FLOPS = 2e8
 # Pointwise (1x1(x1)) convolutions of few channels at stride 1 and 2 and batches up to 128, in the same rotation:
-# they move their activations more than they compute, and oneDNN reorders the plain activations into its
-# channel-blocked layout and back on every call (C padded to the SIMD block), so their time follows the
-# activation bytes, not the FLOPs. The archetypes' 1x1 layers all have 64+ channels, and the 3x3 design above
-# stops at batch 16: a 6 -> 6 1x1 convolution at batch 110 on a 32x32 map ran 3.6x (forward) and 7x (backward)
-# the time the fit extrapolated (seed-61 random net, 2026-12-02).
+# their time follows the activation bytes oneDNN reorders into its blocked layout, not the FLOPs, and neither the
+# archetypes nor the 3x3 design above reach them (docs/decisions/2026-12-02-pointwise-conv-design.md).
 POINTWISE_CONV_DESIGN = {
     False: dict(channels=(3, 4, 8, 16, 32, 64), filters=(4, 8, 16, 32, 64), sizes=(8, 16, 32, 64),
                 batches=(2, 8, 32, 128), rotations=1, kernel=1, strides=(1, 2), padding=0),
@@ -188,8 +165,7 @@ POINTWISE_CONV_DESIGN = {
 #: the conv `layer` tag of CONV2D_GPU_DESIGN's points
 GPU_DESIGN_LAYER = "gpu_kernel_design"
 QUICK_SPLIT_LAYERS = {"resnet_res2_3x3", "resnet_res4_3x3", "cosmo_conv4_3x3x3", "narrow3d_4to8_3x3x3"}
-# (M, N, K): cubes from 64 to 1024 and products with one small side. With 8 shapes, 5-fold cross-validation
-# trained on 6 shapes and its held-out median error ranged 5-18% over three quick profiles (2026-11-30).
+# (M, N, K): cubes from 64 to 1024 and products with one small side (docs/calibration.md "Shape grids").
 # Plain GEMMs cost the implicit GEMMs of non-square convolutions, and linear layers only for profiles
 # without linear families: a linear layer's skinny-batch products are measured as linear layers
 # (LINEAR_SHAPES_*), so the quick grid leaves its skinny-batch GEMMs and the largest one to the full grid.
@@ -205,14 +181,8 @@ GEMM_SHAPES_TINY = [(64, 64, 64), (128, 64, 256)]
 # features from 10 (a classifier head) to 8192 (a flattened feature map), so the batch is the skinny side of
 # the forward and backward-data products and the reduction of the backward-weight one. Classifier heads of
 # ResNet/VGG/AlexNet/CosmoFlow, MLP layers and the heads of down-scaled CNNs; on CPU each call stays under
-# about 0.3 GFLOP (a quick point is a few calls).
-# With the first 16 quick shapes, 5-fold cross-validation trained each linear family on 13 shapes in 10 features
-# and held them out at 8-26% on the quiet 2-core VM; the last 8 (each under 0.14 GFLOP) add a few milliseconds
-# and keep the quick grid's GEMM-type work under its 11.1 GFLOP (tests/calibrate/test_linear_families.py).
-# The last one is a head over a large flattened feature map (K = 65536, a 67 MB weight beyond the caches): such
-# skinny products stream their weight at 1.5-7 GB/s on the 2-core VM, against 15-20 GB/s for a batch-1 product
-# and far more in cache, and without it a K beyond 8192 was predicted at the in-cache speed of (4, 256, 8192)
-# (a random net's 342016-wide head: 2.3x too fast); it adds 0.8 GFLOP and about 0.1 s per sweep.
+# about 0.3 GFLOP. The last is a head over a flattened feature map whose weight lies beyond the caches, which
+# such products stream (docs/calibration.md "Shape grids").
 LINEAR_SHAPES_QUICK = [(1, 1000, 2048), (1, 4096, 4096), (2, 10, 512), (4, 256, 8192), (8, 4096, 4096),
                        (16, 10, 2048), (32, 1024, 1024), (32, 64, 4096), (64, 128, 256), (64, 4096, 512),
                        (128, 64, 64), (128, 1000, 512), (256, 512, 1024), (256, 16, 128), (512, 256, 256),
@@ -293,11 +263,7 @@ MEMORY_OP_SHAPES_GPU_QUICK = [MEMORY_OP_SHAPES_GPU[i] for i in (0, 2, 3)]
 # Memory-bound op activations (N, C, H, W[, D]), 2-D and 3-D (3-D pooling and normalisation kernels are separate
 # and slower code paths): element counts from 4k to 13M at about 2x steps, so the fit sees the cache-resident,
 # the L3 and the DRAM regimes (and the page faults of freshly allocated outputs beyond glibc's mmap threshold)
-# with several shapes each. With the 9 shapes the grid had, the one DRAM shape was extrapolated from cache-resident
-# ones whenever cross-validation held it out (held-out median 15-51% on 2026-11-29); with the first 17, the
-# L3-to-DRAM step (2-4M elements here) and the outputs above the 32 MiB mmap threshold (profiler.allocator: fresh
-# pages on every call, relu backward 7 GB/s against 40) had one to three shapes each, and relu, add and
-# batchnorm stayed at 9-28% (2026-11-30). The last ten fill those gaps.
+# with several shapes each (docs/decisions/2026-11-29-memory-bound-op-fits.md).
 MEMORY_OP_SHAPES_QUICK = [dict(N=2, C=16, H=16, W=16), dict(N=8, C=4, H=32, W=32), dict(N=4, C=64, H=28, W=28),
                           dict(N=16, C=8, H=64, W=64), dict(N=32, C=16, H=32, W=32), dict(N=8, C=64, H=64, W=64),
                           dict(N=16, C=32, H=96, W=96), dict(N=32, C=64, H=64, W=64), dict(N=16, C=64, H=112, W=112),
@@ -313,14 +279,12 @@ MEMORY_OP_SHAPES_QUICK = [dict(N=2, C=16, H=16, W=16), dict(N=8, C=4, H=32, W=32
 MEMORY_OP_SHAPES_FULL = MEMORY_OP_SHAPES_QUICK + [dict(N=32, C=256, H=56, W=56), dict(N=8, C=256, H=14, W=14),
                                                   dict(N=2, C=32, H=32, W=32, D=32)]
 MEMORY_OP_SHAPES_TINY = [dict(N=2, C=4, H=8, W=8)]
-#: the two max-pool windows CNNs use: ResNet's overlapping 3x3 stride 2 and VGG's 2x2 stride 2. Per output
-#: element a 3x3 window does 9 comparisons against 4, and ran 2.2x slower here, so both are measured (the
-#: fit gets the window volume as a feature; with 3x3 only, VGG's pools were predicted 2x too slow)
+#: the two max-pool windows CNNs use: ResNet's overlapping 3x3 stride 2 and VGG's 2x2 stride 2, both measured (the
+#: fit gets the window volume as a feature; docs/decisions/2026-11-29-memory-bound-op-fits.md)
 MAXPOOLS = (dict(kernel=3, stride=2, padding=1), dict(kernel=2, stride=2, padding=0))
 #: average pooling: VGG-style 2x2 stride 2, and the global pooling of a classifier head (the window the whole
-#: map, `GLOBAL_WINDOW`: ResNet's and the random nets' heads), whose backward spreads one value over the map.
-#: Costed as max-pooling before it was measured: a global 3-D pool's backward ran 16x slower than that
-#: (4.0 ms against 0.25 predicted, a random 3-D net, 2026-12-02), its forward 2.5x faster.
+#: map, `GLOBAL_WINDOW`: ResNet's and the random nets' heads), whose backward spreads one value over the map
+#: and runs far from max-pooling's cost (docs/calibration.md "Shape grids")
 GLOBAL_WINDOW = "global"
 AVGPOOLS = (dict(kernel=2, stride=2, padding=0), GLOBAL_WINDOW)
 
@@ -487,18 +451,13 @@ LINEAR_PASSES = {"fwd": (linear_fwd, ("x", "w", "b")), "bwd_data": (linear_bwd_d
 
 def linear_cases(M: int, N: int, K: int, dtype: str, device: str, tags: dict | None = None) -> list[BenchCase]:
     """The three calls of one nn.Linear(K, N) layer (with bias) on an (M, K) input, as autograd runs them
-    (AddmmBackward0, torch/csrc/autograd/FunctionsManual.cpp): fwd `linear_fwd`, bwd_data `linear_bwd_data`,
-    bwd_weight `linear_bwd_weight`, on operands allocated as training holds them (X (M, K), W (N, K), b (N,)
-    and dY (M, N), each contiguous). FLOPs 2MNK per pass and bytes A, B and C once (profiler.opmath's
-    gemm_flops and gemm_bytes, which calibrate.shapes.work counts them with too).
+    (AddmmBackward0): with the operand layouts training holds, since a GEMM's speed depends on which operands are
+    transposed and which side is skinny. FLOPs 2MNK per pass, bytes A, B and C once (profiler.opmath).
 
-    Results are allocated per call as autograd allocates them, except the host's weight gradient: it is written
-    into buffers of the point's own (one per operand copy), so that whether the timed call also faults in a fresh
-    (N, K) tensor does not depend on what the process freed before (glibc serves a block of the mmap threshold
-    from a large enough free heap top, else maps it afresh: 5 ms or 42 ms for M = 8, 4096 x 4096 on the 2-core VM);
-    the cost model adds the first touch of what training allocates (calibrate.shapes.PREALLOCATED_IN_BENCHMARK;
-    docs/decisions/2026-12-06-gpu-grid.md). On a GPU the caching allocator hands each call the block the last
-    one freed, as in a training step."""
+    Results are allocated per call as autograd allocates them, except the host's weight gradient, written into
+    the point's own buffers so that the timed call's first touch does not depend on what the process freed before;
+    the cost model adds the first touch training pays (calibrate.shapes.PREALLOCATED_IN_BENCHMARK;
+    docs/decisions/2026-12-06-gpu-grid.md, where the glibc figures are)."""
     params = {"M": M, "N": N, "K": K}
     reuse_weight_grad = not str(device).startswith("cuda")
 
@@ -862,19 +821,14 @@ def small_conv_params(three_d: bool, designs: dict = SMALL_CONV_DESIGN) -> list[
 
 
 #: the weight-bound convolution design (CPU): 3x3 convolutions on a 2x2 map, C = F, at these batches, with a weight
-#: of about each of these multiples of the last-level cache. On such a call the time goes to the weight, not the
-#: arithmetic: oneDNN reorders the plain weight into its blocked layout on every forward and backward-data call,
-#: and the weight-gradient pass reorders it back and accumulates it sample by sample (2-core VM: a 124 MB 5x5x5
-#: convolution on a 2x2x2 map ran at ~1 GB/s of weight forward, its weight gradient ~0.55 s + 55 ms per sample,
-#: 7.5x slower than the fitted efficiency predicted). calibrate.backends.host_fit fits a time floor from these points.
+#: of about each of these multiples of the last-level cache. On such a call the time goes to the weight oneDNN
+#: reorders on every call, not the arithmetic; calibrate.backends.host_fit fits a time floor from these points
+#: (docs/decisions/2026-12-02-convolution-weight-floor.md).
 WEIGHT_DESIGN_LLC_MULTIPLES = (0.25, 2.0)
 WEIGHT_DESIGN_BATCHES = (1, 8)
-#: the design's kernels: 3x3 (oneDNN's direct kernels) and 7x7, wider than the 2x2 map, which oneDNN runs as im2col
-#: + one GEMM per sample in forward and backward-data (calibrate.backends.host.onednn_gemm_conv; only those two passes are
-#: measured for it): a 310 -> 310 7x7 convolution on a 2x2 map in a random net ran 4.5x its fitted time
 #: the design's second kernel, 7x7 on the 2x2 map ("same" padding 3 is wider than the map): oneDNN runs its forward
-#: and backward-data as im2col + one GEMM per sample (calibrate.backends.host.onednn_gemm_conv; only those two passes are
-#: measured for it). A 310 -> 310 7x7 convolution on a 2x2 map in a random net ran 4.5x its fitted time.
+#: and backward-data as im2col + one GEMM per sample (calibrate.backends.host.onednn_gemm_conv; only those two passes
+#: are measured for it; docs/decisions/2026-12-02-im2col-floor.md)
 IM2COL_DESIGN_KERNEL = 7
 IM2COL_DESIGN_PASSES = ("fwd", "bwd_data")
 

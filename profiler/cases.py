@@ -92,12 +92,10 @@ def measure_case(case: BenchCase, device: str, timer_kwargs: dict, llc_bytes: in
 
 
 def compute_passes(device: str) -> int:
-    """How many times the compute section sweeps its shapes (calibrate.fit keeps each shape's fastest pass).
-    CPU: 2. On the 2-core VM a one-thread quick calibration repeats each shape within 2% (median) when
-    undisturbed, yet two whole calibrations in four (2026-11-30) had a 5-10 s window in which every call ran
-    10-70% slower, enough to lift conv3d fits from 13% to 18-27% held-out error; the second pass runs a whole
-    sweep later, outside such a window, with half the per-point warm-up and budget each. GPU: 1 (CUDA-event
-    times of one kernel; no such windows were measured)."""
+    """How many times the compute section sweeps its shapes (calibrate.fit pools them). CPU: 2, each with half
+    the per-point warm-up and budget, so that a slow window of the machine lands in one sweep only
+    (docs/decisions/2026-11-30-two-compute-sweeps.md). GPU: 1 (CUDA-event times of one kernel; no such windows
+    were measured)."""
     return 1 if device.startswith("cuda") else 2
 
 

@@ -195,13 +195,11 @@ def measure_interleaved(calls: list[Callable[[], None]], group, device: str, rou
                         target_rel_sem: float | None = None, min_rounds: int = 0) -> list[list[float]]:
     """Per call, up to `rounds` times of one op after INTERLEAVE_S of compute, maximum over ranks; each round
     runs every call still in the sweep once, in an order shuffled per round (seeded by the round number, so
-    every rank runs the same order). The op before a call leaves its mark: run in a fixed order, or one
-    rotated per round, the smallest size (which then follows the largest message) ran 1.2-1.7x slower than
-    its neighbours for six of the seven operations, and the next few sizes less so (eight quick
-    calibrations, 2026-11-30). With target_rel_sem, the sweep is checked after min_rounds and every
-    ADAPTIVE_BLOCK rounds after that, and a call whose mean's relative standard error (rel_sem) is within
-    the target leaves it; every rank decides from the same merged times, so all agree. Every group member
-    must call this with the same arguments. A call that raises becomes SweepFailure(its index)."""
+    every rank runs the same order): the op before a call leaves its mark on it, so no size always follows the
+    same one (docs/decisions/2026-11-30-interleaved-collectives.md). With target_rel_sem, the sweep is checked
+    after min_rounds and every ADAPTIVE_BLOCK rounds after that, and a call whose mean's relative standard error
+    (rel_sem) is within the target leaves it; every rank decides from the same merged times, so all agree. Every
+    group member must call this with the same arguments. A call that raises becomes SweepFailure(its index)."""
     clock = _Clock(device)
     filler = compute_filler(device)
     times: list[list[float]] = [[] for _ in calls]
