@@ -2,9 +2,8 @@
 
 Every fitted number is an `Estimate` (value + 95% bootstrap interval); every fit carries its held-out
 `FitQuality`. Published profiles use the same schema, with `sources` naming where each number comes from.
-Models are stored as plain numbers (segments, tree arrays, a GP's training rows), never pickles, so YAML loads them safely.
-
-Layout (keys of `Profile.coefficients`):
+Models are stored as plain numbers (segments, tree arrays, a GP's training rows), never pickles, so YAML loads
+them safely. Layout (keys of `Profile.coefficients`):
   compute:     "op/pass/dtype" -> ComputeFit      (e.g. "conv2d/bwd_weight/float16")
   memory:      "device|host/kernel" -> SegmentedFit  (STREAM copy/scale/add/triad/dot over bytes moved)
   host_device: variant -> SegmentedFit           (h2d_pinned, d2h_pinned, h2d_pageable, d2h_pageable)

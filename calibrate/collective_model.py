@@ -1,18 +1,9 @@
-"""Collective algorithm formulas: bus-bandwidth factors and latency step counts per operation
-(docs/method.md §6, where each is derived and sourced).
+"""Collective algorithm formulas: bus-bandwidth factors and latency step counts per operation, intra- and
+inter-node, and NCCL's tree all-reduce beside the ring (the faster is taken, as NCCL does).
 
-  bus factors: nccl-tests' busbw = algbw * factor, the bandwidth terms of Thakur, Rabenseifner & Gropp (2005):
-    all-reduce 2(p-1)/p; all-gather, reduce-scatter, all-to-all (p-1)/p; broadcast, send/recv and halo 1.
-    They are defined once, beside each kernel (kernels.collectives), and read from there.
-  steps: ring algorithms: all-reduce 2(p-1), all-gather/reduce-scatter/all-to-all (pairwise) p-1, broadcast
-    as a pipelined ring/chain p-1, point-to-point 1.
-  inter-node steps: NCCL's ring latency model (src/graph/tuning.cc): 2(nNodes-1) inter-node steps for
-    all-reduce, nNodes-1 otherwise; a point-to-point exchange spanning nodes has 1 inter-node step.
-  alpha(p) = a0 + a1 * steps (+ a2 * inter-steps): a fit of nccl-tests#123's DGX A100 ring points gives
-    alpha ~ 5.6 us + 1.98 us * 2(n-1).
-  tree all-reduce: NCCL's latency baseLat + 2((nRanks/nNodes - 1) intraLat + log2(nNodes) interLat), with the
-    ring's bandwidth (NCCL: tree algbw = 0.5 busBw, ring p/(2(p-1)) busBw, equal for large p). NCCL takes the
-    faster algorithm; so does the extrapolation.
+docs/method.md §6 derives and sources each (Thakur, Rabenseifner & Gropp 2005; NCCL's src/graph/tuning.cc;
+the nccl-tests#123 latency fit). The bus factors are defined once, beside each kernel (kernels.collectives),
+and read from there.
 """
 from __future__ import annotations
 

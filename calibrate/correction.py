@@ -1,26 +1,12 @@
 """Residual correction: learn what the analytical model misses from measured runs, prove it on held-out
 runs, and store it so that loading it from an untrusted file is safe.
 
-Target: r = log(measured_time_s / predicted_time_s); corrected time = predicted_time_s * exp(r_hat).
-Features: calibrate/correction_features.py.
-
-Model selection (fit_correction):
-  candidates per-strategy factors (StrategyFactors: the accuracy-optimal constant per strategy), ridge (standardised features;
-  alpha 1 and 10), random forest, gradient boosting (scikit-learn), each scored
-  by grouped cross-validation under two schemes -- whole *models* held out, and whole *scenarios* held out
-  (GroupKFold; never random rows; held-out features clamped to the training range exactly as in use).
-  Score = the worse scheme's mean accuracy, accuracy = 1 - |t - m| / m.
-  The best candidate is then gated per strategy: it is enabled for a strategy only when, under every
-  scheme, its held-out accuracy on that strategy's runs is at least the analytical model's. A disabled
-  strategy keeps the analytical figure, so the correction is never worse than analytical in CV. (The gate
-  is decided on the same CV folds it is reported on, so the "after" figures are slightly optimistic.)
-
-Storage (save_correction / load_correction): JSON with plain parameters only -- ridge as scaler mean,
-scale, coefficients and intercept; trees as node arrays (children, feature, threshold, leaf value),
-evaluated by evaluate_model below (tested against scikit-learn's predict). Nothing is unpickled. The
-profile references the file by path and sha256 (Profile.correction); the file records the identity
-(profile_identity) of the profile it was trained for. Loading refuses, with one-line UserErrors, a file
-whose sha256 differs from the reference (changed or tampered) and a file trained for another profile.
+Target r = log(measured / predicted); features from calibrate/correction_features.py. fit_correction scores
+per-strategy factors, ridge, random forest and gradient boosting by grouped cross-validation (whole models and
+whole scenarios held out), keeps the best and gates it per strategy so it is never worse than the analytical
+model in cross-validation. save_correction / load_correction store plain parameters only (evaluated by
+evaluate_model, never unpickled), referenced by path and sha256, and refuse a changed file or one trained for
+another profile. docs/validation.md ("Residual correction"); docs/decisions/2026-11-29-correction-selection.md.
 """
 from __future__ import annotations
 

@@ -1,36 +1,11 @@
 """Feature engineering for the residual correction: one measured-run record -> a fixed numeric vector.
 
-A *record* is a plain mapping (one JSON line of `predictor validate --out runs.jsonl`, or the same
-fields built by `predictor run` from a Prediction). calibrate never imports predictor, so this module
-works on plain mappings only. Fields (SI units; only the first four are required):
-
-    strategy            str    "data", "spatial", "filter", "channel", "pipeline", hybrids ("data+spatial"), ...
-    predicted_time_s    float  the analytical iteration time (> 0)
-    terms               {name: seconds}  the analytical per-term times, grouped by keyword (TERM_GROUPS):
-                        compute_fwd_s, compute_bwd_s, recompute_s, update_s, bubble_s, swap_s, and one
-                        comm_<kind>_s per exposed communication kind; a name containing "hidden" is
-                        communication overlapped with compute (not part of predicted_time_s).
-                        record_from_prediction() builds these from a Prediction.to_dict().
-    measured_time_s     float  measured median iteration time (> 0); only needed for training
-    model               str    model name (a CV group)
-    scenario            str    scenario id (a CV group; defaults to the model name)
-    model_summary       {layers, flops_per_sample, param_bytes, input_shape (per sample, e.g. [3, 32, 32])}
-    plan                {p_data, p_spatial, p_filter, p_channel, stages, micro_batches}
-    devices, nodes, batch_per_device, dtype, threads (devices_per_node, the node's capacity, is recorded
-                        but not a feature: devices / nodes is the layout that ran)
-    cpu_count           cores of the machine the ranks share (CPU runs; gives the oversubscription
-                        devices x threads / cpu_count, 0 when absent)
-    halo_bytes          bytes exchanged per device per iteration by spatial halos
-    flops_per_device    FLOPs one device computes per iteration (default: estimated, see below)
-    collective_calls    communication calls per device per iteration (default: estimated_collective_calls)
-    profile_identity    calibrate.correction.profile_identity of the profile the prediction used (optional;
-                        when present, train-correction refuses runs predicted with another profile)
-
-Missing optional fields count as their neutral value (1 device, degree 1, 0 bytes), so a record from
-an older writer still yields a vector; the domain check in calibrate/correction.py then flags values
-the training set never had.
-
-Target: log(measured_time_s / predicted_time_s) -- the multiplicative residual of the analytical model.
+A *record* is a plain mapping (one JSON line of `predictor validate --out runs.jsonl`, or the same fields built
+by `predictor run` from a Prediction); calibrate never imports predictor, so this module works on plain mappings
+only. Its fields (strategy, predicted_time_s, terms and measured_time_s required; the rest optional, counted at
+their neutral value when absent so that an older writer's record still yields a vector) are listed in
+docs/validation.md ("Residual correction", record fields). Target: log(measured_time_s / predicted_time_s), the
+multiplicative residual of the analytical model.
 """
 from __future__ import annotations
 

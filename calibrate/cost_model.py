@@ -2,24 +2,10 @@
 
 Formulas: compute (calibrate.compute), alpha-beta segments (calibrate.alphabeta), collective steps and bus
 factors (calibrate.collective_model). Lookups that the profile cannot answer raise UserError naming the
-missing coefficient. Substitutions, all exact or stated:
-  - a linear layer uses its own "linear/<pass>" fits, measured as autograd runs each pass (transposed
-    operands, the batch as the reduction of backward-weight: profiler.bench_compute.linear_cases); a profile
-    without them (calibrated before they were measured, or published) costs it as gemm, and its backward
-    passes as below. Those forward GEMMs can run several times faster per FLOP than the backward products of
-    a skinny batch, so such profiles predict linear-heavy nets too fast;
-  - a GEMM's backward passes, when only its forward was benchmarked, cost as the forward GEMMs they are:
-    for Y = X W with X (M x K), W (K x N): dX = dY W^T is a GEMM (M, N'=K, K'=N) and dW = X^T dY is a GEMM
-    (M'=K, N'=N, K'=M) (2 M N K FLOPs each, docs/method.md §1 and §3);
-  - a grouped or depthwise convolution (params["groups"] > 1) uses the "<op>_grouped" fit when the profile has
-    one (GPU libraries run other kernels for them), else the convolution's own;
-  - avgpool, when not benchmarked, costs as maxpool (same window traffic, minus maxpool's index bytes:
-    slightly pessimistic);
-  - the transformer families, when the profile lacks them (published profiles, older calibrations), cost by
-    an explicit formula (FALLBACK), each use recorded in `substitutions` for the report: a batched GEMM
-    {B, M, N, K} as the GEMM (B M, N, K) of the same FLOPs (its backward passes as above); fused attention as
-    a GEMM (B S, T, D) scaled to the attention's FLOPs (profiler.opmath.sdpa_flops); layer norm, GELU and
-    softmax as streaming traffic at the STREAM triad bandwidth (bytes from calibrate.shapes.work).
+missing coefficient. Where a profile lacks a family, the call is costed by a stated substitution (linear layers
+and GEMM backward passes as forward GEMMs, grouped convolutions by the convolution's fit, avgpool as maxpool,
+the transformer families by FALLBACK's formulas), each use recorded in `substitutions` for the report:
+docs/method.md §3 ("Substitutions") and §3a ("Costing").
 """
 from __future__ import annotations
 

@@ -1,17 +1,12 @@
 """The calibrated domain of a compute fit, and whether a call lies inside it.
 
-A fit (calibrate.compute) interpolates well between the shapes it measured and is a guess beyond them: trees
-and Gaussian processes extrapolate flat, the log-work slope carries a trend but not a kernel change. A call
-is *in the domain* of its family when both hold, over the domain features below (log10 units):
-
-  1. every feature lies within [lowest, highest] of the family's samples (the grid's range per feature);
-  2. some measured sample lies within a factor NEAR_FACTOR of the call in every feature
-     (Chebyshev distance in log10 <= log10(NEAR_FACTOR)): a call between two far-apart grid shapes whose
-     every feature is in range can still be far from anything measured.
-
-Domain features: the sizes a kernel's choice and efficiency depend on (FLOPs or bytes, smallest GEMM side,
-batch, channels in and out, output positions, kernel volume as log10, spatial dimensions as a count). The
-derived intensity and the CPU-only native-convolution features are left out: they follow from the others.
+A fit (calibrate.compute) interpolates well between the shapes it measured and is a guess beyond them: trees and
+Gaussian processes extrapolate flat. A call is *in the domain* of its family when every domain feature lies
+within the family's measured range and some measured sample lies within NEAR_FACTOR of it in every feature
+(Chebyshev distance in log10): a call between two far-apart grid shapes can still be far from anything measured.
+The features are the sizes a kernel's choice and efficiency depend on; the derived intensity and the CPU-only
+native-convolution features are left out (they follow from the others). docs/method.md §3 ("Where the fit is
+measured, and where it guesses").
 """
 from __future__ import annotations
 

@@ -1,31 +1,11 @@
 """Has this machine changed? Compare two profiles' raw samples family by family (pure statistics).
 
-Method (docs/drift.md, "Statistics"): one run repeats only to within a few percent (stas00/ml-engineering's
-MAMF measurements), so a threshold much under 5% would raise false alarms; each change is matched to the
-metadata differences that could explain it:
-
-1. Samples are matched by *point* (benchmark, variant, params, dtype, device) and grouped into
-   coefficient *families*: compute throughput per op and dtype, STREAM bandwidth per kernel,
-   host<->device bandwidth per direction, and per collective and group size its latency (alpha: messages
-   <= ALPHA_MAX_BYTES) and its bandwidth (beta: larger messages).
-2. Per point, d = log(t_new / t_old) where t is the LOCATION_QUANTILE (10th percentile) of the per-call
-   times. Its variance is the larger of the bootstrap variance (each profile's samples of the point
-   resampled independently) and the normal-theory variance of a sample quantile (a floor for few samples
-   and heavy tails, where the bootstrap is too optimistic).
-3. The family effect is the DerSimonian-Laird random-effects mean of d over its points (a geometric mean
-   of time ratios, weighted by precision): a noisy point counts less, and when points disagree more than
-   their own noise explains (a disturbance that hit one point only) the between-point variance widens the
-   interval instead of raising an alarm. Families of >= 5 points first drop points whose effect is a gross
-   outlier (> 4 robust SDs from the median effect). The effect is tested on the log scale with
-   t = mean / SE against Student's t with the within-point degrees of freedom (sum of n_old + n_new - 2),
-   since the variances come from few samples per point.
-4. Multiple testing: Bonferroni over the families compared, so the chance that *any* family of an
-   unchanged machine is flagged is <= alpha (default 5%).
-5. A family has *drifted* when it is significant and its coefficient moved by at least `min_effect`
-   (default 5%) — smaller changes are real-but-harmless and never alarm.
-
-Cause attribution compares the two profiles' metadata (clocks, power limit, throttle reasons, versions,
-thread counts, PCIe) and names the differences that plausibly affect each family.
+Samples are matched by point and grouped into coefficient families; per point d = log(t_new / t_old) on the
+10th percentile of the per-call times; per family the DerSimonian-Laird random-effects mean of d, tested
+against Student's t with Bonferroni over the families, so an unchanged machine raises no alarm with
+probability >= 1 - alpha; a family has drifted when significant and moved by at least `min_effect` (5%: one
+run repeats only to within a few percent). Each change is matched to the metadata differences (clocks, power,
+throttling, versions, threads, PCIe) that could explain it. docs/drift.md ("Statistics") derives each step.
 """
 from __future__ import annotations
 

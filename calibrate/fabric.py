@@ -1,28 +1,13 @@
 """Contention on the inter-node fabric: how much a collective spanning several leaf switches slows down.
 
-A profile may describe the network above its nodes (`Coefficients.fabric`): `nodes_per_leaf` nodes share one
-leaf switch with full bisection among them, and the leaf's uplinks carry 1/`oversubscription` of its
-downlink bandwidth (ABCI 1.0: 34 nodes per leaf, 1:3 to the spine).
-
-Model (ours; an upper bound on what placement and routing can cause): a collective over N nodes spread over
-L = ceil(N / nodes_per_leaf) leaves, each node injecting at its full rate with its flows spread evenly over
-the other nodes (hashed routing, several jobs), sends a share f = 1 - 1/L of its bytes out of its leaf. The
-leaf's uplinks are then loaded f * oversubscription times their capacity, so every flow slows by
-
-    contention(N) = max(1, (1 - 1/L) * oversubscription)
-
-which is 1 inside one leaf and tends to the over-subscription ratio on many leaves. A ring placed leaf by
-leaf crosses leaf boundaries far less; the factor is what an unlucky placement pays, and the calibration of a
-real cluster (measured group sizes over several node counts) replaces it.
-
-Other jobs on a shared fabric (docs/method.md §6, "Other jobs on the fabric"): they take a share `load` of the
-uplinks' capacity, so the job's own out-of-leaf traffic has (1 - load) of it:
-
-    contention(N, load) = max(1, (1 - 1/L) * oversubscription / (1 - load))
-
-Traffic inside one leaf (L = 1) is untouched. The load is a distribution over time (Fabric.background_load: its
-5th, 50th and 95th percentiles `quiet`, `typical`, `busy`); `load_at` reads any percentile, `fit_background_load`
-reads it from inter-leaf collectives repeated over time (`profiler calibrate --repeat-over`).
+A profile may describe the network above its nodes (`Coefficients.fabric`: `nodes_per_leaf`, uplinks at
+1/`oversubscription` of the downlinks). A collective over N nodes on L leaves sends 1 - 1/L of its bytes out
+of its leaf, so every flow slows by contention(N, load) = max(1, (1 - 1/L) * oversubscription / (1 - load)),
+`load` the uplink share other jobs take: our model, an upper bound on what placement and routing can cost,
+which a calibration over several node counts replaces. The load is a distribution over time
+(Fabric.background_load: quiet, typical, busy); `load_at` reads any percentile, `fit_background_load` fits it
+from inter-leaf collectives repeated over time. docs/method.md §6 ("Fabric contention", "Other jobs on the
+fabric"); docs/decisions/2026-12-06-cluster-load.md.
 """
 from __future__ import annotations
 

@@ -1,19 +1,11 @@
-"""Fit the fabric (leaf size, over-subscription, uncontended inter-node bus bandwidth) from collectives measured
+"""Fit the fabric (leaf size, over-subscription, uncontended inter-node bus bandwidth) from all-reduce measured
 at several node counts, so larger allocations follow calibrate.fabric's contention model.
 
-Input: the allreduce fits of one calibration (calibrate.collective_fit), one per (group size, node count) with
-N > 1 nodes. Each gives the large-message bus bandwidth B(N) that the job saw. Model (calibrate.fabric):
-
-    B(N) = B_inter / contention(N; nodes_per_leaf, oversubscription)
-
-B_inter is the bandwidth inside one leaf. For every candidate leaf size (1 .. largest N - 1, or none: one
-switch) and over-subscription (1 to 16 in steps of 0.05), B_inter is the geometric mean of B(N) * contention(N),
-and the candidate with the least squared log error wins; a leaf size is only chosen when it lowers that error
-by more than the measurements' own spread (`MIN_GAIN`), so a flat curve keeps "one switch". Intervals come
-from refitting on bandwidths drawn inside each fit's bootstrap interval.
-
-Node counts measured must cross a leaf boundary for the leaf size to be seen: calibrate at 2, 3, ... nodes
-up to the allocation (at least one count beyond a leaf). With every count inside one leaf the fit says so.
+Each (group size, node count) fit gives the bus bandwidth B(N) the job saw; B(N) = B_inter / contention(N) is
+fitted over a grid of leaf sizes and over-subscriptions by least squared log error, a leaf size kept only when it
+lowers the error by more than the measurements' spread (`MIN_GAIN`), so a flat curve keeps "one switch"; the
+node counts must cross a leaf boundary for it to be seen. docs/calibration.md ("Fabric");
+docs/decisions/2026-12-01-fabric-fit.md.
 """
 from __future__ import annotations
 

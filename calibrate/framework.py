@@ -1,24 +1,12 @@
 """Framework overhead per layer from the `framework` samples (profiler/bench_framework.py).
 
-Per variant (kernel, forward, step) a relative-error line t(K) = a + b*K over the chain length K
-(calibrate.alphabeta.fit_line); the slopes give
-    forward overhead  = b_forward - b_kernel          (module call + autograd recording, per layer)
-    backward overhead = b_step - b_forward - b_kernel  (one autograd node; its kernel costs as the forward's)
-each clipped at 0, with 95% bootstrap intervals over the samples' own per-call times
-(calibrate.alphabeta.resample). The predictor adds them to every layer's forward and backward time.
-The `optimizer` variant's line over K parameter tensors gives the optimizer step's fixed cost (its intercept:
-Python and dispatch per step) and its cost per parameter tensor (slope), added to every weight update
-(profiles measured before it existed have neither: 0).
-
-The cold-code chains (`cold_forward`, `cold_step`; profiler/bench_framework.py) hold the same tiny layers in a
-`cycled` and a `grouped` order; with t the median call time of each and n the layers that follow a layer of
-another type (n_cycled - n_grouped of them more in the cycled chain),
-    cold forward  = (t_forward[cycled] - t_forward[grouped]) / (n_cycled - n_grouped)
-    cold backward = ((t_step - t_forward)[cycled] - (t_step - t_forward)[grouped]) / (n_cycled - n_grouped)
-taken round by round (the chains are timed round-robin) and summarised by the median over rounds, clipped at
-0, with 95% bootstrap intervals over the rounds: what a layer pays in a training step,
-where almost every layer follows another kernel, beyond the warm per-layer overhead above. Profiles without
-these samples have none (0).
+Per variant (kernel, forward, step) a relative-error line t(K) = a + b*K over the chain length K; the slopes
+give the warm forward and backward overhead per layer, the `optimizer` line the optimizer step's fixed cost and
+its cost per parameter tensor, and the cold-code chains (`cycled` and `grouped` orders, round by round) what a
+layer pays in a training step where almost every layer follows another kernel. Each clipped at 0, with 95%
+bootstrap intervals; profiles without the samples have none (0). Formulas: docs/calibration.md ("Framework
+overhead and optimizer cost"); docs/decisions/2026-11-29-cold-optimizer-cost.md and
+2026-12-02-cold-code-per-layer.md.
 """
 from __future__ import annotations
 

@@ -1,18 +1,12 @@
 """Gaussian-process regression with one kernel: amplitude * anisotropic RBF + white noise, hyperparameters by
-maximum marginal likelihood (Rasmussen & Williams, "Gaussian Processes for Machine Learning", 2006: Algorithm
-2.1 for the posterior, eq. 5.8-5.9 for the log marginal likelihood and its gradient).
+maximum marginal likelihood (Rasmussen & Williams 2006: Algorithm 2.1 for the posterior, eq. 5.8-5.9 for the log
+marginal likelihood and its gradient).
 
 It is scikit-learn's `GaussianProcessRegressor(ConstantKernel(1) * RBF(ones, (1e-2, 1e3)) + WhiteKernel(1e-2,
-(1e-5, 1)), n_restarts_optimizer=1, random_state=0)` written out for this one kernel, with the same
-parameterisation (log hyperparameters, the same bounds, L-BFGS-B from the initial values and from one start
-drawn by `RandomState(0)` uniformly within the log bounds, jitter 1e-10 on the diagonal), so it finds the same
-optimum; tests/calibrate/test_gp.py compares the two. Done here because the compute fits train 40-80 GPs per
-calibration (calibrate.compute: cross-validation of every learner), where sklearn's per-call validation and
-kernel objects took 2 ms per likelihood evaluation against ~0.1 ms for these few array operations.
-
-    K_ij  = c * exp(-1/2 * sum_d (x_id - x_jd)^2 / l_d^2) + (s + 1e-10) * [i == j]
-    log p(y | X, theta) = -1/2 y^T K^-1 y - sum_i log L_ii - n/2 log(2 pi)          (L = cholesky(K))
-    d log p / d theta_k = 1/2 trace((a a^T - K^-1) dK/dtheta_k),  a = K^-1 y          (theta = log c, log l_d, log s)
+(1e-5, 1)), n_restarts_optimizer=1, random_state=0)` written out for this one kernel with the same
+parameterisation, bounds, L-BFGS-B starts and jitter, so it finds the same optimum (tests/calibrate/test_gp.py
+compares the two), at a fraction of sklearn's per-call overhead: the compute fits train dozens of GPs per
+calibration (docs/decisions/2026-11-30-efficiency-learners.md).
 """
 from __future__ import annotations
 

@@ -1,21 +1,12 @@
 """GPU kernel time from a call's shape: tiles, waves, split-K, the memory floor and convolution algorithms.
 
-A cuBLAS/cuDNN kernel splits its (implicit) GEMM into output tiles, one thread block (CTA) each, and runs them
-in waves over the SMs; each CTA streams its operands through the SM at a rate bounded by the SM's peak and by
-how fast operands reach it (the tile's arithmetic intensity times a per-SM feed bandwidth). The time of one
-choice of tile and split-K is
-
-    waves * (wave_s + 2 tm tn ceil(k / s) / min(efficiency * peak_per_SM, intensity * feed)) + split partials,
-
-the kernel takes the fastest choice, and the call takes max(floor, that, operand bytes / DRAM bandwidth), a
-convolution plus the time its other kernels add.
-A convolution also has Winograd and FFT algorithms (work of their batched products, each with a fitted
-efficiency); with cuDNN's search (`cudnn.benchmark = True`, DeepBench's binaries) it runs the fastest one, with
-PyTorch's default heuristic the implicit GEMM. Formulas, sources and the choice of each regime:
-docs/method.md ("GPU kernels") and docs/decisions/2026-12-06-gpu-kernel-model.md.
-
-Everything here is pure: the fit (calibrate.gpu_kernel_fit) evaluates the same `candidates` and
-`candidate_time` on arrays that prediction evaluates one call at a time.
+A cuBLAS/cuDNN kernel splits its (implicit) GEMM into output tiles, one thread block each, run in waves over the
+SMs, each streaming its operands at a rate bounded by the SM's peak and by its feed bandwidth; the kernel takes the
+fastest choice of tile and split-K, and the call max(floor, that, operand bytes / DRAM bandwidth). A convolution
+may also run Winograd or FFT algorithms (the fastest with cuDNN's search, the implicit GEMM with PyTorch's default
+heuristic). Formulas, sources and the choice of each regime: docs/method.md §3b ("GPU kernels") and
+docs/decisions/2026-12-06-gpu-kernel-model.md. Everything here is pure: the fit (calibrate.gpu_kernel_fit)
+evaluates the same `candidates` and `candidate_time` on arrays that prediction evaluates one call at a time.
 """
 from __future__ import annotations
 

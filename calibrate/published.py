@@ -1,15 +1,13 @@
 """Published reference profiles (`provenance: published`) built from published measurements and datasheets.
 
 The figures are data (calibrate/data/published/*.yaml, read by calibrate.systems), each with its source; this
-module turns them into profiles. Regenerate the files with
+module turns them into profiles, with the GPU families' fitted constants it is given (predictor data):
 
     python -m calibrate.published --constants predictor/data/system_constants.yaml [--out-dir calibrate/profiles]
 
-after `python -m predictor.published.fit` has written the fitted constants (predictor data: this stage is given
-them as an input and writes nothing of the predictor's).
-
-The profiles have no samples; their coefficients use the calibrated schema (calibrate.coefficients) so the
-same cost model serves both. Intervals are degenerate (low = high = value) unless a source gives a range.
+The profiles have no samples; their coefficients use the calibrated schema (calibrate.coefficients) so the same
+cost model serves both. Intervals are degenerate (low = high = value) unless a source gives a range.
+docs/calibration.md ("Published reference profiles"); docs/decisions/2026-12-06-published-data.md.
 """
 from __future__ import annotations
 

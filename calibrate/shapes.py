@@ -1,15 +1,11 @@
 """Work (FLOPs, bytes moved) and efficiency features of one compute call, from its shape parameters.
 
-The same function serves fitting (sample params) and prediction (cost-model params), so the features a
-model was trained on are exactly those it is queried with.
-
-FLOPs (docs/method.md §1, 2 FLOPs per multiply-add): gemm/linear 2*M*N*K for every pass (dX = dY W^T
-and dW = X^T dY are GEMMs of the same size); convolution 2*N*F*C*prod(kernel)*prod(output spatial) for
-fwd, bwd_data and bwd_weight alike. Bytes: every operand read or written once (a lower bound the learned
-efficiency absorbs). Memory-bound ops count element reads+writes per pass (relu fwd: read x, write y).
-
-`work` is what a fit divides time by: bytes for memory-bound ops, FLOPs for GEMMs and convolutions. What a
-device adds (the work its kernels execute, features of its own) is its backend's (calibrate.backends).
+The same function serves fitting (sample params) and prediction (cost-model params), so the features a model was
+trained on are exactly those it is queried with. FLOPs: 2 per multiply-add, the same for every pass of a GEMM,
+linear layer or convolution (docs/method.md §1); bytes: every operand read or written once (a lower bound the
+learned efficiency absorbs). `work` is what a fit divides time by: bytes for memory-bound ops, FLOPs for GEMMs and
+convolutions. What a device adds (the work its kernels execute, features of its own) is its backend's
+(calibrate.backends).
 """
 from __future__ import annotations
 

@@ -1,25 +1,11 @@
 """The shared-storage read time of one training step (docs/method.md §19a), from a profile's StorageFit.
 
-Every node of a job reads its samples from the same file system: bytes and files per sample (the dataset), the
-file system's aggregate read bandwidth and metadata operations per second shared by every node, one node's read
-bandwidth and file rate, the page cache holding what earlier epochs read, and optionally a node-local copy
-(staging). Per step, with S_node samples per node on N nodes, b bytes and f files per sample, and h the share
-of reads the page cache serves:
-
-    shared bandwidth   N * S_node * b * (1 - h) / aggregate_read_bytes_per_s
-    shared metadata    N * S_node * f * (1 - h) / metadata_ops_per_s
-    node bandwidth     S_node * b * (1 - h) / node_read_bytes_per_s
-    node file rate     S_node * f * (1 - h) / node_files_per_s
-    page cache         S_node * b * h / page_cache_bytes_per_s
-    storage            max of those (the reads of every resource overlap; the slowest binds)
-
-Staged on node-local storage: only S_node * b * (1 - h) / local_read_bytes_per_s and the page cache, and a one-off
-copy of the node's share of the dataset. The page cache keeps PAGE_CACHE_SHARE of the node's memory; a sampler
-that reshuffles every epoch reads a random part of the dataset, so in steady state h = min(1, cache / dataset)
-(the first epoch has h = 0).
-
-A figure the profile does not know (None) is left out of the fitted prediction and of the "low" bound, and taken
-at UNKNOWN_FLOOR for the "high" bound: the term is then a range (0 .. floor), reported as such.
+Every node of a job reads its samples from the same file system; per step the storage term is the slowest of the
+shared bandwidth and metadata rate, the node's bandwidth and file rate and the page cache (their reads overlap),
+with the page cache serving h = min(1, cache / dataset) of the reads in steady state, or, staged on node-local
+storage, the local reads and a one-off copy. A figure the profile does not know (None) is left out of the
+prediction and of the "low" bound and taken at UNKNOWN_FLOOR for the "high" one, so the term is a range
+(docs/decisions/2026-12-06-shared-storage.md).
 """
 from __future__ import annotations
 

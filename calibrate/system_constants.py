@@ -1,34 +1,13 @@
-"""Per-GPU constants fitted to published measured training runs, applied to the published reference profiles.
+"""Per-GPU-family constants fitted to published measured training runs, applied to the published reference profiles.
 
-Datasheet peaks and GEMM fractions do not say how fast a real training step runs: cuDNN convolutions reach
-another fraction of peak than a large GEMM, memory-bound layers another fraction of STREAM, and a framework
-spends host time on every layer. Three physical quantities per GPU family describe that, fitted to the
-single-node rows of the published corpus by `python -m predictor.published.fit` (which writes
-`predictor/data/system_constants.yaml`: the predictor stage owns the file) and read here from the path
-`python -m calibrate.published --constants PATH` is given when it renders a profile:
-
-  flops_time_scale[dtype]  time of a GEMM/convolution over its datasheet roofline time (1 = the GEMM fraction)
-  grouped_time_scale[dtype] the same for grouped and depthwise convolutions (their own cuDNN kernels)
-  bytes_time_scale[dtype]  time of a memory-bound layer (BN, ReLU, add, pooling) over its STREAM-triad time
-  per_layer_s              framework time per layer and pass on top of its kernels (FrameworkFit)
-
-One more table is fitted with them, across families: `software_stacks`, the time of a software stack's kernels
-over the reference, per precision class (StackScales). The same GPU runs the same model at different speeds
-under different frameworks: in one source on one V100 system, ResNet-50 at mixed precision takes 0.174 s per
-iteration under OneFlow and 0.319 s under PyTorch at the same batch (DLPerf). The factor is a property of the
-stack (its kernels, memory layout and fusions), not of a source or a row; every stack is measured by at least
-two sources, so the leave-one-source-out fit estimates it without the held-out rows. Per precision class the
-row-weighted geometric mean of the factors is 1, so the family scales mean the average stack. A published
-profile carries the table and `predictor run --stack` (default pytorch) picks the factor; a calibrated profile
-measured the stack it runs and has none.
-
-A family without rows of a dtype (or without rows at all) takes the fleet's value for it: the geometric mean of
-the fitted families' (fleet_constants, for_family).
-
-Each family's entry names the rows (ids and sources) it was fitted to. A `model_error` section holds the
-quantiles of the leave-one-source-out error over the corpus (calibrate.coefficients.ModelError), which every
-published profile carries so that `predictor run` intervals include the model's own error. Leave-one-source-out figures refit
-them without the held-out source (predictor.published.loso); nothing here is fitted per row.
+Datasheet peaks and GEMM fractions do not say how fast a real training step runs: cuDNN convolutions reach another
+fraction of peak than a large GEMM, memory-bound layers another fraction of STREAM. Per GPU family and dtype, time
+scales over the datasheet roofline (flops, grouped convolutions, bytes), a family without rows taking the fleet's
+(fleet_constants, for_family); across families, a factor per software stack and precision class (StackScales); and
+the leave-one-source-out model error. `python -m predictor.published.fit` fits them into
+`predictor/data/system_constants.yaml` (the predictor stage owns the file) and `python -m calibrate.published
+--constants PATH` is given it. Fields: docs/calibration.md ("Published reference profiles");
+docs/decisions/2026-12-01-system-constants.md, 2026-12-01-software-stacks.md, 2026-12-02-fleet-constants.md.
 """
 from __future__ import annotations
 
