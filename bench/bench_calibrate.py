@@ -1,17 +1,12 @@
 """Quick CPU calibration with 2-rank collectives: wall time (target <= 60 s) and fit quality (every collective fit
 <= 10% held-out median error, every compute fit <= 15%), over several calibrations; and the harness's GEMM figure
-against plain torch.matmul.
-
-Each run is the whole user command, `profiler calibrate --device cpu --quick --ranks 2` (measure, fit, write),
-timed from start to exit. The issue's bar: the median wall time of the runs within 60 s, and the fit targets met
-in at least 4 of 5 calibrations. Then it checks the harness adds no overhead: best plain `torch.matmul`
-throughput, measured here with a bare perf_counter loop, for the quick GEMM shapes, against the last profile's
-GEMM figure for the same shapes (ratio >= 0.9). Records results/calibrate.json.
-
+against plain torch.matmul. Each run is the whole user command, `profiler calibrate --device cpu --quick --ranks 2`, timed from start to exit;
+the bar: the median wall time within 60 s and the fit targets met in at least 4 of 5 calibrations. Then the
+harness must add no overhead: the last profile's GEMM figure against the best plain `torch.matmul` throughput of
+the quick GEMM shapes, timed with a bare perf_counter loop (ratio >= 0.9). Records results/calibrate.json; prints
+figures only (speed is a property of the machine).
     python -m bench calibrate [--runs 5] [--keep PATH] [--matmul-s 1.0]
     python -m bench calibrate --profile QUICK.yaml    # figures of an existing quick profile (no wall time)
-
-Prints figures only; asserts nothing (speed is a property of the machine, see README "calibration").
 """
 from __future__ import annotations
 

@@ -1,15 +1,10 @@
 """Collectives: quick 2-rank calibration time (target < 90 s), harness vs hand-written all_reduce (within 15%).
 
-Figures (printed and recorded in results/collectives.json; nothing asserted):
-
-1. Wall time of the quick CPU collectives calibration with 2 gloo ranks, through the CLI:
-   `profiler calibrate --device cpu --ranks 2 --quick --only collectives` (target: under 90 s).
-2. Agreement of the profiler's allreduce medians with a plain hand-written torch.distributed.all_reduce
-   timing loop run in the same process group (target: within 15%), in both regimes:
-   latency (barrier, one op, max over ranks per iteration) and throughput (back-to-back ops, one sync).
-   Paired rounds per size (hand loop, profiler, hand loop, on the same group with the same iteration counts)
-   so machine load affects both alike; the figure is the median over rounds of the per-round ratio, and the
-   two hand loops of a round give the noise floor.
+Figures (printed and recorded in results/collectives.json; nothing asserted): the wall time of `profiler calibrate
+--device cpu --ranks 2 --quick --only collectives`, and the agreement of the profiler's allreduce medians with a
+plain torch.distributed.all_reduce loop on the same group, in the latency and throughput regimes. Rounds are paired
+per size (hand loop, profiler, hand loop, same iteration counts) so machine load affects both alike; the figure is
+the median over rounds of the per-round ratio, and a round's two hand loops give the noise floor.
 
     python -m bench collectives [--skip-calibration] [--sizes 4,4096,65536,1048576,16777216] [--rounds 30]
                                 [--budget quick|full]

@@ -1,18 +1,13 @@
 """Cooperative-process model parallelism vs GPipe on 4 devices: predicted vs published speed-up.
 
-Published (Yu & Park, IEEE Access 2023, DOI 10.1109/ACCESS.2023.3296609, abstract only; docs/method.md §18): on four
-devices, cooperative is faster than GPipe by +15.3% (VGG16-bn), +34.5% (ResNet-50), +25.8% (Inception-v3),
-with training memory reduced by up to 75.0%. The paper's batch sizes, micro-batch counts, precision and
-GPipe settings are not in the abstract; this script states its own (flags) and reports, per model, each
-scheme at its fastest micro-batch count that fits the device memory.
-
-Speed-up is reported as T_gpipe / T_cooperative - 1 (the abstract's "+x%" is read as that).
+Published (Yu & Park, IEEE Access 2023, abstract only; docs/method.md §18): on four devices cooperative is faster
+than GPipe by +15.3% (VGG16-bn), +34.5% (ResNet-50), +25.8% (Inception-v3). The abstract gives no batch sizes,
+micro-batch counts, precision or GPipe settings: this script states its own (flags) and reports each scheme at its
+fastest micro-batch count that fits the device memory, the speed-up as T_gpipe / T_cooperative - 1. Records the
+predicted and published speed-ups in results/cooperative.json (no targets).
 
     python -m bench cooperative                        # V100 ABCI reference profile, batch 128
     python -m bench cooperative --batch 64 --profile v100-dgx1-8gpu.published
-
-Records the predicted and published speed-ups per model in results/cooperative.json (no targets: a model
-evaluation against an abstract's figures).
 """
 from __future__ import annotations
 

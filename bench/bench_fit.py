@@ -1,15 +1,13 @@
 """Fit quality: held-out median error of every fit (targets: each collective fit <= 10%, each compute fit <= 15%).
 
-On a real calibration: held-out median relative error of every fit against the issue's
-targets (collectives <= 10%, compute <= 15%), the stored extrapolation errors, the samples' sampling noise (the
-median error a perfect model would show: calibrate.alphabeta.sampling_noise), the held-out error of each kernel
-regime's shapes apart where a backend tells them apart (FitQuality.by_kernel), and the fit's own run time.
+On a real calibration: each fit's held-out median relative error against its target, the stored extrapolation
+errors, the samples' sampling noise (what a perfect model would show: calibrate.alphabeta.sampling_noise), the
+held-out error of each kernel regime apart where a backend tells them apart (FitQuality.by_kernel), and the fit's
+run time. Prints figures only (accuracy depends on how quiet the machine was); records the worst fit of each family
+against its target in results/fit.json.
 
     python -m bench fit                      # quick CPU calibration with 2 ranks, then the figures
     python -m bench fit --profile PATH       # figures for an existing profile (refitted, not rewritten)
-
-Prints figures only; asserts nothing (accuracy depends on how quiet the machine was while calibrating). Records
-the worst fit of each family against its target in results/fit.json.
 """
 from __future__ import annotations
 

@@ -1,14 +1,10 @@
 """Latency of `predictor scale`: a 1-1024 device sweep of ResNet-50 with its plot, wall seconds warm (target <= 2 s).
 
-Times the whole command as a user runs it, interpreter start-up, profile reading, the sweep of both lines (the
-search's best plan and data parallelism at 11 device counts, with intervals) and the PNG included:
+Times the whole command as a user runs it (start-up, profile reading, both lines of the sweep at 11 device counts
+with intervals, and the PNG), warm: the graph cache (PARAORACLE_CACHE) filled by one untimed run. The figure is the
+median of --repeats runs (results/scale.json), with the sweep alone in this process beside it.
 
     predictor scale --model resnet50 --batch-per-gpu 64 --gpus 1-1024 --plot FILE
-
-warm: the graph cache (PARAORACLE_CACHE) filled by one untimed run. Each case is run --repeats times; the
-figure is the median (results/scale.json). Also recorded: the sweep alone, in this process (no start-up,
-no plot), median over the same repeats.
-
     python -m bench scale [--repeats 5] [--profile NAME] [--gpus 1-1024] [--batch-per-gpu 64]
 """
 from __future__ import annotations

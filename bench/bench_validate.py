@@ -1,18 +1,14 @@
 """Accuracy of the analytical model on the CPU validation suite (targets: >= 95% overall, >= 85% per strategy).
 
-    python -m bench validate                 # calibrate this machine (quick, 1 thread per rank,
-                                             # 2-rank collectives), then run the suite
+    python -m bench validate                 # calibrate this machine (quick, 1 thread per rank), run the suite
     python -m bench validate --model-shapes  # the same, the calibration also measuring the suite's layers
     python -m bench validate --profile P     # reuse a profile calibrated with 1 thread per rank
     python -m bench validate --profile P --layers small_cnn2d --knobs width=8,image=32 --batch 32
-                                             # per-layer forward/backward: measured (1 thread) vs
-                                             # the profile's prediction -- which term is wrong
+                                             # per-layer measured vs predicted: which term is wrong
 
-Prints the validate table, mean accuracy per strategy, ranking agreement and the suite's wall time; the
-dataset goes to out/validate-<UTC time>.jsonl and the scatter next to it, the figures to
-results/validate.json (not with --layers). Run it on a quiet machine: the runs and the calibration must not
-share the cores with other work (on the 2-core development VM the runs themselves repeat only to ~90%:
-`python -m bench noise-floor`).
+Prints the validate table, accuracy per strategy, ranking agreement and wall time; the dataset goes to
+out/validate-<UTC time>.jsonl, the figures to results/validate.json. Run it on a quiet machine (on the 2-core VM
+the runs themselves repeat only to ~90%: `python -m bench noise-floor`).
 """
 from __future__ import annotations
 

@@ -1,18 +1,13 @@
 """GPU kernel model held out by application on DeepBench's measured kernels (targets: median >= 90%, mean >= 85%).
 
-For every GPU and dtype of the DeepBench workbooks (default: those the repository carries, calibrate/data/deepbench;
-or any DeepBench workbook or text output given as FILE), the GPU kernel model (calibrate.gpu_kernels) is fitted to
-every application's GEMMs and convolutions but one and predicts that one's; each family's median and mean accuracy
-over the held-out predictions are the figures, the in-sample fit's beside them.
+For every GPU and dtype of the DeepBench workbooks (default: calibrate/data/deepbench; or any DeepBench workbook
+or text output given as FILE), the GPU kernel model is fitted to every application's GEMMs and convolutions but
+one and predicts that one's; each family's median and mean held-out accuracy are the figures, in-sample beside
+them. Writes results/deepbench.json, results/deepbench-rows.jsonl and docs/deepbench.md; --json prints
+{gpu: {dtype: {family: {rows, median_accuracy, mean_accuracy}}}}. A shape's application is read from the V100
+workbook, the one that names them (calibrate.deepbench_kernels.read_labelled).
 
     python -m bench deepbench [FILE...] [--json]
-
-Writes results/deepbench.json (figures with targets), results/deepbench-rows.jsonl (every row, measured and
-predicted) and docs/deepbench.md (the tables and the worst shapes); --json prints
-{gpu: {dtype: {family: {rows, median_accuracy, mean_accuracy}}}}. DeepBench names each shape's application in the
-V100 workbook only; the other workbooks time the same shape list, so a shape's application is read from any file
-that names it, and backward-data rows of input layers are left out as DeepBench's own V100 sheet leaves them out
-(calibrate.deepbench_kernels.read_labelled).
 """
 from __future__ import annotations
 

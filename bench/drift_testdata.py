@@ -1,16 +1,12 @@
 """Test data for the drift tests: real CPU timings, 40 samples per point, written as a profile (OUT.yaml).
 
-Makes tests/data/drift_cpu_profile.yaml (and _loaded.yaml): real CPU timings with many samples per point.
-
-`profiler calibrate --quick` keeps only ~3 samples for most points (it stops on a time budget), too few to
-split one point's samples into two halves. This script times a dozen CPU points (GEMM, conv2d, ReLU,
-STREAM copy/triad) with the project's Timer, 40 samples each, and writes them as a profile.
+`profiler calibrate --quick` keeps only ~3 samples for most points, too few to split one point's samples into two
+halves; this times a dozen CPU points (GEMM, conv2d, ReLU, STREAM copy/triad) with the project's Timer, 40 samples
+each. The committed tests/data/drift_cpu_profile.yaml was taken at a quiet moment (load average 0.15) by the first
+version of this script (GEMM points keyed `shape: [M, N, K]`), drift_cpu_profile_loaded.yaml by this version under
+load average ~9 on the 2-core VM.
 
     python -m bench drift-testdata tests/data/drift_cpu_profile.yaml
-
-The committed drift_cpu_profile.yaml was taken at a quiet moment (load average 0.15) by the first version
-of this script (GEMM points keyed `shape: [M, N, K]`, machine block filled from torch); the committed
-drift_cpu_profile_loaded.yaml by this version under load average ~9 on the 2-core VM.
 """
 from __future__ import annotations
 

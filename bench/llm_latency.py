@@ -1,16 +1,10 @@
 """Latency of one GPT-3 175B prediction in process: milliseconds warm (target <= 50 ms) and for the first plan.
 
-Times `predictor.api.predict` as a program calls it, on a graph and a profile already loaded:
-
-    predict(load_model("gpt", layers=96, hidden=12288, heads=96, seq=2048, vocab=51200),
-            Plan("data+tensor+pipeline", batch=1536, devices=1536, p_data=12, p_tensor=8, stages=16,
-                 micro_batches=128, dtype="fp16", optimizer="adam", recompute=True, schedule="1f1b"), cm)
-
-(Narayanan et al. 2021, Table 1: GPT-3 175B on 1536 A100s, t8 p16, batch 1536; micro-batch 1) with its interval:
-three evaluations, each in a Context of its own (the profile and its low and high bounds). warm: the same call again
-(its Contexts new, what a graph alone decides kept: strategies.context.GraphStructure); first: the first
-prediction after the graph is loaded (the graph's structure built in it). Figures are medians over --repeats
-(results/llm-latency.json); the first is measured on a new copy of the graph each time.
+Times `predictor.api.predict` as a program calls it, on a graph and a profile already loaded: GPT-3 175B on 1536
+A100s, t8 p16, batch 1536, micro-batch 1, 1F1B with recompute (Narayanan et al. 2021, Table 1), with its interval
+(three evaluations, each in a Context of its own). warm: the same call again (what a graph alone decides kept:
+strategies.context.GraphStructure); first: the first prediction after the graph is loaded, on a new copy of the
+graph each time. Figures are medians over --repeats (results/llm-latency.json).
 
     python -m bench llm-latency [--repeats 20] [--profile a100-40gb-4hdr-8gpu.published]
 """

@@ -1,16 +1,12 @@
 """Noise floor: the accuracy a perfect predictor could reach on these measured runs (>= 95% needed to show the target).
 
-For every run measured in two or more datasets, each dataset's time is "predicted" by the median of the
-same run in the other datasets (leave one out), and scored as `predictor validate` scores a prediction
-(1 - |predicted - measured| / measured). No model enters: this is the ceiling that run-to-run variation of
-the machine puts on any predictor's accuracy for one suite run, per strategy.
+For every run measured in two or more datasets, each dataset's time is "predicted" by the median of the same run
+in the others (leave one out) and scored as `predictor validate` scores a prediction: no model enters, so this is
+the ceiling run-to-run variation puts on any predictor's accuracy, per strategy. Records results/noise-floor.json
+with the validation targets. Datasets must measure the same suite with the same measurement code
+(`measured_time_s` is the mean of the timed steps since docs/decisions/2026-11-29-measured-time-mean.md).
 
     python -m bench noise-floor out/validate-A.jsonl out/validate-B.jsonl [...]
-
-Prints figures only; records them in results/noise-floor.json with the validation targets (>= 95% overall,
->= 85% per strategy) as targets: a machine whose ceiling misses them cannot show them. Datasets must measure the
-same suite with the same measurement code (`measured_time_s` is the mean of the timed steps since
-docs/decisions/2026-11-29-measured-time-mean.md; before, the median).
 """
 from __future__ import annotations
 

@@ -1,17 +1,13 @@
 """Re-predict measured runs already taken (validation datasets) with a profile and print the accuracy.
 
-Analytical accuracy on measured runs already taken: re-predict every run of one or more validation datasets
-with a profile (refitted with the current fitting code) and compare with the measured times.
-
-Runs on this VM vary by 10-40% between suite runs, so comparing two versions of the model by running the
-suite twice mixes the model's change with the machine's. This holds the measurements still: the same
-runs (pooled over every dataset given, median per run) against each version's predictions.
+Runs on the development VM vary by 10-40% between suite runs, so comparing two versions of the model by running
+the suite twice mixes the model's change with the machine's. This holds the measurements still: the same runs
+(pooled over every dataset given, median per run) against each version's predictions (the profile refitted with
+the current fitting code). Prints mean accuracy per strategy and the nets whose fastest strategy the prediction
+names (predictor.random_report.net_ranking).
 
     python -m bench repredict --profile P.yaml out/validate-A.jsonl [out/validate-B.jsonl ...]
     python -m bench repredict --profile P.yaml --refit out/validate-*.jsonl   # refit P's samples first
-
-Prints mean accuracy per strategy (1 - |predicted - measured| / measured), like `predictor validate`, and the
-nets whose fastest strategy the prediction names (predictor.random_report.net_ranking).
 """
 from __future__ import annotations
 

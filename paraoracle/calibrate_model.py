@@ -1,17 +1,12 @@
 """`profiler calibrate --model M --batch B --gpus P [--strategy S] [--model-arg K=V ...]`: calibrate with that
 model's own per-device calls measured next to the grid, in one step.
 
-It is `predictor shapes --model M ... --out TMP` followed by `profiler calibrate --shapes TMP`: the shapes file
-goes to a temporary folder that is removed afterwards (the profile keeps every measured shape as samples
-tagged `source: shapes file`, and `settings.shapes_file.model` records the request). Every other calibrate
-flag means what it means in profiler.cmd_calibrate; without --model this is profiler.cmd_calibrate unchanged.
-Either way the measured samples are fitted (calibrate.fit.fit_profile) before the profile is written: the
-profiler stage alone (`python -m profiler calibrate`) does not fit.
-
-User errors are one line and exit 2, before anything is measured: a model flag without --model, --model with
---shapes, --model without --batch/--gpus, an unknown model (predictor's message), --only without compute, an
---out that cannot be written. A Python model file or module named with --model is run, as `predictor shapes`
-runs it: the user named it on the command line.
+It is `predictor shapes --model M ... --out TMP` followed by `profiler calibrate --shapes TMP` (the temporary
+shapes file is removed; the profile keeps every measured shape as samples and `settings.shapes_file.model` the
+request). Without --model it is profiler.cmd_calibrate unchanged. Either way the samples are fitted
+(calibrate.fit.fit_profile) before the profile is written. User errors are one line and exit 2 before anything
+is measured; a Python model file named with --model is run, as `predictor shapes` runs it: the user named it.
+docs/calibration.md ("In one step: --model").
 """
 from __future__ import annotations
 

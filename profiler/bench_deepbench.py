@@ -3,18 +3,11 @@ so a user can set their GPU beside DeepBench's published times (profiler.deepben
 gpu_kernel_fit fits the kernel model to either).
 
 The list is profiler/data/deepbench_shapes.yaml, written from DeepBench's training workbooks by
-
-    python -m profiler.bench_deepbench [WORKBOOK ...]    # default: calibrate/data/deepbench/*.xlsx
-
-(every workbook must time the same shapes; each row keeps the application DeepBench's V100 workbook, the one that
-names them, gives it). A GEMM row is DeepBench's cuBLAS call (column-major, `transpose_a`/`transpose_b` its
-flags; the importer's params); a convolution row is timed forward, backward-data (not for an input layer, fewer
-than INPUT_LAYER_CHANNELS channels: no training step computes the gradient of the data, and DeepBench's own V100
-sheet leaves those rows out) and backward-weight, with kernel, stride and padding as [vertical, horizontal] lists as
-the importer writes them. Each point is measured as the default grid's are (profiler.cases.measure_case: operands
-rotating through L2, results from the caching allocator, `cudnn.benchmark` on, as DeepBench's binaries run
-cudnnFind) in DEEPBENCH_DTYPES, the precisions of DeepBench's sheets: float32 with TF32 off and float16 on tensor
-cores. Samples carry extra["application"] and extra["deepbench_row"] (the row's index in the list).
+`python -m profiler.bench_deepbench [WORKBOOK ...]` (default: calibrate/data/deepbench/*.xlsx; every workbook must
+time the same shapes). GEMM rows are DeepBench's cuBLAS calls; convolutions are timed in their three passes but for
+the input layers' backward-data (fewer than INPUT_LAYER_CHANNELS channels: no training step computes it), each
+point measured as the default grid's are, in DEEPBENCH_DTYPES (float32 with TF32 off, float16 on tensor cores).
+Samples carry extra["application"] and extra["deepbench_row"]. docs/calibration.md ("Shape grids"), docs/deepbench.md.
 """
 from __future__ import annotations
 

@@ -1,30 +1,13 @@
 """Framework overhead per layer: what an eager training step pays per layer on top of its kernels.
 
-A chain of K `nn.ReLU` modules on a tiny tensor (so every kernel is almost free) is timed three ways:
-`kernel` (K bare `torch.relu` calls, no autograd), `forward` (the K modules with autograd recording) and
-`step` (forward + backward). The slope over K of each is a per-layer cost; calibrate.framework turns them
-into a forward overhead (module call and graph recording: forward - kernel) and a backward overhead (one
-autograd node: step - forward - kernel, the backward kernel being as cheap as the forward one). On the
-2-core development VM at one thread they are about 1.9 and 1.5 us per layer, paid by every layer however
-small its batch. `optimizer` times one SGD step and `zero_grad(set_to_none=True)` over K tiny parameter
-tensors (gradients assigned first, as backward leaves them), each call with the caches evicted first, as a
-training step's forward and backward leave them: its line over K is the optimizer's fixed and per-tensor
-cost, which the streaming update model (bytes / bandwidth) does not see. In the CPU validation steps the
-update took 0.16-0.42 ms of 3-21 ms; VGG16's 32-tensor step took 0.09 ms cache-hot and 0.22-0.39 ms after
-a forward or a 64 MiB write.
-
-The chains above repeat one module, so the code of its kernel, its dispatch and its autograd node stays in the
-core's caches. A training step runs a different kernel at almost every layer, and then each call finds that
-code cold: on the 2-core VM a tiny convolution, batch norm, ReLU or pooling layer cost about 10 us more in
-the forward and 2-6 us more in the backward inside a chain cycling through five layer types than inside
-chains of its own type (in-step hooks on random nets: a flatten 31 us against 3 us predicted, a 40 -> 98
-linear 132 us against 19 us; docs/decisions/2026-12-02-cold-code-per-layer.md). `cold_forward` and
-`cold_step` time one set of tiny modules (profiler.cold_chains) in two orders: `cycled` (every layer follows a
-layer of another type) and `grouped` (all layers of a type together, so only the first of each group follows
-another type), round-robin (measure_cold: the difference is a tenth of a chain's time, and timed apart the
-two orders met different moments of the VM: three measurements of one profile gave 0-26 us).
-calibrate.framework turns the difference into a cold-code time per layer and pass. Measured on CPU only: on
-a GPU the host dispatches ahead of the kernels, and its cache state shows only in a launch-bound step.
+Chains of K tiny modules (every kernel almost free) timed as bare kernels, as forward with autograd recording and as
+forward + backward: their slopes over K give the warm forward and backward overhead per layer (calibrate.framework).
+`optimizer` times one SGD step and zero_grad over K tiny parameter tensors with the caches evicted first, as a
+training step leaves them: the optimizer's fixed and per-tensor cost, which the streaming update model does not see.
+`cold_forward` and `cold_step` time the same tiny layers in a `cycled` and a `grouped` order, round-robin: what a
+layer pays for finding its code cold in a step, where almost every layer follows another kernel (CPU only: a GPU's
+host dispatches ahead). docs/calibration.md ("Framework overhead and optimizer cost");
+docs/decisions/2026-11-29-cold-optimizer-cost.md, 2026-12-02-cold-code-per-layer.md.
 """
 from __future__ import annotations
 

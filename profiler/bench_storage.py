@@ -1,20 +1,11 @@
 """The storage section of `profiler calibrate` (`--only storage --path DIR --readers N`): how fast this node reads
 training samples from the file system under DIR (docs/calibration.md#storage, docs/method.md §19a).
 
-In a temporary folder under DIR it writes `small` files of an ImageNet JPEG's size (115 KB,
-predictor.at_scale.IMAGENET) and one `large` file per reader, then times N reader threads reading all of them
-(each reader every N-th file, 1 MiB reads; file reads release Python's lock, so the threads read in parallel):
-
-    small_cold / large_cold   every file dropped from the page cache first (posix_fadvise DONTNEED after fsync:
-                              clean pages leave the cache without root; on tmpfs nothing leaves, cold = warm)
-    small_warm / large_warm   read again from the page cache
-
-Each timed call reads every file once; `repeats` calls per variant. The folder is removed afterwards, also on
-Ctrl-C. One node cannot measure what every node of a job shares (a parallel file system's aggregate bandwidth and
-metadata rate): calibrate.storage_fit records those as unknown on a shared file system.
-
-Bad places are one-line UserErrors before anything is written (profiler calibrate exits 2): a DIR that does not
-exist or is not a folder, a read-only file system, a folder this user cannot write.
+In a temporary folder under DIR (removed afterwards, also on Ctrl-C) it writes `small` files of an ImageNet JPEG's
+size and one `large` file per reader, then times N reader threads reading all of them, cold (dropped from the page
+cache with posix_fadvise after fsync) and warm. One node cannot measure what every node of a job shares:
+calibrate.storage_fit records those figures as unknown on a shared file system. A bad DIR (missing, not a folder,
+read-only, not writable) is a one-line UserError before anything is written.
 """
 from __future__ import annotations
 

@@ -1,15 +1,12 @@
 """`profiler calibrate`: run the microbenchmark sections on this machine and write a profile.
 
-Sections run in order: compute (GEMM, linear layers, conv2d/3d, memory-bound ops), memory (STREAM), input
-(host JPEG decode + augmentation per sample, profiler.bench_input), host_device (GPU only), collectives
-(profiler/comm/section.py; needs >= 2 ranks). Every check a user can fail (device,
---only, --out) happens before the first benchmark. The samples are collected into a Profile
-(provenance `calibrated`), fitted by the `fit` run() is given, and written atomically. Ctrl-C, or a
-UserError inside a section, writes the samples so far to `<out>.partial` and exits 130 / 2.
-
-The profiler measures; it does not fit (a later stage). The `profiler` command (paraoracle.calibrate_model)
-passes calibrate.fit.fit_profile; `python -m profiler calibrate`, the profiler stage alone, writes the
-samples unfitted (`profiler fit` fits them).
+Sections run in order: compute, memory (STREAM), input, host_device (GPU only), collectives (needs >= 2 ranks);
+every check a user can fail happens before the first benchmark. The samples are collected into a Profile
+(provenance `calibrated`), fitted by the `fit` run() is given, and written atomically; Ctrl-C, or a UserError
+inside a section, writes the samples so far to `<out>.partial` and exits 130 / 2. The profiler measures and does
+not fit: the `profiler` command (paraoracle.calibrate_model) passes calibrate.fit.fit_profile, while
+`python -m profiler calibrate`, the profiler stage alone, writes the samples unfitted (`profiler fit` fits them).
+docs/calibration.md.
 """
 from __future__ import annotations
 

@@ -1,15 +1,12 @@
 """Read Baidu DeepBench results into Samples, so the kernel times DeepBench publishes (or a user's own DeepBench
-run) can calibrate a GPU without measuring it: the training workbooks (results/train/*.xlsx, one result sheet
-per precision plus a Specs sheet) and the text tables DeepBench's binaries print (code/nvidia/gemm_bench.cu,
-conv_bench.cu, nccl_single_all_reduce.cu, nccl_mpi_all_reduce.cu, baidu_allreduce/ring_all_reduce_mpi.cpp,
-osu_allreduce/osu_allreduce.c).
+run) can calibrate a GPU without measuring it: the training workbooks (results/train/*.xlsx) and the text tables
+DeepBench's binaries print (gemm_bench, conv_bench, the all-reduce benchmarks).
 
-GEMM rows become gemm/fwd samples, each timed convolution pass a conv2d fwd / bwd_data / bwd_weight sample,
-each timed all-reduce row an allreduce/throughput sample; recurrent layers are counted and skipped. Workbook
-columns are found by their header text (the files order them differently). An "N/A" cell, a missing time or a
-malformed cell skips that pass or row with a count by reason (DeepBenchRun.skipped), never a guess; a file that
-is neither a workbook nor DeepBench output, or a corrupt one, is a one-line UserError. Pure parsing: the file is
-read once through profiler.inputs, and openpyxl reads the cached cell values only (data_only: nothing runs).
+GEMM rows become gemm/fwd samples, convolution passes conv2d samples, all-reduce rows allreduce/throughput samples;
+recurrent layers are counted and skipped. Columns are found by their header text. A missing or malformed cell skips
+that pass or row with a count by reason (DeepBenchRun.skipped), never a guess; a file that is neither, or corrupt,
+is a one-line UserError. Pure parsing: read once through profiler.inputs, openpyxl reads cached values only
+(nothing runs). docs/deepbench.md.
 """
 from __future__ import annotations
 

@@ -4,12 +4,11 @@ the grid's; the fit then uses their measured times for exactly these shapes (cal
 
     shapes:
       - {op: conv2d, params: {N: 16, C: 4, F: 4, H: 64, W: 64, kernel: 3, stride: 1, padding: 1}}
-      - {op: maxpool, params: {N: 16, C: 4, H: 64, W: 64, kernel: 2, stride: 2}}
       - {op: linear, params: {M: 16, N: 10, K: 64}, dtype: float32}
 
-conv2d/conv3d and linear (M batch, N out features, K in features) are measured in all three passes, linear
-as autograd runs them (profiler.bench_compute.linear_cases); gemm forward; relu/batchnorm/maxpool/avgpool forward
-and backward, add forward. dtype defaults to float32.
+conv2d/conv3d and linear (M batch, N out, K in features) are measured in all three passes, linear as autograd
+runs them; gemm forward; relu/batchnorm/maxpool/avgpool forward and backward, add forward. dtype defaults to
+float32.
 """
 from __future__ import annotations
 

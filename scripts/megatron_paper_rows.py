@@ -1,43 +1,14 @@
 """Transformer corpus rows of Megatron's own papers (issue 41 item 1), printed as YAML records for
-predictor/data/groundtruth/transformer_runs.yaml (SOURCES.md, "T6" and "T7"). Nothing is fitted here: each row is a
-published figure and the layout its authors' scripts or execution files state.
+predictor/data/groundtruth/transformer_runs.yaml. Nothing is fitted here: each row is a published figure and the
+layout its authors' scripts or execution files state.
 
     python scripts/megatron_paper_rows.py            # the records, appended to the corpus by hand once
     python scripts/megatron_paper_rows.py --check    # the derived figures against the corpus file
 
-**Korthikanti et al. 2022** ("Reducing Activation Recomputation in Large Transformer Models", arXiv 2205.05198),
-Table 5: end-to-end seconds per iteration of GPT 22B, 175B, 530B and 1T on Selene (DGX A100 80 GB), with full
-recomputation and with selective recomputation + sequence parallelism. The paper's §6 (its text, read from a stored
-copy): tensor-parallel size 8 for all; "the interleaving schedule with three interleaving stages (m = 3) for the
-175B and 530B models"; s = 2048, v = 51200; no data parallelism; mixed precision; 8 x 80 GB A100 per node, NVLink
-and NVSwitch, eight 200 Gb/s HDR HCAs per node. Table 4 (one 22B layer's forward and backward, five settings) is
-checked by tests/predictor/test_korthikanti_layer.py. The times and the layouts are also those of
-calculon-ai/calculon @caa4b11f: calculon/llm/validation.py (seqsel_tab5's kProfile, "reported here:
-https://arxiv.org/pdf/2205.05198.pdf Table 5") and validation/seqsel/tab5/<model>_<mode>.json (the paper's Table 3:
-tensor 8, pipeline 1 / 8 / 35 / 64, data 1, global batch 4 / 64 / 280 / 512, micro-batch 4 / 1 / 1 / 1, pipeline
-interleaving 1 / 3 / 3 / 1; "full" = activation_recompute full with all-reduce tensor collectives, "seqsel" =
-attn_only with reduce-scatter + all-gather and the backward's all-gather redone); the model shapes are Calculon's
-models/<model>.json. The model FLOPs utilisation Megatron-LM's README states for these four runs (NVIDIA/Megatron-LM
-@2e90a342, "measured using a data parallel size of one": 41.5 / 51.4 / 56.0 / 56.3%) is checked against the seq+sel
-times with Korthikanti's model FLOPs 72·B·s·l·h²·(1 + s/(6h) + V/(12·l·h)) at V = 51,200 (`--check`).
-
-**Narayanan et al. 2021** ("Efficient Large-Scale Language Model Training on GPU Clusters Using Megatron-LM",
-SC'21, arXiv 2104.04473), Table 1: achieved teraFLOP/s per GPU of GPT 1.7B to 1T on 32 to 3072 Selene A100s (the
-paper's text, read from a stored copy: parameters, heads, hidden size, layers, tensor and pipeline sizes, GPUs, batch,
-teraFLOP/s per GPU, % of peak, aggregate petaFLOP/s; §5.1: "we use the interleaved pipeline schedule with the
-scatter/gather optimization enabled", V = 51,200, s = 2048; throughput "measured for end-to-end training, i.e.,
-includes all operations including data loading, optimizer steps, communication, and logging"). The same table is
-Megatron-LM's README image images/cases_april2021.png (@50a4b5fa, without the heads); every layout is the one
-the paper's own script runs (examples/sc21/run_table_1.sh @6985e589: TP, PP, MBS, GBS, NLS, HS, NAH, DDP
-implementation, --activations-checkpoint-method uniform, --num-layers-per-virtual-pipeline-stage; CONFIG.sh:
---fp16, seq 2048; SRUN.sh: NGC pytorch:20.12-py3). Seconds per iteration = F / (X · n · 10^12) with X the
-teraFLOP/s per GPU, n the GPUs and F the paper's Eq. (3), the FLOPs of one iteration counted with activation
-recomputation (one forward, one recomputed forward, a backward of twice the forward):
-
-    F = 96 · B · s · l · h² · (1 + s / (6 h) + V / (16 l h)),   s = 2048, V = 51,200 (README: "All models use a
-    vocabulary size of 51,200 and a sequence length of 2048")
-
-X is printed to 3 digits, so each time carries +-0.4% from rounding alone.
+Korthikanti et al. 2022, Table 5 (seconds per iteration, layouts of its Table 3 and §6; MFU checked against
+Megatron-LM's README), and Narayanan et al. 2021, Table 1 (teraFLOP/s per GPU turned into seconds by the paper's
+Eq. (3); layouts from examples/sc21/run_table_1.sh). Sources, commits and formulas: SOURCES.md ("T6", "T7") and
+docs/decisions/2026-12-06-megatron-paper-rows.md.
 """
 from __future__ import annotations
 

@@ -1,19 +1,12 @@
 """Per-iteration times from MLPerf Training / HPC result logs (issue 38 item 4): the evidence behind the
 corpus rows added above 64 GPUs.
 
-Reads result_*.txt of one submission from a local git mirror of mlcommons/training_results_vX or
-hpc_results_vX (git show <commit>:<path>) and prints, per run, the epochs used and the median training
-throughput, and over runs the median, in the form the corpus records it. Nothing is fitted.
-
-Per run (MLLOG logs, v0.6 on):
-  * an epoch's training interval is epoch_start(epoch_num=k) -> the first of {throughput, eval_start,
-    epoch_stop} of epoch k (time_ms); the log's own `throughput` value is kept beside it when present;
-  * the first epoch of the run is left out (warm-up, graph capture, DALI start);
-  * run throughput = median over its epochs of the `throughput` values when the log has them (the method of the
-    existing MLPerf rows, SOURCES.md section 3), else of samples_per_epoch / interval.
-Per run (v0.5 `:::MLPv0.5.0` logs): train_epoch: k -> train_epoch: k+1 timestamps, only where no eval ran
-  in between; samples per epoch 1,281,167.
-Submission: median over runs; range over runs kept.
+Reads result_*.txt of one submission from a local git mirror of mlcommons/training_results_vX or hpc_results_vX
+(git show <commit>:<path>) and prints, per run, the epochs used and the median training throughput, and over runs
+the median and range, in the form the corpus records it. Nothing is fitted. An epoch's interval is read from the
+MLLOG events (v0.6 on: epoch_start to the first of throughput, eval_start, epoch_stop; the first epoch left out)
+or the v0.5 train_epoch timestamps where no eval ran between: predictor/data/groundtruth/SOURCES.md (MLPerf,
+"How the rate was computed").
 """
 from __future__ import annotations
 

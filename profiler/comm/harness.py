@@ -1,24 +1,14 @@
-"""Timing of one collective at one size on one group, in both regimes nccl-tests distinguishes
-(nccl-tests README, flags `-z` and `-I`; docs/calibration.md "Collectives"):
+"""Timing of one collective at one size on one group, in the regimes nccl-tests distinguishes and the one training
+meets (docs/calibration.md "Collectives"):
 
-- latency: barrier, one timed op, then the maximum over ranks of each iteration's time (≈ nccl-tests
-  `-z 3 -I 1`; the right statistic for bulk-synchronous training);
-- throughput: barrier, m back-to-back ops, one synchronisation; per-op time = elapsed / m, maximum over
-  ranks (nccl-tests' default loop, which averages over ranks instead);
-- interleaved: as a training step issues them, each op after about INTERLEAVE_S of compute on every rank
-  (no barrier), one timed op, maximum over ranks. Over gloo on a 2-core VM a collective costs 1.5-3x more
-  after compute than back-to-back (its threads have gone idle), and this is the figure the runs pay.
-  These are measured round-robin over all sizes of one operation (`measure_interleaved`), not size after
-  size: the machine's state drifts over seconds, and a block of one size's iterations sees one state, so
-  the per-size means wandered about the fitted line. Round-robin, 2 gloo ranks on the 2-core VM, allreduce
-  4 B-16 MiB, 30 iterations: held-out median error of the mean's alpha-beta fit 10-17% against 19-25% in
-  blocks (five pairs of runs); the per-iteration arrival skew between ranks is the same at every size. With
-  120 rounds, a quick collectives calibration's seven interleaved fits were at 2.9-10.6% (five runs).
-
-Per-rank adaptive stopping would deadlock a collective (§3.2, "Multi-GPU"), so iteration counts are fixed
-per point from a warm-up estimate agreed by a MAX all-reduce. This is why collectives do not go through
-profiler.timing.Timer. Clocks: perf_counter on CPU (gloo calls block); CUDA events on GPU (NCCL enqueues
-on the current stream, §6.1 "Timing semantics").
+- latency: barrier, one timed op, maximum over ranks of each iteration (≈ nccl-tests `-z 3 -I 1`);
+- throughput: barrier, m back-to-back ops, one synchronisation, per-op time = elapsed / m, maximum over ranks;
+- interleaved: each op after about INTERLEAVE_S of compute on every rank, no barrier, maximum over ranks, measured
+  round-robin over all sizes of one operation (`measure_interleaved`): what a training step pays
+  (docs/decisions/2026-11-30-interleaved-collectives.md).
+Per-rank adaptive stopping would deadlock a collective, so iteration counts are fixed per point from a warm-up
+estimate agreed by a MAX all-reduce (hence not profiler.timing.Timer). Clocks: perf_counter on CPU (gloo calls
+block); CUDA events on GPU (NCCL enqueues on the current stream).
 """
 from __future__ import annotations
 
