@@ -7,10 +7,8 @@
     preds = predict_all(graph, batch=256, devices=64, cost_model=cm)   # ranked, fastest fitting first
     best = search(graph, cm, batch=256, max_devices=1024)
 
-Predictions carry a (low, high) interval: the prediction at the profile's confidence-interval bounds
-(cost_model.at_bound, which also puts the at-scale terms at their ends: quiet..busy fabric, the slowest rank's
-10%..90% quantiles, unknown storage at its floor), widened to the model's own held-out error times the range the
-at-scale terms make alone when the profile records that error (cost_model.model_error_bounds; docs/method.md §21).
+Predictions carry a (low, high) interval: the prediction at the profile's bounds, the at-scale terms at their
+ends, widened by the model's own held-out error where the profile records it (docs/method.md §21).
 """
 from __future__ import annotations
 

@@ -1,16 +1,13 @@
 """`predictor train-correction --profile P --runs runs.jsonl [--out PATH [--attach]] [--force]`: fit the residual
 correction from measured runs (calibrate/correction.py), print the grouped cross-validation table and write it.
-The runs file may also be given positionally (as `predictor model-error` takes its datasets); the profile is a
-path or a shipped profile's name (a shipped one is read-only: give --out without --attach).
+The runs file may also be given positionally; the profile is a path or a shipped name (read-only: give --out
+without --attach).
 
-Without --out the correction goes beside the profile (<profile>.correction.json) and the profile is pointed
-at it (path + sha256). With --out it goes to PATH and the profile is left as it is, unless --attach asks
-for the reference too. An existing --out is replaced only with --force (the profile's own correction may
-always be replaced by a retraining).
-
-Profile and correction change together: the new correction is written under a name no reference points
-to yet, the profile is then switched to it in one atomic rename, and only then is it moved to its final
-name (profile switched again). A kill at any moment leaves a profile whose reference matches its file.
+Without --out the correction goes beside the profile (<profile>.correction.json) and the profile is pointed at
+it (path + sha256); with --out it goes to PATH and the profile is left as it is unless --attach. An existing
+--out is replaced only with --force. Profile and correction change together, through a name no reference points
+to yet and atomic renames, so a kill at any moment leaves a profile whose reference matches its file
+(docs/validation.md, "Residual correction").
 """
 from __future__ import annotations
 

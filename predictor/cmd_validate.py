@@ -1,24 +1,14 @@
 """`predictor validate`: run a suite of real training configurations, predict each with the same profile,
 append every run (features + prediction terms + measurement) to a JSONL dataset, and report accuracy.
-
     predictor validate --profile P [--suite NAME|FILE] --out runs.jsonl [--plot scatter.png]
     predictor validate --profile P --suite random:N [--seed S] --out runs.jsonl
     predictor validate --published FILE|cnn|transformer|all [--json] [--plot scatter.png] [--out report.json]
 
-The second form generates N random nets (predictor/suites/random_nets.py, seed S, default 0), writes
-their layer specs to <out>.random-nets/seed-S/ (one file per net, named by its content hash, and a
-manifest random-N.json), measures them like any suite and adds per-family accuracy, per-net ranking
-agreement and the residual correction's leave-one-family-out accuracy to the report (random_report.py).
-Every row of such a run carries a `generator` field: seed, N, net index, family, spec path, ranges.
-
-The third form measures nothing: it predicts published, measured multi-GPU runs with the reference profile of
-each run's system and scores the predictions (predictor.published).
-
-Each row is written and flushed as soon as its run is measured, so an interrupted validation keeps what
-it measured. Ranks are self-spawned on this machine (gloo on CPU, NCCL on GPU) with the calibration's
-threads per rank (the profile's compute samples); a mismatch is recorded in every row. Under torchrun or
-srun (RANK/WORLD_SIZE or SLURM_PROCID/SLURM_NTASKS set) every rank runs the command and the suite's runs
-whose `ranks` equal the world size are measured; rank 0 writes the dataset and the report.
+`random:N` generates N random nets (predictor/suites/random_nets.py) and adds per-family accuracy, ranking
+agreement and the correction's leave-one-family-out accuracy (random_report.py); `--published` measures nothing
+and scores published runs with each system's reference profile (predictor.published). Each row is flushed as
+measured; ranks are self-spawned (gloo on CPU, NCCL on GPU), or under torchrun/srun every rank runs the command
+and rank 0 writes. docs/validation.md ("Measured runs", "Random architectures", "Published runs").
 """
 from __future__ import annotations
 

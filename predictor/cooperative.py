@@ -1,34 +1,12 @@
 """Cooperative-process model parallelism (Yu & Park, IEEE Access 2023) against GPipe on the same devices.
 
-Only the paper's abstract is public (DOI 10.1109/ACCESS.2023.3296609; docs/method.md §18): a synchronisation step
-shares the weights beforehand; in the prediction step all processes compute the forward inputs of every
-process concurrently and the results reach their owners by all-to-all; no activations are stored. This
-module models that reading of it, with K processes each owning one contiguous stage:
-
-1. synchronisation: all-gather of every stage's weights (each process holds the whole model's weights);
-2. prediction: each process runs the forward of stages 0..K-2 on N/K of the mini-batch (no autograd,
-   no bubble, micro-batch N/K), keeping the input of every stage for its samples; all-to-all sends stage
-   k's inputs to process k, which then holds its stage input for all N samples;
-3. backward pipeline: each stage recomputes its forward for a micro-batch from those inputs and runs its
-   backward; gradients flow stage to stage with M micro-batches. Because every stage's input is already
-   local, a stage recomputes its next micro-batch's forward while it waits, so only the backward pass and
-   the backward pass travels along the fill/drain chain; gradient sends are counted as in ParaDL's
-   pipeline form (each one exposed):
-       T = F_{0..K-2}(N/K) + M (F + B)_max + (K - 1) B_max + (M + K - 2) T_p2p,max + T_ag(W) + T_a2a
-
-GPipe with re-materialisation (its default, §8), per micro-batch n = N/M, with the ParaDL pipeline form
-(§3: (p + S - 1) steps, the slowest stage sets the pace; stages are contiguous layer ranges, cut by the
-caller, e.g. with predictor.strategies.pipeline.partition as the pipeline strategy does):
-       T = (M + K - 1)(F_max + (F + B)_max) + 2 (M + K - 2) T_p2p,max
-Memory per device: GPipe keeps its stage's boundary input for N samples plus one micro-batch of stage
-activations (or all N samples' activations without re-materialisation); the cooperative process keeps
-the whole model's weights, its stage input for N samples and two micro-batches of stage activations
-(one in backward, one recomputed ahead), and during prediction one layer's tensors for N/K samples plus
-its send buffer. Both keep their own stage's gradients and optimizer state.
-
-The trade-off this exposes: cooperative removes the forward bubble and shrinks the backward one, and its
-forward runs at micro-batch N/K instead of N/M (more efficient kernels); it pays an all-gather of the
-weights and an all-to-all of stage inputs every iteration and holds a full copy of the weights.
+Only the paper's abstract is public; this models our reading of it, with K processes each owning one contiguous
+stage: an all-gather of every stage's weights, a forward of stages 0..K-2 on N/K samples each without autograd
+whose stage inputs reach their owners by all-to-all, then a backward pipeline in which each stage recomputes its
+forward ahead, so only the backward travels the fill/drain chain. GPipe with re-materialisation beside it, with the
+ParaDL pipeline form. The trade-off this exposes: no forward bubble and a forward at micro-batch N/K, for an
+all-gather and an all-to-all every iteration and a full copy of the weights. Formulas and memory: docs/method.md
+§18; against the paper's speed-ups: docs/validation.md ("Cooperative vs GPipe against the paper").
 """
 from __future__ import annotations
 

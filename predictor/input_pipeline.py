@@ -1,18 +1,11 @@
 """The host input pipeline of a training step: reading the samples from storage, decoding and augmenting them.
 
-Loader workers run on the node's CPU cores alongside the devices, one iteration ahead, reading from the storage
-while they decode, so the input costs the step only what the device's own work does not cover:
-
-    host_s    = CostModel.input_time_s(samples the node's devices take per iteration)
-    storage_s = CostModel.storage_time_s(what the job reads per step)       (docs/method.md §19a)
-    input_s   = max(0, max(host_s, storage_s) - device_s),
-    device_s  = compute + update + exposed communication + bubble + ... + stragglers
-
-A node holding k data-parallel replicas (devices_per_node / inner, at least 1) loads k * batch / p_data
-samples per iteration. With synthetic data (Plan.synthetic_data) there is no host work and nothing is read. The
-per-sample core-seconds come from `profiler calibrate`'s input section (profiler.bench_input), the storage figures
-from its storage section (profiler.bench_storage) or a published profile's, the bytes and files per sample from
-the job's data source (predictor.at_scale.DataSource).
+Loader workers run on the node's CPU cores alongside the devices, one iteration ahead, so the input costs the step
+only what the device's own work does not cover: input = max(0, max(host, storage) - device work), host from the
+calibration's input section (profiler.bench_input), storage from calibrate.storage_model, for the k * batch / p_data
+samples a node holding k data-parallel replicas loads per iteration; nothing with synthetic data
+(Plan.synthetic_data). The bytes and files per sample come from the job's data source
+(predictor.at_scale.DataSource). docs/method.md §19 and §19a.
 """
 from __future__ import annotations
 

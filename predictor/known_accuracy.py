@@ -1,15 +1,11 @@
 """The accuracy we know for each kind of prediction, carried with the package (predictor/data/known_accuracy.yaml)
-so that `predictor report` can state it beside a prediction without the docs folder:
-
-- published multi-GPU CNN runs (docs/published-validation.md): overall, per GPU-count bucket and per reference
-  system, for the shipped profiles (in-sample constants), datasheet-only profiles and leave-one-source-out (what
-  an unseen cluster should expect); the scaling-efficiency error;
-- published transformer runs (docs/published-transformer-validation.md): overall, per bucket and per system;
-- measured CPU runs (docs/validation.md, the README's CPU section): the default suite and the unseen nets.
+so that `predictor report` can state it beside a prediction without the docs folder: published multi-GPU CNN runs
+(shipped, datasheet-only and leave-one-source-out profiles, per GPU-count bucket and system, and the
+scaling-efficiency error), published transformer runs, and the measured CPU runs.
 
 The published parts are read from the generated reports (`python -m predictor.known_accuracy --write`, after
-regenerating them); a test checks the carried figures equal the reports'. The CPU figures are prose in
-docs/validation.md and are carried by hand in the same file, each with its date.
+regenerating them; a test checks the carried figures equal the reports'); the CPU figures are prose in
+docs/validation.md, carried by hand in the same file, each with its date.
 """
 from __future__ import annotations
 

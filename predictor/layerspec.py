@@ -4,15 +4,11 @@
     input: [3, 32, 32]            # per-sample (C, H, W) or (C, D, H, W)
     layers:
       - {name: conv1, op: conv2d, filters: 16, kernel: 3, stride: 1, padding: 1}
-      - {name: bn1, op: batchnorm}
-      - {name: relu1, op: relu}
-      - {name: pool1, op: maxpool, kernel: 2}       # stride defaults to kernel
-      - {name: flat, op: flatten}
       - {name: fc, op: linear, out: 10}
       - {name: sum, op: add, inputs: [relu1, other]}  # inputs default to the previous layer
 
-ops: conv2d, conv3d, linear, batchnorm, relu, maxpool, avgpool, add, concat (channels), flatten,
-dropout. `bias: false` drops conv/linear bias. FLOPs follow trace.py's formulas.
+ops: conv2d, conv3d, linear, batchnorm, relu, maxpool, avgpool, add, concat (channels), flatten, dropout.
+`bias: false` drops conv/linear bias. FLOPs follow trace.py's formulas.
 """
 from __future__ import annotations
 

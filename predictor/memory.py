@@ -1,27 +1,11 @@
 """Memory per device: what PyTorch keeps alive during one training step.
 
-ParaDL counts 2·δ·Σ[b(|x|+|y|) + |w|] (tech report Table III) and drops optimizer state, BN/ReLU activations
-and the DDP buffers (its released oracle; docs/method.md §23). Here each term is the tensor PyTorch actually holds:
-
-- weights: fp32 parameters (+ a half-precision copy under autocast mixed precision);
-- grads: fp32 `.grad` per parameter (autocast keeps parameters and gradients fp32);
-- optimizer state: momentum 1, Adam 2 fp32 words per parameter;
-- activations kept for backward: each distinct tensor some layer saves for its backward —
-  conv/linear/batchnorm/pooling/SiLU save their input, ReLU and sigmoid their output, a product of tensors
-  both inputs (each input's gradient is dL/dy times the other), max-pool also int64 indices of its output,
-  dropout a bool mask (Megatron's fused bias_dropout_add too: its mask, nothing for the add);
-  add/concat/flatten save nothing (a flatten is a view of its producer);
-  transformer ops: layer norm its input and float32 mean and rstd per row (RMSNorm rstd only), GELU its input,
-  an embedding its int64 token ids, softmax its output, a batched matmul both operands, fused attention
-  (sdpa) Q, K, V, its output and a float32 log-sum-exp per query (FlashAttention, Dao et al. 2022), the
-  loss its float32 log-probabilities (autocast runs it in float32). With unfused attention and dropout this
-  is Korthikanti et al.'s 34 s b h + 5 a s^2 b bytes per layer in 16-bit (MLSys 2023, §4.1) plus the norms'
-  statistics (tests/predictor/test_transformer.py);
-- comm buffers: DDP's bucket copy of the gradients (data groups > 1), halo rows, gathered inputs;
-- workspace: the activation gradients in flight during backward. Backward of layer l holds dL/dy_l and
-  dL/dx_l while every saved tensor with a saver at or before l is still alive (later ones are freed), so
-  the peak is max(all saved, max_l [saved alive at l + gradients at l]); workspace is what that peak adds
-  to "all saved" (often the first, largest layers: their gradients are live while their inputs are).
+ParaDL counts 2·δ·Σ[b(|x|+|y|) + |w|] and drops optimizer state, BN/ReLU activations and the DDP buffers; here
+each term is the tensor PyTorch actually holds: weights (+ a half copy under autocast), fp32 gradients, optimizer
+state, every distinct tensor some layer saves for its backward (counted once; for transformer layers Korthikanti
+et al.'s 34·s·b·h + 5·a·s²·b plus the norms' statistics), communication buffers, and the workspace the backward's
+peak adds. docs/method.md §5 (the tensors each op saves, the backward peak), §3a (transformer ops) and §23
+(against ParaDL's formula).
 """
 from __future__ import annotations
 

@@ -1,22 +1,12 @@
 """The model's own error on measured runs, as prediction intervals that mean something.
 
-A prediction's interval from the profile's coefficient intervals alone is far too narrow: it says how well the
-microbenchmarks were fitted, not how well a whole training step is predicted. Measured runs say that. For
-residuals r = log(measured / predicted) of runs the analytical model was not fitted to (every `predictor
-validate` run: the model is fitted to microbenchmarks only; every published row held out by source), the
-interval is symmetric in log space,
-
-    q = quantile(|r|, coverage),   interval = [t exp(-q), t exp(q)],
-
-per key "strategy/*" (at least `min_rows` runs) and "*" (error_quantiles). predictor.api.predict widens an
-interval to at least that (calibrate.coefficients.ModelError). Symmetric and per strategy only, because the sign
-of the error and the framework regime's share of it do not carry from one cluster to another: on the published
-CNN corpus, held out by source, per-regime (low, high) quantiles held 49% of the rows of an unseen source and
-symmetric per-strategy ones 78% (docs/decisions/2026-12-05-symmetric-intervals.md).
-
-Whether such an interval holds on runs it has not seen is measured, not assumed (held_out_coverage): the
-quantiles are taken without one group of runs (a model, a published source) at a time and the group's runs are
-checked against them; the share inside should be about `coverage`.
+The profile's coefficient intervals say how well the microbenchmarks were fitted, not how well a whole step is
+predicted. From residuals r = log(measured / predicted) of runs the model was not fitted to, the interval is
+symmetric in log space, q = quantile(|r|, coverage) per "strategy/*" (at least `min_rows` runs) and "*"
+(error_quantiles); predictor.api.predict widens an interval to at least that. Symmetric and per strategy only,
+because the sign of the error does not carry from one cluster to another
+(docs/decisions/2026-12-05-symmetric-intervals.md). Whether such an interval holds on runs it has not seen is
+measured (held_out_coverage: quantiles without one group of runs at a time). docs/method.md §21.
 """
 from __future__ import annotations
 

@@ -1,22 +1,12 @@
 """The op audit: every aten op a training step runs, and the cost of the predictor that accounts for it.
 
-`audit_step` runs training steps of a module on the CPU under torch.profiler (forward, cross-entropy loss,
-backward, SGD with momentum, zero_grad; optionally inside DistributedDataParallel over a one-rank gloo
-group, for the DDP hooks) and lists each *top-level* op it records: an aten or c10d op with no aten op
-above it in the profiler's call tree. The ops below one are its implementation (aten::linear runs aten::t
-and aten::addmm) and run inside the call a benchmark times as one.
-
-Each op is keyed by where it ran (WHERE) and looked up in AUDIT, which says how the predictor costs it:
-  family    a calibrated compute family (calibrate.cost_model.compute_time_s), reached through the layer op
-            the tracer makes of the module (`layer_ops`: conv2d, linear, batchnorm, relu, ...);
-  modelled  an explicit model other than a family: memory-bound copies (CostModel.memory_time_s), the
-            optimizer update (layercost.update_time_s plus optimizer_overhead_s), collectives;
-  free      a view or metadata change: no kernel, no data moved;
-  ignored   a real kernel the predictor does not cost, and why.
-An op with no AUDIT entry is a cost nobody has decided on; tests/predictor/test_op_audit.py fails on it.
-
-`python -m predictor.op_audit` prints AUDIT as a table; `--run` also audits the small zoo models
-(SMALL_KNOBS) and adds the models each op ran in.
+`audit_step` runs training steps of a module on the CPU under torch.profiler (optionally inside a one-rank DDP
+group) and lists each *top-level* op it records (no aten op above it: the ops below are its implementation).
+Each op is keyed by where it ran (WHERE) and looked up in AUDIT: `family` (a calibrated compute family through the
+tracer's layer op), `modelled` (an explicit model: memory-bound copies, the optimizer update, collectives), `free`
+(a view) or `ignored` (a real kernel not costed, and why). An op with no AUDIT entry is a cost nobody has decided
+on; tests/predictor/test_op_audit.py fails on it. `python -m predictor.op_audit [--run]` prints the table
+(docs/op-audit.md).
 """
 from __future__ import annotations
 

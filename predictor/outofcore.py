@@ -1,39 +1,13 @@
 """Out-of-core training planner (KARMA-style): per block keep, swap or recompute, under a memory cap.
 
-KARMA (Wahib et al., SC'20, arXiv 2008.11421) derives, from a concurrency analysis of out-of-core training, a
-strategy that mixes swapping layers to the host with recomputing them; its equations are not public. This
-module is our own precise schedule for that description (docs/method.md §17):
-
-* Forward: block i computes, and a swapped block's activations go device->host on a copy stream while the
-  next block computes. Backward (reverse order): a swapped block's activations come host->device while the
-  block after it runs its backward. Transfers are double-buffered: block i's transfer must be done by the
-  end of the neighbouring block's compute, so at most two blocks are in transit. The part of a transfer
-  longer than the compute it overlaps is exposed:
-      exposed_out_i = max(0, T_d2h(a_i) - FW_{i+1}),  exposed_in_i = max(0, T_h2d(a_i) - BW_{i+1})
-  (FW_G = BW_G = 0: the last block's activations are needed at once, so swapping it hides nothing).
-* Recompute: the block keeps its input and runs its forward again before its backward: + FW_i.
-* Iteration time  T = sum_i (FW_i + BW_i) + sum_{recompute} FW_i + sum_{swap} (exposed_out_i + exposed_in_i),
-  which is §6's sum_i max(T_comp,i, T_swap,i) with the overlap made explicit.
-* Device memory: each block holds r_i from its forward until its backward ends (r = a_i kept, x_i = its
-  input when recomputed, 0 when swapped). Following the backward pass, while block i is in use (its own
-  activations back on the device, swapped in or rematerialised) the blocks before it still hold theirs and a
-  swapped block i-1 is arriving, so the peak is
-      static + max( sum_i r_i,  max_i [ sum_{j<i} r_j + r_i + n_i a_i + s_{i-1} a_{i-1} ] )
-  with n_i = 1 when block i is not kept and s_{i-1} = 1 when block i-1 is swapped (the same sum bounds the
-  forward pass, where block i-1 leaves while block i computes). Conservative: a recomputed block's input is
-  counted even when the block before it is kept. A recomputed block of several layers is a checkpointed
-  segment (`plan` works on any grouping of layers into blocks).
-
-The choice minimising T under the cap is a multiple-choice knapsack whose side constraints only involve
-the memory held by the blocks before i: a dynamic programme over blocks in forward order (state: that
-memory in `resolution` units, rounded up so a plan found always fits, and the previous block's choice)
-checks each block's peak and minimises the exposed time. Lists of up to `EXHAUSTIVE_MAX_BLOCKS` blocks are
-searched exhaustively.
-
-Multi-node form (`data_parallel_iteration`): data parallelism on top; each block's gradients are
-all-reduced as soon as its backward ends, copied to the host, updated by the host optimizer (a streaming
-kernel at the host memory bandwidth) and its weights streamed back; the next iteration's forward of block i
-waits for block i's weights.
+KARMA (Wahib et al., SC'20) mixes swapping layers to the host with recomputing them; its equations are not public,
+so this is our own schedule for that description: a swapped block's transfers run double-buffered behind the
+neighbouring block's compute and only their excess is exposed, a recomputed block keeps its input and runs its
+forward again, and the peak memory follows the backward pass block by block. The choice minimising the iteration
+time under the cap is a multiple-choice knapsack, solved exhaustively up to EXHAUSTIVE_MAX_BLOCKS blocks and by a
+dynamic programme beyond (memory in `resolution` units, rounded up so a plan found always fits).
+`data_parallel_iteration` adds data parallelism with gradients all-reduced, updated on the host and streamed back
+block by block. Formulas: docs/method.md §17.
 """
 from __future__ import annotations
 

@@ -1,21 +1,10 @@
-"""Prediction adapters of the out-of-core, recompute and cooperative models, registered as strategies.
-
-    serial+recompute, data+recompute   serial / data parallelism with activation checkpointing in
-                                       `checkpoint_segments` segments (Plan.extra; default sqrt(G)), laid
-                                       out as torch.utils.checkpoint.checkpoint_sequential over the
-                                       validation runner's chain (same names as the runner's labels)
-    spatial+recompute, filter+recompute, channel+recompute and their data+ hybrids: the same
-                                       checkpointing on a model-parallel strategy, costed proportionally
-    serial+offload, data+offload       every saved activation to host memory and back, unoverlapped
-                                       (torch.autograd.graph.save_on_cpu, the runner's `offload`)
-    outofcore                          data parallelism (p_data = devices, 1 = a single device) where each
-                                       block keeps, swaps or recomputes its activations as the planner
-                                       chooses under the device memory, gradients pipelined with backward,
-                                       optimizer step on the host (predictor.outofcore)
-    cooperative                        cooperative-process model parallelism over `stages` = devices with
-                                       `micro_batches` in its backward pipeline (predictor.cooperative)
-
-Each evaluator has the strategies' signature fn(ctx, plan, pred) and raises Infeasible with the reason.
+"""Prediction adapters of the out-of-core, recompute and cooperative models, registered as strategies:
+serial+recompute and data+recompute (activation checkpointing in `checkpoint_segments` segments, default sqrt(G),
+laid out as torch.utils.checkpoint.checkpoint_sequential over the runner's chain) and the same checkpointing on the
+model-parallel strategies and their data+ hybrids; serial+offload and data+offload (every saved activation to the
+host and back, unoverlapped: save_on_cpu); outofcore (predictor.outofcore's planner under data parallelism); and
+cooperative (predictor.cooperative). Each evaluator has the strategies' signature fn(ctx, plan, pred) and raises
+Infeasible with the reason. docs/method.md §15-§18.
 """
 from __future__ import annotations
 

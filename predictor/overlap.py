@@ -1,34 +1,12 @@
 """The data-parallel gradient exchange overlapped with backward, under each framework's execution regime.
 
-Three regimes (`Plan.framework`, `FRAMEWORKS`), each a rule for when which gradient bytes are reduced:
-
-- **ddp** (PyTorch DistributedDataParallel, docs "DDP design"): gradients go into buckets of ~25 MB
-  (`bucket_cap_mb`) in reverse layer order; a bucket's allreduce is launched as soon as backward has produced
-  all its gradients; buckets go out one after another on one communication stream.
-- **horovod** (Horovod "Tensor Fusion", docs/tensor-fusion.rst): a background thread wakes every cycle
-  (HOROVOD_CYCLE_TIME, 5 ms before v0.21, 1 ms since) and fuses every gradient that is ready into
-  allreduces of up to HOROVOD_FUSION_THRESHOLD bytes (64 MB before v0.21, 128 MB since). We use the
-  defaults of the releases the published runs used (5 ms, 64 MB).
-- **horovod-grouped** (NVIDIA's MXNet with Horovod, as DeepLearningExamples' MxNet/Classification/RN50v1.5/runner
-  sets it: MXNET_HOROVOD_NUM_GROUPS=16, HOROVOD_CYCLE_TIME=0.1 ms, HOROVOD_FUSION_THRESHOLD=64 MB): the gradients
-  in 16 groups of equal bytes, each handed to Horovod when backward has produced it, fused per 0.1 ms cycle.
-- **no-overlap** (ChainerMN, plain allreduce after `loss.backward()`): one fused allreduce of all
-  gradients after backward has finished.
-
-With launch_k the time bucket k may start and T(bytes) the allreduce time over the data-parallel group:
-
-    end_k   = max(launch_k, end_{k-1}) + T(bytes_k)
-    exposed = max(0, end_last - backward_total),  hidden = sum_k T(bytes_k) - exposed
-
-ddp: launch_k = ready_k (backward clock when the earliest layer of bucket k is done);
-horovod: launch_k = the first cycle tick at or after the layers' ready time, k fusing what is ready then (at most
-the fusion threshold; horovod-grouped: at most a group, total / groups);
-no-overlap: one bucket launched at backward_total.
-
-Overlap is not free on a GPU: NCCL kernels run on the same SMs and memory as backward. A profile may give
-an overlap efficiency eta in (0, 1] (CostModel.overlap_efficiency): the share of the overlapped time that is
-really hidden; the rest, (1 - eta) * hidden, is added to the exposed time. ParaDL charges the whole
-allreduce after backward, i.e. the no-overlap regime.
+Four regimes (`Plan.framework`, `FRAMEWORKS`), each a rule for when which gradient bytes are reduced: ddp (25 MB
+buckets in reverse layer order, each launched when backward has produced it), horovod (a cycle thread fusing
+ready gradients up to a threshold), horovod-grouped (NVIDIA's MXNet: 16 groups of equal bytes) and no-overlap (one
+all-reduce after backward, as ParaDL charges it). The buckets run one after another: end_k = max(launch_k,
+end_{k-1}) + T(bytes_k), exposed = max(0, end_last - backward). On a GPU only eta of the overlapped time is hidden
+(CostModel.overlap_efficiency). docs/method.md §8; docs/decisions/2026-12-01-framework-regimes.md,
+2026-12-01-overlap-efficiency.md.
 """
 from __future__ import annotations
 

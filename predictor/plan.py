@@ -1,29 +1,12 @@
 """The records that leave the predictor: `Plan` (what to run) and `Prediction` (what it will cost).
 
-A Plan is one parallelization of one training iteration: the degrees of each kind of parallelism and the
-device layout. Strategies are named; hybrids are a data-parallel outer split times one inner model split:
-
-    serial            p_data = 1, nothing split
-    data              p_data = devices
-    spatial           p_spatial = devices (split over H/W/D as `spatial_split`)
-    filter / channel  p_filter / p_channel = devices
-    pipeline          stages = devices, micro_batches S (GPipe)
-    data+spatial, data+filter, data+channel, data+pipeline
-                      p_data x (inner degree) = devices; inner groups are contiguous ranks (inside a node
-                      when they fit), data groups are strided across nodes (ParaDL df/ds mapping,
-                      ParaDL tech report §V-A; docs/method.md §7)
-    tensor            p_tensor = devices: Megatron-LM column/row-parallel linear pairs (predictor.strategies.tensor),
-                      `sequence_parallel` for its sequence-parallel variant
-    data+tensor       p_data x p_tensor = devices, tensor groups inside a node
-    data+tensor+pipeline
-                      p_data x p_tensor x stages = devices in Megatron-LM's rank order (tensor fastest, then
-                      data, then pipeline), 1F1B or interleaved schedule (predictor.strategies.hybrid3d)
-    spatial-then-data per-layer mix: the first `spatial_layers` layers spatial over p_spatial devices,
-                      the rest data parallel over all devices (all-to-all at the switch)
-
-Out-of-core / cooperative strategies (another module) reuse Plan via `swap`, `recompute` and `extra`.
-Every time is seconds per training iteration (one global mini-batch); every memory figure is bytes on the
-busiest device.
+A Plan is one parallelization of one training iteration: the degrees of each kind of parallelism and the device
+layout. Strategies are named: serial, data, spatial, filter, channel, pipeline (GPipe, 1F1B, interleaved), tensor
+(Megatron-LM, with `sequence_parallel`), the data+X hybrids (p_data x inner degree = devices: inner groups
+contiguous, data groups strided across nodes, docs/method.md §7), data+tensor+pipeline in Megatron-LM's rank order,
+spatial-then-data, and the out-of-core / cooperative strategies (through `swap`, `recompute` and `extra`). Every
+time is seconds per training iteration (one global mini-batch); every memory figure is bytes on the busiest
+device. docs/method.md §9-§18.
 """
 from __future__ import annotations
 

@@ -2,21 +2,10 @@
 family and per family x strategy, ranking agreement per net, and the residual correction's accuracy on a
 family it never saw (leave one family out).
 
-Rows are `predictor validate` JSONL rows carrying a `generator` field (predictor/suites/random_nets.py);
-rows without one are ignored here. Accuracy is validate_report.accuracy: 1 - |predicted - measured| /
-measured.
-
-Ranking per net: among every strategy measured for one net (serial and serial+recompute on 1 rank, the
-others on 2), does the strategy predicted fastest match the one measured fastest? Also the share of
-strategy pairs the prediction orders as the measurement does. (validate_report.ranking compares within a
-scenario, i.e. at equal ranks.)
-
-Leave one family out: for each family F, fit the residual correction (calibrate.correction.fit_correction:
-grouped cross-validation, candidate choice, per-strategy gate, exactly as `predictor train-correction`)
-on the runs of the other families, apply it to F's runs (Correction.apply: features clamped to the
-training range, gated-off or unseen strategies keep the analytical time) and score both.
-
-Pooled datasets (several validations appended to one file) can be reported with
+Rows are `predictor validate` JSONL rows carrying a `generator` field (others are ignored). Ranking per net: is the
+strategy predicted fastest the one measured fastest, over all its strategies whatever their ranks, and the share
+of strategy pairs ordered as measured. Leave one family out: `fit_correction` on the other families' runs, exactly
+as `predictor train-correction`, applied to the family's runs. docs/validation.md ("Random architectures").
 
     python -m predictor.random_report --profile P.yaml --runs runs.jsonl [--seed 0] [--no-lofo]
 """

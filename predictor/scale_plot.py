@@ -1,15 +1,11 @@
-"""Figures of a scaling sweep (predictor.scaling), drawn with matplotlib's Agg backend:
-
-- `scaling_figure`: throughput (samples/s) and scaling efficiency against the device count (log2 axis), one
-  line per strategy with the prediction interval as a band, points that do not fit in memory as crosses, the
-  efficiency threshold as a dashed line, and each crossover (the fastest strategy changes) as a dotted vertical
-  line between its two counts, labelled with the new winner;
-- `breakdown_figure`: the best line's iteration time and memory per device as stacked bars per device count
-  (what the time goes to, and what fills the memory, as the job grows).
+"""Figures of a scaling sweep (predictor.scaling), drawn with matplotlib's Agg backend: `scaling_figure`
+(throughput and scaling efficiency against the device count, one line per strategy with its interval as a band,
+points that do not fit as crosses, the threshold dashed, each crossover a dotted line labelled with the new winner)
+and `breakdown_figure` (the best line's iteration time and memory per device as stacked bars per count).
 
 `save_scaling_plot` writes the first to a .png or .svg (profiler.outputs.save_figure: atomic); `png_bytes` gives
 any figure as PNG bytes (for the HTML report's data URIs). Figures are made without pyplot (Agg canvases), so
-nothing global is left open and the command starts faster.
+nothing global is left open and the command starts faster. docs/planning.md.
 """
 from __future__ import annotations
 

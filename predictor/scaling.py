@@ -2,20 +2,11 @@
 strategies and/or `best` (the search's fastest fitting plan at each count), with intervals, scaling
 efficiency, the first count where efficiency drops below a threshold, and where the fastest strategy changes.
 
-Weak scaling keeps the batch per device (global batch = b x P); strong scaling keeps the global batch. Every
-point is evaluated with one shared Context per coefficient bound (value, low, high), so per-layer costs,
-collective times and bucket layouts are computed once for the whole sweep: the model graph is traced (or read
-from the graph cache) once, never per point. A named strategy's point is what `predictor run --strategy S`
-predicts there (predictor.api.default_plans, the best micro-batch count for pipelines); `best` is what
-`predictor search` would rank first at that one device count (predictor.search_fast over
-predictor.search_space) under the sweep's framework and input settings, its stack applied as `predictor search`
-applies it (the search's cost model scaled to the stack; the winner re-costed as a plan of that stack).
-
-Scaling efficiency of a point = its samples/s per device / the best samples/s per device, over every line, at
-the smallest swept count where some plan fits (weak and strong alike: 1.0 is perfect linear scaling). A
-point's step efficiency = its throughput gain over the line's previous usable count / the gain in devices:
-where a held-back baseline (a plan that swaps to fit) makes efficiency exceed 1, the step says where adding
-devices stops paying. A line "scales" up to the count before either first drops below the threshold.
+Weak scaling keeps the batch per device, strong scaling the global batch. Every point is evaluated with one shared
+Context per coefficient bound, so the graph is traced once and per-layer costs are computed once for the whole
+sweep. A named strategy's point is what `predictor run --strategy S` predicts there; `best` is what `predictor
+search` ranks first at that count, under the sweep's framework, input and stack settings. Efficiency, step and
+threshold as docs/planning.md ("predictor scale") defines them.
 """
 from __future__ import annotations
 

@@ -1,25 +1,12 @@
 """Search over strategies, hybrid splits, device counts (any integer) and micro-batch counts.
 
-For every device count P in the range and every divisor `inner` of P (the model-parallel group, the
-rest data parallel): data; data+filter / data+channel (filter / channel when inner = P); data+tensor (tensor)
-for every inner that divides the widths of the column/row-parallel pairs; data+spatial
-and spatial-then-data for every factorisation of inner over the spatial dims; data+pipeline with every
-micro-batch count that divides the per-pipeline batch; for a transformer (a graph with attention, a bmm or sdpa
-layer, and column/row pairs) data+tensor+pipeline, Megatron's layout, for every inner = T · K with T dividing the
-pairs' widths and 2 <= K <= the blocks between its cut points (strategies.hybrid3d.cut_points) pipeline stages,
-1F1B, every micro-batch count dividing the per-pipeline batch, without and with full recomputation (P = T · K ·
-data replicas; data+tensor is the K = 1 case above). Each candidate is a Plan evaluated by the same
-strategy models as `predictor run`, sharing one Context so per-layer costs, layer-range sums, collective
-times and bucket layouts are computed once and reused.
-
-Objectives: `time` = iteration seconds; `cost` = device-seconds per sample (P · iteration_s / B), i.e.
-GPU-hours per epoch up to a constant. Plans that do not fit the memory cap are dropped.
-
-Two ways to walk the candidates, with the same answer (tests/predictor/test_search_fast.py): `exhaustive=True` evaluates
-every plan in order (`evaluate`, the reference); the default (predictor.search_fast) settles infeasible plans by
-the strategies' own checks, prunes plans that a lower bound on their time or memory proves can neither fit nor
-enter the ranking, and evaluates the rest best bound first with the same `evaluate` (docs/method.md §22). Ties
-in the ranking go to the plan enumerated first.
+For every device count P and every divisor `inner` of P (the model-parallel group, the rest data parallel), every
+strategy's candidates (predictor.search_space), each a Plan evaluated by the same strategy models as `predictor
+run`, sharing one Context. Objectives: `time` (iteration seconds) or `cost` (device-seconds per sample); plans over
+the memory cap are dropped. Two walks with the same answer (tests/predictor/test_search_fast.py):
+`exhaustive=True` evaluates every plan in order (the reference); the default (predictor.search_fast) settles
+infeasible plans by the strategies' own checks, prunes plans a lower bound proves can neither fit nor rank, and
+evaluates the rest best bound first. Ties go to the plan enumerated first. docs/method.md §22.
 """
 from __future__ import annotations
 

@@ -1,18 +1,10 @@
 """A closed-form CostModel (FLOPs / peak, bytes / bandwidth, ring alpha-beta collectives).
 
-Used by the predictor's tests, where every term must be computable by hand. It is not a machine:
-nothing here is measured, and no CLI uses it.
-
-    compute  = launch_s + flops / peak_flops_per_s        (flops of the op at the given shape, per pass)
-    framework overhead per layer = framework_fwd_s / framework_bwd_s (0 unless given)
-    optimizer overhead per step = optimizer_step_s + tensors * optimizer_per_tensor_s (0 unless given)
-    rank slowdown = ranks on a node / cores_per_node when above 1 (only when cores_per_node is given)
-    memory   = bytes / memory_bytes_per_s
-    ring collectives over g ranks, link bandwidth B (intra_bytes_per_s if nodes == 1, else inter):
-      allreduce                     2(g-1)·alpha + 2(g-1)/g · S/B
-      allgather, reduce_scatter,
-      alltoall                      (g-1)·alpha + (g-1)/g · S/B
-      broadcast, sendrecv, halo     alpha + S/B
+Used by the predictor's tests, where every term must be computable by hand; nothing here is measured and no CLI
+uses it. compute = launch_s + flops / peak_flops_per_s; memory = bytes / memory_bytes_per_s; framework and optimizer
+overheads and the rank slowdown only when given; ring collectives over g ranks at link bandwidth B
+(intra_bytes_per_s on one node, else inter): all-reduce 2(g-1)·alpha + 2(g-1)/g · S/B; all-gather,
+reduce-scatter, all-to-all (g-1)·alpha + (g-1)/g · S/B; broadcast, send/recv and halo alpha + S/B.
 """
 from __future__ import annotations
 

@@ -1,30 +1,12 @@
 """Trace a torch.nn.Module into a ModelGraph without allocating real tensors.
 
-torch.fx records the module's operations symbolically; the graph is then run on the meta device
-(shapes only, no memory) to get every tensor's shape. Each recorded operation becomes a `Layer` with
-per-sample shapes, parameter count, kernel/stride/padding (for halos) and FLOPs:
-
-    conv:   fwd = bwd_data = bwd_weight = 2 · (C_in/groups) · Π kernel · F · Π out_spatial
-    linear: fwd = bwd_data = bwd_weight = 2 · tokens · in · out (tokens: the input's leading dims, 1 for a
-            flat feature vector)
-    batchnorm 4|y| fwd, 4|y| bwd_data, 2|y| bwd_weight; relu, silu, sigmoid, add, dropout |y|;
-    mul |y| fwd and |y| bwd_data per tensor input (each input's gradient is dL/dy times the other);
-    pooling Π kernel · |y|; bmm, sdpa, layernorm, rmsnorm, gelu, softmax, cross_entropy: profiler.opmath
-    (FLOPs are reported, not used for time: time comes from the profile at the layer's shape).
-
-Transformers (HuggingFace-style modules; `transformers` itself is not needed): nn.Embedding (a model whose
-input feeds an embedding is traced with int64 token ids), nn.LayerNorm, nn.RMSNorm, nn.Linear on (seq, hidden)
-inputs, GELU, softmax, dropout, torch.matmul/bmm and F.scaled_dot_product_attention, a FusedScaleMaskSoftmax
-module (Megatron-LM's fused scale, mask and softmax: one `softmax` layer, _FUSED_MODULES), a BiasDropoutAdd
-module (Megatron-LM's fused bias, dropout and residual add: one `bias_dropout_add` layer), and batch-first
-self-attention through nn.MultiheadAttention (expanded into the layers it runs); views (transpose,
-permute, split, chunk, indexing) are free `flatten` layers aliasing their producer. Tensors computed from
-buffers and constants alone (a causal mask, position ids) are constants, not layers. A model whose output keeps
-a token dimension, (seq, classes) per sample, is trained with cross-entropy over its last dimension (a language
-model's loss over the vocabulary), which is appended as a `cross_entropy` layer; a (classes,) output's loss is
-left out, as it is a few elements per sample.
-
-Operations the cost models do not know are collected in ModelGraph.unsupported by name, never dropped.
+torch.fx records the module's operations symbolically; the graph is then run on the meta device (shapes only, no
+memory). Each recorded operation becomes a `Layer` with per-sample shapes, parameter count, kernel/stride/padding
+(for halos) and FLOPs (docs/method.md §1; transformer ops from profiler.opmath, §3a), which are reported, not used
+for time. Transformers (HuggingFace-style and Megatron-LM's fused modules, nn.MultiheadAttention) are traced as the
+layers they run, views as free layers aliasing their producer, masks and position ids as constants (§3a,
+"Tracing"); a model whose output keeps a token dimension gets its cross-entropy appended as a layer. Operations the
+cost models do not know are collected in ModelGraph.unsupported by name, never dropped.
 """
 from __future__ import annotations
 

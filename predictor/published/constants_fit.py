@@ -1,33 +1,13 @@
 """Fit the per-GPU-family constants of calibrate.system_constants to single-node published runs.
 
-For a record on one node, the analytical iteration time is linear in the three constants of its family:
-
-    T(a, g) = a_d * (F + M) + g_d * G + X + R
-
-F: seconds of the dense convolution kernels at the datasheet roofline (dtype d), M: seconds of the
-memory-bound layers at STREAM triad, G: seconds of the grouped and depthwise convolutions at their roofline,
-X: seconds of the matrix products (GEMMs, linear layers, batched products) at the measured GEMM fraction of
-peak, which no family constant scales (they are what a convolution is measured against), R: the rest (weight
-update, exposed communication), all read off the analytical model itself by evaluating
-it with one part switched on at a time (`ScaledCostModel`). The constants minimise the squared relative
-error sum_i ((T_i - measured_i) / measured_i)^2 within physical bounds (a in [0.2, 20], g in [0.2, 50]),
-with a weak pull towards the datasheet (a = g = 1) so a family with few rows stays near it.
-
-Why these two and not more (docs/decisions/2026-12-01-system-constants.md): dense kernels and memory-bound
-layers grow together with the batch in every CNN of the corpus, so separate scales for them are not
-identifiable (the fit runs to its bounds); a framework time per layer fitted to PyTorch and TensorFlow rows
-(~110 us) made the MLPerf MXNet rows, whose framework overhead is far lower, 3x too slow at small batch.
-
-Software stacks (calibrate.system_constants.StackScales): each record runs under a stack k and precision class
-c, and T = s_kc * (a_d (F + M) + g_d G + X) + R. The factors and the family constants are fitted by alternation
-(families with the factors fixed, then each factor in closed form with the families fixed, STACK_ITERATIONS
-at most); after each round, per precision class, the factors are divided by their row-weighted geometric mean
-so the split between the two is fixed. Stacks with fewer than MIN_ROWS rows of a class keep the factor 1.
-
-Families with fewer than MIN_ROWS rows are not fitted: their profiles, and every dtype a fitted family has no
-rows of, take the fleet's constants (calibrate.system_constants.for_family). `python -m predictor.published.fit`
-fits on every source and writes calibrate/data/system_constants.yaml; `predictor.published.loso` refits
-without each source in turn. Both use the `Decompositions` of this module.
+A single-node record's analytical time is linear in its family's constants, T = a_d (F + M) + g_d G + X + R, each
+part read off the analytical model by switching one on at a time (`ScaledCostModel`); the constants minimise the
+squared relative error within physical bounds, with a weak pull towards the datasheet, and the software stacks'
+factors are fitted with them by alternation. Families or stacks with fewer than MIN_ROWS rows are not fitted (the
+fleet's constants; a factor of 1). `python -m predictor.published.fit` fits on every source and writes
+predictor/data/system_constants.yaml; `predictor.published.loso` refits without each source in turn; both use
+`Decompositions`. The terms, bounds and why these two constants and no more:
+docs/decisions/2026-12-01-system-constants.md ("The fit"), 2026-12-01-software-stacks.md.
 """
 from __future__ import annotations
 

@@ -1,15 +1,11 @@
 """Read a corpus of published, measured training runs (`cnn_runs.yaml` and files of its schema).
 
-Each record states a model, a precision, an optimizer, a framework, the system (GPU, GPUs per node, nodes,
-fabric), the GPU count, the batch and the measured throughput, with its source. The reader checks the
-fields the validation uses and returns one `PublishedRun` per record; a malformed record is a one-line
-`UserError` naming the file, the record (index and id) and the field. What a record means for the
-predictor (which model, plan, profile) is decided later, in `predictor.published.rowmap`.
-
-The measured figure is turned into seconds per iteration (one forward+backward step on every GPU):
-`derived.seconds_per_iteration` when the corpus gives it, else global batch / total images per second.
-Records that measure something else (a scaling efficiency, a time to train) keep `measured_s = None`
-and are reported as skipped with that reason.
+Each record states a model, precision, optimizer, framework, system, GPU count, batch and measured throughput, with
+its source. The reader checks the fields the validation uses and returns one `PublishedRun` per record; a malformed
+record is a one-line `UserError` naming the file, the record and the field. What a record means for the predictor
+is decided later (`predictor.published.rowmap`). The measured figure becomes seconds per iteration
+(`derived.seconds_per_iteration` when given, else global batch / total images per second); records that measure
+something else keep `measured_s = None` and are reported as skipped with that reason.
 """
 from __future__ import annotations
 

@@ -1,17 +1,11 @@
 """A residual correction of the published validation, trained and scored leave-one-source-out.
 
-Target: r = log(measured / analytical) with the analytical prediction of the held-out protocol (family
-constants fitted without the row's source, predictor.published.loso). Features transfer between systems: the
-shares of the iteration the analytical model gives to exposed and hidden communication and to the weight
-update, log2 of the GPU count, node count and batch per GPU, and one-hot framework regime and dtype. The
-model is ridge regression on standardised features (closed form, plain numbers).
-
-For each held-out source s, the correction is trained on the other sources only, its ridge strength chosen
-by an inner leave-one-source-out over those sources, and it is switched off (the analytical figure stands)
-unless that inner evaluation shows it at least as accurate as the analytical model on every inner source and
-better on average. Nothing of s is seen. With four sources this gate is what keeps the correction from
-being worse than the analytical model on a held-out source: a correction that helps the sources it was
-trained on transfers badly to one it has not seen (a mean gate let DLPerf fall from 76% to 68%).
+Target r = log(measured / analytical), the analytical prediction that of the held-out protocol
+(predictor.published.loso); ridge regression on features that transfer between systems (communication and update
+shares, log2 of GPUs, nodes and batch per GPU, framework regime, dtype). For each held-out source the correction is
+trained on the others, its strength chosen by an inner leave-one-source-out, and switched off unless that shows it
+at least as accurate on every inner source and better on average: a correction that helps the sources it was
+trained on transfers badly to one it has not seen. docs/validation.md ("The published correction").
 """
 from __future__ import annotations
 

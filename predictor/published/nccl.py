@@ -1,19 +1,12 @@
 """Published multi-node all-reduce curves (`nccl_published.yaml`) against the reference profiles' link model.
 
-A curve is one nccl-tests (or equivalent) sweep: message sizes S with their measured times (a row's `oop_time_us`,
-`ip_time_us` or `time_us`; or, where only the bus bandwidth is printed, t = S · 2(n-1)/n / busbw), on n ranks over
-N nodes. Read as an alpha-beta line, a curve has two regimes:
-
-    small messages   t ~ a, the latency (median time of the sizes <= 8 KiB)
-    large messages   t ~ a + F + x / B,   x = S · 2(n-1)/n, B the bus bandwidth of the largest sizes
-
-F, the start-up of the bandwidth regime (pipeline fill: NCCL's Simple protocol moves data in 512 KiB steps per
-channel through 2(n-1) ring steps, so the large-message line starts well above the small-message latency), is
-the intercept of the line through the largest sizes minus a. Between them the measured time sits on neither
-line; the link model (calibrate.cost_model.collective_time_s) takes t = a + x/B + min(x/B, F): twice the
-bandwidth time while that is shorter than F, then the large-message line. `fill_s` estimates F per curve; the
-reference profiles carry the InfiniBand curves' value (calibrate.published.NCCL_NET_FILL) with the spread of all
-curves as its interval, and tests/predictor/test_nccl_curves.py checks the two agree.
+A curve is one nccl-tests (or equivalent) sweep of message sizes with measured times (or bus bandwidths) on n ranks
+over N nodes. Read as an alpha-beta line it has two regimes, the latency of small messages and a + F + x / B of
+large ones, F the start-up of the bandwidth regime (NCCL's pipeline fill); `fill_s` estimates F per curve as the
+intercept of the large sizes' line minus the small sizes' median time. The link model takes t = a + x/B + min(x/B,
+F) between them; the reference profiles carry the InfiniBand curve's F (calibrate.published.NCCL_NET_FILL) with the
+spread of all curves as its interval, which tests/predictor/test_nccl_curves.py checks. docs/method.md §6
+("Bandwidth-regime start-up"); docs/decisions/2026-12-04-network-fill.md.
 """
 from __future__ import annotations
 

@@ -1,15 +1,11 @@
-"""Channel parallelism: each rank of the model group holds C/p input channels (input features) of every
-conv and linear layer after the first, computes a partial output over all F channels from its input
-channels, and the partial outputs are summed with an autograd-aware all-reduce after which each rank keeps its
-own C/p channels (ParaDL; docs/method.md §12: forward Allreduce of y, backward Allgather of the ranks' dL/dy
-chunks: comm.all_reduce_keep). Batch norm, ReLU and pooling act locally on those channels (their parameters split
-the same way), which are the input channels of its shard of the next layer. The logits are summed with an
-all-reduce whose consumer (the loss) is replicated, so its backward needs no communication.
-
-The first weight layer reads the replicated model input (3 channels are not divisible by p) and runs
-unsplit on every rank, keeping its own output channels; ParaDL's experiments also started channel
-parallelism at layer 2 (docs/method.md §12). Its gradients are partial per rank and summed over the model
-group. Biases are added after the sum, on this rank's channels (the last layer's bias is replicated).
+"""Channel parallelism: each rank of the model group holds C/p input channels of every conv and linear layer after
+the first, computes a partial output over all F channels from them, and the partial outputs are summed with an
+autograd-aware all-reduce after which each rank keeps its own C/p channels (comm.all_reduce_keep; backward: an
+all-gather of the dL/dy chunks). Batch norm, ReLU and pooling act locally on those channels. The logits are summed
+with an all-reduce whose consumer (the loss) is replicated. The first weight layer reads the replicated input and
+runs unsplit on every rank, keeping its own output channels, as ParaDL's experiments started channel parallelism
+at layer 2; its gradients are partial per rank and summed over the model group. Biases are added after the sum,
+on this rank's channels. docs/method.md §12.
 """
 from __future__ import annotations
 

@@ -1,20 +1,12 @@
 """Autograd-aware collectives the model-parallel runners use, with a clock on the time spent in them.
 
-Every function here takes the process group it works in, so hybrids can run the same layer code inside a
-subgroup. All chunks along the split dimension are equal (the strategy modules check divisibility).
-
-Backward rules (ParaDL tech report, Kahira et al., Table III; docs/method.md §10-§12):
-- gather with grad_mode="sum": the consumer is itself split (each rank's gradient is a partial sum), so the
-  backward reduce-scatters the gradient, each rank receiving the sum of its own chunk (ParaDL charges an
-  Allreduce on dL/dx and notes a Reduce-Scatter suffices; strategies.filter costs the reduce-scatter).
-- gather with grad_mode="slice": the consumer is replicated (every rank holds the same gradient), so the
-  backward keeps this rank's chunk without communication (the backward "scatter" of a split Allgather).
-- all_reduce_sum with grad_mode="sum": partial outputs were summed; the gradient of each partial is the sum
-  of the gradients the ranks computed for the output (their consumers were split).
-  grad_mode="identity": the consumer is replicated, every rank already holds the full gradient.
-- all_reduce_keep: partial outputs summed, then each rank keeps its chunk (channel parallelism); the backward
-  all-gathers the chunks' gradients, which every rank needs whole (strategies.channel: forward Allreduce of y,
-  backward Allgather of dL/dy).
+Every function takes the process group it works in, so hybrids run the same layer code inside a subgroup; all
+chunks along the split dimension are equal (the strategy modules check divisibility). Backward rules (ParaDL tech
+report, Table III; docs/method.md §10-§12): a gather whose consumer is split reduce-scatters its gradient
+(grad_mode="sum": ParaDL charges an all-reduce and notes a reduce-scatter suffices), one whose consumer is
+replicated keeps this rank's chunk ("slice"); an all-reduce of partial outputs sums the gradients of split
+consumers ("sum") or passes a replicated one through ("identity"); all_reduce_keep (channel parallelism) keeps a
+chunk forward and all-gathers the chunks' gradients backward.
 """
 from __future__ import annotations
 

@@ -1,18 +1,12 @@
 """Cooperative-process model parallelism, measured: the schedule `predictor/cooperative.py` predicts.
 
-Every rank builds the whole serial net (nets.build_serial) and owns one contiguous stage (the pipeline's
-cut, pipeline.stage_starts); the optimizer updates only the owned stage. One training step:
-
-1. synchronisation: every stage's weights are broadcast from their owner, so each rank holds all of them;
-2. prediction: each rank runs the forward of stages 0..K-2 on its N/K slice of the batch without
-   autograd, keeping the input of every stage; point-to-point exchanges (an all-to-all) give each rank its stage's input for
-   all N samples (stage 0 reads the batch itself);
-3. backward pipeline: for each of the M micro-batches a stage runs its forward from those inputs with
-   autograd, then (last stage) the loss and backward, or waits for dL/dy from the next stage; it sends
-   dL/dx to the previous one. A stage computes its next micro-batch's forward while the next stage is
-   still busy, which is the "recompute ahead" the cost model assumes.
-
-Batch norm sees the N/K slice in the prediction step and the micro-batch in the training step.
+Every rank builds the whole serial net and owns one contiguous stage (the pipeline's cut); the optimizer updates
+only the owned stage. One step: every stage's weights broadcast from their owner; each rank runs the forward of
+stages 0..K-2 on its N/K slice without autograd, keeping every stage's input, and point-to-point exchanges (an
+all-to-all) give each rank its stage's input for all N samples; then the backward pipeline over M micro-batches, a
+stage computing its next micro-batch's forward while the next stage is still busy (the "recompute ahead" the cost
+model assumes). Batch norm sees the N/K slice in the prediction step and the micro-batch in the training step.
+docs/method.md §18.
 """
 from __future__ import annotations
 

@@ -1,21 +1,12 @@
 """Measure one configuration: timed training iterations after warm-up, per-phase breakdown, peak memory.
 
-Timing: every iteration starts after a barrier; each rank times forward, backward, gradient sync and
-optimizer update with perf_counter (CUDA-synchronised on GPU); the iteration time is the slowest rank's
-(max over ranks per iteration). We report the median and IQR over the timed iterations, and two signs of
-a busy machine: the 1-minute load average and each rank's CPU seconds per wall second over the timed loop
-(`cpu_busy_fraction`, the smallest over ranks). `comm_s` is the
-time spent inside the runner's own collectives and p2p (comm.CommClock: halos, gathers, all-reduces,
-pipeline send/recv, gradient sync of model-parallel runs); DDP's bucketed all-reduce runs inside backward
-and is not separated (comm_s excludes it; `ddp` rows say so).
-
-Peak memory per rank, one extra untimed iteration:
-- GPU: torch.cuda.max_memory_allocated (absolute: weights, gradients, activations, workspaces).
-- CPU: parameter and optimizer-state bytes plus the peak of the tensor storages created during the
-  iteration and still alive (activations, gradients, temporaries, communication buffers), tracked by
-  LiveTensorBytes. The process RSS is no measure here: glibc keeps freed memory resident, and forcing
-  every tensor through mmap to make RSS follow the tensors (MALLOC_MMAP_THRESHOLD_) makes each
-  allocation page-fault and slows the timed iterations about 2x.
+Every iteration starts after a barrier; each rank times forward, backward, gradient sync and update (CUDA-
+synchronised on GPU); the iteration time is the slowest rank's, and the measured time the mean over the timed
+iterations (median and IQR kept), with the load average and `cpu_busy_fraction` as signs of a busy machine.
+`comm_s` is the time inside the runner's own collectives and p2p (DDP's all-reduce runs inside backward and is not
+separated). Peak memory per rank from one extra untimed iteration: torch.cuda.max_memory_allocated on GPU; on CPU
+parameter and optimizer-state bytes plus the peak of live tensor storages (LiveTensorBytes), not the RSS.
+docs/validation.md ("Measured runs").
 """
 from __future__ import annotations
 

@@ -1,24 +1,14 @@
-"""Suite files: which configurations `predictor validate` runs.
+"""Suite files: which configurations `predictor validate` runs (docs/validation.md, "Measured runs").
 
-    warmup: 2            # untimed iterations per run (optional)
-    iterations: 8        # timed iterations per run (optional)
+    warmup: 2                         # untimed iterations per run (optional); `iterations`: timed ones
     runs:
       - model: small_cnn2d            # zoo name or .yaml/.json layer spec (never Python code)
         knobs: {width: 8, image: 32}  # zoo builder knobs (optional)
         batch: 16                     # global mini-batch
         ranks: 2                      # devices
         strategies: [data, spatial, filter, channel, pipeline]   # or `strategy: data`
-        micro_batches: 4              # pipeline S (optional, default 1)
-        p_model: 2                    # model-parallel degree of data+spatial / data+filter (optional)
-        recompute_segments: 2         # for serial+recompute / data+recompute (optional, default sqrt(layers))
-        dtype: fp32                   # optional
-
-Strategy names: serial, data, spatial, filter, channel, pipeline, data+spatial, data+filter, tensor,
-data+tensor, and the
-add-ons serial+recompute, data+recompute, serial+offload (GPU). Every error names the file and line.
-
-`random:N` is not a file: `predictor validate --suite random:N --seed S` generates N random nets
-(predictor/suites/random_nets.py) and writes their layer specs beside its --out dataset.
+Strategies: serial, data, spatial, filter, channel, pipeline, data+spatial, data+filter, tensor, data+tensor, the
++recompute and +offload (GPU) add-ons; optional per run: micro_batches, p_model, recompute_segments, dtype.
 """
 from __future__ import annotations
 

@@ -1,31 +1,12 @@
 """Random architectures for `predictor validate --suite random:N --seed S` (issue 18, item 4).
 
-Every net is a layer spec (predictor/layerspec.py) of one of four families:
-
-    sequential-2d   conv2d stages (kernel 1-7 odd, stride 1-2, optional batch norm and pooling), then a head
-    residual-2d     a conv stem, then residual blocks (two convs + `add`; a 1x1 projection conv on the
-                    shortcut when the channel count or the stride changes), then a head
-    3d              conv3d stages, then a head
-    mlp             the input image flattened, then 2-5 linear layers
-
-A head is an optional global average pool, a flatten and 0-3 hidden linear layers (a "linear-heavy" head
-when wide), then the classifier. Channel and feature widths are drawn log-uniformly from 3 to 1024.
-
-Sizes are bounded so that one training step is affordable on a 2-core CPU: the step's training FLOPs (the
-graph's forward + backward FLOPs per sample, about 3x forward, times the batch) must lie in
-[MIN_STEP_FLOPS, MAX_STEP_FLOPS], the activations of a step (every layer's output, fp32) within
-MAX_ACTIVATION_BYTES and the weights within MAX_PARAM_BYTES. A candidate outside is drawn again; the batch
-is then drawn log-uniformly among the even batches (2..256) that keep it inside.
-
-Each net is measured under serial, serial+recompute (1 rank), data, pipeline, filter, channel and spatial
-(2 ranks) where the runner (predictor/runner/) can run it; a strategy it cannot run is left out and the
-reason kept (RandomNet.skipped). The runner trains nets with branches (residual adds) serially and
-data-parallel only (runner/nets.py GraphNet), so residual nets get serial, serial+recompute and data runs.
-
-Everything is drawn from one `random.Random(seed)` stream, net after net: the same seed gives the same nets,
-and net i does not depend on N (random:3 and random:10 with one seed share their first three nets). The
-functions here do no I/O except `write_specs` (and a private temporary file per candidate, read back by the
-real layer-spec loader so the checked FLOPs are those `predict` will see).
+Every net is a layer spec (predictor/layerspec.py) of one of four families (sequential-2d, residual-2d, 3d, mlp),
+widths log-uniform over 3-1024, sized so one training step is affordable on a 2-core CPU (training FLOPs within
+[MIN_STEP_FLOPS, MAX_STEP_FLOPS], activations and weights capped; the batch drawn among the even batches that keep
+it inside), and measured under every strategy the runner can run on it, the others left out with the reason
+(RandomNet.skipped). One `random.Random(seed)` stream draws net after net, so net i does not depend on N. No I/O
+but `write_specs` (and a private temporary file per candidate, read back by the real layer-spec loader so the
+checked FLOPs are those `predict` will see). docs/validation.md ("Random architectures").
 """
 from __future__ import annotations
 

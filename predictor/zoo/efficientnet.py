@@ -1,19 +1,10 @@
-"""EfficientNet-B0 and -B4 (Tan & Le 2019, "EfficientNet: Rethinking Model Scaling for Convolutional Neural
-Networks"), as torchvision's efficientnet_b0/efficientnet_b4 build them.
+"""EfficientNet-B0 and -B4 (Tan & Le 2019), as torchvision's efficientnet_b0/efficientnet_b4 build them.
 
-Stem 3x3/2 conv, seven stages of MBConv blocks (Sandler et al. 2018 inverted residuals: 1x1 expansion (none at
-ratio 1), kxk depthwise conv, squeeze-and-excitation reducing to a quarter of the block's input channels with
-SiLU and a sigmoid gate, 1x1 projection without activation; a residual add where stride 1 keeps the channels),
-a 1x1 head conv to 4x the last stage's channels, global average pool, dropout, linear classifier. Every conv
-outside the SE modules is followed by batchnorm and, except the projection, SiLU. Channels are width * the B0
-channels rounded to multiples of 8 (torchvision's _make_divisible), blocks per stage ceil(depth * the B0
-count).
-
-Stochastic depth is omitted: in training torchvision multiplies each residual branch by a random per-sample
-mask (drop probability rising to 0.2 over the blocks). It changes no shape or parameter; its cost, one
-elementwise multiply per residual block, is left out.
-
-Knobs: width, depth (the compound-scaling multipliers: 1.0, 1.0 for B0 at image 224; 1.4, 1.8 for B4 at
+Stem 3x3/2 conv, seven stages of MBConv blocks (inverted residuals: 1x1 expansion, kxk depthwise conv,
+squeeze-and-excitation with SiLU and a sigmoid gate, 1x1 projection; a residual add where stride 1 keeps the
+channels), a 1x1 head conv, global average pool, dropout, linear classifier. Channels are width * the B0 channels
+rounded to multiples of 8, blocks per stage ceil(depth * the B0 count). Stochastic depth is left out
+(docs/method.md §1, the zoo's departures). Knobs: width, depth (1.0, 1.0 for B0 at image 224; 1.4, 1.8 for B4 at
 image 380), image, num_classes, in_channels, dropout (0.2 for B0, 0.4 for B4).
 """
 from __future__ import annotations

@@ -1,48 +1,13 @@
 """Transformer blocks for the zoo's GPT and BERT, written as HuggingFace's GPT-2 and BERT modules are (one fused
 QKV linear split into heads, explicit views and transposes), so the tracer sees what it sees in such models.
 
-Attention, `attention=`:
-  "sdpa"           F.scaled_dot_product_attention (fused; the tracer's `sdpa` layer).
-  "math"           the unfused score and context products with the scale, GPT's causal mask, softmax and attention
-                   dropout as separate passes over the (heads, seq, seq) scores between them (bmm, mul, add (the
-                   masked_fill), softmax, dropout, bmm layers), as HuggingFace's GPT-2 and NVIDIA's BERT
-                   (DeepLearningExamples PyTorch/LanguageModeling/BERT/modeling.py, BertSelfAttention: matmul,
-                   divide, add the padding mask, F.softmax, dropout, matmul) write it; the zoo's BERT has no
-                   padding mask (every token attends), so it leaves out that add.
-  "fused-softmax"  Megatron-LM's attention (megatron/model/transformer.py, CoreAttention / ParallelAttention: the
-                   score product as baddbmm, `scale_mask_softmax`, `attention_dropout`, the context product as bmm):
-                   scale, mask and softmax are one CUDA kernel (FusedScaleMaskSoftmax, megatron/model/
-                   fused_softmax.py: scaled_upper_triang_masked_softmax for a causal mask, scaled_masked_softmax
-                   for a padding mask), which reads the scores once and writes the probabilities once; its backward
-                   reads the probabilities and their gradient once and writes the scores' gradient once. The zoo's
-                   FusedScaleMaskSoftmax stands for that kernel: the tracer makes it one `softmax` layer (bmm,
-                   softmax, dropout, bmm), which the calibrated softmax family prices at 2 (fwd) and 3 (bwd)
-                   score-sized tensors (profiler.opmath.ELEMENT_PASS_TENSORS; a profile without the family: those
-                   bytes at the STREAM triad bandwidth, calibrate.cost_model.FALLBACK); eager PyTorch runs its
-                   reference forward as three ops (scale, mask, softmax), which the op audit maps to that layer.
-With "math" and "fused-softmax" the tensors kept for backward are those of Korthikanti et al. 2022's
-activation-memory count (arXiv 2205.05198, §4.1): the probabilities (softmax's output), the attention dropout's
-mask and its output (the context product's operand); the scale and the mask keep nothing.
-
-Residual branches, `residual=`:
-  "add"               the output projection's (and fc2's) dropout, then the residual add: two passes over the
-                      (seq, hidden) tokens (`dropout`, `add` layers), as HuggingFace's GPT-2 writes them.
-  "bias-dropout-add"  Megatron-LM's fused bias + dropout + residual add (megatron/model/transformer.py,
-                      `bias_dropout_add_fused_train`, a torch.jit.script function the GPU fuser makes one kernel;
-                      ParallelTransformerLayer.forward runs it after the attention's output projection and after the
-                      MLP, both RowParallelLinear with skip_bias_add=True; on by default, `--no-bias-dropout-fusion`
-                      turns it off, megatron/arguments.py; Megatron-DeepSpeed's and vTrain's src/model/
-                      gpt_modeling.py ShardedGptTransformerLayer the same). The zoo's BiasDropoutAdd stands for that
-                      kernel: the tracer makes it one `bias_dropout_add` layer, forward the calibrated add family at
-                      the tokens' shape (read the branch and the residual, write the sum: 3 token-sized tensors),
-                      backward dropout's dy -> dx (2 tensors; the residual's gradient is dy itself), bytes in
-                      profiler.opmath.ELEMENT_PASS_TENSORS; the 1-byte mask is kept for backward as a dropout's
-                      is. The bias stays in the projection's GEMM (nn.Linear), whose cost does not depend on it;
-                      Megatron adds it inside the fused kernel, one more read of an h-element vector.
-Megatron's other fusions need no variant: bias + GELU (megatron/model/fused_bias_gelu.py, `bias_gelu_impl`, on by
-default, `--no-bias-gelu-fusion`) is fc1's GEMM without its bias and one kernel that reads x and writes
-GELU(x + b), backward reads dy and x and writes dx: the `gelu` MLP's linear and one `gelu` layer move exactly
-that. Apex's FusedLayerNorm (MixedFusedLayerNorm) is one kernel per pass: the `layernorm` layer already is.
+`attention=`: "sdpa" (F.scaled_dot_product_attention, fused), "math" (score and context products with the scale,
+causal mask, softmax and dropout as separate passes, as HuggingFace's GPT-2 and NVIDIA's BERT write them) or
+"fused-softmax" (Megatron-LM's attention: one FusedScaleMaskSoftmax kernel between the two products, traced as one
+`softmax` layer); with the last two the tensors kept for backward are Korthikanti et al.'s. `residual=`: "add"
+(dropout, then add) or "bias-dropout-add" (Megatron-LM's fused kernel, one `bias_dropout_add` layer). Megatron's
+bias + GELU and apex's fused layer norm already move what the `gelu` and `layernorm` layers move. Traffic, sources
+and where each runs: docs/method.md §3a; docs/validation.md ("Published transformer runs").
 """
 from __future__ import annotations
 
