@@ -1,28 +1,12 @@
 """Stragglers: the spread of a kind of time and the expected slowest of n draws of it (docs/method.md §25).
 
-A synchronous step waits for its slowest rank, and a collective for its slowest member. With r = t / median the
-time of one rank relative to the median rank, n ranks that synchronise take max(r_1..r_n) medians, and the model's
-prediction (a mean over calls) corresponds to E[r]. The straggler factor is therefore
-
-    excess(n) = E[max of n draws of r] / E[r] - 1,      E[max of n] = integral_0^1 Q(p) d(p^n)
-
-with Q the quantile function of r (order statistics: the maximum of n i.i.d. draws has CDF F^n). No normal is
-assumed: Q is the measured distribution's empirical quantiles up to a threshold u (its 90th percentile) and
-above u a generalized Pareto tail (Pickands-Balkema-de Haan: the excesses over a high threshold of any
-distribution in an extreme-value domain of attraction are asymptotically GPD), fitted to the excesses by
-probability-weighted moments (Hosking & Wallis, Technometrics 29(3), 1987):
-
-    Q(p) = u + sigma / xi * (((1 - p) / zeta)^(-xi) - 1)      (xi != 0)
-    Q(p) = u - sigma * ln((1 - p) / zeta)                     (xi == 0: an exponential tail)
-
-zeta = 1 - p_u. For an exponential tail above the median (u = median, zeta = 1/2) and n large, E[max of n] =
-median + sigma * (H_n - ...) with H_n the harmonic number: the classic E[max of n Exp(sigma)] = sigma * H_n
-(tests/calibrate/test_spread.py checks it by hand).
-
-Measured kinds (`fit_spread`): "step" from the per-call times of the compute samples (the longest calls, the
-nearest to a step), "collective" from the collective samples. "device" (one device's speed against the others of
-its kind, a static spread one device cannot measure) and the defaults of published profiles are sourced in
-DEFAULTS.
+A synchronous step waits for its slowest rank and a collective for its slowest member: with r = t / median,
+excess(n) = E[max of n draws of r] / E[r] - 1, E[max of n] = integral_0^1 Q(p) d(p^n). No normal is assumed: Q is
+the measured distribution's empirical quantiles up to its 90th percentile and a generalized Pareto tail above it,
+fitted by probability-weighted moments (Hosking & Wallis 1987); tests/calibrate/test_spread.py checks the
+exponential tail's E[max] = sigma * H_n by hand. Measured kinds (`fit_spread`): "step" from the longest compute
+samples' per-call times, "collective" from the collective samples; "device" (which one device cannot measure) and
+the published profiles' defaults are sourced in DEFAULTS (docs/decisions/2026-12-06-stragglers.md).
 """
 from __future__ import annotations
 

@@ -1,23 +1,12 @@
 """What a job meets at scale on a shared cluster and a single-node benchmark does not show (docs/method.md §6,
 §19a, §25): stragglers, other jobs on the fabric and the shared storage its samples come from.
 
-Stragglers (`straggler_s`): a synchronous step waits for its slowest rank and a collective for its slowest member.
-With excess_k(n) the relative time n independent synchronised draws add over one for a kind of time k (the cost
-model's `straggler_excess`: the expected maximum of n draws of the profile's spread of k, calibrate.spread),
-
-    straggler = (compute + update + recompute + bubble) * (excess_device(P) + excess_step(N))
-                + sum over communication kinds c of exposed_c * excess_collective(N_c)
-
-P the plan's devices and N its nodes: a device's own speed is a draw per device, but the step-to-step and
-call-to-call jitter a calibration measures (the host's daemons, interrupts, clocks, the network) is shared by the
-ranks of a node, so it is a draw per node; N_c the nodes of the group a communication kind synchronises (gradient:
-the data-parallel group's; pipeline p2p: 2 when the stages span nodes; the layer-wise kinds: the model-parallel
-group's). The device and step spreads are added (an upper bound on the max of a product of two independent
-factors, close to it while both are a few percent).
-
-Other jobs on the fabric enter through the cost model's collective times (calibrate.fabric.contention with the
-cluster load; `with_cluster_load`). The storage term is the input pipeline's (predictor.input_pipeline) with
-the data source of `data_source`: the dataset's bytes and files per sample.
+Stragglers (`straggler_s`): the step's compute parts times the expected excess of the slowest of P device draws and
+N node draws (the jitter a calibration measures is shared by a node's ranks), plus each exposed communication kind
+times its group's excess, from the cost model's `straggler_excess` (calibrate.spread). Other jobs on the fabric
+enter through the cost model's collective times (calibrate.fabric.contention with the cluster load;
+`with_cluster_load`). The storage term is the input pipeline's (predictor.input_pipeline) with the data source of
+`data_source`: the dataset's bytes and files per sample.
 """
 from __future__ import annotations
 
