@@ -1,49 +1,14 @@
 """Published transformer runs: read `transformer_runs.yaml` and vTrain's `vtrain_ground_truth_multi.csv`, and map
 each row to a model, a plan, a dtype and a profile (docs/validation.md, "Published transformer runs").
 
-**Rows -> PublishedRun** (`load_transformer_corpus`, `load_vtrain_csv`): the measured figure is seconds per
-optimizer step (`derived.seconds_per_iteration`, else `derived.seconds_per_optimizer_step`, else
-`measured.iteration_time_ms`); the model shape, the parallel degrees, the micro and global batch and activation
-checkpointing are kept in `extra`. A malformed row is a one-line UserError naming the file, the row and the field.
-
-**PublishedRun -> Setup** (`interpret_transformer`):
-  model   zoo `gpt` (Megatron GPT, vTrain's Megatron-DeepSpeed GPT, MosaicML MPT) or `bert` (BERT-base/large) with
-          the row's layers, hidden, heads and sequence length. MPT is approximated by GPT: ALiBi replaced by a
-          learned position embedding (seq·h parameters), MPT's bias-free linears and norms given GPT-2's biases;
-          vocabulary 50368 (MPT), 51200 (Megatron's padded GPT-2 vocabulary), 30522 (BERT). Attention as each
-          framework's code runs it (predictor.zoo.transformer): Megatron rows (DLPerf's Megatron-LM, vTrain's
-          Megatron-DeepSpeed) `fused-softmax` (score and context batched GEMMs around Megatron's fused
-          scale-mask-softmax kernel and the attention dropout) wherever that kernel runs (`megatron_attention`),
-          else `math`; BERT rows `math` (NVIDIA DeepLearningExamples' PyTorch BERT, modeling.py BertSelfAttention,
-          and its TensorFlow BERT, modeling.py attention_layer: matmul, scale, add the mask, softmax, dropout,
-          matmul as separate ops); MPT rows FlashAttention (`sdpa`), without dropout. Megatron rows also run
-          `residual="bias-dropout-add"` (MEGATRON_RESIDUAL): each residual branch's bias, dropout and add as
-          Megatron's one fused kernel; BERT and MPT rows keep dropout and add as separate ops.
-  plan    Megatron rows (dlperf-megatron, vtrain): `data+tensor+pipeline` with the row's tensor, pipeline and data
-          degrees, S = global batch / (data · micro batch) micro-batches, 1F1B, full recomputation when the row
-          checkpoints activations, gradients all-reduced after backward (Megatron's local DDP: regime
-          `no-overlap`) in fp16: Megatron-LM's --fp16 and DeepSpeed's fp16 engine keep fp16 weights and
-          gradients beside fp32 master weights (`mixed_precision="half"`; Megatron-LM's
-          accumulate_allreduce_grads_in_fp32 defaults to off for fp16), and pipeline boundaries as the row's
-          framework sends them (`transformer_pipeline_boundaries`). A Megatron row may state its layout further
-          (parallelism.virtual_stages: the interleaved schedule with v chunks per rank; sequence_parallel;
-          distributed_optimizer: ZeRO stage 1; pipeline_boundary; ddp_impl: torch = PyTorch DDP overlapped with the
-          backward, local = after it; recompute_granularity: full or selective), as Korthikanti et al. 2022 and
-          Narayanan et al. 2021 ran theirs (scripts/megatron_paper_rows.py). llm-foundry (FSDP): `data` with ZeRO-3
-          (FULL_SHARD) or ZeRO-2 (SHARD_GRAD_OP), `+recompute`
-          with one checkpoint per transformer block when the row checkpoints; gradient accumulation as one
-          local batch of micro batch · accumulation samples per step (FSDP's per-micro-batch gathers not counted).
-          BERT (DLE, DLPerf): `data` (or `serial` on one GPU) over the global batch per optimizer step.
-  seq_mix DLE PyTorch BERT at seq 512 (phase 2) runs on LDDL's sequence bins (LDDL_PHASE2_SEQ): each micro-batch
-          padded to its bin's length, 64 to 512, in the shares of the Wikipedia seq-512 length histogram
-          (`lddl_phase2_mix`); the row's prediction is the share-weighted mean of the step at each length
-          (validate.Predictor). Before, every phase-2 sequence was costed at 512 tokens: 1.6-1.85x too slow.
-  dtype   the precision rules of predictor/data/published_mapping.yaml (`transformer_precisions` first): fp16 and
-          bf16 are mixed precision with fp32 master weights and Adam state (16 bytes per parameter before sharding).
-  profile the system rules (`transformer_systems` first, then the CNN `systems`); vTrain rows run on A100 nodes of
-          8 GPUs whose memory size is not stated: the 40 GB DGX A100 profile.
-
-Nothing here sets a coefficient: the profile of the system does.
+Rows -> PublishedRun (`load_transformer_corpus`, `load_vtrain_csv`): seconds per optimizer step, with the model
+shape, parallel degrees, batches and checkpointing in `extra`; a malformed row is a one-line UserError naming the
+file, the row and the field. PublishedRun -> Setup (`interpret_transformer`): the zoo `gpt` or `bert` with each
+framework's attention and residual code (`megatron_attention`, MEGATRON_RESIDUAL), the layout each framework runs
+(Megatron's data+tensor+pipeline with what a row states of it, llm-foundry's FSDP as ZeRO data parallelism, BERT's
+data parallelism, DLE's phase-2 rows on LDDL's sequence bins: `lddl_phase2_mix`), the dtype and system rules of
+predictor/data/published_mapping.yaml. Nothing here sets a coefficient: the profile of the system does. Every
+choice and its source: docs/validation.md; docs/decisions/2026-12-06-megatron-paper-rows.md.
 """
 from __future__ import annotations
 
