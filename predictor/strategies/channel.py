@@ -1,23 +1,11 @@
 """Channel (input-channel) parallelism and data x channel (ParaDL tech report Table III; docs/method.md §12).
 
-Each of p_channel devices holds the C_l/p_channel input-channel slice of every conv/linear weight and
-the matching activation slice. A conv/linear on a channel slice produces a *partial sum* of the whole
-output, so:
-
-    forward:  allreduce of each conv/linear output y (S = n·|y|·δ) — ChainerMNX's choice, which leaves
-              the full output on every device; each then keeps its channel slice for the next layer
-    backward: allgather of the dL/dy slices (S = n·|y|·δ) — dL/dx_slice = W_sliceᵀ·dL/dy needs all of dL/dy
-
-Around them, memory traffic (layout_copy_s): the partial output is copied into the allreduce buffer (2·S bytes
-moved), the device's channel slice out of the sum (2·S/p), and the gathered dL/dy chunks (rank-major) into the
-channel layout (2·S); the last layer's logits only the first.
-
-These are different collectives from filter parallelism (allgather forward, reduce-scatter backward), so
-unlike ParaDL (§3 "Channel": identical formulas, defect 10) filter and channel predictions differ: an
-allreduce moves about twice a reduce-scatter's bytes. The layer(s) reading the model input (3 channels)
-run unsplit, as in ParaDL's experiments (channel parallelism from layer 2), each device keeping its own output
-channels, so their weight gradients are partial and allreduced over the group after backward (head_gradient_s).
-Compute is costed at C/p.
+Each of p_channel devices holds the C_l/p_channel input-channel slice of every conv/linear weight and the matching
+activation slice, so a layer produces a partial sum of the whole output: an all-reduce of y forward (ChainerMNX's
+choice) and an all-gather of the dL/dy slices backward, with the layout copies around them (layout_copy_s). These
+are other collectives than filter parallelism's, so unlike ParaDL (identical formulas, defect 10) filter and channel
+predictions differ. The layers reading the model input run unsplit, as in ParaDL's experiments, their partial
+weight gradients all-reduced over the group after backward (head_gradient_s). Compute is costed at C/p.
 """
 from __future__ import annotations
 

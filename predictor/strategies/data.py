@@ -1,28 +1,12 @@
 """Serial and data parallelism (ParaDL tech report Table III; docs/method.md §9).
 
-Each of p_data replicas runs the whole model on b = B/p_data samples; gradients are allreduced over the
-replicas in DDP buckets overlapped with backward. Departures from ParaDL: compute is costed at the local
-batch b (not total/p); the update (optimizer-dependent) and optimizer state are included; the allreduce
-overlaps backward (overlap.py); the group's node span comes from devices_per_node (layout.py).
-
-DDP (the ddp regime only) also synchronises the module buffers before every forward (`broadcast_buffers`): a
-coalesced broadcast from rank 0, one per dtype: the batch-norm running mean and variance (2·C fp32 per BN layer)
-and their int64 step counters (torch/nn/parallel/distributed.py, `_sync_buffers`; the allreduce that agrees on
-a source rank, `_find_common_rank`, runs only inside the `join()` context manager, which a training loop does not
-enter by default). A model without batch norm has no buffers and skips it. These blocking collectives are
-reported under layer_collective; ParaDL omits them.
-
-Sharded data parallelism (plan.zero_stage; Rajbhandari et al., "ZeRO", SC'20 §5; PyTorch FSDP, Zhao et al.,
-VLDB'23; docs/method.md §9): each of the N = p_data replicas keeps 1/N of
-  stage 1: the optimizer state and, under mixed precision, the fp32 master weights;
-  stage 2: also the gradients;
-  stage 3 (FSDP full sharding): also the weights, gathered layer by layer when used.
-Communication: stages 1-2 reduce-scatter the gradients in buckets behind backward (the DDP schedule, half the
-all-reduce's bus traffic) and all-gather the updated weights after the step (exposed); stage 3 all-gathers each
-layer's weights before its forward and again before its backward, prefetched behind the previous layer's
-compute (exposed: what the compute cannot hide, plus the first layer's gather; the hidden part slows the compute
-by the profile's overlap efficiency, as the DDP schedule does), and reduce-scatters the gradients behind
-backward. Each replica updates its 1/N shard.
+Each of p_data replicas runs the whole model on b = B/p_data samples; gradients are all-reduced over the replicas
+in DDP buckets overlapped with backward (overlap.py). Departures from ParaDL: compute at the local batch, the update
+and optimizer state included, the group's node span from the layout; under ddp, DDP's buffer broadcast before every
+forward (batch-norm statistics, reported under layer_collective; docs/decisions/2026-12-04-ddp-buffer-sync.md).
+Sharded data parallelism (plan.zero_stage: ZeRO stages 1-3, stage 3 as PyTorch FSDP) keeps 1/N of the optimizer
+state, then the gradients, then the weights, with reduce-scatters behind backward and all-gathers of the weights
+(docs/method.md §9, "Sharded data parallelism").
 """
 from __future__ import annotations
 

@@ -1,21 +1,11 @@
 """Filter (output-channel) parallelism and data x filter (ParaDL tech report Table III; docs/method.md §11, §14).
 
-Each of p_filter devices holds F_l/p_filter filters of every conv/linear layer (and the matching slice of
-every channel-wise layer: batchnorm, ReLU, pooling, add). A conv/linear needs its whole input, so:
-
-    forward:  allgather of each distinct input tensor x (S = n·|x|·δ, the gathered buffer) over p_filter
-    backward: reduce-scatter of dL/dx (S = n·|x|·δ) — each device only needs its channel slice back
-    (+ a forward allgather of the last layer's output for the loss)
-
-The shards lie along the channel dimension, so a gathered buffer (rank-major) is copied into the channel
-layout after the allgather (2·S bytes moved), and dL/dx into rank-major chunks before the reduce-scatter (2·S)
-and back after it (2·S/p): layout_copy_s, costed as memory traffic with the exposed collectives.
-ParaDL charges an Allreduce backward (its footnote notes a Reduce-Scatter suffices) and counts
-3(p-1)·Σ(α + b|y|δβ/p) per layer; here the profile's fitted allgather and reduce-scatter are used.
-The model input is replicated, so the first layer needs no gather. No gradient exchange inside the
-group (each device updates its own filters); data x filter allreduces the 1/p_filter gradient slices over
-the p_data replicas (strided across nodes). ParaDL's p² weight-memory bug (§4.3) is avoided: weights /p.
-Activations: gathered conv/linear inputs are full size, everything else 1/p_filter.
+Each of p_filter devices holds F_l/p_filter filters of every conv/linear layer and the matching slice of every
+channel-wise layer. A layer needs its whole input: an all-gather of each distinct input forward, a reduce-scatter of
+dL/dx backward (ParaDL charges an all-reduce and notes a reduce-scatter suffices), with the layout copies around
+them (layout_copy_s). The model input is replicated, so the first layer needs no gather; no gradient exchange
+inside the group; data x filter all-reduces the 1/p_filter gradient slices over the replicas. ParaDL's p²
+weight-memory bug is avoided: weights /p. Activations: gathered inputs full size, everything else 1/p_filter.
 """
 from __future__ import annotations
 

@@ -1,42 +1,13 @@
-"""Layer (pipeline) parallelism with the GPipe schedule, and data x pipeline (ParaDL tech report
-Table III; GPipe, Huang et al., arXiv 1811.06965 §2.3; docs/method.md §13).
+"""Layer (pipeline) parallelism with the GPipe schedule, and data x pipeline (ParaDL tech report Table III; GPipe,
+Huang et al. §2.3; docs/method.md §13).
 
-The layers are cut into K = `stages` contiguous stages balanced on their compute time at the micro-batch
-m = b/S (b = B/p_data, S = micro_batches): the cut minimises the slowest stage (binary search on the
-bottleneck time with greedy filling). With f_k, b_k stage k's forward and backward time per micro-batch and
-F = max f_k, Bw = max b_k, the forward phase is a flow shop of S identical jobs over K machines, whose makespan
-is sum_k f_k + (S - 1)·F (each micro-batch crosses every stage once; the slowest stage then paces the other
-S - 1), and the backward phase likewise:
-
-    compute = S·(F + Bw),  bubble = sum_k (f_k + b_k) - (F + Bw)
-    p2p     = 2·(S + K - 2)·max_boundary T_sendrecv(m·|y_boundary|·δ)   (ParaDL Table III, K > 1)
-    recompute (optional, GPipe re-materialisation): + S·F + sum_k f_k - F
-
-With balanced stages (f_k = F, b_k = Bw) the bubble is ParaDL's (K - 1)·(F + Bw) and the total (S + K - 1)·(F + Bw)
-(ParaDL Table III). A stage cut that cannot balance (one large layer) leaves the other stages short, and then
-the balanced formula counts K - 1 slowest stages of fill and drain where the pipeline spends only the short
-ones: with S = 1 the step is the serial compute sum_k (f_k + b_k), not K·(F + Bw) (random nets on 2 CPU ranks,
-2026-12-02: 2-stage runs at S = 1 took 66 ms against 125 ms predicted by the balanced formula).
-
-ParaDL's own pipeline code is unfinished (§4.3) and its memory uses the full batch; here each stage keeps
-its saved tensors for all S micro-batches (= b samples) or, with recompute, only the stage-input tensors
-of all micro-batches plus one micro-batch's activations. Gradients of a stage are allreduced over the
-p_data replicas after the stage's last backward (overlapped with that micro-batch's backward), each data group
-with its share of the node's network when groups of several stages share a node (layout.data_network_share).
-
-Other schedules (plan.schedule; Narayanan et al., "Efficient Large-Scale Language Model Training on GPU
-Clusters Using Megatron-LM", SC'21, §2.2; docs/method.md §13):
-  1f1b         PipeDream-Flush: after K - k - 1 warm-up forwards, stage k alternates one forward and one
-               backward. The same time as GPipe (balanced: (S + K - 1)·(F + Bw), bubble share (K - 1)/S; here
-               GPipe's flow-shop bubble for unbalanced stages too), but stage k holds at most min(S, K - k)
-               micro-batches in flight instead of S.
-  interleaved  each device holds v = plan.virtual_stages model chunks (chunk j on device j mod K, K·v chunks
-               balanced on compute). With F, Bw the slowest device's time per micro-batch (all its chunks):
-               compute S·(F + Bw), bubble (K - 1)·(F + Bw) / v (bubble share (K - 1)/(S·v)); every micro-batch
-               crosses v times as many stage boundaries: p2p 2·(v·S + K - 2)·T_sendrecv. Device k holds
-               min(S·v, 2·(K - k - 1) + (v - 1)·K + 1) chunk micro-batches in flight (Megatron-LM's warm-up
-               count plus the one in its steady state), each of a chunk's saved tensors. Needs S a multiple
-               of K (Megatron's rule).
+The layers are cut into K contiguous stages balanced on their compute time at the micro-batch m = b/S; each phase
+is a flow shop of S micro-batches over K stages, so compute = S·(F + Bw) and bubble = sum_k (f_k + b_k) - (F + Bw),
+which is ParaDL's (K - 1)·(F + Bw) for balanced stages and the serial compute at S = 1 when a cut cannot balance.
+Each stage keeps its saved tensors for all S micro-batches (or, with recompute, its boundary inputs and one
+micro-batch); a stage's gradients are all-reduced over its replicas after its last backward. Other schedules
+(plan.schedule; Narayanan et al. SC'21 §2.2): 1f1b (GPipe's time, at most min(S, K - k) micro-batches in flight on
+stage k) and interleaved (v chunks per device: the bubble / v, v times the boundary crossings).
 """
 from __future__ import annotations
 

@@ -1,31 +1,13 @@
 """Spatial parallelism and its data hybrids (ParaDL tech report Table III, eq. 10; docs/method.md §10, §14).
 
-A group of p_spatial devices splits every sample's H/W(/D) as `spatial_split` (one factor per spatial
-dim). A layer stays spatially split while its input and output are at least as large as the split in
-every dim; the *spatial region* is the prefix of such layers (ParaDL too splits only the first layers).
-Inside the region each conv/pool exchanges halos with its neighbours: forward on x, backward on dL/dy
-(eq. 10), per split dim d of factor s_d > 1 with halo width h (Layer.halo_width: (k-1)//2 for 'same'
-padding, k - stride for 'valid'):
-
-    fwd halo bytes   = n · C_in  · h              · Π_{e≠d} local_in_e  · δ    (sent per neighbour side)
-    bwd halo bytes   = n · C_out · ceil(h/stride) · Π_{e≠d} local_out_e · δ
-
-costed as the profile's `halo` collective over s_d ranks (S = bytes a rank sends to both neighbours
-= 2 × the above). Departures from ParaDL (§4.3, §4.5 item 8): H, W and D splits; C and the full
-perpendicular extent are counted; the whole per-device batch is used (not maxSamplePerNode); the
-backward exchange is on dL/dy; the first layer needs no backward halo (no input gradient).
-
-After the region:
-- `spatial` / `data+spatial`: the crossing tensors are allgathered (S = n·|y|·δ) and the rest of the
-  network runs replicated on the group's n samples;
-- `spatial-then-data` (per-layer mix): the crossing tensors are redistributed with an all-to-all (each
-  rank's send buffer n·|y|·δ/p_spatial, forward and backward) and the rest runs data parallel on
-  n/p_spatial samples per device.
-Weights are replicated on every device, so gradients are allreduced over all devices (DDP buckets).
-Batch norm inside the region normalises over the whole group's samples (synchronised batch norm, as the
-runner and SyncBatchNorm do): per BN layer one allreduce of its per-channel sums and sums of squares plus
-the count, S = (2·C + 1)·δ, forward, and one of the same size for their gradients backward. ParaDL
-omits these; on a latency-bound network they cost more than the halos (layer_collective term).
+A group of p_spatial devices splits every sample's H/W(/D) as `spatial_split`; the spatial region is the prefix of
+layers at least as large as the split. Inside it each conv/pool exchanges halos with its neighbours (forward on x,
+backward on dL/dy), costed as the profile's `halo` collective, and batch norm is synchronised over the group (ParaDL
+omits it; on a latency-bound network it costs more than the halos). After the region, `spatial` / `data+spatial`
+all-gather the crossing tensors and run the rest replicated; `spatial-then-data` redistributes them with an
+all-to-all and runs the rest data parallel. Weights are replicated, gradients all-reduced over all devices.
+Departures from ParaDL: H, W and D splits, C and the full perpendicular extent counted, the whole per-device batch,
+the backward exchange on dL/dy.
 """
 from __future__ import annotations
 

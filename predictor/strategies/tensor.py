@@ -1,47 +1,14 @@
 """Tensor parallelism as Megatron-LM runs it, and data x tensor (Shoeybi et al. 2019 §3; Korthikanti et al. 2022
 §4.2; docs/method.md §12a).
 
-**Pairs.** A `linear` layer whose input is replicated is *column-parallel*: each of the p = p_tensor ranks holds
-F/p of its output features (weight rows and bias), and its output stays split. Element-wise layers whose inputs
-are all split (ReLU, GELU, SiLU, dropout, a SwiGLU product, ...) act on the split features locally, and so does
-the attention core on (heads, tokens, ...) tensors (fused `sdpa`, or `bmm`, softmax and dropout: the QKV
-projection's columns are whole heads, so each rank runs its 1/p of the heads). A `linear`
-reading a split tensor through at least one of them is *row-parallel*: it holds the matching K/p input features of its weight, produces a
-partial sum of the whole output, and the partial sums are all-reduced (its bias is added once, after the sum,
-and is replicated). `tensor_split` finds these regions in any ModelGraph; a linear whose split output would
-reach anything else (a loss, a non-element-wise layer, a replicated operand) is left replicated, and so is every
-other layer. Per region:
-
-    forward:  all-reduce of each row layer's output y          S = n·|y|·δ   (Megatron's "g")
-    backward: all-reduce of dL/dx for each distinct input x of the region's column layers, S = n·|x|·δ ("f")
-              (none when x is the model input: no gradient is needed)
-
-so an MLP block (Linear h->4h, activation, Linear 4h->h) costs 1 + 1 all-reduces of n·h·δ and a transformer
-layer (its attention block a second pair) 2 + 2, as the Megatron paper counts them (§3, Fig. 4).
-
-**Sequence parallelism** (plan.sequence_parallel; Korthikanti et al. §4.2.2): the tensors between pairs are split
-over tokens (a 1/p share of the elements of per-sample (features,) tensors) instead of replicated. Each all-reduce becomes
-a reduce-scatter + all-gather of the same tensor: forward all-gather of a column input and reduce-scatter of a row
-output, backward all-gather of the row's dL/dy and reduce-scatter of the column's dL/dx. Token-wise layers
-(layer norm, dropout, residual add, activations) fed by a row run on 1/p of the tokens: compute and saved
-activations /p. A sequence-split tensor read by any other layer is all-gathered first (forward only: the reader
-is replicated, its gradient is the same on every rank); a replicated tensor (not the model input) joining a
-sequence-split one is sliced, and its gradient all-gathered in backward. Each column layer's saved token-split
-input is all-gathered again in backward for its weight gradient (Megatron keeps only the 1/p share). Megatron
-issues it beside the dL/dx GEMM, yet it is counted exposed: Korthikanti et al.'s Table 4 measures a layer's backward
-no faster with sequence parallelism (11.8 vs 11.9 ms) though its norms and dropouts run on 1/p of the tokens.
-
-**Costs.** Compute: every layer at its per-device shape through the profile (LayerCoster): column and inside
-layers at F/p (layercost.Split filter_div, as filter parallelism), row layers at K/p (channel_div, as channel
-parallelism), replicated layers whole. Parameters: column /p, row weight /p + bias, replicated whole; data x
-tensor all-reduces each rank's slices over the p_data replicas (strided across nodes, as the other hybrids).
-Memory: outputs of column and inside layers /p, everything else whole (sequence-split tensors /p).
-
-**Against ParaDL's filter and channel parallelism** (strategies.filter, strategies.channel): a column layer is
-filter parallelism of one linear and a row layer is channel parallelism of the next, and the compute splits are
-the same. ParaDL applies one kind to every layer, so filter parallelism all-gathers every layer's input in
-forward and channel parallelism all-reduces every layer's output; a Megatron pair keeps the split between the two
-layers and needs one all-reduce per pair in each direction, and leaves the layers it cannot pair replicated.
+`tensor_split` finds in any ModelGraph the column-parallel linears (replicated input, F/p output features), the
+element-wise layers and attention core acting on their split outputs, and the row-parallel linears reading them
+(K/p input features, partial sums all-reduced); what cannot be paired stays replicated. Per region an all-reduce
+forward (Megatron's "g") and one backward ("f"): 2 + 2 per transformer layer, as Megatron counts them. Sequence
+parallelism (plan.sequence_parallel) splits the tensors between pairs over tokens: each all-reduce becomes a
+reduce-scatter + all-gather, token-wise layers run on 1/p of the tokens, and each column layer's input is
+all-gathered again in backward, counted exposed (Korthikanti et al.'s Table 4). Compute at each layer's per-device
+shape; against ParaDL's filter and channel parallelism, a pair keeps the split between its two layers.
 """
 from __future__ import annotations
 
