@@ -22,9 +22,8 @@ UNMEASURABLE_BANDWIDTH_BYTES_PER_S = 1e18
 MAX_SEGMENTS = 3
 MIN_SIZES_PER_SEGMENT = 3
 BOOTSTRAP_REPLICATES = 200
-#: BIC cost of one break point, in units of log(n). Plain BIC (1) ignores that the break's position is chosen
-#: from every split, and found spurious breaks in 9 of 40 synthetic single-regime sweeps (5% noise); 6 found
-#: none in 40 while still finding a 2 -> 3 GB/s bandwidth change in 40 of 40 (tests/calibrate/test_fit_alphabeta.py).
+#: BIC cost of one break point, in units of log(n): plain BIC ignores that the break's position is chosen from
+#: every split (docs/decisions/2026-11-29-break-point-penalty.md)
 BREAK_PENALTY = 6.0
 CV_FOLDS = 5
 #: floor on a sample's time: relative-error weights are 1/t, and a coarse clock can report 0
@@ -209,9 +208,8 @@ def resample(points: Sequence, rng: np.random.Generator) -> tuple[np.ndarray, np
 
     With >= MIN_CALLS_FOR_WITHIN raw per-call times in every sample, each sample keeps its place and its
     median is recomputed from its own times drawn with replacement (the measurement noise, as measured).
-    With fewer, whole samples are drawn with replacement (pairs bootstrap). In synthetic trials (9 sizes,
-    7 calls, 5% noise) the within-sample draw covered the true alpha and bandwidth in 96% of 100 trials
-    with 95% intervals; pairs alone covered 89% / 81%, and both together 100% with intervals 40% wider."""
+    With fewer, whole samples are drawn with replacement (pairs bootstrap). Why the within-sample draw:
+    docs/calibration.md ("Confidence")."""
     if min(len(p.times_s) for p in points) >= MIN_CALLS_FOR_WITHIN:
         pick = np.arange(len(points))
     else:

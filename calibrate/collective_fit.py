@@ -26,9 +26,9 @@ COLLECTIVE_BENCHMARKS = ("allreduce", "allgather", "reduce_scatter", "alltoall",
 #: which timing regime the cost model uses when several exist: each op after compute, as a training step
 #: issues them (profiler.comm.harness), else back-to-back ops (nccl-tests imports), else isolated ops
 PREFERRED_VARIANTS = ("interleaved", "throughput", "latency")
-#: a training step pays the sum of its collective calls, i.e. their mean, and gloo's per-call times have a
-#: heavy tail (0.2-0.4 ms typically, 2-4 ms in a third of calls at 64 KiB-1 MiB on the 2-core VM): fitting
-#: medians predicted the validation runs' communication 2-3x too cheap
+#: a training step pays the sum of its collective calls, i.e. their mean, and gloo's per-call times have a heavy
+#: tail: fitted to medians, the validation runs' communication came out 2-3x too cheap
+#: (docs/decisions/2026-11-30-interleaved-collectives.md)
 MEAN_TIMES = "mean"
 
 

@@ -41,9 +41,9 @@ def _sizes_or_fail(what: str, points: list[Point]) -> None:
         raise UserError(f"{what} has samples for only one size ({next(iter(sizes)):.0f} bytes); need >= 2")
 
 
-#: break-point cost for STREAM sweeps (calibrate.alphabeta.BREAK_PENALTY is 6, set against 5%-noise collective
-#: sweeps): STREAM medians repeat within 1-3%, and at 6 the L3-to-DRAM drop of triad (70 -> 29 GB/s on the
-#: 2-core VM, 13 sizes) was fitted as one 66 GB/s line, which then served as the DRAM bandwidth
+#: break-point cost for STREAM sweeps, whose medians repeat far closer than collectives' (calibrate.alphabeta.
+#: BREAK_PENALTY): at 6 the L3-to-DRAM drop of triad was fitted as one line
+#: (docs/decisions/2026-11-29-break-point-penalty.md)
 STREAM_BREAK_PENALTY = 2.0
 
 

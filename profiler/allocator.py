@@ -1,12 +1,10 @@
 """Pin glibc's malloc to one regime, so CPU kernels are timed the same way in calibration and in training.
 
-glibc returns freed memory at the top of the heap to the OS (trim) and serves large blocks by mmap, with
-thresholds that move as the process allocates and frees. A kernel whose workspace or output the OS must then
-fault in afresh on every call runs up to 2x slower: on the 2-core VM a 4-channel conv backward (batch 16,
-64x64) took 3.9 ms in one process state and 7.6-8.0 ms in another, and a whole VGG16 (width 4) training step
-25.9 ms against 21.2 ms. Which state a benchmark met depended on what ran before it. With trimming off and
-blocks up to 32 MiB from the heap (the regime jemalloc and tcmalloc give, which PyTorch's CPU performance
-guide recommends), the calibration and the validation runs measure the same kernels at the same speed.
+glibc returns freed memory at the top of the heap to the OS (trim) and serves large blocks by mmap, with thresholds
+that move as the process allocates and frees; a kernel whose workspace or output the OS must then fault in afresh on
+every call runs up to 2x slower, depending on what ran before it. With trimming off and blocks up to 32 MiB from the
+heap (the regime jemalloc and tcmalloc give, which PyTorch's CPU performance guide recommends), the calibration and
+the validation runs measure the same kernels at the same speed (docs/decisions/2026-11-29-malloc-regime.md).
 """
 from __future__ import annotations
 

@@ -33,9 +33,8 @@ def last_level_cache_bytes(device: str) -> int:
 
 def stream_sizes(llc_bytes: int, quick: bool, element_bytes: int = 8) -> list[int]:
     """Array lengths (elements) from 32 KiB per array to at least 4x the last-level cache per array
-    (so the three arrays are >= 12x LLC; full: 8x), in steps of 2x. With 4x steps (7 sizes on a 32 MB L3)
-    cross-validation had to bridge the cache-to-DRAM drop from one size to the next: held-out errors were
-    20-38% against measurements that repeat within a few percent."""
+    (so the three arrays are >= 12x LLC; full: 8x), in steps of 2x, so that cross-validation need not bridge the
+    cache-to-DRAM drop from one size to the next (docs/decisions/2026-11-29-break-point-penalty.md)."""
     largest_bytes = max(4 * llc_bytes, MIN_LARGEST_ARRAY_BYTES) * (1 if quick else 2)
     sizes, n = [], 32 * 2**10 // element_bytes
     while n * element_bytes < largest_bytes:

@@ -69,10 +69,10 @@ def measure_case(case: BenchCase, device: str, timer_kwargs: dict, llc_bytes: in
     """Build the case, time it with the one harness, keep every per-call time. A `rotate` case with the last-level
     cache size given (a GPU's: its L2) cycles through operand_copies() operand sets: a layer in a training step
     reads weights last touched a whole step earlier and activations saved in the forward pass, which a point
-    called back to back on one operand set would find in cache (in-step profiles of random nets: forward
-    convolutions and linear layers 1.0-1.9x their hot benchmark time, 0.9-1.1x their rotating one). On a GPU the
-    timer's L2 flush only makes each sample's first call cold; the copies make every call so. On a GPU the first
-    call runs before the timer: cudnn.benchmark searches a shape's algorithms then (the copies share its choice)."""
+    called back to back on one operand set would find in cache (docs/decisions/2026-12-02-rotating-operands.md).
+    On a GPU the timer's L2 flush only makes each sample's first call cold; the copies make every call so, and the
+    first call runs before the timer: cudnn.benchmark searches a shape's algorithms then (the copies share its
+    choice)."""
     gpu = device.startswith("cuda")
     copies = (operand_copies(case.bytes_moved, llc_bytes, ROTATION_L2_MULTIPLE if gpu else ROTATION_LLC_MULTIPLE)
               if case.rotate and llc_bytes else 1)

@@ -33,9 +33,8 @@ class PointBudget:
     throughput_samples: int
     throughput_max_ops: int
     #: interleaved rounds over all sizes (fewer where a sweep would outlast half the timeout: sweep_rounds): their
-    #: mean is what a fit uses, and one slow call in three is common over gloo. Held-out errors of the seven
-    #: quick fits on the 2-core VM: 30 rounds 7-16%, 60 rounds 4-14% (three runs), 120 rounds 2.9-10.6%
-    #: (five runs, 33 of 35 fits within 10%; 55-77 s for the quick collectives calibration)
+    #: mean is what a fit uses, and one slow call in three is common over gloo
+    #: (docs/decisions/2026-11-30-interleaved-collectives.md, held-out errors by round count)
     interleaved_iterations: int
     #: the same on GPUs: NCCL timed by CUDA events has no gloo wake-up tail, and 120 rounds of 1 ms of compute
     #: per size would take a minute per (operation, group) on an 8-GPU node; 30 as before round-robin
