@@ -15,6 +15,7 @@ BENCHMARKS = {
     "search": "bench_search",
     "run-latency": "run_latency",
     "llm-latency": "llm_latency",
+    "llm-search": "llm_search",
     "scale": "bench_scale",
     "calibrate": "bench_calibrate",
     "fit": "bench_fit",

@@ -120,7 +120,7 @@ class Plan:
         if self.strategy == "spatial-then-data" and self.spatial_layers is not None:
             parts.append(f"k{self.spatial_layers}")
         if self.recompute and self.strategy in HYBRID_3D:
-            parts.append("recompute")
+            parts.append("recompute" + ("/selective" if self.recompute_granularity == "selective" else ""))
         return " ".join(parts) or "1 device"
 
 

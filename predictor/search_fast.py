@@ -16,15 +16,25 @@ evaluating every candidate, from far fewer evaluations (issue 21; docs/method.md
    - pipeline: the flow shop (S - 1)(F + B) + sum of forward + sum of backward (strategies.pipeline) with
      F >= max(sum of forward / K, slowest layer) (likewise B), plus the
      point-to-point term at the cheapest boundary tensor any cut could have; memory: the stage holding any
-     layer keeps that layer's saved tensors for b samples and its gradients for m, and the heaviest stage
-     holds at least the mean;
+     layer keeps that layer's saved tensors for b samples and its gradients for m, the heaviest stage
+     holds at least the mean, and no cut into fewer stages than a greedy packing of the layers' parameter state
+     and saved tensors within the cap needs can fit (`_stages_needed`);
    - out-of-core: the compute at the local batch and the sum of its block allreduces (the KARMA chain);
    - cooperative: m x the mean stage's compute + the weights' all-gather; memory: the whole model's weights
      and two micro-batches of any one layer's saved tensors;
-   - data+tensor+pipeline: memory only, the parameters, gradients and optimizer state of total / (T · K)
-     parameters (each of the T · K model-parallel ranks holds at least that share: a split layer's 1/T, a
-     replicated one whole, and the heaviest pipeline rank at least the mean);
-   - data, serial and recompute: no bound (always evaluated).
+   - data+tensor+pipeline: one layout (p_data, T, K) stands for all its variants (search_space.hybrid3d_variants:
+     micro-batches, interleaving, recomputation, sequence parallelism, ZeRO-1), bounded by the least of their
+     bounds and expanded into them when its turn comes (a layout beyond the transformer layers or a tensor degree
+     the model refuses is settled infeasible whole). A variant's time: with C the whole graph's forward + backward
+     + tensor collectives and R its recomputed forward at the micro-batch (strategies.hybrid3d.search_totals), the
+     slowest of K ranks runs at least (C + R) / K per micro-batch, so S·(F + Bw + R) + bubble >= (C + R)·(S + (K -
+     1)/v)/K, plus the mean rank's update, all times the least straggler excess (predictor.at_scale); its memory:
+     the parameter state of total / (T · K) parameters — with ZeRO-1 the optimizer state and fp32 master weights
+     further / p_data (the bound before ZeRO-1 was searched, param_bytes / inner, exceeds such a plan's memory) —
+     plus, on the mean rank, the fewest (chunk) micro-batches any rank holds times 1/K of the saved bytes per
+     sample (strategies.hybrid3d.saved_totals);
+   - data, serial and recompute (serial+recompute, data+recompute): memory only, the whole model's parameters,
+     gradients and optimizer state (every replica holds them; the search's plans use no ZeRO stage here).
    A plan whose memory bound exceeds the cap cannot fit: it is pruned.
 3. **Best bound first** (a heap): a plan whose bound exceeds both the current `top`-th best score and its
    strategy's current best time can enter neither the ranking nor the per-strategy bests (both only improve),
@@ -49,19 +59,25 @@ from __future__ import annotations
 import heapq
 import math
 from itertools import accumulate
+from types import SimpleNamespace
 
 from predictor.block_costs import boundary_bytes_per_sample, weight_layer_groups
 from predictor.layercost import ACT_BYTES, Split
 from predictor.layout import data_nodes, inner_nodes, nodes_spanned
 from predictor.memory import parameter_bytes
 from predictor.plan import Plan
-from predictor.search_space import Counts, Ranking, candidate_specs, spec_plan
+from predictor.search_space import (RECOMPUTE_CHOICES, Counts, Ranking, candidate_specs, hybrid3d_schedules,
+                                    hybrid3d_variant_count, hybrid3d_variants, megatron_layers, spec_plan)
 from predictor.strategies import evaluate
-from predictor.strategies.context import Context
+from predictor.strategies.context import Context, Infeasible
 from predictor.strategies.filter import PARAMETRIC
+from predictor.strategies.hybrid3d import layout_nodes
 from predictor.strategies.spatial import _halo_totals
+from predictor.strategies.tensor import tensor_split
 
 MARGIN = 1e-9  # relative slack of every bound against rounding (sums taken in another order)
+#: add-on plans that keep the whole model's parameters, gradients and optimizer state on every device
+_WHOLE_MODEL_ADDONS = ("serial+recompute", "data+recompute")
 _LOW = 1.0 - MARGIN
 _INF = math.inf
 _BUCKET_BYTES = Plan.__dataclass_fields__["bucket_bytes"].default  # every search plan's (DDP default)
@@ -136,9 +152,13 @@ class _Graph:
         self._filter_saved: dict[int, float] = {}
         # pipeline: per layer, the saved bytes it keeps (every tensor it saves) and its output elements
         self.keeps = [0.0] * n
+        self.first_keeps = [0.0] * n  # each saved tensor once, at its first saver (a stage holding it keeps it)
         for t, b in self.saved:
             for s in set(t.savers):
                 self.keeps[s] += b
+            self.first_keeps[min(t.savers)] += b
+        per_param = self.param_bytes / self.total_params if self.total_params else 0.0
+        self.layer_state = [per_param * x for x in self.params]  # parameters, gradients, optimizer state per layer
         self.outputs = [l.output_elems for l in layers]
         self.cross = [ctx.crossing_elems(a) if a > 0 else 0 for a in range(n)]
         # cooperative: the whole model's weights (bytes and as its per-layer blocks sum them), the most saved
@@ -229,6 +249,10 @@ class _Bounds:
         self._partitions: dict = {}
         self._windows: dict = {}
         self._stage_floor: dict = {}
+        self._needed: dict[int, float] = {}
+        self._h3d_state: dict = {}
+        #: Plan fields the memory helpers read (dtype, optimizer, mixed precision), set by fast_search
+        self.plan_fields = dict(dtype=g.dtype, optimizer=g.optimizer, mixed_precision="autocast")
         self._channel_divisors: dict = {}
         self._layouts: dict = {}
 
@@ -387,6 +411,8 @@ class _Bounds:
         b = self.batch // p_data
         m = b // S
         memory = max(self._layer_memory(b, m), (b * g.saved_total + g.param_bytes) / K)
+        if K < self._stages_needed(b):  # no cut into K contiguous stages keeps every stage within the cap
+            memory = _INF
         if not self.timed or memory * _LOW > self.cap:
             return 0.0, memory, None
         fsum, bsum, fmax, bmax = self.layer_sums(m)
@@ -395,11 +421,120 @@ class _Bounds:
             time_s += 2 * (S + K - 2) * self._p2p_min(m, 2 if K - 1 >= self.dpn else 1)
         return time_s, memory, ("window", m, K, S, p_data, time_s)
 
-    def hybrid3d(self, inner: int) -> tuple:
-        """data+tensor+pipeline over inner = T · K model-parallel ranks: no time bound; memory >= the parameters,
-        gradients and optimizer state of total / inner parameters (a split layer holds 1/T of its parameters on a
-        rank, a replicated one all, and the heaviest of the K pipeline ranks at least their mean)."""
-        return 0.0, self.g.param_bytes / inner, None
+    # ---- data+tensor+pipeline: one layout (p_data, t, K) and its variants (search_space.hybrid3d_variants) ----
+    def _h3d_layout(self, p_data: int, t: int, K: int):
+        """(a stand-in plan of the layout for the memory helpers, the nodes a tensor group spans)."""
+        plan = SimpleNamespace(p_data=p_data, p_tensor=t, stages=K, devices_per_node=self.dpn, **self.plan_fields)
+        return plan, layout_nodes(plan)[0]
+
+    def _h3d_params(self, p_data: int, t: int, K: int, zero: int) -> float:
+        """Parameter, gradient and optimizer bytes of total / (t · K) parameters with or without the distributed
+        optimizer: each of the t · K model-parallel ranks holds at least that share (a split layer 1/t of its
+        parameters, the vocabulary-split embedding 1/t, a replicated layer all; the heaviest of the K pipeline
+        ranks at least their mean), and both memory models are linear in the parameters."""
+        k = (p_data, t * K, zero)
+        hit = self._h3d_state.get(k)
+        if hit is None:
+            from predictor.strategies.hybrid3d import zero1_parameter_bytes
+            plan, _ = self._h3d_layout(p_data, t, K)
+            share = self.g.total_params / (t * K)
+            hit = self._h3d_state[k] = sum(zero1_parameter_bytes(share, plan) if zero else parameter_bytes(
+                share, plan.dtype, plan.optimizer, plan.mixed_precision))
+        return hit
+
+    def _h3d_update(self, p_data: int, t: int, K: int, zero: int) -> float:
+        """The update of the mean rank's share (the slowest rank updates at least that many parameters)."""
+        if not self.timed:
+            return 0.0
+        from predictor.layercost import update_time_s
+        plan, _ = self._h3d_layout(p_data, t, K)
+        share = self.g.total_params / (t * K) / (p_data if zero else 1)
+        return update_time_s(self.ctx.cm, share, plan.optimizer, plan.dtype, plan.mixed_precision)
+
+    def _h3d_stragglers(self, p: int, inner: int) -> float:
+        """The least relative straggler excess on the terms a bound keeps (predictor.at_scale.straggler_s): compute,
+        recomputation, bubble and update take the device and step excess of all p ranks, the layer collectives the
+        collective excess of the t · K model-parallel group."""
+        if not self.timed or p <= 1:
+            return 0.0
+        from predictor.at_scale import _excess
+        cm = self.ctx.cm
+        return max(0.0, min(_excess(cm, "device", p) + _excess(cm, "step", p), _excess(cm, "collective", inner)))
+
+    def hybrid3d_group(self, p: int, p_data: int, t: int, K: int, schedules: tuple, layers: int) -> tuple | None:
+        """Every variant of one data+tensor+pipeline layout (search_space.hybrid3d_variants; schedules: its
+        hybrid3d_schedules): None when evaluate refuses them all (t is not a degree the model splits into, more
+        stages than transformer layers); else (time bound, memory bound), the least of `hybrid3d_variant`'s over
+        the variants: no recomputation, the cheaper of with and without sequence parallelism, the most virtual
+        stages S allows, the distributed optimizer where there are replicas. layers: the transformer layers
+        (search_space.megatron_layers)."""
+        from predictor.strategies.hybrid3d import search_totals
+        from predictor.strategies.tensor import check_degree
+        ctx = self.ctx
+        ts = ctx.graph_cached(("tensor-split",), lambda: tensor_split(ctx.graph))
+        if layers and K > layers:
+            return None
+        if t > 1:
+            try:
+                check_degree(ctx, ts, t)
+            except Infeasible:
+                return None
+        zero = 1 if p_data > 1 else 0
+        memory = self._h3d_params(p_data, t, K, zero)
+        if not self.timed or memory * _LOW > self.cap:
+            return 0.0, memory
+        _, nodes = self._h3d_layout(p_data, t, K)
+        b, dtype = self.batch // p_data, self.g.dtype
+        best = _INF
+        for s, vs in schedules:
+            v = max(vs)
+            core = min(search_totals(ctx, ts, dtype, t, b // s, nodes, sp)[0] for sp in ((False, True) if t > 1
+                                                                                          else (False,)))
+            best = min(best, core * (s + (K - 1) / v) / K)
+        factor = 1.0 + self._h3d_stragglers(p, t * K)
+        return (best + self._h3d_update(p_data, t, K, zero)) * factor, memory
+
+    def hybrid3d_variant(self, p: int, p_data: int, t: int, K: int, variant: tuple) -> tuple[float, float]:
+        """(time bound, memory bound) of one data+tensor+pipeline candidate (strategies.hybrid3d): with C the whole
+        graph's forward + backward + tensor collectives and R its recomputed forward at micro-batch m
+        (hybrid3d.search_totals), the slowest of K ranks runs at least (C + R) / K per micro-batch, so
+        S · (F + Bw + R) + bubble >= (C + R) (S + (K - 1) / v) / K; plus the mean rank's update; all times the least
+        straggler excess. Memory: the parameter state (`_h3d_params`) and, on the mean rank, the least number of
+        (chunk) micro-batches any rank holds times 1/K of the saved bytes per sample (hybrid3d.saved_totals)."""
+        from predictor.strategies.hybrid3d import saved_totals, search_totals
+        s, v, recompute, sp, zero = variant
+        ctx = self.ctx
+        ts = ctx.graph_cached(("tensor-split",), lambda: tensor_split(ctx.graph))
+        m = self.batch // p_data // s
+        saved = saved_totals(ctx, ts, self.g.dtype, t, sp)[RECOMPUTE_CHOICES.index(recompute)]
+        flight = 1 if v == 1 else min(s * v, (v - 1) * K + 1)  # strategies.pipeline.in_flight at the last rank
+        memory = self._h3d_params(p_data, t, K, zero) + flight * m * saved / (K * v)
+        if not self.timed or memory * _LOW > self.cap:
+            return 0.0, memory
+        _, nodes = self._h3d_layout(p_data, t, K)
+        core, selective, full = search_totals(ctx, ts, self.g.dtype, t, m, nodes, sp)
+        redo = {"none": 0.0, "selective": selective, "full": full}[recompute]
+        time_s = (core + redo) * (s + (K - 1) / v) / K + self._h3d_update(p_data, t, K, zero)
+        return time_s * (1.0 + self._h3d_stragglers(p, t * K)), memory
+
+    def _stages_needed(self, b: int) -> float:
+        """The fewest contiguous stages whose every one holds, within the cap, its layers' parameter state and their
+        saved tensors for b samples (each tensor at its first saver): a pipeline of fewer stages cannot fit, whatever
+        its cut (greedy packing is optimal for a bottleneck threshold). inf when one layer alone exceeds the cap."""
+        hit = self._needed.get(b)
+        if hit is None:
+            cap, g = self.cap, self.g
+            stages, acc = 1, 0.0
+            for keep, state in zip(g.first_keeps, g.layer_state):
+                w = b * keep + state
+                if w > cap:
+                    stages = _INF
+                    break
+                acc += w
+                if acc > cap:
+                    stages, acc = stages + 1, w
+            hit = self._needed[b] = stages
+        return hit
 
     def _layer_memory(self, b: int, m: int) -> float:
         """The most any stage holding one layer needs: its saved tensors for b samples, its gradients for m."""
@@ -603,6 +738,7 @@ def fast_search(ctx: Context, ranking: Ranking, counts: Counts, *, batch: int, d
     records = []  # (score bound, index, time bound, memory bound, spec, bounder, refine args)
     current_p, bounds = None, None
     index = 0
+    layers_3d = megatron_layers(graph) if "data+tensor+pipeline" in strategies else 0
     for spec in candidate_specs(graph, batch, devices, devices_per_node, dtype, optimizer, strategies, grouped=True,
                                 plan_options=plan_options):
         kind = spec[0]
@@ -617,6 +753,7 @@ def fast_search(ctx: Context, ranking: Ranking, counts: Counts, *, batch: int, d
             bounds = bounders.get(id(pctx))
             if bounds is None:
                 bounds = bounders[id(pctx)] = _Bounds(pctx, g, batch, devices_per_node, cap, timed)
+                bounds.plan_fields.update({k: base[k] for k in ("mixed_precision",) if k in base})
         if kind == "spatial-group":
             _, strategy, p, p_data, p_s, splits, with_spatial, with_mix = spec
             width = with_spatial + with_mix
@@ -646,6 +783,21 @@ def fast_search(ctx: Context, ranking: Ranking, counts: Counts, *, batch: int, d
                                     (n, split, end, inner_n) if timed else None))
             index += len(splits) * width
             continue
+        if kind == "3d-group":  # one layout's variants: bounded together, expanded when the layout's turn comes
+            _, strategy, p, p_data, inner, (t, K) = spec
+            size = hybrid3d_variant_count(t, K, p_data, batch // p_data, layers_3d)
+            found = bounds.hybrid3d_group(p, p_data, t, K, hybrid3d_schedules(K, batch // p_data, layers_3d),
+                                          layers_3d)
+            if found is None:  # every variant infeasible by evaluate's own checks
+                counts.evaluated += size
+            elif found[1] * _LOW > cap:
+                counts.pruned += size
+            else:
+                time_s = found[0] * _LOW
+                records.append((p * time_s / batch if objective_cost else time_s, index, time_s, found[1], spec,
+                                bounds, ("3d-group", size)))
+            index += size
+            continue
         refine = None
         if kind == "pipeline":
             found = bounds.pipeline(spec[3], spec[4], spec[5])
@@ -653,12 +805,12 @@ def fast_search(ctx: Context, ranking: Ranking, counts: Counts, *, batch: int, d
             found = bounds.filter(spec[4], spec[3])
         elif kind == "channel":
             found = bounds.channel(spec[4], spec[3])
-        elif kind == "3d":
-            found = bounds.hybrid3d(spec[4])
         elif kind == "addon" and plan.strategy == "outofcore":
             found = bounds.outofcore(p, dict(plan.extra).get("optimizer_on", "host"))
         elif kind == "addon" and plan.strategy == "cooperative":
             found = bounds.cooperative(plan.stages, plan.micro_batches)
+        elif kind == "data" or (kind == "addon" and plan.strategy in _WHOLE_MODEL_ADDONS):
+            found = 0.0, g.param_bytes, None  # every replica holds the whole model's state (no ZeRO here)
         else:
             found = 0.0, 0.0, None
         index += 1
@@ -682,11 +834,22 @@ def fast_search(ctx: Context, ranking: Ranking, counts: Counts, *, batch: int, d
         score, index, time_s, memory, spec, bounds, refine = heapq.heappop(records)
         plan_strategy = spec[1].strategy if spec[0] == "addon" else spec[1]
         threshold = -worst[0] if len(worst) >= top else _INF
+        kind = spec[0]
         if score > threshold and time_s > best.get(plan_strategy, _INF):
-            counts.pruned += 1
+            counts.pruned += refine[1] if kind == "3d-group" else 1
+            continue
+        if kind == "3d-group":  # expand the layout into its variants, each with its own bounds
+            _, strategy, p, p_data, inner, (t, K) = spec
+            for j, variant in enumerate(hybrid3d_variants(t, K, p_data, batch // p_data, layers_3d)):
+                time_v, memory_v = bounds.hybrid3d_variant(p, p_data, t, K, variant)
+                if memory_v * _LOW > cap:
+                    counts.pruned += 1
+                    continue
+                time_v *= _LOW
+                heapq.heappush(records, (p * time_v / batch if objective_cost else time_v, index + j, time_v,
+                                         memory_v, ("3d", strategy, p, p_data, inner, (t, K) + variant), bounds, None))
             continue
         if refine is not None:  # tighten the bound, and wait for the turn of the tighter one
-            kind = spec[0]
             extra_s, extra_bytes, refine = _REFINE[plan_strategy if kind == "addon" else kind](bounds, refine)
             memory += extra_bytes
             if memory * _LOW > cap:

@@ -70,14 +70,68 @@ def megatron_3d_shape(graph: ModelGraph) -> tuple[int, int]:
     return ts.width_gcd, len(cut_points(Context(graph, None)))
 
 
+#: what data+tensor+pipeline candidates recompute: nothing, the attention cores (selective), every transformer layer
+RECOMPUTE_CHOICES = ("none", "selective", "full")
+
+
+@lru_cache(maxsize=64)
+def megatron_layers(graph: ModelGraph) -> int:
+    """The transformer layers Megatron's layout deals out to pipeline chunks (strategies.hybrid3d.repeated_layers),
+    0 for a graph whose layers do not repeat."""
+    from predictor.strategies.hybrid3d import repeated_layers
+
+    ts = tensor_split(graph)
+    starts = repeated_layers(Context(graph, None), ts) if ts.columns else None
+    return len(starts) - 1 if starts else 0
+
+
+@lru_cache(maxsize=1 << 14)
+def hybrid3d_variants(t: int, stages: int, p_data: int, per_pipeline: int, layers: int) -> tuple[tuple, ...]:
+    """The data+tensor+pipeline candidates of one layout (t tensor ranks, `stages` pipeline ranks, p_data replicas
+    of `per_pipeline` samples each), in the search's order, as (micro-batches S, virtual stages v, recomputation,
+    sequence parallelism, ZeRO stage): every S dividing the samples; 1F1B (v = 1) and, where Megatron can run it
+    (the L transformer layers divide into stages · v chunks of whole layers and S is a multiple of the stages), the
+    interleaved schedule with every such v >= 2; each RECOMPUTE_CHOICES; sequence parallelism off and, with t > 1,
+    on; the distributed optimizer (ZeRO stage 1) off and, with replicas, on."""
+    out = []
+    for s, vs in hybrid3d_schedules(stages, per_pipeline, layers):
+        for v in vs:
+            for recompute in RECOMPUTE_CHOICES:
+                for sp in ((False, True) if t > 1 else (False,)):
+                    for zero in ((0, 1) if p_data > 1 else (0,)):
+                        out.append((s, v, recompute, sp, zero))
+    return tuple(out)
+
+
+@lru_cache(maxsize=1 << 14)
+def hybrid3d_schedules(stages: int, per_pipeline: int, layers: int) -> tuple[tuple[int, tuple[int, ...]], ...]:
+    """(micro-batches S, the virtual-stage counts v searched with it) of `hybrid3d_variants`, in its order."""
+    out = []
+    for s in divisors(per_pipeline):
+        vs = (1,)
+        if layers and layers % stages == 0 and s % stages == 0:
+            vs += tuple(v for v in divisors(layers // stages) if v >= 2)
+        out.append((s, vs))
+    return tuple(out)
+
+
+def hybrid3d_variant_count(t: int, stages: int, p_data: int, per_pipeline: int, layers: int) -> int:
+    """len(hybrid3d_variants(...)), without listing them."""
+    per = len(RECOMPUTE_CHOICES) * (2 if t > 1 else 1) * (2 if p_data > 1 else 1)
+    return per * sum(len(vs) for _, vs in hybrid3d_schedules(stages, per_pipeline, layers))
+
+
 def candidate_specs(graph: ModelGraph, batch: int, devices: range, devices_per_node: int, dtype: str,
                     optimizer: str, strategies=SEARCH_STRATEGIES, grouped: bool = False,
                     plan_options: dict | None = None) -> Iterator[tuple]:
     """The search's candidates in order, as light tuples (`spec_plan` makes each a Plan):
-    (kind, strategy, devices, p_data, inner, split or micro-batches), or ("addon", plan). grouped=True yields
+    (kind, strategy, devices, p_data, inner, split or micro-batches), or ("addon", plan); a data+tensor+pipeline
+    candidate ("3d", strategy, devices, p_data, inner, (t, stages) + one of `hybrid3d_variants`). grouped=True yields
     the spatial candidates of one (devices, inner) as one tuple ("spatial-group", strategy, devices, p_data,
     inner, splits, with spatial, with spatial-then-data) standing for, per split in order, the spatial
-    candidate and then the spatial-then-data one (those of the two the strategies ask for). plan_options: Plan
+    candidate and then the spatial-then-data one (those of the two the strategies ask for), and the
+    data+tensor+pipeline candidates of one layout as ("3d-group", strategy, devices, p_data, inner, (t, stages))
+    standing for its `hybrid3d_variants` in order. plan_options: Plan
     fields every candidate shares (framework, synthetic_data), set on the add-on plans here and by spec_plan's
     base on the others."""
     nd = len(graph.input_shape) - 1
@@ -85,6 +139,7 @@ def candidate_specs(graph: ModelGraph, batch: int, devices: range, devices_per_n
     # tensor degrees: those dividing every split width of the column/row pairs (0: the graph has none)
     tensor_widths = tensor_split(graph).width_gcd if "tensor" in strategies else 0
     widths_3d, blocks_3d = megatron_3d_shape(graph) if "data+tensor+pipeline" in strategies else (0, 0)
+    layers_3d = megatron_layers(graph) if widths_3d else 0
     for p in devices:
         for inner in divisors(p):
             p_data = p // inner
@@ -118,9 +173,11 @@ def candidate_specs(graph: ModelGraph, batch: int, devices: range, devices_per_n
                 for t in divisors(inner):
                     stages = inner // t
                     if 2 <= stages <= blocks_3d and widths_3d % t == 0:
-                        for s in divisors(batch // p_data):
-                            for recompute in (False, True):
-                                yield ("3d", "data+tensor+pipeline", p, p_data, inner, (t, stages, s, recompute))
+                        if grouped:
+                            yield ("3d-group", "data+tensor+pipeline", p, p_data, inner, (t, stages))
+                            continue
+                        for variant in hybrid3d_variants(t, stages, p_data, batch // p_data, layers_3d):
+                            yield ("3d", "data+tensor+pipeline", p, p_data, inner, (t, stages) + variant)
         for plan in search_candidates(batch, p, devices_per_node, dtype, optimizer, strategies):
             yield ("addon", replace(plan, **plan_options) if plan_options else plan)
 
@@ -142,9 +199,11 @@ def spec_plan(spec: tuple, base: dict) -> Plan:
     if kind == "spatial":
         return Plan(strategy, devices=p, p_data=p_data, p_spatial=inner, spatial_split=extra, **base)
     if kind == "3d":
-        t, stages, s, recompute = extra
+        t, stages, s, v, recompute, sp, zero = extra
         return Plan(strategy, devices=p, p_data=p_data, p_tensor=t, stages=stages, micro_batches=s,
-                    recompute=recompute, schedule="1f1b", **base)
+                    recompute=recompute != "none", recompute_granularity="selective" if recompute == "selective"
+                    else "full", sequence_parallel=sp, zero_stage=zero, schedule="interleaved" if v > 1 else "1f1b",
+                    virtual_stages=v, **base)
     return Plan(strategy, devices=p, p_data=p_data, stages=inner, micro_batches=extra, **base)
 
 
@@ -153,8 +212,8 @@ def candidates(graph: ModelGraph, batch: int, devices: range, devices_per_node: 
     """Every plan the search considers, in its order: for each device count P, each divisor `inner` of P that
     leaves whole samples per replica: data (inner = 1); filter, channel, tensor (inner dividing its widths),
     spatial and spatial-then-data over every factorisation of inner, pipeline over every micro-batch count,
-    data+tensor+pipeline over every T · K = inner, micro-batch count and recomputation (transformers); then the
-    add-on families."""
+    data+tensor+pipeline over every T · K = inner and its `hybrid3d_variants` (transformers); then the add-on
+    families."""
     base = dict(batch=batch, devices_per_node=devices_per_node, dtype=dtype, optimizer=optimizer, **(plan_options or {}))
     for spec in candidate_specs(graph, batch, devices, devices_per_node, dtype, optimizer, strategies,
                                 plan_options=plan_options):

@@ -64,8 +64,9 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
+from itertools import accumulate
 
-from predictor.layercost import ACT_BYTES, Split
+from predictor.layercost import ACT_BYTES, Split, layer_signatures
 from predictor.layout import data_network_share, nodes_spanned
 from predictor.memory import MIXED_DTYPES, parameter_bytes
 from predictor.plan import (PIPELINE_BOUNDARIES, PIPELINE_SCHEDULES, RECOMPUTE_GRANULARITIES, Plan,
@@ -86,6 +87,11 @@ def layout_nodes(plan: Plan) -> tuple[int, int, int]:
     data_nodes = nodes_spanned(d, t, dpn, min(t, dpn)) if d > 1 else 1
     pipe_nodes = nodes_spanned(2, t * d, dpn, 1) if K > 1 else 1
     return tensor_nodes, data_nodes, pipe_nodes
+
+
+def _prefix(values) -> list[float]:
+    """[0, v0, v0 + v1, ...]: a range's sum as the difference of two entries."""
+    return [0.0, *accumulate(values)]
 
 
 def pipeline_terms(F: float, Bw: float, R: float, S: int, K: int, v: int) -> tuple[float, float]:
@@ -239,19 +245,38 @@ def megatron_partition(ctx: Context, ts: TensorSplit, chunks: int) -> list[int] 
 
 
 def rank_saved_bytes(ctx: Context, dtype: str, starts: list[int], K: int, region: frozenset[int],
-                     core: frozenset[int], t: int) -> list[float]:
+                     core: frozenset[int], t: int, key=None) -> list[float]:
     """Per pipeline rank, bytes per sample of the saved tensors it keeps (all its chunks'): a tensor is kept by every
     rank holding one of its savers (chunk j on rank j mod K), at 1/t when a split layer (`region`) makes it, not at all
-    when selective recomputation makes and reads it inside an attention core (`core`). One pass over the saved
-    tensors, each added to its ranks in graph order."""
-    totals: list[float] = [0] * K
-    for x in ctx.saved:
-        ranks = {(bisect_right(starts, s) - 1) % K for s in x.savers}
-        kept = 0.0 if x.producer in core and all(s in core for s in x.savers) else 1.0
-        size = x.size_bytes(dtype) * ((1.0 / t if x.producer in region else 1.0) * kept)
-        for k in ranks:
+    when selective recomputation makes and reads it inside an attention core (`core`). The tensors saved by one layer
+    are summed per layer once (`_saved_layers`, cached under `key`, which must identify dtype, region, core and t),
+    each rank's chunks then read from their prefix sums; a tensor several layers save is added to each of their
+    ranks."""
+    prefix, multi = _saved_layers(ctx, dtype, region, core, t, key)
+    bounds = list(zip(starts, starts[1:] + [ctx.n_layers]))
+    totals = [sum(prefix[z] - prefix[a] for a, z in bounds[k::K]) for k in range(K)]
+    for savers, size in multi:
+        for k in {(bisect_right(starts, s) - 1) % K for s in savers}:
             totals[k] += size
     return totals
+
+
+def _saved_layers(ctx: Context, dtype: str, region: frozenset[int], core: frozenset[int], t: int, key=None):
+    """(prefix sums over the layers of the bytes per sample of the tensors each layer alone saves, [(savers, bytes)]
+    of the tensors several layers save), as `rank_saved_bytes` weighs them."""
+    def build():
+        single = [0.0] * ctx.n_layers
+        multi = []
+        for x in ctx.saved:
+            kept = 0.0 if x.producer in core and all(s in core for s in x.savers) else 1.0
+            size = x.size_bytes(dtype) * ((1.0 / t if x.producer in region else 1.0) * kept)
+            savers = set(x.savers)
+            if len(savers) == 1:
+                single[next(iter(savers))] += size
+            elif size:
+                multi.append((tuple(savers), size))
+        return _prefix(single), multi
+    return ctx.graph_cached(("3d-saved-layers", key), build) if key is not None else build()
 
 
 def sequence_collectives_by_layer(ctx: Context, ts: TensorSplit, seq: SequenceSplit, size, p: int, nodes: int
@@ -331,35 +356,185 @@ def checkpoint_units(ctx: Context, ts: TensorSplit) -> list[tuple[int, int]]:
 
 
 def full_recompute_bytes(ctx: Context, dtype: str, starts: list[int], K: int, units: list[tuple[int, int]],
-                         region: frozenset[int], t: int) -> tuple[list[float], list[float], list[float]]:
+                         region: frozenset[int], t: int, key=None) -> tuple[list[float], list[float], list[float]]:
     """Per pipeline rank, bytes per sample under full recomputation (Korthikanti et al. 2022, §4.3 and Table 2):
     (checkpoints: the input of every unit the rank runs, `checkpoint_units`, 2·s·b·h bytes per transformer layer in
     16-bit, at 1/t when a split layer makes it; kept: the saved tensors of its layers outside the units (embeddings,
     final norm, head, loss), kept as without recomputation; recomputed: its largest unit's saved tensors, which the
-    backward of one micro-batch rebuilds one unit at a time). Chunk j of `starts` runs on rank j mod K."""
-    act = ACT_BYTES[dtype]
-
+    backward of one micro-batch rebuilds one unit at a time). Chunk j of `starts` runs on rank j mod K. What does not
+    depend on the cut (each unit's checkpoint and saved bytes, the kept bytes per layer) is computed once per `key`,
+    which must identify dtype, units, region and t."""
     def rank(i: int) -> int:
         return (bisect_right(starts, i) - 1) % K
 
-    unit_starts = [a for a, _ in units]
-    first, stop = (units[0][0], units[-1][1]) if units else (0, 0)
+    unit_checkpoints, unit_bytes, kept_prefix, kept_multi = _full_recompute_layers(ctx, dtype, units, region, t, key)
     checkpoints: list[float] = [0] * K
-    for a, _ in units:
-        checkpoints[rank(a)] += sum(ctx.tensor_elems(x) * act * (1.0 / t if x in region else 1.0)
-                                    for x in ctx.crossing(a))
-    kept: list[float] = [0] * K
-    unit_bytes: list[float] = [0] * len(units)
-    for x in ctx.saved:
-        size = x.size_bytes(dtype) * (1.0 / t if x.producer in region else 1.0)
-        for u in {bisect_right(unit_starts, s) - 1 for s in x.savers if first <= s < stop}:
-            unit_bytes[u] += size
-        for k in {rank(s) for s in x.savers if not first <= s < stop}:
-            kept[k] += size
     recomputed: list[float] = [0.0] * K
-    for (a, _), size in zip(units, unit_bytes):
-        recomputed[rank(a)] = max(recomputed[rank(a)], size)
+    for (a, _), ck, size in zip(units, unit_checkpoints, unit_bytes):
+        k = rank(a)
+        checkpoints[k] += ck
+        recomputed[k] = max(recomputed[k], size)
+    bounds = list(zip(starts, starts[1:] + [ctx.n_layers]))
+    kept = [sum(kept_prefix[z] - kept_prefix[a] for a, z in bounds[k::K]) for k in range(K)]
+    for savers, size in kept_multi:
+        for k in {rank(s) for s in savers}:
+            kept[k] += size
     return checkpoints, kept, recomputed
+
+
+def _full_recompute_layers(ctx: Context, dtype: str, units: list[tuple[int, int]], region: frozenset[int], t: int,
+                           key=None):
+    """(per unit its checkpointed input's bytes, per unit the bytes its layers save, prefix sums over the layers of
+    the bytes of tensors one layer outside the units alone saves, [(savers outside, bytes)] of the others)."""
+    def build():
+        act = ACT_BYTES[dtype]
+        unit_starts = [a for a, _ in units]
+        first, stop = (units[0][0], units[-1][1]) if units else (0, 0)
+        checkpoints = [sum(ctx.tensor_elems(x) * act * (1.0 / t if x in region else 1.0) for x in ctx.crossing(a))
+                       for a, _ in units]
+        unit_bytes: list[float] = [0.0] * len(units)
+        single = [0.0] * ctx.n_layers
+        multi = []
+        for x in ctx.saved:
+            size = x.size_bytes(dtype) * (1.0 / t if x.producer in region else 1.0)
+            for u in {bisect_right(unit_starts, s) - 1 for s in x.savers if first <= s < stop}:
+                unit_bytes[u] += size
+            outside = {s for s in x.savers if not first <= s < stop}
+            if len(outside) == 1:
+                single[next(iter(outside))] += size
+            elif outside:
+                multi.append((tuple(outside), size))
+        return checkpoints, unit_bytes, _prefix(single), multi
+    return ctx.graph_cached(("3d-full-layers", key), build) if key is not None else build()
+
+
+def tensor_layout(ctx: Context, ts: TensorSplit, t: int, sp: bool):
+    """(layers split over the vocabulary, the heads, the embeddings, the sequence split or None) of Megatron's
+    layout at tensor degree t (`vocab_parallel`, `sequence_seeds`), with sequence parallelism when sp and t > 1."""
+    vocab, heads, embeds = ctx.graph_cached(("3d-vocab",), lambda: vocab_parallel(ctx, ts)) if t > 1 else (
+        frozenset(), (), ())
+    seq: SequenceSplit | None = ctx.graph_cached(("3d-sequence-split",), lambda: sequence_split(
+        ctx.graph, ts, sequence_seeds(ctx, ts))) if sp and t > 1 else None
+    return vocab, heads, embeds, seq
+
+
+def layer_terms(ctx: Context, ts: TensorSplit, dtype: str, t: int, m: int, tensor_nodes: int, sp: bool):
+    """Per layer, at micro-batch m on one of t tensor ranks: ((forward, backward) seconds, forward collective
+    seconds, backward collective seconds), cached on ctx (the search's bounds and `evaluate` share them)."""
+    sp = sp and t > 1
+
+    def per_layer():
+        vocab, heads, embeds, seq = tensor_layout(ctx, ts, t, sp)
+        tokens = seq.tokens if seq is not None else frozenset()
+        coster, split_of = ctx.coster(dtype), layer_split(ts, t, m, tokens)
+        by_vocab, whole = Split(m, filter_div=t), Split(m)
+        times = [coster.times(i, by_vocab if i in vocab else whole if i in embeds else split_of(i))
+                 for i in range(ctx.n_layers)]
+        _, fwd_c, bwd_c = _collectives(ctx, ts, dtype, t, m, tensor_nodes, sp)
+        return times, [fwd_c.get(i, 0.0) for i in range(ctx.n_layers)], [bwd_c.get(i, 0.0) for i in range(ctx.n_layers)]
+
+    return ctx.cached(("3d-layers", dtype, t, m, tensor_nodes, sp), per_layer)
+
+
+def search_totals(ctx: Context, ts: TensorSplit, dtype: str, t: int, m: int, tensor_nodes: int, sp: bool
+                  ) -> tuple[float, float, float]:
+    """For the search's lower bounds (predictor.search_fast), at micro-batch m on t tensor ranks: (every layer's
+    forward + backward + tensor collectives, the forward (with collectives) selective recomputation re-runs, the
+    one full recomputation re-runs), summed over the whole graph. The slowest pipeline rank's F + Bw + R is at least
+    1/K of the first plus one of the others."""
+    sp = sp and t > 1
+
+    def totals():
+        # the layers' times once per (signature, split) group (LayerCoster caches them so: the same numbers as
+        # layer_terms, summed in another order), the collectives from the same per-layer maps
+        coster, groups = ctx.coster(dtype), _split_groups(ctx, ts, t, sp)
+        splits = (Split(m), Split(m, filter_div=t), Split(m, channel_div=t))
+        every = core = span = 0.0
+        for (first, cls), (n_all, n_core, n_span) in groups.items():
+            f, b = coster.times(first, splits[cls])
+            every += n_all * (f + b)
+            core += n_core * f
+            span += n_span * f
+        _, fwd_c, bwd_c = _collectives(ctx, ts, dtype, t, m, tensor_nodes, sp)
+        return (every + sum(fwd_c.values()) + sum(bwd_c.values()),
+                core + sum(fwd_c.get(i, 0.0) for i in ctx.graph_cached(("3d-attention-core",), lambda: attention_core(
+                    ctx, ts))), span + sum(fwd_c.get(i, 0.0) for i in ctx.graph_cached(
+                        ("3d-recomputed",), lambda: recomputed_layers(ctx, ts))))
+    return ctx.cached(("3d-search-totals", dtype, t, m, tensor_nodes, sp), totals)
+
+
+def _split_groups(ctx: Context, ts: TensorSplit, t: int, sp: bool) -> dict[tuple[int, int], tuple[int, int, int]]:
+    """{(first layer of a signature, split class): (layers, of them in attention cores, in the recomputed span)}
+    with the split classes of `layer_terms` (0 whole, 1 features / vocabulary / tokens at 1/t, 2 inputs at 1/t)."""
+    def build():
+        vocab, _, embeds, seq = tensor_layout(ctx, ts, t, sp)
+        tokens = seq.tokens if seq is not None else frozenset()
+        rows, region = set(ts.rows), ts.split
+        _, _, signature = ctx.graph_cached(("layer-signatures",), lambda: layer_signatures(ctx.graph))
+        core = ctx.graph_cached(("3d-attention-core",), lambda: attention_core(ctx, ts))
+        span = ctx.graph_cached(("3d-recomputed",), lambda: recomputed_layers(ctx, ts))
+        first: dict[int, int] = {}
+        out: dict[tuple[int, int], list[int]] = {}
+        for i in range(ctx.n_layers):
+            if t <= 1 or (i in embeds and i not in vocab):
+                cls = 0
+            elif i in vocab or i in region or (i not in rows and i in tokens):
+                cls = 1
+            elif i in rows:
+                cls = 2
+            else:
+                cls = 0
+            key = (first.setdefault(signature[i], i), cls)
+            counts = out.setdefault(key, [0, 0, 0])
+            counts[0] += 1
+            counts[1] += i in core
+            counts[2] += i in span
+        return {k: tuple(v) for k, v in out.items()}
+    return ctx.graph_cached(("3d-split-groups", t, sp and t > 1), build)
+
+
+def _collectives(ctx: Context, ts: TensorSplit, dtype: str, t: int, m: int, tensor_nodes: int, sp: bool):
+    """(the sequence split or None, {layer: forward collective seconds}, {layer: backward ...}) of `layer_terms`."""
+    act = ctx.act_size(dtype)
+    vocab, heads, embeds, seq = tensor_layout(ctx, ts, t, sp)
+    size = lambda x: m * ctx.tensor_elems(x) * act  # noqa: E731 - bytes of tensor x on one rank
+    if t <= 1:
+        fwd_c, bwd_c = {}, {}
+    elif seq is not None:
+        fwd_c, bwd_c = sequence_collectives_by_layer(ctx, ts, seq, size, t, tensor_nodes)
+    else:
+        fwd_c, bwd_c = collectives_by_layer(ctx, ts, size, t, tensor_nodes)
+    for i in embeds:  # VocabParallelEmbedding: partial lookups all-reduced in forward (then sliced under SP)
+        fwd_c[i] = fwd_c.get(i, 0.0) + ctx.collective("allreduce", size(i), t, tensor_nodes)
+    for i in heads:  # dL/dx of the head's input all-reduced (SP: reduce-scattered, its input all-gathered in
+        # forward as a token-split tensor's exit); 3 fp32 all-reduces per token in the loss
+        n_tokens = math.prod(ctx.layers[i].input_shape[:-1])
+        head_input = size(ctx.producer(ctx.layers[i].inputs[0]))
+        bwd_c[i] = bwd_c.get(i, 0.0) + ctx.collective("reduce_scatter" if seq is not None else "allreduce",
+                                                      head_input, t, tensor_nodes)
+        if seq is not None:  # parallel_lm_logits re-gathers its token-split input for the weight gradient
+            bwd_c[i] += ctx.collective("allgather", head_input, t, tensor_nodes)
+        fwd_c[i] = fwd_c.get(i, 0.0) + 3 * ctx.collective("allreduce", m * n_tokens * 4.0, t, tensor_nodes)
+    return seq, fwd_c, bwd_c
+
+
+def saved_totals(ctx: Context, ts: TensorSplit, dtype: str, t: int, sp: bool) -> tuple[float, float, float]:
+    """Per sample, bytes the model keeps for backward on one of t tensor ranks with every layer on one pipeline
+    rank (each tensor once): (without recomputation, with selective recomputation, with full recomputation: the
+    checkpointed layer inputs and the tensors of the layers outside them). For the search's memory bounds: the
+    heaviest of K pipeline ranks keeps at least 1/K of it per micro-batch it holds."""
+    def totals():
+        vocab, _, _, seq = tensor_layout(ctx, ts, t, sp)
+        tokens = seq.tokens if seq is not None else frozenset()
+        region = ts.split | vocab | tokens if t > 1 else frozenset()
+        core = ctx.graph_cached(("3d-attention-core",), lambda: attention_core(ctx, ts))
+        units = ctx.graph_cached(("3d-checkpoint-units",), lambda: checkpoint_units(ctx, ts))
+        split = sp and t > 1
+        checkpoints, kept, _ = full_recompute_bytes(ctx, dtype, [0], 1, units, region, t, key=(dtype, t, split))
+        return (rank_saved_bytes(ctx, dtype, [0], 1, region, frozenset(), t, key=(dtype, t, False, split))[0],
+                rank_saved_bytes(ctx, dtype, [0], 1, region, core, t, key=(dtype, t, True, split))[0],
+                checkpoints[0] + kept[0])
+    return ctx.graph_cached(("3d-saved-totals", dtype, t, sp and t > 1), totals)
 
 
 def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
@@ -391,39 +566,10 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     dtype, act = plan.dtype, ctx.act_size(plan.dtype)
     tensor_nodes, d_nodes, pipe_nodes = layout_nodes(plan)
 
-    vocab, heads, embeds = ctx.graph_cached(("3d-vocab",), lambda: vocab_parallel(ctx, ts)) if t > 1 else (
-        frozenset(), (), ())
     sp = plan.sequence_parallel and t > 1
-    seq: SequenceSplit | None = ctx.graph_cached(("3d-sequence-split",), lambda: sequence_split(
-        ctx.graph, ts, sequence_seeds(ctx, ts))) if sp else None
+    vocab, heads, embeds, seq = tensor_layout(ctx, ts, t, sp)
     tokens = seq.tokens if seq is not None else frozenset()
-
-    def per_layer():
-        coster, split_of = ctx.coster(dtype), layer_split(ts, t, m, tokens)
-        by_vocab, whole = Split(m, filter_div=t), Split(m)
-        times = [coster.times(i, by_vocab if i in vocab else whole if i in embeds else split_of(i))
-                 for i in range(ctx.n_layers)]
-        size = lambda x: m * ctx.tensor_elems(x) * act  # noqa: E731 - bytes of tensor x on one rank
-        if t <= 1:
-            fwd_c, bwd_c = {}, {}
-        elif seq is not None:
-            fwd_c, bwd_c = sequence_collectives_by_layer(ctx, ts, seq, size, t, tensor_nodes)
-        else:
-            fwd_c, bwd_c = collectives_by_layer(ctx, ts, size, t, tensor_nodes)
-        for i in embeds:  # VocabParallelEmbedding: partial lookups all-reduced in forward (then sliced under SP)
-            fwd_c[i] = fwd_c.get(i, 0.0) + ctx.collective("allreduce", size(i), t, tensor_nodes)
-        for i in heads:  # dL/dx of the head's input all-reduced (SP: reduce-scattered, its input all-gathered in
-            # forward as a token-split tensor's exit); 3 fp32 all-reduces per token in the loss
-            n_tokens = math.prod(ctx.layers[i].input_shape[:-1])
-            head_input = size(ctx.producer(ctx.layers[i].inputs[0]))
-            bwd_c[i] = bwd_c.get(i, 0.0) + ctx.collective("reduce_scatter" if seq is not None else "allreduce",
-                                                          head_input, t, tensor_nodes)
-            if seq is not None:  # parallel_lm_logits re-gathers its token-split input for the weight gradient
-                bwd_c[i] += ctx.collective("allgather", head_input, t, tensor_nodes)
-            fwd_c[i] = fwd_c.get(i, 0.0) + 3 * ctx.collective("allreduce", m * n_tokens * 4.0, t, tensor_nodes)
-        return times, [fwd_c.get(i, 0.0) for i in range(ctx.n_layers)], [bwd_c.get(i, 0.0) for i in range(ctx.n_layers)]
-
-    times, fwd_comm, bwd_comm = ctx.cached(("3d-layers", dtype, t, m, tensor_nodes, sp), per_layer)
+    times, fwd_comm, bwd_comm = layer_terms(ctx, ts, dtype, t, m, tensor_nodes, sp)
     costs = [f + b_ + cf + cb for (f, b_), cf, cb in zip(times, fwd_comm, bwd_comm)]
     layers = ctx.graph_cached(("3d-repeated",), lambda: repeated_layers(ctx, ts))
     if layers is not None and K * v > len(layers) - 1:
@@ -435,20 +581,24 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
         raise Infeasible(f"{K * v} stages > {len(starts)} blocks between the graph's narrowest cut points")
     bounds = list(zip(starts, starts[1:] + [ctx.n_layers]))
     ranks = [[i for j in range(k, K * v, K) for i in range(*bounds[j])] for k in range(K)]
+    chunks_of = [bounds[k::K] for k in range(K)]  # rank k runs chunks k, k + K, ...
 
-    def rank_sum(values, k):
-        return sum(values[i] for i in ranks[k])
+    def rank_sum(prefix, k):  # a per-layer quantity summed over rank k's chunks, from its prefix sums
+        return sum(prefix[z] - prefix[a] for a, z in chunks_of[k])
 
-    fwd_t, bwd_t = [f for f, _ in times], [b_ for _, b_ in times]
-    fwd_c = [rank_sum(fwd_t, k) for k in range(K)]
-    bwd_c = [rank_sum(bwd_t, k) for k in range(K)]
-    fwd_x = [rank_sum(fwd_comm, k) for k in range(K)]
-    bwd_x = [rank_sum(bwd_comm, k) for k in range(K)]
     selective = plan.recompute and plan.recompute_granularity == "selective"
     core = ctx.graph_cached(("3d-attention-core",), lambda: attention_core(ctx, ts)) if selective else frozenset()
     again = core if selective else (
         ctx.graph_cached(("3d-recomputed",), lambda: recomputed_layers(ctx, ts)) if plan.recompute else range(0))
-    redo = [sum(times[i][0] + fwd_comm[i] for i in ranks[k] if i in again) for k in range(K)]
+    kind = "selective" if selective else ("full" if plan.recompute else "none")
+    pre_f, pre_b, pre_cf, pre_cb, pre_r = ctx.cached(("3d-prefix", dtype, t, m, tensor_nodes, sp, kind), lambda: (
+        _prefix([f for f, _ in times]), _prefix([b_ for _, b_ in times]), _prefix(fwd_comm), _prefix(bwd_comm),
+        _prefix([times[i][0] + fwd_comm[i] if i in again else 0.0 for i in range(ctx.n_layers)])))
+    fwd_c = [rank_sum(pre_f, k) for k in range(K)]
+    bwd_c = [rank_sum(pre_b, k) for k in range(K)]
+    fwd_x = [rank_sum(pre_cf, k) for k in range(K)]
+    bwd_x = [rank_sum(pre_cb, k) for k in range(K)]
+    redo = [rank_sum(pre_r, k) for k in range(K)]
     slow = max(range(K), key=lambda k: fwd_c[k] + bwd_c[k] + fwd_x[k] + bwd_x[k] + redo[k])
     F, Bw, R = fwd_c[slow] + fwd_x[slow], bwd_c[slow] + bwd_x[slow], redo[slow]
     _, bubble = pipeline_terms(F, Bw, R, S, K, v)
@@ -472,8 +622,10 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
         return out
 
     local = ctx.graph_cached(("3d-tensor-params", t), local_params)  # not tensor.py's ("tensor-params", t): no V/t there
-    dev_params = [rank_sum(local, k) for k in range(K)]
-    dev_tensors = [rank_sum(ctx.param_tensors, k) for k in range(K)]
+    pre_params = ctx.graph_cached(("3d-tensor-params-prefix", t), lambda: _prefix(local))
+    pre_tensors = ctx.graph_cached(("3d-param-tensors-prefix",), lambda: _prefix(ctx.param_tensors))
+    dev_params = [rank_sum(pre_params, k) for k in range(K)]
+    dev_tensors = [round(rank_sum(pre_tensors, k)) for k in range(K)]
     zero = plan.zero_stage == 1 and plan.p_data > 1  # the distributed optimizer: each replica updates 1/p_data
     shard = plan.p_data if zero else 1
     pred.update_s = max(ctx.update_s(p / shard, plan.optimizer, dtype, n, plan.mixed_precision)
@@ -497,13 +649,14 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     region = ts.split | vocab | tokens if t > 1 else frozenset()
 
     saved_by_rank = ctx.graph_cached(("3d-saved", dtype, t, K, v, tuple(starts), selective, sp),
-                                     lambda: rank_saved_bytes(ctx, dtype, starts, K, region, core, t))
+                                     lambda: rank_saved_bytes(ctx, dtype, starts, K, region, core, t,
+                                                              key=(dtype, t, selective, sp)))
 
     full = plan.recompute and not selective
     units = ctx.graph_cached(("3d-checkpoint-units",), lambda: checkpoint_units(ctx, ts))
     checkpoints, kept, recomputed = ctx.graph_cached(
         ("3d-full-recompute", dtype, t, K, tuple(starts), sp),
-        lambda: full_recompute_bytes(ctx, dtype, starts, K, units, region, t))
+        lambda: full_recompute_bytes(ctx, dtype, starts, K, units, region, t, key=(dtype, t, sp)))
     parameters = (lambda p: zero1_parameter_bytes(p, plan)) if zero else (
         lambda p: parameter_bytes(p, dtype, plan.optimizer, plan.mixed_precision))
 

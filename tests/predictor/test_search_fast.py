@@ -98,35 +98,52 @@ GPT_3D_SEARCH = dict(batch=64, min_devices=16, max_devices=16, dtype="fp16", opt
 
 
 def test_data_tensor_pipeline_candidates_for_transformers():
-    """T · K = inner with T dividing the heads' widths and 2 <= K <= the blocks between cut points, every micro-batch
-    count, with and without recomputation; none for a CNN (no attention), even with a tensor pair (VGG)."""
-    from predictor.search_space import megatron_3d_shape
+    """T · K = inner with T dividing the heads' widths and 2 <= K <= the blocks between cut points; per layout every
+    micro-batch count, 1F1B and the interleaved schedule (every v with whole layers per chunk, S a multiple of K),
+    no / selective / full recomputation, sequence parallelism with T > 1, ZeRO-1 with replicas; none for a CNN (no
+    attention), even with a tensor pair (VGG)."""
+    from predictor.search_space import RECOMPUTE_CHOICES, megatron_3d_shape, megatron_layers
     from predictor.strategies.hybrid3d import cut_points
     gpt = load_model("gpt", **GPT_3D)
     widths, blocks = megatron_3d_shape(gpt)
     # the residual stream alone crosses between the layers and between each layer's attention and MLP halves
     assert widths == 16 and blocks == len(cut_points(Context(gpt, None))) >= 2 * GPT_3D["layers"]
+    assert megatron_layers(gpt) == GPT_3D["layers"]
     specs = [s for s in candidate_specs(gpt, 64, range(16, 17), 8, "fp16", "adam") if s[0] == "3d"]
     layouts = {(s[3], s[5][0], s[5][1]) for s in specs}  # (data, tensor, stages)
     assert layouts == {(16 // (t * k), t, k) for t in (1, 2, 4, 8) for k in (2, 4, 8, 16) if t * k <= 16}
-    assert len(specs) == sum(2 * len([s for s in range(1, 65) if (64 * t * k // 16) % s == 0])
-                             for _, t, k in layouts)
-    plan = spec_plan(("3d", "data+tensor+pipeline", 16, 1, 16, (2, 8, 64, True)), dict(
-        batch=64, devices_per_node=8, dtype="fp16", optimizer="adam"))
+
+    def expected(d, t, k):
+        n = 0
+        for s in range(1, 64 // d + 1):
+            if (64 // d) % s:
+                continue
+            vs = 1 + (sum(1 for v in range(2, 9) if (8 // k) % v == 0 and 8 % k == 0) if s % k == 0 else 0)
+            n += vs * len(RECOMPUTE_CHOICES) * (2 if t > 1 else 1) * (2 if d > 1 else 1)
+        return n
+    assert len(specs) == sum(expected(d, t, k) for d, t, k in layouts)
+    assert ("3d", "data+tensor+pipeline", 16, 1, 16, (2, 8, 8, 1, "selective", True, 0)) in specs
+    assert ("3d", "data+tensor+pipeline", 16, 2, 8, (2, 4, 8, 2, "full", False, 1)) in specs  # 8 layers: 4 x 2
+    base = dict(batch=64, devices_per_node=8, dtype="fp16", optimizer="adam")
+    plan = spec_plan(("3d", "data+tensor+pipeline", 16, 1, 16, (2, 8, 64, 1, "full", False, 0)), base)
     assert (plan.p_data, plan.p_tensor, plan.stages, plan.micro_batches, plan.recompute, plan.schedule) == (
         1, 2, 8, 64, True, "1f1b")
+    plan = spec_plan(("3d", "data+tensor+pipeline", 16, 2, 8, (2, 4, 8, 2, "selective", True, 1)), base)
+    assert (plan.schedule, plan.virtual_stages, plan.recompute, plan.recompute_granularity, plan.sequence_parallel,
+            plan.zero_stage) == ("interleaved", 2, True, "selective", True, 1)
+    assert not spec_plan(("3d", "data+tensor+pipeline", 16, 1, 16, (2, 8, 64, 1, "none", False, 0)), base).recompute
     for cnn in ("vgg16", "resnet50"):
         assert megatron_3d_shape(load_model(cnn)) == (0, 0)
         assert not [s for s in candidate_specs(load_model(cnn), 64, range(1, 17), 8, "fp32", "sgd") if s[0] == "3d"]
 
 
 def test_search_returns_a_data_tensor_pipeline_plan_where_it_is_best():
-    """The GPT_3D search's best plan is Megatron's layout with both a tensor and a pipeline split (2 x 8): data and
+    """The GPT_3D search's best plan is Megatron's layout with both a tensor and a pipeline split: data and
     data+tensor do not fit, GPipe's pipeline keeps every micro-batch in flight; the plan-by-plan walk agrees."""
     graph, cm = load_model("gpt", **GPT_3D), load_cost_model("a100-dgx-8gpu.published")[0]
     fast = search(graph, cm, **GPT_3D_SEARCH)
     best = fast.best[0].plan
-    assert (best.strategy, best.p_tensor, best.stages, best.p_data) == ("data+tensor+pipeline", 2, 8, 1)
+    assert best.strategy == "data+tensor+pipeline" and best.p_tensor > 1 and best.stages > 1
     assert fast.best[0].fits and "data+tensor+pipeline" in fast.best_by_strategy
     exhaustive = search(graph, cm, exhaustive=True, **GPT_3D_SEARCH)
     assert fast.pruned > 0
@@ -182,7 +199,19 @@ def test_every_bound_is_below_the_evaluation(model, batch, max_devices, profile)
         elif plan.strategy == "cooperative":
             found = bounds.cooperative(plan.stages, plan.micro_batches)
         elif kind == "3d":
-            found = bounds.hybrid3d(plan.p_tensor * plan.stages)
+            from predictor.search_space import (hybrid3d_schedules, hybrid3d_variant_count, hybrid3d_variants,
+                                                megatron_layers)
+            t, K, layers = spec[5][0], spec[5][1], megatron_layers(graph)
+            variants = hybrid3d_variants(t, K, plan.p_data, batch // plan.p_data, layers)
+            assert spec[5][2:] in variants
+            assert len(variants) == hybrid3d_variant_count(t, K, plan.p_data, batch // plan.p_data, layers)
+            group = bounds.hybrid3d_group(plan.devices, plan.p_data, t, K, hybrid3d_schedules(
+                K, batch // plan.p_data, layers), layers)
+            if group is None:
+                assert not pred.feasible, plan
+                continue
+            found = bounds.hybrid3d_variant(plan.devices, plan.p_data, t, K, spec[5][2:]) + (None,)
+            assert group[0] <= found[0] * (1 + 1e-12) and group[1] <= found[1] * (1 + 1e-12)
         else:
             continue  # no bound: always evaluated
         if found is None:  # settled as infeasible without evaluating
@@ -269,3 +298,44 @@ def test_the_programme_keeping_every_block_is_what_it_computes():
         assert fast == outofcore._dynamic_programme(blocks, budget, swap, resolution, shortcut=False)
         shortcuts += fast == (outofcore.KEEP,) * len(blocks)
     assert shortcuts > 50
+
+
+#: a GPT whose 3-D space has every dimension Megatron runs: interleaving (8 layers), sequence parallelism (t > 1),
+#: ZeRO-1 (replicas), no / selective / full recomputation, micro-batch counts; memory caps that make some of each fit
+MEGATRON_SPACE = [(dict(layers=8, hidden=512, heads=8, seq=256, vocab=1024, attention="fused-softmax",
+                        residual="bias-dropout-add"), dict(batch=32, max_devices=16, memory_cap_bytes=2.5e8)),
+                  (dict(layers=4, hidden=256, heads=4, seq=128, vocab=512, attention="fused-softmax"),
+                   dict(batch=16, min_devices=4, max_devices=24, memory_cap_bytes=4e7, objective="cost"))]
+
+
+@pytest.mark.parametrize("knobs, options", MEGATRON_SPACE, ids=["gpt8-time", "gpt4-cost"])
+def test_fast_search_over_megatrons_space_ranks_as_evaluating_every_plan(knobs, options):
+    """With interleaving, sequence parallelism, ZeRO-1 and selective/full recomputation in the 3-D space, the bounded
+    walk (layouts bounded together, expanded in turn; the ZeRO-1 memory bound) returns what evaluating every plan
+    returns; a ZeRO-1 plan is among the fitting 3-D plans, so its memory bound is exercised."""
+    graph, cm = load_model("gpt", **knobs), load_cost_model("a100-80gb-dgx-8gpu.published")[0]
+    common = dict(dtype="fp16", optimizer="adam", top=20, interval=False, framework="no-overlap", **options)
+    exhaustive = search(graph, cm, exhaustive=True, **common)
+    fast = search(graph, cm, **common)
+    assert fast.pruned > 0 and exhaustive.best
+    _same(exhaustive, fast)
+    assert any(p.plan.strategy == "data+tensor+pipeline" for p in exhaustive.best)
+
+
+def test_the_zero1_memory_bound_holds_where_the_old_one_did_not():
+    """ZeRO-1 shards the optimizer state and fp32 master weights over the replicas, so a 3-D plan can hold less than
+    the parameter state of total / (t · K) parameters: the old bound (param_bytes / inner) exceeds such a plan's
+    memory, the revised one (hybrid3d_variant's) does not."""
+    from predictor.plan import Plan
+    from predictor.search_fast import _Bounds, _Graph, costs_nonnegative
+    graph = load_model("gpt", layers=4, hidden=512, heads=8, seq=128, vocab=1024)
+    cm = load_cost_model("a100-80gb-dgx-8gpu.published")[0]
+    ctx = Context(graph, cm)
+    g = _Graph(ctx, "fp16", "adam")
+    bounds = _Bounds(ctx, g, 64, 8, float("inf"), costs_nonnegative(cm))
+    plan = Plan("data+tensor+pipeline", batch=64, devices=32, devices_per_node=8, p_data=8, p_tensor=2, stages=2,
+                micro_batches=8, dtype="fp16", optimizer="adam", schedule="1f1b", zero_stage=1)
+    pred = evaluate(ctx, plan, 80e9)
+    assert pred.feasible and pred.memory_bytes < g.param_bytes / 4  # the old bound would have pruned it
+    _, memory = bounds.hybrid3d_variant(32, 8, 2, 2, (8, 1, "none", False, 1))
+    assert memory <= pred.memory_bytes
