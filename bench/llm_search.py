@@ -1,14 +1,12 @@
 """`predictor search` over GPT-3 175B on 1..3072 A100s, Megatron's whole space: seconds (target <= 10 s), beside Calculon.
 
-The search `predictor search --model gpt ... --batch 1536 --max-gpus 3072` runs: every device count 1..3072, every
-strategy, and for data+tensor+pipeline every tensor x pipeline x data layout with 1F1B and the interleaved schedule,
-no / selective / full recomputation, sequence parallelism, ZeRO-1 and every micro-batch size
-(search_space.hybrid3d_variants). The model is GPT-3 as Megatron ran it in 2022 (96 layers, h 12288, 96 heads, s 2048,
-V 51,200, fused-softmax attention, fused bias-dropout-add), fp16 with Adam, gradients all-reduced after the backward,
-on the published DGX A100 80 GB profile. Also predicts, in our model, the best layout Calculon found for the same job
-(t4 p12 d64, interleaved 8, selective recomputation + sequence parallelism, 7.91 s in Calculon's model) and checks that
-the search's best is at least as fast. Calculon searched 233,160 configurations of this job in 473 s on 2 workers
-(issue 41). Wall-clock medians over --repeats, in process after the graph and profile are loaded.
+What `predictor search --batch 1536 --max-gpus 3072` runs on GPT-3 as Megatron ran it in 2022 (fused-softmax
+attention, fused bias-dropout-add; fp16, Adam, gradients all-reduced after the backward, the DGX A100 80 GB profile):
+every device count and strategy, data+tensor+pipeline with every micro-batch count, interleaving, recomputation,
+sequence parallelism and ZeRO-1 (search_space.hybrid3d_variants). Also predicts, in our model, the best layout
+Calculon found (t4 p12 d64, interleaved 8, selective + sequence parallel: 7.91 s in its model; 233,160
+configurations in 473 s on 2 workers, issue 41) and checks the search's best is at least as fast. Wall-clock medians
+over --repeats, in process after loading (docs/decisions/2026-12-06-search-megatron-space.md).
 
     python -m bench llm-search [--repeats 3]
 """
