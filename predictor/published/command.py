@@ -55,6 +55,9 @@ def transformer_report(profiles_dir: Path | None = None, corpus=None, vtrain=Non
         row["plan"] = dict(r.setup.plan)
         row["knobs"] = dict(r.setup.knobs)
         row["seq_mix"] = [list(x) for x in r.setup.seq_mix]
+    from predictor.published import megatron_papers
+    if any(row["source"] in megatron_papers.SOURCES for row in report["rows"]):  # reported apart (issue 41)
+        report["megatron_papers"] = {"rows": megatron_papers.rows(report), "table5": megatron_papers.table5(report)}
     return report
 
 

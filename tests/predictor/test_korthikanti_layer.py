@@ -145,3 +145,19 @@ def test_a_half_precision_model_takes_no_autocast_stack_factor(cost_model):
     assert factor > 1.1
     ratio = compute(mixed_precision="autocast", stack="pytorch") / compute(mixed_precision="autocast", stack="other")
     assert ratio == pytest.approx(factor, rel=0.01)  # the fp16 kernels take it (framework overheads do not)
+
+
+def test_megatrons_runs_are_reported_apart():
+    """The transformer report carries Megatron's papers' rows apart, Calculon beside Table 5's eight, and the CLI
+    prints them in a section of their own; every Table 5 row fits."""
+    from predictor.published.command import transformer_report
+    from predictor.published.megatron_papers import CALCULON_S, render_text
+    runs = [r for r in load_transformer_corpus() if r.source == "korthikanti2022"]
+    report = transformer_report(runs=runs, sources=["corpus"])
+    papers = report["megatron_papers"]
+    assert {r["id"] for r in papers["rows"]} == {r.id for r in runs}
+    table5 = papers["table5"]
+    assert table5["rows"] == len(CALCULON_S) == 8 and table5["does_not_fit"] == []
+    assert 0.9 < table5["calculon_accuracy"]["mean"] < 1.0
+    lines = render_text(report)
+    assert lines[0].startswith("\nMegatron's own runs") and any("Table 5 (8 rows)" in line for line in lines)
