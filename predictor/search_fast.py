@@ -1,58 +1,14 @@
 """The default walk of `predictor search` (predictor.search, over predictor.search_space): the same ranking as
 evaluating every candidate, from far fewer evaluations (issue 21; docs/method.md §22).
 
-1. **Infeasible plans are settled by the strategies' own checks** without building a Plan: a spatial split
-   whose first layer cannot be split (region_end 0), spatial-then-data with a group batch not divisible by the
-   split, filter/channel degrees above the narrowest layer, cooperative over more devices than layers. These
-   plans are evaluated (`evaluate` would return the same "infeasible") and counted.
-2. **Every other candidate gets a lower bound** on its iteration time and on its memory, from terms that are
-   computed exactly and cheaply (shared by many plans), every term left out being >= 0:
-   - spatial: the unsplit tail's compute, the region's per-layer framework overheads, the update, the
-     switch collectives, batch-norm synchronisation, and backward + exposed gradient >= max(backward, sum of
-     the bucket allreduces) (the allreduces run one after another, so the last ends after their sum);
-     memory: parameters, DDP's bucket copy and the saved tensors each device surely holds;
-   - filter / channel: layer collectives, update, the same gradient bound, the unsplit layers' compute;
-     memory: parameters, saved tensors and the gathered buffer;
-   - pipeline: the flow shop (S - 1)(F + B) + sum of forward + sum of backward (strategies.pipeline) with
-     F >= max(sum of forward / K, slowest layer) (likewise B), plus the
-     point-to-point term at the cheapest boundary tensor any cut could have; memory: the stage holding any
-     layer keeps that layer's saved tensors for b samples and its gradients for m, the heaviest stage
-     holds at least the mean, and no cut into fewer stages than a greedy packing of the layers' parameter state
-     and saved tensors within the cap needs can fit (`_stages_needed`);
-   - out-of-core: the compute at the local batch and the sum of its block allreduces (the KARMA chain);
-   - cooperative: m x the mean stage's compute + the weights' all-gather; memory: the whole model's weights
-     and two micro-batches of any one layer's saved tensors;
-   - data+tensor+pipeline: one layout (p_data, T, K) stands for all its variants (search_space.hybrid3d_variants:
-     micro-batches, interleaving, recomputation, sequence parallelism, ZeRO-1), bounded by the least of their
-     bounds and expanded into them when its turn comes (a layout beyond the transformer layers or a tensor degree
-     the model refuses is settled infeasible whole). A variant's time: with C the whole graph's forward + backward
-     + tensor collectives and R its recomputed forward at the micro-batch (strategies.hybrid3d.search_totals), the
-     slowest of K ranks runs at least (C + R) / K per micro-batch, so S·(F + Bw + R) + bubble >= (C + R)·(S + (K -
-     1)/v)/K, plus the mean rank's update, all times the least straggler excess (predictor.at_scale); its memory:
-     the parameter state of total / (T · K) parameters — with ZeRO-1 the optimizer state and fp32 master weights
-     further / p_data (the bound before ZeRO-1 was searched, param_bytes / inner, exceeds such a plan's memory) —
-     plus, on the mean rank, the fewest (chunk) micro-batches any rank holds times 1/K of the saved bytes per
-     sample (strategies.hybrid3d.saved_totals);
-   - data, serial and recompute (serial+recompute, data+recompute): memory only, the whole model's parameters,
-     gradients and optimizer state (every replica holds them; the search's plans use no ZeRO stage here).
-   A plan whose memory bound exceeds the cap cannot fit: it is pruned.
-3. **Best bound first** (a heap): a plan whose bound exceeds both the current `top`-th best score and its
-   strategy's current best time can enter neither the ranking nor the per-strategy bests (both only improve),
-   so it is pruned. Otherwise its bound is refined if it can be, and the plan waits for the turn of the
-   tighter bound: the spatial halo exchange; for pipelines the boundary each stage can reach, then the stage
-   cut itself (the same `partition`): the slowest stage's compute and transfer, and each stage's gradient
-   allreduces after its last backward; for cooperative its cut too (its stage-input stash and prediction
-   peak, its slowest step); for out-of-core the KARMA chain with every block kept. A plan whose bound cannot
-   be refined further is evaluated with `evaluate`.
-4. The evaluated fitting plans are fed to the ranking in candidate order, so the result equals the exhaustive
-   walk's: a plan left out scores above the final `top`-th score (and is slower than its strategy's best), and
-   such a plan never changes which plans a top-k heap with first-come ties keeps, nor their order.
-
-Pruned plans are reported apart and never counted as evaluated. Bounds are relaxed by MARGIN (relative)
-against rounding. The time bounds drop terms as >= 0, which holds for calibrate's ProfileCostModel (it
-validates every latency, launch and per-layer time >= 0, bandwidths, peaks and scale factors > 0, overlap
-efficiency in (0, 1]) and the predictor's positive-factor wrappers of it; for any other cost model only the
-memory bounds prune (they use no cost model at all).
+Infeasible plans are settled by the strategies' own checks without building a Plan; every other candidate gets
+lower bounds on its time and memory from exact terms shared by many plans, every term left out being >= 0
+(per strategy in method.md §22; data+tensor+pipeline one layout at a time, by the least bound of its variants). A
+memory bound over the cap prunes the plan; the rest wait in a heap, best bound first, each bound refined (halos,
+stage cuts, the KARMA chain) before its plan is evaluated, and a plan whose bound exceeds both the top-k cut and its
+strategy's best is pruned. The evaluated plans are ranked in candidate order, so the result equals the exhaustive
+walk's (tests/predictor/test_search_fast.py). Bounds are relaxed by MARGIN; the time bounds need costs >= 0 (which
+calibrate validates for every profile), else only the memory bounds prune.
 """
 from __future__ import annotations
 

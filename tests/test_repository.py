@@ -92,10 +92,7 @@ def test_the_no_assert_check_flags_a_test_without_one():
 #: the most lines a docstring may run (quotes included): what and why, and a pointer to docs/method.md or a record
 MAX_DOCSTRING_LINES = 12
 #: docstrings that may run longer ("path:name" -> why); keep it short
-LONG_DOCSTRING_ALLOWED: dict[str, str] = {
-    "predictor/search_fast.py:<module>": "the bounds move beside the strategies (issue 42 item 2, in progress)",
-    "predictor/strategies/hybrid3d.py:<module>": "being reworked with the bounds (issue 42 item 2, in progress)",
-}
+LONG_DOCSTRING_ALLOWED: dict[str, str] = {}
 MAX_LONG_DOCSTRING_ALLOWED = 5
 #: a date (an experiment's), except in a pointer to a decision record (docs/decisions/2026-11-30-....md)
 DATED = re.compile(r"(?<!decisions/)(?<![\w-])20\d\d-\d\d-\d\d(?![\w-]*\.md)")

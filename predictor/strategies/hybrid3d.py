@@ -1,64 +1,14 @@
-"""Data x tensor x pipeline parallelism as Megatron-LM lays it out (`data+tensor+pipeline`; Narayanan et al.,
-"Efficient Large-Scale Language Model Training on GPU Clusters Using Megatron-LM", SC'21, §2-3; docs/method.md §14a).
+"""Data x tensor x pipeline parallelism as Megatron-LM lays it out (`data+tensor+pipeline`; Narayanan et al., SC'21
+§2-3; docs/method.md §14a).
 
-**Layout.** devices = p_data · t · K with t = p_tensor and K = stages. Ranks are numbered tensor-fastest, then
-data, then pipeline (Megatron's `initialize_model_parallel`): a tensor group is t consecutive ranks (inside a node
-when t divides the node), a data group takes every t-th rank of a block of p_data·t, a pipeline group every
-(p_data·t)-th rank.
-
-**Per layer, one micro-batch** (m = B / (p_data · S) samples, S = plan.micro_batches): the layer's time at its
-tensor-parallel shape (strategies.tensor.layer_split: column and inside layers F/t, row layers K/t) plus its
-tensor-parallel all-reduces over the t ranks (strategies.tensor.collectives_by_layer: forward all-reduce of a row
-layer's output, backward all-reduce of a column layer's dL/dx; 2 + 2 per transformer layer). The language-model
-head and its loss are split over the vocabulary and the word embedding holds V/t rows (`vocab_parallel`: one
-forward all-reduce of the embedding, one backward all-reduce of the head's input, three fp32 all-reduces per token
-in the loss). With sequence parallelism (plan.sequence_parallel; Korthikanti et al. 2022, §4.2.2) inside every
-stage each all-reduce becomes a reduce-scatter + all-gather on the layer that waits for it
-(`sequence_collectives_by_layer`), the token-wise layers (norms, dropout, residual adds, from the embeddings on:
-`sequence_seeds`) run and keep their tensors on 1/t of the tokens, the head's input is all-gathered in forward and its
-gradient reduce-scattered, and a pipeline boundary, already split over the sequence, is sent as 1/t by each tensor
-rank with no all-gather (Megatron-LM's p2p tensor shape (s/t, b, h) under --sequence-parallel).
-
-**Pipeline.** The layers are cut into K·v chunks as Megatron cuts them: an equal count of transformer layers per
-chunk, the embeddings in the first, the head and loss in the last (`megatron_partition`; more chunks than
-transformer layers is infeasible); a graph without repeated layers is balanced on time instead
-(strategies.pipeline.partition over the blocks between `cut_points`: a stage starts only where the fewest elements
-cross, between transformer layers, never inside attention). Chunk j runs on pipeline rank j mod K
-(v = plan.virtual_stages with the interleaved schedule, else 1). With F, Bw the slowest pipeline rank's forward and
-backward time per micro-batch (compute + tensor all-reduces) and R the forward of its transformer layers when
-activations are recomputed (plan.recompute: Megatron's full checkpointing re-runs each transformer layer's forward,
-its all-reduces included, before its backward, `recomputed_layers`; with plan.recompute_granularity "selective" the
-forward of the attention cores only, `attention_core`, which has no all-reduce), else 0:
-
-    compute + layer collectives + recompute = S · (F + Bw + R)
-    bubble   = (K - 1) · (F + Bw + R) / v                        (bubble share (K - 1) / (S · v), §2.2)
-    p2p      = 2 · (v·S + K - 2) · T_boundary                         (strategies.pipeline)
-    T_boundary = T_sendrecv(m · |boundary| · δ)  with plan.pipeline_boundary "whole": every tensor rank sends the
-               whole boundary tensor (Megatron-LM before 2021 and again since 2023, when the option was removed);
-    T_boundary = T_sendrecv(m · |boundary| · δ / t) + T_allgather(m · |boundary| · δ over the t tensor ranks)
-               with "partitioned": each tensor rank sends its 1/t over the network and the next stage's tensor
-               group all-gathers it over NVLink (the scatter/gather optimisation of §4.1, default in Megatron-LM
-               2021-2023; DeepSpeed's PipelineEngine partitions activations over the model-parallel group whenever
-               it is larger than 1); a tensor not divisible by t is sent whole
-
-**Data parallelism.** Each pipeline rank's gradients (its chunks' layers, tensor-split: strategies.tensor.
-local_parameters) are all-reduced over the p_data replicas behind the last micro-batch's backward
-(Context.gradient_sync, the plan's framework regime); a data group spanning nodes shares each node's network with
-the min(t, devices per node) other data groups of that node, which synchronise at the same time
-(layout.data_network_share); the optimizer updates the pipeline rank's local parameters. With the distributed
-optimizer (plan.zero_stage 1: Megatron-LM's --use-distributed-optimizer, ZeRO stage 1 over the data-parallel group)
-the gradients are reduce-scattered instead, each replica updates its 1/p_data of the rank's parameters and keeps that
-share of the optimizer state and fp32 master weights, and the updated weights are all-gathered after the step
-(exposed: `parameter_gather`). ZeRO stages 2 and 3 are refused with pipelines (DeepSpeed refuses them too).
-
-**Memory** (the heaviest pipeline rank): local parameters, gradients and optimizer state; saved tensors of
-in-flight micro-batches (strategies.pipeline.in_flight: min(S, K - k) for 1F1B), each tensor of a split layer
-(the head's logits included) at 1/t; with selective recompute, the in-flight micro-batches' saved tensors less those
-made and read inside the attention cores. With full recompute as Megatron keeps it (Korthikanti et al. 2022, §4.3,
-Table 2: 2·s·b·h bytes per transformer layer): for every in-flight micro-batch the input of each of the rank's
-checkpointed transformer layers (`checkpoint_units`) plus the saved tensors of its layers outside them (embeddings,
-final norm, head, loss: not checkpointed), and, as workspace, one micro-batch's activations of its largest
-transformer layer, which the backward recomputes one layer at a time (`full_recompute_bytes`).
+Ranks tensor-fastest, then data, then pipeline (Megatron's `initialize_model_parallel`). Every layer at its
+tensor-parallel shape with its all-reduces (strategies.tensor), the head and embedding split over the vocabulary
+(`vocab_parallel`), sequence parallelism inside each stage (`sequence_collectives_by_layer`, `sequence_seeds`); the
+layers cut into K·v chunks as Megatron cuts them (`megatron_partition`), 1F1B or interleaved, full or selective
+recomputation, boundaries sent whole or partitioned; each pipeline rank's gradients all-reduced (or, with the
+distributed optimizer, reduce-scattered) over the data group. Memory on the heaviest pipeline rank, with
+Megatron's checkpointing under full recomputation (`checkpoint_units`, `full_recompute_bytes`). Formulas and the
+checks against Korthikanti et al.'s figures: docs/method.md §14a.
 """
 from __future__ import annotations
 
