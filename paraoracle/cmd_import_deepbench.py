@@ -10,15 +10,14 @@ refused. Writes are atomic; the result is refitted (a fit that fails keeps the s
 from __future__ import annotations
 
 import argparse
-import os
 from collections import Counter
 from pathlib import Path
 
-from calibrate.profile_arguments import add_profile_argument, check_not_shipped
+from calibrate.profile_arguments import add_profile_argument
+from paraoracle.imports import base_profile, import_target, merged, refit
 from profiler.deepbench import DeepBenchRun, read_deepbench
 from profiler.errors import UserError
-from profiler.profile import (SCHEMA_VERSION, GPUInfo, Machine, Profile, Provenance, check_writable, load_profile,
-                              save_profile, utc_now_iso)
+from profiler.profile import SCHEMA_VERSION, GPUInfo, Machine, Profile, Provenance, save_profile, utc_now_iso
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -59,48 +58,26 @@ def _machine(runs: list[DeepBenchRun], gpu: str) -> Machine:
                    imported_from="deepbench")
 
 
-def _refit(profile: Profile) -> tuple[Profile, str]:
-    from calibrate.fit import fit_profile
-
-    try:
-        return fit_profile(profile), "fitted"
-    except UserError as err:
-        return profile.model_copy(update={"coefficients": {}}), f"not fitted: {err}"
-
-
 def run(args) -> int:
-    if args.out is None and args.into is None:
-        raise UserError("give --out PATH (a new profile) or --into PROFILE (merge into an existing one)")
-    if args.into is not None and args.out is None:
-        check_not_shipped(args.into, "--into", " or write the merged profile elsewhere with --out")
-    target = Path(args.out or args.into)
-    if args.into is None and os.path.exists(target) and not args.force:  # os.path: a too long name is not there
-        raise UserError(f"--out {target}: file exists; pass --force to overwrite it, or --into {target} to merge")
-    check_writable(target, "--out" if args.out else "--into")
+    target = import_target(args)
     samples, runs = [], []
     for name in args.files:
         file_samples, deepbench_run = read_deepbench(name)
         samples.extend(file_samples)
         runs.append(deepbench_run)
-    base = load_profile(args.into) if args.into is not None else None
+    base = base_profile(args)
     gpu = _gpu(runs, args.gpu, base.machine.gpus[0].name if base is not None and base.machine.gpus else None)
     for sample in samples:
         sample.extra.setdefault("gpu", gpu)
-    digests = {run.sha256 for run in runs}
-    if base is not None:
-        kept = [s for s in base.samples if s.extra.get("source_sha256") not in digests]
-        replaced = len(base.samples) - len(kept)
-        profile = base.model_copy(update={"samples": kept + samples})
-    else:
-        replaced = 0
-        sources = ", ".join(Path(f).name for f in args.files)
-        profile = Profile(schema_version=SCHEMA_VERSION, machine=_machine(runs, gpu), created=utc_now_iso(),
-                          provenance=Provenance(kind="calibrated", source=f"DeepBench results: {sources}"),
-                          settings={"imported": "deepbench", "files": [str(f) for f in args.files],
-                                    "sheets": {Path(r.path).name: r.sheets for r in runs},
-                                    "specs": {Path(r.path).name: r.specs for r in runs if r.specs}},
-                          samples=samples)
-    profile, fitted = _refit(profile)
+    sources = ", ".join(Path(f).name for f in args.files)
+    profile, replaced = merged(base, samples, {run.sha256 for run in runs}, lambda: Profile(
+        schema_version=SCHEMA_VERSION, machine=_machine(runs, gpu), created=utc_now_iso(),
+        provenance=Provenance(kind="calibrated", source=f"DeepBench results: {sources}"),
+        settings={"imported": "deepbench", "files": [str(f) for f in args.files],
+                  "sheets": {Path(r.path).name: r.sheets for r in runs},
+                  "specs": {Path(r.path).name: r.specs for r in runs if r.specs}},
+        samples=samples))
+    profile, fitted = refit(profile)
     save_profile(profile, target)
     skipped = sum((run.skipped for run in runs), Counter())
     skipped_text = ", ".join(f"{n} {reason}" for reason, n in skipped.most_common()) or "none"

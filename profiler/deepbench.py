@@ -226,6 +226,24 @@ def conv_sample(shape: ConvShape, variant: str, time_s: float, dtype: str, extra
                    flops=flops, bytes_moved=float(moved), extra=extra)
 
 
+def conv_passes(shape: ConvShape, passes: list[tuple[str, Any, float]], dtype: str, math_: str, extra: dict,
+                algorithm: Optional[str], run: "DeepBenchRun", where: str) -> list[Sample]:
+    """One Sample per timed pass of a convolution row: passes are (variant, time cell, cell units per second); a
+    cell that is not a time is skipped with its reason; cuDNN's forward algorithm goes with the forward."""
+    out = []
+    for variant, cell, units_per_s in passes:
+        try:
+            time_s = _time_s(cell, units_per_s)
+        except _Bad as bad:
+            run.skip(bad.reason)
+            continue
+        pass_extra = {"math": math_, **extra}
+        if variant == "fwd" and algorithm is not None:
+            pass_extra["algorithm"] = algorithm
+        out.append(conv_sample(shape, variant, time_s, dtype, pass_extra, where))
+    return out
+
+
 def allreduce_sample(floats: int, gpus: int, nodes: Optional[int], time_s: float, extra: dict, where: str) -> Sample:
     size_bytes = 4 * floats  # DeepBench reduces float32 buffers
     group = {"size": gpus} if nodes is None else {"size": gpus, "nodes": nodes}
@@ -422,21 +440,9 @@ def _row_samples(block: _Block, row: tuple, dtype: str, math_: str, run: DeepBen
         except _Bad as bad:
             run.skip(bad.reason)
             return []
-        algorithm = _text(_cell(row, col.get("algorithm")))
-        out = []
-        for variant in ("fwd", "bwd_data", "bwd_weight"):
-            if variant not in col:
-                continue
-            try:
-                time_s = _time_s(_cell(row, col[variant]), block.units_per_s[variant])
-            except _Bad as bad:
-                run.skip(bad.reason)
-                continue
-            pass_extra = {"math": math_, **extra}
-            if variant == "fwd" and algorithm is not None:
-                pass_extra["algorithm"] = algorithm
-            out.append(conv_sample(shape, variant, time_s, dtype, pass_extra, where))
-        return out
+        passes = [(variant, _cell(row, col[variant]), block.units_per_s[variant])
+                  for variant in ("fwd", "bwd_data", "bwd_weight") if variant in col]
+        return conv_passes(shape, passes, dtype, math_, extra, _text(_cell(row, col.get("algorithm"))), run, where)
     # all-reduce
     try:
         floats = _integer(_cell(row, col["floats"]), 1, MAX_FLOATS)
@@ -723,19 +729,9 @@ def _text_conv(table: _TextTable, tokens: list[str], extra: dict, run: DeepBench
         raise _Bad("bad row")
     if rest[0] == "Not_Supported":
         raise _Bad("not supported")
-    passes = [("fwd", rest[0])] + ([("bwd_data", rest[1]), ("bwd_weight", rest[2])] if table.training else [])
-    out = []
-    for variant, cell in passes:
-        try:
-            time_s = _time_s(cell, 1e6)
-        except _Bad as bad:
-            run.skip(bad.reason)
-            continue
-        pass_extra = {"math": math_, **extra}
-        if variant == "fwd" and algorithm is not None:
-            pass_extra["algorithm"] = algorithm
-        out.append(conv_sample(shape, variant, time_s, dtype, pass_extra, where))
-    return out
+    passes = [("fwd", rest[0], 1e6)] + ([("bwd_data", rest[1], 1e6), ("bwd_weight", rest[2], 1e6)]
+                                        if table.training else [])
+    return conv_passes(shape, passes, dtype, math_, extra, algorithm, run, where)
 
 
 # ---- entry point -----------------------------------------------------------------------------------------------
