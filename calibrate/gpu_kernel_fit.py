@@ -50,10 +50,12 @@ class _Arrays:
         self.transposed = np.array([gk.transposed(s.op, s.params) for s in samples])
         self.strided = np.array([gk.strided_backward_data(s.op, s.pass_, s.params) for s in samples])
         self.operand_bytes = np.array([gk.operand_bytes(s.op, s.params, s.dtype) for s in samples])
+        offset = 0
         for i, s in enumerate(samples):
-            starts.append(sum(len(r) for r in rows))
             cands = gk.candidates(s.op, s.pass_, s.params, s.dtype, hardware.sms, hardware.tensor_cores, search)
             rows.append(np.array([c + (i,) for c in cands], float))
+            starts.append(offset)
+            offset += len(cands)
         table = np.vstack(rows)
         self.starts = np.array(starts)
         self.algorithm, self.waves, self.flops, self.intensity, self.partials = (table[:, j] for j in range(5))
