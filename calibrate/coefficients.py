@@ -191,12 +191,15 @@ class TailDistribution(_Strict):
     """The distribution of r = t / median of one kind of time (calibrate.spread, docs/method.md §25): its quantile
     function runs through (probabilities[i], ratios[i]), linear between them and flat below the first; beyond the
     last point a generalized Pareto tail of shape `tail_shape` (xi) and scale `tail_scale` (sigma, in medians).
-    `samples`: the measured per-call times behind it, 0 for a sourced or assumed default."""
+    `samples`: the measured per-call times behind it, 0 for a sourced or assumed default. `upper_ratio`: draws
+    above it never reach a job (a screening test removes them): the distribution is the one conditional on
+    r <= upper_ratio; None: no screening."""
 
     probabilities: list[Annotated[float, Field(gt=0.0, lt=1.0)]] = Field(min_length=1, max_length=64)
     ratios: list[Annotated[float, Field(gt=0.0, le=1e3)]] = Field(min_length=1, max_length=64)
     tail_shape: float = Field(default=0.0, ge=-0.5, le=0.45)
     tail_scale: float = Field(default=0.0, ge=0.0, le=100.0)
+    upper_ratio: Optional[float] = Field(default=None, gt=0.0, le=1e3)
     samples: int = Field(default=0, ge=0)
     sources: list[str] = Field(default_factory=list)
 
@@ -207,6 +210,8 @@ class TailDistribution(_Strict):
             raise ValueError(f"{len(p)} probabilities for {len(r)} ratios")
         if any(b <= a for a, b in zip(p, p[1:])) or any(b < a for a, b in zip(r, r[1:])):
             raise ValueError("probabilities must increase and ratios must not decrease")
+        if self.upper_ratio is not None and self.upper_ratio <= r[0]:
+            raise ValueError(f"upper_ratio {self.upper_ratio} must exceed the first ratio {r[0]}")
         return self
 
 

@@ -181,7 +181,7 @@ def build_profile(node: Node, constants: Optional[SystemConstants] = None,
         fabric=Fabric(rails_per_node=node.rails_per_node, nodes_per_leaf=node.nodes_per_leaf,
                       oversubscription=node.oversubscription, sources=[node.fabric_source],
                       background_load=default_background()),
-        spread=published_spread(), storage=published_storage(node.file),
+        spread=published_spread(node.gpu_screening, node.screening_source), storage=published_storage(node.file),
         notes=[f"published reference profile: {node.title}", node.node_source, gpu.memory_bytes.source,
                "no pageable-copy figures: pageable host<->device copies are not available from this profile",
                "host memory bandwidth is the theoretical channel peak (no published host STREAM figure)"] + node.notes)

@@ -34,7 +34,38 @@ STEP_SHARE = 0.25
 
 # ----------------------------------------------------------------------------------------------- quantiles
 def quantile(dist: TailDistribution, p: np.ndarray) -> np.ndarray:
-    """Q(p) of the module docstring, vectorised over p in (0, 1)."""
+    """Q(p) of the module docstring, vectorised over p in (0, 1); with an `upper_ratio` the quantile of the draws
+    a screening keeps, Q(p F(upper)) (the distribution conditional on r <= upper)."""
+    p = np.asarray(p, float)
+    if dist.upper_ratio is not None:
+        p = p * kept_share(dist)
+    return _untruncated(dist, p)
+
+
+def kept_share(dist: TailDistribution) -> float:
+    """F(upper_ratio): the share of draws a screening at `upper_ratio` keeps (1 without one), by bisection on the
+    monotone Q."""
+    if dist.upper_ratio is None:
+        return 1.0
+    return _kept_share(_key(dist))
+
+
+@lru_cache(maxsize=256)
+def _kept_share(key: tuple) -> float:
+    dist = _from_key(key)
+    low, high = 0.0, 1.0 - 1e-15
+    if float(_untruncated(dist, np.asarray([high]))[0]) <= dist.upper_ratio:
+        return 1.0
+    for _ in range(100):
+        mid = 0.5 * (low + high)
+        if float(_untruncated(dist, np.asarray([mid]))[0]) <= dist.upper_ratio:
+            low = mid
+        else:
+            high = mid
+    return low
+
+
+def _untruncated(dist: TailDistribution, p: np.ndarray) -> np.ndarray:
     p = np.asarray(p, float)
     probs, ratios = np.asarray(dist.probabilities, float), np.asarray(dist.ratios, float)
     out = np.interp(p, probs, ratios)  # flat below the first point, linear between points
@@ -85,13 +116,18 @@ def excess(dist: Optional[TailDistribution], n: int, bound: Optional[str] = None
 
 
 def _key(dist: TailDistribution) -> tuple:
-    return (tuple(dist.probabilities), tuple(dist.ratios), dist.tail_shape, dist.tail_scale)
+    return (tuple(dist.probabilities), tuple(dist.ratios), dist.tail_shape, dist.tail_scale, dist.upper_ratio)
+
+
+def _from_key(key: tuple) -> TailDistribution:
+    probabilities, ratios, shape, scale, upper = key
+    return TailDistribution(probabilities=list(probabilities), ratios=list(ratios), tail_shape=shape, tail_scale=scale,
+                            upper_ratio=upper)
 
 
 @lru_cache(maxsize=4096)
 def _excess_cached(key: tuple, n: int, bound: Optional[str]) -> float:
-    probabilities, ratios, shape, scale = key
-    dist = TailDistribution(probabilities=list(probabilities), ratios=list(ratios), tail_shape=shape, tail_scale=scale)
+    dist = _from_key(key)
     mean = expected_max(dist, 1)
     top = expected_max(dist, n) if bound is None else max_quantile(dist, n, {"low": 0.1, "high": 0.9}[bound])
     return max(0.0, top / mean - 1.0)
@@ -201,9 +237,32 @@ def _collective_default() -> TailDistribution:
                                      "reports rare 50-300x spikes on one system, not taken as typical)"])
 
 
+#: a GPU passes NVIDIA DCGM's targeted-stress diagnostic (levels 3 and 4) only if its sustained GEMM throughput
+#: reaches target_perf_min_ratio = 0.95 of its SKU's target (DCGM source, TargetedStress plugin defaults)
+SCREEN_MIN_RATIO = 0.95
+
+
+def screened_device(device: TailDistribution, source: str) -> TailDistribution:
+    """`device` as a screened system's jobs meet it: GPUs slower than 1 / SCREEN_MIN_RATIO of the median (the
+    SKU's target taken as the median GPU) fail the operator's stress test and never reach a job."""
+    return device.model_copy(update={
+        "upper_ratio": 1.0 / SCREEN_MIN_RATIO,
+        "sources": list(device.sources) + [
+            f"screened: {source}; a GPU below {SCREEN_MIN_RATIO:.0%} of its SKU's GEMM target fails DCGM's targeted "
+            f"stress test (target_perf_min_ratio {SCREEN_MIN_RATIO}), so the job's GPUs are the draws with r <= "
+            f"{1.0 / SCREEN_MIN_RATIO:.4f} (calibrate.spread.screened_device)"]})
+
+
 DEFAULTS: Mapping[str, TailDistribution] = {"device": _device_default(), "collective": _collective_default()}
 
 
-def published_spread() -> dict[str, TailDistribution]:
-    """The spread the published reference profiles carry (no samples: DEFAULTS, every one with its source)."""
-    return {kind: DEFAULTS[kind] for kind in SPREAD_KINDS if kind in DEFAULTS}
+def published_spread(screening: str = "unscreened", source: str = "") -> dict[str, TailDistribution]:
+    """The spread the published reference profiles carry (no samples: DEFAULTS, every one with its source); on a
+    "screened" system (its node record says so, with `source`) the device spread is screened_device's."""
+    out = {kind: DEFAULTS[kind] for kind in SPREAD_KINDS if kind in DEFAULTS}
+    if screening == "screened" and "device" in out:
+        out["device"] = screened_device(out["device"], source)
+    elif "device" in out and source:
+        out["device"] = out["device"].model_copy(update={
+            "sources": list(out["device"].sources) + [f"not screened: {source}"]})
+    return out

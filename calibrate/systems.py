@@ -9,7 +9,7 @@ of shared figures, one of GPUs, one of nodes; `like:` and figure names) is descr
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional, Union
+from typing import Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -130,6 +130,9 @@ class Node(BaseModel):
     nodes_per_leaf: Optional[int] = Field(default=None, ge=1)
     oversubscription: float = Field(default=1.0, ge=1.0)
     fabric_source: str = "leaf size and over-subscription not published: one non-blocking switch assumed"
+    #: whether the system's operator screens its GPUs' speed before jobs get them (calibrate.spread.screened_device)
+    gpu_screening: Literal["screened", "unscreened"]
+    screening_source: str
     notes: list[str] = Field(default_factory=list)
 
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from calibrate.coefficients import TailDistribution
-from calibrate.spread import (DEFAULTS, excess, expected_max, fit_ratios, fit_spread, gpd_pwm, max_quantile,
-                              quantile, sample_ratios)
+from calibrate.spread import (DEFAULTS, SCREEN_MIN_RATIO, excess, expected_max, fit_ratios, fit_spread, gpd_pwm,
+                              kept_share, max_quantile, published_spread, quantile, sample_ratios, screened_device)
 
 
 def harmonic(n: int) -> float:
@@ -94,3 +94,33 @@ def test_device_default_meets_its_source():
     assert expected_max(d, 27648) / expected_max(d, 1) == pytest.approx(1.5, rel=0.03)
     assert 0.01 < excess(d, 8) < 0.04
     assert DEFAULTS["collective"].sources[0].startswith("assumed")
+
+
+def test_screened_spread_by_hand():
+    """A screening at 1 + c keeps r = 1 + Exp(beta) below it: F(1 + c) = 1 - exp(-c / beta) of the draws, the mean
+    of one kept draw is 1 + beta - c e^(-c/beta) / (1 - e^(-c/beta)), and the max of many tends to 1 + c."""
+    beta, c = 0.1, 0.15
+    d = exponential(beta).model_copy(update={"upper_ratio": 1.0 + c})
+    kept = 1.0 - math.exp(-c / beta)
+    assert kept_share(d) == pytest.approx(kept, rel=1e-6)
+    assert expected_max(d, 1) == pytest.approx(1 + beta - c * math.exp(-c / beta) / kept, rel=1e-5)
+    # the max of n kept draws has CDF (F(x) / F(1 + c))^n: its q-quantile is 1 - beta ln(1 - kept q^(1/n))
+    assert max_quantile(d, 16, 0.5) == pytest.approx(1 - beta * math.log(1 - kept * 0.5 ** (1 / 16)), rel=1e-6)
+    assert expected_max(d, 100000) == pytest.approx(1 + c, abs=1e-3)
+    with pytest.raises(ValueError):
+        TailDistribution(probabilities=[0.5], ratios=[1.0], upper_ratio=0.9)
+
+
+def test_screened_device_spread_bounds_the_slowest_gpu():
+    """A screened system's jobs never meet a GPU slower than 1 / 0.95 of the median (DCGM's targeted stress): the
+    excess stays under 5.3% at any size and grows by well under a point from 280 to 2,240 GPUs (Megatron's 530B:
+    +3.5% in all), where the unscreened spread adds 17 points."""
+    screened = screened_device(DEFAULTS["device"], "a test")
+    assert screened.upper_ratio == pytest.approx(1 / SCREEN_MIN_RATIO)
+    assert "screened: a test" in screened.sources[-1]
+    assert max(excess(screened, n) for n in (8, 512, 4096, 27648)) < 1 / SCREEN_MIN_RATIO - 1
+    assert excess(screened, 2240) - excess(screened, 280) < 0.01
+    assert excess(DEFAULTS["device"], 2240) - excess(DEFAULTS["device"], 280) > 0.15
+    assert published_spread("screened", "x")["device"].upper_ratio is not None
+    unscreened = published_spread("unscreened", "why")["device"]
+    assert unscreened.upper_ratio is None and unscreened.sources[-1] == "not screened: why"
