@@ -41,7 +41,13 @@ class DataSource:
 IMAGENET = DataSource("imagenet", sample_bytes=147.8e9 / 1_281_167, files_per_sample=1.0, samples=1_281_167,
                       source="ILSVRC2012 train: 1,281,167 JPEGs (TFDS catalogue), train tar 147.8 GB "
                              "(41.9 x 3 + 22.1 GB parts, huggingface.co/datasets/presencesw/ILSVRC2012): 115 KB each")
-DATASETS = {"imagenet": IMAGENET}
+#: MLPerf HPC CosmoFlow (v1.0 on): 524,288 training samples, each a (128, 128, 128, 4) int16 crop, which NVIDIA's
+#: implementation stores as a <id>_data.npy and a <id>_label.npy file (mlcommons/hpc_results_v1.0 @d77db2c
+#: NVIDIA/benchmarks/cosmoflow/implementations/mxnet: README.md, tool/convert_tfrecord_to_numpy.py)
+COSMOFLOW = DataSource("cosmoflow", sample_bytes=128 ** 3 * 4 * 2, files_per_sample=2.0, samples=524_288,
+                       source="MLPerf HPC CosmoFlow: 524,288 training samples of 4 x 128^3 int16 (16 MiB), one data and "
+                              "one label .npy file each (NVIDIA's implementation, mlcommons/hpc_results_v1.0)")
+DATASETS = {"imagenet": IMAGENET, "cosmoflow": COSMOFLOW}
 
 
 def data_source(cost_model) -> DataSource:

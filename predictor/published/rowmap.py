@@ -43,6 +43,8 @@ class Setup:
     #: (transformer rows: DLE BERT phase 2 on LDDL's sequence bins, predictor.published.transformer); () = every
     #: micro-batch at the model's `seq`
     seq_mix: tuple[tuple[int, float], ...] = ()
+    dataset: str = "imagenet"        # predictor.at_scale.DATASETS: where the samples come from (models rule `dataset`)
+    staged: bool = False             # the record says its data was staged to the nodes before the run
 
     @property
     def batch(self) -> int:
@@ -72,6 +74,10 @@ def load_rules(path: Union[str, Path] = RULES_FILE) -> dict[str, list[dict]]:
                         re.compile(value)
                     except re.error as err:
                         raise UserError(f"{path}: {section}[{i}].{key}: bad pattern: {err}") from None
+    from predictor.at_scale import DATASETS
+    for i, rule in enumerate(data.get("models", [])):
+        if rule.get("dataset", "imagenet") not in DATASETS:
+            raise UserError(f"{path}: section models[{i}].dataset: must be one of {', '.join(DATASETS)}")
     for i, rule in enumerate(data.get("stacks", [])):
         if rule.get("stack") not in STACKS:
             raise UserError(f"{path}: section stacks[{i}]: must name a stack ({', '.join(STACKS)})")
@@ -143,4 +149,5 @@ def interpret(run: PublishedRun, rules: dict[str, list[dict]]) -> Union[Setup, S
     per_node = per_node if isinstance(per_node, int) and per_node > 0 else min(run.num_gpus, run.gpus_per_node or 1)
     return Setup(run=run, model=model["zoo"], knobs=knobs, dtype=precision["dtype"], optimizer=optimizer["optimizer"],
                  framework=framework["regime"], profile=system["profile"], devices_per_node=per_node,
-                 synthetic_data="synthetic" in run.data.lower(), assumptions=tuple(assumptions), stack=stack)
+                 synthetic_data="synthetic" in run.data.lower(), assumptions=tuple(assumptions), stack=stack,
+                 dataset=model.get("dataset", "imagenet"), staged="staged" in run.data.lower())

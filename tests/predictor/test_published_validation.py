@@ -139,6 +139,18 @@ def test_unknown_model_is_skipped_with_its_reason(corpus):
     assert isinstance(result, Skipped) and "mobilenet_v9" in result.reason
 
 
+def test_cosmoflow_rows_read_their_own_staged_dataset(corpus):
+    """CosmoFlow rows read MLPerf HPC's 16 MiB samples, staged to the nodes; ImageNet rows keep ImageNet."""
+    from predictor.at_scale import DATASETS
+
+    rules = load_rules()
+    setups = [s for s in (interpret(r, rules) for r in corpus) if isinstance(s, Setup)]
+    cosmo = [s for s in setups if s.model == "cosmoflow"]
+    assert cosmo and all(s.dataset == "cosmoflow" and s.staged for s in cosmo)
+    assert all(s.dataset == "imagenet" for s in setups if s.model != "cosmoflow")
+    assert DATASETS["cosmoflow"].sample_bytes == 16 * 2 ** 20 and DATASETS["cosmoflow"].files_per_sample == 2
+
+
 def test_buckets_and_accuracy():
     assert [gpu_bucket(p) for p in (1, 2, 8, 9, 64, 65, 512, 513, 4096)] == [
         "1", "2-8", "2-8", "9-64", "9-64", "65-512", "65-512", ">512", ">512"]
