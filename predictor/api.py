@@ -199,12 +199,14 @@ def default_plans(graph: ModelGraph, strategy: str, batch: int, devices: int, de
                   zero_stage: int = 0, sequence_parallel: bool = False,
                   pipeline_stages: int | None = None, pipeline_boundary: str = "whole",
                   mixed_precision: str = "autocast", recompute: bool = False,
-                  recompute_granularity: str = "full") -> list[Plan]:
+                  recompute_granularity: str = "full", context_parallel: int = 1,
+                  expert_parallel: int = 1) -> list[Plan]:
     """The plans `predictor run` evaluates for one strategy name: the pure strategy over all devices;
     hybrids with the model-parallel group = one node (`inner`, ParaDL's df/ds mapping; for data+tensor and
     data+tensor+pipeline, the tensor-parallel degree); pipeline with every micro-batch count that divides the
     per-pipeline batch (or just `micro_batches`); data+tensor+pipeline with `pipeline_stages` stages (default:
-    every device outside the tensor group) and the rest of the devices as data replicas."""
+    every device outside the tensor group) and the rest of the devices as data replicas; context_parallel and
+    expert_parallel set data+tensor+pipeline's context and expert degrees (devices = T x CP x P x data)."""
     from predictor.outofcore_strategies import addon_plans
     if (framework != "ddp" or synthetic_data or stack != DEFAULT_STACK or schedule != "gpipe" or zero_stage
             or sequence_parallel or pipeline_boundary != "whole" or mixed_precision != "autocast" or recompute
@@ -222,7 +224,7 @@ def default_plans(graph: ModelGraph, strategy: str, batch: int, devices: int, de
             **(dict(sequence_parallel=True) if sequence_parallel and p.p_tensor > 1 else {}))
             for p in default_plans(
             graph, strategy, batch, devices, devices_per_node, dtype, optimizer, micro_batches, inner,
-            pipeline_stages=pipeline_stages)]
+            pipeline_stages=pipeline_stages, context_parallel=context_parallel, expert_parallel=expert_parallel)]
     if strategy in ADDON_STRATEGIES:  # out-of-core, recompute, cooperative (predictor/outofcore_strategies.py)
         return addon_plans(strategy, batch, devices, devices_per_node, dtype, optimizer, micro_batches)
     if strategy in SPLIT_RECOMPUTE:  # the base strategy's plans, with checkpointing
@@ -251,15 +253,22 @@ def default_plans(graph: ModelGraph, strategy: str, batch: int, devices: int, de
         counts = [micro_batches] if micro_batches else [s for s in range(1, per_pipe + 1) if per_pipe % s == 0] or [1]
         return [Plan(strategy, devices=devices, p_data=p_data, stages=stages, micro_batches=s, **base) for s in counts]
     if strategy == "data+tensor+pipeline":  # tensor inside a node, pipeline stages over the nodes, 1F1B
-        stages = pipeline_stages or devices // g
-        if devices % (g * stages):
-            raise UserError(f"data+tensor+pipeline: tensor degree {g} x {stages} pipeline stages does not divide "
-                            f"{devices} devices (--tensor-parallel, --pipeline-stages, --gpus)")
-        p_data = devices // (g * stages)
+        cp, ep = context_parallel, expert_parallel
+        if cp > 1 and not inner:  # the context ranks share the node with the tensor ranks
+            g = math.gcd(devices // cp if devices % cp == 0 else devices, max(devices_per_node // cp, 1))
+        if devices % (g * cp):
+            raise UserError(f"data+tensor+pipeline: tensor degree {g} x context degree {cp} does not divide "
+                            f"{devices} devices (--tensor-parallel, --context-parallel, --gpus)")
+        stages = pipeline_stages or devices // (g * cp)
+        if devices % (g * stages * cp):
+            raise UserError(f"data+tensor+pipeline: tensor degree {g} x {stages} pipeline stages"
+                            + (f" x context degree {cp}" if cp > 1 else "") + f" does not divide {devices} devices "
+                            "(--tensor-parallel, --pipeline-stages, --context-parallel, --gpus)")
+        p_data = devices // (g * stages * cp)
         per_pipe = batch // p_data if batch % p_data == 0 else batch
         counts = [micro_batches] if micro_batches else [s for s in range(1, per_pipe + 1) if per_pipe % s == 0] or [1]
         return [Plan(strategy, devices=devices, p_data=p_data, p_tensor=g, stages=stages, micro_batches=s,
-                     schedule="1f1b", **base) for s in counts]
+                     schedule="1f1b", p_context=cp, p_expert=ep, **base) for s in counts]
     if devices % g:
         return [Plan(strategy, devices=devices, p_data=devices, **base)]  # reported infeasible by evaluate
     if strategy == "data+spatial":
@@ -324,7 +333,8 @@ def predict_all(graph: ModelGraph, batch: int, devices: int, cost_model: CostMod
                 virtual_stages: int = 1, zero_stage: int = 0, sequence_parallel: bool = False,
                 tensor_parallel: int | None = None, pipeline_stages: int | None = None,
                 pipeline_boundary: str = "whole", mixed_precision: str = "autocast",
-                recompute: bool = False, recompute_granularity: str = "full") -> list[Prediction]:
+                recompute: bool = False, recompute_granularity: str = "full", context_parallel: int = 1,
+                expert_parallel: int = 1) -> list[Prediction]:
     """One prediction per strategy (for pipelines, the best micro-batch count), ranked. A strategy the
     profile cannot cost (missing coefficient) comes back infeasible with the message; if none can be
     costed, that UserError is raised."""
@@ -344,7 +354,9 @@ def predict_all(graph: ModelGraph, batch: int, devices: int, cost_model: CostMod
                               virtual_stages=virtual_stages, zero_stage=zero_stage,
                               sequence_parallel=sequence_parallel, pipeline_stages=pipeline_stages,
                               pipeline_boundary=pipeline_boundary, mixed_precision=mixed_precision,
-                              recompute=recompute, recompute_granularity=recompute_granularity)
+                              recompute=recompute, recompute_granularity=recompute_granularity,
+                              **(dict(context_parallel=context_parallel, expert_parallel=expert_parallel)
+                                 if name in HYBRID_3D else {}))
         try:
             preds = [evaluate(ctx, p, device_memory_bytes) for p in plans]
             best = rank(preds)[0]

@@ -5,7 +5,8 @@ import argparse
 import json
 import sys
 
-from predictor.flags import add_prediction_arguments, add_strategy_argument
+from predictor.flags import (add_context_expert_arguments, add_prediction_arguments, add_strategy_argument,
+                             context_expert_degrees)
 from predictor.plan import (ADDON_STRATEGIES, MIXED_PRECISIONS, PIPELINE_BOUNDARIES, PIPELINE_SCHEDULES,
                             RECOMPUTE_GRANULARITIES, STRATEGIES)
 from profiler.cliutil import batch_size, device_count, int_in
@@ -34,6 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pipeline-stages", type=device_count, metavar="P",
                         help="data+tensor+pipeline: pipeline stages (default: --gpus / T); the other devices are "
                              "data replicas, --gpus / (T x P)")
+    add_context_expert_arguments(parser)
     parser.add_argument("--recompute", action="store_true",
                         help="pipeline, data+pipeline, data+tensor+pipeline: activation recomputation (GPipe keeps "
                              "only stage-boundary activations; data+tensor+pipeline re-runs each transformer layer's "
@@ -129,11 +131,12 @@ def run(args) -> int:
 
     from predictor.api import predict_all
     from predictor.extrapolation import FLAG_SHARE, measure_command
-    from predictor.report import at_scale_lines, chrome_trace, memory_table, ranked_table, to_json
+    from predictor.report import at_scale_lines, chrome_trace, memory_table, moe_context_lines, ranked_table, to_json
 
     if args.trace:
         from profiler.outputs import check_output
         check_output(args.trace, "--trace", args.force)
+    cp, ep = context_expert_degrees(args, args.strategy)
     graph, cm, path = load_inputs(args)
     strategies = STRATEGIES + ADDON_STRATEGIES if args.strategy == "all" else (args.strategy,)
     cap = args.memory_cap * 1e9 if args.memory_cap else None
@@ -144,7 +147,8 @@ def run(args) -> int:
                         zero_stage=args.zero, sequence_parallel=args.sequence_parallel,
                         tensor_parallel=args.tensor_parallel, pipeline_stages=args.pipeline_stages,
                         pipeline_boundary=args.pipeline_boundary, mixed_precision=args.mixed_precision,
-                        recompute=args.recompute, recompute_granularity=args.recompute_granularity)
+                        recompute=args.recompute, recompute_granularity=args.recompute_granularity,
+                        context_parallel=cp, expert_parallel=ep)
     if args.strategy != "all" and not preds[0].feasible:
         raise UserError(f"{args.strategy} on {args.gpus} devices with batch {args.batch}: {preds[0].reason}")
     meta = {"profile": str(path), "profile_provenance": cm.provenance, "model": graph.name, "batch": args.batch,
@@ -197,6 +201,8 @@ def run(args) -> int:
     best = next((p for p in preds if p.feasible), None)
     if best is not None:
         console.print(memory_table(best))
+        for line in moe_context_lines(best):
+            console.print(line)
         console.print(f"recommended: {best.plan.strategy} ({best.plan.describe()}), {best.iteration_s:.4g} s/iteration, "
                       f"bottleneck: {best.bottleneck}" + ("" if best.fits else "  (does NOT fit in memory)"))
         for line in at_scale_lines(best, cluster_load_times(graph, best, cm, args)):
@@ -268,7 +274,7 @@ def _print_compact(args, preds, meta, path, cm, graph, flagged, substituted, cor
     from rich.console import Console
 
     from predictor.extrapolation import FLAG_SHARE
-    from predictor.report import at_scale_lines, compact_table, infeasible_line, why_lines
+    from predictor.report import at_scale_lines, compact_table, infeasible_line, moe_context_lines, why_lines
 
     console = Console(width=console_width(), file=sys.stdout, highlight=False)
     console.print(f"{graph.name} ({graph.params / 1e6:.2f} M params, {len(graph.layers)} layers), batch {args.batch} "
@@ -280,6 +286,8 @@ def _print_compact(args, preds, meta, path, cm, graph, flagged, substituted, cor
     for line in why_lines(preds):
         console.print(line)
     best = next((p for p in preds if p.feasible), None)
+    for line in moe_context_lines(best) if best is not None else ():
+        console.print(line)
     if best is not None:
         for line in at_scale_lines(best, cluster_load_times(graph, best, cm, args)):
             console.print(line)

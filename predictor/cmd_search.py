@@ -5,7 +5,7 @@ import argparse
 import sys
 
 from predictor.cmd_run import load_inputs
-from predictor.flags import add_prediction_arguments
+from predictor.flags import add_context_expert_arguments, add_prediction_arguments
 from profiler.cliutil import batch_size, int_in
 
 #: the search evaluates every device count up to --max-gpus
@@ -21,13 +21,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--objective", default="time", choices=("time", "cost"),
                         help="time = iteration seconds; cost = device-seconds per sample (GPU-hours)")
     parser.add_argument("--top", type=int_in(1, 10000), default=10, help="how many configurations to show")
+    add_context_expert_arguments(parser, search=True)
 
 
 def run(args) -> int:
     from rich.console import Console
 
     from predictor.outofcore_strategies import swap_vs_model_parallel
-    from predictor.report import ranked_table, to_json
+    from predictor.report import memory_table, moe_context_lines, ranked_table, to_json
     from predictor.search import search
     from predictor.stacks import stack_scaled
 
@@ -37,7 +38,8 @@ def run(args) -> int:
                     devices_per_node=args.gpus_per_node, dtype=args.dtype, optimizer=args.optimizer,
                     memory_cap_bytes=args.memory_cap * 1e9 if args.memory_cap else None,
                     objective=args.objective, top=args.top, framework=args.framework,
-                    synthetic_data=args.synthetic_data)
+                    synthetic_data=args.synthetic_data, context_parallel=args.context_parallel,
+                    expert_parallel=args.expert_parallel)
     summary = {"profile": str(path), "profile_provenance": cm.provenance, "model": graph.name, "batch": args.batch,
                "max_gpus": args.max_gpus, "objective": args.objective, "evaluated": result.evaluated,
                "feasible": result.feasible, "fitting": result.fitting, "pruned": result.pruned,
@@ -57,5 +59,8 @@ def run(args) -> int:
         console.print("no configuration fits; raise --memory-cap or lower --batch")
         return 1
     console.print(ranked_table(result.best, args.dataset_size, title=f"best {len(result.best)} by {args.objective}"))
+    for line in moe_context_lines(result.best[0]):  # the top plan's experts and context split, when it has them
+        console.print(line)
+    console.print(memory_table(result.best[0]))
     console.print(swap_vs_model_parallel(result.best_by_strategy))  # out-of-core section of the README
     return 0

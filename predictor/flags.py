@@ -15,7 +15,7 @@ from calibrate.system_constants import DEFAULT_STACK, STACKS
 from predictor.overlap import FRAMEWORKS
 from predictor.plan import ALL_STRATEGIES, DTYPES, OPTIMIZERS
 from predictor.zoo import ZOO
-from profiler.cliutil import MAX_LOCAL_RANKS, float_in, int_in
+from profiler.cliutil import MAX_LOCAL_RANKS, device_count, float_in, int_in
 from profiler.errors import UserError
 
 #: --strategy: every strategy the plan knows, or all of them
@@ -103,6 +103,35 @@ def add_prediction_arguments(parser: argparse.ArgumentParser) -> None:
                              "measured")
     add_at_scale_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+
+
+def add_context_expert_arguments(parser: argparse.ArgumentParser, search: bool = False) -> None:
+    """--context-parallel and --expert-parallel: data+tensor+pipeline's context-parallel degree (the sequence split
+    over CP ranks, keys and values passed around a ring) and expert-parallel degree (a mixture of experts' experts
+    over EP of the data x context ranks; --model-arg experts=E); docs/method.md §14b. search=True: the search keeps
+    them fixed (unset: context 1, expert every degree the model takes)."""
+    what = "the degree the search keeps (default 1)" if search else "default 1"
+    parser.add_argument("--context-parallel", type=device_count, metavar="CP",
+                        help=f"data+tensor+pipeline: context parallelism, the sequence split over CP ranks with a ring "
+                             f"of keys and values under attention ({what}); devices = T x CP x P x data")
+    parser.add_argument("--expert-parallel", type=device_count, metavar="EP",
+                        help="data+tensor+pipeline on a mixture of experts (--model-arg experts=E,top_k=k): the "
+                             "experts spread over EP of the data x context ranks, tokens exchanged by all-to-all ("
+                             + ("the degree the search keeps; default: every EP dividing E" if search
+                                else "default 1") + ")")
+
+
+def context_expert_degrees(args: argparse.Namespace, strategy: str | None) -> tuple[int, int]:
+    """(context, expert) degrees from --context-parallel and --expert-parallel (1 when not given); UserError when one
+    above 1 is given with a strategy other than data+tensor+pipeline."""
+    from predictor.plan import HYBRID_3D
+    cp, ep = getattr(args, "context_parallel", None) or 1, getattr(args, "expert_parallel", None) or 1
+    if (cp > 1 or ep > 1) and strategy is not None and strategy not in HYBRID_3D:
+        flag = "--context-parallel" if cp > 1 else "--expert-parallel"
+        raise UserError(f"{flag} {cp if cp > 1 else ep}: runs in --strategy {HYBRID_3D[0]} (Megatron-Core's layout; "
+                        f"--tensor-parallel 1 --pipeline-stages 1 for data x {'context' if cp > 1 else 'expert'} "
+                        f"alone), not {strategy}")
+    return cp, ep
 
 
 def cluster_load(text: str) -> float:

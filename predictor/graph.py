@@ -23,7 +23,8 @@ class Layer:
     bmm (a batched matrix product of two activations: input_shape is its first operand), sdpa (fused scaled
     dot-product attention: input_shape is the query), cross_entropy (the loss over the last dimension of its
     input, one target per row), copy (a reshape that copies a transposed tensor into a contiguous one) (the
-    set the cost models know; tracers report anything else by name).
+    set the cost models know; tracers report anything else by name); mixture of experts: router, moe_dispatch,
+    moe_combine and a `linear` with groups = E experts (docs/method.md §3c).
 
     inputs: names of the layers feeding this one ("" = the model input); lets residual/concat graphs keep
     their structure. kernel/stride/padding are per spatial dimension (empty for non-spatial ops).
@@ -44,6 +45,9 @@ class Layer:
     flops_bwd_weight: float = 0.0
     inputs: tuple[str, ...] = ()
     causal: bool = False  # sdpa: a causal mask (fused kernels skip the masked half)
+    #: moe_dispatch: the experts' capacity factor (each expert takes at most capacity_factor x its mean share of the
+    #: routed tokens, the rest dropped; 0 = dropless). Its `groups` is the expert count, as a grouped linear's
+    capacity_factor: float = 0.0
 
     @property
     def tied(self) -> bool:

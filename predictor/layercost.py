@@ -11,6 +11,7 @@ channel) divisor, channel (input channel) divisor. Times are cached per (layer, 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import NamedTuple
 
 from calibrate.cost_api import CostModel
@@ -59,6 +60,37 @@ class Split(NamedTuple):
     spatial: tuple[int, ...] = ()  # divisor per spatial dim (D,)H,W; () = not split
     filter_div: int = 1  # output channels divided by
     channel_div: int = 1  # input channels divided by
+    expert_div: int = 1  # a grouped (expert) linear: its experts spread over this many ranks (expert parallelism)
+    seq_div: int = 1  # context parallelism: the sequence split this many ways (an attention score block: both dims)
+
+
+def token_dims(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The dimensions of a per-sample shape that context parallelism splits: the tokens of (tokens, ...) tensors, or
+    of (heads, tokens, dim) ones; both of a square (heads, tokens, tokens) score block."""
+    if len(shape) >= 3:
+        return (len(shape) - 2, len(shape) - 1) if shape[-1] == shape[-2] else (len(shape) - 2,)
+    return (0,) if shape else ()
+
+
+def seq_local(shape: tuple[int, ...], seq_div: int) -> tuple[int, ...]:
+    """`shape` on one of seq_div context-parallel ranks (token_dims divided, rounded up)."""
+    if seq_div <= 1:
+        return shape
+    dims = token_dims(shape)
+    return tuple(_div(x, seq_div) if i in dims else x for i, x in enumerate(shape))
+
+
+def attention_block(layer: Layer) -> bool:
+    """Context parallelism runs this layer as seq_div blocks of (tokens/seq_div)² (fused attention, or a layer on
+    score tensors): each rank's queries against every chunk of keys (LayerCoster.times multiplies by seq_div)."""
+    return layer.op == "sdpa" or any(len(x) >= 3 and x[-1] == x[-2] for x in (layer.input_shape, layer.output_shape))
+
+
+def grouped_gemms(layer: Layer, split: Split) -> int:
+    """GEMMs one rank runs for a grouped (expert) linear: its experts / expert_div (1 for any other layer)."""
+    if layer.op != "linear" or layer.groups <= 1:
+        return 1
+    return max(1, layer.groups // max(split.expert_div, 1))
 
 
 def _div(x: int, d: int) -> int:
@@ -72,9 +104,15 @@ def local_dims(dims: tuple[int, ...], spatial: tuple[int, ...]) -> tuple[int, ..
 
 
 def _pass_params(layer: Layer, split: Split) -> tuple[str, dict[str, int]] | None:
-    """The cost-model op and shape parameters of `layer` on one device (None: no kernel)."""
+    """The cost-model op and shape parameters of `layer` on one device (None: no kernel): a grouped linear's one
+    expert GEMM (grouped_gemms of them), an attention block's one block under context parallelism."""
+    if split.seq_div > 1:
+        layer = layer_local(layer, split.seq_div)
     op = COSTED_AS.get(layer.op, layer.op)
     n = split.n
+    if layer.op == "router":  # never split over its E logits: a filter_div is sequence parallelism's token share
+        return "linear", {"M": n * _div(math.prod(layer.input_shape[:-1]), split.filter_div),
+                          "N": layer.output_shape[-1], "K": layer.input_shape[-1]}
     if op in ("conv2d", "conv3d"):
         c_in = _div(layer.input_shape[0], split.channel_div)
         f_out = _div(layer.output_shape[0], split.filter_div)
@@ -96,7 +134,10 @@ def _pass_params(layer: Layer, split: Split) -> tuple[str, dict[str, int]] | Non
         out_dims = local_dims(layer.output_shape[1:], split.spatial)
         return "gemm", {"M": n * math.prod(out_dims), "N": f_out, "K": (c_in // layer.groups) * math.prod(kernel)}
     if op == "linear":  # on (tokens, features) per sample every token is a row of the GEMM: M = n tokens
-        return "linear", {"M": n * math.prod(layer.input_shape[:-1]), "N": _div(layer.output_shape[-1], split.filter_div),
+        rows = n * math.prod(layer.input_shape[:-1])
+        if layer.groups > 1:  # one expert's share of a rank's routed tokens, at the balanced mean (method.md §3c)
+            rows = _div(rows * max(split.expert_div, 1), layer.groups)
+        return "linear", {"M": rows, "N": _div(layer.output_shape[-1], split.filter_div),
                           "K": _div(layer.input_shape[-1], split.channel_div)}
     if op == "bmm":  # (..., M, K) x (..., K, N): every leading dim of the output is a batch of products
         return "bmm", {"B": n * _div(math.prod(layer.output_shape[:-2]), split.filter_div),
@@ -119,6 +160,21 @@ def _pass_params(layer: Layer, split: Split) -> tuple[str, dict[str, int]] | Non
             params["stride"] = layer.stride[0] if layer.stride else 1
         return op, params
     return None
+
+
+def layer_local(layer: Layer, seq_div: int) -> Layer:
+    """`layer` with its input and output shapes on one of seq_div context-parallel ranks (seq_local), cached."""
+    key = (layer, seq_div)
+    hit = _LOCAL.get(key)
+    if hit is None:
+        if len(_LOCAL) > 1 << 14:
+            _LOCAL.clear()
+        hit = _LOCAL[key] = replace(layer, input_shape=seq_local(layer.input_shape, seq_div),
+                                    output_shape=seq_local(layer.output_shape, seq_div))
+    return hit
+
+
+_LOCAL: dict = {}
 
 
 def _elementwise_bytes(layer: Layer, split: Split, act_bytes: int) -> float:
@@ -241,12 +297,13 @@ class LayerCoster:
         if hit is not None:
             return hit
         layer = self.graph.layers[index]
+        local = layer_local(layer, split.seq_div) if split.seq_div > 1 else layer  # context parallelism's share
         spec = _pass_params(layer, split)
         if spec is None:
             if layer.op in FREE_OPS:
                 fwd = bwd = 0.0
-            else:  # concat, dropout, softmax_loss, embedding, cross_entropy: streaming traffic
-                fwd_bytes, bwd_bytes = modelled_bytes(layer, split, self.act_bytes)
+            else:  # concat, dropout, softmax_loss, embedding, cross_entropy, MoE dispatch/combine: streaming traffic
+                fwd_bytes, bwd_bytes = modelled_bytes(local, split, self.act_bytes)
                 fwd = self.cm.memory_time_s(fwd_bytes)
                 bwd = self.cm.memory_time_s(bwd_bytes)
         else:
@@ -255,7 +312,7 @@ class LayerCoster:
             if self.first[index]:
                 bwd = 0.0
             elif layer.op in STREAMED_BACKWARD:
-                bwd = self.cm.memory_time_s(streamed_backward_bytes(layer, split, self.act_bytes))
+                bwd = self.cm.memory_time_s(streamed_backward_bytes(local, split, self.act_bytes))
             else:
                 bwd = self._call(op, BACKWARD_PASS.get(layer.op, "bwd_data"), params)
             if layer.params or layer.tied:  # a tied head's weight gradient is computed too (Layer.tied)
@@ -268,8 +325,12 @@ class LayerCoster:
                 cast_fwd, cast_bwd = self._fp8_casts(params, bool(layer.params))
                 fwd += cast_fwd
                 bwd += cast_bwd
+            reps = grouped_gemms(layer, split)  # an expert linear: one GEMM per expert on this rank
+            fwd, bwd = fwd * reps, bwd * reps
+        if split.seq_div > 1 and attention_block(layer):  # every chunk of keys: seq_div blocks
+            fwd, bwd = fwd * split.seq_div, bwd * split.seq_div
         if self.readers[index] > 1:  # its output's gradients arrive from several readers and are summed
-            bwd += self.cm.memory_time_s(gradient_sum_bytes(layer, split, self.act_bytes, self.readers[index]))
+            bwd += self.cm.memory_time_s(gradient_sum_bytes(local, split, self.act_bytes, self.readers[index]))
         if layer.op != "input":  # every layer is a module call, and an autograd node unless nothing needs its grad
             fwd += self.overhead_s[0]
             bwd += self.overhead_s[1] if (layer.params or not self.first[index]) else 0.0

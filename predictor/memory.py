@@ -17,9 +17,13 @@ from predictor.graph import ModelGraph
 from predictor.layercost import ACT_BYTES, MIXED_DTYPES, OPTIMIZER_STATE_WORDS
 from profiler.opmath import LOSS_ELEMENT_BYTES, TOKEN_ID_BYTES
 
-SAVES_INPUT = ("conv2d", "conv3d", "linear", "batchnorm", "maxpool", "avgpool", "silu", "layernorm", "rmsnorm", "gelu")
-SAVES_OUTPUT = ("relu", "sigmoid", "softmax", "sdpa")
-SAVES_INPUTS = ("mul",)  # every tensor input, for the other's gradient (a product with a number saves nothing)
+SAVES_INPUT = ("conv2d", "conv3d", "linear", "batchnorm", "maxpool", "avgpool", "silu", "layernorm", "rmsnorm", "gelu",
+               "router")
+#: a router keeps its softmax's output too; MoE's dispatch keeps only its token indices (integers, left out)
+SAVES_OUTPUT = ("relu", "sigmoid", "softmax", "sdpa", "router")
+#: every tensor input, for the other's gradient (a product with a number saves nothing); MoE's combine keeps the
+#: expert outputs and the router's probabilities (the weighted sum's two gradients)
+SAVES_INPUTS = ("mul", "moe_combine")
 SAVES_OPERANDS = ("bmm", "sdpa")  # every tensor input, however many
 #: bytes per row of the float32 statistics a norm saves (mean and rstd, or rstd alone)
 NORM_STATS_BYTES = {"layernorm": 8, "rmsnorm": 4}

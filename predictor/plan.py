@@ -54,7 +54,8 @@ MIXED_PRECISIONS = ("autocast", "half")
 DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8")
 
 # Communication kinds reported separately (exposed and hidden) in Prediction.comm_*.
-COMM_KINDS = ("gradient", "layer_collective", "halo", "pipeline_p2p", "redistribute")
+COMM_KINDS = ("gradient", "layer_collective", "halo", "pipeline_p2p", "redistribute", "expert_alltoall",
+              "context_ring")
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,8 @@ class Plan:
     p_channel: int = 1
     p_tensor: int = 1  # Megatron-LM tensor parallelism: column/row-parallel linear pairs split over p_tensor ranks
     sequence_parallel: bool = False  # tensor: Korthikanti et al.'s sequence parallelism (RS + AG, split norms)
+    p_context: int = 1  # data+tensor+pipeline: context parallelism, the sequence split over this many ranks (ring)
+    p_expert: int = 1  # data+tensor+pipeline on a MoE: expert parallelism, the experts over this many data ranks
     stages: int = 1
     micro_batches: int = 1
     spatial_layers: Optional[int] = None  # spatial-then-data: layers [0, k) spatial; None = as many as can split
@@ -94,7 +97,7 @@ class Plan:
     @property
     def inner(self) -> int:
         """Devices in one model-parallel group (1 for pure data parallelism)."""
-        return self.p_spatial * self.p_filter * self.p_channel * self.p_tensor * self.stages
+        return self.p_spatial * self.p_filter * self.p_channel * self.p_tensor * self.stages * self.p_context
 
     @property
     def samples_per_group(self) -> float:
@@ -112,6 +115,10 @@ class Plan:
             parts.append(f"c{self.p_channel}")
         if self.p_tensor > 1 or self.sequence_parallel:
             parts.append(f"t{self.p_tensor}" + ("/sp" if self.sequence_parallel else ""))
+        if self.p_context > 1:
+            parts.append(f"cp{self.p_context}")
+        if self.p_expert > 1:
+            parts.append(f"ep{self.p_expert}")
         if self.stages > 1:
             parts.append(f"p{self.stages}/S{self.micro_batches}" + (
                 "" if self.schedule == "gpipe" else f"/{self.schedule}" + (
@@ -216,6 +223,8 @@ _LABELS = {
     "halo": "halo p2p",
     "pipeline_p2p": "pipeline p2p",
     "redistribute": "layer-wise collectives",
+    "expert_alltoall": "expert all-to-all",
+    "context_ring": "context-parallel ring",
 }
 
 

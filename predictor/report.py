@@ -11,7 +11,7 @@ from predictor.extrapolation import FLAG_SHARE
 from predictor.plan import Prediction
 
 _SHORT = {"gradient": "grad", "layer_collective": "layer", "halo": "halo", "pipeline_p2p": "p2p",
-          "redistribute": "a2a"}
+          "redistribute": "a2a", "expert_alltoall": "expert a2a", "context_ring": "cp ring"}
 
 
 def _t(seconds: float) -> str:
@@ -159,6 +159,29 @@ def infeasible_line(preds: Sequence[Prediction]) -> str:
         if not p.feasible:
             reasons.setdefault(p.reason.removeprefix("infeasible: "), []).append(p.plan.strategy)
     return "; ".join(f"{', '.join(names)}: {why}" for why, names in reasons.items())
+
+
+def moe_context_lines(pred: Prediction) -> list[str]:
+    """What expert and context parallelism add to a plan (docs/method.md §14b): the experts' share of the parameter
+    state, the busiest expert rank's tokens, the all-to-alls; the sequence split and the ring's exposed part."""
+    d, plan = pred.details, pred.plan
+    if not pred.feasible or "expert_parallel" not in d:
+        return []
+    out = []
+    state = pred.weights_bytes + pred.grads_bytes + pred.optimizer_bytes
+    params = d.get("params_per_device") or 0.0
+    if plan.p_expert > 1:
+        share = d.get("expert_params_per_device", 0.0) / params if params else 0.0
+        out.append(f"experts: 1/{plan.p_expert} of them per rank ({share:.0%} of its {params / 1e6:.4g} M parameters, "
+                   f"about {share * state / 1e9:.3g} GB of weights, gradients and optimizer state); the busiest expert "
+                   f"rank takes {d.get('expert_busiest_factor', 1.0):.3f}x the mean routed tokens; dispatch and combine "
+                   f"all-to-alls over {plan.p_expert} ranks on {d.get('nodes_expert_group', 1)} node(s): "
+                   f"{_t(pred.comm_exposed_s.get('expert_alltoall', 0.0))} exposed")
+    if plan.p_context > 1:
+        out.append(f"context: the sequence over {plan.p_context} ranks on {d.get('nodes_context_group', 1)} node(s), "
+                   f"activations 1/{plan.p_context} ({pred.activations_bytes / 1e9:.3g} GB); the ring of keys and "
+                   f"values beyond the attention blocks: {_t(pred.comm_exposed_s.get('context_ring', 0.0))} exposed")
+    return out
 
 
 def why_lines(preds: Sequence[Prediction]) -> list[str]:

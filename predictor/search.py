@@ -47,10 +47,13 @@ def search(graph: ModelGraph, cost_model: CostModel, *, batch: int, max_devices:
            devices_per_node: int | None = None, dtype: str = "fp32", optimizer: str = "sgd",
            memory_cap_bytes: float | None = None, objective: str = "time", top: int = 10,
            strategies=SEARCH_STRATEGIES, interval: bool = True, exhaustive: bool = False, framework: str = "ddp",
-           synthetic_data: bool = False) -> SearchResult:
+           synthetic_data: bool = False, context_parallel: int | None = None,
+           expert_parallel: int | None = None) -> SearchResult:
     """The `top` best plans and the fastest per strategy. exhaustive=True evaluates every candidate in order
     (the reference); the default prunes with bounds (predictor.search_fast) and returns the same plans.
-    framework and synthetic_data are set on every candidate (Plan.framework, Plan.synthetic_data)."""
+    framework and synthetic_data are set on every candidate (Plan.framework, Plan.synthetic_data). A mixture of
+    experts, or context_parallel > 1, adds Megatron-Core's expert/context layouts (predictor.search_moe_cp); a
+    context or expert degree given keeps the search to those layouts at that degree."""
     if batch <= 0 or max_devices <= 0 or min_devices <= 0 or min_devices > max_devices:
         raise UserError(f"search needs 0 < min devices ({min_devices}) <= max devices ({max_devices}) and batch > 0 ({batch})")
     if objective not in ("time", "cost"):
@@ -66,14 +69,25 @@ def search(graph: ModelGraph, cost_model: CostModel, *, batch: int, max_devices:
     devices = range(min_devices, max_devices + 1)
     counts = Counts()
     start, cpu_start = time.perf_counter(), time.process_time()
-    if exhaustive:
+    from predictor.search_moe_cp import expert_count, walk
+    fixed = (context_parallel or 1) > 1 or (expert_parallel or 1) > 1
+    index = 0
+    if fixed:
+        pass  # only the expert/context layouts take the degrees given
+    elif exhaustive:
         for index, plan in enumerate(candidates(graph, batch, devices, dpn, dtype, optimizer, strategies, options)):
             pred = evaluate(ctx, plan, cap)
             if counts.tally(pred):
                 ranking.add(index, pred)
+        index += 1
     else:
         fast_search(ctx, ranking, counts, batch=batch, devices=devices, devices_per_node=dpn, dtype=dtype,
                     optimizer=optimizer, cap=cap, strategies=strategies, plan_options=options)
+        index = 1 << 40  # past every candidate index the fast walk can have ranked
+    if (fixed or expert_count(ctx)) and "data+tensor+pipeline" in strategies:
+        walk(ctx, ranking, counts, batch=batch, devices=devices, devices_per_node=dpn, dtype=dtype, optimizer=optimizer,
+             cap=cap, plan_options=options, context=(context_parallel or 1,),
+             experts=(expert_parallel,) if expert_parallel else None, first_index=index)
     seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
     best = ranking.best()
     if interval:

@@ -39,7 +39,11 @@ _MODULE_OPS = {
 #: scores (read x, write y; backward read dy and y, write dx). BiasDropoutAdd (Megatron-LM's
 #: bias_dropout_add_fused_train, megatron/model/transformer.py, and the zoo's module of that name): residual +
 #: dropout(x) in one kernel, one `bias_dropout_add` layer reading x and the residual (profiler.opmath)
-_FUSED_MODULES = {"FusedScaleMaskSoftmax": "softmax", "BiasDropoutAdd": "bias_dropout_add"}
+_FUSED_MODULES = {"FusedScaleMaskSoftmax": "softmax", "BiasDropoutAdd": "bias_dropout_add",
+                  # a mixture of experts (the zoo's predictor.zoo.transformer.MoE, docs/method.md §3c): each module
+                  # one layer; ExpertLinear a linear whose `groups` is its expert count
+                  "Router": "router", "TokenDispatch": "moe_dispatch", "TokenCombine": "moe_combine",
+                  "ExpertLinear": "linear"}
 _FUNCTION_OPS = {
     F.relu: "relu", torch.relu: "relu", operator.add: "add", operator.iadd: "add", torch.add: "add",
     torch.cat: "concat", torch.flatten: "flatten", F.dropout: "dropout",
@@ -175,6 +179,9 @@ def _flops(op: str, x: tuple[int, ...], y: tuple[int, ...], module, n_inputs: in
     if op == "linear":
         f = gemm_flops(math.prod(x[:-1]), module.out_features, module.in_features)  # per sample
         return f, f, f
+    if op == "router":  # its GEMM to one logit per expert (the softmax over E values is left out)
+        f = gemm_flops(math.prod(x[:-1]), y[-1], x[-1])
+        return f, f, f
     if op == "bmm" and len(x) >= 2 and len(y) >= 2:
         f = bmm_flops(math.prod(y[:-2]), y[-2], y[-1], x[-1])
         return f, f, f
@@ -230,6 +237,8 @@ class _Meta(NamedTuple):
 
 def _known_output(module: nn.Module, x: torch.Tensor) -> torch.Tensor | None:
     """The output of `module` on meta tensor x when its shape follows from the module alone, else None."""
+    if type(module).__name__ in _FUSED_MODULES and hasattr(module, "output_size"):  # a router, expert linears
+        return x.new_empty(module.output_size(tuple(x.shape)))
     if isinstance(module, _SHAPE_PRESERVING) or type(module).__name__ in _FUSED_MODULES:
         return x.new_empty(x.shape)
     if isinstance(module, nn.Embedding):
@@ -509,7 +518,8 @@ def trace_module(module: nn.Module, input_shape: tuple[int, ...], name: str = "m
         layers.append(Layer(
             name=layer_name, op=op, input_shape=x, output_shape=y, weight_shape=weight, params=params,
             kernel=tuple(kernel), stride=tuple(stride), padding=tuple(padding),
-            groups=getattr(module, "groups", 1) if op in ("conv2d", "conv3d") else 1,
+            groups=getattr(module, "groups", 1) if op in ("conv2d", "conv3d") else getattr(module, "experts", 1),
+            capacity_factor=float(getattr(module, "capacity_factor", 0.0)) if op == "moe_dispatch" else 0.0,
             flops_fwd=fwd, flops_bwd_data=bwd_d, flops_bwd_weight=bwd_w,
             inputs=tuple(names.get(i, "") for i in inputs), causal=causal))
         names[node] = layer_name

@@ -51,6 +51,13 @@ MEGATRON_RESIDUAL = "bias-dropout-add"
 #: backward, `no-overlap`)
 LAYOUT_CHOICES = {"pipeline_boundary": PIPELINE_BOUNDARIES, "ddp_impl": ("torch", "local")}
 DDP_REGIMES = {"torch": "ddp", "local": "no-overlap"}
+#: model settings a Megatron-Core / NeMo row may state (model_details.<key>) and the values each may take: the zoo
+#: GPT's attention (zoo_attention: `attention` is the sources' own words in other rows), MLP and norm (predictor.zoo.transformer) and whether the head is tied to the embedding; with
+#: kv_heads, ffn, experts, top_k, capacity_factor (0 = dropless) and dropout as numbers (docs/method.md §3c)
+MODEL_CHOICES = {"zoo_attention": ("sdpa", "math", "fused-softmax"), "mlp": ("gelu", "swiglu"),
+                 "norm": ("layernorm", "rmsnorm"), "tie": (True, False)}
+#: model_details keys passed to the zoo GPT as they are
+MODEL_KNOBS = ("kv_heads", "ffn", "mlp", "norm", "tie", "dropout", "experts", "top_k", "capacity_factor")
 #: the longest key sequence Megatron's fused scale-mask-softmax kernel takes (FusedScaleMaskSoftmax.forward)
 FUSED_SOFTMAX_MAX_SEQ = 2048
 #: DLE PyTorch BERT's phase 2 (seq 512) reads LDDL's binned data: README @729963dd, changelog January 2022 "Binned
@@ -101,9 +108,19 @@ def parse_transformer_record(rec: Any, index: int, path: str) -> PublishedRun:
     for name, value in (("model_details", details), ("parallelism", parallel)):
         if not isinstance(value, dict):
             raise _fail(path, index, rid, name, "must be a mapping")
-    for key in ("layers", "hidden", "heads", "seq_len"):
+    for key in ("layers", "hidden", "heads", "seq_len", "kv_heads", "ffn", "experts", "top_k"):
         _positive_int(details.get(key), path, index, rid, f"model_details.{key}", allow_none=True)
-    for key in ("data", "tensor", "pipeline", "micro_batch", "grad_accum", "micro_batch_per_gpu", "virtual_stages"):
+    for key, known in MODEL_CHOICES.items():
+        if key in details and details[key] not in known:
+            raise _fail(path, index, rid, f"model_details.{key}", f"must be one of {', '.join(map(str, known))}, "
+                        f"got {details[key]!r}")
+    for key, top in (("capacity_factor", 1e6), ("dropout", 1.0)):
+        value = details.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not 0 <= value < top):
+            raise _fail(path, index, rid, f"model_details.{key}", f"must be a number in [0, {top:g}), got {value!r}")
+    for key in ("data", "tensor", "pipeline", "micro_batch", "grad_accum", "micro_batch_per_gpu", "virtual_stages",
+                "context", "expert"):
         _positive_int(parallel.get(key), path, index, rid, f"parallelism.{key}", allow_none=True)
     for key in ("sequence_parallel", "distributed_optimizer"):
         if not isinstance(parallel.get(key, False), bool):
@@ -203,6 +220,8 @@ def _family(run: PublishedRun) -> Optional[str]:
         return "bert"
     if "gpt" in model and "megatron" in framework:
         return "megatron"
+    if model.startswith(("llama", "mixtral")) and ("megatron" in framework or "nemo" in framework):
+        return "megatron"  # Megatron-Core's GPT with LLaMA's or Mixtral's blocks (model_details says which)
     return None
 
 
@@ -244,9 +263,10 @@ def interpret_transformer(run: PublishedRun, rules: dict) -> Union[Setup, Skippe
     stack = _rule(rules, "stacks", run.framework)
     layers, hidden, heads, seq = shape
     vocab = details.get("vocab") if isinstance(details.get("vocab"), int) else VOCAB[family]
-    attention = {"mpt": "sdpa", "bert": "math"}.get(family) or megatron_attention(
+    attention = details.get("zoo_attention") or {"mpt": "sdpa", "bert": "math"}.get(family) or megatron_attention(
         precision["dtype"], seq, heads, parallel.get("tensor", 1), parallel.get("micro_batch", 1))
     knobs = dict(layers=layers, hidden=hidden, heads=heads, seq=seq, vocab=vocab, attention=attention)
+    knobs.update({k: details[k] for k in MODEL_KNOBS if details.get(k) is not None})
     if family == "mpt":
         knobs["dropout"] = 0.0
     if family == "megatron":
@@ -267,7 +287,8 @@ def interpret_transformer(run: PublishedRun, rules: dict) -> Union[Setup, Skippe
     framework = "ddp"
     if family == "megatron":
         t, p = parallel.get("tensor", 1), parallel.get("pipeline", 1)
-        d = parallel.get("data", gpus // (t * p))
+        cp, ep = parallel.get("context", 1), parallel.get("expert", 1)
+        d = parallel.get("data", gpus // (t * p * cp))
         mb = parallel.get("micro_batch", 1)
         if batch % (d * mb):
             return Skipped(run, f"global batch {batch} is not a multiple of data {d} x micro batch {mb}")
@@ -278,7 +299,7 @@ def interpret_transformer(run: PublishedRun, rules: dict) -> Union[Setup, Skippe
                     recompute=ckpt, schedule="interleaved" if v > 1 else "1f1b", virtual_stages=v,
                     pipeline_boundary=boundary, mixed_precision="half",
                     sequence_parallel=parallel.get("sequence_parallel", False),
-                    zero_stage=1 if parallel.get("distributed_optimizer", False) else 0)
+                    zero_stage=1 if parallel.get("distributed_optimizer", False) else 0, p_context=cp, p_expert=ep)
         if ckpt:
             plan["recompute_granularity"] = run.extra.get("granularity", "full")
         framework = DDP_REGIMES[parallel.get("ddp_impl", "local")]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from predictor.at_scale import straggler_s
 from predictor.input_pipeline import exposed_input_s
-from predictor.plan import MIXED_PRECISIONS, Plan, Prediction
+from predictor.plan import HYBRID_3D, MIXED_PRECISIONS, Plan, Prediction
 from predictor.strategies.context import Context, Infeasible
 from predictor.strategies.registry import EVALUATORS, Evaluator, register  # noqa: F401 - the registry's API
 
@@ -25,9 +25,13 @@ def _addon(name: str) -> Evaluator | None:
 def _check_layout(plan: Plan) -> None:
     if plan.batch < 1:
         raise Infeasible(f"batch {plan.batch} < 1")
-    for name in ("p_data", "p_spatial", "p_filter", "p_channel", "p_tensor", "stages", "micro_batches", "devices"):
+    for name in ("p_data", "p_spatial", "p_filter", "p_channel", "p_tensor", "stages", "micro_batches", "devices",
+                 "p_context", "p_expert"):
         if getattr(plan, name) < 1:
             raise Infeasible(f"{name} {getattr(plan, name)} < 1")
+    if (plan.p_context > 1 or plan.p_expert > 1) and plan.strategy not in HYBRID_3D:
+        raise Infeasible(f"context and expert parallelism run in {HYBRID_3D[0]} (Megatron-Core's layout), not "
+                         f"{plan.strategy}")
     if plan.p_data * plan.inner != plan.devices:
         raise Infeasible(f"p_data {plan.p_data} x inner {plan.inner} != {plan.devices} devices")
     if plan.mixed_precision not in MIXED_PRECISIONS:

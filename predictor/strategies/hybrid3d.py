@@ -23,6 +23,9 @@ from predictor.plan import (PIPELINE_BOUNDARIES, PIPELINE_SCHEDULES, RECOMPUTE_G
                             Prediction)
 from predictor.strategies.context import Context, Infeasible
 from predictor.strategies.data import local_batch
+from predictor.strategies.moe_context import (alltoall_seconds, attention_spans, busiest_factor, group_nodes,
+                                              kv_elems, moe_layers, ring_exposed)
+from predictor.strategies.moe_context import check as check_moe_cp
 from predictor.strategies.pipeline import in_flight, partition
 from predictor.strategies.tensor import (SequenceSplit, TensorSplit, _producers, check_degree,
                                          collectives_by_layer, layer_split, local_parameters, sequence_split,
@@ -31,11 +34,12 @@ from predictor.strategies.tensor import (SequenceSplit, TensorSplit, _producers,
 
 def layout_nodes(plan: Plan) -> tuple[int, int, int]:
     """(nodes a tensor group spans, nodes a data group spans, nodes two neighbouring pipeline ranks span) in
-    Megatron's rank order (module docstring)."""
+    Megatron's rank order (module docstring; context-parallel ranks between the tensor and the data ranks)."""
     t, d, K, dpn = plan.p_tensor, plan.p_data, plan.stages, plan.devices_per_node
-    tensor_nodes = nodes_spanned(t, 1, dpn, min(d * K, dpn))
-    data_nodes = nodes_spanned(d, t, dpn, min(t, dpn)) if d > 1 else 1
-    pipe_nodes = nodes_spanned(2, t * d, dpn, 1) if K > 1 else 1
+    cp = getattr(plan, "p_context", 1)  # the search's light layouts carry no context degree
+    tensor_nodes = nodes_spanned(t, 1, dpn, min(d * K * cp, dpn))
+    data_nodes = nodes_spanned(d, t * cp, dpn, min(t * cp, dpn)) if d > 1 else 1
+    pipe_nodes = nodes_spanned(2, t * cp * d, dpn, 1) if K > 1 else 1
     return tensor_nodes, data_nodes, pipe_nodes
 
 
@@ -279,13 +283,15 @@ def sequence_collectives_by_layer(ctx: Context, ts: TensorSplit, seq: SequenceSp
     return fwd, bwd
 
 
-def zero1_parameter_bytes(params: float, plan: Plan) -> tuple[float, float, float]:
+def zero1_parameter_bytes(params: float, plan: Plan, shard: int | None = None) -> tuple[float, float, float]:
     """(weights, grads, optimizer state) of `params` parameters on one rank under Megatron's distributed optimizer
-    (ZeRO stage 1 over the p_data replicas): the optimizer state and, under mixed precision, the fp32 master weights
-    sharded 1/p_data; the compute copy of the weights and the gradients whole (strategies.data's stage 1)."""
+    (ZeRO stage 1 over the p_data replicas, or `shard` of them): the optimizer state and, under mixed precision, the
+    fp32 master weights sharded 1/p_data; the compute copy of the weights and the gradients whole (strategies.data's
+    stage 1)."""
+    shard = plan.p_data if shard is None else shard
     weights, grads, optimizer = parameter_bytes(params, plan.dtype, plan.optimizer, plan.mixed_precision)
     master = weights - params * compute_weight_bytes(plan.dtype) if plan.dtype in MIXED_DTYPES else 0.0
-    return weights - master + master / plan.p_data, grads, optimizer / plan.p_data
+    return weights - master + master / shard, grads, optimizer / shard
 
 
 def compute_weight_bytes(dtype: str) -> float:
@@ -368,10 +374,15 @@ def tensor_layout(ctx: Context, ts: TensorSplit, t: int, sp: bool):
     return vocab, heads, embeds, seq
 
 
-def layer_terms(ctx: Context, ts: TensorSplit, dtype: str, t: int, m: int, tensor_nodes: int, sp: bool):
+def layer_terms(ctx: Context, ts: TensorSplit, dtype: str, t: int, m: int, tensor_nodes: int, sp: bool,
+                moe_cp: tuple = ()):
     """Per layer, at micro-batch m on one of t tensor ranks: ((forward, backward) seconds, forward collective
-    seconds, backward collective seconds), cached on ctx (the search's bounds and `evaluate` share them)."""
+    seconds, backward collective seconds), cached on ctx (the search's bounds and `evaluate` share them). moe_cp:
+    (cp, ep, nodes of the context group, of the expert group) when either degree is above 1 (`moe_cp_terms`)."""
     sp = sp and t > 1
+    if moe_cp:
+        return ctx.cached(("3d-layers", dtype, t, m, tensor_nodes, sp, moe_cp),
+                          lambda: moe_cp_terms(ctx, ts, dtype, t, m, tensor_nodes, sp, *moe_cp)[:3])
 
     def per_layer():
         vocab, heads, embeds, seq = tensor_layout(ctx, ts, t, sp)
@@ -443,11 +454,84 @@ def _split_groups(ctx: Context, ts: TensorSplit, t: int, sp: bool) -> dict[tuple
     return ctx.graph_cached(("3d-split-groups", t, sp and t > 1), build)
 
 
-def _collectives(ctx: Context, ts: TensorSplit, dtype: str, t: int, m: int, tensor_nodes: int, sp: bool):
-    """(the sequence split or None, {layer: forward collective seconds}, {layer: backward ...}) of `layer_terms`."""
+def moe_cp_terms(ctx: Context, ts: TensorSplit, dtype: str, t: int, m: int, tensor_nodes: int, sp: bool, cp: int,
+                 ep: int, cp_nodes: int, ep_nodes: int):
+    """`layer_terms` with context parallelism cp and expert parallelism ep (strategies.moe_context, method.md §14b),
+    and, per layer, the all-to-all and the ring seconds its collectives hold: (times, forward collectives, backward
+    collectives, forward all-to-all, backward all-to-all, forward ring, backward ring), cached on ctx. Every layer
+    at 1/cp of the tokens (an attention block as cp blocks), the expert layers at ep's share of the experts and the
+    busiest expert rank's tokens; each dispatch and combine an all-to-all forward and backward."""
+    def build():
+        vocab, heads, embeds, seq = tensor_layout(ctx, ts, t, sp)
+        tokens = seq.tokens if seq is not None else frozenset()
+        dispatch, combine, experts = moe_layers(ctx)
+        coster, split_of = ctx.coster(dtype), layer_split(ts, t, m, tokens)
+        by_vocab, whole = Split(m, filter_div=t), Split(m)
+
+        def split(i: int) -> Split:
+            base = by_vocab if i in vocab else whole if i in embeds else split_of(i)
+            return base._replace(seq_div=cp, expert_div=ep if i in experts else 1)
+
+        times = [coster.times(i, split(i)) for i in range(ctx.n_layers)]
+        act, n = ctx.act_size(dtype), ctx.n_layers
+        a2a_f, a2a_b, ring_f, ring_b = [0.0] * n, [0.0] * n, [0.0] * n, [0.0] * n
+        for i in dispatch:  # each rank's routed tokens; the busiest expert rank paces the experts and the exchange
+            rows = m * ctx.layers[i].output_shape[0] / cp
+            busiest = busiest_factor(rows, ep, ctx.layers[i].capacity_factor)
+            size = m * ctx.layers[i].output_elems * act / cp / (t if i in tokens else 1) * busiest
+            seconds = alltoall_seconds(ctx, ep, size, ep_nodes)
+            for j in (i, next(c for c in combine if c > i)):  # dispatch, then its combine: forward and backward
+                a2a_f[j] += seconds
+                a2a_b[j] += seconds
+            for j in experts:
+                if dispatch[bisect_right(dispatch, j) - 1] == i:
+                    times[j] = (times[j][0] * busiest, times[j][1] * busiest)
+        for span in (attention_spans(ctx, ts.rows, ts.columns) if cp > 1 else ()):
+            block_f = sum(times[i][0] for i in span) / cp
+            block_b = sum(times[i][1] for i in span) / cp
+            kv = m * kv_elems(ctx, span) * act / cp / t
+            ring_f[span[0]], ring_b[span[0]] = ring_exposed(ctx, cp, block_f, block_b, kv, cp_nodes)
+        _, fwd_c, bwd_c = _collectives(ctx, ts, dtype, t, m, tensor_nodes, sp, cp)
+        fwd = [fwd_c.get(i, 0.0) + a2a_f[i] + ring_f[i] for i in range(n)]
+        bwd = [bwd_c.get(i, 0.0) + a2a_b[i] + ring_b[i] for i in range(n)]
+        return times, fwd, bwd, a2a_f, a2a_b, ring_f, ring_b
+    return ctx.cached(("3d-moe-cp", dtype, t, m, tensor_nodes, sp, cp, ep, cp_nodes, ep_nodes), build)
+
+
+def busiest(ctx: Context, plan: Plan, m: int) -> float:
+    """The busiest expert rank's routed tokens over the mean at micro-batch m (moe_context.busiest_factor; 1 for a
+    dense model or ep = 1)."""
+    dispatch, _, _ = moe_layers(ctx)
+    if not dispatch or plan.p_expert <= 1:
+        return 1.0
+    layer = ctx.layers[dispatch[0]]
+    return busiest_factor(m * layer.output_shape[0] / plan.p_context, plan.p_expert, layer.capacity_factor)
+
+
+def moe_saved_extra(ctx: Context, plan: Plan, starts: list[int], region: frozenset[int], t: int, m: int
+                    ) -> list[float]:
+    """Per pipeline rank, bytes per sample the busiest expert rank saves beyond the mean: (busiest - 1) x the saved
+    tensors the dispatch and the expert layers make (at 1/t when split over the tensor ranks)."""
+    dispatch, _, experts = moe_layers(ctx)
+    excess = busiest(ctx, plan, m) - 1.0
+    K = plan.stages
+    out = [0.0] * K
+    made = set(dispatch) | experts
+    for x in ctx.saved:
+        if x.producer in made:
+            size = excess * x.size_bytes(plan.dtype) * (1.0 / t if x.producer in region else 1.0)
+            for k in {(bisect_right(starts, s) - 1) % K for s in x.savers}:
+                out[k] += size
+    return out
+
+
+def _collectives(ctx: Context, ts: TensorSplit, dtype: str, t: int, m: int, tensor_nodes: int, sp: bool,
+                 cp: int = 1):
+    """(the sequence split or None, {layer: forward collective seconds}, {layer: backward ...}) of `layer_terms`;
+    with context parallelism cp every tensor holds 1/cp of its tokens."""
     act = ctx.act_size(dtype)
     vocab, heads, embeds, seq = tensor_layout(ctx, ts, t, sp)
-    size = lambda x: m * ctx.tensor_elems(x) * act  # noqa: E731 - bytes of tensor x on one rank
+    size = lambda x: m * ctx.tensor_elems(x) * act / cp  # noqa: E731 - bytes of tensor x on one rank
     if t <= 1:
         fwd_c, bwd_c = {}, {}
     elif seq is not None:
@@ -464,7 +548,7 @@ def _collectives(ctx: Context, ts: TensorSplit, dtype: str, t: int, m: int, tens
                                                       head_input, t, tensor_nodes)
         if seq is not None:  # parallel_lm_logits re-gathers its token-split input for the weight gradient
             bwd_c[i] += ctx.collective("allgather", head_input, t, tensor_nodes)
-        fwd_c[i] = fwd_c.get(i, 0.0) + 3 * ctx.collective("allreduce", m * n_tokens * 4.0, t, tensor_nodes)
+        fwd_c[i] = fwd_c.get(i, 0.0) + 3 * ctx.collective("allreduce", m * n_tokens * 4.0 / cp, t, tensor_nodes)
     return seq, fwd_c, bwd_c
 
 
@@ -517,15 +601,19 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     tensor_nodes, d_nodes, pipe_nodes = layout_nodes(plan)
 
     sp = plan.sequence_parallel and t > 1
+    cp, ep = plan.p_context, plan.p_expert
+    check_moe_cp(ctx, plan, t, sp)
+    groups = group_nodes(plan) if cp > 1 or ep > 1 else None  # context and expert groups (strategies.moe_context)
+    moe_cp = (cp, ep, groups["context"][0], groups["expert"][0]) if groups else ()
     vocab, heads, embeds, seq = tensor_layout(ctx, ts, t, sp)
     tokens = seq.tokens if seq is not None else frozenset()
-    times, fwd_comm, bwd_comm = layer_terms(ctx, ts, dtype, t, m, tensor_nodes, sp)
+    times, fwd_comm, bwd_comm = layer_terms(ctx, ts, dtype, t, m, tensor_nodes, sp, moe_cp)
     costs = [f + b_ + cf + cb for (f, b_), cf, cb in zip(times, fwd_comm, bwd_comm)]
     layers = ctx.graph_cached(("3d-repeated",), lambda: repeated_layers(ctx, ts))
     if layers is not None and K * v > len(layers) - 1:
         raise Infeasible(f"{K * v} pipeline chunks > {len(layers) - 1} transformer layers (Megatron gives every "
                          f"chunk whole layers)")
-    starts = ctx.cached(("3d-cut", dtype, t, m, tensor_nodes, K * v, sp), lambda: (
+    starts = ctx.cached(("3d-cut", dtype, t, m, tensor_nodes, K * v, sp) + moe_cp, lambda: (
         megatron_partition(ctx, ts, K * v) or block_partition(ctx, costs, K * v)))
     if len(starts) < K * v:
         raise Infeasible(f"{K * v} stages > {len(starts)} blocks between the graph's narrowest cut points")
@@ -541,7 +629,7 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     again = core if selective else (
         ctx.graph_cached(("3d-recomputed",), lambda: recomputed_layers(ctx, ts)) if plan.recompute else range(0))
     kind = "selective" if selective else ("full" if plan.recompute else "none")
-    pre_f, pre_b, pre_cf, pre_cb, pre_r = ctx.cached(("3d-prefix", dtype, t, m, tensor_nodes, sp, kind), lambda: (
+    pre_f, pre_b, pre_cf, pre_cb, pre_r = ctx.cached(("3d-prefix", dtype, t, m, tensor_nodes, sp, kind) + moe_cp, lambda: (
         _prefix([f for f, _ in times]), _prefix([b_ for _, b_ in times]), _prefix(fwd_comm), _prefix(bwd_comm),
         _prefix([times[i][0] + fwd_comm[i] if i in again else 0.0 for i in range(ctx.n_layers)])))
     fwd_c = [rank_sum(pre_f, k) for k in range(K)]
@@ -556,44 +644,75 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     pred.comm_exposed_s["layer_collective"] = S * (fwd_x[slow] + bwd_x[slow])
     pred.recompute_s = S * R
     pred.bubble_s = bubble
+    if moe_cp:  # the all-to-alls and the ring's exposed part out of the layer collectives, reported apart
+        _, _, _, a2a_f, a2a_b, ring_f, ring_b = moe_cp_terms(ctx, ts, dtype, t, m, tensor_nodes, sp, *moe_cp)
+        chunks = chunks_of[slow]
+        a2a = S * sum(sum(a2a_f[a:z]) + sum(a2a_b[a:z]) for a, z in chunks)
+        ring = S * sum(sum(ring_f[a:z]) + sum(ring_b[a:z]) for a, z in chunks)
+        pred.comm_exposed_s["layer_collective"] -= a2a + ring
+        pred.comm_exposed_s["expert_alltoall"], pred.comm_exposed_s["context_ring"] = a2a, ring
 
     boundary = max((ctx.crossing_elems(a) for a, _ in bounds[1:]), default=0)
     split = t if plan.pipeline_boundary == "partitioned" else 1
     if sp:  # the boundary tensor is already split over the sequence: each tensor rank sends its 1/t, no gather
-        send_s = ctx.collective("sendrecv", m * boundary * act / t, 2, pipe_nodes)
+        send_s = ctx.collective("sendrecv", m * boundary * act / t / cp, 2, pipe_nodes)
     else:
-        send_s = boundary_send_s(ctx, m * boundary, act, split, tensor_nodes, pipe_nodes)
+        send_s = boundary_send_s(ctx, m * boundary // cp, act, split, tensor_nodes, pipe_nodes)
     pred.comm_exposed_s["pipeline_p2p"] = p2p_count(S, K, v) * send_s
+
+    _, _, experts = moe_layers(ctx) if ep > 1 else ((), (), frozenset())
 
     def local_params():
         out = local_parameters(ctx.graph, ts, t)
         for i in embeds:  # the word embedding: V/t rows per rank
             out[i] /= t
+        for i in experts:  # expert parallelism: E/ep experts per rank
+            out[i] /= ep
         return out
 
-    local = ctx.graph_cached(("3d-tensor-params", t), local_params)  # not tensor.py's ("tensor-params", t): no V/t there
-    pre_params = ctx.graph_cached(("3d-tensor-params-prefix", t), lambda: _prefix(local))
+    by_ep = (ep,) if ep > 1 else ()
+    local = ctx.graph_cached(("3d-tensor-params", t) + by_ep, local_params)  # not tensor.py's: no V/t there
+    pre_params = ctx.graph_cached(("3d-tensor-params-prefix", t) + by_ep, lambda: _prefix(local))
     pre_tensors = ctx.graph_cached(("3d-param-tensors-prefix",), lambda: _prefix(ctx.param_tensors))
     dev_params = [rank_sum(pre_params, k) for k in range(K)]
     dev_tensors = [round(rank_sum(pre_tensors, k)) for k in range(K)]
-    zero = plan.zero_stage == 1 and plan.p_data > 1  # the distributed optimizer: each replica updates 1/p_data
-    shard = plan.p_data if zero else 1
-    pred.update_s = max(ctx.update_s(p / shard, plan.optimizer, dtype, n, plan.mixed_precision)
-                        for p, n in zip(dev_params, dev_tensors))
+    pre_expert = ctx.graph_cached(("3d-expert-params-prefix", t) + by_ep, lambda: _prefix(
+        [x if i in experts else 0.0 for i, x in enumerate(local)]))
+    dev_expert = [rank_sum(pre_expert, k) for k in range(K)]  # of dev_params, the experts' (ep > 1)
+    grad = groups["grad"] if groups else (d_nodes, data_network_share(plan.p_data, t, plan.devices_per_node))
+    replicas = plan.p_data * cp  # the dense weights' copies: data x context ranks (Megatron-Core's dp-cp group)
+    edp = replicas // ep  # the experts' copies
+    zero = plan.zero_stage == 1 and replicas > 1  # the distributed optimizer: each replica updates 1/replicas
+
+    def sharded(p: float, e: float) -> float:  # parameters one rank updates
+        return (p - e) / replicas + e / edp if zero else p
+
+    pred.update_s = max(ctx.update_s(sharded(p, e), plan.optimizer, dtype, n, plan.mixed_precision)
+                        for p, e, n in zip(dev_params, dev_expert, dev_tensors))
     divisors = tuple(ctx.params[i] / x if x else 1 for i, x in enumerate(local))
     exposed = hidden = 0.0
-    share = data_network_share(plan.p_data, t, plan.devices_per_node)
+    op = "reduce_scatter" if zero else "allreduce"
+    # each rank's gradients over their copies: the dense layers' over data x context, the experts' over their
+    # d·cp/ep replicas (strategies.moe_context.group_nodes), each scheduled behind the whole backward
+    syncs = [(divisors, replicas, grad)] if not experts else [
+        (tuple(math.inf if i in experts else x for i, x in enumerate(divisors)), replicas, grad),
+        (tuple(x if i in experts else math.inf for i, x in enumerate(divisors)), edp, groups["expert_grad"])]
     for k in range(K):
         layers = tuple(ranks[k])
-        e, h = ctx.gradient_sync(layers, [times[i][1] + bwd_comm[i] for i in layers],
-                                 tuple(divisors[i] for i in layers), plan.p_data, d_nodes, plan,
-                                 op="reduce_scatter" if zero else "allreduce", share=share)
+        bwd_k = [times[i][1] + bwd_comm[i] for i in layers]
+        e = h = 0.0
+        for divs, size, (nodes, share) in syncs:
+            e_s, h_s = ctx.gradient_sync(layers, bwd_k, tuple(divs[i] for i in layers), size, nodes, plan, op=op,
+                                         share=share)
+            e, h = e + e_s, h + h_s
         if e >= exposed:
             exposed, hidden = e, h
     pred.comm_exposed_s["gradient"], pred.comm_hidden_s["gradient"] = exposed, hidden
     if zero:  # the updated weights all-gathered over the replicas after the step (exposed), the largest rank's
         pred.comm_exposed_s["parameter_gather"] = max(ctx.collective(
-            "allgather", p * compute_weight_bytes(dtype), plan.p_data, d_nodes, share) for p in dev_params)
+            "allgather", (p - e) * compute_weight_bytes(dtype), replicas, grad[0], grad[1]) + (ctx.collective(
+                "allgather", e * compute_weight_bytes(dtype), edp, *groups["expert_grad"]) if e else 0.0)
+            for p, e in zip(dev_params, dev_expert))
 
     # the head's logits too are V/t per rank; under sequence parallelism every token-split tensor
     region = ts.split | vocab | tokens if t > 1 else frozenset()
@@ -607,30 +726,45 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     checkpoints, kept, recomputed = ctx.graph_cached(
         ("3d-full-recompute", dtype, t, K, tuple(starts), sp),
         lambda: full_recompute_bytes(ctx, dtype, starts, K, units, region, t, key=(dtype, t, sp)))
-    parameters = (lambda p: zero1_parameter_bytes(p, plan)) if zero else (
-        lambda p: parameter_bytes(p, dtype, plan.optimizer, plan.mixed_precision))
+    def parameters(k: int) -> tuple[float, float, float]:  # rank k's weights, gradients and optimizer state
+        p, e = dev_params[k], dev_expert[k]
+        if not zero:
+            return parameter_bytes(p, dtype, plan.optimizer, plan.mixed_precision)
+        dense, expert = zero1_parameter_bytes(p - e, plan, replicas), zero1_parameter_bytes(e, plan, edp)
+        return tuple(a + b for a, b in zip(dense, expert))
+
+    # with context parallelism every saved tensor holds 1/cp of its tokens; under expert parallelism the busiest
+    # expert rank keeps its extra routed tokens' share of what the expert layers save (strategies.moe_context)
+    extra = moe_saved_extra(ctx, plan, starts, region, t, m) if ep > 1 else [0.0] * K
 
     def memory(k: int) -> tuple[float, float, float, float, float]:
         flight = in_flight(plan, k)
         chunks = len(range(k, K * v, K))
         if full:  # each in-flight micro-batch's layer inputs; one layer's activations rebuilt at a time in backward
-            activations = flight * m * (checkpoints[k] + kept[k]) / chunks
-            workspace = m * recomputed[k]
+            activations = flight * m * (checkpoints[k] + kept[k]) / chunks / cp
+            workspace = m * recomputed[k] / cp
         else:
-            activations, workspace = flight * m * saved_by_rank[k] / chunks, 0.0
-        outside = flight * m * kept[k] / chunks  # embeddings, final norm, head and loss: kept in every mode
-        return activations + workspace + sum(parameters(dev_params[k])), activations, workspace, outside, k
+            activations, workspace = flight * m * (saved_by_rank[k] + extra[k]) / chunks / cp, 0.0
+        outside = flight * m * kept[k] / chunks / cp  # embeddings, final norm, head and loss: kept in every mode
+        return activations + workspace + sum(parameters(k)), activations, workspace, outside, k
 
     _, pred.activations_bytes, pred.workspace_bytes, outside, heavy = max(memory(k) for k in range(K))
     if zero:  # no DDP bucket copy: reduce-scatter and gather buckets (strategies.data's stage 1)
-        pred.weights_bytes, pred.grads_bytes, pred.optimizer_bytes = parameters(dev_params[heavy])
+        pred.weights_bytes, pred.grads_bytes, pred.optimizer_bytes = parameters(heavy)
         pred.comm_buffers_bytes += min(pred.grads_bytes, 2 * plan.bucket_bytes)
         pred.details.update(params_per_device=dev_params[heavy], zero_stage=1)
     else:
-        ctx.set_parameters(pred, dev_params[heavy], plan, plan.p_data)
+        ctx.set_parameters(pred, dev_params[heavy], plan, replicas)
     if seq is not None:  # one buffer for the largest all-gathered tensor (strategies.tensor)
         gathered = [x for x in ts.column_inputs if x in tokens] + list(seq.exits)
-        pred.comm_buffers_bytes += max((m * ctx.tensor_elems(x) * act for x in gathered), default=0.0)
+        pred.comm_buffers_bytes += max((m * ctx.tensor_elems(x) * act / cp for x in gathered), default=0.0)
+    if cp > 1:  # the ring's chunk of keys and values in flight beside the one in hand (send and receive buffers)
+        pred.comm_buffers_bytes += max((2 * m * kv_elems(ctx, span) * act / cp / t
+                                        for span in attention_spans(ctx, ts.rows, ts.columns)), default=0.0)
+    if moe_cp:
+        pred.details.update(context_parallel=cp, expert_parallel=ep, nodes_context_group=groups["context"][0],
+                            nodes_expert_group=groups["expert"][0], expert_params_per_device=dev_expert[heavy],
+                            expert_busiest_factor=busiest(ctx, plan, m))
     pred.details.update(layer_activations_bytes=pred.activations_bytes - outside, recomputed_layer_bytes=pred.workspace_bytes)
     pred.details.update(stage_bounds=bounds, slowest_stage=slow, memory_stage=heavy, nodes_tensor_group=tensor_nodes,
                         nodes_data_group=d_nodes, nodes_pipeline_pair=pipe_nodes, micro_batch=m,

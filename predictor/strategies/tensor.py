@@ -29,7 +29,8 @@ SPLIT_THROUGH = ("relu", "gelu", "silu", "sigmoid", "tanh", "dropout", "mul", "a
 #: keep a split only on (heads, tokens, ...) tensors, where the heads are the split dimension
 HEAD_OPS = ("sdpa", "bmm", "softmax")
 #: layers that act on each token (sample) on its own: sequence parallelism splits them over tokens
-TOKENWISE = ("layernorm", "rmsnorm", "dropout", "add", "bias_dropout_add", "relu", "gelu", "silu", "sigmoid", "tanh")
+TOKENWISE = ("layernorm", "rmsnorm", "dropout", "add", "bias_dropout_add", "relu", "gelu", "silu", "sigmoid", "tanh",
+             "router", "moe_dispatch", "moe_combine")  # a MoE's router, dispatch and combine: per token too
 VIEWS = ("flatten",)
 
 

@@ -3,29 +3,33 @@ self-attention and a 4h GELU MLP, a final layer norm, a language-model head tied
 Defaults are small so CPU tests are fast; GPT-2 small is layers=12, hidden=768, heads=12, seq=1024,
 vocab=50257. Parameters: 12 h^2 + 13 h per layer (ffn = 4h), (vocab + seq) h embeddings, 2 h final norm.
 `mlp="swiglu"` and `norm="rmsnorm"` give LLaMA's MLP (three bias-free projections of width ffn) and norms;
-`attention="fused-softmax"` and `residual="bias-dropout-add"` Megatron-LM's fused kernels
-(predictor.zoo.transformer)."""
+`attention="fused-softmax"` and `residual="bias-dropout-add"` Megatron-LM's fused kernels; `experts=E` (with
+`top_k`, default 2, and `capacity_factor`, default 1.25; 0 = dropless) a mixture of E experts of width ffn in every
+layer; `kv_heads` grouped-query attention (predictor.zoo.transformer)."""
 from __future__ import annotations
 
 import torch
 import torch.nn as nn
 
-from predictor.zoo.transformer import Block, check_sizes, input_shape, norm_layer  # noqa: F401 - input_shape: the zoo's
+from predictor.zoo.transformer import Block, check_experts, check_sizes, input_shape, norm_layer  # noqa: F401 - input_shape: the zoo's
 
 
 class GPT(nn.Module):
     def __init__(self, layers: int = 2, hidden: int = 64, heads: int = 4, seq: int = 32, vocab: int = 512,
                  ffn: int | None = None, dropout: float = 0.1, attention: str = "sdpa", tie: bool = True,
-                 mlp: str = "gelu", norm: str = "layernorm", residual: str = "add"):
+                 mlp: str = "gelu", norm: str = "layernorm", residual: str = "add", experts: int = 0, top_k: int = 2,
+                 capacity_factor: float = 1.25, kv_heads: int | None = None):
         super().__init__()
         ffn = 4 * hidden if ffn is None else ffn
         check_sizes(layers, hidden, heads, seq, vocab, ffn)
+        check_experts(experts, top_k, capacity_factor)
         self.tok = nn.Embedding(vocab, hidden)
         self.pos = nn.Embedding(seq, hidden)
         self.register_buffer("positions", torch.arange(seq)[None], persistent=False)
         self.drop = nn.Dropout(dropout)
         self.blocks = nn.Sequential(*(Block(hidden, heads, seq, ffn, dropout, True, attention, True, mlp, norm,
-                                            residual) for _ in range(layers)))
+                                            residual, experts, top_k, capacity_factor, kv_heads)
+                                      for _ in range(layers)))
         self.ln_f = norm_layer(hidden, norm)
         self.head = nn.Linear(hidden, vocab, bias=False)
         if tie:

@@ -6,8 +6,9 @@ causal mask, softmax and dropout as separate passes, as HuggingFace's GPT-2 and 
 "fused-softmax" (Megatron-LM's attention: one FusedScaleMaskSoftmax kernel between the two products, traced as one
 `softmax` layer); with the last two the tensors kept for backward are Korthikanti et al.'s. `residual=`: "add"
 (dropout, then add) or "bias-dropout-add" (Megatron-LM's fused kernel, one `bias_dropout_add` layer). Megatron's
-bias + GELU and apex's fused layer norm already move what the `gelu` and `layernorm` layers move. Traffic, sources
-and where each runs: docs/method.md §3a; docs/validation.md ("Published transformer runs").
+bias + GELU and apex's fused layer norm already move what the `gelu` and `layernorm` layers move. `experts=E` makes
+every MLP a mixture of E experts (`MoE`, docs/method.md §3c). Traffic, sources and where each runs: docs/method.md
+§3a; docs/validation.md ("Published transformer runs").
 """
 from __future__ import annotations
 
@@ -55,18 +56,25 @@ class BiasDropoutAdd(nn.Module):
 
 
 class SelfAttention(nn.Module):
-    """Multi-head self-attention: QKV projection, per-head attention, output projection, residual dropout."""
+    """Multi-head self-attention: QKV projection, per-head attention, output projection, residual dropout. kv_heads
+    < heads: grouped-query attention (Ainslie et al. 2023; LLaMA-2 70B, Mixtral), keys and values of kv_heads heads
+    each shared by heads / kv_heads query heads (fused attention only: F.scaled_dot_product_attention's enable_gqa)."""
 
     def __init__(self, hidden: int, heads: int, seq: int, dropout: float, causal: bool, attention: str,
-                 drop_out: bool = True):
+                 drop_out: bool = True, kv_heads: int | None = None):
         super().__init__()
         if hidden % heads:
             raise ValueError(f"hidden {hidden} is not a multiple of heads {heads}")
         if attention not in ATTENTION:
             raise ValueError(f"attention must be one of {', '.join(ATTENTION)}, got {attention!r}")
-        self.hidden, self.heads, self.head_dim = hidden, heads, hidden // heads
+        kv_heads = heads if kv_heads is None else kv_heads
+        if not isinstance(kv_heads, int) or isinstance(kv_heads, bool) or kv_heads < 1 or heads % kv_heads:
+            raise ValueError(f"kv_heads must be a positive divisor of heads {heads}, got {kv_heads!r}")
+        if kv_heads != heads and attention != "sdpa":
+            raise ValueError(f"kv_heads {kv_heads} < heads {heads} (grouped-query attention) needs attention=sdpa")
+        self.hidden, self.heads, self.head_dim, self.kv_heads = hidden, heads, hidden // heads, kv_heads
         self.causal, self.attention, self.p = causal, attention, dropout
-        self.qkv = nn.Linear(hidden, 3 * hidden)
+        self.qkv = nn.Linear(hidden, hidden + 2 * kv_heads * (hidden // heads))
         self.proj = nn.Linear(hidden, hidden)
         self.attn_drop = nn.Dropout(dropout)
         self.resid_drop = nn.Dropout(dropout) if drop_out else None  # else fused into the residual add
@@ -77,12 +85,15 @@ class SelfAttention(nn.Module):
             self.softmax = FusedScaleMaskSoftmax(1.0 / math.sqrt(self.head_dim), causal, seq)
 
     def forward(self, x):
-        batch = x.size(0)
-        q, k, v = self.qkv(x).split(self.hidden, dim=2)
+        batch, kv = x.size(0), self.kv_heads * self.head_dim
+        q, k, v = self.qkv(x).split(self.hidden if kv == self.hidden else (self.hidden, kv, kv), dim=2)
         q = q.view(batch, -1, self.heads, self.head_dim).transpose(1, 2)
-        k = k.view(batch, -1, self.heads, self.head_dim).transpose(1, 2)
-        v = v.view(batch, -1, self.heads, self.head_dim).transpose(1, 2)
-        if self.attention == "sdpa":
+        k = k.view(batch, -1, self.kv_heads, self.head_dim).transpose(1, 2)
+        v = v.view(batch, -1, self.kv_heads, self.head_dim).transpose(1, 2)
+        if self.attention == "sdpa" and self.kv_heads != self.heads:
+            y = F.scaled_dot_product_attention(q, k, v, dropout_p=self.p if self.training else 0.0,
+                                               is_causal=self.causal, enable_gqa=True)
+        elif self.attention == "sdpa":
             y = F.scaled_dot_product_attention(q, k, v, dropout_p=self.p if self.training else 0.0,
                                                is_causal=self.causal)
         elif self.attention == "fused-softmax":
@@ -119,6 +130,119 @@ class MLP(nn.Module):
         return y if self.drop is None else self.drop(y)
 
 
+class Router(nn.Module):
+    """Each token's softmax over E expert logits (one bias-free linear, Mixtral's and Megatron-Core's TopKRouter;
+    its top-k is taken by the dispatch and the combine). Traced as one `router` layer."""
+
+    def __init__(self, hidden: int, experts: int):
+        super().__init__()
+        self.experts = experts
+        self.weight = nn.Parameter(torch.empty(experts, hidden))
+        nn.init.normal_(self.weight, std=0.02)
+
+    def output_size(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        return (*shape[:-1], self.experts)
+
+    def forward(self, x):
+        return torch.softmax(F.linear(x, self.weight), dim=-1)
+
+
+class TokenDispatch(nn.Module):
+    """(x, router probabilities) -> each token's copy for each of its top-k experts, grouped by expert (Megatron-Core's
+    permute): (..., s, h) -> (..., s·k, h). capacity_factor is what the cost model reads (docs/method.md §3c); this
+    forward drops nothing. One `moe_dispatch` layer."""
+
+    def __init__(self, experts: int, top_k: int, capacity_factor: float):
+        super().__init__()
+        self.experts, self.top_k, self.capacity_factor = experts, top_k, capacity_factor
+
+    def forward(self, x, probs):
+        order = probs.topk(self.top_k, dim=-1).indices.flatten(1).argsort(dim=1, stable=True)
+        rows = torch.div(order, self.top_k, rounding_mode="floor")
+        return x.gather(1, rows.unsqueeze(-1).expand(-1, -1, x.size(-1)))
+
+
+class ExpertLinear(nn.Module):
+    """E experts' linear layers over the dispatched tokens (Megatron-Core's GroupedMLP): weight (E, out, in). Traced as
+    a `linear` with groups = E, costed as E GEMMs over each expert's tokens. This forward deals the slots to the
+    experts in E equal blocks (the balanced routing the cost model assumes): it has the shapes, not a trained
+    router's assignment."""
+
+    def __init__(self, experts: int, in_features: int, out_features: int, bias: bool):
+        super().__init__()
+        self.experts, self.in_features, self.out_features = experts, in_features, out_features
+        self.weight = nn.Parameter(torch.empty(experts, out_features, in_features))
+        self.bias = nn.Parameter(torch.zeros(experts, out_features)) if bias else None
+        nn.init.normal_(self.weight, std=0.02)
+
+    def output_size(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        return (*shape[:-1], self.out_features)
+
+    def forward(self, z):
+        slots = z.size(-2)
+        expert = torch.div(torch.arange(slots, device=z.device) * self.experts, slots, rounding_mode="floor")
+        y = torch.einsum("...ni,noi->...no", z, self.weight[expert])
+        return y if self.bias is None else y + self.bias[expert]
+
+
+class TokenCombine(nn.Module):
+    """(expert outputs grouped by expert, router probabilities) -> each token's top-k outputs weighted by their
+    probabilities and summed (Megatron-Core's unpermute): (..., s·k, h) -> (..., s, h). One `moe_combine` layer."""
+
+    def __init__(self, experts: int, top_k: int):
+        super().__init__()
+        self.experts, self.top_k = experts, top_k
+
+    def forward(self, y, probs):
+        weights, chosen = probs.topk(self.top_k, dim=-1)
+        order = chosen.flatten(1).argsort(dim=1, stable=True)
+        back = torch.empty_like(y).scatter_(1, order.unsqueeze(-1).expand_as(y), y)
+        return (back.view(*weights.shape, y.size(-1)) * weights.unsqueeze(-1)).sum(-2)
+
+
+class MoE(nn.Module):
+    """A mixture-of-experts MLP (Shazeer et al. 2017; GShard; Mixtral): router, dispatch to each token's top_k of
+    `experts` MLPs of width ffn (GELU with biases, or SwiGLU without), combine, dropout unless drop_out is False."""
+
+    def __init__(self, hidden: int, ffn: int, experts: int, top_k: int, capacity_factor: float, dropout: float,
+                 kind: str = "gelu", drop_out: bool = True):
+        super().__init__()
+        if kind not in MLPS:
+            raise ValueError(f"mlp must be one of {', '.join(MLPS)}, got {kind!r}")
+        bias = kind == "gelu"
+        self.router = Router(hidden, experts)
+        self.dispatch = TokenDispatch(experts, top_k, capacity_factor)
+        self.fc = ExpertLinear(experts, hidden, ffn, bias)
+        self.gate = ExpertLinear(experts, hidden, ffn, False) if kind == "swiglu" else None
+        self.act = nn.GELU() if kind == "gelu" else nn.SiLU()
+        self.fc2 = ExpertLinear(experts, ffn, hidden, bias)
+        self.combine = TokenCombine(experts, top_k)
+        self.drop = nn.Dropout(dropout) if drop_out else None
+
+    def forward(self, x):
+        probs = self.router(x)
+        z = self.dispatch(x, probs)
+        h = self.act(self.fc(z))
+        if self.gate is not None:
+            h = h * self.gate(z)
+        y = self.combine(self.fc2(h), probs)
+        return y if self.drop is None else self.drop(y)
+
+
+def check_experts(experts: int, top_k: int, capacity_factor: float) -> None:
+    """experts = 0 (dense MLPs) or >= 2; 1 <= top_k <= experts; capacity_factor 0 (dropless) or positive."""
+    for knob, value in (("experts", experts), ("top_k", top_k)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ValueError(f"{knob} must be a non-negative integer, got {value!r}")
+    if experts == 1:
+        raise ValueError("experts must be 0 (dense MLPs) or at least 2, got 1")
+    if experts and not 1 <= top_k <= experts:
+        raise ValueError(f"top_k must be 1..experts ({experts}), got {top_k}")
+    if isinstance(capacity_factor, bool) or not isinstance(capacity_factor, (int, float)) \
+            or not 0 <= capacity_factor < float("inf"):
+        raise ValueError(f"capacity_factor must be 0 (dropless) or a positive number, got {capacity_factor!r}")
+
+
 def norm_layer(hidden: int, kind: str) -> nn.Module:
     if kind not in NORMS:
         raise ValueError(f"norm must be one of {', '.join(NORMS)}, got {kind!r}")
@@ -128,19 +252,21 @@ def norm_layer(hidden: int, kind: str) -> nn.Module:
 class Block(nn.Module):
     """pre_norm (GPT-2): x + attn(ln1(x)), then x + mlp(ln2(x)); post-norm (BERT): ln1(x + attn(x)), then
     ln2(x + mlp(x)). residual="bias-dropout-add": each branch's dropout and its residual add as one
-    BiasDropoutAdd."""
+    BiasDropoutAdd. experts > 0: the MLP is a MoE."""
 
     def __init__(self, hidden: int, heads: int, seq: int, ffn: int, dropout: float, causal: bool, attention: str,
-                 pre_norm: bool, mlp: str = "gelu", norm: str = "layernorm", residual: str = "add"):
+                 pre_norm: bool, mlp: str = "gelu", norm: str = "layernorm", residual: str = "add", experts: int = 0,
+                 top_k: int = 2, capacity_factor: float = 1.25, kv_heads: int | None = None):
         super().__init__()
         if residual not in RESIDUALS:
             raise ValueError(f"residual must be one of {', '.join(RESIDUALS)}, got {residual!r}")
         fused = residual == "bias-dropout-add"
         self.pre_norm = pre_norm
         self.ln1 = norm_layer(hidden, norm)
-        self.attn = SelfAttention(hidden, heads, seq, dropout, causal, attention, drop_out=not fused)
+        self.attn = SelfAttention(hidden, heads, seq, dropout, causal, attention, drop_out=not fused, kv_heads=kv_heads)
         self.ln2 = norm_layer(hidden, norm)
-        self.mlp = MLP(hidden, ffn, dropout, mlp, drop_out=not fused)
+        self.mlp = MoE(hidden, ffn, experts, top_k, capacity_factor, dropout, mlp, drop_out=not fused) if experts \
+            else MLP(hidden, ffn, dropout, mlp, drop_out=not fused)
         self.add1 = BiasDropoutAdd(dropout) if fused else None
         self.add2 = BiasDropoutAdd(dropout) if fused else None
 

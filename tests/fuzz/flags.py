@@ -10,6 +10,10 @@ SEARCH = ["predictor", "search", "--profile", "{d}/good.yaml", "--model", "small
 CALIBRATE = ["profiler", "calibrate", "--device", "cpu", "--only", "compute", "--out", "{d}/new.yaml"]
 VALIDATE = ["predictor", "validate", "--profile", "{d}/good.yaml", "--suite", "smoke", "--out", "{d}/runs.jsonl"]
 TRAIN = ["predictor", "train-correction", "--profile", "{d}/good.yaml", "--runs", "{d}/runs.jsonl"]
+#: a small mixture of experts on data+tensor+pipeline (issue 41 item 4)
+MOE = ["predictor", "run", "--profile", "{d}/good.yaml", "--model", "gpt", "--model-arg", "layers=2", "--model-arg",
+       "experts=4", "--batch", "8", "--gpus", "4", "--strategy", "data+tensor+pipeline", "--tensor-parallel", "1",
+       "--pipeline-stages", "1"]
 SCALE = ["predictor", "scale", "--profile", "{d}/good.yaml", *m.RUN_TAIL[:6]]  # the small model, no batch yet
 REPORT = ["predictor", "report", "--profile", "{d}/good.yaml", *m.RUN_TAIL[:6], "--batch-per-gpu", "8", "--gpus", "1-4"]
 
@@ -160,6 +164,20 @@ BAD_FLAGS = [  # (label, argv, flag the error must name)
     ("repeat-over-a-year", ["profiler", "calibrate", "--device", "cpu", "--only", "collectives", "--ranks", "2",
                             "--repeat-over", "525600", "--out", "{d}/c.yaml"], "--repeat-over"),
     ("repeat-over-without-collectives", CALIBRATE + ["--repeat-over", "5"], "--repeat-over"),
+    # issue 41 item 4: mixture of experts and context parallelism
+    ("context-parallel-zero", RUN + ["--context-parallel", "0"], "--context-parallel"),
+    ("context-parallel-text", RUN + ["--context-parallel", "two"], "--context-parallel"),
+    ("expert-parallel-1e9", RUN + ["--expert-parallel", "1000000000"], "--expert-parallel"),
+    ("expert-parallel-with-data", RUN + ["--expert-parallel", "2", "--strategy", "data"], "--expert-parallel"),
+    ("context-parallel-with-all", RUN + ["--context-parallel", "2"], "--context-parallel"),
+    ("search-expert-parallel-negative", SEARCH + ["--max-gpus", "4", "--expert-parallel", "-2"], "--expert-parallel"),
+    ("expert-parallel-dense-model", MOE[:8] + MOE[10:] + ["--expert-parallel", "2"], "--expert-parallel"),
+    ("expert-parallel-not-dividing", MOE + ["--expert-parallel", "3"], "--expert-parallel"),
+    ("context-parallel-cnn", RUN + ["--strategy", "data+tensor+pipeline", "--context-parallel", "2"],
+     "--context-parallel"),
+    ("experts-one", MOE[:8] + ["--model-arg", "experts=1"] + MOE[10:], "experts"),
+    ("top-k-above-experts", MOE + ["--model-arg", "top_k=5"], "top_k"),
+    ("capacity-factor-negative", MOE + ["--model-arg", "capacity_factor=-1"], "capacity_factor"),
 ]
 
 CLOBBER = [  # (label, argv, existing output that must survive)
@@ -193,6 +211,7 @@ CONTROLS = [  # valid commands: exit 0 and nothing written
     ("run-cluster-load-percentile", RUN + ["--cluster-load", "80%"]),
     ("run-staged-shards", RUN + ["--staging", "--sample-bytes", "500000", "--files-per-sample", "0.001",
                                  "--dataset-size", "1000000"]),
+    ("run-moe-expert-context", MOE + ["--expert-parallel", "2", "--context-parallel", "2", "--wide"]),
 ]
 
 
