@@ -1,0 +1,266 @@
+"""Mixture of experts and context parallelism in data+tensor+pipeline (issue 41 item 4), each term by hand: the MoE
+graph, the busiest expert rank's tokens, the dispatch/combine all-to-all volumes, the experts' GEMMs and memory under
+expert parallelism; the context-parallel token split, attention blocks, the ring's overlap and activation memory."""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from calibrate.collective_model import bus_factor
+from predictor.api import load_cost_model, load_model
+from predictor.cli import main
+from predictor.layercost import Split
+from predictor.plan import Plan
+from predictor.search import search
+from predictor.strategies import evaluate
+from predictor.strategies.context import Context
+from predictor.strategies.hybrid3d import moe_cp_terms
+from predictor.strategies.moe_context import (attention_spans, busiest_factor, expected_max_normal, kv_elems,
+                                              moe_layers, ring_exposed)
+from predictor.strategies.tensor import tensor_split
+
+L, H, HEADS, SEQ, VOCAB, FFN, E, K = 4, 256, 8, 256, 1024, 512, 8, 2
+ACT = 2  # bf16
+
+
+@pytest.fixture(scope="module")
+def moe():
+    graph = load_model("gpt", layers=L, hidden=H, heads=HEADS, seq=SEQ, vocab=VOCAB, ffn=FFN, experts=E, top_k=K,
+                       capacity_factor=1.25, dropout=0.0)
+    cm, _ = load_cost_model("h100-dgx-8gpu.published")
+    return graph, cm, Context(graph, cm)
+
+
+@pytest.fixture(scope="module")
+def dense():
+    graph = load_model("gpt", layers=L, hidden=H, heads=HEADS, seq=SEQ, vocab=VOCAB, ffn=FFN, dropout=0.0)
+    cm, _ = load_cost_model("h100-dgx-8gpu.published")
+    return graph, cm, Context(graph, cm)
+
+
+def plan(**kw) -> Plan:
+    base = dict(batch=32, devices_per_node=8, p_data=8, p_tensor=1, stages=1, micro_batches=4, dtype="bf16",
+                optimizer="adam", schedule="1f1b", mixed_precision="half", p_expert=1, p_context=1)
+    base.update(kw)
+    devices = base["p_data"] * base["p_tensor"] * base["stages"] * base["p_context"]
+    return Plan("data+tensor+pipeline", devices=devices, **base)
+
+
+# ---- the graph -------------------------------------------------------------------------------------------------
+def test_moe_graph_has_router_dispatch_experts_and_combine(moe, dense):
+    """Per layer: a router of E·h weights, the dispatch to s·k slots, E experts of h·f + f + f·h + h parameters each
+    (GELU with biases) on the slots, and the combine back to s tokens; the experts' FLOPs are the top-k's only."""
+    graph, _, ctx = moe
+    ops = [l.op for l in graph.layers]
+    assert ops.count("router") == ops.count("moe_dispatch") == ops.count("moe_combine") == L
+    dispatch, combine, experts = moe_layers(ctx)
+    assert len(dispatch) == L and all(graph.layers[i].capacity_factor == 1.25 for i in dispatch)
+    assert graph.layers[dispatch[0]].output_shape == (SEQ * K, H) and graph.layers[combine[0]].output_shape == (SEQ, H)
+    linears = [i for i in experts if graph.layers[i].op == "linear"]
+    assert len(linears) == 2 * L and all(graph.layers[i].groups == E for i in linears)
+    per_expert = H * FFN + FFN + FFN * H + H
+    router = E * H
+    assert graph.params - dense[0].params == L * (E * per_expert + router - per_expert)
+    fc = graph.layers[linears[0]]
+    assert fc.flops_fwd == 2 * SEQ * K * H * FFN  # every routed token through one expert's GEMM
+
+
+def test_bad_knobs_are_one_line_errors(capsys):
+    for knobs in (["experts=1"], ["experts=4", "top_k=5"], ["experts=4", "capacity_factor=-1"], ["kv_heads=3"]):
+        args = ["run", "--model", "gpt", "--batch", "8", "--gpus", "2"] + [a for k in knobs for a in ("--model-arg", k)]
+        assert main(args) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and knobs[-1].split("=")[0] in err[0]
+
+
+# ---- the busiest expert rank --------------------------------------------------------------------------------------
+def test_expected_maximum_of_normals():
+    assert expected_max_normal(1) == 0.0
+    assert expected_max_normal(2) == pytest.approx(1 / math.sqrt(math.pi), rel=1e-4)
+    assert expected_max_normal(8) == pytest.approx(1.42360, rel=1e-4)  # Harter's (1961) table
+
+
+def test_busiest_factor_is_the_multinomial_maximum_capped_by_the_capacity():
+    """ep ranks each routing `rows` slots, spread evenly: the largest load over the mean, from 4000 draws of the
+    multinomial, against rows + e_ep·sqrt(rows); the capacity factor caps it; one rank has no imbalance."""
+    rng = np.random.default_rng(7)
+    for rows, ep in ((512, 8), (4096, 4), (64, 16)):
+        loads = rng.multinomial(rows * ep, [1 / ep] * ep, size=4000)
+        simulated = loads.max(axis=1).mean() / rows
+        assert busiest_factor(rows, ep, 0) == pytest.approx(simulated, rel=0.01)
+    assert busiest_factor(16, 16, 1.25) == 1.25 and busiest_factor(16, 16, 0) > 1.25
+    assert busiest_factor(4096, 1, 1.25) == 1.0
+
+
+# ---- expert parallelism ---------------------------------------------------------------------------------------------
+def test_expert_gemms_are_one_per_local_expert_on_its_share_of_the_tokens(moe):
+    """An expert linear at micro-batch m on one of ep ranks: E/ep GEMMs of m·s·k·ep/E rows (the mean share of the
+    rank's routed tokens), the framework overhead once."""
+    graph, cm, ctx = moe
+    _, _, experts = moe_layers(ctx)
+    i = min(j for j in experts if graph.layers[j].op == "linear")
+    m, ep = 4, 4
+    coster = ctx.coster("bf16")
+    fwd, bwd = coster.times(i, Split(m, expert_div=ep))
+    params = {"M": m * SEQ * K * ep // E, "N": FFN, "K": H}
+    gemm = lambda p: cm.compute_time_s("linear", p, params, "bfloat16")  # noqa: E731
+    over_f, over_b = cm.framework_overhead_s("fwd"), cm.framework_overhead_s("bwd")
+    assert fwd == pytest.approx(E // ep * gemm("fwd") + over_f)
+    assert bwd == pytest.approx(E // ep * (gemm("bwd_data") + gemm("bwd_weight")) + over_b)
+
+
+def test_alltoall_volumes_by_hand(moe):
+    """Per MoE layer and micro-batch, four all-to-alls over the ep ranks (dispatch and combine, forward and
+    backward), each of the busiest rank's routed tokens x hidden x bytes, of which (ep - 1)/ep leaves the rank."""
+    graph, cm, ctx = moe
+    p = plan(p_expert=8)
+    pred = evaluate(ctx, p)
+    assert pred.feasible, pred.reason
+    m = 32 // 8 // 4
+    busiest = busiest_factor(m * SEQ * K, 8, 1.25)
+    size = m * SEQ * K * H * ACT * busiest
+    assert bus_factor("alltoall", 8) == pytest.approx(7 / 8)
+    one = ctx.collective("alltoall", size, 8, 1)
+    assert pred.comm_exposed_s["expert_alltoall"] == pytest.approx(4 * 4 * L * one)  # S = 4 micro-batches
+    assert pred.details["expert_busiest_factor"] == pytest.approx(busiest)
+    assert evaluate(ctx, plan()).comm_exposed_s.get("expert_alltoall", 0.0) == 0.0
+
+
+def test_expert_memory_is_sharded_by_ep(moe):
+    """Each rank holds 1/ep of every expert layer's parameters, with their gradients and Adam state; the
+    distributed optimizer shards the dense state over the d·cp replicas and the experts' over their d·cp/ep."""
+    graph, cm, ctx = moe
+    _, _, experts = moe_layers(ctx)
+    expert = sum(graph.layers[i].params for i in experts)
+    dense = graph.params - expert
+    one, eight = evaluate(ctx, plan()), evaluate(ctx, plan(p_expert=8))
+    assert one.details["params_per_device"] == pytest.approx(graph.params)
+    assert eight.details["params_per_device"] == pytest.approx(dense + expert / 8)
+    assert eight.details["expert_params_per_device"] == pytest.approx(expert / 8)
+    assert eight.optimizer_bytes == pytest.approx(8 * (dense + expert / 8))  # Adam's two fp32 words
+    zero = evaluate(ctx, plan(p_expert=4, zero_stage=1))
+    assert zero.optimizer_bytes == pytest.approx(8 * dense / 8 + 8 * (expert / 4) / 2)  # d = 8, edp = 8 / 4
+    assert zero.weights_bytes == pytest.approx(2 * (dense + expert / 4) + 4 * dense / 8 + 4 * (expert / 4) / 2)
+
+
+def test_expert_parallel_checks(moe, dense):
+    _, _, ctx = moe
+    for kw, why in ((dict(p_expert=3), "does not divide the 8 experts"),
+                    (dict(p_expert=8, p_data=4), "does not divide the data x context ranks 4"),
+                    (dict(p_expert=2, p_tensor=2, p_data=4), "needs --sequence-parallel")):
+        pred = evaluate(ctx, plan(**kw))
+        assert not pred.feasible and why in pred.reason
+    assert evaluate(ctx, plan(p_expert=2, p_tensor=2, p_data=4, sequence_parallel=True)).feasible
+    assert "mixture-of-experts" in evaluate(dense[2], plan(p_expert=2)).reason
+    assert "data+tensor+pipeline" in evaluate(ctx, Plan("data", batch=8, devices=2, devices_per_node=8, p_data=2,
+                                                        p_expert=2)).reason
+
+
+# ---- context parallelism ----------------------------------------------------------------------------------------
+def test_context_parallel_runs_every_layer_on_its_share_of_the_tokens(dense):
+    """A linear at 1/cp of the tokens; fused attention as cp blocks of (s/cp)² (each rank's queries against every
+    chunk of keys), causal as the whole was."""
+    graph, cm, ctx = dense
+    coster, m, cp = ctx.coster("bf16"), 2, 4
+    qkv = next(i for i, l in enumerate(graph.layers) if l.op == "linear")
+    over = cm.framework_overhead_s("fwd")
+    f, _ = coster.times(qkv, Split(m, seq_div=cp))
+    assert f == pytest.approx(cm.compute_time_s("linear", "fwd", {"M": m * SEQ // cp, "N": 3 * H, "K": H},
+                                                "bfloat16") + over)
+    sdpa = next(i for i, l in enumerate(graph.layers) if l.op == "sdpa")
+    f, _ = coster.times(sdpa, Split(m, seq_div=cp))
+    block = cm.compute_time_s("sdpa", "fwd", {"B": m * HEADS, "S": SEQ // cp, "D": H // HEADS, "causal": 1},
+                              "bfloat16")
+    assert f == pytest.approx(cp * block + over)
+
+
+def test_ring_overlap_by_hand():
+    """cp - 1 steps, each sending one chunk's keys and values while the attention of the chunk in hand runs; only
+    the excess is exposed; backward sends keys, values and their gradients."""
+    class Stub:
+        def collective(self, op, size, group, nodes):
+            assert op == "sendrecv" and group == 2
+            return size * 1e-9 * (2 if nodes > 1 else 1)
+
+    ctx = Stub()
+    assert ring_exposed(ctx, 4, 1.0, 2.0, 1e6, 1) == (0.0, 0.0)  # 1 ms of sending under 1 s of attention
+    f, b = ring_exposed(ctx, 4, 1e-4, 1e-4, 1e6, 1)
+    assert f == pytest.approx(3 * (1e-3 - 1e-4)) and b == pytest.approx(3 * (2e-3 - 1e-4))
+    f2, _ = ring_exposed(ctx, 4, 1e-4, 1e-4, 1e6, nodes=2)
+    assert f2 == pytest.approx(3 * (2e-3 - 1e-4))  # a ring that leaves the node: paced by the inter-node hop
+    assert ring_exposed(ctx, 1, 0.0, 0.0, 1e9, 1) == (0.0, 0.0)
+
+
+def test_context_ring_in_a_plan_by_hand(dense):
+    """The plan's exposed ring is, per attention and micro-batch, ring_exposed of its block times (the attention
+    layers' times over cp) and one chunk's keys and values (2·s·h/cp per sample, h/t on a tensor rank)."""
+    graph, cm, ctx = dense
+    p = plan(p_context=4, p_data=2, micro_batches=4)
+    pred = evaluate(ctx, p)
+    assert pred.feasible, pred.reason
+    ts = tensor_split(graph)
+    m = 32 // 2 // 4
+    times, *_ = moe_cp_terms(ctx, ts, "bf16", 1, m, 1, False, 4, 1, 1, 1)
+    spans = attention_spans(ctx, ts.rows, ts.columns)
+    assert len(spans) == L and all(kv_elems(ctx, s) == 2 * SEQ * H for s in spans)
+    expected = 0.0
+    for span in spans:
+        f, b = ring_exposed(ctx, 4, sum(times[i][0] for i in span) / 4, sum(times[i][1] for i in span) / 4,
+                            m * 2 * SEQ * H * ACT / 4, 1)
+        expected += f + b
+    assert pred.comm_exposed_s["context_ring"] == pytest.approx(4 * expected)
+
+
+def test_context_parallel_divides_the_activations(dense):
+    """At the same micro-batch every saved tensor holds 1/cp of its tokens: cp = 2 keeps half the activations."""
+    _, _, ctx = dense
+    one, two = evaluate(ctx, plan(p_data=2)), evaluate(ctx, plan(p_data=2, p_context=2))
+    assert two.feasible and two.activations_bytes == pytest.approx(one.activations_bytes / 2)
+    assert two.weights_bytes == one.weights_bytes  # weights replicated over the context ranks
+
+
+def test_grouped_query_attention_sends_fewer_keys_and_values():
+    graph = load_model("gpt", layers=2, hidden=H, heads=HEADS, kv_heads=2, seq=SEQ, vocab=VOCAB, dropout=0.0)
+    ctx = Context(graph, None)
+    ts = tensor_split(graph)
+    spans = attention_spans(ctx, ts.rows, ts.columns)
+    assert kv_elems(ctx, spans[0]) == 2 * SEQ * 2 * (H // HEADS)
+    qkv = next(l for l in graph.layers if l.op == "linear")
+    assert qkv.output_shape == (SEQ, H + 2 * 2 * (H // HEADS))
+
+
+def test_context_parallel_checks(dense):
+    _, _, ctx = dense
+    assert "must divide into 2 x 3 chunks" in evaluate(ctx, plan(p_context=3, p_data=2)).reason
+    cnn = Context(load_model("small_cnn2d"), load_cost_model(None)[0])
+    assert "no token sequence" in evaluate(cnn, plan(p_context=2, p_data=1, batch=8, micro_batches=1)).reason
+
+
+# ---- the commands ---------------------------------------------------------------------------------------------------
+def test_run_reports_experts_and_context(capsys):
+    args = ["run", "--profile", "h100-dgx-8gpu.published", "--model", "gpt", "--model-arg", "layers=2",
+            "--model-arg", "experts=8", "--model-arg", "seq=512", "--batch", "16", "--gpus", "16", "--strategy",
+            "data+tensor+pipeline", "--tensor-parallel", "2", "--pipeline-stages", "1", "--sequence-parallel",
+            "--expert-parallel", "4", "--context-parallel", "2", "--dtype", "bf16"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "d4 t2/sp cp2 ep4" in out and "experts: 1/4 of them per rank" in out and "context: the sequence over 2" in out
+    assert main(args + ["--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    pred = doc["predictions"][0] if "predictions" in doc else doc[0]
+    assert pred["plan"]["p_expert"] == 4 and pred["plan"]["p_context"] == 2
+    assert pred["comm_exposed_s"]["expert_alltoall"] > 0
+
+
+def test_search_tries_expert_parallel_layouts(moe):
+    graph, cm, _ = moe
+    found = search(graph, cm, batch=16, max_devices=8, min_devices=8, devices_per_node=8, dtype="bf16",
+                   optimizer="adam", top=200, interval=False)
+    degrees = {p.plan.p_expert for p in found.best if p.plan.strategy == "data+tensor+pipeline"}
+    assert {2, 4, 8} <= degrees
+    fixed = search(graph, cm, batch=16, max_devices=8, min_devices=8, devices_per_node=8, dtype="bf16",
+                   optimizer="adam", top=50, interval=False, expert_parallel=4, context_parallel=2)
+    assert fixed.best and all(p.plan.p_expert == 4 and p.plan.p_context == 2 for p in fixed.best)
