@@ -151,6 +151,8 @@ def render_text(report: dict) -> str:
             lines.append(f"  {name:<28} rows {g['rows']:>4}   accuracy {_pct(g['accuracy']):>7}{cells}")
     from predictor.published.megatron_papers import render_text as megatron_papers_text
     lines += megatron_papers_text(report)
+    from predictor.published.moe_context_rows import render_text as moe_context_text
+    lines += moe_context_text(report)
     reasons: dict[str, int] = defaultdict(int)
     for s in report["skipped"]:
         reasons[s["reason"]] += 1

@@ -133,6 +133,9 @@ class Predictor:
             terms.update(bubble_s=pred.bubble_s, recompute_s=pred.recompute_s)
         if pred.straggler_s:
             terms["straggler_s"] = pred.straggler_s
+        for kind in ("expert_alltoall", "context_ring"):  # expert and context parallelism (method.md §14b)
+            if kind in pred.comm_exposed_s:
+                terms[f"{kind}_s"] = pred.comm_exposed_s[kind]
         return RowResult(setup=setup, predicted_s=pred.iteration_s, interval_s=tuple(pred.interval_s), terms=terms,
                          fits=pred.fits, reason=pred.reason,
                          at_scale_range=tuple(pred.details.get("at_scale_range", (1.0, 1.0))))

@@ -264,3 +264,58 @@ def test_search_tries_expert_parallel_layouts(moe):
     fixed = search(graph, cm, batch=16, max_devices=8, min_devices=8, devices_per_node=8, dtype="bf16",
                    optimizer="adam", top=50, interval=False, expert_parallel=4, context_parallel=2)
     assert fixed.best and all(p.plan.p_expert == 4 and p.plan.p_context == 2 for p in fixed.best)
+
+
+# ---- the published rows -----------------------------------------------------------------------------------------
+def test_published_rows_map_to_expert_and_context_plans():
+    from predictor.published.rowmap import load_rules
+    from predictor.published.transformer import interpret_transformer, load_transformer_corpus
+    runs = {r.id: r for r in load_transformer_corpus()}
+    rules = load_rules()
+    moe_row = interpret_transformer(runs["mcoremoe-mixtral-8x7b-64gpu-t1e8p4v8"], rules)
+    plan_, knobs = dict(moe_row.plan), dict(moe_row.knobs)
+    assert (plan_["p_expert"], plan_["p_context"], plan_["p_data"], plan_["stages"], plan_["virtual_stages"]) == \
+        (8, 1, 16, 4, 8)
+    assert (knobs["experts"], knobs["top_k"], knobs["capacity_factor"], knobs["kv_heads"], knobs["attention"]) == \
+        (8, 2, 0, 8, "sdpa")
+    cp_row = interpret_transformer(runs["nemocp-llama2-7b-1024k-1024gpu-t8cp32d4"], rules)
+    plan_ = dict(cp_row.plan)
+    assert (plan_["p_context"], plan_["p_tensor"], plan_["p_data"], plan_["sequence_parallel"]) == (32, 8, 4, True)
+    assert cp_row.dtype == "fp8" and dict(cp_row.knobs)["seq"] == 1 << 20
+
+
+def test_malformed_model_settings_are_one_line_errors(tmp_path):
+    import yaml
+
+    from predictor.published.transformer import TRANSFORMER_FILE, load_transformer_corpus
+    from profiler.errors import UserError
+    rec = next(r for r in yaml.safe_load(TRANSFORMER_FILE.read_text(encoding="utf-8")) if r["id"].startswith("mcoremoe"))
+    for key, value, field in (("zoo_attention", "flash", "model_details.zoo_attention"),
+                              ("capacity_factor", -1, "model_details.capacity_factor"),
+                              ("experts", 0, "model_details.experts")):
+        bad = dict(rec, model_details=dict(rec["model_details"], **{key: value}))
+        path = tmp_path / "t.yaml"
+        path.write_text(yaml.safe_dump([bad]), encoding="utf-8")
+        with pytest.raises(UserError) as err:
+            load_transformer_corpus(path)
+        assert field in str(err.value) and "\n" not in str(err.value)
+    bad = dict(rec, parallelism=dict(rec["parallelism"], expert="eight"))
+    path.write_text(yaml.safe_dump([bad]), encoding="utf-8")
+    with pytest.raises(UserError) as err:
+        load_transformer_corpus(path)
+    assert "parallelism.expert" in str(err.value)
+
+
+def test_the_report_lists_them_apart(tmp_path, capsys):
+    import yaml
+
+    from predictor.published.transformer import TRANSFORMER_FILE
+    recs = [r for r in yaml.safe_load(TRANSFORMER_FILE.read_text(encoding="utf-8"))
+            if r["id"].startswith(("mcoremoe", "nemocp-llama3-8b"))]
+    path = tmp_path / "moe.yaml"
+    path.write_text(yaml.safe_dump(recs), encoding="utf-8")
+    assert main(["validate", "--published", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "mixture-of-experts and context-parallel runs (reported apart)" in out
+    line = next(l for l in out.splitlines() if l.strip().startswith("mcoremoe-mixtral"))
+    assert line.split()[2:4] == ["8", "1"] and float(line.split()[-2]) > 0  # EP 8, CP 1, an exposed all-to-all
