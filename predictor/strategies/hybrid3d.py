@@ -649,7 +649,8 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
         chunks = chunks_of[slow]
         a2a = S * sum(sum(a2a_f[a:z]) + sum(a2a_b[a:z]) for a, z in chunks)
         ring = S * sum(sum(ring_f[a:z]) + sum(ring_b[a:z]) for a, z in chunks)
-        pred.comm_exposed_s["layer_collective"] -= a2a + ring
+        rest = pred.comm_exposed_s["layer_collective"] - a2a - ring
+        pred.comm_exposed_s["layer_collective"] = rest if rest > 1e-9 * (a2a + ring) else 0.0  # no rounding residue
         pred.comm_exposed_s["expert_alltoall"], pred.comm_exposed_s["context_ring"] = a2a, ring
 
     boundary = max((ctx.crossing_elems(a) for a, _ in bounds[1:]), default=0)
