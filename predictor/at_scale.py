@@ -103,6 +103,15 @@ def straggler_s(cost_model, plan: Plan, pred: Prediction) -> float:
     return total
 
 
+def least_excess(cost_model, plan: Plan, kinds) -> float:
+    """The least relative excess `straggler_s` puts on the plan's compute parts or on any of the exposed
+    communication `kinds`: a factor a lower bound made of those terms may take (the search's)."""
+    if plan.devices <= 1:
+        return 0.0
+    compute = _excess(cost_model, "device", plan.devices) + _excess(cost_model, "step", nodes_of(plan))
+    return max(0.0, min([compute] + [_excess(cost_model, "collective", _group_nodes(plan, kind)) for kind in kinds]))
+
+
 def nodes_of(plan: Plan) -> int:
     return max(1, math.ceil(plan.devices / max(plan.devices_per_node, 1)))
 

@@ -17,10 +17,17 @@ from predictor.layercost import ACT_BYTES, LayerCoster, Split
 from predictor.memory import saved_tensors
 
 WEIGHT_OPS = ("conv2d", "conv3d", "linear")
+#: a block's weight (and gradient) bytes per parameter: fp32 (Block.weight_bytes)
+WEIGHT_BYTES_PER_PARAM = 4.0
 
 
 def per_layer_groups(graph: ModelGraph) -> list[tuple[int, int]]:
     return [(i, i + 1) for i in range(len(graph.layers))]
+
+
+def merged_groups(single: Sequence[tuple[int, int]], merge: int) -> list[tuple[int, int]]:
+    """`merge` consecutive groups of `single` (weight_layer_groups) as one."""
+    return [(single[i][0], single[min(i + merge, len(single)) - 1][1]) for i in range(0, len(single), merge)]
 
 
 def weight_layer_groups(graph: ModelGraph) -> list[tuple[int, int]]:
@@ -59,7 +66,8 @@ def graph_blocks(graph: ModelGraph, coster: LayerCoster, samples: int,
         in_elems = sum(input_elems if src < 0 else graph.layers[src].output_elems for src in outside)
         params = sum(graph.layers[i].params for i in range(start, stop))
         blocks.append(Block(name=graph.layers[start].name, fwd_s=fwd_s, bwd_s=bwd_s, activation_bytes=saved[g],
-                            input_bytes=samples * in_elems * act_bytes, weight_bytes=4.0 * params))
+                            input_bytes=samples * in_elems * act_bytes,
+                            weight_bytes=WEIGHT_BYTES_PER_PARAM * params))
     return blocks
 
 

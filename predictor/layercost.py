@@ -331,12 +331,21 @@ class LayerCoster:
             fwd, bwd = fwd * split.seq_div, bwd * split.seq_div
         if self.readers[index] > 1:  # its output's gradients arrive from several readers and are summed
             bwd += self.cm.memory_time_s(gradient_sum_bytes(local, split, self.act_bytes, self.readers[index]))
-        if layer.op != "input":  # every layer is a module call, and an autograd node unless nothing needs its grad
-            fwd += self.overhead_s[0]
-            bwd += self.overhead_s[1] if (layer.params or not self.first[index]) else 0.0
+        if layer.op != "input":
+            over_f, over_b = self.overhead(index)
+            fwd += over_f
+            bwd += over_b
         result = (fwd, bwd)
         self._cache[key] = result
         return result
+
+    def overhead(self, index: int) -> tuple[float, float]:
+        """The framework overheads (forward, backward) in `times(index, split)` at every split: every layer is a
+        module call, and an autograd node unless nothing needs its gradient (the search's bounds keep these)."""
+        layer = self.graph.layers[index]
+        if layer.op == "input":
+            return 0.0, 0.0
+        return self.overhead_s[0], self.overhead_s[1] if (layer.params or not self.first[index]) else 0.0
 
     def sum_times(self, indices, split_of) -> tuple[float, float, list[float]]:
         """Total forward and backward seconds over `indices` (split_of(i) -> Split), plus the per-layer

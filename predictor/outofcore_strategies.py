@@ -13,16 +13,18 @@ from dataclasses import replace
 
 
 from predictor import outofcore
-from predictor.block_costs import boundary_bytes_per_sample, graph_blocks, per_layer_groups, weight_layer_groups
+from predictor.block_costs import (WEIGHT_BYTES_PER_PARAM, boundary_bytes_per_sample, graph_blocks, merged_groups,
+                                   per_layer_groups, weight_layer_groups)
 from predictor.cooperative import cooperative
-from predictor.layercost import OPTIMIZER_STATE_WORDS, update_bytes
+from predictor.layercost import OPTIMIZER_STATE_WORDS, Split, update_bytes
 from predictor.layout import data_nodes, inner_nodes
 from predictor.memory import parameter_bytes
 from predictor.plan import ADDON_STRATEGIES, SPLIT_RECOMPUTE, Plan, Prediction
 from predictor.recompute import chain_segments, checkpoint_terms, sqrt_segment_count
-from predictor.strategies.data import evaluate as evaluate_data, local_batch
+from predictor.strategies.bounds import Bounds, refinement
+from predictor.strategies.data import evaluate as evaluate_data, local_batch, lower_bound as data_bound
 from predictor.strategies.registry import EVALUATORS, register
-from predictor.strategies.pipeline import partition as balanced_starts
+from predictor.strategies.pipeline import partition as balanced_starts, stage_cut
 from predictor.strategies.context import Context, Infeasible
 from profiler.errors import UserError
 
@@ -45,8 +47,7 @@ def _blocks(ctx: Context, dtype: str, samples: int, per_layer: bool, merge: int 
         if per_layer:
             groups = per_layer_groups(ctx.graph)
         else:
-            single = weight_layer_groups(ctx.graph)
-            groups = [(single[i][0], single[min(i + merge, len(single)) - 1][1]) for i in range(0, len(single), merge)]
+            groups = merged_groups(weight_layer_groups(ctx.graph), merge)
         return graph_blocks(ctx.graph, ctx.coster(dtype), samples, groups)
 
     return ctx.cached(("outofcore-blocks", dtype, samples, per_layer, merge), build)
@@ -106,6 +107,48 @@ def evaluate_offload(ctx: Context, plan: Plan, pred: Prediction) -> None:
 
 
 # ---- out-of-core data parallelism ----------------------------------------------------------------
+def block_merges(ctx: Context) -> list[int]:
+    """Weighted layers per block the planner tries: 1, 2 and sqrt(G) (a recomputed multi-layer block is a
+    checkpointed segment, so the coarser lists let the planner checkpoint like sqrt(G) segmenting; the fastest
+    plan wins)."""
+    return sorted({1, 2, max(1, math.isqrt(len(weight_layer_groups(ctx.graph))))})
+
+
+def _resident_bytes(ctx: Context, plan: Plan, on: str, samples: int) -> tuple[float, float, float, float, float]:
+    """(weights, gradients, optimizer state, of it on the device, workspace): on the device whatever the planner
+    does with the blocks."""
+    weights, grads, state = parameter_bytes(ctx.total_params, plan.dtype, plan.optimizer, plan.mixed_precision)
+    return (weights, grads, state, state if on == "device" else 0.0,
+            2 * samples * ctx.largest_output * ctx.act_size(plan.dtype))
+
+
+def _gradient_stream(ctx: Context, plan: Plan, on: str, p_data: int) -> dict:
+    """The gradient pipeline's copies and host update per block's weight bytes (outofcore.data_parallel_iteration):
+    to the host, updated there and back (optimizer on the host; the replicas on one node share its memory
+    bandwidth), or none (on the device)."""
+    if on != "host":
+        return dict(d2h_s=_no_time, h2d_s=_no_time, host_update_s=_no_time)
+    cm = ctx.cm
+    sharing = min(p_data, plan.devices_per_node)
+
+    def update(weight_bytes):
+        return cm.memory_time_s(sharing * update_bytes(weight_bytes / WEIGHT_BYTES_PER_PARAM, plan.optimizer,
+                                                       plan.dtype), where="host")
+
+    d2h, h2d = _copy_times(ctx)
+    return dict(d2h_s=d2h, h2d_s=h2d, host_update_s=update)
+
+
+def _copy_times(ctx: Context):
+    """(device-to-host, host-to-device) copy seconds of a size."""
+    cm = ctx.cm
+    return (lambda size: cm.host_device_time_s(size, "d2h")), (lambda size: cm.host_device_time_s(size, "h2d"))
+
+
+def _no_time(size: float) -> float:
+    return 0.0
+
+
 def evaluate_outofcore(ctx: Context, plan: Plan, pred: Prediction) -> None:
     """KARMA-style out-of-core data parallelism (predictor.outofcore). Plan.extra optimizer_on: "host"
     (default; KARMA: optimizer state in host memory, gradients copied out, update at the host memory
@@ -119,32 +162,11 @@ def evaluate_outofcore(ctx: Context, plan: Plan, pred: Prediction) -> None:
     if on not in ("host", "device"):
         raise Infeasible(f"optimizer_on must be host or device, got {on!r}")
     b = local_batch(plan)
-    cm = ctx.cm
-    weights, grads, state = parameter_bytes(ctx.total_params, plan.dtype, plan.optimizer, plan.mixed_precision)
-    state_on_device = state if on == "device" else 0.0
-    workspace = 2 * b * ctx.largest_output * ctx.act_size(plan.dtype)
+    weights, grads, state, state_on_device, workspace = _resident_bytes(ctx, plan, on, b)
     static = weights + grads + state_on_device + workspace
-
-    def d2h(size):
-        return cm.host_device_time_s(size, "d2h")
-
-    def h2d(size):
-        return cm.host_device_time_s(size, "h2d")
-
-    # the replicas on one node update their copies on the same host memory at once: they share its bandwidth
-    sharing = min(plan.p_data, plan.devices_per_node)
-
-    def update(weight_bytes):
-        return cm.memory_time_s(sharing * update_bytes(weight_bytes / 4, plan.optimizer, plan.dtype), where="host")
-
-    def no_copy(size):
-        return 0.0
-
-    # blocks of 1, 2 and sqrt(G) weighted layers: a recomputed multi-layer block is a checkpointed segment,
-    # so the coarser lists let the planner checkpoint like sqrt(G) segmenting; the fastest plan wins
-    n_weighted = len(weight_layer_groups(ctx.graph))
+    d2h, h2d = _copy_times(ctx)
     candidates = []
-    for merge in sorted({1, 2, max(1, math.isqrt(n_weighted))}):
+    for merge in block_merges(ctx):
         blocks = _blocks(ctx, plan.dtype, b, per_layer=False, merge=merge)
         found = outofcore.plan(blocks, pred.device_memory_bytes, d2h, h2d, static_bytes=static)
         if found is not None:
@@ -163,11 +185,10 @@ def evaluate_outofcore(ctx: Context, plan: Plan, pred: Prediction) -> None:
 
     # on the device the update runs after the backward pass, as in data parallelism; on the host it is
     # pipelined per block behind the gradient copies
-    stream = dict(d2h_s=d2h, h2d_s=h2d, host_update_s=update) if on == "host" else \
-        dict(d2h_s=no_copy, h2d_s=no_copy, host_update_s=no_copy)
+    stream = _gradient_stream(ctx, plan, on, plan.p_data)
     try:
         with_comm = outofcore.data_parallel_iteration(single, blocks, allreduce_s=allreduce, **stream)
-        without_comm = outofcore.data_parallel_iteration(single, blocks, allreduce_s=no_copy, **stream)
+        without_comm = outofcore.data_parallel_iteration(single, blocks, allreduce_s=_no_time, **stream)
     except UserError as missing:
         raise Infeasible(f"optimizer on the host: {missing}") from None
     pred.compute_fwd_s = sum(blk.fwd_s for blk in blocks)
@@ -226,6 +247,130 @@ def evaluate_cooperative(ctx: Context, plan: Plan, pred: Prediction) -> None:
     pred.weights_bytes, pred.grads_bytes, pred.optimizer_bytes = weights, grads, optimizer_state
     pred.activations_bytes = cost.activation_bytes
     pred.details.update(stage_bounds=partition, stage_params=stage_params, params_per_device=ctx.total_params)
+
+
+# ---- lower bounds (strategies.bounds); knob: the add-on Plan ---------------------------------------
+def whole_model_bound(b: Bounds, strategy: str, p: int, p_data: int, inner: int, plan: Plan) -> tuple | None:
+    """Recomputation or offload on serial or data parallelism: strategies.data's bound (every replica holds the
+    whole model's parameter state); offload refused on a CPU profile."""
+    if strategy.endswith("+offload") and b.ctx.cm.device_is_host:
+        return None
+    return data_bound(b, strategy, p, p_data, inner, None)
+
+
+def _block_weights(ctx: Context) -> list[list[float]]:
+    """Per block grouping of `block_merges`, every block's weight bytes (Block.weight_bytes)."""
+    def build():
+        single = weight_layer_groups(ctx.graph)
+        return [[WEIGHT_BYTES_PER_PARAM * sum(ctx.params[i] for i in range(a, z)) for a, z in merged_groups(single, m)]
+                for m in block_merges(ctx)]
+    return ctx.graph_cached(("outofcore-block-weights",), build)
+
+
+def outofcore_bound(b: Bounds, strategy: str, p: int, p_data: int, inner: int, plan: Plan) -> tuple | None:
+    """Out-of-core data parallelism over p (refused as `evaluate_outofcore` refuses it): memory, what stays on the
+    device whatever the planner does (`_resident_bytes`); time, the KARMA chain's end, after the compute and after
+    every block's all-reduce at the grouping with the cheapest; refined by `refine_outofcore`."""
+    ctx = b.ctx
+    on = _extra(plan, "optimizer_on", "host")
+    if ctx.cm.device_is_host or plan.inner != 1 or on not in ("host", "device"):
+        return None
+    samples = b.batch // p
+    memory = sum(_resident_bytes(ctx, plan, on, samples)[i] for i in (0, 1, 3, 4))
+    if not b.timed or b.over_cap(memory):
+        return 0.0, memory, None
+    split = Split(samples)
+    fwd, bwd, _ = ctx.compute(b.dtype, ("all", split), range(ctx.n_layers), lambda i: split)
+    nodes = data_nodes(p, 1, b.dpn)
+    chain = min(sum(ctx.collective("allreduce", w, p, nodes) for w in weights) for weights in _block_weights(ctx))
+    bound = max(fwd + bwd, chain)
+    return bound, memory, ("outofcore-chain", plan, bound)
+
+
+@refinement("outofcore-chain")
+def refine_outofcore(b: Bounds, found: tuple) -> tuple[float, float, None]:
+    """The same chain with every block kept (no swap or recompute exposure) at each block grouping the planner may
+    pick: its choice only delays it (every step of the chain is a max or a sum)."""
+    _, plan, bound = found
+    ctx, p = b.ctx, plan.p_data
+    on = _extra(plan, "optimizer_on", "host")
+    nodes = data_nodes(p, 1, b.dpn)
+
+    def allreduce(size):
+        return ctx.collective("allreduce", size, p, nodes)
+
+    stream = _gradient_stream(ctx, plan, on, p)
+    lowest = math.inf
+    try:
+        for merge in block_merges(ctx):
+            blocks = _blocks(ctx, plan.dtype, b.batch // p, per_layer=False, merge=merge)
+            keep = outofcore.OutOfCorePlan((outofcore.KEEP,) * len(blocks), 0.0, 0.0, 0.0, 0.0, 0.0)
+            lowest = min(lowest, outofcore.data_parallel_iteration(keep, blocks, allreduce_s=allreduce,
+                                                                   **stream).iteration_s)
+    except UserError:  # no host coefficient: the evaluation says so
+        return 0.0, 0.0, None
+    if on == "device":  # the update runs on the device after the backward pass
+        lowest += ctx.update_s(ctx.total_params, plan.optimizer, plan.dtype)
+    return max(0.0, lowest - bound), 0.0, None
+
+
+def cooperative_bound(b: Bounds, strategy: str, p: int, p_data: int, inner: int, plan: Plan) -> tuple | None:
+    """Cooperative processes over k devices with m micro-batches (refused as `evaluate_cooperative` refuses it):
+    memory >= the whole model's weights + two micro-batches of any one layer's saved tensors; time >= m x the mean
+    stage's compute + the weights' all-gather; refined by `refine_cooperative`."""
+    ctx = b.ctx
+    k, m = plan.stages, plan.micro_batches
+    if plan.p_data != 1 or plan.inner != k or k > ctx.n_layers or b.batch % m or b.batch % k:
+        return None
+    n = b.batch // m
+    weights = parameter_bytes(ctx.total_params, plan.dtype, plan.optimizer, plan.mixed_precision)[0]
+    memory = weights + 2 * n * _largest_first_saved(ctx, plan.dtype)
+    if not b.timed or b.over_cap(memory):
+        return 0.0, memory, None
+    fsum, bsum, _, _ = b.layer_sums(n)
+    time_s = m * (fsum + bsum) / k + _weight_gather_s(b, k)
+    return time_s, memory, ("cooperative-cut", plan, weights, time_s, memory)
+
+
+def _largest_first_saved(ctx: Context, dtype: str) -> float:
+    """The most bytes per sample of saved tensors any one layer is the first to save (its block's activations)."""
+    def build():
+        first = [0.0] * ctx.n_layers
+        for t in ctx.saved:
+            first[min(t.savers)] += t.size_bytes(dtype)
+        return max(first, default=0.0)
+    return ctx.graph_cached(("cooperative-largest-first-saved", dtype), build)
+
+
+def _weight_gather_s(b: Bounds, k: int) -> float:
+    """The weights' all-gather over the k processes (predictor.cooperative: every block's weight bytes)."""
+    size = WEIGHT_BYTES_PER_PARAM * b.ctx.total_params
+    return b.ctx.collective("allgather", size, k, inner_nodes(k, 1, b.dpn))
+
+
+@refinement("cooperative-cut")
+def refine_cooperative(b: Bounds, found: tuple) -> tuple[float, float, None]:
+    """With the stage cut itself (the pipeline's `stage_cut`, as `evaluate_cooperative` makes it): memory >= the
+    weights + the largest stage-input stash + the prediction step's peak (every stage holds both); time >= m x the
+    slowest stage's step + (k - 1) x the slowest backward + the weights' all-gather."""
+    _, plan, weights, time_bound, memory_bound = found
+    ctx, batch = b.ctx, b.batch
+    k, m = plan.stages, plan.micro_batches
+    n = batch // m
+    per_layer, starts = stage_cut(ctx, plan.dtype, k, n)
+    act = ctx.act_size(plan.dtype)
+    every = ctx.graph_cached(("boundary-bytes", act), lambda: boundary_bytes_per_sample(
+        ctx.graph, range(ctx.n_layers), act))  # a stage's is the same wherever the others start
+    boundary = [every[a] for a in starts]
+    slices = _blocks(ctx, plan.dtype, max(1, batch // k), per_layer=True)
+    peak = max((blk.input_bytes + blk.activation_bytes for blk in slices[: starts[-1]]), default=0.0) + \
+        max(boundary) * (batch / k) * k
+    memory = weights + max(x * n * m for x in boundary) + peak
+    cut = list(zip(starts, starts[1:] + [ctx.n_layers]))
+    step = max(sum(per_layer[i][0] + per_layer[i][1] for i in range(a, z)) for a, z in cut)
+    backward = max(sum(per_layer[i][1] for i in range(a, z)) for a, z in cut)
+    time_s = m * step + (k - 1) * backward + _weight_gather_s(b, k)
+    return max(0.0, time_s - time_bound), max(0.0, memory - memory_bound), None
 
 
 def addon_plans(strategy: str, batch: int, devices: int, devices_per_node: int, dtype: str, optimizer: str,
@@ -314,11 +459,11 @@ def swap_vs_model_parallel(best_by_strategy: dict[str, Prediction]) -> str:
             f"by {loser.iteration_s / winner.iteration_s - 1:.0%}")
 
 
-register("serial+recompute", evaluate_recompute)
-register("data+recompute", evaluate_recompute)
+register("serial+recompute", evaluate_recompute, whole_model_bound)
+register("data+recompute", evaluate_recompute, whole_model_bound)
 for _name in SPLIT_RECOMPUTE:
     register(_name, evaluate_split_recompute)
-register("serial+offload", evaluate_offload)
-register("data+offload", evaluate_offload)
-register("outofcore", evaluate_outofcore)
-register("cooperative", evaluate_cooperative)
+register("serial+offload", evaluate_offload, whole_model_bound)
+register("data+offload", evaluate_offload, whole_model_bound)
+register("outofcore", evaluate_outofcore, outofcore_bound)
+register("cooperative", evaluate_cooperative, cooperative_bound)

@@ -263,26 +263,59 @@ class Context:
         if group <= 1:
             return 0.0, 0.0
         reg = regime(plan.framework, plan.bucket_bytes)
-        grad_bytes = gradient_bytes_per_param(plan.dtype, plan.mixed_precision)
         held = self._ready.get(id(bwd_list))
         if held is None or held[0] is not bwd_list:
             held = self._ready[id(bwd_list)] = (bwd_list, ready_times(bwd_list))
-        gkey = (indices if isinstance(indices, range) else tuple(indices), param_div, grad_bytes)
-        grads = self._buckets.get(gkey)
-        if grads is None:  # per-layer gradient bytes and their total: they depend on neither times nor regime
-            divs = param_div if isinstance(param_div, tuple) else (param_div,) * len(indices)
-            per_layer = [self.params[i] * grad_bytes / d for i, d in zip(indices, divs)]
-            grads = self._buckets[gkey] = (per_layer, sum(per_layer))
-        layout = None
-        if reg.overlaps and reg.cycle_s <= 0:  # DDP buckets: fixed by the gradients alone
-            layout = self._buckets.get((gkey, reg.fusion_bytes))
-            if layout is None:
-                layout = self._buckets[(gkey, reg.fusion_bytes)] = bucket_layout(grads[0], reg.fusion_bytes)
+        gkey, grads = self._gradient_bytes(indices, param_div, plan)
+        layout = self._bucket_layout(gkey, grads, reg)
         issued = launches(grads[0], held[1], reg, layout)
         total_bwd = held[1][-1] if held[1] else 0.0
         exposed, hidden = schedule(issued, total_bwd, lambda size: self.collective(op, size, group, nodes, share),
                                    self.cm.overlap_efficiency() if reg.overlaps else 1.0)
         return exposed + self.cm.memory_time_s(2 * 2 * grads[1]), hidden
+
+    def _gradient_bytes(self, indices, param_div, plan: Plan) -> tuple[tuple, tuple[list[float], float]]:
+        """(cache key, (per-layer gradient bytes, their total)) of `gradient_sync`'s layers: they depend on neither
+        the backward times nor the regime."""
+        grad_bytes = gradient_bytes_per_param(plan.dtype, plan.mixed_precision)
+        gkey = (indices if isinstance(indices, range) else tuple(indices), param_div, grad_bytes)
+        grads = self._buckets.get(gkey)
+        if grads is None:
+            divs = param_div if isinstance(param_div, tuple) else (param_div,) * len(indices)
+            per_layer = [self.params[i] * grad_bytes / d for i, d in zip(indices, divs)]
+            grads = self._buckets[gkey] = (per_layer, sum(per_layer))
+        return gkey, grads
+
+    def _bucket_layout(self, gkey, grads, reg):
+        """DDP's buckets of those gradients (fixed by the gradients alone), None for the other regimes."""
+        if not (reg.overlaps and reg.cycle_s <= 0):
+            return None
+        layout = self._buckets.get((gkey, reg.fusion_bytes))
+        if layout is None:
+            layout = self._buckets[(gkey, reg.fusion_bytes)] = bucket_layout(grads[0], reg.fusion_bytes)
+        return layout
+
+    def gradient_floor(self, indices, param_div, group: int, nodes: int, plan: Plan, op: str = "allreduce",
+                       share: float = 1.0) -> tuple[float, float]:
+        """For the search's lower bounds (strategies.bounds): (the least time backward and the exposed exchange of
+        `gradient_sync` with the same arguments end at together, the two gradient copies it adds), without the
+        backward times. The collectives run one after another, so the last ends no earlier than their sum: the
+        collectives launched independently of the backward times, ddp's buckets or no-overlap's one all-reduce
+        (horovod's cycle fusion depends on them: 0). Not cached: the callers keep what they need."""
+        if group <= 1:
+            return 0.0, 0.0
+        reg = regime(plan.framework, plan.bucket_bytes)
+        gkey, grads = self._gradient_bytes(indices, param_div, plan)
+        layout = self._bucket_layout(gkey, grads, reg)
+        sizes = [size for _, size in layout] if layout is not None else (
+            [grads[1]] if not reg.overlaps and grads[1] > 0 else [])
+        return (sum(self.collective(op, size, group, nodes, share) for size in sizes),
+                self.cm.memory_time_s(2 * 2 * grads[1]))
+
+    def parameter_memory(self, params: float, plan: Plan, sync_group: int) -> float:
+        """The bytes `set_parameters` puts on one device, summed."""
+        weights, grads, optimizer = parameter_bytes(params, plan.dtype, plan.optimizer, plan.mixed_precision)
+        return weights + grads + optimizer + (grads if sync_group > 1 else 0.0)
 
     def saved_bytes_per_sample(self, dtype: str, key, share: Callable[[SavedTensor], float]) -> float:
         """Bytes of saved-for-backward tensors per sample, each weighted by share(tensor) (the fraction

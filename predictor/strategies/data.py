@@ -14,6 +14,7 @@ from predictor.layercost import Split
 from predictor.memory import MIXED_DTYPES, gradient_bytes_per_param, parameter_bytes
 from predictor.layout import data_nodes
 from predictor.plan import Plan, Prediction
+from predictor.strategies.bounds import Bounds
 from predictor.strategies.context import Context, Infeasible
 
 
@@ -96,3 +97,14 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
         if plan.p_data > 1:
             pred.comm_buffers_bytes = 0.0  # no DDP bucket copy: _zero sets its own buckets
             _zero(ctx, plan, pred, fwd, bwd, bwd_list, nodes)
+
+
+def lower_bound(b: Bounds, strategy: str, p: int, p_data: int, inner: int, knob) -> tuple:
+    """Serial and data parallelism (strategies.bounds): every replica holds the whole model's parameter state
+    (`Context.set_parameters`; none bounded under a ZeRO stage); no time bound (a data plan is quick to evaluate)."""
+    if b.plan.zero_stage:
+        return 0.0, 0.0, None
+    memory = b.memo.get(("data-parameters", p_data > 1))
+    if memory is None:
+        memory = b.memo[("data-parameters", p_data > 1)] = b.ctx.parameter_memory(b.ctx.total_params, b.plan, p_data)
+    return 0.0, memory, None

@@ -14,19 +14,21 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
+from dataclasses import replace
 from itertools import accumulate
 
-from predictor.layercost import ACT_BYTES, Split, layer_signatures
+from predictor.layercost import ACT_BYTES, Split, layer_signatures, update_time_s
 from predictor.layout import data_network_share, nodes_spanned
 from predictor.memory import MIXED_DTYPES, parameter_bytes
 from predictor.plan import (PIPELINE_BOUNDARIES, PIPELINE_SCHEDULES, RECOMPUTE_GRANULARITIES, Plan,
                             Prediction)
+from predictor.strategies.bounds import Bounds
 from predictor.strategies.context import Context, Infeasible
 from predictor.strategies.data import local_batch
 from predictor.strategies.moe_context import (alltoall_seconds, attention_spans, busiest_factor, group_nodes,
                                               kv_elems, moe_layers, ring_exposed)
 from predictor.strategies.moe_context import check as check_moe_cp
-from predictor.strategies.pipeline import in_flight, partition
+from predictor.strategies.pipeline import in_flight, partition, schedule_in_flight
 from predictor.strategies.tensor import (SequenceSplit, TensorSplit, _producers, check_degree,
                                          collectives_by_layer, layer_split, local_parameters, sequence_split,
                                          tensor_split)
@@ -771,3 +773,108 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
                         nodes_data_group=d_nodes, nodes_pipeline_pair=pipe_nodes, micro_batch=m,
                         tensor_fwd_collective_s=S * fwd_x[slow], tensor_bwd_collective_s=S * bwd_x[slow])
 
+
+
+# ---- lower bounds (strategies.bounds): one layout (p_data, T, K) and its variants ---------------------------
+#: a variant's recomputation -> its column of `saved_totals` and of `search_totals` past the first
+_RECOMPUTED = {"none": 0, "selective": 1, "full": 2}
+
+
+def _layout(b: Bounds, p: int, p_data: int, t: int, K: int) -> tuple | None:
+    """`_layout_terms`, once per layout."""
+    key = ("3d-layout", p, p_data, t, K)
+    found = b.memo.get(key)
+    if found is None:
+        found = b.memo[key] = _layout_terms(b, p, p_data, t, K)
+    return found or None
+
+
+def _layout_terms(b: Bounds, p: int, p_data: int, t: int, K: int) -> tuple | bool:
+    """False when `evaluate` refuses every variant of the layout (t not a degree the model splits into, more stages
+    than transformer layers), else (a plan of the layout with the search's plan fields, the tensor split, the nodes a
+    tensor group spans, 1 + the least straggler excess on the terms the time bounds keep: compute, recomputation,
+    bubble, update and the tensor collectives (predictor.at_scale.least_excess), and without and with the
+    distributed optimizer (the parameter state of total / (T·K) parameters, the update of that share)). Each of the
+    T·K model-parallel ranks holds at least that share (a split layer 1/T of its parameters, the vocabulary-split
+    embedding 1/T, a replicated layer all; the heaviest of the K pipeline ranks at least their mean), both memory
+    models are linear in the parameters, and the slowest rank updates at least that many."""
+    from predictor.at_scale import least_excess
+    ctx = b.ctx
+    ts = ctx.graph_cached(("tensor-split",), lambda: tensor_split(ctx.graph))
+    starts = ctx.graph_cached(("3d-repeated-count",), lambda: (repeated_layers(ctx, ts),))[0]
+    layers = len(starts) - 1 if starts else 0
+    if layers and K > layers:
+        return False
+    if t > 1:
+        try:
+            check_degree(ctx, ts, t)
+        except Infeasible:
+            return False
+    plan = replace(b.plan, strategy="data+tensor+pipeline", devices=p, p_data=p_data, p_tensor=t, stages=K)
+    share = ctx.total_params / (t * K)
+    per_zero = []
+    for zero in (0, 1):
+        state = zero1_parameter_bytes(share, plan) if zero else parameter_bytes(share, plan.dtype, plan.optimizer,
+                                                                                  plan.mixed_precision)
+        per_zero.append((sum(state), update_time_s(ctx.cm, share / (p_data if zero else 1), plan.optimizer,
+                                                   plan.dtype, plan.mixed_precision)))
+    return plan, ts, layout_nodes(plan)[0], 1.0 + least_excess(ctx.cm, plan, ("layer_collective",)), per_zero
+
+
+def _search_totals(b: Bounds, ts: TensorSplit, t: int, m: int, nodes: int, sp: bool) -> tuple[float, float, float]:
+    key = ("3d-totals", t, m, nodes, sp)
+    hit = b.memo.get(key)
+    if hit is None:
+        hit = b.memo[key] = search_totals(b.ctx, ts, b.dtype, t, m, nodes, sp)
+    return hit
+
+
+def layout_bound(b: Bounds, strategy: str, p: int, p_data: int, inner: int, layout: tuple[int, int],
+                 schedules: tuple) -> tuple[float, float] | None:
+    """The least `lower_bound` over a layout's variants (the search's "3d-group"; schedules: its (micro-batches,
+    virtual stage counts) pairs), None when `evaluate` refuses them all: no recomputation, the cheaper of with and
+    without sequence parallelism, the most virtual stages S allows, the distributed optimizer with replicas."""
+    t, K = layout
+    found = _layout(b, p, p_data, t, K)
+    if found is None:
+        return None
+    _, ts, nodes, stragglers, per_zero = found
+    state, update = per_zero[1 if p_data > 1 else 0]
+    if not b.timed or b.over_cap(state):
+        return 0.0, state
+    per_pipeline = b.batch // p_data
+    best = math.inf
+    for s, vs in schedules:
+        core = min(_search_totals(b, ts, t, per_pipeline // s, nodes, sp)[0] for sp in ((False, True) if t > 1
+                                                                                        else (False,)))
+        best = min(best, core * (s + (K - 1) / max(vs)) / K)
+    return (best + update) * stragglers, state
+
+
+def lower_bound(b: Bounds, strategy: str, p: int, p_data: int, inner: int, knob) -> tuple | None:
+    """One data+tensor+pipeline candidate, knob (T, K, S, v, recomputation, sequence parallelism, ZeRO stage)
+    (strategies.bounds). With C the whole graph's forward + backward + tensor collectives and R its recomputed
+    forward at micro-batch m (`search_totals`), the slowest of K ranks runs at least (C + R)/K per micro-batch, so
+    S·(F + Bw + R) + bubble >= (C + R)(S + (K - 1)/v)/K; plus the mean rank's update; all times 1 + the least
+    straggler excess (`_layout_terms`). Memory: the parameter state and, on the mean rank, the fewest (chunk)
+    micro-batches any rank holds (the last's, pipeline.in_flight) times 1/K of the saved bytes per sample
+    (`saved_totals`)."""
+    t, K, s, v, recompute, sp, zero = knob
+    found = _layout(b, p, p_data, t, K)
+    if found is None:
+        return None
+    _, ts, nodes, stragglers, per_zero = found
+    state, update = per_zero[zero]
+    m = b.batch // p_data // s
+    column = _RECOMPUTED[recompute]
+    key = ("3d-saved", t, sp)
+    saved = b.memo.get(key)
+    if saved is None:
+        saved = b.memo[key] = saved_totals(b.ctx, ts, b.dtype, t, sp)
+    flight = schedule_in_flight("interleaved" if v > 1 else "1f1b", K, s, v, K - 1)
+    memory = state + flight * m * saved[column] / (K * v)
+    if not b.timed or b.over_cap(memory):
+        return 0.0, memory, None
+    totals = _search_totals(b, ts, t, m, nodes, sp)
+    time_s = (totals[0] + (totals[column] if column else 0.0)) * (s + (K - 1) / v) / K + update
+    return time_s * stragglers, memory, None

@@ -11,6 +11,7 @@ stage k) and interleaved (v chunks per device: the bubble / v, v times the bound
 """
 from __future__ import annotations
 
+import math
 from bisect import bisect_right
 from dataclasses import dataclass
 from itertools import accumulate
@@ -20,6 +21,7 @@ from predictor.layout import data_network_share, data_nodes
 from predictor.memory import gradient_bytes_per_param, parameter_bytes
 from predictor.overlap import bucket_layout, overlap, ready_times
 from predictor.plan import PIPELINE_SCHEDULES, Plan, Prediction
+from predictor.strategies.bounds import Bounds, refinement
 from predictor.strategies.context import Context, Infeasible
 from predictor.strategies.data import local_batch
 
@@ -85,11 +87,49 @@ class Stages:
     workspace_bytes: list[float]  # per sample: the stage's largest dL/dy + dL/dx
 
 
+def stage_cut(ctx: Context, dtype: str, K: int, m: int) -> tuple[list[tuple[float, float]], list[int]]:
+    """(every layer's (forward, backward) at micro-batch m, the first layer of each of K stages): the cut balanced on
+    their sums (`partition`)."""
+    def build():
+        coster = ctx.coster(dtype)
+        split = Split(m)
+        per_layer = [coster.times(i, split) for i in range(ctx.n_layers)]
+        return per_layer, partition([f + bw for f, bw in per_layer], K)
+    return ctx.cached(("pipe-cut", dtype, K, m), build)
+
+
+def boundary_send_s(ctx: Context, m: int, start: int, act: int, nodes: int) -> float:
+    """One micro-batch's tensors crossing into a stage starting at layer `start`, sent between two ranks."""
+    return ctx.collective("sendrecv", m * (ctx.crossing_elems(start) if start > 0 else 0) * act, 2, nodes)
+
+
+def slowest_p2p(ctx: Context, starts: list[int], K: int, v: int, m: int, act: int, dpn: int) -> float:
+    """The slowest boundary send of one micro-batch between the K·v chunks starting at `starts` (chunk j on device
+    j mod K; a pair on two nodes when the devices are)."""
+    worst = 0.0
+    for j in range(1, K * v):
+        a, z = (j - 1) % K, j % K  # devices on either side of chunk boundary j
+        worst = max(worst, boundary_send_s(ctx, m, starts[j], act, 1 if a // dpn == z // dpn else 2))
+    return worst
+
+
+def device_buckets(ctx: Context, dtype: str, K: int, v: int, m: int, bounds, bwd_s, bucket_bytes: float,
+                   grad_bytes: float) -> list[tuple[list, list[float]]]:
+    """Per device, (its DDP buckets, its backward clock): its chunks' layers in graph order, their backward times
+    (`bwd_s`, per chunk per layer) end to end. They do not depend on p_data: searches reuse them."""
+    def build():
+        out = []
+        for k in range(K):
+            chunks = range(k, K * v, K)
+            layers = [i for j in chunks for i in range(*bounds[j])]
+            out.append((bucket_layout([ctx.params[i] * grad_bytes for i in layers], bucket_bytes),
+                        ready_times([t for j in chunks for t in bwd_s[j]])))
+        return out
+    return ctx.cached(("pipe-buckets", dtype, K, v, m, bucket_bytes, grad_bytes), build)
+
+
 def _stages(ctx: Context, dtype: str, K: int, m: int) -> Stages:
-    coster = ctx.coster(dtype)
-    split = Split(m)
-    per_layer = [coster.times(i, split) for i in range(ctx.n_layers)]
-    starts = partition([f + bw for f, bw in per_layer], K)
+    per_layer, starts = stage_cut(ctx, dtype, K, m)
     bounds = list(zip(starts, starts[1:] + [ctx.n_layers]))
     act = ctx.act_size(dtype)
     crossing = [ctx.crossing_elems(a) if a > 0 else 0 for a, _ in bounds]
@@ -131,10 +171,14 @@ def _devices(ctx: Context, st: Stages, K: int, v: int) -> Devices:
 
 def in_flight(plan: Plan, k: int) -> int:
     """Micro-batches (interleaved: chunk micro-batches) device k holds saved tensors for (module docstring)."""
-    K, S, v = plan.stages, plan.micro_batches, plan.virtual_stages
-    if plan.schedule == "1f1b":
+    return schedule_in_flight(plan.schedule, plan.stages, plan.micro_batches, plan.virtual_stages, k)
+
+
+def schedule_in_flight(schedule: str, K: int, S: int, v: int, k: int) -> int:
+    """`in_flight` of a plan with that schedule, K stages, S micro-batches and v virtual stages."""
+    if schedule == "1f1b":
         return min(S, K - k)
-    if plan.schedule == "interleaved":
+    if schedule == "interleaved":
         return min(S * v, 2 * (K - k - 1) + (v - 1) * K + 1)
     return S
 
@@ -170,15 +214,8 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
 
     dpn = plan.devices_per_node
 
-    def slowest_p2p() -> float:
-        worst = 0.0
-        for j in range(1, K * v):
-            a, z = (j - 1) % K, j % K  # devices on either side of chunk boundary j
-            nodes = 1 if a // dpn == z // dpn else 2
-            worst = max(worst, ctx.collective("sendrecv", m * st.incoming_elems[j] * act, 2, nodes))
-        return worst
-
-    p2p = ctx.cached(("p2p", dtype, K, v, m, dpn), slowest_p2p)
+    p2p = ctx.cached(("p2p", dtype, K, v, m, dpn), lambda: slowest_p2p(ctx, [a for a, _ in st.bounds], K, v, m, act,
+                                                                         dpn))
     pred.comm_exposed_s["pipeline_p2p"] = 2 * (v * S + K - 2) * p2p if K > 1 else 0.0
     pred.update_s = ctx.cached(("pipe-update", dtype, K, v, m, plan.optimizer),
                                lambda: max(ctx.update_s(p, plan.optimizer, dtype, t)
@@ -193,16 +230,7 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
         if plan.p_data <= 1:
             return 0.0, 0.0
 
-        def layouts():
-            out = []
-            for chunks in devices:  # a device's layers in graph order, its chunks' backward clocks end to end
-                layers = [i for j in chunks for i in range(*st.bounds[j])]
-                out.append((bucket_layout([ctx.params[i] * grad_bytes for i in layers], plan.bucket_bytes),
-                            ready_times([t for j in chunks for t in st.bwd_s[j]])))
-            return out
-
-        # bucket layouts and backward clocks per device do not depend on p_data: searches reuse them
-        stages = ctx.cached(("pipe-buckets", dtype, K, v, m, plan.bucket_bytes, grad_bytes), layouts)
+        stages = device_buckets(ctx, dtype, K, v, m, st.bounds, st.bwd_s, plan.bucket_bytes, grad_bytes)
 
         def allreduce_s(size: float) -> float:
             return ctx.collective("allreduce", size, plan.p_data, d_nodes, share)
@@ -244,3 +272,146 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     pred.comm_buffers_bytes += buffers
     pred.details.update(stage_bounds=st.bounds, stage_fwd_s=st.fwd_s, stage_bwd_s=st.bwd_total_s,
                         stage_params=st.params, memory_stage=k, nodes_data_group=d_nodes)
+
+
+# ---- lower bounds (strategies.bounds) of the search's pipeline plans: GPipe, no recomputation ----------------
+def _layer_keeps(ctx: Context, dtype: str) -> tuple[list[float], list[float], float]:
+    """Per layer, bytes per sample of the saved tensors it keeps (a stage holding it keeps them all) and of those
+    it is the first saver of; their total."""
+    def build():
+        keeps, first = [0.0] * ctx.n_layers, [0.0] * ctx.n_layers
+        total = 0.0
+        for t in ctx.saved:
+            size = t.size_bytes(dtype)
+            for s in set(t.savers):
+                keeps[s] += size
+            first[min(t.savers)] += size
+            total += size
+        return keeps, first, total
+    return ctx.graph_cached(("pipe-layer-keeps", dtype), build)
+
+
+def _stages_needed(b: Bounds, samples: int) -> float:
+    """The fewest contiguous stages whose every one holds, within the cap, its layers' parameter state and their
+    saved tensors for `samples` samples (each tensor at its first saver): no cut into fewer stages fits, whatever it
+    is (greedy packing is optimal for a bottleneck threshold). inf when one layer alone exceeds the cap."""
+    ctx, cap = b.ctx, b.cap
+    _, first, _ = _layer_keeps(ctx, b.dtype)
+    stages, acc = 1, 0.0
+    for keep, params in zip(first, ctx.params):
+        w = samples * keep + b.parameter_state(params)
+        if w > cap:
+            return math.inf
+        acc += w
+        if acc > cap:
+            stages, acc = stages + 1, w
+    return stages
+
+
+def _memory_floors(b: Bounds, samples: int, m: int) -> tuple[float, float, float]:
+    """(the most a stage holding any one layer needs: its saved tensors for the pipeline's `samples`, its gradient
+    buffers at micro-batch m; what all stages hold together: every saved tensor and the parameter state; the fewest
+    stages that fit: `_stages_needed`)."""
+    ctx = b.ctx
+    keeps, _, saved_total = _layer_keeps(ctx, b.dtype)
+    largest = max((samples * keep + 2 * m * b.act * layer.output_elems for keep, layer in zip(keeps, ctx.layers)),
+                  default=0.0)
+    needed = b.memo.get(("pipe-stages-needed", samples))
+    if needed is None:
+        needed = b.memo[("pipe-stages-needed", samples)] = _stages_needed(b, samples)
+    return largest, samples * saved_total + b.model_state, needed
+
+
+def lower_bound(b: Bounds, strategy: str, p: int, p_data: int, K: int, S: int) -> tuple:
+    """GPipe over K stages with S micro-batches (strategies.bounds). Memory (`_memory_floors`): the most a stage
+    holding any one layer needs, the mean stage's share of what all hold, inf below the stages a greedy packing
+    needs. Time: (S - 1)·(F + B) + every layer's F + B with F >= max(sum F / K, the slowest layer) (B alike), and
+    2·(S + K - 2) of the cheapest boundary send; refined by `refine_window`, then `refine_cut`."""
+    per_pipeline = b.batch // p_data
+    m = per_pipeline // S
+    memo = b.memo
+    floors = memo.get(("pipe-floors", per_pipeline, m))
+    if floors is None:
+        floors = memo[("pipe-floors", per_pipeline, m)] = _memory_floors(b, per_pipeline, m)
+    largest, together, needed = floors
+    memory = max(largest, together / K) if K >= needed else math.inf
+    if not b.timed or b.over_cap(memory):
+        return 0.0, memory, None
+    fsum, bsum, fmax, bmax = b.layer_sums(m)
+    time_s = (S - 1) * (max(fsum / K, fmax) + max(bsum / K, bmax)) + fsum + bsum
+    if K > 1:
+        time_s += 2 * (S + K - 2) * _cheapest_send(b, m, 2 if K - 1 >= b.dpn else 1)
+    return time_s, memory, ("pipeline-window", m, K, S, p_data, time_s)
+
+
+def _sends(b: Bounds, m: int, nodes: int) -> list[float]:
+    """Per layer a >= 1, `boundary_send_s` into a stage starting there."""
+    hit = b.memo.get(("pipe-sends", m, nodes))
+    if hit is None:
+        hit = b.memo[("pipe-sends", m, nodes)] = [0.0] + [boundary_send_s(b.ctx, m, a, b.act, nodes)
+                                                           for a in range(1, b.ctx.n_layers)]
+    return hit
+
+
+def _cheapest_send(b: Bounds, m: int, nodes: int) -> float:
+    hit = b.memo.get(("pipe-cheapest-send", m, nodes))
+    if hit is None:
+        hit = b.memo[("pipe-cheapest-send", m, nodes)] = min(_sends(b, m, nodes)[1:], default=0.0)
+    return hit
+
+
+@refinement("pipeline-window")
+def refine_window(b: Bounds, found: tuple) -> tuple[float, float, tuple | None]:
+    """Stage k starts at a layer in [k, n - K + k], so its boundary send costs at least the cheapest there."""
+    _, m, K, S, p_data, bound = found
+    if K <= 1:
+        return 0.0, 0.0, None
+
+    def worst():
+        n, dpn, out = b.ctx.n_layers, b.dpn, 0.0
+        for stage in range(1, K):
+            costs = _sends(b, m, 1 if (stage - 1) // dpn == stage // dpn else 2)
+            out = max(out, min(costs[stage:n - K + stage + 1]))
+        return out
+
+    extra = 2 * (S + K - 2) * (b.cached(("pipe-window", m, K), worst) - _cheapest_send(b, m, 2 if K - 1 >= b.dpn
+                                                                                        else 1))
+    return extra, 0.0, ("pipeline-cut", m, K, S, p_data, bound + extra)
+
+
+@refinement("pipeline-cut")
+def refine_cut(b: Bounds, found: tuple) -> tuple[float, float, None]:
+    """The stage cut itself (`stage_cut`, as `evaluate` makes it): the slowest stage's compute and boundary send as
+    evaluated, and per stage a gradient exposure of at least its buckets' all-reduces (the buckets `evaluate` makes,
+    run one after another) minus its last micro-batch's backward."""
+    _, m, K, S, p_data, bound = found
+    ctx, dtype = b.ctx, b.dtype
+
+    def sums():
+        per_layer, starts = stage_cut(ctx, dtype, K, m)
+        cut = list(zip(starts, starts[1:] + [ctx.n_layers]))
+        p2p = ctx.cached(("p2p", dtype, K, 1, m, b.dpn), lambda: slowest_p2p(ctx, starts, K, 1, m, b.act, b.dpn))
+        return (max(sum(per_layer[i][0] for i in range(a, z)) for a, z in cut),
+                max(sum(per_layer[i][1] for i in range(a, z)) for a, z in cut), sum(f + bw for f, bw in per_layer), p2p)
+
+    fwd, bwd, total, p2p = b.cached(("pipe-cut-sums", K, m), sums)
+    time_s = (S - 1) * (fwd + bwd) + total + 2 * (S + K - 2) * p2p
+    if p_data > 1:
+        nodes, share = data_nodes(p_data, K, b.dpn), data_network_share(p_data, K, b.dpn)
+        time_s += max(max(0.0, sum(ctx.collective("allreduce", size, p_data, nodes, share) for size in sizes) - last)
+                      for sizes, last in b.cached(("pipe-cut-buckets", K, m), lambda: _stage_buckets(b, K, m)))
+    return max(0.0, time_s - bound), 0.0, None
+
+
+def _stage_buckets(b: Bounds, K: int, m: int) -> list[tuple[tuple[float, ...], float]]:
+    """Per stage of the cut, (its DDP bucket sizes, its backward per micro-batch): `device_buckets`' for one chunk a
+    device, kept as numbers."""
+    ctx, plan = b.ctx, b.plan
+    per_layer, starts = stage_cut(ctx, b.dtype, K, m)
+    grad_bytes = gradient_bytes_per_param(b.dtype, plan.mixed_precision)
+    out = []
+    for a, z in zip(starts, starts[1:] + [ctx.n_layers]):
+        ready = ready_times([per_layer[i][1] for i in range(a, z)])
+        out.append((tuple(size for _, size in bucket_layout([ctx.params[i] * grad_bytes for i in range(a, z)],
+                                                            plan.bucket_bytes)), ready[-1] if ready else 0.0))
+    return out

@@ -19,6 +19,7 @@ from predictor.graph import ModelGraph
 from predictor.layercost import Split
 from predictor.layout import data_network_share, data_nodes, inner_nodes
 from predictor.plan import Plan, Prediction
+from predictor.strategies.bounds import Bounds
 from predictor.strategies.context import Context, Infeasible
 from predictor.strategies.data import local_batch
 
@@ -255,7 +256,7 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
                                          "non-linear layer outside the pairs" if ts.replicated_linears else
                                          "every layer outside the pairs replicated")))
 
-    local = ctx.cached(("tensor-params", p), lambda: local_parameters(ctx.graph, ts, p))
+    local = _local_parameters(ctx, ts, p)
     local_params = sum(local)
     pred.update_s = ctx.update_s(local_params, plan.optimizer, plan.dtype, mixed_precision=plan.mixed_precision)
     divisors = ctx.cached(("tensor-divisors", p), lambda: tuple(
@@ -267,10 +268,7 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     ctx.set_parameters(pred, local_params, plan, plan.p_data)
 
     sliced = region | tokens
-
-    def share(t) -> float:
-        return 1.0 / p if t.producer in sliced else 1.0
-
+    share = _saved_share(sliced, p)
     key = ("tensor", p, sp)
     pred.activations_bytes = n * ctx.saved_bytes_per_sample(plan.dtype, key, share)
     pred.workspace_bytes = n * ctx.workspace_per_sample(plan.dtype, key, share,
@@ -278,3 +276,28 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     if seq is not None and p > 1:  # the gathered (full) tensor before a column or a replicated reader
         gathered = [t for t in ts.column_inputs if t in tokens] + list(seq.exits)
         pred.comm_buffers_bytes += max((size(t) for t in gathered), default=0.0)
+
+
+def _local_parameters(ctx: Context, ts: TensorSplit, p: int) -> list[float]:
+    return ctx.cached(("tensor-params", p), lambda: local_parameters(ctx.graph, ts, p))
+
+
+def _saved_share(sliced: frozenset[int], p: int):
+    """share(saved tensor) -> the fraction one rank keeps: 1/p of a split (or token-split) layer's output."""
+    return lambda t: 1.0 / p if t.producer in sliced else 1.0
+
+
+def lower_bound(b: Bounds, strategy: str, devices: int, p_data: int, p: int, knob) -> tuple | None:
+    """Tensor parallelism over p (strategies.bounds): refused as `evaluate` refuses the degree; memory: each rank's
+    parameter state and, without sequence parallelism, its saved tensors' shares; no time bound (few plans)."""
+    ctx, plan = b.ctx, b.plan
+    ts: TensorSplit = ctx.cached(("tensor-split",), lambda: tensor_split(ctx.graph))
+    try:
+        check_degree(ctx, ts, p)
+    except Infeasible:
+        return None
+    memory = ctx.parameter_memory(sum(_local_parameters(ctx, ts, p)), plan, p_data)
+    if not plan.sequence_parallel:
+        memory += b.batch // p_data * ctx.saved_bytes_per_sample(b.dtype, ("tensor", p, False),
+                                                                 _saved_share(ts.split, p))
+    return 0.0, memory, None

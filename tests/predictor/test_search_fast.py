@@ -163,68 +163,13 @@ def test_a_cost_model_of_unknown_sign_prunes_on_memory_only():
     ("resnet50", 256, 24, None), ("small_cnn3d", 32, 32, None), ("vgg16", 64, 16, "a100-dgx-8gpu.published"),
     ("small_cnn2d", 64, 12, "cpu"), ("gpt", 32, 16, "a100-dgx-8gpu.published")])
 def test_every_bound_is_below_the_evaluation(model, batch, max_devices, profile):
-    """The bounds the fast search prunes with, on every candidate, against the exact evaluation (with the
-    refinements it applies before evaluating); and what it settles as infeasible is infeasible."""
-    from predictor.layout import inner_nodes
-    from predictor.plan import Plan
-    from predictor.search_fast import _LOW, _REFINE, _Bounds, _Graph, costs_nonnegative
-    from predictor.strategies.spatial import region_end
-    graph = load_model(model)
+    """The registry's bounds the fast search prunes with, on every candidate, against the exact evaluation (with the
+    refinements it applies before evaluating); and what it settles as infeasible is infeasible
+    (test_search_bounds.check_bounds, which also draws random nets and options)."""
+    from tests.predictor.test_search_bounds import check_bounds
     cm = _hybrid_cpu_model() if profile == "cpu" else load_cost_model(profile)[0]
-    ctx, dpn = Context(graph, cm), cm.devices_per_node
-    g = _Graph(ctx, "fp32", "sgd")
-    base = dict(batch=batch, devices_per_node=dpn, dtype="fp32", optimizer="sgd")
-    checked = 0
-    for spec in candidate_specs(graph, batch, range(1, max_devices + 1), dpn, "fp32", "sgd"):
-        plan = spec_plan(spec, base)
-        pctx = ctx.for_plan(Plan("data", devices=plan.devices, p_data=plan.devices, **base))
-        bounds = _Bounds(pctx, g, batch, dpn, float("inf"), costs_nonnegative(cm))
-        pred = evaluate(ctx, plan, cm.device_memory_bytes)
-        kind = spec[0]
-        if kind == "spatial":
-            end = g.region_end(plan.spatial_split)
-            assert end == region_end(pctx, plan.spatial_split, None)
-            mix, n = plan.strategy == "spatial-then-data", batch // plan.p_data
-            found = None if end == 0 or (mix and n % plan.p_spatial) else \
-                bounds.spatial(mix, plan.devices, plan.p_data, plan.p_spatial, end) + (
-                    (n, plan.spatial_split, end, inner_nodes(plan.p_spatial, plan.p_data, dpn)),)
-        elif kind == "pipeline":
-            found = bounds.pipeline(plan.p_data, plan.stages, plan.micro_batches)
-        elif kind == "filter":
-            found = bounds.filter(plan.p_filter, plan.p_data)
-        elif kind == "channel":
-            found = bounds.channel(plan.p_channel, plan.p_data)
-        elif plan.strategy == "outofcore":
-            found = bounds.outofcore(plan.devices, dict(plan.extra).get("optimizer_on", "host"))
-        elif plan.strategy == "cooperative":
-            found = bounds.cooperative(plan.stages, plan.micro_batches)
-        elif kind == "3d":
-            from predictor.search_space import (hybrid3d_schedules, hybrid3d_variant_count, hybrid3d_variants,
-                                                megatron_layers)
-            t, K, layers = spec[5][0], spec[5][1], megatron_layers(graph)
-            variants = hybrid3d_variants(t, K, plan.p_data, batch // plan.p_data, layers)
-            assert spec[5][2:] in variants
-            assert len(variants) == hybrid3d_variant_count(t, K, plan.p_data, batch // plan.p_data, layers)
-            group = bounds.hybrid3d_group(plan.devices, plan.p_data, t, K, hybrid3d_schedules(
-                K, batch // plan.p_data, layers), layers)
-            if group is None:
-                assert not pred.feasible, plan
-                continue
-            found = bounds.hybrid3d_variant(plan.devices, plan.p_data, t, K, spec[5][2:]) + (None,)
-            assert group[0] <= found[0] * (1 + 1e-12) and group[1] <= found[1] * (1 + 1e-12)
-        else:
-            continue  # no bound: always evaluated
-        if found is None:  # settled as infeasible without evaluating
-            assert not pred.feasible, plan
-            continue
-        time_s, memory, refine = found
-        while refine is not None:  # every refinement the search may apply before evaluating
-            extra_s, extra_bytes, refine = _REFINE[plan.strategy if kind == "addon" else kind](bounds, refine)
-            time_s, memory = time_s + extra_s, memory + extra_bytes
-        if pred.feasible:
-            assert time_s * _LOW <= pred.iteration_s and memory * _LOW <= pred.memory_bytes, plan
-            checked += 1
-    assert checked > 20
+    assert check_bounds(load_model(model), cm, batch=batch, devices=range(1, max_devices + 1),
+                        devices_per_node=cm.devices_per_node, cap=float("inf")) > 20
 
 
 def test_plans_scoring_above_the_final_cut_never_change_the_ranking():
@@ -325,17 +270,21 @@ def test_fast_search_over_megatrons_space_ranks_as_evaluating_every_plan(knobs, 
 def test_the_zero1_memory_bound_holds_where_the_old_one_did_not():
     """ZeRO-1 shards the optimizer state and fp32 master weights over the replicas, so a 3-D plan can hold less than
     the parameter state of total / (t · K) parameters: the old bound (param_bytes / inner) exceeds such a plan's
-    memory, the revised one (hybrid3d_variant's) does not."""
+    memory, the revised one (strategies.hybrid3d.lower_bound's) does not."""
+    from predictor.memory import parameter_bytes
     from predictor.plan import Plan
-    from predictor.search_fast import _Bounds, _Graph, costs_nonnegative
+    from predictor.search_fast import costs_nonnegative
+    from predictor.strategies.bounds import Bounds
+    from predictor.strategies.hybrid3d import lower_bound
     graph = load_model("gpt", layers=4, hidden=512, heads=8, seq=128, vocab=1024)
     cm = load_cost_model("a100-80gb-dgx-8gpu.published")[0]
     ctx = Context(graph, cm)
-    g = _Graph(ctx, "fp16", "adam")
-    bounds = _Bounds(ctx, g, 64, 8, float("inf"), costs_nonnegative(cm))
+    template = Plan("data", batch=64, devices=1, devices_per_node=8, dtype="fp16", optimizer="adam")
+    bounds = Bounds(ctx, template, float("inf"), costs_nonnegative(cm))
     plan = Plan("data+tensor+pipeline", batch=64, devices=32, devices_per_node=8, p_data=8, p_tensor=2, stages=2,
                 micro_batches=8, dtype="fp16", optimizer="adam", schedule="1f1b", zero_stage=1)
     pred = evaluate(ctx, plan, 80e9)
-    assert pred.feasible and pred.memory_bytes < g.param_bytes / 4  # the old bound would have pruned it
-    _, memory = bounds.hybrid3d_variant(32, 8, 2, 2, (8, 1, "none", False, 1))
+    param_bytes = sum(parameter_bytes(ctx.total_params, "fp16", "adam"))
+    assert pred.feasible and pred.memory_bytes < param_bytes / 4  # the old bound would have pruned it
+    _, memory, _ = lower_bound(bounds, plan.strategy, 32, 8, 4, (2, 2, 8, 1, "none", False, 1))
     assert memory <= pred.memory_bytes
