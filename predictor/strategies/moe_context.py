@@ -2,7 +2,7 @@
 (docs/method.md §14b): the layers a MoE runs per expert (`expert_layers`), the busiest expert rank's share of the
 routed tokens (`busiest_factor`), the dispatch and combine all-to-alls (`alltoall_seconds`), the ring that passes
 keys and values around the context-parallel group under the attention blocks (`ring_exposed`), and where each group's
-ranks sit (`group_nodes`)."""
+ranks sit (`group_nodes`); docs/decisions/2026-12-06-moe-layers-and-layout.md."""
 from __future__ import annotations
 
 import math
@@ -54,7 +54,8 @@ def busiest_factor(rows: float, ep: int, capacity_factor: float) -> float:
     micro-batch): with every token's top-k choices spread evenly (a router balanced by its auxiliary loss), the ranks'
     loads are a multinomial of ep·rows draws over ep cells, whose largest is rows + e_ep·sqrt(rows) to the normal
     approximation (e_ep = expected_max_normal(ep); the multinomial is ep Poisson counts less their mean); a capacity
-    factor caps it at capacity_factor·rows (tokens beyond an expert's capacity are dropped; 0 = dropless)."""
+    factor caps it at capacity_factor·rows (tokens beyond an expert's capacity are dropped; 0 = dropless);
+    docs/decisions/2026-12-06-moe-load-imbalance.md."""
     if ep <= 1 or rows <= 0:
         return 1.0
     spread = 1.0 + expected_max_normal(ep) / math.sqrt(rows)
@@ -135,7 +136,8 @@ def ring_exposed(ctx: Context, cp: int, block_fwd: float, block_bwd: float, kv_b
     """(forward, backward) seconds of one attention's ring that the blocks do not hide, per micro-batch: cp - 1
     steps, each sending one chunk's keys and values (kv_bytes) to the next rank while the attention of the chunk
     in hand runs (block_fwd: one block's time), the excess exposed; backward sends keys, values and their
-    gradients (2·kv_bytes) beside each block's backward (Transformer Engine's AttnFuncWithCPAndKVP2P)."""
+    gradients (2·kv_bytes) beside each block's backward (Transformer Engine's AttnFuncWithCPAndKVP2P);
+    docs/decisions/2026-12-06-context-parallel-ring.md."""
     if cp <= 1:
         return 0.0, 0.0
     pair = 2 if nodes > 1 else 1  # a ring that leaves the node is paced by its inter-node hop
