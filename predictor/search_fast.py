@@ -6,7 +6,7 @@ module's `lower_bound` beside its `evaluate`, from the same helpers; GROUP_BOUND
 layout's data+tensor+pipeline variants). A plan the strategy's checks refuse is settled unbuilt, a memory bound over
 the cap prunes; the rest wait in a heap, best bound first, refined before evaluation, and a plan whose bound exceeds
 both the top-k cut and its strategy's best is pruned. Ranking the evaluated plans in candidate order gives the
-exhaustive walk's result (tests/predictor/test_search_fast.py, test_search_bounds.py). Bounds are relaxed by MARGIN;
+exhaustive walk's result (tests/predictor/test_search_fast.py, test_search_bounds.py). Bounds are relaxed by bounds.MARGIN;
 time bounds need costs >= 0 (calibrate validates it), else only memory bounds prune.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ from predictor.plan import Plan
 from predictor.search_space import (Counts, Ranking, candidate_specs, hybrid3d_schedules, hybrid3d_variant_count,
                                     hybrid3d_variants, megatron_layers, spec_plan)
 from predictor.strategies import evaluate
-from predictor.strategies.bounds import LOW, MARGIN, Bounds  # noqa: F401 - MARGIN: the bounds' relative slack
+from predictor.strategies.bounds import LOW, Bounds
 from predictor.strategies.bounds import refine as refine_bound
 from predictor.strategies.context import Context
 from predictor.strategies.registry import BOUNDS, GROUP_BOUNDS
