@@ -6,8 +6,8 @@ module's `lower_bound` beside its `evaluate`, from the same helpers; GROUP_BOUND
 layout's data+tensor+pipeline variants). A plan the strategy's checks refuse is settled unbuilt, a memory bound over
 the cap prunes; the rest wait in a heap, best bound first, refined before evaluation, and a plan whose bound exceeds
 both the top-k cut and its strategy's best is pruned. Ranking the evaluated plans in candidate order gives the
-exhaustive walk's result (tests/predictor/test_search_fast.py, test_search_bounds.py). Bounds are relaxed by bounds.MARGIN;
-time bounds need costs >= 0 (calibrate validates it), else only memory bounds prune.
+exhaustive walk's result (tests/predictor/test_search_fast.py, test_search_bounds.py). Bounds are relaxed by
+bounds.MARGIN; time bounds need costs >= 0 (calibrate validates it), else only memory bounds prune.
 """
 from __future__ import annotations
 
