@@ -83,7 +83,9 @@ def test_accuracy_for_each_kind_of_prediction():
                                         (1, 8, 64), data)
     assert gpt["title"] == "published multi-GPU transformer runs"
     whats = [row[0] for row in gpt["rows"]]
-    assert whats[0].startswith("all 294 published transformer runs") and "runs on 1 GPU (13)" in whats
+    counts = data["published_transformer"]
+    assert whats[0].startswith(f"all {counts['overall']['rows']} published transformer runs")
+    assert f"runs on 1 GPU ({counts['by_gpus']['1']['rows']})" in whats
     assert any(w.startswith("runs on 9-64 GPUs") for w in whats) and any("a100-dgx-8gpu" in w for w in whats)
     gpu = known_accuracy.for_prediction("cnn", "h200.yaml", "calibrated", False, (1,), data)
     assert gpu["note"].startswith("No measured multi-GPU runs validate a calibrated GPU profile")
