@@ -335,6 +335,7 @@ def test_cli_writes_merges_and_refuses_to_overwrite(tmp_path, capsys):
     assert merged.samples[-1].extra["gpu"] == "NVIDIA V100"  # the profile's GPU for text that names none
 
 
+@pytest.mark.slow  # end to end: the whole V100 workbook fitted (25 s); CI runs it
 def test_cli_imports_and_fits_the_v100_workbook(tmp_path, capsys):
     out = tmp_path / "v100.yaml"
     assert main(["import-deepbench", str(V100), "--out", str(out)]) == 0

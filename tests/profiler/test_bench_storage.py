@@ -63,6 +63,7 @@ def _calibrate(*args):
                            "--quick", *args], capture_output=True, text=True)
 
 
+@pytest.mark.slow  # end to end: a calibration subprocess on this machine; CI runs it
 def test_cli_writes_a_storage_profile_and_refuses_bad_places(tmp_path):
     data = tmp_path / "data"
     data.mkdir()
