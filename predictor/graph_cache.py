@@ -4,38 +4,25 @@ its graph back takes milliseconds and needs neither.
 An entry is plain JSON (`<cache>/graphs/<key>.json`), never code: the key is the SHA-256 of what the graph
 depends on — the zoo model's name, its knobs and input shape, and the text of the code that builds and traces
 it (the zoo and tracer sources) — so an edited model or tracer misses the cache instead of reading a stale
-graph. User modules are not cached: their code may import anything, so no fingerprint covers it. A corrupt or unreadable entry is ignored and rewritten; a cache folder that
-cannot be written is not an error. The folder is $PARAORACLE_CACHE, else $XDG_CACHE_HOME/paraoracle, else
-~/.cache/paraoracle; PARAORACLE_CACHE=off disables it.
+graph. User modules are not cached: their code may import anything, so no fingerprint covers it. Entries
+live in profiler.disk_cache's folder ($PARAORACLE_CACHE; off disables it).
 """
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
-from typing import Callable, Iterable, Optional
+from typing import Callable, Iterable
 
 from predictor.graph import Layer, ModelGraph
-from profiler.errors import UserError
-from profiler.inputs import read_json
+from profiler import disk_cache
 
 FORMAT = "paraoracle-graph"
-VERSION = 1
+VERSION = 2  # 2: the graph under "payload" (profiler.disk_cache)
 _PACKAGE = Path(__file__).resolve().parent
 #: the code every zoo graph depends on
 ZOO_SOURCES = tuple(sorted((_PACKAGE / "zoo").glob("*.py"))) + (_PACKAGE / "trace.py", _PACKAGE / "graph.py")
 _TUPLE_FIELDS = ("input_shape", "output_shape", "weight_shape", "kernel", "stride", "padding", "inputs")
-
-
-def cache_dir() -> Optional[Path]:
-    value = os.environ.get("PARAORACLE_CACHE")
-    if value == "off":
-        return None
-    if value:
-        return Path(value)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "paraoracle"
 
 
 def fingerprint(paths: Iterable[Path]) -> str:
@@ -76,22 +63,12 @@ def from_json(data: dict) -> ModelGraph:
 
 def cached_graph(key: str, build: Callable[[], ModelGraph]) -> ModelGraph:
     """The graph stored under `key`, else build() (then stored)."""
-    folder = cache_dir()
-    path = folder / "graphs" / f"{key}.json" if folder else None
-    if path is not None and path.is_file():
+    payload = disk_cache.load("graphs", key, FORMAT, VERSION)
+    if payload is not None:
         try:
-            doc = read_json(path)  # a planted FIFO, bomb or deep nesting is refused like any other input
-            if doc.get("format") == FORMAT and doc.get("version") == VERSION and doc.get("key") == key:
-                return from_json(doc["graph"])
-        except (UserError, OSError, ValueError, TypeError, KeyError, AttributeError):
-            pass  # unreadable or stale: trace again and rewrite it
+            return from_json(payload)
+        except (ValueError, TypeError, KeyError, AttributeError):
+            pass  # malformed: trace again and rewrite it
     graph = build()
-    if path is not None:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps({"format": FORMAT, "version": VERSION, "key": key, "graph": to_json(graph)}))
-            os.replace(tmp, path)
-        except OSError:
-            pass  # a read-only or full cache folder only costs the next call a trace
+    disk_cache.store("graphs", key, FORMAT, VERSION, to_json(graph))
     return graph

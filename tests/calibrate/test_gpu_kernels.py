@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
 import sys
 from pathlib import Path
 
@@ -847,14 +846,14 @@ def deepbench_workbook(path: Path) -> Path:
     return path
 
 
-def test_bench_deepbench_on_a_small_workbook(tmp_path):
+def test_bench_deepbench_on_a_small_workbook(tmp_path, capsys):
+    from bench.__main__ import main  # in-process: an uncaught error fails the test
+
     book = deepbench_workbook(tmp_path / "small.xlsx")
     results, docs = tmp_path / "results", tmp_path / "docs" / "deepbench.md"
     docs.parent.mkdir()
-    done = subprocess.run([sys.executable, "-m", "bench", "deepbench", str(book), "--json", "--results",
-                           str(results), "--docs", str(docs)], cwd=REPO, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    summary = json.loads(done.stdout)
+    assert main(["deepbench", str(book), "--json", "--results", str(results), "--docs", str(docs)]) == 0
+    summary = json.loads(capsys.readouterr().out)
     assert list(summary) == ["NVIDIA V100"] and list(summary["NVIDIA V100"]) == ["float32"]
     families = summary["NVIDIA V100"]["float32"]
     convs, input_layers = len(BENCH_CONVS), sum(c < 4 for _, _, _, c, *_ in BENCH_CONVS)

@@ -3,8 +3,7 @@ background load, the load read from repeated rounds, and data-parallel scaling o
 tree that bends the way measured runs on shared clusters bend (issue 38: 1.8-3.5x at 256-512 GPUs)."""
 from __future__ import annotations
 
-import subprocess
-import sys
+import json
 
 import numpy as np
 import pytest
@@ -99,19 +98,20 @@ def test_data_parallel_scaling_bends_beyond_one_leaf_under_load(synthetic_fat_tr
     assert quiet[-1].iteration_s / quiet[0].iteration_s < 1.8  # not the quiet fabric's doing
 
 
-def test_run_shows_the_range_and_takes_a_load(tmp_path):
-    base = [sys.executable, "-m", "predictor", "run", "--profile", "v100-abci-4gpu.published", "--model", "resnet50",
-            "--batch", "16384", "--gpus", "512", "--strategy", "data"]
-    shown = subprocess.run(base, capture_output=True, text=True)
-    assert shown.returncode == 0, shown.stderr
-    assert "cluster load (other jobs on the fabric's uplinks): quiet" in shown.stdout and "busy" in shown.stdout
-    assert "stragglers: the slowest of 512 ranks" in shown.stdout
+def test_run_shows_the_range_and_takes_a_load(capsys):
+    from predictor.cli import main  # in-process: an uncaught error fails the test
+
+    base = ["run", "--profile", "v100-abci-4gpu.published", "--model", "resnet50", "--batch", "16384",
+            "--gpus", "512", "--strategy", "data"]
+    assert main(base) == 0
+    shown = capsys.readouterr().out
+    assert "cluster load (other jobs on the fabric's uplinks): quiet" in shown and "busy" in shown
+    assert "stragglers: the slowest of 512 ranks" in shown
     times = {}
     for load in ("quiet", "busy", "80"):
-        done = subprocess.run(base + ["--cluster-load", load, "--json"], capture_output=True, text=True)
-        assert done.returncode == 0, done.stderr
-        import json
-        times[load] = json.loads(done.stdout)["predictions"][0]["iteration_s"]
+        assert main(base + ["--cluster-load", load, "--json"]) == 0
+        times[load] = json.loads(capsys.readouterr().out)["predictions"][0]["iteration_s"]
     assert times["quiet"] < times["80"] < times["busy"]
-    bad = subprocess.run(base + ["--cluster-load", "loud"], capture_output=True, text=True)
-    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "--cluster-load" in bad.stderr
+    assert main(base + ["--cluster-load", "loud"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "--cluster-load" in err

@@ -117,7 +117,7 @@ def test_a_malformed_layout_setting_is_one_line_exit_2(tmp_path, capsys, where, 
 
     from predictor.cli import main
     from predictor.published.transformer import TRANSFORMER_FILE
-    rec = next(r for r in yaml.safe_load(TRANSFORMER_FILE.read_text(encoding="utf-8"))
+    rec = next(r for r in yaml.load(TRANSFORMER_FILE.read_text(encoding="utf-8"), Loader=yaml.CSafeLoader)
                if r["id"] == "korthikanti2022-22b-seq-sel")
     (rec[where] if where else rec)[key] = value
     path = tmp_path / "bad.yaml"

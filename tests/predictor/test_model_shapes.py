@@ -15,6 +15,7 @@ from calibrate.fit import fit_profile, measured_shapes
 from calibrate.synthetic import conv_samples, profile_with
 from predictor.api import load_cost_model as predictor_cost_model, load_model, predict_all
 from predictor.shape_recorder import RecordingCostModel, measurable_shapes
+from paraoracle.cli import profiler_main
 from profiler.profile import load_profile, save_profile
 
 TINY = {**os.environ, "PARAORACLE_GRID": "tiny", "PYTHONUNBUFFERED": "1"}
@@ -121,17 +122,17 @@ def test_shapes_cli_to_calibrate_end_to_end(tmp_path):
     ("shapes: [{op: gemm, params: {M: 2, N: 2, K: 2}, dtype: float16}]", "dtype float16 is not measured on cpu"),
     ("shapes: [{op: relu, params: {N: 1, C: 2, H: 4, W: 4}}", "not valid YAML"),
 ])
-def test_bad_shapes_file_is_one_line_error(tmp_path, text, needle):
+def test_bad_shapes_file_is_one_line_error(tmp_path, capsys, text, needle):
     bad = tmp_path / "bad.yaml"
     bad.write_text(text)
-    r = cli("profiler", "calibrate", "--device", "cpu", "--only", "compute", "--shapes", str(bad),
-            "--out", str(tmp_path / "p.yaml"))
-    assert r.returncode == 2 and "Traceback" not in r.stderr
-    assert len(r.stderr.strip().splitlines()) == 1 and needle in r.stderr and str(bad) in r.stderr
+    code = profiler_main(["calibrate", "--device", "cpu", "--only", "compute", "--shapes", str(bad),
+                          "--out", str(tmp_path / "p.yaml")])  # in-process: an uncaught error fails the test
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and needle in err and str(bad) in err
     assert not (tmp_path / "p.yaml").exists()
 
 
-def test_shapes_needs_the_compute_section(tmp_path):
-    r = cli("profiler", "calibrate", "--device", "cpu", "--only", "memory", "--shapes", "x.yaml",
-            "--out", str(tmp_path / "p.yaml"))
-    assert r.returncode == 2 and "add compute to --only" in r.stderr
+def test_shapes_needs_the_compute_section(tmp_path, capsys):
+    code = profiler_main(["calibrate", "--device", "cpu", "--only", "memory", "--shapes", "x.yaml",
+                          "--out", str(tmp_path / "p.yaml")])
+    assert code == 2 and "add compute to --only" in capsys.readouterr().err

@@ -289,7 +289,8 @@ def test_malformed_model_settings_are_one_line_errors(tmp_path):
 
     from predictor.published.transformer import TRANSFORMER_FILE, load_transformer_corpus
     from profiler.errors import UserError
-    rec = next(r for r in yaml.safe_load(TRANSFORMER_FILE.read_text(encoding="utf-8")) if r["id"].startswith("mcoremoe"))
+    rows = yaml.load(TRANSFORMER_FILE.read_text(encoding="utf-8"), Loader=yaml.CSafeLoader)
+    rec = next(r for r in rows if r["id"].startswith("mcoremoe"))
     for key, value, field in (("zoo_attention", "flash", "model_details.zoo_attention"),
                               ("capacity_factor", -1, "model_details.capacity_factor"),
                               ("experts", 0, "model_details.experts")):
@@ -310,7 +311,7 @@ def test_the_report_lists_them_apart(tmp_path, capsys):
     import yaml
 
     from predictor.published.transformer import TRANSFORMER_FILE
-    recs = [r for r in yaml.safe_load(TRANSFORMER_FILE.read_text(encoding="utf-8"))
+    recs = [r for r in yaml.load(TRANSFORMER_FILE.read_text(encoding="utf-8"), Loader=yaml.CSafeLoader)
             if r["id"].startswith(("mcoremoe", "nemocp-llama3-8b"))]
     path = tmp_path / "moe.yaml"
     path.write_text(yaml.safe_dump(recs), encoding="utf-8")

@@ -49,7 +49,7 @@ def test_search_finds_configurations(capsys):
 
 
 def _no_conv_profile(tmp_path):
-    doc = yaml.safe_load(Path(V100).read_text())
+    doc = yaml.load(Path(V100).read_text(), Loader=yaml.CSafeLoader)
     doc["coefficients"]["compute"] = {k: v for k, v in doc["coefficients"]["compute"].items()
                                       if not k.startswith(("conv2d/", "conv2d_winograd/"))}
     path = tmp_path / "no-conv.yaml"

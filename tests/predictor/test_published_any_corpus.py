@@ -5,6 +5,7 @@ represented."""
 from __future__ import annotations
 
 import copy
+import functools
 import json
 
 import pytest
@@ -18,9 +19,14 @@ from predictor.published.transformer import TRANSFORMER_FILE, VTRAIN_COLUMNS
 from profiler.errors import UserError
 
 
+@functools.lru_cache(maxsize=1)
+def _megatron_row() -> dict:
+    rows = yaml.load(TRANSFORMER_FILE.read_text(encoding="utf-8"), Loader=yaml.CSafeLoader)
+    return next(r for r in rows if r["id"].startswith("dlperf-megatron-"))
+
+
 def _tiny_megatron(rid: str, **details) -> dict:
-    rec = copy.deepcopy(next(r for r in yaml.safe_load(TRANSFORMER_FILE.read_text(encoding="utf-8"))
-                             if r["id"].startswith("dlperf-megatron-")))
+    rec = copy.deepcopy(_megatron_row())
     rec["id"] = rid
     rec["model_details"].update({"layers": 2, "hidden": 64, "heads": 4, "seq_len": 32, "vocab": 512, **details})
     rec["parallelism"].update(data=2, tensor=2, pipeline=1, micro_batch=2)
@@ -29,8 +35,13 @@ def _tiny_megatron(rid: str, **details) -> dict:
     return rec
 
 
+@functools.lru_cache(maxsize=1)
+def _cnn_corpus() -> tuple[dict, ...]:
+    return tuple(yaml.load((CORPUS_DIR / "cnn_runs.yaml").read_text(encoding="utf-8"), Loader=yaml.CSafeLoader))
+
+
 def _cnn_rows(n: int) -> list[dict]:
-    return yaml.safe_load((CORPUS_DIR / "cnn_runs.yaml").read_text(encoding="utf-8"))[:n]
+    return copy.deepcopy(list(_cnn_corpus()[:n]))
 
 
 def test_schema_of_each_record():

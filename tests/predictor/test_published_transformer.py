@@ -28,7 +28,7 @@ RULES = load_rules()
 
 
 def _records():
-    return yaml.safe_load(TRANSFORMER_FILE.read_text(encoding="utf-8"))
+    return yaml.load(TRANSFORMER_FILE.read_text(encoding="utf-8"), Loader=yaml.CSafeLoader)
 
 
 def _by_id(runs, prefix):

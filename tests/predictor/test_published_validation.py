@@ -23,7 +23,7 @@ def corpus():
 
 @pytest.fixture(scope="module")
 def records():
-    return yaml.safe_load(CNN.read_text())
+    return yaml.load(CNN.read_text(), Loader=yaml.CSafeLoader)
 
 
 def test_shipped_corpus_loads_with_sources(corpus):

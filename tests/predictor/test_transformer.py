@@ -4,8 +4,6 @@ parameters (12 h^2 + 13 h per layer plus embeddings, against torch's own count),
 (Korthikanti et al., MLSys 2023, §4.1: 34 s b h + 5 a s^2 b in 16-bit), traced shapes against a real forward
 pass, the cost model's fallbacks where a profile lacks the transformer families, and the CLI."""
 import math
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -304,18 +302,18 @@ def test_every_transformer_layer_is_costed_and_the_cnn_linear_is_unchanged():
                                                           "K": layer.input_shape[0]})
 
 
-def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "predictor", *args], capture_output=True, text=True, timeout=300)
+def test_predictor_run_gpt_data_parallel(capsys):
+    from predictor.cli import main  # in-process: an uncaught error fails the test
 
-
-def test_predictor_run_gpt_data_parallel():
-    r = _cli("run", "--model", "gpt", "--model-arg", "layers=2", "--batch", "8", "--gpus", "2", "--strategy", "data")
-    assert r.returncode == 0, r.stderr
-    assert "gpt" in r.stdout and "data" in r.stdout
+    assert main(["run", "--model", "gpt", "--model-arg", "layers=2", "--batch", "8", "--gpus", "2",
+                 "--strategy", "data"]) == 0
+    out = capsys.readouterr().out
+    assert "gpt" in out and "data" in out
     # the shipped published profile has no transformer families: the run says how it costed them
-    assert "no calibrated family for gelu, layernorm, sdpa" in r.stdout
-    bad = _cli("run", "--model", "gpt", "--model-arg", "heads=5", "--batch", "8", "--gpus", "2")
-    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "heads" in bad.stderr
+    assert "no calibrated family for gelu, layernorm, sdpa" in out
+    assert main(["run", "--model", "gpt", "--model-arg", "heads=5", "--batch", "8", "--gpus", "2"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "heads" in err
 
 
 def test_more_layers_cost_more_time_and_memory():
