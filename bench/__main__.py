@@ -14,6 +14,7 @@ HERE = Path(__file__).resolve().parent
 BENCHMARKS = {
     "search": "bench_search",
     "run-latency": "run_latency",
+    "report-latency": "report_latency",
     "llm-latency": "llm_latency",
     "llm-search": "llm_search",
     "scale": "bench_scale",

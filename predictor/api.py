@@ -25,7 +25,7 @@ from calibrate.shipped import resolve_profile, shipped_profiles, shipped_profile
 from calibrate.system_constants import DEFAULT_STACK, STACKS
 from predictor import zoo
 from predictor.graph import ModelGraph
-from predictor.graph_cache import ZOO_SOURCES, cache_key, cached_graph
+from predictor.graph_cache import ZOO_SOURCES, cache_key, cached_graph, is_cached
 from predictor.layerspec import load_layer_spec
 from predictor.overlap import FRAMEWORKS
 from predictor.plan import (ADDON_STRATEGIES, ALL_STRATEGIES, DTYPES, HYBRID_3D, OPTIMIZERS, PIPELINE_RECOMPUTE,
@@ -61,6 +61,38 @@ def load_model(name_or_path: str, input_shape: Sequence[int] | None = None, *, a
         return _check_sizes(_trace_callable(name_or_path, input_shape, knobs), name_or_path, knobs)
     raise UserError(f"unknown model {name_or_path!r}: not in the zoo ({', '.join(zoo.ZOO)}), "
                     "not package.module:callable, a .py file or a .yaml/.json layer spec")
+
+
+def trace_ahead(models: Iterable[tuple[str, dict]], workers: int | None = None) -> int:
+    """Trace the zoo models of `models` ((name, knobs) pairs) the graph cache lacks, in worker processes, so that
+    load_model then reads each back in milliseconds (a report over forty transformer shapes traces them all).
+    Does nothing with the cache off, one core, fewer than two misses, or torch already imported here (a fork
+    would copy its threads); a model that fails is left for load_model to report. Returns how many it traced."""
+    import sys
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
+    from profiler import disk_cache
+
+    workers = workers or os.cpu_count() or 1
+    missing = {}
+    for name, knobs in models:
+        if name in zoo.ZOO:
+            missing.setdefault(cache_key(f"zoo:{name}", knobs, None, ZOO_SOURCES), (name, dict(knobs)))
+    missing = {k: v for k, v in missing.items() if not is_cached(k)}
+    if disk_cache.cache_dir() is None or workers < 2 or len(missing) < 2 or "torch" in sys.modules:
+        return 0
+    with ProcessPoolExecutor(min(workers, len(missing)), mp_context=get_context("fork")) as pool:
+        done = list(pool.map(_trace_into_cache, missing.values()))
+    return sum(done)
+
+
+def _trace_into_cache(model: tuple[str, dict]) -> bool:
+    try:
+        load_model(model[0], **model[1])
+        return True
+    except UserError:
+        return False
 
 
 def _check_sizes(graph: ModelGraph, name: str, knobs: dict) -> ModelGraph:

@@ -208,15 +208,15 @@ def _row(run: SuiteRun, cfg: RunConfig, graph, plan, prediction, why, measured, 
 
 
 def run(args) -> int:
+    if args.published:  # predictions only: no torch
+        from predictor.published.command import run_published
+        return run_published(args)
     from calibrate.shipped import resolve_profile
     from predictor.api import load_cost_model
     from predictor.runner.launch import external_launch, init_process_group, spawn_ranks
     from predictor.runner.worker import run_jobs
     from predictor import validate_report
 
-    if args.published:
-        from predictor.published.command import run_published
-        return run_published(args)
     for flag in ("profile", "out"):
         if not getattr(args, flag):
             raise UserError(f"--{flag} is required (unless --published is given)")

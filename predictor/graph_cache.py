@@ -61,6 +61,11 @@ def from_json(data: dict) -> ModelGraph:
                       layers=tuple(layers), unsupported=tuple(str(u) for u in data.get("unsupported", ())))
 
 
+def is_cached(key: str) -> bool:
+    """Whether an entry is stored under `key` (it may still prove stale when read)."""
+    return disk_cache.has("graphs", key)
+
+
 def cached_graph(key: str, build: Callable[[], ModelGraph]) -> ModelGraph:
     """The graph stored under `key`, else build() (then stored)."""
     payload = disk_cache.load("graphs", key, FORMAT, VERSION)

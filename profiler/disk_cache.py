@@ -31,6 +31,12 @@ def _entry(kind: str, key: str) -> Optional[Path]:
     return folder / kind / f"{key}.json" if folder else None
 
 
+def has(kind: str, key: str) -> bool:
+    """Whether an entry exists under (kind, key) (it may still prove stale or corrupt when loaded)."""
+    path = _entry(kind, key)
+    return path is not None and path.is_file()
+
+
 def load(kind: str, key: str, fmt: str, version: int) -> Any:
     """The payload stored under (kind, key) by `store` with this format and version, else None."""
     from profiler.inputs import read_json  # inputs parses large YAML through this cache

@@ -75,6 +75,13 @@ class Predictor:
             self._graphs[key] = load_model(setup.model, **dict(setup.knobs))
         return self._graphs[key]
 
+    def trace_ahead(self, setups: Sequence[Setup]) -> None:
+        """Trace the rows' models (every length of a padded row) in worker processes (predictor.api.trace_ahead)."""
+        from predictor.api import trace_ahead
+
+        trace_ahead((s.model, {**dict(s.knobs), **({"seq": seq} if seq is not None else {})})
+                    for s in setups for seq in ([seq for seq, _ in s.seq_mix] or [None]))
+
     def cost_model(self, profile: str):
         from predictor.api import load_cost_model
 
@@ -150,8 +157,9 @@ def validate_runs(runs: Sequence[PublishedRun], rules: dict, predictor: Predicto
     rules, rowmap.interpret)."""
     results: list[RowResult] = []
     skipped: list[Skipped] = []
-    for run in runs:
-        setup = interpret_row(run, rules)
+    setups = [interpret_row(run, rules) for run in runs]
+    predictor.trace_ahead([s for s in setups if not isinstance(s, Skipped)])
+    for run, setup in zip(runs, setups):
         if isinstance(setup, Skipped):
             skipped.append(setup)
             continue
