@@ -10,7 +10,7 @@ import datetime as dt
 from pathlib import Path
 
 from predictor.published.command import SHIPPED, published_report
-from predictor.published.report import plot
+from predictor.published.report import ceiling_sentence, plot
 from profiler.profile import write_atomic
 
 COLUMNS = (("analytical (shipped profiles)", None), ("datasheet only", "datasheet"),
@@ -62,7 +62,7 @@ def render_markdown(report: dict) -> str:
         "",
         f"Scaling-efficiency error (throughput per GPU relative to the smallest GPU count of the same series, "
         f"predicted vs measured): median {se['median']:.1f} points, mean {se['mean']:.1f}, over {se['rows']} rows.",
-        "",
+        "", ceiling_sentence(report), "",
         f"Prediction intervals (nominal 80%, symmetric in log space, from held-out errors): held out by source, "
         f"the interval learned on the other sources holds {_pct(loso_cov['share_inside'])} of the held-out "
         "predictions (" + ", ".join(f"{src} {_pct(g['share_inside'])} of {g['rows']}"

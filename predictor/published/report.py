@@ -71,6 +71,7 @@ def summarise(results: Sequence[RowResult], skipped: Sequence[Skipped], *,
             "median": statistics.median(scaling.values()) if scaling else None,
             "mean": statistics.fmean(scaling.values()) if scaling else None},
         "interval_coverage": _coverage(results),
+        "framework_blind_ceiling": framework_blind_ceiling(results),
         "rows": [_row(r, scaling.get(r.run.id), extra_predictions) for r in results],
         "skipped": [{"id": s.run.id, "source": s.run.source, "reason": s.reason} for s in skipped],
     }
@@ -83,6 +84,40 @@ def summarise(results: Sequence[RowResult], skipped: Sequence[Skipped], *,
             "by_system": _group(results, lambda r: r.setup.profile.removesuffix(".published.yaml"), fn),
             "by_framework": _group(results, lambda r: r.setup.framework, fn)}
     return report
+
+
+def framework_blind_ceiling(results: Sequence[RowResult]) -> dict:
+    """Per source, the best mean accuracy any predictor that ignores the software framework could reach: rows
+    that differ only in framework (same system, model, knobs, dtype, GPUs, batch and plan) must share one
+    prediction, and a group's best shared p is the weighted median of its measured times, weights 1/measured
+    (it minimises sum |p - m| / m). Rows without such a twin count at 100%. docs/validation.md."""
+    groups: dict[tuple, list[float]] = defaultdict(list)
+    for r in results:
+        s = r.setup
+        groups[(r.run.source, s.profile, s.model, s.knobs, s.dtype, r.run.num_gpus, r.run.batch_per_gpu,
+                tuple(sorted(dict(s.plan).items())))].append(r.measured_s)
+    by_source: dict[str, list[float]] = defaultdict(list)
+    twins: dict[str, int] = defaultdict(int)
+    for key, measured in groups.items():
+        ordered = sorted(measured)
+        weights = [1 / m for m in ordered]
+        half, seen = sum(weights) / 2, 0.0
+        p = next(m for m, w in zip(ordered, weights) if (seen := seen + w) >= half)
+        by_source[key[0]] += [1 - abs(p - m) / m for m in measured]
+        twins[key[0]] += len(measured) if len(measured) > 1 else 0
+    return {source: {"rows": len(acc), "rows_with_twins": twins[source], "ceiling": statistics.fmean(acc)}
+            for source, acc in sorted(by_source.items())}
+
+
+def ceiling_sentence(report: dict) -> str:
+    """One sentence on the sources whose rows have framework twins (framework_blind_ceiling); '' when none do."""
+    bounded = {k: v for k, v in report.get("framework_blind_ceiling", {}).items() if v["rows_with_twins"]}
+    if not bounded:
+        return ""
+    return ("Framework-blind ceiling (the best mean accuracy of any prediction that ignores the framework: rows that "
+            "differ only in framework share one prediction): " + ", ".join(
+                f"{k} {_pct(v['ceiling'])} ({v['rows_with_twins']} of {v['rows']} rows have twins)"
+                for k, v in bounded.items()) + ".")
 
 
 def subset_summary(rows: Sequence[RowResult], predictions: dict[str, Callable[[RowResult], float]]) -> dict:
@@ -149,6 +184,8 @@ def render_text(report: dict) -> str:
             cells = "".join(f"  {k} {_pct(report[k][key][name]['accuracy'])}" for k in extra
                             if key in report[k] and name in report[k][key])
             lines.append(f"  {name:<28} rows {g['rows']:>4}   accuracy {_pct(g['accuracy']):>7}{cells}")
+    if ceiling_sentence(report):
+        lines.append("\n" + ceiling_sentence(report))
     from predictor.published.megatron_papers import render_text as megatron_papers_text
     lines += megatron_papers_text(report)
     from predictor.published.moe_context_rows import render_text as moe_context_text

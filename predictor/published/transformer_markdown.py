@@ -13,7 +13,7 @@ from pathlib import Path
 
 from predictor.published import megatron_papers
 from predictor.published.command import transformer_report
-from predictor.published.report import plot
+from predictor.published.report import ceiling_sentence, plot
 from profiler.errors import UserError
 from profiler.profile import write_atomic
 
@@ -75,7 +75,8 @@ def summary(report: dict, fused: dict | None = None) -> list[str]:
     for name, g in report["by_gpu_bucket"].items():
         lines.append(f"| {name} GPUs | {g['rows']} | {_pct(g['accuracy'])} | |")
     lines += ["", f"vTrain's own simulator reports {_pct(VTRAIN_PUBLISHED_ACCURACY)} mean accuracy (14.7% mean error) "
-              f"on its multi-node rows; here: {_pct(vt.get('accuracy'))} over {vt.get('rows', 0)} rows."]
+              f"on its multi-node rows; here: {_pct(vt.get('accuracy'))} over {vt.get('rows', 0)} rows.",
+              "", ceiling_sentence(report)]
     if fused is not None:
         lines.append(f"With attention costed as one fused op (`attention=sdpa`) instead: all rows "
                      f"{_pct(fused['overall_accuracy'])}; " + ", ".join(

@@ -229,3 +229,22 @@ def test_correction_is_learned_when_it_transfers_and_off_when_it_does_not(corpus
     rows, analytical = _fake_rows(corpus, effect=0.0, seed=3)  # nothing to learn: the gate keeps it off
     corrected, used = loso_corrected(rows, analytical)
     assert all(v is None for v in used.values()) and corrected == analytical
+
+
+def test_framework_blind_ceiling_by_hand():
+    """Twins 1 s and 2 s: the best shared prediction is 1 s (mean accuracy 0.75; 1.5 s gives 0.625, 2 s 0.5); a row
+    without a twin counts 1; another system or batch is no twin."""
+    from types import SimpleNamespace as NS
+
+    from predictor.published.report import framework_blind_ceiling
+
+    def row(source, measured, profile="v100.yaml", batch=32, framework="ddp"):
+        setup = NS(profile=profile, model="bert", knobs=(("layers", 2),), dtype="fp32", plan=(), framework=framework)
+        return NS(run=NS(source=source, num_gpus=8, batch_per_gpu=batch), setup=setup, measured_s=measured)
+
+    rows = [row("a", 1.0), row("a", 2.0, framework="horovod"), row("a", 5.0, profile="a100.yaml"),
+            row("a", 9.0, batch=64), row("b", 3.0)]
+    got = framework_blind_ceiling(rows)
+    assert got["a"]["rows"] == 4 and got["a"]["rows_with_twins"] == 2
+    assert got["a"]["ceiling"] == pytest.approx((1.0 + 0.5 + 1.0 + 1.0) / 4)
+    assert got["b"] == {"rows": 1, "rows_with_twins": 0, "ceiling": 1.0}
