@@ -73,6 +73,7 @@ class Plan:
     p_channel: int = 1
     p_tensor: int = 1  # Megatron-LM tensor parallelism: column/row-parallel linear pairs split over p_tensor ranks
     sequence_parallel: bool = False  # tensor: Korthikanti et al.'s sequence parallelism (RS + AG, split norms)
+    tp_comm_overlap: bool = False  # data+tensor+pipeline with SP: Megatron-Core's --tp-comm-overlap (method.md §14)
     p_context: int = 1  # data+tensor+pipeline: context parallelism, the sequence split over this many ranks (ring)
     p_expert: int = 1  # data+tensor+pipeline on a MoE: expert parallelism, the experts over this many data ranks
     stages: int = 1
@@ -114,7 +115,8 @@ class Plan:
         if self.p_channel > 1:
             parts.append(f"c{self.p_channel}")
         if self.p_tensor > 1 or self.sequence_parallel:
-            parts.append(f"t{self.p_tensor}" + ("/sp" if self.sequence_parallel else ""))
+            parts.append(f"t{self.p_tensor}" + ("/sp" if self.sequence_parallel else "")
+                         + ("/overlap" if self.tp_comm_overlap else ""))
         if self.p_context > 1:
             parts.append(f"cp{self.p_context}")
         if self.p_expert > 1:

@@ -376,12 +376,41 @@ def tensor_layout(ctx: Context, ts: TensorSplit, t: int, sp: bool):
     return vocab, heads, embeds, seq
 
 
+def overlap_exposed_s(comm_s: float, gemm_s: float, t: int) -> float:
+    """What stays exposed of a tensor-parallel collective run in t ring steps beside its GEMM in t chunks
+    (Megatron-Core's --tp-comm-overlap, Transformer Engine's userbuffers): the first step waits, each later step
+    hides behind a chunk of the GEMM: c/t + (t-1)/t * max(0, c - g) (method.md §14a)."""
+    return comm_s / t + (t - 1) / t * max(0.0, comm_s - gemm_s)
+
+
+def _overlapped(ts: TensorSplit, t: int, times, fwd, bwd, keep_fwd=None, keep_bwd=None):
+    """The layer terms with each column/row layer's collectives overlapped with its own GEMM (overlap_exposed_s);
+    keep_*: per-layer seconds of those lists that are not tensor-parallel (all-to-alls, the ring) and stay."""
+    gemms = set(ts.rows) | set(ts.columns)
+    keep_fwd, keep_bwd = keep_fwd or [0.0] * len(fwd), keep_bwd or [0.0] * len(bwd)
+
+    def hide(comm, keep, k):
+        return [overlap_exposed_s(c - x, times[i][k], t) + x if i in gemms else c
+                for i, (c, x) in enumerate(zip(comm, keep))]
+    return times, hide(fwd, keep_fwd, 0), hide(bwd, keep_bwd, 1)
+
+
 def layer_terms(ctx: Context, ts: TensorSplit, dtype: str, t: int, m: int, tensor_nodes: int, sp: bool,
-                moe_cp: tuple = ()):
+                moe_cp: tuple = (), overlap: bool = False):
     """Per layer, at micro-batch m on one of t tensor ranks: ((forward, backward) seconds, forward collective
     seconds, backward collective seconds), cached on ctx (the search's bounds and `evaluate` share them). moe_cp:
-    (cp, ep, nodes of the context group, of the expert group) when either degree is above 1 (`moe_cp_terms`)."""
+    (cp, ep, nodes of the context group, of the expert group) when either degree is above 1 (`moe_cp_terms`).
+    overlap: the column/row layers' collectives overlapped with their GEMMs (Plan.tp_comm_overlap, with SP)."""
     sp = sp and t > 1
+    if overlap and sp:
+        def hidden():
+            if moe_cp:
+                times, fwd, bwd, a2a_f, a2a_b, ring_f, ring_b = moe_cp_terms(ctx, ts, dtype, t, m, tensor_nodes, sp,
+                                                                           *moe_cp)
+                return _overlapped(ts, t, times, fwd, bwd, [a + r for a, r in zip(a2a_f, ring_f)],
+                                   [a + r for a, r in zip(a2a_b, ring_b)])
+            return _overlapped(ts, t, *layer_terms(ctx, ts, dtype, t, m, tensor_nodes, sp))
+        return ctx.cached(("3d-layers-overlap", dtype, t, m, tensor_nodes, moe_cp), hidden)
     if moe_cp:
         return ctx.cached(("3d-layers", dtype, t, m, tensor_nodes, sp, moe_cp),
                           lambda: moe_cp_terms(ctx, ts, dtype, t, m, tensor_nodes, sp, *moe_cp)[:3])
@@ -609,13 +638,17 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     moe_cp = (cp, ep, groups["context"][0], groups["expert"][0]) if groups else ()
     vocab, heads, embeds, seq = tensor_layout(ctx, ts, t, sp)
     tokens = seq.tokens if seq is not None else frozenset()
-    times, fwd_comm, bwd_comm = layer_terms(ctx, ts, dtype, t, m, tensor_nodes, sp, moe_cp)
+    if plan.tp_comm_overlap and t > 1 and not sp:
+        raise Infeasible("tensor-parallel communication overlap needs sequence parallelism (Megatron-Core's "
+                         "--tp-comm-overlap requires --sequence-parallel)")
+    overlap = plan.tp_comm_overlap and sp
+    times, fwd_comm, bwd_comm = layer_terms(ctx, ts, dtype, t, m, tensor_nodes, sp, moe_cp, overlap)
     costs = [f + b_ + cf + cb for (f, b_), cf, cb in zip(times, fwd_comm, bwd_comm)]
     layers = ctx.graph_cached(("3d-repeated",), lambda: repeated_layers(ctx, ts))
     if layers is not None and K * v > len(layers) - 1:
         raise Infeasible(f"{K * v} pipeline chunks > {len(layers) - 1} transformer layers (Megatron gives every "
                          f"chunk whole layers)")
-    starts = ctx.cached(("3d-cut", dtype, t, m, tensor_nodes, K * v, sp) + moe_cp, lambda: (
+    starts = ctx.cached(("3d-cut", dtype, t, m, tensor_nodes, K * v, sp, overlap) + moe_cp, lambda: (
         megatron_partition(ctx, ts, K * v) or block_partition(ctx, costs, K * v)))
     if len(starts) < K * v:
         raise Infeasible(f"{K * v} stages > {len(starts)} blocks between the graph's narrowest cut points")
@@ -631,7 +664,8 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     again = core if selective else (
         ctx.graph_cached(("3d-recomputed",), lambda: recomputed_layers(ctx, ts)) if plan.recompute else range(0))
     kind = "selective" if selective else ("full" if plan.recompute else "none")
-    pre_f, pre_b, pre_cf, pre_cb, pre_r = ctx.cached(("3d-prefix", dtype, t, m, tensor_nodes, sp, kind) + moe_cp, lambda: (
+    prefix_key = ("3d-prefix", dtype, t, m, tensor_nodes, sp, kind, overlap) + moe_cp
+    pre_f, pre_b, pre_cf, pre_cb, pre_r = ctx.cached(prefix_key, lambda: (
         _prefix([f for f, _ in times]), _prefix([b_ for _, b_ in times]), _prefix(fwd_comm), _prefix(bwd_comm),
         _prefix([times[i][0] + fwd_comm[i] if i in again else 0.0 for i in range(ctx.n_layers)])))
     fwd_c = [rank_sum(pre_f, k) for k in range(K)]

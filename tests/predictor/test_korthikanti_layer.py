@@ -111,7 +111,8 @@ def test_narayanan_time_from_eq3():
 @pytest.mark.parametrize("where, key, value", [
     ("parallelism", "virtual_stages", 0), ("parallelism", "sequence_parallel", "yes"),
     ("parallelism", "pipeline_boundary", "scattered"), ("parallelism", "ddp_impl", "apex"),
-    ("parallelism", "distributed_optimizer", 1), (None, "recompute_granularity", "attention")])
+    ("parallelism", "distributed_optimizer", 1), ("parallelism", "tp_comm_overlap", "on"),
+    (None, "recompute_granularity", "attention")])
 def test_a_malformed_layout_setting_is_one_line_exit_2(tmp_path, capsys, where, key, value):
     import yaml
 
