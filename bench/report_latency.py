@@ -9,12 +9,10 @@ filled. Each case runs --repeats times; the figures are the medians (results/rep
 from __future__ import annotations
 
 import statistics
-import tempfile
-from pathlib import Path
 
 from bench import describe
 from bench.record import Figure, add_results_flag, record
-from bench.run_latency import predictor_command, timed_run
+from bench.run_latency import cold_and_warm, predictor_command
 from profiler.cliutil import int_in
 
 NAME = "report-latency"
@@ -31,17 +29,8 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    command = predictor_command() + ["validate", "--published", args.corpus, "--json"]
-    print(f"command: {' '.join(command)}; {args.repeats} timed runs per case")
-    times: dict[str, list[float]] = {"cold": [], "warm": []}
-    with tempfile.TemporaryDirectory(prefix="report_latency_") as folder:
-        warm_cache = Path(folder) / "warm"
-        timed_run(command, warm_cache, args.timeout)  # fills the cache, untimed
-        for k in range(args.repeats):
-            times["cold"].append(timed_run(command, Path(folder) / f"cold-{k}", args.timeout))
-            times["warm"].append(timed_run(command, warm_cache, args.timeout))
-    for case, values in times.items():
-        print(f"  {case}: " + ", ".join(f"{v:.2f}" for v in values) + f" s; median {statistics.median(values):.2f} s")
+    times = cold_and_warm(predictor_command() + ["validate", "--published", args.corpus, "--json"], args.repeats,
+                          args.timeout)
     record(NAME if args.corpus == "transformer" else f"{NAME}-{args.corpus}",
            [Figure(f"{case} wall time (median)", statistics.median(values), "s", TARGETS[case])
             for case, values in times.items()], args.results)

@@ -61,21 +61,28 @@ def timed_run(command: list[str], cache: Path, timeout: int) -> float:
     return wall_s
 
 
+def cold_and_warm(command: list[str], repeats: int, timeout: int) -> dict[str, list[float]]:
+    """Wall seconds of `command`, `repeats` times each with an empty graph cache (cold) and with one an untimed run
+    filled (warm), alternated; printed as it goes."""
+    print(f"command: {' '.join(command)}; {repeats} timed runs per case")
+    times: dict[str, list[float]] = {"warm": [], "cold": []}
+    with tempfile.TemporaryDirectory(prefix="latency_") as folder:
+        warm_cache = Path(folder) / "warm"
+        timed_run(command, warm_cache, timeout)  # fills the cache, untimed
+        for k in range(repeats):
+            times["cold"].append(timed_run(command, Path(folder) / f"cold-{k}", timeout))
+            times["warm"].append(timed_run(command, warm_cache, timeout))
+    for case, values in times.items():
+        print(f"  {case}: " + ", ".join(f"{v:.2f}" for v in values) + f" s; median {statistics.median(values):.2f} s")
+    return times
+
+
 def run(args) -> int:
     command = predictor_command() + ["run", "--model", args.model, "--batch", str(args.batch), "--gpus",
                                      str(args.gpus), "--strategy", args.strategy]
     if args.profile:
         command += ["--profile", args.profile]
-    print(f"command: {' '.join(command)}; {args.repeats} timed runs per case")
-    times: dict[str, list[float]] = {"warm": [], "cold": []}
-    with tempfile.TemporaryDirectory(prefix="run_latency_") as folder:
-        warm_cache = Path(folder) / "warm"
-        timed_run(command, warm_cache, args.timeout)  # fills the cache, untimed
-        for k in range(args.repeats):
-            times["cold"].append(timed_run(command, Path(folder) / f"cold-{k}", args.timeout))
-            times["warm"].append(timed_run(command, warm_cache, args.timeout))
-    for case, values in times.items():
-        print(f"  {case}: " + ", ".join(f"{v:.2f}" for v in values) + f" s; median {statistics.median(values):.2f} s")
+    times = cold_and_warm(command, args.repeats, args.timeout)
     record(NAME, [Figure(f"{case} wall time (median)", statistics.median(values), "s", TARGETS[case])
                   for case, values in times.items()], args.results)
     return 0

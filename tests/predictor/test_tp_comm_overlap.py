@@ -6,30 +6,18 @@ import json
 
 import pytest
 
-from predictor.api import load_cost_model, load_model
 from predictor.cli import main
 from predictor.plan import Plan
 from predictor.strategies import evaluate
-from predictor.strategies.context import Context
 from predictor.strategies.hybrid3d import layer_terms, layout_nodes, overlap_exposed_s
 from predictor.strategies.tensor import tensor_split
+from tests.predictor.test_hybrid3d_layouts import H, HEADS, L, SEQ, setup  # noqa: F401 - the fixture
+from tests.predictor.test_hybrid3d_layouts import plan as layouts_plan
 
-L, H, HEADS, SEQ, VOCAB = 4, 512, 8, 256, 1024
-
-
-@pytest.fixture(scope="module")
-def setup():
-    graph = load_model("gpt", layers=L, hidden=H, heads=HEADS, seq=SEQ, vocab=VOCAB, attention="fused-softmax",
-                       residual="bias-dropout-add")
-    cm, _ = load_cost_model("a100-40gb-4hdr-8gpu.published")
-    return graph, Context(graph, cm)
 
 
 def plan(**kw) -> Plan:
-    base = dict(batch=32, devices=16, devices_per_node=8, p_data=2, p_tensor=4, stages=2, micro_batches=8,
-                dtype="fp16", optimizer="adam", schedule="1f1b", mixed_precision="half", sequence_parallel=True)
-    base.update(kw)
-    return Plan("data+tensor+pipeline", **base)
+    return layouts_plan(**{"sequence_parallel": True, **kw})
 
 
 def test_exposed_part_of_one_collective_by_hand():
@@ -41,7 +29,7 @@ def test_exposed_part_of_one_collective_by_hand():
 
 
 def test_only_the_column_and_row_layers_collectives_are_overlapped(setup):
-    graph, ctx = setup
+    graph, _, ctx = setup
     ts, t, m = tensor_split(graph), 4, 2
     nodes = layout_nodes(plan())[0]
     times, fwd, bwd = layer_terms(ctx, ts, "fp16", t, m, nodes, True)
@@ -58,7 +46,7 @@ def test_only_the_column_and_row_layers_collectives_are_overlapped(setup):
 
 
 def test_a_plan_with_overlap_exposes_less_and_computes_the_same(setup):
-    _, ctx = setup
+    _, _, ctx = setup
     without, with_ = evaluate(ctx, plan()), evaluate(ctx, plan(tp_comm_overlap=True))
     assert without.feasible and with_.feasible, (without.reason, with_.reason)
     assert with_.compute_fwd_s == without.compute_fwd_s and with_.compute_bwd_s == without.compute_bwd_s
@@ -68,7 +56,7 @@ def test_a_plan_with_overlap_exposes_less_and_computes_the_same(setup):
 
 
 def test_overlap_needs_sequence_parallelism(setup):
-    _, ctx = setup
+    _, _, ctx = setup
     pred = evaluate(ctx, plan(sequence_parallel=False, tp_comm_overlap=True))
     assert not pred.feasible and "sequence parallelism" in pred.reason
 
