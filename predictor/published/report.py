@@ -72,6 +72,7 @@ def summarise(results: Sequence[RowResult], skipped: Sequence[Skipped], *,
             "mean": statistics.fmean(scaling.values()) if scaling else None},
         "interval_coverage": _coverage(results),
         "framework_blind_ceiling": framework_blind_ceiling(results),
+        "framework_blind_ceiling_by_gpu_bucket": framework_blind_ceiling(results, lambda r: r.bucket),
         "rows": [_row(r, scaling.get(r.run.id), extra_predictions) for r in results],
         "skipped": [{"id": s.run.id, "source": s.run.source, "reason": s.reason} for s in skipped],
     }
@@ -86,38 +87,45 @@ def summarise(results: Sequence[RowResult], skipped: Sequence[Skipped], *,
     return report
 
 
-def framework_blind_ceiling(results: Sequence[RowResult]) -> dict:
-    """Per source, the best mean accuracy any predictor that ignores the software framework could reach: rows
-    that differ only in framework (same system, model, knobs, dtype, GPUs, batch and plan) must share one
-    prediction, and a group's best shared p is the weighted median of its measured times, weights 1/measured
+def framework_blind_ceiling(results: Sequence[RowResult], by: Callable[[RowResult], str] = lambda r: r.run.source
+                            ) -> dict:
+    """Per source (or per `by(row)`), the best mean accuracy any predictor that ignores the software framework could
+    reach: rows that differ only in framework (same system, model, knobs, dtype, GPUs, batch and plan) must share
+    one prediction, and a group's best shared p is the weighted median of its measured times, weights 1/measured
     (it minimises sum |p - m| / m). Rows without such a twin count at 100%. docs/validation.md."""
-    groups: dict[tuple, list[float]] = defaultdict(list)
+    groups: dict[tuple, list[RowResult]] = defaultdict(list)
     for r in results:
         s = r.setup
         groups[(r.run.source, s.profile, s.model, s.knobs, s.dtype, r.run.num_gpus, r.run.batch_per_gpu,
-                tuple(sorted(dict(s.plan).items())))].append(r.measured_s)
-    by_source: dict[str, list[float]] = defaultdict(list)
+                tuple(sorted(dict(s.plan).items())))].append(r)
+    best: dict[str, list[float]] = defaultdict(list)
     twins: dict[str, int] = defaultdict(int)
-    for key, measured in groups.items():
-        ordered = sorted(measured)
+    for rows in groups.values():
+        ordered = sorted(r.measured_s for r in rows)
         weights = [1 / m for m in ordered]
         half, seen = sum(weights) / 2, 0.0
         p = next(m for m, w in zip(ordered, weights) if (seen := seen + w) >= half)
-        by_source[key[0]] += [1 - abs(p - m) / m for m in measured]
-        twins[key[0]] += len(measured) if len(measured) > 1 else 0
-    return {source: {"rows": len(acc), "rows_with_twins": twins[source], "ceiling": statistics.fmean(acc)}
-            for source, acc in sorted(by_source.items())}
+        for r in rows:
+            best[by(r)].append(1 - abs(p - r.measured_s) / r.measured_s)
+            twins[by(r)] += len(rows) > 1
+    return {name: {"rows": len(acc), "rows_with_twins": twins[name], "ceiling": statistics.fmean(acc)}
+            for name, acc in sorted(best.items())}
 
 
 def ceiling_sentence(report: dict) -> str:
-    """One sentence on the sources whose rows have framework twins (framework_blind_ceiling); '' when none do."""
-    bounded = {k: v for k, v in report.get("framework_blind_ceiling", {}).items() if v["rows_with_twins"]}
-    if not bounded:
+    """One sentence on the sources and GPU buckets whose rows have framework twins (framework_blind_ceiling); ''
+    when none do."""
+    parts = []
+    for key, what in (("framework_blind_ceiling", "source"), ("framework_blind_ceiling_by_gpu_bucket", "GPUs")):
+        bounded = {k: v for k, v in report.get(key, {}).items() if v["rows_with_twins"]}
+        if bounded:
+            parts.append(f"by {what}: " + ", ".join(
+                f"{k} {_pct(v['ceiling'])} ({v['rows_with_twins']} of {v['rows']} rows have twins)"
+                for k, v in bounded.items()))
+    if not parts:
         return ""
     return ("Framework-blind ceiling (the best mean accuracy of any prediction that ignores the framework: rows that "
-            "differ only in framework share one prediction): " + ", ".join(
-                f"{k} {_pct(v['ceiling'])} ({v['rows_with_twins']} of {v['rows']} rows have twins)"
-                for k, v in bounded.items()) + ".")
+            "differ only in framework share one prediction), " + "; ".join(parts) + ".")
 
 
 def subset_summary(rows: Sequence[RowResult], predictions: dict[str, Callable[[RowResult], float]]) -> dict:

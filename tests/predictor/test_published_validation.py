@@ -248,3 +248,6 @@ def test_framework_blind_ceiling_by_hand():
     assert got["a"]["rows"] == 4 and got["a"]["rows_with_twins"] == 2
     assert got["a"]["ceiling"] == pytest.approx((1.0 + 0.5 + 1.0 + 1.0) / 4)
     assert got["b"] == {"rows": 1, "rows_with_twins": 0, "ceiling": 1.0}
+    by_system = framework_blind_ceiling(rows, lambda r: r.setup.profile)
+    assert by_system["v100.yaml"]["ceiling"] == pytest.approx((1.0 + 0.5 + 1.0 + 1.0) / 4)
+    assert by_system["a100.yaml"] == {"rows": 1, "rows_with_twins": 0, "ceiling": 1.0}
