@@ -232,18 +232,20 @@ def default_plans(graph: ModelGraph, strategy: str, batch: int, devices: int, de
                   pipeline_stages: int | None = None, pipeline_boundary: str = "whole",
                   mixed_precision: str = "autocast", recompute: bool = False,
                   recompute_granularity: str = "full", context_parallel: int = 1,
-                  expert_parallel: int = 1, tp_comm_overlap: bool = False) -> list[Plan]:
+                  expert_parallel: int = 1, tp_comm_overlap: bool = False,
+                  overlap_param_gather: bool = False) -> list[Plan]:
     """The plans `predictor run` evaluates for one strategy name: the pure strategy over all devices;
     hybrids with the model-parallel group = one node (`inner`, ParaDL's df/ds mapping; for data+tensor and
     data+tensor+pipeline, the tensor-parallel degree); pipeline with every micro-batch count that divides the
     per-pipeline batch (or just `micro_batches`); data+tensor+pipeline with `pipeline_stages` stages (default:
     every device outside the tensor group) and the rest of the devices as data replicas; context_parallel and
     expert_parallel set data+tensor+pipeline's context and expert degrees (devices = T x CP x P x data);
-    tp_comm_overlap its tensor-parallel collectives overlapped with their GEMMs (with sequence parallelism)."""
+    tp_comm_overlap its tensor-parallel collectives overlapped with their GEMMs (with sequence parallelism),
+    overlap_param_gather its ZeRO-1 parameter all-gather with the next step's forward passes."""
     from predictor.outofcore_strategies import addon_plans
     if (framework != "ddp" or synthetic_data or stack != DEFAULT_STACK or schedule != "gpipe" or zero_stage
             or sequence_parallel or pipeline_boundary != "whole" or mixed_precision != "autocast" or recompute
-            or recompute_granularity != "full" or tp_comm_overlap):
+            or recompute_granularity != "full" or tp_comm_overlap or overlap_param_gather):
         # the schedule flag's default (gpipe) leaves data+tensor+pipeline on its own default, Megatron's 1f1b
         keep = schedule == "gpipe"
         return [replace(p, framework=framework, synthetic_data=synthetic_data, stack=stack,
@@ -255,7 +257,8 @@ def default_plans(graph: ModelGraph, strategy: str, batch: int, devices: int, de
             **(dict(recompute=True) if recompute and p.strategy in PIPELINE_RECOMPUTE else {}),
             **(dict(recompute_granularity=recompute_granularity) if p.strategy in HYBRID_3D else {}),
             **(dict(sequence_parallel=True) if sequence_parallel and p.p_tensor > 1 else {}),
-            **(dict(tp_comm_overlap=True) if tp_comm_overlap and p.strategy in HYBRID_3D else {}))
+            **(dict(tp_comm_overlap=True) if tp_comm_overlap and p.strategy in HYBRID_3D else {}),
+            **(dict(overlap_param_gather=True) if overlap_param_gather and p.strategy in HYBRID_3D else {}))
             for p in default_plans(
             graph, strategy, batch, devices, devices_per_node, dtype, optimizer, micro_batches, inner,
             pipeline_stages=pipeline_stages, context_parallel=context_parallel, expert_parallel=expert_parallel)]
@@ -368,7 +371,8 @@ def predict_all(graph: ModelGraph, batch: int, devices: int, cost_model: CostMod
                 tensor_parallel: int | None = None, pipeline_stages: int | None = None,
                 pipeline_boundary: str = "whole", mixed_precision: str = "autocast",
                 recompute: bool = False, recompute_granularity: str = "full", context_parallel: int = 1,
-                expert_parallel: int = 1, tp_comm_overlap: bool = False) -> list[Prediction]:
+                expert_parallel: int = 1, tp_comm_overlap: bool = False,
+                overlap_param_gather: bool = False) -> list[Prediction]:
     """One prediction per strategy (for pipelines, the best micro-batch count), ranked. A strategy the
     profile cannot cost (missing coefficient) comes back infeasible with the message; if none can be
     costed, that UserError is raised."""
@@ -389,7 +393,7 @@ def predict_all(graph: ModelGraph, batch: int, devices: int, cost_model: CostMod
                               sequence_parallel=sequence_parallel, pipeline_stages=pipeline_stages,
                               pipeline_boundary=pipeline_boundary, mixed_precision=mixed_precision,
                               recompute=recompute, recompute_granularity=recompute_granularity,
-                              tp_comm_overlap=tp_comm_overlap,
+                              tp_comm_overlap=tp_comm_overlap, overlap_param_gather=overlap_param_gather,
                               **(dict(context_parallel=context_parallel, expert_parallel=expert_parallel)
                                  if name in HYBRID_3D else {}))
         try:

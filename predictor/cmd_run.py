@@ -32,6 +32,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tp-comm-overlap", action="store_true",
                         help="data+tensor+pipeline with --sequence-parallel: tensor-parallel all-gathers and "
                              "reduce-scatters overlapped with their GEMMs (Megatron-Core's --tp-comm-overlap)")
+    parser.add_argument("--overlap-param-gather", action="store_true",
+                        help="data+tensor+pipeline with --zero 1: the updated parameters' all-gather overlapped with "
+                             "the next step's forward passes (Megatron-Core's --overlap-param-gather)")
     parser.add_argument("--tensor-parallel", type=device_count, metavar="T",
                         help="data+tensor and data+tensor+pipeline: tensor-parallel degree (default: the devices of "
                              "one node, gcd(--gpus, --gpus-per-node))")
@@ -151,7 +154,8 @@ def run(args) -> int:
                         tensor_parallel=args.tensor_parallel, pipeline_stages=args.pipeline_stages,
                         pipeline_boundary=args.pipeline_boundary, mixed_precision=args.mixed_precision,
                         recompute=args.recompute, recompute_granularity=args.recompute_granularity,
-                        context_parallel=cp, expert_parallel=ep, tp_comm_overlap=args.tp_comm_overlap)
+                        context_parallel=cp, expert_parallel=ep, tp_comm_overlap=args.tp_comm_overlap,
+                        overlap_param_gather=args.overlap_param_gather)
     if args.strategy != "all" and not preds[0].feasible:
         raise UserError(f"{args.strategy} on {args.gpus} devices with batch {args.batch}: {preds[0].reason}")
     meta = {"profile": str(path), "profile_provenance": cm.provenance, "model": graph.name, "batch": args.batch,

@@ -84,6 +84,7 @@ class Plan:
     recompute: bool = False  # pipeline: keep only stage-boundary activations, recompute inside (GPipe);
     # data+tensor+pipeline: Megatron's full recomputation of the transformer layers
     zero_stage: int = 0  # data parallelism: 0 = DDP; ZeRO 1 (optimizer state), 2 (+ gradients), 3 (+ parameters: FSDP)
+    overlap_param_gather: bool = False  # data+tensor+pipeline, ZeRO 1: the parameter all-gather beside the forward
     schedule: str = "gpipe"  # pipeline schedule (PIPELINE_SCHEDULES): gpipe, 1f1b, interleaved
     virtual_stages: int = 1  # interleaved 1F1B: model chunks per device (v)
     pipeline_boundary: str = "whole"  # data+tensor+pipeline: boundary sent whole or partitioned (PIPELINE_BOUNDARIES)
@@ -107,7 +108,8 @@ class Plan:
     def describe(self) -> str:
         parts = []
         if self.p_data > 1:
-            parts.append(f"d{self.p_data}" + (f"/zero{self.zero_stage}" if self.zero_stage else ""))
+            parts.append(f"d{self.p_data}" + (f"/zero{self.zero_stage}" if self.zero_stage else "")
+                         + ("/overlap-gather" if self.overlap_param_gather else ""))
         if self.p_spatial > 1:
             parts.append("s" + "x".join(map(str, self.spatial_split)))
         if self.p_filter > 1:

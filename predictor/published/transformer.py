@@ -122,7 +122,7 @@ def parse_transformer_record(rec: Any, index: int, path: str) -> PublishedRun:
     for key in ("data", "tensor", "pipeline", "micro_batch", "grad_accum", "micro_batch_per_gpu", "virtual_stages",
                 "context", "expert"):
         _positive_int(parallel.get(key), path, index, rid, f"parallelism.{key}", allow_none=True)
-    for key in ("sequence_parallel", "distributed_optimizer", "tp_comm_overlap"):
+    for key in ("sequence_parallel", "distributed_optimizer", "tp_comm_overlap", "overlap_param_gather"):
         if not isinstance(parallel.get(key, False), bool):
             raise _fail(path, index, rid, f"parallelism.{key}", f"must be true or false, got {parallel[key]!r}")
     for key, known in LAYOUT_CHOICES.items():
@@ -300,6 +300,7 @@ def interpret_transformer(run: PublishedRun, rules: dict) -> Union[Setup, Skippe
                     pipeline_boundary=boundary, mixed_precision="half",
                     sequence_parallel=parallel.get("sequence_parallel", False),
                     tp_comm_overlap=parallel.get("tp_comm_overlap", False),
+                    overlap_param_gather=parallel.get("overlap_param_gather", False),
                     zero_stage=1 if parallel.get("distributed_optimizer", False) else 0, p_context=cp, p_expert=ep)
         if ckpt:
             plan["recompute_granularity"] = run.extra.get("granularity", "full")

@@ -285,6 +285,28 @@ def sequence_collectives_by_layer(ctx: Context, ts: TensorSplit, seq: SequenceSp
     return fwd, bwd
 
 
+def gather_stall_s(gather_s: float, chunks: list[list[tuple[float, float]]], K: int) -> float:
+    """How long a rank's next step waits for its updated parameters when their all-gather (gather_s in all, spread
+    over the layers by parameter count, in the order the forward needs them) runs beside the forward passes
+    (Megatron-Core's --overlap-param-gather): the largest lead of the gather over the first use, max_i (G_i - N_i),
+    G_i the gather time up to and including layer i, N_i when the first micro-batch reaches layer i. chunks: per
+    model chunk in order, (parameters, forward seconds per micro-batch) of each layer; under the interleaved
+    schedule a rank runs K micro-batches through each chunk before the next (method.md §14a)."""
+    total = sum(p for chunk in chunks for p, _ in chunk)
+    if total <= 0:
+        return 0.0
+    stall = gathered = start = 0.0
+    for chunk in chunks:
+        reached = start
+        for params, fwd_s in chunk:
+            gathered += gather_s * params / total
+            if params:
+                stall = max(stall, gathered - reached)
+            reached += fwd_s
+        start += K * (reached - start) if len(chunks) > 1 else reached - start
+    return stall
+
+
 def zero1_parameter_bytes(params: float, plan: Plan, shard: int | None = None) -> tuple[float, float, float]:
     """(weights, grads, optimizer state) of `params` parameters on one rank under Megatron's distributed optimizer
     (ZeRO stage 1 over the p_data replicas, or `shard` of them): the optimizer state and, under mixed precision, the
@@ -745,11 +767,18 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
         if e >= exposed:
             exposed, hidden = e, h
     pred.comm_exposed_s["gradient"], pred.comm_hidden_s["gradient"] = exposed, hidden
-    if zero:  # the updated weights all-gathered over the replicas after the step (exposed), the largest rank's
-        pred.comm_exposed_s["parameter_gather"] = max(ctx.collective(
-            "allgather", (p - e) * compute_weight_bytes(dtype), replicas, grad[0], grad[1]) + (ctx.collective(
-                "allgather", e * compute_weight_bytes(dtype), edp, *groups["expert_grad"]) if e else 0.0)
-            for p, e in zip(dev_params, dev_expert))
+    if plan.overlap_param_gather and not zero:
+        raise Infeasible("overlapping the parameter all-gather needs the distributed optimizer (--zero 1) over more "
+                         "than one data replica")
+    if zero:  # the updated weights all-gathered over the replicas after the step (exposed), the largest rank's;
+        # overlapped with the next step's first forward passes (Megatron-Core's --overlap-param-gather)
+        gathers = [ctx.collective("allgather", (p - e) * compute_weight_bytes(dtype), replicas, grad[0], grad[1])
+                   + (ctx.collective("allgather", e * compute_weight_bytes(dtype), edp, *groups["expert_grad"])
+                      if e else 0.0) for p, e in zip(dev_params, dev_expert)]
+        if plan.overlap_param_gather:
+            gathers = [gather_stall_s(g, [[(local[i], times[i][0] + fwd_comm[i]) for i in range(a, z)]
+                                          for a, z in chunks_of[k]], K) for k, g in enumerate(gathers)]
+        pred.comm_exposed_s["parameter_gather"] = max(gathers)
 
     # the head's logits too are V/t per rank; under sequence parallelism every token-split tensor
     region = ts.split | vocab | tokens if t > 1 else frozenset()

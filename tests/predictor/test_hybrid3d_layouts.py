@@ -11,8 +11,8 @@ from predictor.layout import data_network_share
 from predictor.plan import Plan
 from predictor.strategies import evaluate
 from predictor.strategies.context import Context
-from predictor.strategies.hybrid3d import (layout_nodes, recomputed_layers, repeated_layers, sequence_collectives_by_layer,
-                                           sequence_seeds)
+from predictor.strategies.hybrid3d import (gather_stall_s, layout_nodes, recomputed_layers, repeated_layers,
+                                           sequence_collectives_by_layer, sequence_seeds)
 from predictor.strategies.tensor import sequence_split, tensor_split
 
 L, H, HEADS, SEQ, VOCAB = 4, 256, 8, 128, 1024
@@ -118,6 +118,29 @@ def test_zero1_shards_optimizer_and_master_weights(setup):
     assert "parameter_gather" not in ddp.comm_exposed_s
     assert zero.update_s < ddp.update_s
     assert zero.memory_bytes < ddp.memory_bytes
+
+
+def test_the_parameter_gather_beside_the_forward_by_hand():
+    """Gathered in the order the first micro-batch needs the layers: the wait is max_i (G_i - N_i)."""
+    two = [[(1.0, 1.0), (1.0, 1.0)]]  # one chunk of two layers, equal parameters, 1 s forward each
+    assert gather_stall_s(4.0, two, 2) == pytest.approx(max(2.0 - 0.0, 4.0 - 1.0))
+    assert gather_stall_s(4.0, [[(1.0, 10.0), (1.0, 10.0)]], 2) == pytest.approx(2.0)  # the first layer's share
+    # interleaved, two chunks of one layer: chunk 1 first runs after K = 2 micro-batches went through chunk 0
+    assert gather_stall_s(4.0, [[(1.0, 1.0)], [(1.0, 1.0)]], 2) == pytest.approx(max(2.0, 4.0 - 2.0))
+    assert gather_stall_s(4.0, [[(1.0, 0.5), (0.0, 5.0)], [(2.0, 1.0)]], 3) == pytest.approx(
+        max(4 / 3, 4.0 - 3 * 5.5))  # a layer without parameters needs no gather but takes time
+    assert gather_stall_s(4.0, [[(0.0, 1.0)]], 2) == 0.0
+
+
+def test_overlapping_the_parameter_gather(setup):
+    _, _, ctx = setup
+    exposed, overlapped = evaluate(ctx, plan(zero_stage=1)), evaluate(ctx, plan(zero_stage=1,
+                                                                                 overlap_param_gather=True))
+    assert overlapped.feasible, overlapped.reason
+    assert 0 < overlapped.comm_exposed_s["parameter_gather"] < exposed.comm_exposed_s["parameter_gather"]
+    assert overlapped.compute_fwd_s == exposed.compute_fwd_s and overlapped.memory_bytes == exposed.memory_bytes
+    refused = evaluate(ctx, plan(overlap_param_gather=True))  # nothing to gather without the distributed optimizer
+    assert not refused.feasible and "--zero 1" in refused.reason
 
 
 def test_zero1_reduce_scatters_the_gradients(setup):

@@ -1,5 +1,6 @@
 """Tensor-parallel communication overlapped with GEMMs (Megatron-Core's --tp-comm-overlap; method.md §14a), by hand:
-the exposed part of one collective, the layer terms a plan then costs, what is not overlapped, and the flag."""
+the exposed part of one collective, the layer terms a plan then costs, what is not overlapped, and the flags (with
+--overlap-param-gather's)."""
 from __future__ import annotations
 
 import json
@@ -73,3 +74,19 @@ def test_the_run_flag_sets_it(capsys):
         times.append(best["iteration_s"])
         assert best["plan"]["tp_comm_overlap"] == bool(extra)
     assert times[1] < times[0]
+
+
+def test_the_run_flag_overlaps_the_parameter_gather(capsys):
+    argv = ["run", "--profile", "a100-40gb-4hdr-8gpu.published", "--model", "gpt", "--model-arg", f"layers={L}",
+            "--model-arg", f"hidden={H}", "--model-arg", f"heads={HEADS}", "--model-arg", f"seq={SEQ}",
+            "--batch", "32", "--gpus", "16", "--strategy", "data+tensor+pipeline", "--tensor-parallel", "4",
+            "--pipeline-stages", "2", "--zero", "1", "--dtype", "fp16", "--json"]
+    gathers = []
+    for extra in ([], ["--overlap-param-gather"]):
+        assert main(argv + extra) == 0
+        best = json.loads(capsys.readouterr().out)["predictions"][0]
+        assert best["plan"]["overlap_param_gather"] == bool(extra)
+        gathers.append(best["comm_exposed_s"]["parameter_gather"])
+    assert gathers[1] < gathers[0]
+    assert main([a for a in argv if a not in ("--zero", "1")] + ["--overlap-param-gather"]) == 2
+    assert "--zero 1" in capsys.readouterr().err
