@@ -70,7 +70,7 @@ def trace_ahead(models: Iterable[tuple[str, dict]], workers: int | None = None) 
     would copy its threads); a model that fails is left for load_model to report. Returns how many it traced."""
     import sys
     from concurrent.futures import ProcessPoolExecutor
-    from multiprocessing import get_context
+    from multiprocessing import get_all_start_methods, get_context
 
     from profiler import disk_cache
 
@@ -80,11 +80,14 @@ def trace_ahead(models: Iterable[tuple[str, dict]], workers: int | None = None) 
         if name in zoo.ZOO:
             missing.setdefault(cache_key(f"zoo:{name}", knobs, None, ZOO_SOURCES), (name, dict(knobs)))
     missing = {k: v for k, v in missing.items() if not is_cached(k)}
-    if disk_cache.cache_dir() is None or workers < 2 or len(missing) < 2 or "torch" in sys.modules:
+    if (disk_cache.cache_dir() is None or workers < 2 or len(missing) < 2 or "torch" in sys.modules
+            or "fork" not in get_all_start_methods()):
         return 0
-    with ProcessPoolExecutor(min(workers, len(missing)), mp_context=get_context("fork")) as pool:
-        done = list(pool.map(_trace_into_cache, missing.values()))
-    return sum(done)
+    try:
+        with ProcessPoolExecutor(min(workers, len(missing)), mp_context=get_context("fork")) as pool:
+            return sum(pool.map(_trace_into_cache, missing.values()))
+    except Exception:  # noqa: BLE001 - a worker that died (memory, a signal): load_model traces what is missing
+        return 0
 
 
 def _trace_into_cache(model: tuple[str, dict]) -> bool:
