@@ -5,8 +5,8 @@ import argparse
 import json
 import sys
 
-from predictor.flags import (add_context_expert_arguments, add_prediction_arguments, add_strategy_argument,
-                             context_expert_degrees)
+from predictor.flags import (add_context_expert_arguments, add_overlap_arguments, add_prediction_arguments,
+                             add_strategy_argument, check_overlaps, context_expert_degrees)
 from predictor.plan import (ADDON_STRATEGIES, MIXED_PRECISIONS, PIPELINE_BOUNDARIES, PIPELINE_SCHEDULES,
                             RECOMPUTE_GRANULARITIES, STRATEGIES)
 from profiler.cliutil import batch_size, device_count, int_in
@@ -29,12 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="tensor strategies (data+tensor+pipeline included): Megatron's sequence parallelism "
                              "(reduce-scatter + all-gather instead of all-reduce; norms, dropout and residuals split "
                              "over tokens)")
-    parser.add_argument("--tp-comm-overlap", action="store_true",
-                        help="data+tensor+pipeline with --sequence-parallel: tensor-parallel all-gathers and "
-                             "reduce-scatters overlapped with their GEMMs (Megatron-Core's --tp-comm-overlap)")
-    parser.add_argument("--overlap-param-gather", action="store_true",
-                        help="data+tensor+pipeline with --zero 1: the updated parameters' all-gather overlapped with "
-                             "the next step's forward passes (Megatron-Core's --overlap-param-gather)")
+    add_overlap_arguments(parser)
     parser.add_argument("--tensor-parallel", type=device_count, metavar="T",
                         help="data+tensor and data+tensor+pipeline: tensor-parallel degree (default: the devices of "
                              "one node, gcd(--gpus, --gpus-per-node))")
@@ -143,6 +138,7 @@ def run(args) -> int:
         from profiler.outputs import check_output
         check_output(args.trace, "--trace", args.force)
     cp, ep = context_expert_degrees(args, args.strategy)
+    check_overlaps(args)
     graph, cm, path = load_inputs(args)
     strategies = STRATEGIES + ADDON_STRATEGIES if args.strategy == "all" else (args.strategy,)
     cap = args.memory_cap * 1e9 if args.memory_cap else None

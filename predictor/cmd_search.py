@@ -5,7 +5,7 @@ import argparse
 import sys
 
 from predictor.cmd_run import load_inputs
-from predictor.flags import add_context_expert_arguments, add_prediction_arguments
+from predictor.flags import add_context_expert_arguments, add_overlap_arguments, add_prediction_arguments
 from profiler.cliutil import batch_size, int_in
 
 #: the search evaluates every device count up to --max-gpus
@@ -22,6 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="time = iteration seconds; cost = device-seconds per sample (GPU-hours)")
     parser.add_argument("--top", type=int_in(1, 10000), default=10, help="how many configurations to show")
     add_context_expert_arguments(parser, search=True)
+    add_overlap_arguments(parser, search=True)
 
 
 def run(args) -> int:
@@ -39,7 +40,8 @@ def run(args) -> int:
                     memory_cap_bytes=args.memory_cap * 1e9 if args.memory_cap else None,
                     objective=args.objective, top=args.top, framework=args.framework,
                     synthetic_data=args.synthetic_data, context_parallel=args.context_parallel,
-                    expert_parallel=args.expert_parallel)
+                    expert_parallel=args.expert_parallel, tp_comm_overlap=args.tp_comm_overlap,
+                    overlap_param_gather=args.overlap_param_gather)
     summary = {"profile": str(path), "profile_provenance": cm.provenance, "model": graph.name, "batch": args.batch,
                "max_gpus": args.max_gpus, "objective": args.objective, "evaluated": result.evaluated,
                "feasible": result.feasible, "fitting": result.fitting, "pruned": result.pruned,

@@ -121,6 +121,28 @@ def add_context_expert_arguments(parser: argparse.ArgumentParser, search: bool =
                                 else "default 1") + ")")
 
 
+def add_overlap_arguments(parser: argparse.ArgumentParser, search: bool = False) -> None:
+    """--tp-comm-overlap and --overlap-param-gather: the overlaps Megatron-Core runs inside data+tensor+pipeline
+    (docs/method.md §14a). search=True: the stack runs them, so every candidate that allows them has them."""
+    where = "every candidate with" if search else "data+tensor+pipeline with"
+    parser.add_argument("--tp-comm-overlap", action="store_true",
+                        help=f"{where} sequence parallelism: tensor-parallel all-gathers and reduce-scatters "
+                             "overlapped with their GEMMs (Megatron-Core's --tp-comm-overlap)")
+    parser.add_argument("--overlap-param-gather", action="store_true",
+                        help=f"{where} the distributed optimizer (--zero 1): the updated parameters' all-gather "
+                             "overlapped with the next step's forward passes (Megatron-Core's --overlap-param-gather)")
+
+
+def check_overlaps(args: argparse.Namespace) -> None:
+    """UserError when `predictor run` asks for an overlap its layout cannot have."""
+    if args.tp_comm_overlap and not args.sequence_parallel:
+        raise UserError("--tp-comm-overlap needs --sequence-parallel (Megatron-Core overlaps the tensor-parallel "
+                        "all-gathers and reduce-scatters of sequence parallelism)")
+    if args.overlap_param_gather and args.zero != 1:
+        raise UserError(f"--overlap-param-gather needs --zero 1 (the distributed optimizer's all-gather), not "
+                        f"--zero {args.zero}")
+
+
 def context_expert_degrees(args: argparse.Namespace, strategy: str | None) -> tuple[int, int]:
     """(context, expert) degrees from --context-parallel and --expert-parallel (1 when not given); UserError when one
     above 1 is given with a strategy other than data+tensor+pipeline."""

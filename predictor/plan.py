@@ -73,7 +73,7 @@ class Plan:
     p_channel: int = 1
     p_tensor: int = 1  # Megatron-LM tensor parallelism: column/row-parallel linear pairs split over p_tensor ranks
     sequence_parallel: bool = False  # tensor: Korthikanti et al.'s sequence parallelism (RS + AG, split norms)
-    tp_comm_overlap: bool = False  # data+tensor+pipeline with SP: Megatron-Core's --tp-comm-overlap (method.md §14)
+    tp_comm_overlap: bool = False  # data+tensor+pipeline, where SP is on: Megatron-Core's --tp-comm-overlap (§14a)
     p_context: int = 1  # data+tensor+pipeline: context parallelism, the sequence split over this many ranks (ring)
     p_expert: int = 1  # data+tensor+pipeline on a MoE: expert parallelism, the experts over this many data ranks
     stages: int = 1
@@ -84,7 +84,7 @@ class Plan:
     recompute: bool = False  # pipeline: keep only stage-boundary activations, recompute inside (GPipe);
     # data+tensor+pipeline: Megatron's full recomputation of the transformer layers
     zero_stage: int = 0  # data parallelism: 0 = DDP; ZeRO 1 (optimizer state), 2 (+ gradients), 3 (+ parameters: FSDP)
-    overlap_param_gather: bool = False  # data+tensor+pipeline, ZeRO 1: the parameter all-gather beside the forward
+    overlap_param_gather: bool = False  # data+tensor+pipeline, where ZeRO 1: the parameter gather beside the forward
     schedule: str = "gpipe"  # pipeline schedule (PIPELINE_SCHEDULES): gpipe, 1f1b, interleaved
     virtual_stages: int = 1  # interleaved 1F1B: model chunks per device (v)
     pipeline_boundary: str = "whole"  # data+tensor+pipeline: boundary sent whole or partitioned (PIPELINE_BOUNDARIES)
@@ -109,7 +109,8 @@ class Plan:
         parts = []
         if self.p_data > 1:
             parts.append(f"d{self.p_data}" + (f"/zero{self.zero_stage}" if self.zero_stage else "")
-                         + ("/overlap-gather" if self.overlap_param_gather else ""))
+                         + ("/overlap-gather" if self.overlap_param_gather and self.zero_stage == 1
+                            and self.strategy in HYBRID_3D else ""))
         if self.p_spatial > 1:
             parts.append("s" + "x".join(map(str, self.spatial_split)))
         if self.p_filter > 1:
@@ -118,7 +119,8 @@ class Plan:
             parts.append(f"c{self.p_channel}")
         if self.p_tensor > 1 or self.sequence_parallel:
             parts.append(f"t{self.p_tensor}" + ("/sp" if self.sequence_parallel else "")
-                         + ("/overlap" if self.tp_comm_overlap else ""))
+                         + ("/overlap" if self.tp_comm_overlap and self.sequence_parallel
+                            and self.strategy in HYBRID_3D else ""))
         if self.p_context > 1:
             parts.append(f"cp{self.p_context}")
         if self.p_expert > 1:

@@ -48,10 +48,12 @@ def search(graph: ModelGraph, cost_model: CostModel, *, batch: int, max_devices:
            memory_cap_bytes: float | None = None, objective: str = "time", top: int = 10,
            strategies=SEARCH_STRATEGIES, interval: bool = True, exhaustive: bool = False, framework: str = "ddp",
            synthetic_data: bool = False, context_parallel: int | None = None,
-           expert_parallel: int | None = None) -> SearchResult:
+           expert_parallel: int | None = None, tp_comm_overlap: bool = False,
+           overlap_param_gather: bool = False) -> SearchResult:
     """The `top` best plans and the fastest per strategy. exhaustive=True evaluates every candidate in order
     (the reference); the default prunes with bounds (predictor.search_fast) and returns the same plans.
-    framework and synthetic_data are set on every candidate (Plan.framework, Plan.synthetic_data). A mixture of
+    framework, synthetic_data and the overlaps the stack runs (Plan.tp_comm_overlap, Plan.overlap_param_gather:
+    applied where a layout allows them) are set on every candidate. A mixture of
     experts, or context_parallel > 1, adds Megatron-Core's expert/context layouts (predictor.search_moe_cp); a
     context or expert degree given keeps the search to those layouts at that degree."""
     if batch <= 0 or max_devices <= 0 or min_devices <= 0 or min_devices > max_devices:
@@ -64,7 +66,8 @@ def search(graph: ModelGraph, cost_model: CostModel, *, batch: int, max_devices:
     dpn = devices_per_node or cost_model.devices_per_node
     cap = memory_cap_bytes if memory_cap_bytes is not None else cost_model.device_memory_bytes
     ctx = Context(graph, cost_model)
-    options = {"framework": framework, "synthetic_data": synthetic_data}
+    options = {"framework": framework, "synthetic_data": synthetic_data, "tp_comm_overlap": tp_comm_overlap,
+               "overlap_param_gather": overlap_param_gather}
     ranking = Ranking(objective, batch, top)
     devices = range(min_devices, max_devices + 1)
     counts = Counts()

@@ -450,13 +450,15 @@ def layer_terms(ctx: Context, ts: TensorSplit, dtype: str, t: int, m: int, tenso
     return ctx.cached(("3d-layers", dtype, t, m, tensor_nodes, sp), per_layer)
 
 
-def search_totals(ctx: Context, ts: TensorSplit, dtype: str, t: int, m: int, tensor_nodes: int, sp: bool
-                  ) -> tuple[float, float, float]:
+def search_totals(ctx: Context, ts: TensorSplit, dtype: str, t: int, m: int, tensor_nodes: int, sp: bool,
+                  overlap: bool = False) -> tuple[float, float, float]:
     """For the search's lower bounds (predictor.search_fast), at micro-batch m on t tensor ranks: (every layer's
     forward + backward + tensor collectives, the forward (with collectives) selective recomputation re-runs, the
     one full recomputation re-runs), summed over the whole graph. The slowest pipeline rank's F + Bw + R is at least
-    1/K of the first plus one of the others."""
+    1/K of the first plus one of the others. overlap (with SP): a column/row layer's collective counts its least
+    exposed part, 1/t of it (overlap_exposed_s)."""
     sp = sp and t > 1
+    overlap = overlap and sp
 
     def totals():
         # the layers' times once per (signature, split) group (LayerCoster caches them so: the same numbers as
@@ -470,11 +472,14 @@ def search_totals(ctx: Context, ts: TensorSplit, dtype: str, t: int, m: int, ten
             core += n_core * f
             span += n_span * f
         _, fwd_c, bwd_c = _collectives(ctx, ts, dtype, t, m, tensor_nodes, sp)
+        if overlap:
+            gemms = set(ts.rows) | set(ts.columns)
+            fwd_c, bwd_c = ({i: c / t if i in gemms else c for i, c in x.items()} for x in (fwd_c, bwd_c))
         return (every + sum(fwd_c.values()) + sum(bwd_c.values()),
                 core + sum(fwd_c.get(i, 0.0) for i in ctx.graph_cached(("3d-attention-core",), lambda: attention_core(
                     ctx, ts))), span + sum(fwd_c.get(i, 0.0) for i in ctx.graph_cached(
                         ("3d-recomputed",), lambda: recomputed_layers(ctx, ts))))
-    return ctx.cached(("3d-search-totals", dtype, t, m, tensor_nodes, sp), totals)
+    return ctx.cached(("3d-search-totals", dtype, t, m, tensor_nodes, sp, overlap), totals)
 
 
 def _split_groups(ctx: Context, ts: TensorSplit, t: int, sp: bool) -> dict[tuple[int, int], tuple[int, int, int]]:
@@ -660,10 +665,7 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     moe_cp = (cp, ep, groups["context"][0], groups["expert"][0]) if groups else ()
     vocab, heads, embeds, seq = tensor_layout(ctx, ts, t, sp)
     tokens = seq.tokens if seq is not None else frozenset()
-    if plan.tp_comm_overlap and t > 1 and not sp:
-        raise Infeasible("tensor-parallel communication overlap needs sequence parallelism (Megatron-Core's "
-                         "--tp-comm-overlap requires --sequence-parallel)")
-    overlap = plan.tp_comm_overlap and sp
+    overlap = plan.tp_comm_overlap and sp  # the stack overlaps where the layout lets it (Megatron-Core: with SP)
     times, fwd_comm, bwd_comm = layer_terms(ctx, ts, dtype, t, m, tensor_nodes, sp, moe_cp, overlap)
     costs = [f + b_ + cf + cb for (f, b_), cf, cb in zip(times, fwd_comm, bwd_comm)]
     layers = ctx.graph_cached(("3d-repeated",), lambda: repeated_layers(ctx, ts))
@@ -767,9 +769,6 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
         if e >= exposed:
             exposed, hidden = e, h
     pred.comm_exposed_s["gradient"], pred.comm_hidden_s["gradient"] = exposed, hidden
-    if plan.overlap_param_gather and not zero:
-        raise Infeasible("overlapping the parameter all-gather needs the distributed optimizer (--zero 1) over more "
-                         "than one data replica")
     if zero:  # the updated weights all-gathered over the replicas after the step (exposed), the largest rank's;
         # overlapped with the next step's first forward passes (Megatron-Core's --overlap-param-gather)
         gathers = [ctx.collective("allgather", (p - e) * compute_weight_bytes(dtype), replicas, grad[0], grad[1])
@@ -888,7 +887,7 @@ def _search_totals(b: Bounds, ts: TensorSplit, t: int, m: int, nodes: int, sp: b
     key = ("3d-totals", t, m, nodes, sp)
     hit = b.memo.get(key)
     if hit is None:
-        hit = b.memo[key] = search_totals(b.ctx, ts, b.dtype, t, m, nodes, sp)
+        hit = b.memo[key] = search_totals(b.ctx, ts, b.dtype, t, m, nodes, sp, b.plan.tp_comm_overlap)
     return hit
 
 

@@ -1,6 +1,7 @@
 """The search's lower bounds beside the costs (each strategy's `lower_bound` in the registry, predictor.strategies
 .bounds): on random small nets (the generator of `predictor validate --suite random:N`) and small zoo models, with
-random dtypes, optimizers, plan options (framework, synthetic data, mixed precision, DDP bucket size), device
+random dtypes, optimizers, plan options (framework, synthetic data, mixed precision, DDP bucket size, the
+Megatron-Core overlaps), device
 counts, devices per node, memory caps and profiles, every candidate's bound with every refinement the search applies
 is below its evaluation, a candidate its bound refuses is infeasible, a group's bound is below each member's, and the
 bounded search returns what evaluating every candidate returns. A few seconds (fast tier)."""
@@ -139,7 +140,8 @@ def _case(rng: random.Random, graph, batch: int) -> dict:
             pass
     dtype = rng.choice(dtypes)
     options = dict(framework=rng.choice(FRAMEWORKS), synthetic_data=rng.random() < 0.5,
-                   bucket_bytes=rng.choice([25e6, 1e6, 1e4]))
+                   bucket_bytes=rng.choice([25e6, 1e6, 1e4]), tp_comm_overlap=rng.random() < 0.5,
+                   overlap_param_gather=rng.random() < 0.5)
     if dtype in MIXED_DTYPES and rng.random() < 0.5:
         options["mixed_precision"] = "half"
     batch = rng.choice([b for b in (batch, 2 * batch, 8, 12, 16, 24, 48) if b >= 2])

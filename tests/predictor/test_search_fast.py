@@ -265,6 +265,12 @@ def test_fast_search_over_megatrons_space_ranks_as_evaluating_every_plan(knobs, 
     assert fast.pruned > 0 and exhaustive.best
     _same(exhaustive, fast)
     assert any(p.plan.strategy == "data+tensor+pipeline" for p in exhaustive.best)
+    # with the overlaps Megatron-Core runs (each where a layout allows it): the same, and never slower
+    overlaps = dict(common, tp_comm_overlap=True, overlap_param_gather=True)
+    overlapped = search(graph, cm, **overlaps)
+    _same(search(graph, cm, exhaustive=True, **overlaps), overlapped)
+    if options.get("objective", "time") == "time":
+        assert overlapped.best[0].iteration_s <= exhaustive.best[0].iteration_s
 
 
 def test_the_zero1_memory_bound_holds_where_the_old_one_did_not():
