@@ -455,10 +455,10 @@ def search_totals(ctx: Context, ts: TensorSplit, dtype: str, t: int, m: int, ten
     """For the search's lower bounds (predictor.search_fast), at micro-batch m on t tensor ranks: (every layer's
     forward + backward + tensor collectives, the forward (with collectives) selective recomputation re-runs, the
     one full recomputation re-runs), summed over the whole graph. The slowest pipeline rank's F + Bw + R is at least
-    1/K of the first plus one of the others. overlap (with SP): a column/row layer's collective counts its least
-    exposed part, 1/t of it (overlap_exposed_s)."""
+    1/K of the first plus one of the others. overlap (with SP, in one node): a column/row layer's collective counts
+    its least exposed part, 1/t of it (overlap_exposed_s)."""
     sp = sp and t > 1
-    overlap = overlap and sp
+    overlap = overlap and sp and tensor_nodes == 1
 
     def totals():
         # the layers' times once per (signature, split) group (LayerCoster caches them so: the same numbers as
@@ -665,7 +665,8 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     moe_cp = (cp, ep, groups["context"][0], groups["expert"][0]) if groups else ()
     vocab, heads, embeds, seq = tensor_layout(ctx, ts, t, sp)
     tokens = seq.tokens if seq is not None else frozenset()
-    overlap = plan.tp_comm_overlap and sp  # the stack overlaps where the layout lets it (Megatron-Core: with SP)
+    # the stack overlaps where the layout lets it: with SP (Megatron-Core), inside one node (userbuffers: CUDA IPC)
+    overlap = plan.tp_comm_overlap and sp and tensor_nodes == 1
     times, fwd_comm, bwd_comm = layer_terms(ctx, ts, dtype, t, m, tensor_nodes, sp, moe_cp, overlap)
     costs = [f + b_ + cf + cb for (f, b_), cf, cb in zip(times, fwd_comm, bwd_comm)]
     layers = ctx.graph_cached(("3d-repeated",), lambda: repeated_layers(ctx, ts))

@@ -65,6 +65,13 @@ def test_overlap_applies_where_sequence_parallelism_is_on(setup):
     assert asked.feasible and asked.iteration_s == plain.iteration_s
 
 
+def test_no_overlap_for_a_tensor_group_across_nodes(setup):
+    """Userbuffers exchange through CUDA IPC inside one node: t = 4 over nodes of 2 GPUs is costed as before."""
+    _, _, ctx = setup
+    across = dict(devices_per_node=2)
+    assert evaluate(ctx, plan(tp_comm_overlap=True, **across)).iteration_s == evaluate(ctx, plan(**across)).iteration_s
+
+
 def test_the_run_flag_sets_it(capsys):
     argv = ["run", "--profile", "a100-40gb-4hdr-8gpu.published", "--model", "gpt", "--model-arg", f"layers={L}",
             "--model-arg", f"hidden={H}", "--model-arg", f"heads={HEADS}", "--model-arg", f"seq={SEQ}",
