@@ -5,8 +5,9 @@ attention, fused bias-dropout-add; fp16, Adam, gradients all-reduced after the b
 every device count and strategy, data+tensor+pipeline with every micro-batch count, interleaving, recomputation,
 sequence parallelism and ZeRO-1 (search_space.hybrid3d_variants). Also predicts, in our model, the best layout
 Calculon found (t4 p12 d64, interleaved 8, selective + sequence parallel: 7.91 s in its model; 233,160
-configurations in 473 s on 2 workers, issue 41) and checks the search's best is at least as fast. Wall-clock medians
-over --repeats, in process after loading (docs/decisions/2026-12-06-search-megatron-space.md).
+configurations in 473 s on 2 workers, issue 41) and checks the search's best is at least as fast; then searches once
+more with Megatron-Core's two overlaps. Wall-clock medians over --repeats, in process after loading
+(docs/decisions/2026-12-06-search-megatron-space.md).
 
     python -m bench llm-search [--repeats 3]
 """
@@ -73,9 +74,14 @@ def run(args) -> int:
           f"{sharded.fits}); the search's best is {'at least as fast' if best.iteration_s <= fastest else 'SLOWER'}")
     print(f"  Calculon: {CALCULON['configurations']:,} configurations in {CALCULON['seconds']:.0f} s on "
           f"{CALCULON['workers']} workers")
+    overlapped = search(graph, cm, batch=1536, max_devices=args.max_gpus, dtype="fp16", optimizer="adam", top=1,
+                        framework="no-overlap", tp_comm_overlap=True, overlap_param_gather=True).best[0]
+    print(f"  with Megatron-Core's overlaps (--tp-comm-overlap --overlap-param-gather): {overlapped.plan.describe()}: "
+          f"{overlapped.iteration_s:.3f} s per iteration")
     record(NAME, [Figure(f"search of GPT-3 175B over 1..{args.max_gpus} GPUs, whole space (median)", median, "s",
                          TARGET_S),
                   Figure("best plan's iteration in our model", best.iteration_s, "s"),
+                  Figure("best plan's iteration with Megatron-Core's overlaps, our model", overlapped.iteration_s, "s"),
                   Figure("Calculon's best layout in our model", theirs.iteration_s, "s"),
                   Figure("Calculon's best layout with ZeRO-1 in our model", sharded.iteration_s, "s"),
                   Figure("plans evaluated or settled infeasible", float(result.evaluated), "plans"),
