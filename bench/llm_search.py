@@ -1,13 +1,11 @@
 """`predictor search` over GPT-3 175B on 1..3072 A100s, Megatron's whole space: seconds (target <= 10 s), beside Calculon.
 
 What `predictor search --batch 1536 --max-gpus 3072` runs on GPT-3 as Megatron ran it in 2022 (fused-softmax
-attention, fused bias-dropout-add; fp16, Adam, gradients all-reduced after the backward, the DGX A100 80 GB profile):
-every device count and strategy, data+tensor+pipeline with every micro-batch count, interleaving, recomputation,
-sequence parallelism and ZeRO-1 (search_space.hybrid3d_variants). Also predicts, in our model, the best layout
-Calculon found (t4 p12 d64, interleaved 8, selective + sequence parallel: 7.91 s in its model; 233,160
-configurations in 473 s on 2 workers, issue 41) and checks the search's best is at least as fast; then searches once
-more with Megatron-Core's two overlaps. Wall-clock medians over --repeats, in process after loading
-(docs/decisions/2026-12-06-search-megatron-space.md).
+attention, fused bias-dropout-add; fp16, Adam, gradients all-reduced after the backward, the DGX A100 80 GB profile)
+over every device count, strategy and data+tensor+pipeline variant (search_space.hybrid3d_variants); Calculon's
+best layout (t4 p12 d64, interleaved 8, selective + SP: 7.91 s in its model; 233,160 configurations in 473 s on 2
+workers) predicted in ours, which the search's best must match; then once more with Megatron-Core's two overlaps.
+Wall-clock medians over --repeats, in process (docs/decisions/2026-12-06-search-megatron-space.md).
 
     python -m bench llm-search [--repeats 3]
 """
