@@ -4,7 +4,7 @@ Times the whole command as a user runs it, interpreter start-up included. cold: 
 model of the corpus is traced (in worker processes, predictor.api.trace_ahead); warm: a cache one untimed run has
 filled. Each case runs --repeats times; the figures are the medians (results/report-latency.json).
 
-    python -m bench report-latency [--repeats 3] [--corpus transformer]
+    python -m bench report-latency [--repeats 3]
 """
 from __future__ import annotations
 
@@ -22,16 +22,13 @@ TARGETS = {"cold": "<= 20", "warm": "<= 20"}
 def add_arguments(parser) -> None:
     describe(parser, __doc__)
     parser.add_argument("--repeats", type=int_in(1, 20), default=3, help="timed runs per case (default 3)")
-    parser.add_argument("--corpus", default="transformer", choices=("transformer", "cnn"),
-                        help="which shipped corpus the report reads (default transformer)")
     parser.add_argument("--timeout", type=int_in(1, 3600), default=600, help="seconds one run may take")
     add_results_flag(parser)
 
 
 def run(args) -> int:
-    times = cold_and_warm(predictor_command() + ["validate", "--published", args.corpus, "--json"], args.repeats,
+    times = cold_and_warm(predictor_command() + ["validate", "--published", "transformer", "--json"], args.repeats,
                           args.timeout)
-    record(NAME if args.corpus == "transformer" else f"{NAME}-{args.corpus}",
-           [Figure(f"{case} wall time (median)", statistics.median(values), "s", TARGETS[case])
-            for case, values in times.items()], args.results)
+    record(NAME, [Figure(f"{case} wall time (median)", statistics.median(values), "s", TARGETS[case])
+                  for case, values in times.items()], args.results)
     return 0

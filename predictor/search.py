@@ -74,16 +74,14 @@ def search(graph: ModelGraph, cost_model: CostModel, *, batch: int, max_devices:
     start, cpu_start = time.perf_counter(), time.process_time()
     from predictor.search_moe_cp import expert_count, walk
     fixed = (context_parallel or 1) > 1 or (expert_parallel or 1) > 1
-    index = 0
-    if fixed:
-        pass  # only the expert/context layouts take the degrees given
-    elif exhaustive:
+    index = 0  # with a context or expert degree given, only the expert/context layouts (below) take it
+    if not fixed and exhaustive:
         for index, plan in enumerate(candidates(graph, batch, devices, dpn, dtype, optimizer, strategies, options)):
             pred = evaluate(ctx, plan, cap)
             if counts.tally(pred):
                 ranking.add(index, pred)
         index += 1
-    else:
+    elif not fixed:
         fast_search(ctx, ranking, counts, batch=batch, devices=devices, devices_per_node=dpn, dtype=dtype,
                     optimizer=optimizer, cap=cap, strategies=strategies, plan_options=options)
         index = 1 << 40  # past every candidate index the fast walk can have ranked

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from profiler.errors import UserError
+from profiler.inputs import read_json  # inputs imports this module only when it parses a large YAML text
 
 
 def cache_dir() -> Optional[Path]:
@@ -39,8 +40,6 @@ def has(kind: str, key: str) -> bool:
 
 def load(kind: str, key: str, fmt: str, version: int) -> Any:
     """The payload stored under (kind, key) by `store` with this format and version, else None."""
-    from profiler.inputs import read_json  # inputs parses large YAML through this cache
-
     path = _entry(kind, key)
     if path is None or not path.is_file():
         return None

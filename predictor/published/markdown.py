@@ -10,6 +10,7 @@ import datetime as dt
 from pathlib import Path
 
 from predictor.published.command import SHIPPED, published_report
+from predictor.published.formatting import pct
 from predictor.published.report import ceiling_sentence, plot
 from profiler.profile import write_atomic
 
@@ -17,15 +18,12 @@ COLUMNS = (("analytical (shipped profiles)", None), ("datasheet only", "datashee
            ("leave-one-source-out", "loso"), ("leave-one-source-out + correction", "loso_corrected"))
 
 
-def _pct(x) -> str:
-    return "-" if x is None else f"{100 * x:.1f}%"
-
 
 def _group_table(report: dict, key: str, title: str) -> list[str]:
     lines = [f"| {title} | rows | " + " | ".join(name for name, _ in COLUMNS) + " |",
              "|---|---:|" + "---:|" * len(COLUMNS)]
     for name, g in report[key].items():
-        cells = [_pct(g["accuracy"])] + [_pct(report[k][key].get(name, {}).get("accuracy")) if key in report[k] else "-"
+        cells = [pct(g["accuracy"])] + [pct(report[k][key].get(name, {}).get("accuracy")) if key in report[k] else "-"
                                          for _, k in COLUMNS[1:]]
         lines.append(f"| {name} | {g['rows']} | " + " | ".join(cells) + " |")
     return lines
@@ -34,7 +32,7 @@ def _group_table(report: dict, key: str, title: str) -> list[str]:
 def summary_table(report: dict) -> list[str]:
     """The short table the README shows: overall and per GPU-count bucket, four ways."""
     lines = ["| | rows | " + " | ".join(name for name, _ in COLUMNS) + " |", "|---|---:|" + "---:|" * len(COLUMNS)]
-    overall = [_pct(report["overall_accuracy"])] + [_pct(report[k]["overall_accuracy"]) for _, k in COLUMNS[1:]]
+    overall = [pct(report["overall_accuracy"])] + [pct(report[k]["overall_accuracy"]) for _, k in COLUMNS[1:]]
     lines.append(f"| all rows | {report['rows_validated']} | " + " | ".join(overall) + " |")
     lines += _group_table(report, "by_gpu_bucket", "GPUs")[2:]
     return lines
@@ -64,10 +62,10 @@ def render_markdown(report: dict) -> str:
         f"predicted vs measured): median {se['median']:.1f} points, mean {se['mean']:.1f}, over {se['rows']} rows.",
         "", ceiling_sentence(report), "",
         f"Prediction intervals (nominal 80%, symmetric in log space, from held-out errors): held out by source, "
-        f"the interval learned on the other sources holds {_pct(loso_cov['share_inside'])} of the held-out "
-        "predictions (" + ", ".join(f"{src} {_pct(g['share_inside'])} of {g['rows']}"
+        f"the interval learned on the other sources holds {pct(loso_cov['share_inside'])} of the held-out "
+        "predictions (" + ", ".join(f"{src} {pct(g['share_inside'])} of {g['rows']}"
                                     for src, g in sorted(loso_cov["by_source"].items())) + "); "
-        f"the shipped profiles' interval holds {_pct(cov['share_inside'])} of their own predictions, which are "
+        f"the shipped profiles' interval holds {pct(cov['share_inside'])} of their own predictions, which are "
         "in-sample and so closer than the held-out errors the interval was learned from.",
         "",
         "## By source", "", *_group_table(report, "by_source", "source"), "",
@@ -85,7 +83,7 @@ def render_markdown(report: dict) -> str:
         "| id | GPUs | dtype | regime | system | measured s | shipped s | loso s | accuracy (shipped) |",
         "|---|---:|---|---|---|---:|---:|---:|---:|",
         *[f"| {r['id']} | {r['gpus']} | {r['dtype']} | {r['framework']} | {r['system']} | {r['measured_s']:.4f} | "
-          f"{r['predicted_s']:.4f} | {r['loso_predicted_s']:.4f} | {_pct(r['accuracy'])} |" for r in report["rows"]],
+          f"{r['predicted_s']:.4f} | {r['loso_predicted_s']:.4f} | {pct(r['accuracy'])} |" for r in report["rows"]],
         "",
     ]
     return "\n".join(out)

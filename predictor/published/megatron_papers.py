@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import statistics
 
+from predictor.published.formatting import pct
+
 SOURCES = ("korthikanti2022", "narayanan2021")
 CALCULON_COMMIT = "caa4b11f8fe1fee3ba57adaacb7590d7deabd053"
 #: Calculon's predicted seconds per iteration for Korthikanti et al.'s Table 5 rows (its llm-validation output)
@@ -51,9 +53,6 @@ def table5(report: dict) -> dict:
     return out
 
 
-def _pct(x) -> str:
-    return "-" if x is None else f"{100 * x:.1f}%"
-
 
 def render_text(report: dict) -> list[str]:
     """Lines for `predictor validate --published` (nothing when the report has none of these rows)."""
@@ -64,15 +63,15 @@ def render_text(report: dict) -> list[str]:
              f"  {'id':<38} {'GPUs':>5} {'measured s':>11} {'predicted s':>12} {'accuracy':>9} {'fits':>5}"
              f" {'Calculon s':>11} {'Calculon':>9}"]
     for r in found:
-        calc = "" if r["calculon_s"] is None else f"{r['calculon_s']:>11.2f} {_pct(r['calculon_accuracy']):>9}"
+        calc = "" if r["calculon_s"] is None else f"{r['calculon_s']:>11.2f} {pct(r['calculon_accuracy']):>9}"
         lines.append(f"  {r['id']:<38} {r['gpus']:>5} {r['measured_s']:>11.2f} {r['predicted_s']:>12.2f} "
-                     f"{_pct(r['accuracy']):>9} {'yes' if r['fits'] else 'NO':>5} {calc}")
+                     f"{pct(r['accuracy']):>9} {'yes' if r['fits'] else 'NO':>5} {calc}")
     t5 = table5(report)
     if t5:
-        lines.append(f"  Table 5 ({t5['rows']} rows): mean {_pct(t5['accuracy']['mean'])}, least "
-                     f"{_pct(t5['accuracy']['min'])}; without the straggler term {_pct(t5['accuracy_without_stragglers']['mean'])}"
-                     f" / {_pct(t5['accuracy_without_stragglers']['min'])}; Calculon {_pct(t5['calculon_accuracy']['mean'])}"
-                     f" / {_pct(t5['calculon_accuracy']['min'])}; not fitting: {', '.join(t5['does_not_fit']) or 'none'}")
+        lines.append(f"  Table 5 ({t5['rows']} rows): mean {pct(t5['accuracy']['mean'])}, least "
+                     f"{pct(t5['accuracy']['min'])}; without the straggler term {pct(t5['accuracy_without_stragglers']['mean'])}"
+                     f" / {pct(t5['accuracy_without_stragglers']['min'])}; Calculon {pct(t5['calculon_accuracy']['mean'])}"
+                     f" / {pct(t5['calculon_accuracy']['min'])}; not fitting: {', '.join(t5['does_not_fit']) or 'none'}")
     return lines
 
 
@@ -84,21 +83,21 @@ def render_markdown(report: dict) -> list[str]:
     lines = ["| run | GPUs | measured s | predicted s | accuracy | without stragglers | fits | Calculon s | Calculon |",
              "|---|---:|---:|---:|---:|---:|---|---:|---:|"]
     for r in found:
-        calc = ("", "") if r["calculon_s"] is None else (f"{r['calculon_s']:.2f}", _pct(r["calculon_accuracy"]))
+        calc = ("", "") if r["calculon_s"] is None else (f"{r['calculon_s']:.2f}", pct(r["calculon_accuracy"]))
         lines.append(f"| {r['id']} | {r['gpus']} | {r['measured_s']:.2f} | {r['predicted_s']:.2f} | "
-                     f"{_pct(r['accuracy'])} | {_pct(r['accuracy_without_stragglers'])} | {'yes' if r['fits'] else 'no'}"
+                     f"{pct(r['accuracy'])} | {pct(r['accuracy_without_stragglers'])} | {'yes' if r['fits'] else 'no'}"
                      f" | {calc[0]} | {calc[1]} |")
     t5 = table5(report)
     if t5:
-        lines += ["", f"Korthikanti et al.'s Table 5 ({t5['rows']} rows): mean {_pct(t5['accuracy']['mean'])}, least "
-                  f"{_pct(t5['accuracy']['min'])} (target: mean >= 97%, each >= 93%); without the at-scale straggler term "
-                  f"{_pct(t5['accuracy_without_stragglers']['mean'])} / {_pct(t5['accuracy_without_stragglers']['min'])}; "
-                  f"Calculon {_pct(t5['calculon_accuracy']['mean'])} / {_pct(t5['calculon_accuracy']['min'])}; rows "
+        lines += ["", f"Korthikanti et al.'s Table 5 ({t5['rows']} rows): mean {pct(t5['accuracy']['mean'])}, least "
+                  f"{pct(t5['accuracy']['min'])} (target: mean >= 97%, each >= 93%); without the at-scale straggler term "
+                  f"{pct(t5['accuracy_without_stragglers']['mean'])} / {pct(t5['accuracy_without_stragglers']['min'])}; "
+                  f"Calculon {pct(t5['calculon_accuracy']['mean'])} / {pct(t5['calculon_accuracy']['min'])}; rows "
                   f"that do not fit: {', '.join(t5['does_not_fit']) or 'none'}."]
     for source in SOURCES:
         acc = [r["accuracy"] for r in found if r["source"] == source]
         bare = [r["accuracy_without_stragglers"] for r in found if r["source"] == source]
         if acc:
-            lines.append(f"{source}: {len(acc)} rows, mean {_pct(statistics.fmean(acc))}, least {_pct(min(acc))} "
-                         f"(without the straggler term {_pct(statistics.fmean(bare))}, least {_pct(min(bare))}).")
+            lines.append(f"{source}: {len(acc)} rows, mean {pct(statistics.fmean(acc))}, least {pct(min(acc))} "
+                         f"(without the straggler term {pct(statistics.fmean(bare))}, least {pct(min(bare))}).")
     return lines

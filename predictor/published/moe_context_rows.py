@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import statistics
 
+from predictor.published.formatting import pct
+
 SOURCES = ("mcoremoe", "nemocp")
 
 
@@ -25,9 +27,6 @@ def rows(report: dict) -> list[dict]:
     return out
 
 
-def _pct(x) -> str:
-    return "-" if x is None else f"{100 * x:.1f}%"
-
 
 def render_text(report: dict) -> list[str]:
     """Lines for `predictor validate --published` (nothing when the report has none of these rows)."""
@@ -39,10 +38,10 @@ def render_text(report: dict) -> list[str]:
              f" {'fits':>5} {'a2a s':>7} {'ring s':>7}"]
     for r in found:
         lines.append(f"  {r['id']:<42} {r['gpus']:>5} {r['expert']:>3} {r['context']:>3} {r['measured_s']:>11.3f} "
-                     f"{r['predicted_s']:>12.3f} {_pct(r['accuracy']):>9} {'yes' if r['fits'] else 'NO':>5} "
+                     f"{r['predicted_s']:>12.3f} {pct(r['accuracy']):>9} {'yes' if r['fits'] else 'NO':>5} "
                      f"{r['expert_alltoall_s']:>7.3f} {r['context_ring_s']:>7.3f}")
     for source in SOURCES:
         acc = [r["accuracy"] for r in found if r["source"] == source]
         if acc:
-            lines.append(f"  {source}: {len(acc)} rows, mean {_pct(statistics.fmean(acc))}, least {_pct(min(acc))}")
+            lines.append(f"  {source}: {len(acc)} rows, mean {pct(statistics.fmean(acc))}, least {pct(min(acc))}")
     return lines

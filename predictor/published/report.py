@@ -14,6 +14,7 @@ from collections import defaultdict
 from typing import Callable, Iterable, Optional, Sequence
 
 from predictor.plots import predicted_vs_measured
+from predictor.published.formatting import pct
 from predictor.published.rowmap import Skipped
 from predictor.published.validate import BUCKETS, RowResult
 
@@ -120,7 +121,7 @@ def ceiling_sentence(report: dict) -> str:
         bounded = {k: v for k, v in report.get(key, {}).items() if v["rows_with_twins"]}
         if bounded:
             parts.append(f"by {what}: " + ", ".join(
-                f"{k} {_pct(v['ceiling'])} ({v['rows_with_twins']} of {v['rows']} rows have twins)"
+                f"{k} {pct(v['ceiling'])} ({v['rows_with_twins']} of {v['rows']} rows have twins)"
                 for k, v in bounded.items()))
     if not parts:
         return ""
@@ -158,40 +159,37 @@ def _row(r: RowResult, scaling: Optional[float], extra) -> dict:
     return out
 
 
-def _pct(x: Optional[float]) -> str:
-    return "-" if x is None else f"{100 * x:.1f}%"
-
 
 def render_text(report: dict) -> str:
     """A short plain-text summary (the JSON has every row)."""
     extra = [k for k in report if isinstance(report[k], dict) and "by_gpu_bucket" in report[k] and k != "by_gpu_bucket"]
     lines = [f"published validation: {report['rows_validated']} rows predicted, {report['rows_skipped']} skipped",
-             f"mean accuracy (analytical): {_pct(report['overall_accuracy'])}"
-             + "".join(f"   {k}: {_pct(report[k]['overall_accuracy'])}" for k in extra)]
+             f"mean accuracy (analytical): {pct(report['overall_accuracy'])}"
+             + "".join(f"   {k}: {pct(report[k]['overall_accuracy'])}" for k in extra)]
     se = report["scaling_efficiency_error_points"]
     if se["rows"]:
         lines.append(f"scaling-efficiency error: median {se['median']:.1f} points, mean {se['mean']:.1f} over {se['rows']} rows")
     cov = report["interval_coverage"]
     if cov["rows"]:
-        lines.append(f"measured time inside the prediction interval: {_pct(cov['share_inside'])} of {cov['rows']} rows")
+        lines.append(f"measured time inside the prediction interval: {pct(cov['share_inside'])} of {cov['rows']} rows")
     loso_cov = report.get("interval_coverage_loso")
     if loso_cov and loso_cov["rows"]:
         alone = loso_cov.get("model_error_share_inside")
-        lines.append(f"inside the {_pct(loso_cov['nominal'])} interval (model error x at-scale terms), "
-                     f"leave-one-source-out: {_pct(loso_cov['share_inside'])} of {loso_cov['rows']} rows"
-                     + (f" (model error alone: {_pct(alone)})" if alone is not None else ""))
+        lines.append(f"inside the {pct(loso_cov['nominal'])} interval (model error x at-scale terms), "
+                     f"leave-one-source-out: {pct(loso_cov['share_inside'])} of {loso_cov['rows']} rows"
+                     + (f" (model error alone: {pct(alone)})" if alone is not None else ""))
     kernels = report.get("deepbench_kernels")
     if kernels and kernels["rows"]:
         acc = kernels["accuracy"]
         lines.append(f"DeepBench-kernel profiles (nothing fitted to runs), {kernels['rows']} 1-GPU rows of their GPUs: "
-                     + ", ".join(f"{name} {_pct(value)}" for name, value in acc.items()))
+                     + ", ".join(f"{name} {pct(value)}" for name, value in acc.items()))
     for title, key in (("GPU count", "by_gpu_bucket"), ("source", "by_source"), ("system", "by_system"),
                        ("framework regime", "by_framework")):
         lines.append(f"\nby {title}:")
         for name, g in report[key].items():
-            cells = "".join(f"  {k} {_pct(report[k][key][name]['accuracy'])}" for k in extra
+            cells = "".join(f"  {k} {pct(report[k][key][name]['accuracy'])}" for k in extra
                             if key in report[k] and name in report[k][key])
-            lines.append(f"  {name:<28} rows {g['rows']:>4}   accuracy {_pct(g['accuracy']):>7}{cells}")
+            lines.append(f"  {name:<28} rows {g['rows']:>4}   accuracy {pct(g['accuracy']):>7}{cells}")
     if ceiling_sentence(report):
         lines.append("\n" + ceiling_sentence(report))
     from predictor.published.megatron_papers import render_text as megatron_papers_text

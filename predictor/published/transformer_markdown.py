@@ -13,6 +13,7 @@ from pathlib import Path
 
 from predictor.published import megatron_papers
 from predictor.published.command import transformer_report
+from predictor.published.formatting import pct
 from predictor.published.report import ceiling_sentence, plot
 from profiler.errors import UserError
 from profiler.profile import write_atomic
@@ -25,9 +26,6 @@ VTRAIN_PUBLISHED_ACCURACY = 1 - 0.147
 #: the accuracy targets of the transformer validation (issue 22): vTrain rows; llm-foundry and BERT rows
 TARGETS = {"vtrain": 0.90, "llmfoundry": 0.85, "bert": 0.85}
 
-
-def _pct(x) -> str:
-    return "-" if x is None else f"{100 * x:.1f}%"
 
 
 def _plan(p: dict) -> str:
@@ -63,24 +61,24 @@ def summary(report: dict, fused: dict | None = None) -> list[str]:
     vt = report["by_source"].get("vtrain", {})
     lines = [
         f"{report['rows_validated']} rows predicted, {report['rows_skipped']} skipped; mean accuracy "
-        f"{_pct(report['overall_accuracy'])} (nothing fitted to these rows: the shipped profiles' constants come from "
+        f"{pct(report['overall_accuracy'])} (nothing fitted to these rows: the shipped profiles' constants come from "
         "the CNN corpus, so every figure here is held out).", "",
         "| group | rows | accuracy | target |", "|---|---:|---:|---:|",
-        f"| all rows | {report['rows_validated']} | {_pct(report['overall_accuracy'])} | |"]
+        f"| all rows | {report['rows_validated']} | {pct(report['overall_accuracy'])} | |"]
     for name, g in report["by_source"].items():
         target = TARGETS.get(name)
-        lines.append(f"| source {name} | {g['rows']} | {_pct(g['accuracy'])} | {_pct(target) if target else ''} |")
-    lines.append(f"| BERT rows (dle, dlperf) | {fig['bert']['rows']} | {_pct(fig['bert']['accuracy'])} | "
-                 f"{_pct(TARGETS['bert'])} |")
+        lines.append(f"| source {name} | {g['rows']} | {pct(g['accuracy'])} | {pct(target) if target else ''} |")
+    lines.append(f"| BERT rows (dle, dlperf) | {fig['bert']['rows']} | {pct(fig['bert']['accuracy'])} | "
+                 f"{pct(TARGETS['bert'])} |")
     for name, g in report["by_gpu_bucket"].items():
-        lines.append(f"| {name} GPUs | {g['rows']} | {_pct(g['accuracy'])} | |")
-    lines += ["", f"vTrain's own simulator reports {_pct(VTRAIN_PUBLISHED_ACCURACY)} mean accuracy (14.7% mean error) "
-              f"on its multi-node rows; here: {_pct(vt.get('accuracy'))} over {vt.get('rows', 0)} rows.",
+        lines.append(f"| {name} GPUs | {g['rows']} | {pct(g['accuracy'])} | |")
+    lines += ["", f"vTrain's own simulator reports {pct(VTRAIN_PUBLISHED_ACCURACY)} mean accuracy (14.7% mean error) "
+              f"on its multi-node rows; here: {pct(vt.get('accuracy'))} over {vt.get('rows', 0)} rows.",
               "", ceiling_sentence(report)]
     if fused is not None:
         lines.append(f"With attention costed as one fused op (`attention=sdpa`) instead: all rows "
-                     f"{_pct(fused['overall_accuracy'])}; " + ", ".join(
-                         f"{k} {_pct(g['accuracy'])}" for k, g in fused["by_source"].items()) + ".")
+                     f"{pct(fused['overall_accuracy'])}; " + ", ".join(
+                         f"{k} {pct(g['accuracy'])}" for k, g in fused["by_source"].items()) + ".")
     met = _met(report, fig)
     lines.append("Targets met: " + (", ".join(met) or "none") + "; not met: "
                  + (", ".join(k for k in TARGETS if k not in met) or "none") + ".")
@@ -88,7 +86,7 @@ def summary(report: dict, fused: dict | None = None) -> list[str]:
     if papers:
         others = [r["accuracy"] for r in report["rows"] if r["source"] not in megatron_papers.SOURCES]
         lines += ["", f"Megatron's own runs, reported apart (the rows before them: {len(others)} at "
-                  f"{_pct(statistics.fmean(others))}); Calculon's prediction beside Korthikanti et al.'s Table 5 "
+                  f"{pct(statistics.fmean(others))}); Calculon's prediction beside Korthikanti et al.'s Table 5 "
                   f"(`calculon llm-validation` @{megatron_papers.CALCULON_COMMIT[:8]}, its A100 tables set on this paper):",
                   "", *papers]
     return lines
@@ -108,7 +106,7 @@ def render(report: dict, fused: dict | None = None) -> str:
            "1 - |predicted - measured| / measured on seconds per optimizer step; no row or source has a factor of "
            "its own.", "", "![predicted vs measured seconds per step](published-transformer-validation.png)", "",
            *summary(report, fused), "", "## By system (reference profile)", "", "| system | rows | accuracy |",
-           "|---|---:|---:|", *[f"| {k} | {g['rows']} | {_pct(g['accuracy'])} |" for k, g in report["by_system"].items()],
+           "|---|---:|---:|", *[f"| {k} | {g['rows']} | {pct(g['accuracy'])} |" for k, g in report["by_system"].items()],
            "", "## Skipped rows", "", "| id | reason |", "|---|---|",
            *[f"| {s['id']} | {s['reason']} |" for s in report["skipped"]], "", "## Every row", "",
            "| id | GPUs | model (layers/hidden/heads/seq) | dtype | plan | system | measured s | predicted s | accuracy |",
@@ -118,7 +116,7 @@ def render(report: dict, fused: dict | None = None) -> str:
         seq = f"{k['seq']} (LDDL bins)" if r.get("seq_mix") else k["seq"]
         out.append(f"| {r['id']} | {r['gpus']} | {r['model']} {k['layers']}/{k['hidden']}/{k['heads']}/{seq} | "
                    f"{r['dtype']} | {_plan(r['plan'])} | {r['system']} | {r['measured_s']:.4f} | "
-                   f"{r['predicted_s']:.4f} | {_pct(r['accuracy'])} |")
+                   f"{r['predicted_s']:.4f} | {pct(r['accuracy'])} |")
     return "\n".join(out + [""])
 
 
