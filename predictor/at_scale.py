@@ -1,7 +1,7 @@
 """What a job meets at scale on a shared cluster and a single-node benchmark does not show (docs/method.md §6,
 §19a, §25): stragglers, other jobs on the fabric and the shared storage its samples come from.
 
-Stragglers (`straggler_s`): the step's compute parts times the expected excess of the slowest of P device draws and
+Stragglers (`straggler_s`): the step's compute parts (not the pipeline bubble) times the expected excess of the slowest of P device draws and
 N node draws (the jitter a calibration measures is shared by a node's ranks), plus each exposed communication kind
 times its group's excess, from the cost model's `straggler_excess` (calibrate.spread). Other jobs on the fabric
 enter through the cost model's collective times (calibrate.fabric.contention with the cluster load;
@@ -91,7 +91,9 @@ def straggler_s(cost_model, plan: Plan, pred: Prediction) -> float:
     if plan.devices <= 1:
         return 0.0
     device, step = _excess(cost_model, "device", plan.devices), _excess(cost_model, "step", nodes_of(plan))
-    work = pred.compute_fwd_s + pred.compute_bwd_s + pred.update_s + pred.recompute_s + pred.bubble_s
+    # not the bubble: a pipeline's fill and drain pass each stage once, so a slow stage delays its step by its excess
+    # over the micro-batches it runs, and the other stages' ramps are mean draws (method.md §25)
+    work = pred.compute_fwd_s + pred.compute_bwd_s + pred.update_s + pred.recompute_s
     compute_part = work * (device + step)
     collective_part = sum(t * _excess(cost_model, "collective", _group_nodes(plan, kind))
                           for kind, t in pred.comm_exposed_s.items())

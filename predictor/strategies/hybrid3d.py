@@ -856,7 +856,7 @@ def _layout_terms(b: Bounds, p: int, p_data: int, t: int, K: int) -> tuple | boo
     """False when `evaluate` refuses every variant of the layout (t not a degree the model splits into, more stages
     than transformer layers), else (a plan of the layout with the search's plan fields, the tensor split, the nodes a
     tensor group spans, 1 + the least straggler excess on the terms the time bounds keep: compute, recomputation,
-    bubble, update and the tensor collectives (predictor.at_scale.least_excess), and without and with the
+    update and the tensor collectives (not the bubble) (predictor.at_scale.least_excess), and without and with the
     distributed optimizer (the parameter state of total / (T·K) parameters, the update of that share)). Each of the
     T·K model-parallel ranks holds at least that share (a split layer 1/T of its parameters, the vocabulary-split
     embedding 1/T, a replicated layer all; the heaviest of the K pipeline ranks at least their mean), both memory
@@ -910,7 +910,7 @@ def layout_bound(b: Bounds, strategy: str, p: int, p_data: int, inner: int, layo
     for s, vs in schedules:
         core = min(_search_totals(b, ts, t, per_pipeline // s, nodes, sp)[0] for sp in ((False, True) if t > 1
                                                                                         else (False,)))
-        best = min(best, core * (s + (K - 1) / max(vs)) / K)
+        best = min(best, core * (s + (K - 1) / max(vs) / stragglers) / K)
     return (best + update) * stragglers, state
 
 
@@ -918,8 +918,8 @@ def lower_bound(b: Bounds, strategy: str, p: int, p_data: int, inner: int, knob)
     """One data+tensor+pipeline candidate, knob (T, K, S, v, recomputation, sequence parallelism, ZeRO stage)
     (strategies.bounds). With C the whole graph's forward + backward + tensor collectives and R its recomputed
     forward at micro-batch m (`search_totals`), the slowest of K ranks runs at least (C + R)/K per micro-batch, so
-    S·(F + Bw + R) + bubble >= (C + R)(S + (K - 1)/v)/K; plus the mean rank's update; all times 1 + the least
-    straggler excess (`_layout_terms`). Memory: the parameter state and, on the mean rank, the fewest (chunk)
+    S·(F + Bw + R) + bubble >= (C + R)(S + (K - 1)/v)/K; plus the mean rank's update; all but the bubble times 1 +
+    the least straggler excess (`_layout_terms`). Memory: the parameter state and, on the mean rank, the fewest (chunk)
     micro-batches any rank holds (the last's, pipeline.in_flight) times 1/K of the saved bytes per sample
     (`saved_totals`)."""
     t, K, s, v, recompute, sp, zero = knob
@@ -939,5 +939,6 @@ def lower_bound(b: Bounds, strategy: str, p: int, p_data: int, inner: int, knob)
     if not b.timed or b.over_cap(memory):
         return 0.0, memory, None
     totals = _search_totals(b, ts, t, m, nodes, sp)
-    time_s = (totals[0] + (totals[column] if column else 0.0)) * (s + (K - 1) / v) / K + update
-    return time_s * stragglers, memory, None
+    core = totals[0] + (totals[column] if column else 0.0)
+    # the bubble without the straggler excess (at_scale.straggler_s: the fill and drain are mean draws)
+    return (core * s / K + update) * stragglers + core * (K - 1) / v / K, memory, None

@@ -108,8 +108,12 @@ def test_straggler_term_by_hand():
     pred = Prediction(plan=plan, compute_fwd_s=1.0, compute_bwd_s=2.0, update_s=0.5, bubble_s=0.5,
                       comm_exposed_s={"gradient": 0.2, "pipeline_p2p": 0.1})
     cm = _Spread()
-    # (compute + update + recompute + bubble) (device + step) + sum exposed_c collective(g_c)
-    assert straggler_s(cm, plan, pred) == pytest.approx(4.0 * 0.03 + 0.2 * 0.1 + 0.1 * 0.1)
+    # (compute + update + recompute) (device + step) + sum exposed_c collective(g_c): not the bubble, whose fill and
+    # drain pass each stage once (a slow stage delays the step over the micro-batches it runs)
+    assert straggler_s(cm, plan, pred) == pytest.approx(3.5 * 0.03 + 0.2 * 0.1 + 0.1 * 0.1)
+    more_bubble = Prediction(plan=plan, compute_fwd_s=1.0, compute_bwd_s=2.0, update_s=0.5, bubble_s=5.0,
+                             comm_exposed_s={"gradient": 0.2, "pipeline_p2p": 0.1})
+    assert straggler_s(cm, plan, more_bubble) == pytest.approx(straggler_s(cm, plan, pred))
     assert pred.details["stragglers"]["ranks"] == 16
     one = Plan("serial", batch=64, devices=1, devices_per_node=4)
     assert straggler_s(cm, one, Prediction(plan=one, compute_fwd_s=1.0)) == 0.0
