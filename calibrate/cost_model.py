@@ -142,8 +142,8 @@ class ProfileCostModel:
         compute = self.coefficients.compute
         if dtype == "tf32" and not self._has_tf32:
             dtype = "float32"  # no TF32 fits measured or published: frameworks run plain FP32
-        grouped = int(params.get("groups", 1)) > 1
-        first = (f"{op}_grouped",) if grouped else self.backend.family_candidates(op, params, dtype)
+        grouped = shapes.family_op(op, params)
+        first = (grouped,) if grouped != op else self.backend.family_candidates(op, params, dtype)
         for candidate in first + (op, SAME_KERNEL.get(op)):
             if candidate and f"{candidate}/{pass_}/{dtype}" in compute:
                 return compute[f"{candidate}/{pass_}/{dtype}"], op, pass_, params, dtype
@@ -173,7 +173,7 @@ class ProfileCostModel:
         family of that pass: a forward GEMM's time must not stand in for it). The same at every bound."""
         if not self._measured_shapes:
             return None
-        candidates = [(f"{op}/{pass_}/{dtype}", params)]
+        candidates = [(f"{shapes.family_op(op, params)}/{pass_}/{dtype}", params)]
         if op == "gemm" or (op == "linear" and f"linear/{pass_}/{dtype}" not in self.coefficients.compute):
             candidates.append((f"gemm/{pass_}/{dtype}", params))
             if pass_ != "fwd":

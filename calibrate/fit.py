@@ -90,8 +90,9 @@ def calibration_threads(samples: Sequence[Sample]) -> Optional[int]:
 
 
 def compute_family(sample: Sample) -> str:
+    """"op/pass/dtype" of a compute sample; a grouped convolution's op is conv2d_grouped (shapes.family_op)."""
     pass_ = shapes.VARIANT_PASS.get(sample.variant, sample.variant)
-    return f"{sample.benchmark}/{pass_}/{shapes.canonical_dtype(sample.dtype)}"
+    return f"{shapes.family_op(sample.benchmark, sample.params)}/{pass_}/{shapes.canonical_dtype(sample.dtype)}"
 
 
 #: the statistic a compute point's calls are summarised by: the mean, as a validation run's measured step time is
@@ -125,6 +126,7 @@ def compute_points(samples: Sequence[Sample], backend: Optional[backends.Backend
     for s in pooled_per_shape(compute):
         key = compute_family(s)
         op, pass_, dtype = key.split("/")
+        op = shapes.base_op(op)
         if (op, pass_) in shapes.ZERO_COST:
             continue  # costed as 0 (calibrate.shapes.ZERO_COST); nothing to fit
         if not backend.curve_point(s, op, pass_, dtype):
@@ -145,7 +147,8 @@ def _fit_family(key: str, points: list[ComputePoint], memory_bw: Optional[float]
     from threadpoolctl import threadpool_limits
 
     rng = np.random.default_rng([seed, zlib.crc32(key.encode())])
-    op, pass_, dtype = key.split("/")
+    family, pass_, dtype = key.split("/")
+    op = shapes.base_op(family)
     with threadpool_limits(limits=1, user_api="blas"):  # also in a worker process (see fit_profile)
         fit = fit_compute(points, backend.feature_names(op), shapes.op_kind(op), memory_bw, rng, learners=learners,
                           by_kernel=backend.errors_by_kernel)
@@ -190,7 +193,7 @@ def measured_shapes(samples: list[Sample]) -> list[MeasuredShape]:
     for s in pooled_per_shape(samples):
         family = compute_family(s)
         op, pass_, _ = family.split("/")
-        if (op, pass_) in shapes.ZERO_COST:
+        if (shapes.base_op(op), pass_) in shapes.ZERO_COST:
             continue
         params = {k: int(v) for k, v in s.params.items() if isinstance(v, (int, float)) and float(v).is_integer()}
         out.append(MeasuredShape(family=family, params=params,

@@ -54,6 +54,23 @@ MONOTONE = {"log_flops": 0, "log_bytes": 0, "log_min_dim": 1, "log_batch": 1, "l
             "log_out_channels": 1, "log_channels": 1, "log_spatial": 1, "log_intensity": 0, "kernel_volume": 0,
             "spatial_dims": 0}
 
+#: a grouped convolution's family: its own fits, apart from the dense convolution's (a depthwise 3x3 on a GPU runs
+#: several times slower per FLOP than a dense one; calibrate.cost_model tries f"{op}{GROUPED_SUFFIX}" first)
+GROUPED_SUFFIX = "_grouped"
+
+
+def family_op(op: str, params: Mapping[str, Any]) -> str:
+    """The op part of a call's compute family: a convolution with groups > 1 is conv2d_grouped (conv3d_grouped),
+    every other call its op."""
+    if op in ("conv2d", "conv3d") and int(params.get("groups", 1)) > 1:
+        return op + GROUPED_SUFFIX
+    return op
+
+
+def base_op(family: str) -> str:
+    """The op whose work a family's calls do (family_op's inverse): conv2d for conv2d_grouped."""
+    return family[:-len(GROUPED_SUFFIX)] if family.endswith(GROUPED_SUFFIX) else family
+
 
 def op_kind(op: str) -> str:
     if op in FLOP_OPS:

@@ -255,6 +255,27 @@ CONV2D_GPU_DESIGN = [
 ]
 #: the quick GPU grid's share of the design: every kernel size at both strides, first layers included
 CONV2D_GPU_DESIGN_QUICK = [CONV2D_GPU_DESIGN[i] for i in (0, 2, 6, 7, 9, 11, 14, 16, 18, 19, 21, 22)]
+#: grouped convolutions on a GPU, their own family (calibrate.shapes.family_op): (name, channels C = F, groups, H=W,
+#: kernel, stride, padding, batch). Depthwise (groups = C) 3x3 and 5x5 at strides 1 and 2 on 112x112 to 7x7 maps
+#: with 32-1152 channels (MobileNetV2's and EfficientNet-B0's), and ResNeXt-50 32x4d's 32-group 3x3 convolutions
+#: (4 and 16 channels a group)
+CONV2D_GROUPED_GPU_DESIGN = [
+    ("dw3_32_112", 32, 32, 112, 3, 1, 1, 32), ("dw3_96_112s2", 96, 96, 112, 3, 2, 1, 32),
+    ("dw5_144_56s2", 144, 144, 56, 5, 2, 2, 32), ("dw3_240_28", 240, 240, 28, 3, 1, 1, 64),
+    ("dw5_672_14", 672, 672, 14, 5, 1, 2, 64), ("dw5_1152_7", 1152, 1152, 7, 5, 1, 2, 64),
+    ("g32_128_56", 128, 32, 56, 3, 1, 1, 32), ("g32_512_28s2", 512, 32, 28, 3, 2, 1, 32),
+]
+#: the quick GPU grid's grouped convolutions: both kernel sizes, both strides, depthwise and grouped
+CONV2D_GROUPED_GPU_DESIGN_QUICK = [CONV2D_GROUPED_GPU_DESIGN[i] for i in (0, 2, 4, 6)]
+
+
+def grouped_params(layer: tuple) -> dict:
+    """The conv2d params of a CONV2D_GROUPED_GPU_DESIGN entry."""
+    name, channels, groups, size, k, s, p, batch = layer
+    return {"N": batch, "C": channels, "F": channels, "H": size, "W": size, "kernel": k, "stride": s, "padding": p,
+            "groups": groups}
+
+
 #: memory-bound activations on a GPU: launch-bound (65k elements), L2-resident (6.4M) and DRAM-bound (51M and 67M
 #: elements, beyond every L2), 2-D and 3-D
 MEMORY_OP_SHAPES_GPU = [dict(N=16, C=64, H=8, W=8), dict(N=32, C=64, H=56, W=56), dict(N=64, C=256, H=56, W=56),
@@ -870,6 +891,8 @@ def plan_compute(device: str, quick: bool) -> list[BenchCase]:
                             convs.append(({"layer": layer[0], "split": tag}, params))
             convs += [({"layer": GPU_DESIGN_LAYER, "split": "base"}, _layer_params((*layer[:7], 1), layer[7], False))
                       for layer in (CONV2D_GPU_DESIGN if full else CONV2D_GPU_DESIGN_QUICK)]
+            convs += [({"layer": layer[0], "split": "base"}, grouped_params(layer))
+                      for layer in (CONV2D_GROUPED_GPU_DESIGN if full else CONV2D_GROUPED_GPU_DESIGN_QUICK)]
             mem_shapes = MEMORY_OP_SHAPES_GPU if full else MEMORY_OP_SHAPES_GPU_QUICK
         else:
             gemms = GEMM_SHAPES_FULL if full else GEMM_SHAPES_QUICK

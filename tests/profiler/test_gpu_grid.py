@@ -17,6 +17,7 @@ from profiler import cmd_calibrate
 from profiler.cases import ROTATION_L2_MULTIPLE, measure_case, operand_copies
 from profiler.deepbench import read_deepbench
 from profiler.errors import UserError
+from profiler.profile import Sample
 
 WORKBOOKS = sorted(bd.WORKBOOKS_DIR.glob("*.xlsx"))
 TINY_TIMER = dict(warmup_s=0.001, budget_s=0.005, min_samples=2, max_samples=3)
@@ -152,6 +153,33 @@ def test_the_full_gpu_grid_measures_what_the_kernel_model_needs():
         assert all(c.tags["cudnn_benchmark"] and c.rotate for c in cases if c.dtype == dtype)
     linears = {(c.params["M"], c.params["N"], c.params["K"]) for c in cases if c.benchmark == "linear"}
     assert min(m for m, _, _ in linears) == 1 and max(k for _, _, k in linears) >= 25088
+
+
+@pytest.mark.parametrize("quick", [False, True])
+def test_the_gpu_grids_measure_grouped_convolutions_as_their_own_family(quick):
+    """Depthwise (groups = C) and 32-group convolutions in every dtype and pass, both kernel sizes and strides:
+    their samples fit the conv2d_grouped family (calibrate.shapes.family_op), not the dense convolutions'."""
+    from calibrate.fit import compute_family
+
+    cases = bc.plan_compute("cuda", quick)
+    for dtype in ("float32", "tf32", "float16", "bfloat16"):
+        grouped = [c for c in cases if c.dtype == dtype and c.params.get("groups", 1) > 1]
+        assert {c.variant for c in grouped} == {"fwd", "bwd_data", "bwd_weight"}
+        assert any(c.params["groups"] == c.params["C"] for c in grouped)  # depthwise
+        assert any(1 < c.params["groups"] < c.params["C"] for c in grouped)  # ResNeXt's groups
+        assert {c.params["kernel"] for c in grouped} == {3, 5} and {c.params["stride"] for c in grouped} == {1, 2}
+        assert all(c.tags["cudnn_benchmark"] and c.rotate for c in grouped)
+    sample = Sample(benchmark="conv2d", variant="bwd_weight", device="cuda", dtype="float16",
+                                  threads=1, params=grouped[0].params, times_s=[1e-4])
+    assert compute_family(sample) == "conv2d_grouped/bwd_weight/float16"
+
+
+def test_a_grouped_convolution_case_runs_all_three_passes():
+    params = dict(N=2, C=8, F=8, H=6, W=6, kernel=3, stride=2, padding=1, groups=4)
+    for case in bc.conv_cases(params, "float32", "cpu"):
+        s = measure_case(case, "cpu", TINY_TIMER)
+        assert s.params["groups"] == 4 and len(s.times_s) >= 2 and min(s.times_s) > 0
+    assert bc.conv_flops(params) == 2 * 2 * 8 * 3 * 3 * (8 // 4) * 9  # N F P Q (C / groups) k^2
 
 
 def test_the_cpu_grids_keep_their_gemms_untransposed_and_preallocated():
