@@ -116,10 +116,18 @@ class ProfileCostModel:
         return self.backend.kernel_time_s(self.coefficients, op, pass_, params, dtype, self.conv_algorithm_search,
                                           self._kernel_cache)
 
+    def _tf32_as(self, op: str, pass_: str, dtype: str) -> str:
+        """The dtype a tf32 call is costed in: float32 where the profile has no TF32 fits at all (frameworks then run
+        plain FP32), and for a memory-bound op without a tf32 family of its own (TF32 changes only matrix products'
+        and convolutions' math: a GPU calibration measures memory-bound ops once, in float32)."""
+        if dtype != "tf32":
+            return dtype
+        if not self._has_tf32 or (op in shapes.MEMORY_OPS and f"{op}/{pass_}/tf32" not in self.coefficients.compute):
+            return "float32"
+        return dtype
+
     def _has_family(self, op: str, pass_: str, dtype: str) -> bool:
-        if dtype == "tf32" and not self._has_tf32:
-            dtype = "float32"
-        return f"{op}/{pass_}/{dtype}" in self.coefficients.compute
+        return f"{op}/{pass_}/{self._tf32_as(op, pass_, dtype)}" in self.coefficients.compute
 
     def _fallback_time_s(self, op: str, pass_: str, params: Mapping[str, int], dtype: str) -> float:
         """A transformer op's explicit cost where its family is missing (module docstring, FALLBACK)."""
@@ -140,8 +148,7 @@ class ProfileCostModel:
         the backend names first where the profile has it (calibrate.backends.gpu), its own,
         a kernel it shares (SAME_KERNEL), or for a GEMM backward pass the forward GEMM of its shape."""
         compute = self.coefficients.compute
-        if dtype == "tf32" and not self._has_tf32:
-            dtype = "float32"  # no TF32 fits measured or published: frameworks run plain FP32
+        dtype = self._tf32_as(op, pass_, dtype)
         grouped = shapes.family_op(op, params)
         first = (grouped,) if grouped != op else self.backend.family_candidates(op, params, dtype)
         for candidate in first + (op, SAME_KERNEL.get(op)):

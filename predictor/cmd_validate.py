@@ -96,7 +96,8 @@ def plan_for(run: SuiteRun, graph, devices_per_node: int, segments: int):
 
     dims = len(graph.input_shape) - 1
     split = lambda p: (p,) + (1,) * (dims - 1)  # the runner splits the first spatial dimension only
-    base = dict(batch=run.batch, devices=run.ranks, devices_per_node=devices_per_node, dtype=run.dtype, optimizer="sgd")
+    base = dict(batch=run.batch, devices=run.ranks, devices_per_node=devices_per_node, dtype=run.plan_dtype,
+                optimizer="sgd")
     p_model = run.p_model or 2
     name = run.strategy
     if run.addons:
@@ -151,6 +152,8 @@ def predict_suite(suite, cost_model) -> list[tuple]:
         graph = graphs[key]
         segments = (run_.recompute_segments or _sqrt_segments(graph)) if "recompute" in run_.addons else 0
         plan = plan_for(run_, graph, dpn, segments)
+        if hasattr(cost_model, "conv_algorithm_search"):  # the run's cudnn.benchmark (as flags.apply_run_settings)
+            cost_model.conv_algorithm_search = run_.cudnn_benchmark
         out.append((run_, graph, plan, *_predict(graph, plan, cost_model)))
     return out
 
@@ -194,7 +197,8 @@ def _row(run: SuiteRun, cfg: RunConfig, graph, plan, prediction, why, measured, 
         label=cfg.label, base_strategy=cfg.strategy, model=run.model, knobs=dict(run.knobs), scenario=cfg.scenario,
         model_summary=model_summary(graph), devices=cfg.ranks, batch=cfg.batch,
         flops_per_device=graph.flops_per_sample * cfg.batch / cfg.ranks,  # model FLOPs, evenly shared
-        batch_per_device=cfg.batch / cfg.degrees[0], dtype=cfg.dtype, micro_batches=cfg.micro_batches,
+        batch_per_device=cfg.batch / cfg.degrees[0], dtype=cfg.dtype, amp=cfg.amp, cudnn_benchmark=cfg.cudnn_benchmark,
+        micro_batches=cfg.micro_batches,
         recompute_segments=cfg.recompute_segments, offload=cfg.offload, predicted_time_s=predicted_s,
         prediction_error=why or (prediction.reason if prediction is not None and not prediction.feasible else ""),
         predicted_memory_bytes=pred_dict["memory_bytes"] if predicted_s else None,
@@ -247,7 +251,8 @@ def run(args) -> int:
         bounds = (prediction.details.get("stage_bounds") if prediction is not None else None) or []
         segments = dict(plan.extra).get("checkpoint_segments", 0)
         cfg = RunConfig(run_.model, run_.strategy, run_.ranks, run_.batch, run_.micro_batches, run_.dtype, run_.p_model,
-                        segments, "offload" in run_.addons, tuple(int(b[0]) for b in bounds), run_.knobs)
+                        segments, "offload" in run_.addons, tuple(int(b[0]) for b in bounds), run_.knobs,
+                        amp=run_.amp, cudnn_benchmark=run_.cudnn_benchmark)
         jobs.append((run_, cfg, graph, plan, prediction, why))
     context = {
         "profile": str(profile_path), "profile_sha256": file_sha256(args.profile), "profile_threads": calibrated_threads,

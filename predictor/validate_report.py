@@ -1,5 +1,6 @@
 """Accuracy of predictions against measured runs: per-run accuracy, mean per strategy and overall,
-ranking agreement per scenario, a text table and a PNG scatter.
+ranking agreement per scenario, the best setting (batch, precision, cuDNN's search) per model, a text table and a
+PNG scatter.
 
 accuracy = 1 - |predicted - measured| / measured (issue 6; ParaDL reports projection/empirical instead,
 its tech report's Tables VIII-IX). A scenario is the set of runs sharing model, global batch, devices and dtype; the
@@ -58,6 +59,35 @@ def ranking(rows) -> list[dict]:
     return out
 
 
+def _setting(r) -> str:
+    """A run's batch and precision settings (RunConfig.scenario's tail)."""
+    return r["scenario"].split("/", 1)[1] if "/" in r["scenario"] else r["scenario"]
+
+
+def setting_ranking(rows) -> list[dict]:
+    """Per model and strategy with >= 2 predicted settings (batch, dtype, autocast, cuDNN's search): the setting
+    predicted to train the most samples per second against the one measured so (what a user picks a run by)."""
+    groups = defaultdict(list)
+    for r in _predicted(rows):
+        knobs = ",".join(f"{k}={v}" for k, v in sorted((r.get("knobs") or {}).items()))
+        groups[(f"{r['model']}({knobs})", r["label"])].append(r)
+    out = []
+    for (model, label), members in sorted(groups.items()):
+        if len({_setting(m) for m in members}) < 2:
+            continue
+        rate = lambda m, key: m["batch"] / m[key]
+        best_pred = _setting(max(members, key=lambda m: rate(m, "predicted_time_s")))
+        best_meas = _setting(max(members, key=lambda m: rate(m, "measured_time_s")))
+        out.append({"model": model, "strategy": label, "predicted_best": best_pred, "measured_best": best_meas,
+                    "agree": best_pred == best_meas, "runs": len(members)})
+    return out
+
+
+def least_accuracy(rows) -> float | None:
+    values = [accuracy(r["predicted_time_s"], r["measured_time_s"]) for r in _predicted(rows)]
+    return min(values) if values else None
+
+
 def _fmt_s(value) -> str:
     return "-" if value is None else f"{value * 1e3:9.2f}"
 
@@ -85,7 +115,9 @@ def render(rows) -> str:
         mem = f"{memory[label]:7.1%}" if label in memory else "    n/a"
         lines.append(f"  {label:<18} {mean:7.1%}  ({n} runs)   memory {mem}")
     overall = overall_accuracy(rows)
-    lines.append(f"  {'overall':<18} {overall:7.1%}" if overall is not None else "  overall: no predicted runs")
+    least = least_accuracy(rows)
+    lines.append(f"  {'overall':<18} {overall:7.1%}  (least {least:.1%})" if overall is not None
+                 else "  overall: no predicted runs")
     ranks = ranking(rows)
     if ranks:
         agree = sum(r["agree"] for r in ranks)
@@ -94,6 +126,15 @@ def render(rows) -> str:
         for r in ranks:
             mark = "ok  " if r["agree"] else "MISS"
             lines.append(f"  {mark} {r['scenario']:<48} predicted best {r['predicted_best']:<14} measured best {r['measured_best']}")
+    settings = setting_ranking(rows)
+    if settings:
+        agree = sum(r["agree"] for r in settings)
+        lines.append("")
+        lines.append(f"best setting (samples per second) agreement: {agree}/{len(settings)} models")
+        for r in settings:
+            mark = "ok  " if r["agree"] else "MISS"
+            lines.append(f"  {mark} {r['model']} {r['strategy']}: predicted best {r['predicted_best']}, "
+                         f"measured best {r['measured_best']}")
     return "\n".join(lines)
 
 

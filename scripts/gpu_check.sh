@@ -1,21 +1,29 @@
 #!/usr/bin/env bash
-# GPU readiness check, for a machine with an NVIDIA GPU (target: one H200, under 8 minutes in all).
-#   bash scripts/gpu_check.sh OUTDIR
+# GPU check (issue 40), for a machine with an NVIDIA GPU, in two stages that each fit one 10-minute device call:
+#   bash scripts/gpu_check.sh OUTDIR calibrate            setup, GPU tests, the FULL GPU calibration, show, collectives
+#   bash scripts/gpu_check.sh OUTDIR validate PROFILE     setup, the full-size networks measured against PROFILE
+#   bash scripts/gpu_check.sh OUTDIR all                  both, one after the other (no device-time limit)
 # Steps (each bounded by `timeout`, each logged to OUTDIR/<step>.log; a failed step does not stop later ones):
-#   setup      scripts/setup.sh (CUDA torch + cupy)
-#   gpu-tests  pytest -m gpu (CUDA timer, cupy STREAM kernels, GPU compute cases, ...)
-#   calibrate  quick GPU calibration -> OUTDIR/h200.yaml (Ctrl-C'd at its limit: samples then in h200.yaml.partial,
-#              fitted into h200.yaml). The full grid does not fit the budget: on an H200 (2026-11-29) it measured
-#              2005 of its 2668 compute points in 200 s
-#   show       profiler show on it
+#   setup       scripts/setup.sh (CUDA torch + cupy); fast when .venv is already there
+#   gpu-tests   pytest -m gpu (CUDA timer, cupy STREAM kernels, GPU compute cases, ...)
+#   calibrate   the full GPU grid (1775 points on an H100, about 177 s estimated) -> OUTDIR/<gpu>.yaml and
+#               out/gpu/<gpu>.yaml (kept for the validate stage); Ctrl-C'd at its limit: the .partial is fitted
+#   show        profiler show on it
 #   collectives NCCL collectives over every local GPU (skipped with a message on one GPU)
 #   cooperative cooperative-process vs GPipe measured runs (>= 2 GPUs)
-#   validate   predictor validate on the gpu_smoke suite (serial, recompute, offload) -> validate.jsonl/.png
-# Exit status: 0 when every step passed, 1 otherwise (the failed steps are listed at the end).
-# The shipped GPU profile is package data: `cp OUTDIR/h200.yaml calibrate/profiles/h200.yaml` replaces it
-# (read by calibrate.shipped; `predictor run --profile h200`).
+#   validate    predictor validate --suite gpu_full (ResNet-50, VGG16, BERT-base, GPT-2 small in fp32, tf32 and
+#               bf16 autocast, cuDNN's search on and off; 50 timed steps each) -> OUTDIR/gpu_full.jsonl and .png;
+#               with >= 2 GPUs also gpu_full_ddp (data-parallel over NCCL) -> OUTDIR/gpu_full_ddp.jsonl
+# Exit status: 0 when every step passed, 1 otherwise (the failed steps are listed at the end), 2 on bad arguments.
+# Ship a profile: `cp OUTDIR/<gpu>.yaml calibrate/profiles/` (calibrate.shipped; docs/gpu.md "The GPU check").
 set -uo pipefail
-OUT=${1:?usage: bash scripts/gpu_check.sh OUTDIR}
+OUT=${1:?usage: bash scripts/gpu_check.sh OUTDIR [calibrate|validate PROFILE|all]}
+STAGE=${2:-all}
+case "$STAGE" in
+  calibrate|all) ;;
+  validate) [ -n "${3:-}" ] || { echo "gpu_check.sh: the validate stage needs a PROFILE (a calibrated .yaml)"; exit 2; } ;;
+  *) echo "gpu_check.sh: stage must be calibrate, validate or all, got '$STAGE'"; exit 2 ;;
+esac
 mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)
 cd "$(dirname "$0")/.."
 FAILED=()
@@ -33,34 +41,42 @@ step() {  # step NAME LIMIT_S COMMAND...: run with a time limit (SIGINT first, s
 }
 
 nvidia-smi >"$OUT/nvidia-smi.txt" 2>&1 || echo "nvidia-smi failed: is this a GPU machine?"
-step setup 90 bash scripts/setup.sh
+step setup 120 bash scripts/setup.sh
 if [ -x .venv/bin/python ]; then . .venv/bin/activate; fi
 python -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'gpus', torch.cuda.device_count())" | tee "$OUT/torch.txt"
-
-step gpu-tests 60 python -m pytest -q -m gpu -p no:cacheprovider
 NGPUS=$(python -c "import torch; print(torch.cuda.device_count())" 2>/dev/null || echo 0)
-RANKS=()
-if [ "${NGPUS:-0}" -gt 1 ]; then RANKS=(--ranks "$NGPUS"); fi  # NCCL collectives over every local GPU
-step calibrate 200 profiler calibrate --device cuda --quick --force "${RANKS[@]}" --out "$OUT/h200.yaml"
-if [ ! -f "$OUT/h200.yaml" ] && [ -f "$OUT/h200.yaml.partial" ]; then
-  step fit-partial 60 profiler fit "$OUT/h200.yaml.partial" --out "$OUT/h200.yaml"
-fi
-step show 30 profiler show "$OUT/h200.yaml"
+GPU=$(python -c "import torch; print(torch.cuda.get_device_name(0).split()[-1].lower() if torch.cuda.is_available() else 'nogpu')" 2>/dev/null || echo nogpu)
+GPU=$(echo "$GPU" | tr -c 'a-z0-9\n-' '-')
+PROFILE=${3:-}
 
-# 1 GPU: collectives print "collectives skipped: 1 rank"; several: NCCL over every local GPU. The interleaved
-# regime dominates there: 30 rounds x 23 sizes x 1 ms of compute per (operation, group), ~15 s on 8 GPUs
-step collectives 60 profiler calibrate --device cuda --quick --only collectives --ranks "${NGPUS:-1}" \
-  --max-message-bytes 16777216 --force --out "$OUT/collectives.yaml"
-PROFILE="$OUT/h200.yaml"
-# cooperative-process vs GPipe, measured next to the predictions (needs >= 2 GPUs)
-if [ "${NGPUS:-0}" -gt 1 ]; then
-  step cooperative 60 python -m bench measure-cooperative --profile "$PROFILE" --ranks "$NGPUS" --batch 64
-else
-  echo "== cooperative: skipped (1 GPU; cooperative vs GPipe needs >= 2)"
+if [ "$STAGE" != validate ]; then
+  step gpu-tests 60 python -m pytest -q -m gpu -p no:cacheprovider
+  RANKS=()
+  if [ "${NGPUS:-0}" -gt 1 ]; then RANKS=(--ranks "$NGPUS"); fi  # NCCL collectives over every local GPU
+  mkdir -p out/gpu
+  PROFILE="out/gpu/$GPU.yaml"
+  step calibrate 260 profiler calibrate --device cuda --force "${RANKS[@]}" --out "$PROFILE"
+  if [ ! -f "$PROFILE" ] && [ -f "$PROFILE.partial" ]; then
+    step fit-partial 60 profiler fit "$PROFILE.partial" --out "$PROFILE"
+  fi
+  [ -f "$PROFILE" ] && cp "$PROFILE" "$OUT/"
+  step show 30 profiler show "$PROFILE"
+  # 1 GPU: collectives print "collectives skipped: 1 rank"; several: NCCL over every local GPU
+  step collectives 60 profiler calibrate --device cuda --quick --only collectives --ranks "${NGPUS:-1}" \
+    --max-message-bytes 16777216 --force --out "$OUT/collectives.yaml"
+  if [ "${NGPUS:-0}" -gt 1 ]; then  # cooperative-process vs GPipe, measured next to the predictions
+    step cooperative 60 python -m bench measure-cooperative --profile "$PROFILE" --ranks "$NGPUS" --batch 64
+  fi
 fi
-# validation: serial, recompute and activation offload (save_on_cpu) measured against predictions
-step validate 90 predictor validate --profile "$PROFILE" --suite gpu_smoke --out "$OUT/validate.jsonl" \
-  --plot "$OUT/validate.png"
+
+if [ "$STAGE" != calibrate ]; then
+  # the full-size networks, measured against the profile: 27 runs, about 4-5 minutes on an H100 (estimated)
+  step validate 420 predictor validate --profile "$PROFILE" --suite gpu_full --out "$OUT/gpu_full.jsonl" \
+    --plot "$OUT/gpu_full.png"
+  if [ "${NGPUS:-0}" -gt 1 ]; then
+    step validate-ddp 240 predictor validate --profile "$PROFILE" --suite gpu_full_ddp --out "$OUT/gpu_full_ddp.jsonl"
+  fi
+fi
 
 if [ "${#FAILED[@]}" -gt 0 ]; then
   echo "FAILED steps: ${FAILED[*]} (logs in $OUT)"

@@ -37,6 +37,8 @@ class RunConfig:
     offload: bool = False
     stage_starts: tuple[int, ...] = ()  # pipeline cut as graph layer indices (the predictor's); () = by FLOPs
     knobs: tuple[tuple[str, object], ...] = ()  # zoo builder knobs (width, image, ...), sorted pairs
+    amp: str = ""  # autocast dtype ("bf16"): fp32 weights, the forward under torch.autocast
+    cudnn_benchmark: bool = False  # torch.backends.cudnn.benchmark for this run
 
     @property
     def degrees(self) -> tuple[int, int]:
@@ -59,9 +61,11 @@ class RunConfig:
 
     @property
     def scenario(self) -> str:
-        """Runs that compete for the same job (same model, global batch, devices, dtype)."""
+        """Runs that compete for the same job (same model, global batch, devices, dtype and its settings)."""
         knobs = ",".join(f"{k}={v}" for k, v in self.knobs)
-        return f"{self.model}({knobs})/B{self.batch}/p{self.ranks}/{self.dtype}"
+        precision = f"amp-{self.amp}" if self.amp else self.dtype
+        return (f"{self.model}({knobs})/B{self.batch}/p{self.ranks}/{precision}"
+                + ("/cudnn-benchmark" if self.cudnn_benchmark else ""))
 
     def as_dict(self) -> dict:
         return asdict(self)

@@ -7,8 +7,8 @@
         batch: 16                     # global mini-batch
         ranks: 2                      # devices
         strategies: [data, spatial, filter, channel, pipeline]   # or `strategy: data`
-Strategies: serial, data, spatial, filter, channel, pipeline, data+spatial, data+filter, tensor, data+tensor, the
-+recompute and +offload (GPU) add-ons; optional per run: micro_batches, p_model, recompute_segments, dtype.
+Strategies: config.STRATEGIES with the +recompute and +offload (GPU) add-ons; optional per run: micro_batches, p_model,
+recompute_segments, dtype, amp, cudnn_benchmark (a run's math settings: docs/gpu.md, "The full-size check").
 """
 from __future__ import annotations
 
@@ -28,7 +28,10 @@ from profiler.inputs import compose_yaml, construct_yaml, read_text
 
 ADDONS = ("recompute", "offload")
 ENTRY_KEYS = {"model", "knobs", "batch", "ranks", "strategy", "strategies", "micro_batches", "p_model",
-              "recompute_segments", "dtype"}
+              "recompute_segments", "dtype", "amp", "cudnn_benchmark"}
+#: the runner's dtypes (predictor.runner.build.TORCH_DTYPES) and autocast dtypes (RunConfig.amp)
+RUN_DTYPES = ("fp32", "tf32", "bf16", "fp16")
+AMP_DTYPES = ("bf16",)
 TOP_KEYS = {"warmup", "iterations", "runs", "description"}
 
 
@@ -47,6 +50,13 @@ class SuiteRun:
     p_model: int = 0
     recompute_segments: int = 0  # 0 = sqrt of the chain length (as the predictor's default)
     dtype: str = "fp32"
+    amp: str = ""  # "" or an AMP_DTYPES entry: the forward under torch.autocast, fp32 weights
+    cudnn_benchmark: bool = False  # torch.backends.cudnn.benchmark
+
+    @property
+    def plan_dtype(self) -> str:
+        """The predictor's dtype of what the runner executes: an autocast run is the plan's mixed precision."""
+        return self.amp or self.dtype
 
 
 @dataclass
@@ -166,13 +176,22 @@ def _entry(entry, where: str, line: int) -> list[SuiteRun]:
     check_knobs(f"{where}: model {entry['model']}", knobs)
     knobs = {key: tuple(value) if isinstance(value, list) else value for key, value in knobs.items()}  # hashable
     dtype = entry.get("dtype", "fp32")
-    if dtype not in ("fp32", "bf16", "fp16"):
-        raise UserError(f"{where}: dtype must be fp32, bf16 or fp16, got {dtype!r}")
+    if dtype not in RUN_DTYPES:
+        raise UserError(f"{where}: dtype must be {', '.join(RUN_DTYPES)}, got {dtype!r}")
+    amp = entry.get("amp", "")
+    if amp not in ("",) + AMP_DTYPES:
+        raise UserError(f"{where}: amp must be {' or '.join(AMP_DTYPES)} (autocast), got {amp!r}")
+    if amp and dtype != "fp32":
+        raise UserError(f"{where}: amp {amp} runs fp32 weights under autocast; dtype must be fp32, got {dtype!r}")
+    benchmark = entry.get("cudnn_benchmark", False)
+    if not isinstance(benchmark, bool):
+        raise UserError(f"{where}: cudnn_benchmark must be true or false, got {benchmark!r}")
     common = dict(line=line, model=entry["model"], knobs=tuple(sorted(knobs.items())),
                   batch=_int(entry["batch"], where, "batch", 1), ranks=_int(entry["ranks"], where, "ranks", 1),
                   micro_batches=_int(entry.get("micro_batches", 1), where, "micro_batches", 1),
                   p_model=_int(entry.get("p_model", 0), where, "p_model", 0),
-                  recompute_segments=_int(entry.get("recompute_segments", 0), where, "recompute_segments", 0), dtype=dtype)
+                  recompute_segments=_int(entry.get("recompute_segments", 0), where, "recompute_segments", 0), dtype=dtype,
+                  amp=amp, cudnn_benchmark=benchmark)
     runs = []
     for name in names:
         base, addons = parse_strategy(name, where)
