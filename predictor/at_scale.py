@@ -1,12 +1,13 @@
 """What a job meets at scale on a shared cluster and a single-node benchmark does not show (docs/method.md §6,
 §19a, §25): stragglers, other jobs on the fabric and the shared storage its samples come from.
 
-Stragglers (`straggler_s`): the step's compute parts (not the pipeline bubble) times the expected excess of the slowest of P device draws and
-N node draws (the jitter a calibration measures is shared by a node's ranks), plus each exposed communication kind
-times its group's excess, from the cost model's `straggler_excess` (calibrate.spread). Other jobs on the fabric
-enter through the cost model's collective times (calibrate.fabric.contention with the cluster load;
-`with_cluster_load`). The storage term is the input pipeline's (predictor.input_pipeline) with the data source of
-`data_source`: the dataset's bytes and files per sample.
+Stragglers (`straggler_s`): the step's compute parts (not the pipeline bubble) times the expected excess of the
+slowest of P device draws and N node draws (the jitter a calibration measures is shared by a node's ranks), plus
+each exposed communication kind times its group's excess, from the cost model's `straggler_excess`
+(calibrate.spread). Other jobs on the fabric enter through the cost model's collective times
+(calibrate.fabric.contention with the cluster load; `with_cluster_load`). The storage term is the input
+pipeline's (predictor.input_pipeline) with the data source of `data_source`: the dataset's bytes and files per
+sample.
 """
 from __future__ import annotations
 

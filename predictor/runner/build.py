@@ -18,7 +18,7 @@ from predictor.runner.spatial import SpatialReplica
 from predictor.runner.tensor import TensorReplica
 from profiler.errors import UserError
 
-#: tf32 runs fp32 tensors (RunSettings turns TF32 math on for it)
+#: tf32 runs fp32 tensors (predictor.runner.settings.run_settings turns TF32 math on for it)
 TORCH_DTYPES = {"float32": torch.float32, "fp32": torch.float32, "tf32": torch.float32, "bfloat16": torch.bfloat16,
                 "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
 

@@ -910,8 +910,9 @@ def layout_bound(b: Bounds, strategy: str, p: int, p_data: int, inner: int, layo
     for s, vs in schedules:
         core = min(_search_totals(b, ts, t, per_pipeline // s, nodes, sp)[0] for sp in ((False, True) if t > 1
                                                                                         else (False,)))
-        best = min(best, core * (s + (K - 1) / max(vs) / stragglers) / K)
-    return (best + update) * stragglers, state
+        # the bubble's (K - 1)/v share without the straggler excess (at_scale.straggler_s), the rest with it
+        best = min(best, core * (s * stragglers + (K - 1) / max(vs)) / K)
+    return best + update * stragglers, state
 
 
 def lower_bound(b: Bounds, strategy: str, p: int, p_data: int, inner: int, knob) -> tuple | None:
