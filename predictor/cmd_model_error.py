@@ -1,6 +1,7 @@
 """`predictor model-error --profile P DATASET [DATASET ...] [--coverage 0.8] [--write] [--json]`: how far this
-profile's predictions fall from measured runs, and prediction intervals learned from it. The datasets may also
-be given with --runs (as `predictor train-correction` takes them); the profile is a path or a shipped name.
+profile's predictions fall from measured runs (mean and least accuracy), and prediction intervals learned from it.
+The datasets may also be given with --runs (as `predictor train-correction` takes them); the profile is a path or a
+shipped name.
 
 Every run of the validation datasets (`predictor validate --out`, repeats pooled by median) is predicted again
 with the profile; the residuals log(measured / predicted) give, per strategy, the interval that holds the
@@ -30,6 +31,11 @@ def coverage_fraction(text: str) -> float:
     if not 0.5 <= value <= 0.99:
         raise argparse.ArgumentTypeError(f"expected a number between 0.5 and 0.99, got {text!r}")
     return value
+
+
+def accuracy_of(log_ratio_: float) -> float:
+    """1 - |predicted - measured| / measured of a residual log(measured / predicted)."""
+    return 1.0 - abs(math.exp(-log_ratio_) - 1.0)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -65,7 +71,9 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"{', '.join(args.datasets)}: no run with a measured time and a feasible prediction")
     quantiles = error_quantiles(residuals, args.coverage)
     held = held_out_coverage(residuals, args.coverage)
+    accuracies = [accuracy_of(r.log_ratio) for r in residuals]
     report = {"profile": str(args.profile), "runs": len(residuals), "coverage": args.coverage,
+              "mean_accuracy": sum(accuracies) / len(accuracies), "least_accuracy": min(accuracies),
               "quantiles": {k: [round(lo, 4), round(hi, 4)] for k, (lo, hi) in quantiles.items()},
               "in_sample_share_inside": in_sample_coverage(residuals, quantiles),
               "held_out_by_model": held}
@@ -80,8 +88,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
-    print(f"{args.profile}: {len(residuals)} measured runs; interval holding the central {args.coverage:.0%} "
-          f"(measured / predicted)")
+    print(f"{args.profile}: {len(residuals)} measured runs, mean accuracy {report['mean_accuracy']:.1%} (least "
+          f"{report['least_accuracy']:.1%}); interval holding the central {args.coverage:.0%} (measured / predicted)")
     print(f"  {'strategy':18} {'runs':>5} {'interval':>15} {'inside, held out by model':>26}")
     framework = {r.strategy: r.framework for r in residuals}
     for strategy, stats in held["by_strategy"].items():

@@ -105,6 +105,8 @@ def repredicted(paths: list[str], cost_model) -> Iterator[tuple[str, str, dict, 
                 graphs[key] = load_model(row["model"], allow_code=False, **row["knobs"])
             except UserError as err:
                 raise UserError(f"{row['dataset_row']}: {err}") from None
+        if hasattr(cost_model, "conv_algorithm_search"):  # the run's cudnn.benchmark (PyTorch's default: off)
+            cost_model.conv_algorithm_search = row.get("cudnn_benchmark") is True
         prediction = predict(graphs[key], plan_of(row), cost_model, interval=False)
         if prediction.feasible:
             yield label, scenario, row, prediction

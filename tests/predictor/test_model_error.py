@@ -66,6 +66,9 @@ def test_command_learns_the_interval_and_writes_it(tmp_path, capsys):
     assert main(["model-error", "--profile", str(profile), str(dataset), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["runs"] == 12
+    # measured = factor x predicted: accuracy 1 - |1/f - 1| per run, two batches per width
+    assert report["mean_accuracy"] == pytest.approx(sum(1 - abs(1 / f - 1) for f in factors.values()) / len(factors))
+    assert report["least_accuracy"] == pytest.approx(1 / 2.25)  # factor 2.25: predicted 0.44 of the measured time
     ratios = sorted(math.log(f) for f in factors.values() for _ in range(2))
     import numpy as np
     q = round(float(np.quantile(np.abs(ratios), 0.8)), 4)

@@ -130,3 +130,31 @@ def test_best_setting_and_least_accuracy_by_hand():
                                                        "measured_best": "B128/p1/amp-bf16", "agree": True, "runs": 3}]
     assert validate_report.least_accuracy(rows) == pytest.approx(0.6)  # 1 - |1.5 - 2.5| / 2.5
     assert validate_report.setting_ranking(rows[:1]) == []
+
+
+def test_a_dataset_row_is_predicted_again_with_its_cudnn_search(tmp_path, monkeypatch):
+    """predictor model-error and the other dataset readers predict each row with the cuDNN search it ran with
+    (PyTorch's default, off, for rows that do not say)."""
+    import dataclasses
+
+    import predictor.api as api
+    from predictor.datasets import repredicted
+    from predictor.plan import Plan
+
+    plan = dataclasses.asdict(Plan("serial", batch=2, devices=1, devices_per_node=1))
+    knobs = {"width": 4, "image": 16}
+    rows = [{"label": "serial", "scenario": f"s{i}", "model": "small_cnn2d", "knobs": knobs, "measured_time_s": 0.01,
+             "prediction": {"plan": plan}, **extra}
+            for i, extra in enumerate(({"cudnn_benchmark": True}, {"cudnn_benchmark": False}, {}))]
+    path = tmp_path / "runs.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    seen, real = [], api.predict
+
+    def spy(graph, plan, cost_model, **kw):
+        seen.append(cost_model.conv_algorithm_search)
+        return real(graph, plan, cost_model, **kw)
+
+    monkeypatch.setattr(api, "predict", spy)
+    model = load_cost_model(shipped_profile("v100-dgx1-8gpu.published"))
+    assert [label for label, *_ in repredicted([str(path)], model)] == ["serial"] * 3
+    assert seen == [True, False, False]  # rows s0, s1, s2
