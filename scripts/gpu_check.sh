@@ -6,6 +6,8 @@
 # Steps (each bounded by `timeout`, each logged to OUTDIR/<step>.log; a failed step does not stop later ones):
 #   setup       scripts/setup.sh (CUDA torch + cupy); fast when .venv is already there
 #   gpu-tests   pytest -m gpu (CUDA timer, cupy STREAM kernels, GPU compute cases, ...)
+#   soak        python -m bench gpu-soak: a bf16 8192^3 GEMM's burst and sustained TFLOP/s with NVML clocks
+#               -> OUTDIR/gpu-soak.json and .windows.jsonl
 #   calibrate   the full GPU grid (1775 points on an H100, about 177 s estimated) -> OUTDIR/<gpu>.yaml and
 #               out/gpu/<gpu>.yaml (kept for the validate stage); Ctrl-C'd at its limit: the .partial is fitted
 #   show        profiler show on it
@@ -51,6 +53,9 @@ PROFILE=${3:-}
 
 if [ "$STAGE" != validate ]; then
   step gpu-tests 60 python -m pytest -q -m gpu -p no:cacheprovider
+  # burst vs sustained bf16 GEMM (the published H100 profile's burst MAMF; docs/validation.md), and the GPU warm
+  # for the grid, as a training step finds it
+  step soak 45 python -m bench gpu-soak --seconds 20 --results "$OUT"
   RANKS=()
   if [ "${NGPUS:-0}" -gt 1 ]; then RANKS=(--ranks "$NGPUS"); fi  # NCCL collectives over every local GPU
   mkdir -p out/gpu

@@ -18,7 +18,8 @@ from predictor.runner.settings import autocast_forward, run_settings
 from predictor.runner.suite import load_suite
 from profiler.errors import UserError
 
-TINY_GPT = "{model: gpt, knobs: {layers: 1, hidden: 32, heads: 2, seq: 8, vocab: 64}, batch: 2, ranks: 1, strategy: serial"
+TINY_GPT = ("{model: gpt, knobs: {layers: 1, hidden: 32, heads: 2, seq: 8, vocab: 64}, batch: 2, ranks: 1, "
+            "strategy: serial")
 
 
 def _suite(tmp_path, *entries):
@@ -51,12 +52,16 @@ def test_a_bad_setting_is_a_one_line_error_naming_the_line(tmp_path, extra, need
 
 def test_run_settings_are_the_runs_and_are_put_back():
     backends = torch.backends
-    before = (backends.cudnn.benchmark, backends.cuda.matmul.allow_tf32, backends.cudnn.allow_tf32)
+
+    def flags():
+        return backends.cudnn.benchmark, backends.cuda.matmul.allow_tf32, backends.cudnn.allow_tf32
+
+    before = flags()
     with run_settings(RunConfig("gpt", "serial", 1, 2, dtype="tf32", cudnn_benchmark=True)):
-        assert (backends.cudnn.benchmark, backends.cuda.matmul.allow_tf32, backends.cudnn.allow_tf32) == (True, True, True)
+        assert flags() == (True, True, True)
     with run_settings(RunConfig("gpt", "serial", 1, 2)):  # fp32: TF32 off in both (PyTorch leaves cuDNN's on)
-        assert (backends.cudnn.benchmark, backends.cuda.matmul.allow_tf32, backends.cudnn.allow_tf32) == (False, False, False)
-    assert (backends.cudnn.benchmark, backends.cuda.matmul.allow_tf32, backends.cudnn.allow_tf32) == before
+        assert flags() == (False, False, False)
+    assert flags() == before
 
 
 def test_autocast_forward_runs_the_forward_in_bf16_and_keeps_fp32_weights():
