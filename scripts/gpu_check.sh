@@ -55,7 +55,7 @@ if [ "$STAGE" != validate ]; then
   step gpu-tests 60 python -m pytest -q -m gpu -p no:cacheprovider
   # burst vs sustained bf16 GEMM (the published H100 profile's burst MAMF; docs/validation.md), and the GPU warm
   # for the grid, as a training step finds it
-  step soak 45 python -m bench gpu-soak --seconds 20 --results "$OUT"
+  step soak 35 python -m bench gpu-soak --seconds 20 --results "$OUT"
   RANKS=()
   if [ "${NGPUS:-0}" -gt 1 ]; then RANKS=(--ranks "$NGPUS"); fi  # NCCL collectives over every local GPU
   mkdir -p out/gpu
