@@ -12,24 +12,35 @@ on the GPU before the calibration.
 """
 from __future__ import annotations
 
+import argparse
 import json
+import re
 import statistics
 import time
 
 from bench import describe
 from bench.record import Figure, add_results_flag, record
+from predictor.runner.suite import RUN_DTYPES
 from profiler.cliutil import float_in, int_in
 from profiler.errors import UserError
 from profiler.outputs import write_atomic
 
 NAME = "gpu-soak"
-DTYPES = {"bf16": "bfloat16", "fp16": "float16", "tf32": "float32", "fp32": "float32"}
+
+
+def device_name(text: str) -> str:
+    """argparse type: cpu, cuda or cuda:N."""
+    if text != "cpu" and not re.fullmatch(r"cuda(:\d{1,3})?", text):
+        raise argparse.ArgumentTypeError(f"expected cpu, cuda or cuda:N, got {text[:40]!r}")
+    return text
 
 
 def add_arguments(parser) -> None:
     describe(parser, __doc__)
-    parser.add_argument("--device", default="cuda", help="torch device (default cuda; cpu for a dry run)")
-    parser.add_argument("--dtype", choices=sorted(DTYPES), default="bf16", help="operand dtype (default bf16)")
+    parser.add_argument("--device", type=device_name, default="cuda",
+                        help="cpu, cuda or cuda:N (default cuda; cpu for a dry run)")
+    parser.add_argument("--dtype", choices=RUN_DTYPES, default="bf16",
+                        help="operand dtype, as a validation run's (tf32: float32 operands, TF32 math; default bf16)")
     parser.add_argument("--size", type=int_in(16, 32768), default=8192, help="M = N = K of the GEMM (default 8192)")
     parser.add_argument("--seconds", type=float_in(0.05, 600.0), default=20.0, help="length of the soak (default 20)")
     parser.add_argument("--window-s", type=float_in(0.01, 60.0), default=0.5, help="window of one rate (default 0.5)")
@@ -83,20 +94,27 @@ def soak(matmul, sync, flops: float, seconds: float, window_s: float, idle_s: fl
 def run(args) -> int:
     import torch
 
-    if args.device.startswith("cuda") and not torch.cuda.is_available():
-        raise UserError("--device cuda: no CUDA GPU here (use --device cpu for a dry run)")
-    dtype = getattr(torch, DTYPES[args.dtype])
-    if args.dtype == "tf32":
-        torch.backends.cuda.matmul.allow_tf32 = True
+    from predictor.runner.build import torch_dtype
+
+    gpu = args.device.startswith("cuda")
+    if gpu and not torch.cuda.is_available():
+        raise UserError(f"--device {args.device}: no CUDA GPU here (use --device cpu for a dry run)")
+    if gpu and torch.cuda.device_count() <= int(args.device.partition(":")[2] or 0):
+        raise UserError(f"--device {args.device}: this machine has {torch.cuda.device_count()} GPU(s)")
+    dtype = torch_dtype(args.dtype)
+    torch.backends.cuda.matmul.allow_tf32 = args.dtype == "tf32"
     n = args.size
-    a = torch.randn(n, n, device=args.device).to(dtype)
-    b = torch.randn(n, n, device=args.device).to(dtype)
-    out = torch.empty(n, n, device=args.device, dtype=dtype)
-    sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
-    sample = telemetry if args.device.startswith("cuda") else (lambda: {})
+    try:
+        a, b = (torch.randn(n, n, device=args.device).to(dtype) for _ in range(2))
+        out = torch.empty(n, n, device=args.device, dtype=dtype)
+    except (RuntimeError, MemoryError) as err:  # torch.OutOfMemoryError is a RuntimeError
+        raise UserError(f"--size {n}: three {n} x {n} {args.dtype} matrices do not fit on {args.device} "
+                        f"({str(err).splitlines()[0][:80]})") from None
+    sync = torch.cuda.synchronize if gpu else (lambda: None)
+    sample = telemetry if gpu else (lambda: {})
     result = soak(lambda: torch.matmul(a, b, out=out), sync, 2.0 * n ** 3, args.seconds, args.window_s, args.idle_s,
                   args.burst_calls, sample)
-    name = torch.cuda.get_device_name(0) if args.device.startswith("cuda") else "cpu"
+    name = torch.cuda.get_device_name(args.device) if gpu else "cpu"
     print(f"{name} {args.dtype} {n}^3: burst {result['burst_flops_per_s'] / 1e12:.1f} TFLOP/s, sustained "
           f"{result['sustained_flops_per_s'] / 1e12:.1f} ({result['sustained_over_burst']:.3f} of the burst) over "
           f"{len(result['windows'])} windows of {args.window_s} s")

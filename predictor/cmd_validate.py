@@ -139,6 +139,7 @@ def predict_suite(suite, cost_model) -> list[tuple]:
     """(run, graph, plan, prediction or None, why not) for every run of a suite, planned exactly as the
     runner executes it, every rank on one node."""
     from predictor.api import load_model
+    from predictor.stacks import with_conv_search
 
     dpn = max(r.ranks for r in suite.runs)
     graphs, out = {}, []
@@ -152,8 +153,7 @@ def predict_suite(suite, cost_model) -> list[tuple]:
         graph = graphs[key]
         segments = (run_.recompute_segments or _sqrt_segments(graph)) if "recompute" in run_.addons else 0
         plan = plan_for(run_, graph, dpn, segments)
-        if hasattr(cost_model, "conv_algorithm_search"):  # the run's cudnn.benchmark (as flags.apply_run_settings)
-            cost_model.conv_algorithm_search = run_.cudnn_benchmark
+        with_conv_search(cost_model, run_.cudnn_benchmark)  # the run's cudnn.benchmark
         out.append((run_, graph, plan, *_predict(graph, plan, cost_model)))
     return out
 

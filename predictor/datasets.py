@@ -96,6 +96,7 @@ def repredicted(paths: list[str], cost_model) -> Iterator[tuple[str, str, dict, 
     """(label, scenario, pooled row, Prediction) of every pooled run predicted again with `cost_model`, in
     (scenario, label) order, infeasible predictions left out; each model is loaded once."""
     from predictor.api import load_model, predict
+    from predictor.stacks import with_conv_search
 
     graphs = {}
     for (label, scenario), row in sorted(pooled_runs(paths).items(), key=lambda kv: kv[0][::-1]):
@@ -105,8 +106,7 @@ def repredicted(paths: list[str], cost_model) -> Iterator[tuple[str, str, dict, 
                 graphs[key] = load_model(row["model"], allow_code=False, **row["knobs"])
             except UserError as err:
                 raise UserError(f"{row['dataset_row']}: {err}") from None
-        if hasattr(cost_model, "conv_algorithm_search"):  # the run's cudnn.benchmark (PyTorch's default: off)
-            cost_model.conv_algorithm_search = row.get("cudnn_benchmark") is True
+        with_conv_search(cost_model, row.get("cudnn_benchmark") is True)  # the run's (PyTorch's default: off)
         prediction = predict(graphs[key], plan_of(row), cost_model, interval=False)
         if prediction.feasible:
             yield label, scenario, row, prediction

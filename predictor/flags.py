@@ -204,9 +204,11 @@ def apply_at_scale_arguments(args: argparse.Namespace, cost_model) -> None:
 def apply_run_settings(args: argparse.Namespace, cost_model) -> None:
     """The settings of the run that change a cost model's answers: --cudnn-benchmark (the GPU kernel model's
     convolution algorithms) and the at-scale flags (apply_at_scale_arguments)."""
+    from predictor.stacks import with_conv_search
+
     setting = getattr(args, "cudnn_benchmark", None)
-    if setting is not None and hasattr(cost_model, "conv_algorithm_search"):
-        cost_model.conv_algorithm_search = setting == "on"
+    if setting is not None:
+        with_conv_search(cost_model, setting == "on")
     apply_at_scale_arguments(args, cost_model)
 
 

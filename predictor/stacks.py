@@ -41,3 +41,11 @@ def stack_scaled(cost_model: CostModel, stack: str) -> CostModel:
     if factor is None or all(factor(stack, d) == 1.0 for d in _PROBE_DTYPES):
         return cost_model
     return StackScaled(cost_model, stack)
+
+
+def with_conv_search(cost_model: CostModel, search: bool) -> CostModel:
+    """Set whether the run lets cuDNN search its convolution algorithms (torch.backends.cudnn.benchmark; the GPU
+    kernel model's regimes, calibrate.gpu_kernels) on a cost model that models it; others are unchanged."""
+    if hasattr(cost_model, "conv_algorithm_search"):
+        cost_model.conv_algorithm_search = search
+    return cost_model

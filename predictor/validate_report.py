@@ -38,54 +38,47 @@ def per_strategy_memory_accuracy(rows) -> dict[str, float]:
     return {label: statistics.fmean(values) for label, values in groups.items()}
 
 
+def _accuracies(rows) -> list[float]:
+    return [accuracy(r["predicted_time_s"], r["measured_time_s"]) for r in _predicted(rows)]
+
+
 def overall_accuracy(rows) -> float | None:
-    values = [accuracy(r["predicted_time_s"], r["measured_time_s"]) for r in _predicted(rows)]
+    values = _accuracies(rows)
     return statistics.fmean(values) if values else None
+
+
+def least_accuracy(rows) -> float | None:
+    values = _accuracies(rows)
+    return min(values) if values else None
+
+
+def _best(rows, group, name, cost) -> list[tuple]:
+    """(group key, predicted best name, measured best name, runs) per group of predicted rows with >= 2 names:
+    the row of least cost(row, "predicted_time_s") against the one of least cost(row, "measured_time_s")."""
+    groups = defaultdict(list)
+    for r in _predicted(rows):
+        groups[group(r)].append(r)
+    return [(key, name(min(members, key=lambda m: cost(m, "predicted_time_s"))),
+             name(min(members, key=lambda m: cost(m, "measured_time_s"))), len(members))
+            for key, members in sorted(groups.items()) if len({name(m) for m in members}) >= 2]
 
 
 def ranking(rows) -> list[dict]:
     """Per scenario with >= 2 predicted runs: predicted best, measured best, agreement."""
-    groups = defaultdict(list)
-    for r in _predicted(rows):
-        groups[r["scenario"]].append(r)
-    out = []
-    for scenario, members in sorted(groups.items()):
-        if len({m["label"] for m in members}) < 2:
-            continue
-        best_pred = min(members, key=lambda m: m["predicted_time_s"])["label"]
-        best_meas = min(members, key=lambda m: m["measured_time_s"])["label"]
-        out.append({"scenario": scenario, "predicted_best": best_pred, "measured_best": best_meas,
-                    "agree": best_pred == best_meas, "runs": len(members)})
-    return out
-
-
-def _setting(r) -> str:
-    """A run's batch and precision settings (RunConfig.scenario's tail)."""
-    return r["scenario"].split("/", 1)[1] if "/" in r["scenario"] else r["scenario"]
+    return [{"scenario": scenario, "predicted_best": pred, "measured_best": meas, "agree": pred == meas, "runs": n}
+            for scenario, pred, meas, n in _best(rows, lambda r: r["scenario"], lambda r: r["label"],
+                                                 lambda r, key: r[key])]
 
 
 def setting_ranking(rows) -> list[dict]:
     """Per model and strategy with >= 2 predicted settings (batch, dtype, autocast, cuDNN's search): the setting
-    predicted to train the most samples per second against the one measured so (what a user picks a run by)."""
-    groups = defaultdict(list)
-    for r in _predicted(rows):
-        knobs = ",".join(f"{k}={v}" for k, v in sorted((r.get("knobs") or {}).items()))
-        groups[(f"{r['model']}({knobs})", r["label"])].append(r)
-    out = []
-    for (model, label), members in sorted(groups.items()):
-        if len({_setting(m) for m in members}) < 2:
-            continue
-        rate = lambda m, key: m["batch"] / m[key]
-        best_pred = _setting(max(members, key=lambda m: rate(m, "predicted_time_s")))
-        best_meas = _setting(max(members, key=lambda m: rate(m, "measured_time_s")))
-        out.append({"model": model, "strategy": label, "predicted_best": best_pred, "measured_best": best_meas,
-                    "agree": best_pred == best_meas, "runs": len(members)})
-    return out
-
-
-def least_accuracy(rows) -> float | None:
-    values = [accuracy(r["predicted_time_s"], r["measured_time_s"]) for r in _predicted(rows)]
-    return min(values) if values else None
+    predicted to train the most samples per second against the one measured so (what a user picks a run by). A
+    row's scenario (RunConfig.scenario) is its model and knobs, then "/" and its settings."""
+    return [{"model": model, "strategy": label, "predicted_best": pred, "measured_best": meas, "agree": pred == meas,
+             "runs": n}
+            for (model, label), pred, meas, n in _best(
+                rows, lambda r: (r["scenario"].split("/", 1)[0], r["label"]), lambda r: r["scenario"].split("/", 1)[-1],
+                lambda r, key: r[key] / r["batch"])]
 
 
 def _fmt_s(value) -> str:
@@ -121,21 +114,20 @@ def render(rows) -> str:
     ranks = ranking(rows)
     if ranks:
         agree = sum(r["agree"] for r in ranks)
-        lines.append("")
-        lines.append(f"ranking agreement: {agree}/{len(ranks)} scenarios ({agree / len(ranks):.0%})")
-        for r in ranks:
-            mark = "ok  " if r["agree"] else "MISS"
-            lines.append(f"  {mark} {r['scenario']:<48} predicted best {r['predicted_best']:<14} measured best {r['measured_best']}")
+        lines += ["", f"ranking agreement: {agree}/{len(ranks)} scenarios ({agree / len(ranks):.0%})"]
+        lines += [f"  {_mark(r)} {r['scenario']:<48} predicted best {r['predicted_best']:<14} measured best "
+                  f"{r['measured_best']}" for r in ranks]
     settings = setting_ranking(rows)
     if settings:
-        agree = sum(r["agree"] for r in settings)
-        lines.append("")
-        lines.append(f"best setting (samples per second) agreement: {agree}/{len(settings)} models")
-        for r in settings:
-            mark = "ok  " if r["agree"] else "MISS"
-            lines.append(f"  {mark} {r['model']} {r['strategy']}: predicted best {r['predicted_best']}, "
-                         f"measured best {r['measured_best']}")
+        lines += ["", f"best setting (samples per second) agreement: {sum(r['agree'] for r in settings)}/"
+                      f"{len(settings)} models"]
+        lines += [f"  {_mark(r)} {r['model']} {r['strategy']}: predicted best {r['predicted_best']}, measured best "
+                  f"{r['measured_best']}" for r in settings]
     return "\n".join(lines)
+
+
+def _mark(r: dict) -> str:
+    return "ok  " if r["agree"] else "MISS"
 
 
 def scatter(rows, path: str) -> None:
