@@ -38,6 +38,13 @@ def summary_table(report: dict) -> list[str]:
     return lines
 
 
+def _held_out_scaling(report: dict) -> str:
+    """'; held out by source: median x, mean y' where the report carries leave-one-source-out predictions."""
+    held = (report.get("loso") or {}).get("scaling_efficiency_error_points") or {}
+    return (f"; held out by source (leave-one-source-out predictions): median {held['median']:.1f} points, "
+            f"mean {held['mean']:.1f}") if held.get("rows") else ""
+
+
 def render_markdown(report: dict) -> str:
     se, cov, loso_cov = (report["scaling_efficiency_error_points"], report["interval_coverage"],
                          report["interval_coverage_loso"])
@@ -59,7 +66,8 @@ def render_markdown(report: dict) -> str:
         *summary_table(report),
         "",
         f"Scaling-efficiency error (throughput per GPU relative to the smallest GPU count of the same series, "
-        f"predicted vs measured): median {se['median']:.1f} points, mean {se['mean']:.1f}, over {se['rows']} rows.",
+        f"predicted vs measured): median {se['median']:.1f} points, mean {se['mean']:.1f}, over {se['rows']} rows"
+        + _held_out_scaling(report) + ".",
         "", ceiling_sentence(report), "",
         f"Prediction intervals (nominal 80%, symmetric in log space, from held-out errors): held out by source, "
         f"the interval learned on the other sources holds {pct(loso_cov['share_inside'])} of the held-out "

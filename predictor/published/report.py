@@ -25,8 +25,11 @@ def series_key(r: RowResult) -> tuple:
             r.setup.profile, run.batch_per_gpu)
 
 
-def scaling_errors(results: Sequence[RowResult]) -> dict[str, float]:
-    """Row id -> scaling-efficiency error in points (module docstring), for rows beyond their series' base."""
+def scaling_errors(results: Sequence[RowResult], predicted: Optional[Callable[[RowResult], float]] = None
+                   ) -> dict[str, float]:
+    """Row id -> scaling-efficiency error in points (module docstring), for rows beyond their series' base;
+    `predicted`: per-row predicted seconds of another model (e.g. leave-one-source-out; default the analytical)."""
+    predicted = predicted or (lambda r: r.predicted_s)
     series: dict[tuple, list[RowResult]] = defaultdict(list)
     for r in results:
         series[series_key(r)].append(r)
@@ -38,7 +41,7 @@ def scaling_errors(results: Sequence[RowResult]) -> dict[str, float]:
                 continue
             # throughput = batch_per_gpu * p / t with one batch per GPU in a series, so eff(p) = t(p0) / t(p)
             eff_meas = base.measured_s / r.measured_s
-            eff_pred = base.predicted_s / r.predicted_s
+            eff_pred = predicted(base) / predicted(r)
             out[r.run.id] = 100.0 * abs(eff_pred - eff_meas)
     return out
 
@@ -67,10 +70,7 @@ def summarise(results: Sequence[RowResult], skipped: Sequence[Skipped], *,
         "by_source": _group(results, lambda r: r.run.source),
         "by_system": _group(results, lambda r: r.setup.profile.removesuffix(".published.yaml")),
         "by_framework": _group(results, lambda r: r.setup.framework),
-        "scaling_efficiency_error_points": {
-            "rows": len(scaling),
-            "median": statistics.median(scaling.values()) if scaling else None,
-            "mean": statistics.fmean(scaling.values()) if scaling else None},
+        "scaling_efficiency_error_points": _scaling_summary(scaling),
         "interval_coverage": _coverage(results),
         "framework_blind_ceiling": framework_blind_ceiling(results),
         "framework_blind_ceiling_by_gpu_bucket": framework_blind_ceiling(results, lambda r: r.bucket),
@@ -84,8 +84,14 @@ def summarise(results: Sequence[RowResult], skipped: Sequence[Skipped], *,
             "by_gpu_bucket": {b: v for b, v in _group(results, lambda r: r.bucket, fn).items()},
             "by_source": _group(results, lambda r: r.run.source, fn),
             "by_system": _group(results, lambda r: r.setup.profile.removesuffix(".published.yaml"), fn),
-            "by_framework": _group(results, lambda r: r.setup.framework, fn)}
+            "by_framework": _group(results, lambda r: r.setup.framework, fn),
+            "scaling_efficiency_error_points": _scaling_summary(scaling_errors(results, fn))}
     return report
+
+
+def _scaling_summary(scaling: dict[str, float]) -> dict:
+    return {"rows": len(scaling), "median": statistics.median(scaling.values()) if scaling else None,
+            "mean": statistics.fmean(scaling.values()) if scaling else None}
 
 
 def framework_blind_ceiling(results: Sequence[RowResult], by: Callable[[RowResult], str] = lambda r: r.run.source
@@ -168,7 +174,10 @@ def render_text(report: dict) -> str:
              + "".join(f"   {k}: {pct(report[k]['overall_accuracy'])}" for k in extra)]
     se = report["scaling_efficiency_error_points"]
     if se["rows"]:
-        lines.append(f"scaling-efficiency error: median {se['median']:.1f} points, mean {se['mean']:.1f} over {se['rows']} rows")
+        held = [(k, report[k]["scaling_efficiency_error_points"]) for k in extra
+                if report[k].get("scaling_efficiency_error_points", {}).get("rows")]
+        lines.append(f"scaling-efficiency error: median {se['median']:.1f} points, mean {se['mean']:.1f} over {se['rows']} rows"
+                     + "".join(f"; {k}: median {v['median']:.1f}, mean {v['mean']:.1f}" for k, v in held))
     cov = report["interval_coverage"]
     if cov["rows"]:
         lines.append(f"measured time inside the prediction interval: {pct(cov['share_inside'])} of {cov['rows']} rows")

@@ -178,6 +178,10 @@ def test_scaling_efficiency_error_by_hand(corpus):
     assert report["by_gpu_bucket"]["9-64"] == {"rows": 1, "accuracy": pytest.approx(0.8)}
     assert report["other"]["overall_accuracy"] == pytest.approx(1.0)
     assert report["interval_coverage"] == {"rows": 3, "share_inside": pytest.approx(1 / 3)}
+    # another model's predictions get their own scaling error: the measured times themselves score 0 points
+    assert report["other"]["scaling_efficiency_error_points"] == {"rows": 2, "median": 0.0, "mean": 0.0}
+    assert scaling_errors(rows, lambda r: {1: 1.0, 8: 1.0, 16: 4.0}[r.run.num_gpus]) == pytest.approx(
+        {"dlperf-resnet50_v1.5-ngc_pytorch-fp32-8gpu": 20.0, "dlperf-resnet50_v1.5-ngc_pytorch-fp32-16gpu": 25.0})
 
 
 def test_cli_published_json_on_a_small_corpus(tmp_path, capsys, records):
