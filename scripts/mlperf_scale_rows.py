@@ -6,7 +6,8 @@ Reads result_*.txt of one submission from a local git mirror of mlcommons/traini
 the median and range, in the form the corpus records it. Nothing is fitted. An epoch's interval is read from the
 MLLOG events (v0.6 on: epoch_start to the first of throughput, eval_start, epoch_stop; the first epoch left out)
 or the v0.5 train_epoch timestamps where no eval ran between: predictor/data/groundtruth/SOURCES.md (MLPerf,
-"How the rate was computed").
+"How the rate was computed"). A repository with no mirror here is read from a hand transcription of its logs' per-epoch
+values (mlperf_extracts/*.tsv, extract_submission), which gives the same figures.
 """
 from __future__ import annotations
 
@@ -117,6 +118,47 @@ def submission(repo: str, commit: str, folder: str) -> dict:
         runs[path.rsplit("/", 1)[1]] = v05_run(text) if ":::MLPv0.5.0" in text else mllog_run(text)
     per_run = [r["throughput_logged"] or r["throughput_from_timestamps"] for r in runs.values() if r["n_epochs"]]
     return {"runs": runs, "median": statistics.median(per_run), "range": [min(per_run), max(per_run)]}
+
+
+def extract_submission(path: str) -> dict:
+    """The same figures as submission(), from a hand transcription of the logs' per-epoch MLLOG values (mlperf_extracts/*.tsv:
+    one `run` line per log, then `epoch_num epoch_start_ms epoch_stop_ms throughput` per epoch) for a repository that has no
+    git mirror here. Epochs after the first are used, as mllog_run() does; the example gives the page of the stored file that
+    holds them instead of line numbers (the file was read in pages, its lines were not counted)."""
+    runs, cur = {}, None
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    for line in lines:
+        words = line.split()
+        if not words or words[0].startswith("#"):
+            continue
+        if words[0] == "run":
+            cur = {"name": words[1], **dict(zip(words[2::2], words[3::2])), "epochs": []}
+            runs[cur["name"]] = cur
+        else:
+            cur["epochs"].append((int(words[0]), int(words[1]), int(words[2]), float(words[3])))
+    out = {}
+    for name, r in runs.items():
+        assert [e[0] for e in r["epochs"]] == list(range(1, len(r["epochs"]) + 1)), (path, name)
+        samples = int(r["train_samples"])
+        used = r["epochs"][1:]
+        intervals = [(stop - start) / 1000.0 for _, start, stop, _ in used]
+        first = used[0]
+        out[name] = {
+            "example": {"epoch": first[0], "time_ms": [first[1], first[2]], "end_key": "epoch_stop",
+                        "logged_throughput": first[3],
+                        "located": f"the 16,000 characters from offset {int(r['epoch2_page_offset']):,} of the file "
+                                   f"({int(r['total_chars']):,} characters), read through the stored file index; "
+                                   f"line numbers not counted"},
+            "samples_per_epoch": samples, "global_batch": int(r["global_batch_size"]),
+            "epochs_used": [used[0][0], used[-1][0]], "n_epochs": len(used),
+            "median_epoch_train_s": statistics.median(intervals),
+            "throughput_from_timestamps": statistics.median(samples / i for i in intervals),
+            "throughput_logged": statistics.median(e[3] for e in used),
+            "run_s": (int(r["run_stop"]) - int(r["run_start"])) / 1000.0,
+        }
+    per_run = [r["throughput_logged"] for r in out.values()]
+    return {"runs": out, "median": statistics.median(per_run), "range": [min(per_run), max(per_run)]}
 
 
 def system_json(repo: str, commit: str, path: str) -> dict:

@@ -2,7 +2,10 @@
 becomes a corpus record (predictor/data/groundtruth/cnn_runs.yaml schema, plus an `evidence` block).
 
 `python scripts/mlperf_scale_rows.py rows [MIRRORS]` prints the records; MIRRORS holds git mirrors named
-<owner>+<repo>/repo (mlcommons/training_results_v0.5, v1.1, v2.1, hpc_results_v0.7, v1.0, v2.0, v3.0).
+<owner>+<repo>/repo (mlcommons/training_results_v0.5, v1.1, v2.1, hpc_results_v0.7, v1.0, v2.0, v3.0). A submission with
+`extract` (training_results_v4.0, of which no mirror was available) is read from a hand transcription of its logs' per-epoch
+MLLOG values (scripts/mlperf_extracts/, made with the stored file index's read_file) and its system JSON values as read there
+(`system_values`).
 Every number comes from the logs and system descriptions at the commits below; the text fields (framework,
 precision, notes) state where each setting was read.
 """
@@ -10,12 +13,13 @@ from __future__ import annotations
 
 import os
 
-from mlperf_scale_rows import submission, system_json
+from mlperf_scale_rows import extract_submission, submission, system_json
 
 COMMITS = {
     "mlcommons/training_results_v0.5": "c71f2e7c4b11ec7ab89eb4d8ceaadaae8529fff7",
     "mlcommons/training_results_v1.1": "ebe92f81f7a69255a3b0a907595d8be623d75ec6",
     "mlcommons/training_results_v2.1": "158189d4cbfbee366c10da1f0f086c85d8f15b5f",
+    "mlcommons/training_results_v4.0": "62f111b7690f163b269f32e4f93dcaaa13717c9c",
     "mlcommons/hpc_results_v0.7": "3edadefe722000a5613076f0ba429365850b44cd",
     "mlcommons/hpc_results_v1.0": "2ba081f43a28d8e19dc572da72b2f14862599c1f",
     "mlcommons/hpc_results_v2.0": "ad77f6ceae98bf1236a4a0bb79257c2b739197b9",
@@ -278,6 +282,33 @@ SUBMISSIONS = [
            data="real CosmoFlow data (262,144 samples, v0.7 size); training interval epoch_start -> eval_start",
            batch_source="MLLOG global_batch_size 512 over 256 nodes x 1 GPU",
            notes="MLPerf HPC v0.7, Piz Daint (one P100-PCIE-16GB per node, Cray Aries DragonFly)."),
+    # added later: MLPerf Training v4.0 (no git mirror; read through the file index, see `extract`)
+    _resnet(id="mlperf-v4_0-nvidia-eos_n316_ngc24_04_mxnet", repo="mlcommons/training_results_v4.0",
+            results="NVIDIA/results/eos_n316_ngc24.04_mxnet/resnet",
+            system_file="NVIDIA/systems/eos_n316_ngc24.04_mxnet.json",
+            config="NVIDIA/benchmarks/resnet/implementations/eos_n316_ngc24.04_mxnet/config_DGXH100_multi_316x8x16.sh",
+            extract="mlperf_extracts/v4_0_nvidia_eos_n316_ngc24_04_mxnet_resnet.tsv",
+            system_values={  # NVIDIA/systems/eos_n316_ngc24.04_mxnet.json at the commit (read_file), the fields used here
+                "system_name": "Eos_n316", "number_of_nodes": "316", "accelerators_per_node": "8",
+                "accelerator_model_name": "NVIDIA H100-SXM5-80GB", "accelerator_memory_capacity": "81559 MiB",
+                "accelerator_interconnect": "NVLINK Gen4 900 GB/s + NVSWITCH Gen3",
+                "host_networking": "Storage: 2x ConnectX-7 IB NDR 400Gb/s, Compute: 8x ConnectX-7 IB NDR 400Gb/s, "
+                                   "Management: 100Gb/s Ethernet NIC",
+                "framework": "MxNet NVIDIA Release 24.04"},
+            name="eos, 316 nodes (NVIDIA)", gpu_memory="80 GB (system JSON: 81559 MiB HBM3)",
+            precision="fp16 (--dtype float16 in the round's NVIDIA ResNet run script, "
+                      "NVIDIA/benchmarks/resnet/implementations/eos_ngc24.04_mxnet/run_and_time_local.sh)",
+            optimizer="lars (log: opt_name lars, lars_opt_momentum 0.95; config OPTIMIZER=sgdwfastlars)",
+            batch_source="MLLOG global_batch_size 40448 and d_batch_size 16 in every log (config BATCHSIZE=16, "
+                         "DGXNNODES=316; 40448 = 316 x 8 x 16)",
+            notes="MLPerf Training v4.0 (June 2024), eos: 316 DGX H100 (system JSON: 8 x ConnectX-7 NDR 400Gb/s compute "
+                  "NICs per node), 2528 GPUs, 16 images per GPU. Config: MXNET_HOROVOD_NUM_GROUPS=1 (\"Default is no NCCL "
+                  "and BWD overlap\"), SBATCH_NETWORK=sharp (SHARP in-network reduction), BN_GROUP=2 (batch-norm "
+                  "statistics reduced across pairs of GPUs, a per-layer exchange the plan does not cost). An epoch is "
+                  "~32 steps (~0.186 s), so the per-epoch interval carries the epoch boundary's own overhead. "
+                  "The logs were read through the stored file index (no git mirror here) and their per-epoch values "
+                  "transcribed to scripts/mlperf_extracts/; the same round's NVIDIA/results/coreweave_hgxh100_n448 "
+                  "folder repeats the v3.0 CoreWeave runs (same timestamps) and is not added again."),
 ]
 
 METHOD = {
@@ -288,6 +319,11 @@ METHOD = {
     "v05": "per run: epoch k's interval = timestamp of 'train_epoch: k+1' - timestamp of 'train_epoch: k' (:::MLPv0.5.0 "
            "lines), only where no eval_start lies between; throughput = 1,281,167 / interval; median over epochs 2..; "
            "submission = median over runs",
+    "resnet_extract": "per run: epoch k's training interval = epoch_start(epoch_num=k) -> epoch_stop (MLLOG time_ms); run "
+                      "throughput = median over epochs 2.. of the log's own throughput values (MLLOG key tracked_stats, "
+                      "logged right after each epoch_stop; x interval / 1,281,167 within 0.993..1.008 in every epoch); "
+                      "first epoch left out; submission = median over runs. Values transcribed from the stored logs to "
+                      "the extract file named in source.path",
     "cosmo": "per run: epoch k's training interval = epoch_start(epoch_num=k) -> the first of throughput / eval_start / "
              "epoch_stop of epoch k (MLLOG time_ms); throughput = train_samples / interval (the log's `throughput` "
              "value where present, which equals it); first epoch left out; median over epochs; submission = median "
@@ -304,8 +340,12 @@ def records(mirrors: str) -> list[dict]:
     for sub in SUBMISSIONS:
         repo = os.path.join(mirrors, sub["repo"].replace("/", "+"), "repo")
         commit = COMMITS[sub["repo"]]
-        ex = submission(repo, commit, sub["results"])
-        js = system_json(repo, commit, sub["system_file"])
+        if sub.get("extract"):
+            ex = extract_submission(os.path.join(os.path.dirname(os.path.abspath(__file__)), sub["extract"]))
+            js = sub["system_values"]
+        else:
+            ex = submission(repo, commit, sub["results"])
+            js = system_json(repo, commit, sub["system_file"])
         v05 = "nodes" in js and isinstance(js.get("nodes"), list)
         used = {k: r for k, r in ex["runs"].items() if r["n_epochs"]}
         first = next(iter(used.values()))
@@ -326,7 +366,8 @@ def records(mirrors: str) -> list[dict]:
             "intra_node_link": sub.get("intra") or js.get("accelerator_interconnect") or "not stated",
             "inter_node_network": sub.get("inter") or js.get("host_networking") or "not stated",
         }
-        kind = "v05" if v05 else ("resnet_mllog" if sub["kind"] == "resnet" else "cosmo")
+        kind = "v05" if v05 else ("cosmo" if sub["kind"] != "resnet" else
+                                  "resnet_extract" if sub.get("extract") else "resnet_mllog")
         unit = "img/s" if sub["kind"] == "resnet" else "samples/s"
         what = "images" if sub["kind"] == "resnet" else "samples (4 x 128^3 volumes)"
         url_base = f"https://github.com/{sub['repo']}/tree/{commit}/{sub['results']}"
@@ -359,7 +400,8 @@ def records(mirrors: str) -> list[dict]:
             "source": {
                 "repo": sub["repo"],
                 "path": f"{sub['results']}/ (result_*.txt) and {sub['system_file']}"
-                        + (f" and {sub['config']}" if sub.get("config") else ""),
+                        + (f" and {sub['config']}" if sub.get("config") else "")
+                        + (f"; per-epoch values transcribed to scripts/{sub['extract']}" if sub.get("extract") else ""),
                 "commit": commit, "url": url_base, "table": "MLPerf result logs", "marker": "[derived]",
             },
             "batch_source": sub["batch_source"],

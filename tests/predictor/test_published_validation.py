@@ -27,9 +27,9 @@ def records():
 
 
 def test_shipped_corpus_loads_with_sources(corpus):
-    assert len(corpus) == 361
+    assert len(corpus) == 362
     timed = [r for r in corpus if r.measured_s is not None]
-    assert len(timed) == 336 and all(r.measured_s > 0 for r in timed)
+    assert len(timed) == 337 and all(r.measured_s > 0 for r in timed)
     assert {r.source for r in corpus} == {"dle", "dlperf", "mlperf", "mlperfhpc", "tfbench", "horovod", "akiba2017",
                                           "jia2018"}
     assert all(r.url for r in corpus if r.source in ("dle", "dlperf", "mlperf", "mlperfhpc", "tfbench"))
@@ -108,7 +108,7 @@ def test_rows_above_64_gpus_carry_their_evidence_and_map_as_stated(corpus, recor
     """Issue 38 item 4: every MLPerf row added above 64 GPUs names its logs and commit and keeps, per run, the
     epochs and the rate it was computed from; the mapping gives each a profile or a stated reason."""
     added = [r for r in records if "evidence" in r]
-    assert len(added) == 21 and all(r["num_gpus"] > 64 for r in added)
+    assert len(added) == 22 and all(r["num_gpus"] > 64 for r in added)
     for r in added:
         runs = [p for p in r["evidence"]["per_run"] if p.get("used", True)]
         assert r["source"]["commit"] in r["source"]["url"] and r["evidence"]["example"]["file"].endswith(".txt")
@@ -125,11 +125,32 @@ def test_rows_above_64_gpus_carry_their_evidence_and_map_as_stated(corpus, recor
                                                                               "fp16")
     assert by_id["mlperfhpc-v0_7-fujitsu-abci_512xv100_tensorflow_closed"].profile == "v100-abci-4gpu.published.yaml"
     assert by_id["mlperf-v0_5-nvidia-dgx1_multi_ngc18_11_mxnet"].profile == "v100-dgx1-8gpu.published.yaml"
+    eos = by_id["mlperf-v4_0-nvidia-eos_n316_ngc24_04_mxnet"]
+    assert (eos.profile, eos.framework, eos.dtype) == ("h100-dgx-8gpu.published.yaml", "no-overlap", "fp16")
     for rid, words in [("mlperfhpc-v1_0-lbnl-perlmutter_256x4_ngc21_09_mxnet", "Slingshot"),
                        ("mlperfhpc-v2_0-helmholtzai-horeka_n512_pytorch1_13", "4 x HDR200 per 4-GPU"),
                        ("mlperf-v2_1-hpe-xl675d_a100_sxm_80gb_16n_mxnet", "4 x HDR200 per 8-GPU"),
                        ("mlperfhpc-v0_7-cscs-daint_gpu_n128_tf2_2_0", "P100-PCIE per node")]:
         assert isinstance(by_id[rid], Skipped) and words in by_id[rid].reason
+
+
+def test_transcribed_mlperf_logs_give_their_rows_figures(records):
+    """A row read from a transcription of its logs (no git mirror of the repository) is what the script computes from
+    that transcription: the same medians, range and per-run figures."""
+    import importlib.util
+    from pathlib import Path
+
+    scripts = Path(__file__).resolve().parents[2] / "scripts"
+    spec = importlib.util.spec_from_file_location("mlperf_scale_rows", scripts / "mlperf_scale_rows.py")
+    rows = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rows)
+    rec = next(r for r in records if r["id"] == "mlperf-v4_0-nvidia-eos_n316_ngc24_04_mxnet")
+    ex = rows.extract_submission(str(scripts / "mlperf_extracts" / "v4_0_nvidia_eos_n316_ngc24_04_mxnet_resnet.tsv"))
+    assert rec["measured"]["value"] == round(ex["median"], 1)
+    assert rec["measured"]["range_over_runs"] == [round(x) for x in ex["range"]]
+    assert [p["throughput"] for p in rec["evidence"]["per_run"]] == [round(r["throughput_logged"], 1)
+                                                                      for r in ex["runs"].values()]
+    assert all(r["global_batch"] == rec["global_batch"] for r in ex["runs"].values())
 
 
 def test_unknown_model_is_skipped_with_its_reason(corpus):
