@@ -24,7 +24,7 @@ from calibrate.fabric import default_background
 from calibrate.spread import published_spread
 from calibrate.storage_fit import published_storage
 from calibrate.backends.gpu import WINOGRAD_FAMILY
-from calibrate.shapes import FLOP_FEATURES, MATMUL_OPS
+from calibrate.shapes import FLOP_FEATURES, GROUPED_SUFFIX, MATMUL_OPS
 from calibrate.shipped import shipped_profiles_dir
 from calibrate.systems import GPU, Node, load_figures, load_gpus, load_nodes
 from calibrate.system_constants import (StackScales, SystemConstants, for_family, gpu_family, load_constants,
@@ -42,6 +42,10 @@ OVERLAP_EFFICIENCY = _FIGURES["overlap_efficiency"]
 WINOGRAD_REDUCTION = _FIGURES["winograd_reduction"]
 NO_STREAM_LATENCY = _FIGURES["stream_latency"]
 NCCL_NET_FILL = _FIGURES["net_fill"]  # predictor.published.nccl reads its curves' spread against it
+#: a grouped convolution's memory traffic runs at this share of the triad, per pass (docs/method.md §3c)
+GROUPED_TRIAD_SHARE = {"fwd": _FIGURES["grouped_conv_forward_triad_share"],
+                       "bwd_data": _FIGURES["grouped_conv_backward_triad_share"],
+                       "bwd_weight": _FIGURES["grouped_conv_backward_triad_share"]}
 COMPUTE_OPS = ("gemm", "conv2d", "conv3d", "conv2d_grouped")
 MEMORY_OPS = {"batchnorm": ("fwd", "bwd_data"), "relu": ("fwd", "bwd_data"), "maxpool": ("fwd", "bwd_data"),
               "avgpool": ("fwd", "bwd_data"), "add": ("fwd",)}
@@ -75,16 +79,18 @@ def _compute(gpu: GPU) -> dict[str, ComputeFit]:
             reduction = WINOGRAD_REDUCTION.value if op == WINOGRAD_FAMILY else 1.0
             by_size = gpu.gemm_by_size.get(dtype) if op == "gemm" else None
             for pass_ in ("fwd", "bwd_data", "bwd_weight"):
+                share = GROUPED_TRIAD_SHARE[pass_] if op.endswith(GROUPED_SUFFIX) else None
                 out[f"{op}/{pass_}/{dtype}"] = ComputeFit(
                     kind="flops", launch_s=KERNEL_LAUNCH.estimate(), peak_per_s=peak.value * reduction,
-                    memory_bandwidth_bytes_per_s=triad.value,
+                    memory_bandwidth_bytes_per_s=triad.value * (share.value if share else 1.0),
                     efficiency=gemm_efficiency(frac.value, by_size.points) if by_size else EfficiencyModel(
                         features=[], init=math.log(frac.value)), time_scale=scale,
                     sources=[peak.source, frac.source, f"memory bound: {triad.source}", KERNEL_LAUNCH.source,
                              "convolutions assumed to reach the GEMM fraction (implicit-GEMM cuDNN kernels)"] + (
                         [f"direct-convolution FLOPs over {reduction:.2f}: {WINOGRAD_REDUCTION.source}"]
                         if reduction != 1.0 else []) + (
-                        [f"efficiency by size, share of the largest measured: {by_size.source}"] if by_size else []))
+                        [f"efficiency by size, share of the largest measured: {by_size.source}"] if by_size else []) + (
+                        [f"memory traffic at {share.value:g} of the triad: {share.source}"] if share else []))
         for op, passes in MEMORY_OPS.items():
             for pass_ in passes:
                 out[f"{op}/{pass_}/{dtype}"] = ComputeFit(

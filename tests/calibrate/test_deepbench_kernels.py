@@ -70,3 +70,32 @@ def test_a_malformed_kernel_file_is_a_one_line_error(tmp_path):
     bad.write_text("- a list\n")
     with pytest.raises(UserError, match="mapping"):
         dk.load_kernels(bad)
+
+
+def test_grouped_convolutions_take_the_profiles_grouped_family_over_the_kernel_model():
+    """The kernel model is fitted to GEMMs and dense convolutions: a profile that carries both it and a grouped
+    family costs a depthwise call with the family (here the datasheet's share of the triad) and a dense call with
+    the kernel model; without the grouped family the kernel model costs the depthwise call too."""
+    from calibrate import gpu_kernels
+    from calibrate.cost_model import load_cost_model
+    from calibrate.published import NODES, build_profile
+
+    node = next(n for n in NODES if n.file == "v100-dgx1-8gpu.published.yaml")
+    kernels = dk.kernels_for(node.gpu.name, node.gpu.peak_flops["float32"].value)
+    both = build_profile(node, None, kernels=kernels)
+    dense = {"N": 32, "C": 64, "H": 56, "W": 56, "F": 64, "kernel": 3, "stride": 1, "padding": 1}
+    depthwise = dict(dense, groups=64)
+    datasheet = load_cost_model(build_profile(node, None))
+    model = load_cost_model(both)
+    mode = kernels.modes["float32"]
+    hardware = gpu_kernels.Hardware(kernels.sms, mode.peak_flops_per_s, mode.fallback_flops_per_s,
+                                    kernels.memory_bytes_per_s, mode.tensor_cores)
+    for pass_ in ("fwd", "bwd_data", "bwd_weight"):
+        assert model.compute_time_s("conv2d", pass_, depthwise, "float32") == pytest.approx(
+            datasheet.compute_time_s("conv2d", pass_, depthwise, "float32"))
+        assert model.compute_time_s("conv2d", pass_, dense, "float32") == pytest.approx(
+            gpu_kernels.kernel_time_s(mode.values, hardware, "conv2d", pass_, dense, "float32"))
+    compute = {k: v for k, v in both.coefficients["compute"].items() if not k.startswith("conv2d_grouped/")}
+    bare = both.model_copy(update={"coefficients": {**both.coefficients, "compute": compute}})
+    assert load_cost_model(bare).compute_time_s("conv2d", "fwd", depthwise, "float32") == pytest.approx(
+        gpu_kernels.kernel_time_s(mode.values, hardware, "conv2d", "fwd", depthwise, "float32"))

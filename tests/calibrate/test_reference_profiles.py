@@ -183,3 +183,26 @@ def test_family_constants_scale_convolutions_not_matrix_products():
     assert shipped["conv2d/fwd/float16"].time_scale.value == pytest.approx(bare["conv2d/fwd/float16"].time_scale.value * scale)
     assert shipped["gemm/fwd/float16"].time_scale.value == pytest.approx(bare["gemm/fwd/float16"].time_scale.value)
     assert "gemm" in shapes.MATMUL_OPS and "conv2d" not in shapes.MATMUL_OPS
+
+
+def test_grouped_convolutions_stream_at_the_measured_share_of_the_triad_by_hand():
+    """A published GPU's grouped convolution is memory-bound at the depthwise share of the triad (figures.yaml:
+    0.33 forward, 0.17 each backward pass, from measured V100S depthwise kernels): a depthwise call over a 128 x 32
+    x 112^2 float32 map moves 2 x 205.5 MB of activations and 1,152 B of weights per pass, on a V100 (triad 814 GB/s)
+    1.53 ms forward and 2.97 ms per backward pass, plus the launch floor; a dense call keeps the full triad."""
+    from calibrate.published import GROUPED_TRIAD_SHARE
+
+    cm = datasheet("v100-dgx1-8gpu.published.yaml")
+    depthwise = {"N": 128, "C": 32, "H": 112, "W": 112, "F": 32, "kernel": 3, "stride": 1, "padding": 1, "groups": 32}
+    nbytes = (2 * 128 * 32 * 112 * 112 + 32 * 9) * 4
+    triad = cm.coefficients.compute["conv2d/fwd/float32"].memory_bandwidth_bytes_per_s
+    assert triad == pytest.approx(814e9)
+    assert GROUPED_TRIAD_SHARE["fwd"].value == pytest.approx(0.33)
+    assert GROUPED_TRIAD_SHARE["bwd_data"].value == GROUPED_TRIAD_SHARE["bwd_weight"].value == pytest.approx(0.17)
+    for pass_, expected_s in (("fwd", 1.530e-3), ("bwd_data", 2.970e-3), ("bwd_weight", 2.970e-3)):
+        assert nbytes / (triad * GROUPED_TRIAD_SHARE[pass_].value) == pytest.approx(expected_s, rel=1e-3)
+        assert cm.compute_time_s("conv2d", pass_, depthwise, "float32") == pytest.approx(
+            KERNEL_LAUNCH.value + expected_s, rel=1e-3)
+    dense = cm.coefficients.compute["conv2d/bwd_data/float16"]
+    assert dense.memory_bandwidth_bytes_per_s == pytest.approx(814e9)
+    assert "of the triad" in " ".join(cm.coefficients.compute["conv2d_grouped/fwd/float16"].sources)
