@@ -4,8 +4,8 @@ For every GPU and dtype of the DeepBench workbooks (default: calibrate/data/deep
 or text output given as FILE), the GPU kernel model is fitted to every application's GEMMs and convolutions but
 one and predicts that one's; each family's median and mean held-out accuracy are the figures, in-sample beside
 them. Writes results/deepbench.json, results/deepbench-rows.jsonl and docs/deepbench.md; --json prints
-{gpu: {dtype: {family: {rows, median_accuracy, mean_accuracy}}}}. A shape's application is read from the V100
-workbook, the one that names them (calibrate.deepbench_kernels.read_labelled).
+{gpu: {dtype: {family: {rows, median_accuracy, mean_accuracy}}}}. A shape's application is read from any file
+that names it, the carried workbooks always among them (calibrate.deepbench_kernels.read_labelled).
 
     python -m bench deepbench [FILE...] [--json]
 """
@@ -50,7 +50,7 @@ def load(files: list[Path]) -> dict[tuple[str, str], list[tuple[gf.KernelSample,
     """(GPU name, dtype) -> [(sample, math mode)] of every GEMM and convolution row, labelled by application
     (calibrate.deepbench_kernels.read_labelled: input-layer backward-data left out)."""
     groups: dict[tuple[str, str], list] = defaultdict(list)
-    for path, samples, run in read_labelled(files):
+    for path, samples, run in read_labelled(files, label_files=WORKBOOKS):
         if not run.gpu:
             raise UserError(f"{path}: names no GPU (no Specs sheet 'GPU Model'); the kernel model needs its datasheet")
         for s in samples:

@@ -39,19 +39,34 @@ def input_layer_backward_data(sample: Sample) -> bool:
     return sample.benchmark == "conv2d" and sample.variant == "bwd_data" and int(sample.params["C"]) < INPUT_LAYER_CHANNELS
 
 
-def read_labelled(files: Sequence[Path]) -> list[tuple[Path, list[Sample], DeepBenchRun]]:
+def application_labels(sample_lists: Sequence[Sequence[Sample]]) -> dict[tuple, str]:
+    """Shape -> the application any of these samples names for it (DeepBench times one shape list everywhere)."""
+    return {_shape_key(s): s.extra["application"] for samples in sample_lists for s in samples
+            if s.extra.get("application")}
+
+
+def with_labels(samples: Sequence[Sample], labels: dict[tuple, str]) -> list[Sample]:
+    """The samples, each unnamed one given the application `labels` holds for its shape."""
+    return [s if s.extra.get("application") or _shape_key(s) not in labels else
+            s.model_copy(update={"extra": {**s.extra, "application": labels[_shape_key(s)]}}) for s in samples]
+
+
+@functools.lru_cache(maxsize=1)
+def carried_labels() -> dict[tuple, str]:
+    """application_labels of the workbooks the repository carries (read once per process)."""
+    return application_labels([read_deepbench(path)[0] for path in WORKBOOKS])
+
+
+def read_labelled(files: Sequence[Path], label_files: Sequence[Path] = ()) -> list[tuple[Path, list[Sample], DeepBenchRun]]:
     """Each file's samples (input-layer backward-data left out) with extra["application"] filled in from any file
-    that names the shape's application (module docstring)."""
+    that names the shape's application (module docstring), `label_files` included (read for their labels only:
+    a workbook that names no application, e.g. DeepBench's Titan X or AMD sheets, takes the carried V100's)."""
     read = [(Path(path), *read_deepbench(path)) for path in files]
-    labels = {_shape_key(s): s.extra["application"] for _, samples, _ in read for s in samples
-              if s.extra.get("application")}
-    out = []
-    for path, samples, run in read:
-        kept = [s if s.extra.get("application") or _shape_key(s) not in labels else
-                s.model_copy(update={"extra": {**s.extra, "application": labels[_shape_key(s)]}})
-                for s in samples if not input_layer_backward_data(s)]
-        out.append((path, kept, run))
-    return out
+    own = {path.resolve() for path, _, _ in read}
+    labels = application_labels([samples for _, samples, _ in read] + [
+        read_deepbench(path)[0] for path in label_files if Path(path).resolve() not in own])
+    return [(path, with_labels([s for s in samples if not input_layer_backward_data(s)], labels), run)
+            for path, samples, run in read]
 
 
 def fit_workbooks(files: Sequence[Path] = WORKBOOKS) -> dict[str, GpuKernels]:

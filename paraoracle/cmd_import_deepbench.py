@@ -5,7 +5,9 @@ results, its published .xlsx workbooks or the text its benchmark binaries print,
 --out alone writes a new profile whose machine is the one the Specs sheet names (GPU, CPU, CUDA, cuDNN and
 driver versions); --into merges into an existing profile (written back to it, or to --out), replacing samples
 imported earlier from a file with the same content. One GPU per profile: files naming different GPUs are
-refused. Writes are atomic; the result is refitted (a fit that fails keeps the samples and says why).
+refused. A shape the files do not name an application for takes the one DeepBench's carried workbooks name (the
+kernel model's held-out figures need them). Writes are atomic; the result is refitted (a fit that fails keeps the
+samples and says why).
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import argparse
 from collections import Counter
 from pathlib import Path
 
+from calibrate.deepbench_kernels import application_labels, carried_labels, with_labels
 from calibrate.profile_arguments import add_profile_argument
 from paraoracle.imports import base_profile, import_target, merged, refit
 from profiler.deepbench import DeepBenchRun, read_deepbench
@@ -65,6 +68,8 @@ def run(args) -> int:
         file_samples, deepbench_run = read_deepbench(name)
         samples.extend(file_samples)
         runs.append(deepbench_run)
+    if any(not s.extra.get("application") for s in samples):  # the carried workbooks name DeepBench's shapes
+        samples = with_labels(samples, {**carried_labels(), **application_labels([samples])})
     base = base_profile(args)
     gpu = _gpu(runs, args.gpu, base.machine.gpus[0].name if base is not None and base.machine.gpus else None)
     for sample in samples:

@@ -602,6 +602,13 @@ def test_gpu_kernel_mode_names_exactly_the_models_constants():
                                            ("NVIDIA H100 80GB HBM3", "H100 SXM5"),
                                            ("NVIDIA A100-SXM4-40GB", "A100-SXM4"),
                                            ("GeForce GTX 1080 Ti", "GeForce GTX 1080 Ti"),
+                                           # DeepBench's other training sheets: Turing, Maxwell, AMD Vega
+                                           ("NVIDIA T4", "Tesla T4"), ("Tesla T4", "Tesla T4"),
+                                           ("Nvidia TitanX", "GeForce GTX TITAN X (Maxwell)"),
+                                           ("Nvidia TitanX Pascal", "NVIDIA TITAN X (Pascal)"),
+                                           ("AMD MI25", "Radeon Instinct MI25"),
+                                           ("AMD Vega Frontier Edition 16GB", "Radeon Vega Frontier Edition"),
+                                           ("NVIDIA A100-SXM4-80GB", "A100-SXM4"),
                                            ("Radeon RX 7900 XTX", None), ("", None)])
 def test_find_spec(name, expected):
     spec = gpu_specs.find_spec(name)
@@ -618,6 +625,9 @@ def test_math_modes():
     assert gpu_specs.math_mode(a100, "tf32") == ("tf32_tensor", True)
     assert gpu_specs.math_mode(a100, "bfloat16") == ("bfloat16_tensor", True)
     assert gpu_specs.math_mode(ti, "bfloat16") == ("float32", False)
+    t4 = gpu_specs.find_spec("NVIDIA T4")
+    assert gpu_specs.math_mode(t4, "float16") == ("float16_tensor", True)
+    assert gpu_specs.math_mode(t4, "tf32") == ("float32", False)
     assert gpu_specs.math_mode(ti, "float16") == ("float32", False)
     assert gpu_specs.math_mode(v100, "tf32") == ("float32", False)
     assert gpu_specs.hardware(v100, "float16") == gk.Hardware(80, 125e12, 15.7e12, 900e9, True)

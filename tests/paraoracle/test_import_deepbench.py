@@ -362,3 +362,16 @@ def test_cli_refuses_two_gpus_in_one_profile(tmp_path, capsys):
     assert main(["import-deepbench", str(V100), str(P100), "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert "different GPUs" in err and "NVIDIA V100" in err and "NVIDIA Tesla P100" in err and not out.exists()
+
+
+def test_imported_shapes_take_the_applications_the_carried_workbooks_name(tmp_path, capsys):
+    """gemm_bench text names no application: a DeepBench shape gets the one Baidu's workbooks name for it (the
+    kernel model's held-out figures are per application), any other shape stays unnamed."""
+    text = tmp_path / "gemm.txt"
+    text.write_text(gemm_bench_text([(1760, 16, 1760, False, False, "float", 38), (1000, 700, 500, False, False,
+                                                                                  "float", 60)]))
+    out = tmp_path / "text.yaml"
+    assert main(["import-deepbench", str(text), "--gpu", "NVIDIA V100", "--out", str(out)]) == 0
+    capsys.readouterr()
+    named = {(s.params["M"], s.params["N"], s.params["K"]): s.extra.get("application") for s in load_profile(out).samples}
+    assert named == {(1760, 16, 1760): "DeepSpeech", (1000, 700, 500): None}
