@@ -46,7 +46,7 @@ class _Arrays:
         self.time_s = np.array([s.time_s for s in samples], float)
         self.is_gemm = np.array([s.op == "gemm" for s in samples])
         self.pass_index = np.array([gk.PASSES.index(s.pass_) for s in samples])
-        self.unaligned = np.array([gk.unaligned(s.op, s.params, hardware.tensor_cores) for s in samples])
+        self.padded = np.array([gk.padded_on_tensor_cores(s.op, s.params, hardware.tensor_cores) for s in samples])
         self.transposed = np.array([gk.transposed(s.op, s.params) for s in samples])
         self.strided = np.array([gk.strided_backward_data(s.op, s.pass_, s.params) for s in samples])
         self.operand_bytes = np.array([gk.operand_bytes(s.op, s.params, s.dtype) for s in samples])
@@ -66,8 +66,7 @@ class _Arrays:
 def predict_arrays(values: Mapping[str, float], a: _Arrays) -> np.ndarray:
     """gk.kernel_time_s of every sample, vectorised over candidates."""
     hw = a.hardware
-    sm_peak = np.where(a.unaligned, values["unaligned_ratio"] * hw.fallback_flops_per_s,
-                       hw.peak_flops_per_s)[a.sample] / hw.sms
+    sm_peak = np.where(a.padded, values["unaligned_ratio"], 1.0)[a.sample] * hw.peak_flops_per_s / hw.sms
     times = np.empty_like(a.flops)
     gemm = a.is_gemm[a.sample]
     passes = a.pass_index[a.sample]

@@ -39,7 +39,8 @@ WINOGRAD_TILE, WINOGRAD_POINTS = 4, 36
 FFT_SIZE, FFT_POINTS, COMPLEX_FLOPS = 32, 32 * 17, 4
 #: bytes of a float32 partial result of split-K (written once, read once)
 PARTIAL_BYTES = 2 * 4
-#: tensor cores need every channel count of a convolution to be a multiple of this (cuDNN 7 NCHW half kernels)
+#: tensor cores need every channel count of a convolution to be a multiple of this; cuDNN 7.3 on pads C and K up to
+#: it (release notes v7.3.0: "the c and k dimensions of the tensors are now padded to multiples of 8")
 TENSOR_CORE_ALIGNMENT = 8
 
 
@@ -72,13 +73,14 @@ PARAMS: dict[str, Param] = {
     "fft_bwd_data": Param("... backward-data", 0.5, 0.5),
     "fft_bwd_weight": Param("... backward-weight", 0.5, 0.5),
     "transposed_memory_ratio": Param("memory time of a GEMM with a transposed operand relative to none", 1.0, 0.5),
-    "unaligned_ratio": Param("tensor-core math with unaligned channels: share of the CUDA-core peak", 0.7, 1.5),
+    "unaligned_ratio": Param("a channel-padded tensor-core convolution's efficiency relative to an aligned one",
+                             0.5, 1.5),
 }
 
 
 class Hardware(NamedTuple):
     """What the model needs of a GPU and a math mode: SMs, the mode's peak, the CUDA-core float32 peak (the
-    fallback of unaligned tensor-core calls), DRAM bandwidth, and whether the mode runs on tensor cores."""
+    fallback of unaligned grouped tensor-core calls), DRAM bandwidth, and whether the mode runs on tensor cores."""
 
     sms: int
     peak_flops_per_s: float
@@ -216,8 +218,10 @@ def window_reuse(op: str, params: Mapping) -> float:
 def candidates(op: str, pass_: str, params: Mapping, dtype: str, sms: int, tensor_cores: bool,
                search: bool = True) -> list[tuple[int, int, float, float, float]]:
     """Every (algorithm index, waves, FLOPs per CTA, intensity in FLOP/byte, extra DRAM bytes: split partials and
-    Winograd/FFT transforms) a call may run as (module docstring)."""
+    Winograd/FFT transforms) a call may run as (module docstring); a channel-padded call's over its padded shape."""
     element = DTYPE_BYTES[canonical_dtype(dtype)]
+    if padded_on_tensor_cores(op, params, tensor_cores):  # its tiles run over the padded channels
+        params = padded_channels(params)
     amplify = gather_amplification(op, params)
     # the operand gathered from the input: rows of the forward product, the reduction of the weight gradient
     reuse = window_reuse(op, params)
@@ -268,10 +272,25 @@ def strided_backward_data(op: str, pass_: str, params: Mapping) -> bool:
 
 
 def unaligned(op: str, params: Mapping, tensor_cores: bool) -> bool:
-    """A tensor-core convolution whose input channels (per group) are not a multiple of TENSOR_CORE_ALIGNMENT
-    (first layers with 1-3 channels, depthwise convolutions): cuDNN 7 runs it on CUDA cores."""
-    return tensor_cores and op == "conv2d" and (int(params["C"]) // int(params.get("groups", 1))) \
-        % TENSOR_CORE_ALIGNMENT != 0
+    """A tensor-core convolution whose input or output channels (per group) are not a multiple of
+    TENSOR_CORE_ALIGNMENT (first layers with 1-3 channels, depthwise convolutions)."""
+    if not tensor_cores or op != "conv2d":
+        return False
+    groups = int(params.get("groups", 1))
+    return any((int(params[k]) // groups) % TENSOR_CORE_ALIGNMENT for k in ("C", "F"))
+
+
+def padded_on_tensor_cores(op: str, params: Mapping, tensor_cores: bool) -> bool:
+    """An unaligned dense tensor-core convolution: cuDNN (7.3 on) pads its C and K dimensions up to multiples of 8
+    and runs tensor-core kernels on the padded operands, at a fitted share of the peak (a grouped one runs cuDNN's
+    grouped CUDA-core kernels)."""
+    return unaligned(op, params, tensor_cores) and int(params.get("groups", 1)) == 1
+
+
+def padded_channels(params: Mapping) -> dict:
+    """The call with C and F rounded up to multiples of TENSOR_CORE_ALIGNMENT (what a padded kernel computes)."""
+    up = lambda v: -(-int(v) // TENSOR_CORE_ALIGNMENT) * TENSOR_CORE_ALIGNMENT  # noqa: E731
+    return dict(params, C=up(params["C"]), F=up(params["F"]))
 
 
 #: cuBLAS operand order of a linear layer's (and a plain matrix product's) passes as the forward GEMM
@@ -329,13 +348,13 @@ def _minimum(a, b):
 
 
 def sm_peak(values: Mapping[str, float], hardware: Hardware, op: str, params: Mapping) -> float:
-    """FLOP/s of one SM for this call: the math mode's peak, or the fitted share of the CUDA-core peak where
-    tensor cores cannot run it (unaligned)."""
+    """FLOP/s of one SM for this call: the math mode's peak; for a channel-padded tensor-core convolution the
+    fitted share of it; for an unaligned grouped one the CUDA-core peak."""
     if not unaligned(op, params, hardware.tensor_cores):
         return hardware.peak_flops_per_s / hardware.sms
-    # the fitted share belongs to DeepBench's dense first layers; grouped ones run cuDNN's grouped CUDA-core kernels
-    share = values["unaligned_ratio"] if int(params.get("groups", 1)) == 1 else 1.0
-    return share * hardware.fallback_flops_per_s / hardware.sms
+    if padded_on_tensor_cores(op, params, hardware.tensor_cores):  # padded channels at a fitted share of the peak
+        return values["unaligned_ratio"] * hardware.peak_flops_per_s / hardware.sms
+    return hardware.fallback_flops_per_s / hardware.sms  # grouped: cuDNN's grouped CUDA-core kernels
 
 
 def kernel_time_s(values: Mapping[str, float], hardware: Hardware, op: str, pass_: str, params: Mapping,

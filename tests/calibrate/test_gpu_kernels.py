@@ -235,24 +235,35 @@ def test_call_floors():
 
 
 def test_tensor_core_alignment_of_channels():
+    """cuDNN 7.3 on pads an unaligned convolution's C and K up to multiples of 8 and runs tensor cores: the call costs
+    the padded shape's tiles at the fitted share of the tensor-core peak (a 3-channel first layer 8/3 of its own
+    work); an unaligned grouped one runs on CUDA cores at their peak."""
     ratio = HAND["unaligned_ratio"]
     first = conv(32, 3, 224, 224, 64, 7, stride=2, pad=3)
     aligned = conv(32, 64, 56, 56, 64, 3)
     assert gk.unaligned("conv2d", first, True) and not gk.unaligned("conv2d", aligned, True)
+    assert gk.unaligned("conv2d", conv(8, 64, 28, 28, 60, 3), True)  # output channels count too
     assert not gk.unaligned("conv2d", first, False)  # CUDA-core modes have no alignment
-    assert not gk.unaligned("gemm", {"M": 3, "N": 3, "K": 3}, True)  # only convolutions fall back
-    assert gk.sm_peak(HAND, HW_TC, "conv2d", first) == pytest.approx(ratio * 1e13 / 10)
+    assert not gk.unaligned("gemm", {"M": 3, "N": 3, "K": 3}, True)  # only convolutions are padded
+    assert gk.padded_channels(first) == {**first, "C": 8, "F": 64}
+    assert gk.sm_peak(HAND, HW_TC, "conv2d", first) == pytest.approx(ratio * 1e14 / 10)
     assert gk.sm_peak(HAND, HW_TC, "conv2d", aligned) == pytest.approx(1e14 / 10)
     assert gk.sm_peak(HAND, HW, "conv2d", first) == pytest.approx(1e13 / 10)
-    for p, peak in ((first, ratio * 1e13 / 10), (aligned, 1e14 / 10)):
+    depthwise = {**conv(32, 36, 28, 28, 36, 3), "groups": 36}
+    assert gk.sm_peak(HAND, HW_TC, "conv2d", depthwise) == pytest.approx(1e13 / 10)  # the CUDA-core fallback
+    for p, peak in ((first, ratio * 1e14 / 10), (aligned, 1e14 / 10)):
         for pass_ in gk.PASSES:
             got = gk.kernel_time_s(HAND, HW_TC, "conv2d", pass_, p, "float16")
-            assert got == pytest.approx(reference_conv_implicit(HAND, HW_TC, pass_, p, element=2, sm_peak=peak),
-                                        rel=1e-9)
-    # the unaligned first layer runs at the fallback's share: slower than the same layer with 8 channels
-    padded = {**first, "C": 8}
-    assert gk.kernel_time_s(HAND, HW_TC, "conv2d", "fwd", first, "float16") > \
-        gk.kernel_time_s(HAND, HW_TC, "conv2d", "fwd", padded, "float16") * 3 / 8
+            shape = gk.padded_channels(p) if p is first else p
+            # the tiles run over the padded shape; the operands' DRAM bytes stay the real ones
+            no_dram = constants(**{**HAND, "memory_efficiency": 1e12})
+            expected = reference_conv_implicit(no_dram, HW_TC, pass_, shape, element=2, sm_peak=peak)
+            memory = gk.operand_bytes("conv2d", p, "float16") / (HAND["memory_efficiency"] * HW_TC.memory_bytes_per_s)
+            assert got == pytest.approx(max(expected, overhead(HAND) + memory), rel=1e-9)
+    # with the share at 1 (and DRAM out of the way) the padded first layer costs what an 8-channel layer does
+    at_one = constants(**{**HAND, "unaligned_ratio": 1.0, "memory_efficiency": 1e12})
+    assert gk.kernel_time_s(at_one, HW_TC, "conv2d", "fwd", first, "float16") == pytest.approx(
+        gk.kernel_time_s(at_one, HW_TC, "conv2d", "fwd", {**first, "C": 8}, "float16"), rel=0.02)
 
 
 def test_which_algorithms_a_convolution_may_run():
