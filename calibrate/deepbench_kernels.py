@@ -60,7 +60,7 @@ def carried_labels() -> dict[tuple, str]:
 def read_labelled(files: Sequence[Path], label_files: Sequence[Path] = ()) -> list[tuple[Path, list[Sample], DeepBenchRun]]:
     """Each file's samples (input-layer backward-data left out) with extra["application"] filled in from any file
     that names the shape's application (module docstring), `label_files` included (read for their labels only:
-    a workbook that names no application, e.g. DeepBench's Titan X or AMD sheets, takes the carried V100's)."""
+    a workbook that names no application, e.g. DeepBench's Titan X or AMD sheets, takes their labels)."""
     read = [(Path(path), *read_deepbench(path)) for path in files]
     own = {path.resolve() for path, _, _ in read}
     labels = application_labels([samples for _, samples, _ in read] + [

@@ -42,7 +42,7 @@ OVERLAP_EFFICIENCY = _FIGURES["overlap_efficiency"]
 WINOGRAD_REDUCTION = _FIGURES["winograd_reduction"]
 NO_STREAM_LATENCY = _FIGURES["stream_latency"]
 NCCL_NET_FILL = _FIGURES["net_fill"]  # predictor.published.nccl reads its curves' spread against it
-#: a grouped convolution's memory traffic runs at this share of the triad, per pass (docs/method.md §3c)
+#: a grouped convolution's memory traffic runs at this share of the triad, per pass (docs/method.md §3)
 GROUPED_TRIAD_SHARE = {"fwd": _FIGURES["grouped_conv_forward_triad_share"],
                        "bwd_data": _FIGURES["grouped_conv_backward_triad_share"],
                        "bwd_weight": _FIGURES["grouped_conv_backward_triad_share"]}

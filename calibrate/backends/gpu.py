@@ -62,7 +62,7 @@ class GpuBackend:
 
     def kernel_time_s(self, coefficients: Coefficients, op: str, pass_: str, params: Mapping[str, Any], dtype: str,
                       search: bool, cache: dict) -> Optional[float]:
-        """The GPU kernel model's time of a GEMM, linear or ungrouped 2-D convolution call (calibrate.gpu_kernels),
+        """The GPU kernel model's time of a GEMM, linear or 2-D convolution call (calibrate.gpu_kernels),
         where the profile has one for this dtype; None otherwise (the family fits cost it). A grouped convolution goes
         to the profile's grouped family where it has one for the pass and dtype: the kernel model is fitted to GEMMs
         and dense convolutions only (calibrate.gpu_kernel_fit.kernel_samples). search: whether convolutions run
