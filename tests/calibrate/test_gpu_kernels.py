@@ -619,6 +619,8 @@ def test_gpu_kernel_mode_names_exactly_the_models_constants():
                                            ("Nvidia TitanX Pascal", "NVIDIA TITAN X (Pascal)"),
                                            ("AMD MI25", "Radeon Instinct MI25"),
                                            ("AMD Vega Frontier Edition 16GB", "Radeon Vega Frontier Edition"),
+                                           # ... and no false friends: a MI250X is not a MI25, a GT 430 not a T4
+                                           ("AMD Instinct MI250X", None), ("NVIDIA GeForce GT 430", None),
                                            ("NVIDIA A100-SXM4-80GB", "A100-SXM4"),
                                            ("Radeon RX 7900 XTX", None), ("", None)])
 def test_find_spec(name, expected):
