@@ -7,8 +7,8 @@ import sys
 
 from predictor.flags import (add_context_expert_arguments, add_overlap_arguments, add_prediction_arguments,
                              add_strategy_argument, check_overlaps, context_expert_degrees)
-from predictor.plan import (ADDON_STRATEGIES, MIXED_PRECISIONS, PIPELINE_BOUNDARIES, PIPELINE_SCHEDULES,
-                            RECOMPUTE_GRANULARITIES, STRATEGIES)
+from predictor.plan import (ADDON_STRATEGIES, MEMORY_FORMATS, MIXED_PRECISIONS, PIPELINE_BOUNDARIES,
+                            PIPELINE_SCHEDULES, RECOMPUTE_GRANULARITIES, STRATEGIES)
 from profiler.cliutil import batch_size, device_count, int_in
 from profiler.errors import UserError
 
@@ -20,6 +20,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch", type=batch_size, required=True, help="global mini-batch (samples per iteration)")
     parser.add_argument("--gpus", type=device_count, required=True, help="number of devices")
     add_strategy_argument(parser)
+    parser.add_argument("--memory-format", choices=MEMORY_FORMATS, default="nhwc",
+                        help="the convolutions' memory layout: nhwc (channels-last, default) or nchw, which cuDNN "
+                             "transposes around its tensor-core kernels (fp16, bf16, tf32 on a GPU; docs/method.md §3)")
     parser.add_argument("--micro-batches", type=batch_size, help="pipeline micro-batches (default: the best that divides the batch)")
     parser.add_argument("--zero", type=int, default=0, choices=(0, 1, 2, 3),
                         help="sharded data parallelism for the data strategy: ZeRO stage 1 (optimizer state), "
@@ -151,7 +154,7 @@ def run(args) -> int:
                         pipeline_boundary=args.pipeline_boundary, mixed_precision=args.mixed_precision,
                         recompute=args.recompute, recompute_granularity=args.recompute_granularity,
                         context_parallel=cp, expert_parallel=ep, tp_comm_overlap=args.tp_comm_overlap,
-                        overlap_param_gather=args.overlap_param_gather)
+                        overlap_param_gather=args.overlap_param_gather, memory_format=args.memory_format)
     if args.strategy != "all" and not preds[0].feasible:
         raise UserError(f"{args.strategy} on {args.gpus} devices with batch {args.batch}: {preds[0].reason}")
     meta = {"profile": str(path), "profile_provenance": cm.provenance, "model": graph.name, "batch": args.batch,

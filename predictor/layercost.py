@@ -14,6 +14,7 @@ import math
 from dataclasses import replace
 from typing import NamedTuple
 
+from calibrate import shapes
 from calibrate.cost_api import CostModel
 from predictor.graph import Layer, ModelGraph
 from profiler.dtypes import FP8, dtype_bytes
@@ -260,11 +261,14 @@ class LayerCoster:
     """Cached per-layer (fwd, bwd) seconds for one graph, cost model and dtype."""
 
     def __init__(self, graph: ModelGraph, cost_model: CostModel, dtype: str,
-                 signatures: tuple[list[bool], list[int], list[int]] | None = None):
+                 signatures: tuple[list[bool], list[int], list[int]] | None = None, memory_format: str = "nhwc"):
         self.graph = graph
         self.cm = cost_model
         self.dtype = dtype
         self.cm_dtype = DTYPE_NAMES[dtype]
+        # an NCHW run on a GPU's tensor cores: cuDNN transposes every dense convolution's operands (nchw_transpose_s)
+        self.transposes = (memory_format == "nchw" and self.cm_dtype in TENSOR_CORE_DTYPES
+                           and not getattr(cost_model, "device_is_host", False))
         self.act_bytes = ACT_BYTES[dtype]
         # layers whose input needs no gradient: autograd skips their input gradient (input_needs_no_grad); readers
         # per output; one signature per set of identical layers (layer_signatures)
@@ -278,7 +282,10 @@ class LayerCoster:
         t = self._calls.get(key)
         if t is None:
             dtype = FP8 if self.dtype == "fp8" and op in FP8_MATMUL_OPS else self.cm_dtype
-            t = self._calls[key] = self.cm.compute_time_s(op, pass_, params, dtype)
+            t = self.cm.compute_time_s(op, pass_, params, dtype)
+            if self.transposes and op in NCHW_TRANSPOSED_OPS and int(params.get("groups", 1)) == 1:
+                t += nchw_transpose_s(self.cm, op, pass_, params, dtype)
+            self._calls[key] = t
         return t
 
     def _fp8_casts(self, params: dict[str, int], weighted: bool) -> tuple[float, float]:
@@ -371,6 +378,18 @@ class LayerCoster:
 # Mixed precision reads a half-precision gradient and also writes the half-precision weight copy.
 _UPDATE_WORDS = {"sgd": 3, "momentum": 5, "adam": 7}
 OPTIMIZER_STATE_WORDS = {"sgd": 0, "momentum": 1, "adam": 2}
+
+
+#: convolutions whose NCHW operands cuDNN transposes around its tensor-core kernels, and the dtypes that run there
+NCHW_TRANSPOSED_OPS = ("conv2d", "conv3d")
+TENSOR_CORE_DTYPES = ("float16", "bfloat16", "tf32")
+
+
+def nchw_transpose_s(cost_model: CostModel, op: str, pass_: str, params: dict, dtype: str) -> float:
+    """Seconds cuDNN spends converting an NCHW convolution pass to and from the NHWC layout its tensor-core kernels
+    take: its operands (input, weight, output or their gradients) each read and written once more, at the device's
+    memory bandwidth (docs/method.md §3; decisions/2026-12-06-nchw-transposes.md)."""
+    return cost_model.memory_time_s(2.0 * shapes.work(op, pass_, params, dtype)["bytes"])
 
 
 def check_dtype(cost_model: CostModel, dtype: str, profile: str) -> None:

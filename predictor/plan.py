@@ -52,6 +52,9 @@ MIXED_PRECISIONS = ("autocast", "half")
 #: fp16/bf16 = mixed precision (fp32 master weights and optimizer state); fp8 = bf16 mixed precision whose linear
 #: layers' matrix products run in FP8 (Transformer Engine; the profile needs "float8" GEMM fits: H100, H200)
 DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8")
+#: the memory layout the run's convolutions take: channels-last (NHWC), or NCHW, which cuDNN transposes around its
+#: tensor-core kernels (docs/method.md §3)
+MEMORY_FORMATS = ("nhwc", "nchw")
 
 # Communication kinds reported separately (exposed and hidden) in Prediction.comm_*.
 COMM_KINDS = ("gradient", "layer_collective", "halo", "pipeline_p2p", "redistribute", "expert_alltoall",
@@ -94,6 +97,7 @@ class Plan:
     framework: str = "ddp"  # how the gradient allreduce is scheduled (predictor.overlap.FRAMEWORKS)
     synthetic_data: bool = False  # True: samples already in memory, no host decode/augment (input pipeline)
     stack: str = "pytorch"  # software stack whose kernels run (calibrate.system_constants.STACKS; published profiles)
+    memory_format: str = "nhwc"  # the convolutions' layout (MEMORY_FORMATS): nchw costs cuDNN's transposes
     extra: tuple[tuple[str, Any], ...] = ()  # strategy-specific knobs of add-on strategies (sorted pairs)
 
     @property

@@ -137,7 +137,18 @@ def parse_record(rec: Any, index: int, path: str) -> PublishedRun:
         data=_text(rec, "data", path, index, rid, False), num_gpus=gpus, batch_per_gpu=batch, system=system,
         measured_s=measured_s, measured_note=note, url=str(source.get("url", "")) if isinstance(source, dict) else "",
         notes=_text(rec, "notes", path, index, rid, False),
-        extra={"model_details": rec.get("model_details") if isinstance(rec.get("model_details"), dict) else {}})
+        extra={"model_details": rec.get("model_details") if isinstance(rec.get("model_details"), dict) else {},
+               "memory_format": _memory_format(rec, path, index, rid)})
+
+
+def _memory_format(rec: dict, path: str, index: int, rid: str) -> Optional[str]:
+    """The convolutions' layout a record states (`memory_format`: nhwc or nchw; groundtruth/LAYOUTS.md), or None."""
+    from predictor.plan import MEMORY_FORMATS
+
+    value = rec.get("memory_format")
+    if value is not None and value not in MEMORY_FORMATS:
+        raise _fail(path, index, rid, "memory_format", f"must be one of {', '.join(MEMORY_FORMATS)}")
+    return value
 
 
 def load_records(path: str | Path, parse) -> list[PublishedRun]:

@@ -45,6 +45,7 @@ class Setup:
     seq_mix: tuple[tuple[int, float], ...] = ()
     dataset: str = "imagenet"        # predictor.at_scale.DATASETS: where the samples come from (models rule `dataset`)
     staged: bool = False             # the record says its data was staged to the nodes before the run
+    memory_format: str = "nhwc"      # the convolutions' layout the record states (Plan.memory_format)
 
     @property
     def batch(self) -> int:
@@ -150,4 +151,5 @@ def interpret(run: PublishedRun, rules: dict[str, list[dict]]) -> Union[Setup, S
     return Setup(run=run, model=model["zoo"], knobs=knobs, dtype=precision["dtype"], optimizer=optimizer["optimizer"],
                  framework=framework["regime"], profile=system["profile"], devices_per_node=per_node,
                  synthetic_data="synthetic" in run.data.lower(), assumptions=tuple(assumptions), stack=stack,
-                 dataset=model.get("dataset", "imagenet"), staged="staged" in run.data.lower())
+                 dataset=model.get("dataset", "imagenet"), staged="staged" in run.data.lower(),
+                 memory_format=run.extra.get("memory_format") or "nhwc")

@@ -52,6 +52,7 @@ def test_seconds_per_iteration_from_images_per_second(records):
     (lambda r: r.update(derived={"seconds_per_iteration": float("nan")}), "derived.seconds_per_iteration"),
     (lambda r: r.update(derived={}, measured={"unit": "img/s", "value": -3}), "measured.value"),
     (lambda r: r.update(model={"name": "x"}), "model"),
+    (lambda r: r.update(memory_format="NHCW"), "memory_format"),
 ])
 def test_malformed_record_names_file_record_and_field(records, edit, field):
     rec = copy.deepcopy(records[0])

@@ -1,0 +1,96 @@
+"""The convolutions' memory layout (Plan.memory_format): an NCHW run on a GPU's tensor cores pays cuDNN's transposes
+to and from NHWC, 2 x (input + weight + output) bytes per convolution pass at the device's memory bandwidth
+(docs/method.md §3, docs/decisions/2026-12-06-nchw-transposes.md); NHWC, FP32 and grouped calls pay nothing."""
+import re
+
+import pytest
+
+from calibrate import shapes
+from calibrate.cost_model import load_cost_model
+from calibrate.shipped import shipped_profiles_dir
+from predictor.api import load_model, predict_all
+from predictor.cli import main
+from predictor.layercost import LayerCoster, Split, nchw_transpose_s
+from predictor.published.corpus import CORPUS_DIR, load_corpus
+from predictor.published.rowmap import interpret, load_rules
+
+A100 = shipped_profiles_dir() / "a100-dgx-8gpu.published.yaml"
+CONV = {"N": 32, "C": 64, "H": 56, "W": 56, "F": 64, "kernel": 3, "stride": 1, "padding": 1}
+
+
+@pytest.fixture(scope="module")
+def graph():
+    return load_model("resnet50")
+
+
+def test_transposes_by_hand():
+    """2 x (32 x 64 x 56^2 x 2 input + 64 x 64 x 9 x 2 weight + the same output bytes) at the profile's triad."""
+    cm = load_cost_model(A100)
+    nbytes = (2 * 32 * 64 * 56 * 56 + 64 * 64 * 9) * 2
+    assert shapes.work("conv2d", "fwd", CONV, "float16")["bytes"] == nbytes
+    for pass_ in ("fwd", "bwd_data", "bwd_weight"):
+        assert nchw_transpose_s(cm, "conv2d", pass_, CONV, "float16") == pytest.approx(cm.memory_time_s(2 * nbytes))
+
+
+def test_only_tensor_core_dense_convolutions_on_a_gpu_pay(graph):
+    cm = load_cost_model(A100)
+    split = Split(32)
+    convs = [i for i, l in enumerate(graph.layers) if l.op == "conv2d"]
+    for dtype, pays in (("fp16", True), ("tf32", True), ("bf16", True), ("fp32", False)):
+        nhwc, nchw = (LayerCoster(graph, cm, dtype, memory_format=f) for f in ("nhwc", "nchw"))
+        for i in convs[:3]:
+            (f0, b0), (f1, b1) = nhwc.times(i, split), nchw.times(i, split)
+            assert (f1 > f0 and b1 > b0) if pays else (f1, b1) == (f0, b0), (dtype, i)
+        other = next(i for i, l in enumerate(graph.layers) if l.op == "batchnorm")
+        assert nhwc.times(other, split) == nchw.times(other, split)
+    first = convs[0]  # the first layer runs no backward-data: its transposes are the forward's and the weight's
+    nhwc, nchw = (LayerCoster(graph, cm, "fp16", memory_format=f) for f in ("nhwc", "nchw"))
+    assert nchw.times(first, split)[0] - nhwc.times(first, split)[0] == pytest.approx(
+        nchw_transpose_s(cm, "conv2d", "fwd", {**dict(_params(graph, first, split))}, "float16"))
+
+
+def _params(graph, index, split):
+    from predictor.layercost import _pass_params
+    return _pass_params(graph.layers[index], split)[1]
+
+
+def test_a_cpu_profile_pays_nothing(graph):
+    class OnTheHost:  # a host (CPU) cost model: no tensor cores, no cuDNN
+        device_is_host = True
+
+        def __init__(self, cm):
+            self._cm = cm
+
+        def __getattr__(self, name):
+            return getattr(self._cm, name)
+
+    cm = load_cost_model(A100)
+    assert LayerCoster(graph, cm, "fp16", memory_format="nchw").transposes
+    assert not LayerCoster(graph, OnTheHost(cm), "fp16", memory_format="nchw").transposes
+    assert not LayerCoster(graph, cm, "fp16", memory_format="nhwc").transposes
+
+
+def test_predict_all_and_the_cli_take_the_setting(graph, capsys):
+    cm = load_cost_model(A100)
+    nhwc, nchw = (predict_all(graph, 256, 8, cm, strategies=("data",), dtype="fp16", memory_format=f)[0]
+                  for f in ("nhwc", "nchw"))
+    assert nchw.plan.memory_format == "nchw" and nchw.iteration_s > 1.2 * nhwc.iteration_s
+    out = []
+    for fmt in ("nhwc", "nchw"):
+        assert main(["run", "--profile", str(A100), "--model", "resnet50", "--batch", "256", "--gpus", "1",
+                     "--strategy", "serial", "--dtype", "fp16", "--memory-format", fmt]) == 0
+        out.append(float(re.search(r"([\d.]+) s/iteration", capsys.readouterr().out).group(1)))
+    assert out[1] > 1.2 * out[0]
+
+
+def test_the_corpus_rows_state_the_layout_layouts_md_gives():
+    """LAYOUTS.md's NCHW groups are exactly the rows whose record says memory_format: nchw, and the mapping
+    carries it to the row's plan."""
+    text = (CORPUS_DIR / "LAYOUTS.md").read_text()
+    listed = {x.strip() for m in re.finditer(r"\* \*\*G\d+\*\* \(NCHW, \d+\): (.*)", text) for x in m.group(1).split(",")}
+    corpus = load_corpus(CORPUS_DIR / "cnn_runs.yaml")
+    stated = {r.id for r in corpus if r.extra.get("memory_format") == "nchw"}
+    assert len(listed) == 41 and stated == listed
+    rules = load_rules()
+    setups = [interpret(r, rules) for r in corpus if r.id in listed]
+    assert {s.memory_format for s in setups if hasattr(s, "memory_format")} == {"nchw"}
