@@ -50,7 +50,7 @@ def load(files: list[Path]) -> dict[tuple[str, str], list[tuple[gf.KernelSample,
     """(GPU name, dtype) -> [(sample, math mode)] of every GEMM and convolution row, labelled by application
     (calibrate.deepbench_kernels.read_labelled: input-layer backward-data left out)."""
     groups: dict[tuple[str, str], list] = defaultdict(list)
-    for path, samples, run in read_labelled(files, label_files=WORKBOOKS):
+    for path, samples, run in read_labelled(files, carried=True):
         if not run.gpu:
             raise UserError(f"{path}: names no GPU (no Specs sheet 'GPU Model'); the kernel model needs its datasheet")
         for s in samples:

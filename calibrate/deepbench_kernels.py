@@ -57,16 +57,22 @@ def carried_labels() -> dict[tuple, str]:
     return application_labels([read_deepbench(path)[0] for path in WORKBOOKS])
 
 
-def read_labelled(files: Sequence[Path], label_files: Sequence[Path] = ()) -> list[tuple[Path, list[Sample], DeepBenchRun]]:
-    """Each file's samples (input-layer backward-data left out) with extra["application"] filled in from any file
-    that names the shape's application (module docstring), `label_files` included (read for their labels only:
-    a workbook that names no application, e.g. DeepBench's Titan X or AMD sheets, takes their labels)."""
+def labelled(sample_lists: Sequence[Sequence[Sample]], carried: bool = False) -> list[list[Sample]]:
+    """The samples, each unnamed one given the application another sample of the same shape names; with `carried`,
+    a shape still unnamed takes the carried workbooks' label (DeepBench's Titan X and AMD sheets name none)."""
+    labels = application_labels(sample_lists)
+    if carried and any(not s.extra.get("application") and _shape_key(s) not in labels
+                       for samples in sample_lists for s in samples):
+        labels = {**carried_labels(), **labels}
+    return [with_labels(samples, labels) for samples in sample_lists]
+
+
+def read_labelled(files: Sequence[Path], carried: bool = False) -> list[tuple[Path, list[Sample], DeepBenchRun]]:
+    """Each file's samples, labelled (`labelled`), input-layer backward-data left out (module docstring)."""
     read = [(Path(path), *read_deepbench(path)) for path in files]
-    own = {path.resolve() for path, _, _ in read}
-    labels = application_labels([samples for _, samples, _ in read] + [
-        read_deepbench(path)[0] for path in label_files if Path(path).resolve() not in own])
-    return [(path, with_labels([s for s in samples if not input_layer_backward_data(s)], labels), run)
-            for path, samples, run in read]
+    named = labelled([samples for _, samples, _ in read], carried)
+    return [(path, [s for s in samples if not input_layer_backward_data(s)], run)
+            for (path, _, run), samples in zip(read, named)]
 
 
 def fit_workbooks(files: Sequence[Path] = WORKBOOKS) -> dict[str, GpuKernels]:

@@ -45,6 +45,10 @@ def load_specs(path: Path = SPECS_FILE) -> tuple[GpuSpec, ...]:
         raise UserError(f"{path}: field {'.'.join(str(p) for p in e['loc'])}: {e['msg']}") from None
 
 
+#: dtype -> the tensor-core math mode (peak_flops_per_s key) it runs in where a GPU has one
+TENSOR_MODES = {"tf32": "tf32_tensor", "float16": "float16_tensor", "bfloat16": "bfloat16_tensor"}
+
+
 def find_spec(gpu_name: str, path: Path = SPECS_FILE) -> Optional[GpuSpec]:
     """The datasheet entry whose longest name fragment occurs in gpu_name (case and spaces ignored)."""
     wanted = gpu_name.lower().replace(" ", "")
@@ -59,7 +63,7 @@ def math_mode(spec: GpuSpec, dtype: str, math: Optional[str] = None) -> tuple[st
     peaks = spec.peak_flops_per_s
     if dtype == "float32" or math == FP16_STORAGE_FP32_MATH:
         return "float32", False
-    tensor = {"tf32": "tf32_tensor", "float16": "float16_tensor", "bfloat16": "bfloat16_tensor"}.get(dtype)
+    tensor = TENSOR_MODES.get(dtype)
     if tensor in peaks:
         return tensor, True
     if dtype == "float16" and "float16_cuda" in peaks:

@@ -15,7 +15,7 @@ import argparse
 from collections import Counter
 from pathlib import Path
 
-from calibrate.deepbench_kernels import application_labels, carried_labels, with_labels
+from calibrate.deepbench_kernels import labelled
 from calibrate.profile_arguments import add_profile_argument
 from paraoracle.imports import base_profile, import_target, merged, refit
 from profiler.deepbench import DeepBenchRun, read_deepbench
@@ -68,8 +68,7 @@ def run(args) -> int:
         file_samples, deepbench_run = read_deepbench(name)
         samples.extend(file_samples)
         runs.append(deepbench_run)
-    if any(not s.extra.get("application") for s in samples):  # the carried workbooks name DeepBench's shapes
-        samples = with_labels(samples, {**carried_labels(), **application_labels([samples])})
+    samples = labelled([samples], carried=True)[0]  # the carried workbooks name DeepBench's shapes
     base = base_profile(args)
     gpu = _gpu(runs, args.gpu, base.machine.gpus[0].name if base is not None and base.machine.gpus else None)
     for sample in samples:

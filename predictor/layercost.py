@@ -15,6 +15,7 @@ from dataclasses import replace
 from typing import NamedTuple
 
 from calibrate import shapes
+from calibrate.gpu_specs import TENSOR_MODES
 from calibrate.cost_api import CostModel
 from predictor.graph import Layer, ModelGraph
 from profiler.dtypes import FP8, dtype_bytes
@@ -267,7 +268,7 @@ class LayerCoster:
         self.dtype = dtype
         self.cm_dtype = DTYPE_NAMES[dtype]
         # an NCHW run on a GPU's tensor cores: cuDNN transposes every dense convolution's operands (nchw_transpose_s)
-        self.transposes = (memory_format == "nchw" and self.cm_dtype in TENSOR_CORE_DTYPES
+        self.transposes = (memory_format == "nchw" and self.cm_dtype in TENSOR_MODES
                            and not getattr(cost_model, "device_is_host", False))
         self.act_bytes = ACT_BYTES[dtype]
         # layers whose input needs no gradient: autograd skips their input gradient (input_needs_no_grad); readers
@@ -283,7 +284,7 @@ class LayerCoster:
         if t is None:
             dtype = FP8 if self.dtype == "fp8" and op in FP8_MATMUL_OPS else self.cm_dtype
             t = self.cm.compute_time_s(op, pass_, params, dtype)
-            if self.transposes and op in NCHW_TRANSPOSED_OPS and int(params.get("groups", 1)) == 1:
+            if self.transposes and op in NCHW_TRANSPOSED_OPS and shapes.family_op(op, params) == op:
                 t += nchw_transpose_s(self.cm, op, pass_, params, dtype)
             self._calls[key] = t
         return t
@@ -380,9 +381,9 @@ _UPDATE_WORDS = {"sgd": 3, "momentum": 5, "adam": 7}
 OPTIMIZER_STATE_WORDS = {"sgd": 0, "momentum": 1, "adam": 2}
 
 
-#: convolutions whose NCHW operands cuDNN transposes around its tensor-core kernels, and the dtypes that run there
+#: convolutions whose NCHW operands cuDNN transposes around its tensor-core kernels (dense ones: grouped kernels run
+#: on CUDA cores in either layout), in the dtypes that run there (calibrate.gpu_specs.TENSOR_MODES)
 NCHW_TRANSPOSED_OPS = ("conv2d", "conv3d")
-TENSOR_CORE_DTYPES = ("float16", "bfloat16", "tf32")
 
 
 def nchw_transpose_s(cost_model: CostModel, op: str, pass_: str, params: dict, dtype: str) -> float:

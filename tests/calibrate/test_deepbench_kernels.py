@@ -28,15 +28,15 @@ def test_applications_come_from_any_file_that_names_them(labelled):
     assert len(agree) > 500 and all(agree)
 
 
-def test_a_workbook_alone_takes_its_labels_from_the_label_files():
-    """Given alone, the P100 workbook (which names no application) has none; with the V100 workbook as a label file
-    its shapes are labelled and the V100's own samples are not returned (the leave-one-application-out figures of
-    any DeepBench file: bench.deepbench passes the carried workbooks)."""
+def test_a_workbook_alone_takes_its_labels_from_the_carried_workbooks():
+    """Given alone, the P100 workbook (which names no application) has none; with the carried workbooks' labels
+    (the V100's among them) its shapes are labelled and only its own samples are returned (the
+    leave-one-application-out figures of any DeepBench file: bench.deepbench asks for them)."""
     alone = dk.read_labelled([P100])
     assert len(alone) == 1
     kernel_rows = [s for s in alone[0][1] if s.benchmark in ("gemm", "conv2d")]
     assert kernel_rows and not any(s.extra.get("application") for s in kernel_rows)
-    with_labels = dk.read_labelled([P100], label_files=[V100, P100])
+    with_labels = dk.read_labelled([P100], carried=True)
     assert [path.name for path, _, _ in with_labels] == [P100.name]
     labelled_rows = [s for s in with_labels[0][1] if s.benchmark in ("gemm", "conv2d")]
     assert len(labelled_rows) == len(kernel_rows) and all(s.extra.get("application") for s in labelled_rows)
