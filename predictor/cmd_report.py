@@ -83,7 +83,8 @@ def run(args) -> int:
     preds = predict_all(graph, batch, compare, cm, strategies=STRATEGIES + ADDON_STRATEGIES,
                         devices_per_node=args.gpus_per_node, dtype=args.dtype, optimizer=args.optimizer,
                         device_memory_bytes=args.memory_cap * 1e9 if args.memory_cap else None,
-                        framework=args.framework, synthetic_data=args.synthetic_data, stack=args.stack)
+                        framework=args.framework, synthetic_data=args.synthetic_data, stack=args.stack,
+                        memory_format=args.memory_format)
     at = next((pt for pt in result.lines[lead] if pt.devices == compare and pt.usable), None)
     winner = at.prediction if at is not None else next((p for p in preds if p.feasible), None)
     usable = [pt for pt in result.lines[lead] if pt.usable]
@@ -124,14 +125,23 @@ def run(args) -> int:
 
 
 def _scale_command(args) -> str:
-    """The `predictor scale` command that prints this page's sweep."""
-    words = ["predictor", "scale", "--model", args.model] + (["--profile", args.profile] if args.profile else [])
-    words += (["--batch-per-gpu", str(args.batch_per_gpu)] if args.batch_per_gpu is not None
-              else ["--batch", str(args.batch)]) + ["--gpus", args.gpu_counts]
-    for name in args.strategy or ():
-        words += ["--strategy", name]
-    for pair in args.model_arg:
-        words += ["--model-arg", pair]
+    """The `predictor scale` command that prints this page's sweep: every flag the two commands share
+    (cmd_scale.add_sweep_arguments) that the report was given away from its default, in the parser's order."""
+    parser = argparse.ArgumentParser(add_help=False)
+    add_sweep_arguments(parser)
+    words = ["predictor", "scale"]
+    for action in parser._actions:
+        value = getattr(args, action.dest, None)
+        if not action.option_strings or value is None or value == action.default or value == []:
+            continue
+        flag = action.option_strings[-1] if action.option_strings[-1].startswith("--") else action.option_strings[0]
+        if action.nargs == 0:  # a switch (store_true)
+            words.append(flag)
+        elif isinstance(value, list):
+            for item in value:
+                words += [flag, str(item)]
+        else:
+            words += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
     return " ".join(shlex.quote(w) for w in words)
 
 

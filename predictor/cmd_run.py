@@ -7,7 +7,7 @@ import sys
 
 from predictor.flags import (add_context_expert_arguments, add_overlap_arguments, add_prediction_arguments,
                              add_strategy_argument, check_overlaps, context_expert_degrees)
-from predictor.plan import (ADDON_STRATEGIES, MEMORY_FORMATS, MIXED_PRECISIONS, PIPELINE_BOUNDARIES,
+from predictor.plan import (ADDON_STRATEGIES, MIXED_PRECISIONS, PIPELINE_BOUNDARIES,
                             PIPELINE_SCHEDULES, RECOMPUTE_GRANULARITIES, STRATEGIES)
 from profiler.cliutil import batch_size, device_count, int_in
 from profiler.errors import UserError
@@ -20,9 +20,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch", type=batch_size, required=True, help="global mini-batch (samples per iteration)")
     parser.add_argument("--gpus", type=device_count, required=True, help="number of devices")
     add_strategy_argument(parser)
-    parser.add_argument("--memory-format", choices=MEMORY_FORMATS, default="nhwc",
-                        help="the convolutions' memory layout: nhwc (channels-last, default) or nchw, which cuDNN "
-                             "transposes around its tensor-core kernels (fp16, bf16, tf32 on a GPU; docs/method.md §3)")
     parser.add_argument("--micro-batches", type=batch_size, help="pipeline micro-batches (default: the best that divides the batch)")
     parser.add_argument("--zero", type=int, default=0, choices=(0, 1, 2, 3),
                         help="sharded data parallelism for the data strategy: ZeRO stage 1 (optimizer state), "

@@ -67,7 +67,8 @@ def run_sweep(args):
                    batch_per_device=args.batch_per_gpu, batch=args.batch, devices_per_node=per_node,
                    dtype=args.dtype, optimizer=args.optimizer,
                    memory_cap_bytes=args.memory_cap * 1e9 if args.memory_cap else None, framework=args.framework,
-                   synthetic_data=args.synthetic_data, stack=args.stack, threshold=args.efficiency_threshold)
+                   synthetic_data=args.synthetic_data, stack=args.stack, threshold=args.efficiency_threshold,
+                   memory_format=args.memory_format)
     return result, graph, cm, path
 
 

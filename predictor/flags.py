@@ -13,7 +13,7 @@ from pathlib import Path
 from calibrate.profile_arguments import add_profile_argument
 from calibrate.system_constants import DEFAULT_STACK, STACKS
 from predictor.overlap import FRAMEWORKS
-from predictor.plan import ALL_STRATEGIES, DTYPES, OPTIMIZERS
+from predictor.plan import ALL_STRATEGIES, DTYPES, MEMORY_FORMATS, OPTIMIZERS
 from predictor.zoo import ZOO
 from profiler.cliutil import MAX_LOCAL_RANKS, device_count, float_in, int_in
 from profiler.errors import UserError
@@ -82,7 +82,8 @@ def add_framework_argument(parser) -> None:
 
 def add_prediction_arguments(parser: argparse.ArgumentParser) -> None:
     """What every command that predicts a model on a profile takes (run, search, scale, report): the profile, the
-    model, devices per node, dtype, optimizer, framework, stack, a memory cap, the dataset size and --json."""
+    model, devices per node, dtype, optimizer, framework, stack, the convolutions' memory layout, a memory cap, the
+    dataset size and --json."""
     add_profile_argument(parser, "profile whose costs predict (default: the shipped reference profile, named in "
                                  "the output)")
     add_model_arguments(parser)
@@ -95,6 +96,9 @@ def add_prediction_arguments(parser: argparse.ArgumentParser) -> None:
                              "compute by the stack's fitted factor; a calibrated profile measured its own")
     parser.add_argument("--memory-cap", type=float_in(0.0, MAX_MEMORY_GB), metavar="GB",
                         help="device memory to plan for (default: the profile's)")
+    parser.add_argument("--memory-format", choices=MEMORY_FORMATS, default="nhwc",
+                        help="the convolutions' memory layout: nhwc (channels-last, default) or nchw, which cuDNN "
+                             "transposes around its tensor-core kernels (fp16, bf16, tf32 on a GPU; docs/method.md §3)")
     parser.add_argument("--dataset-size", type=int_in(1, 1 << 48), help="samples per epoch: adds epoch time and GPU-hours")
     parser.add_argument("--cudnn-benchmark", choices=("on", "off"), default=None,
                         help="whether the run lets cuDNN search for each convolution's fastest algorithm "

@@ -126,6 +126,8 @@ BAD_FLAGS = [  # (label, argv, flag the error must name)
     ("report-html-pdf", REPORT + ["--html", "{d}/r.pdf"], "--html"),
     ("report-out-missing-parent", REPORT + ["--out", "{d}/no/such/dir"], "--out"),
     ("report-compare-at-zero", REPORT + ["--out", "{d}/r", "--compare-at", "0"], "--compare-at"),
+    ("search-memory-format-unknown", SEARCH + ["--max-gpus", "4", "--memory-format", "chwn"], "--memory-format"),
+    ("scale-memory-format-unknown", SCALE + ["--batch", "8", "--memory-format", "NCHW"], "--memory-format"),
     # issue 38: the at-scale flags (stragglers, other jobs on the fabric, shared storage)
     ("cudnn-benchmark-word", RUN + ["--cudnn-benchmark", "maybe"], "--cudnn-benchmark"),
     ("cluster-load-word", RUN + ["--cluster-load", "loud"], "--cluster-load"),
@@ -207,6 +209,8 @@ CONTROLS = [  # valid commands: exit 0 and nothing written
     ("drift-same", ["profiler", "drift", "{d}/samples.yaml", "{d}/samples.yaml", "--no-predict"]),
     ("run-json-data", RUN + ["--strategy", "data", "--json"]),
     ("scale", SCALE + ["--batch-per-gpu", "8", "--gpus", "1-4"]),
+    ("scale-nchw", SCALE + ["--batch-per-gpu", "8", "--gpus", "1-4", "--memory-format", "nchw", "--dtype", "fp16"]),
+    ("search-nchw", SEARCH + ["--max-gpus", "4", "--memory-format", "nchw", "--top", "2"]),
     ("run-cluster-load-busy", RUN + ["--cluster-load", "busy", "--wide"]),
     ("run-cluster-load-percentile", RUN + ["--cluster-load", "80%"]),
     ("run-staged-shards", RUN + ["--staging", "--sample-bytes", "500000", "--files-per-sample", "0.001",

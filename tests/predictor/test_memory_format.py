@@ -2,6 +2,7 @@
 to and from NHWC, 2 x (input + weight + output) bytes per convolution pass at the device's memory bandwidth
 (docs/method.md §3, docs/decisions/2026-12-06-nchw-transposes.md); NHWC, FP32 and grouped calls pay nothing."""
 import re
+import shlex
 
 import pytest
 
@@ -13,6 +14,7 @@ from predictor.cli import main
 from predictor.layercost import LayerCoster, Split, nchw_transpose_s
 from predictor.published.corpus import CORPUS_DIR, load_corpus
 from predictor.published.rowmap import interpret, load_rules
+from profiler.errors import UserError
 
 A100 = shipped_profiles_dir() / "a100-dgx-8gpu.published.yaml"
 CONV = {"N": 32, "C": 64, "H": 56, "W": 56, "F": 64, "kernel": 3, "stride": 1, "padding": 1}
@@ -94,3 +96,49 @@ def test_the_corpus_rows_state_the_layout_layouts_md_gives():
     rules = load_rules()
     setups = [interpret(r, rules) for r in corpus if r.id in listed]
     assert {s.memory_format for s in setups if hasattr(s, "memory_format")} == {"nchw"}
+
+
+def test_search_and_the_sweep_cost_every_plan_in_the_layout_given(graph):
+    """`predictor search`/`scale`/`report` take --memory-format as `run` does: each plan they evaluate runs in it
+    (Plan.memory_format), so an NCHW sweep is slower at every count and the search's best NCHW plan is slower than
+    its best NHWC one."""
+    from predictor.scaling import BEST, sweep
+    from predictor.search import search
+    cm = load_cost_model(A100)
+    best = {f: search(graph, cm, batch=256, max_devices=8, dtype="fp16", top=3, interval=False, memory_format=f)
+            for f in ("nhwc", "nchw")}
+    assert {p.plan.memory_format for p in best["nchw"].best} == {"nchw"}
+    assert {p.plan.memory_format for p in best["nhwc"].best} == {"nhwc"}
+    assert best["nchw"].best[0].iteration_s > 1.1 * best["nhwc"].best[0].iteration_s
+    lines = {f: sweep(graph, cm, (1, 8), strategies=(BEST, "data"), batch_per_device=64, dtype="fp16",
+                      memory_format=f).lines for f in ("nhwc", "nchw")}
+    for name in (BEST, "data"):
+        for slow, fast in zip(lines["nchw"][name], lines["nhwc"][name]):
+            assert slow.prediction.plan.memory_format == "nchw"
+            assert slow.prediction.iteration_s > 1.1 * fast.prediction.iteration_s, (name, slow.devices)
+    with pytest.raises(UserError, match="memory format"):
+        search(graph, cm, batch=256, max_devices=2, memory_format="nchwc")
+
+
+def test_the_report_names_the_scale_command_that_prints_its_sweep():
+    """The report's 'same sweep in a terminal' line is a `predictor scale` command whose flags parse back to the
+    report's own settings (every shared flag given away from its default, the layout and load included)."""
+    import argparse
+
+    from predictor import cmd_report, cmd_scale
+    report = argparse.ArgumentParser()
+    cmd_report.add_arguments(report)
+    given = ["--model", "resnet50", "--batch-per-gpu", "64", "--gpus", "1-64", "--out", "/tmp/x", "--dtype", "fp16",
+             "--memory-format", "nchw", "--cluster-load", "busy", "--model-arg", "width=32", "--strategy", "data",
+             "--strategy", "best", "--synthetic-data", "--memory-cap", "40", "--stack", "mxnet"]
+    args = report.parse_args(given)
+    words = shlex.split(cmd_report._scale_command(args))
+    assert words[:2] == ["predictor", "scale"]
+    scale = argparse.ArgumentParser()
+    cmd_scale.add_arguments(scale)
+    back = scale.parse_args(words[2:])
+    for dest, value in vars(back).items():
+        if dest not in ("plot", "force"):
+            assert getattr(args, dest) == value, dest
+    plain = report.parse_args(["--model", "vgg16", "--batch", "256", "--html", "/tmp/x.html"])
+    assert cmd_report._scale_command(plain) == "predictor scale --model vgg16 --batch 256"
