@@ -238,6 +238,7 @@ SMALL_KNOBS: dict[str, dict] = {
     "alexnet": dict(width=4, image=64, fc=64, num_classes=10),
     "inception_v3": dict(width=0.125, image=75, num_classes=10),
     "cosmoflow": dict(width=4, blocks=3, image=32, fc=32),
+    "ssd300": dict(width=4, image=300, num_classes=5),  # six maps need 300 x 300 (38 .. 1)
     "small_cnn2d": dict(width=4, image=16),
     "small_cnn3d": dict(width=2, image=8),
     "gpt": dict(layers=2, hidden=32, heads=2, seq=16, vocab=64),

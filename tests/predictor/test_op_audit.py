@@ -36,7 +36,8 @@ def test_every_op_of_a_zoo_training_step_is_costed(name, knobs):
     missing = oa.missing_layers(rows, layer_ops)
     assert not missing, f"{name}: ops whose layers the tracer did not produce: {_describe(missing)}"
     seen = {row.key for row in rows}
-    assert {("forward", "aten::linear"), ("backward", "aten::mm"), ("step", "aten::add_")} <= seen
+    linear = any(layer.op == "linear" for layer in graph.layers)  # a detector (ssd300) has none
+    assert ({("step", "aten::add_")} | ({("forward", "aten::linear"), ("backward", "aten::mm")} if linear else set())) <= seen
     assert sum(r.calls for r in rows if r.key == ("backward", "aten::mm")) == 2 * 2 * sum(
         layer.op == "linear" for layer in graph.layers)  # bwd_data and bwd_weight per linear layer, 2 steps
 

@@ -101,6 +101,21 @@ def test_cosmoflow_is_3d_and_scales_down():
     assert graph.params == sum(l.params for l in graph.layers) > 0
 
 
+def test_ssd300_maps_boxes_and_parameters_by_hand():
+    """MLPerf's SSD300: ResNet-34 to its third stage at stride 1 (38 x 38 x 256 at 300 x 300), extras down to 19, 10,
+    5, 3, 1; 4/6/6/6/4/4 default boxes = 8732. Parameters: backbone 8,170,304 (conv1 9,408 + bn 128, stage 1
+    221,952, stage 2 1,116,416, stage 3 6,822,400), extras 3,577,088, box heads 387,192, class heads (81) 7,840,638."""
+    import torch
+    from predictor.zoo.ssd import ssd300
+    graph = load_model("ssd300")
+    assert graph.params == 8_170_304 + 3_577_088 + 387_192 + 7_840_638 and not graph.unsupported
+    heads = [l for l in graph.layers if l.op == "conv2d" and l.output_shape[0] in (16, 24, 324, 486)]
+    assert sorted({l.output_shape[-1] for l in heads}) == [1, 3, 5, 10, 19, 38]
+    with torch.no_grad():
+        out = ssd300(width=8, image=300).eval()(torch.zeros(1, 3, 300, 300))
+    assert out.shape == (1, 4 + 81, 8732)
+
+
 def test_user_file_and_package_callables(tmp_path):
     path = tmp_path / "mynet.py"
     path.write_text("import torch.nn as nn\n"
