@@ -18,6 +18,7 @@ from profiler.cli import main as stage_main
 from profiler.cmd_calibrate import fit_or_warn, parse_sections
 from profiler.errors import UserError
 from profiler.profile import load_profile
+from tests.interrupts import interruptible
 
 # spawns processes or ranks, or profiles real training steps: not in the fast inner loop (-m "not slow")
 pytestmark = pytest.mark.slow
@@ -151,7 +152,8 @@ def test_ctrl_c_leaves_the_samples_in_partial(tmp_path):
     env = {k: v for k, v in TINY.items() if k != "PARAORACLE_GRID"}  # the quick grid runs long enough
     proc = subprocess.Popen([sys.executable, "-m", "paraoracle.cli", "calibrate", "--device", "cpu", "--quick",
                              "--only", "compute", "--out", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=interruptible)
     first_line = proc.stderr.readline()  # the plan line: benchmarking starts right after it
     assert "compute" in first_line, first_line
     time.sleep(4)

@@ -16,6 +16,7 @@ from predictor.cli import main
 from predictor.runner.suite import load_suite
 from predictor import validate_report
 from profiler.errors import UserError
+from tests.interrupts import interruptible
 
 # spawns processes or ranks, or profiles real training steps: not in the fast inner loop (-m "not slow")
 pytestmark = pytest.mark.slow
@@ -97,7 +98,8 @@ def test_interrupted_validation_keeps_measured_rows(tmp_path):
                    "  - {model: small_cnn2d, knobs: {width: 4, image: 16}, batch: 4, ranks: 2, strategy: data}\n")
     out = tmp_path / "runs.jsonl"
     proc = subprocess.Popen([sys.executable, "-m", "predictor", "validate", "--profile", PROFILE, "--suite", suite,
-                             "--out", str(out), "--iterations", "2000"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                             "--out", str(out), "--iterations", "2000"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=interruptible)
     deadline = time.time() + 120
     while time.time() < deadline and not (out.exists() and out.read_text().strip()):
         time.sleep(0.5)
