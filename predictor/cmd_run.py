@@ -13,6 +13,7 @@ from profiler.cliutil import batch_size, device_count, int_in
 from profiler.errors import UserError
 
 MAX_INPUT_DIM = 1 << 20
+MAX_BN_GROUP = 1 << 14  # replicas in one batch-norm statistics group
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -20,6 +21,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch", type=batch_size, required=True, help="global mini-batch (samples per iteration)")
     parser.add_argument("--gpus", type=device_count, required=True, help="number of devices")
     add_strategy_argument(parser)
+    parser.add_argument("--bn-group", type=int_in(1, MAX_BN_GROUP), default=1, metavar="G",
+                        help="data parallelism with synchronised batch norm: statistics reduced over groups of G "
+                             "replicas every step (SyncBatchNorm, NVIDIA's bn_group; docs/method.md §9); default 1, "
+                             "each replica its own")
     parser.add_argument("--micro-batches", type=batch_size, help="pipeline micro-batches (default: the best that divides the batch)")
     parser.add_argument("--zero", type=int, default=0, choices=(0, 1, 2, 3),
                         help="sharded data parallelism for the data strategy: ZeRO stage 1 (optimizer state), "
@@ -151,7 +156,8 @@ def run(args) -> int:
                         pipeline_boundary=args.pipeline_boundary, mixed_precision=args.mixed_precision,
                         recompute=args.recompute, recompute_granularity=args.recompute_granularity,
                         context_parallel=cp, expert_parallel=ep, tp_comm_overlap=args.tp_comm_overlap,
-                        overlap_param_gather=args.overlap_param_gather, memory_format=args.memory_format)
+                        overlap_param_gather=args.overlap_param_gather, memory_format=args.memory_format,
+                        bn_group=args.bn_group)
     if args.strategy != "all" and not preds[0].feasible:
         raise UserError(f"{args.strategy} on {args.gpus} devices with batch {args.batch}: {preds[0].reason}")
     meta = {"profile": str(path), "profile_provenance": cm.provenance, "model": graph.name, "batch": args.batch,

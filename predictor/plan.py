@@ -98,6 +98,7 @@ class Plan:
     synthetic_data: bool = False  # True: samples already in memory, no host decode/augment (input pipeline)
     stack: str = "pytorch"  # software stack whose kernels run (calibrate.system_constants.STACKS; published profiles)
     memory_format: str = "nhwc"  # the convolutions' layout (MEMORY_FORMATS): nchw costs cuDNN's transposes
+    bn_group: int = 1  # data parallelism: batch norm's statistics reduced over groups of this many replicas (1: local)
     extra: tuple[tuple[str, Any], ...] = ()  # strategy-specific knobs of add-on strategies (sorted pairs)
 
     @property
@@ -113,6 +114,7 @@ class Plan:
         parts = []
         if self.p_data > 1:
             parts.append(f"d{self.p_data}" + (f"/zero{self.zero_stage}" if self.zero_stage else "")
+                         + (f"/bn{self.bn_group}" if self.bn_group > 1 else "")
                          + ("/overlap-gather" if self.overlap_param_gather and self.zero_stage == 1
                             and self.strategy in HYBRID_3D else ""))
         if self.p_spatial > 1:

@@ -102,8 +102,9 @@ SUBMISSIONS = [
             precision="fp16 (--dtype float16 in NVIDIA run_and_time.sh)",
             optimizer="lars (log: opt_name lars; config OPTIMIZER=sgdwfastlarsv2)",
             batch_source="MLLOG global_batch_size 64800 and d_batch_size 15 (config BATCHSIZE=15)",
+            bn_group=2,
             notes="MLPerf v1.1 (Nov 2021), 4320 GPUs, 15 images per GPU. BN_GROUP=2 (config): batch-norm statistics "
-                  "reduced across pairs of GPUs, a per-layer exchange the plan does not cost. An epoch is ~20 steps "
+                  "reduced across pairs of GPUs (the record's bn_group, Plan.bn_group). An epoch is ~20 steps "
                   "of 64,800 images (~0.18 s), so the per-epoch interval carries the epoch boundary's own overhead."),
     _resnet(id="mlperf-v2_1-hpe-xl675d_a100_sxm_80gb_16n_mxnet", repo="mlcommons/training_results_v2.1",
             results="HPE/results/HPE-ProLiant-XL675d-Gen10-Plus_A100-SXM-80GB_16N_mxnet/resnet",
@@ -301,10 +302,11 @@ SUBMISSIONS = [
             optimizer="lars (log: opt_name lars, lars_opt_momentum 0.95; config OPTIMIZER=sgdwfastlars)",
             batch_source="MLLOG global_batch_size 40448 and d_batch_size 16 in every log (config BATCHSIZE=16, "
                          "DGXNNODES=316; 40448 = 316 x 8 x 16)",
+            bn_group=2,
             notes="MLPerf Training v4.0 (June 2024), eos: 316 DGX H100 (system JSON: 8 x ConnectX-7 NDR 400Gb/s compute "
                   "NICs per node), 2528 GPUs, 16 images per GPU. Config: MXNET_HOROVOD_NUM_GROUPS=1 (\"Default is no NCCL "
                   "and BWD overlap\"), SBATCH_NETWORK=sharp (SHARP in-network reduction), BN_GROUP=2 (batch-norm "
-                  "statistics reduced across pairs of GPUs, a per-layer exchange the plan does not cost). An epoch is "
+                  "statistics reduced across pairs of GPUs: the record's bn_group, Plan.bn_group). An epoch is "
                   "~32 steps (~0.186 s), so the per-epoch interval carries the epoch boundary's own overhead. "
                   "The logs were read through the stored file index (no git mirror here) and their per-epoch values "
                   "transcribed to scripts/mlperf_extracts/; the same round's NVIDIA/results/coreweave_hgxh100_n448 "
@@ -405,6 +407,7 @@ def records(mirrors: str) -> list[dict]:
                 "commit": commit, "url": url_base, "table": "MLPerf result logs", "marker": "[derived]",
             },
             "batch_source": sub["batch_source"],
+            **({"bn_group": sub["bn_group"]} if sub.get("bn_group") else {}),
             "notes": sub["notes"],
             "derived": {"images_per_sec_per_gpu": round(ex["median"] / gpus, 2),
                         "seconds_per_iteration": round(seconds, 5)},

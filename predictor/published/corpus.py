@@ -138,7 +138,8 @@ def parse_record(rec: Any, index: int, path: str) -> PublishedRun:
         measured_s=measured_s, measured_note=note, url=str(source.get("url", "")) if isinstance(source, dict) else "",
         notes=_text(rec, "notes", path, index, rid, False),
         extra={"model_details": rec.get("model_details") if isinstance(rec.get("model_details"), dict) else {},
-               "memory_format": _memory_format(rec, path, index, rid)})
+               "memory_format": _memory_format(rec, path, index, rid),
+               "bn_group": _positive_int(rec.get("bn_group"), path, index, rid, "bn_group", allow_none=True)})
 
 
 def _memory_format(rec: dict, path: str, index: int, rid: str) -> Optional[str]:

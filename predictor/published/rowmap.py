@@ -46,6 +46,7 @@ class Setup:
     dataset: str = "imagenet"        # predictor.at_scale.DATASETS: where the samples come from (models rule `dataset`)
     staged: bool = False             # the record says its data was staged to the nodes before the run
     memory_format: str = "nhwc"      # the convolutions' layout the record states (Plan.memory_format)
+    bn_group: int = 1                # replicas per batch-norm statistics group the record states (Plan.bn_group)
 
     @property
     def batch(self) -> int:
@@ -152,4 +153,4 @@ def interpret(run: PublishedRun, rules: dict[str, list[dict]]) -> Union[Setup, S
                  framework=framework["regime"], profile=system["profile"], devices_per_node=per_node,
                  synthetic_data="synthetic" in run.data.lower(), assumptions=tuple(assumptions), stack=stack,
                  dataset=model.get("dataset", "imagenet"), staged="staged" in run.data.lower(),
-                 memory_format=run.extra.get("memory_format") or "nhwc")
+                 memory_format=run.extra.get("memory_format") or "nhwc", bn_group=run.extra.get("bn_group") or 1)

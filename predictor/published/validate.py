@@ -109,7 +109,8 @@ class Predictor:
         plan = default_plans(graph, "data" if gpus > 1 else "serial", setup.batch, gpus, setup.devices_per_node,
                              setup.dtype, setup.optimizer, framework=setup.framework,
                              synthetic_data=setup.synthetic_data, stack=setup.stack)[0]
-        return self._result(setup, predict(graph, replace(plan, memory_format=setup.memory_format), cm))
+        return self._result(setup, predict(graph, replace(plan, memory_format=setup.memory_format,
+                                                          bn_group=setup.bn_group), cm))
 
     def _mixed(self, setup: Setup, cost_model=None) -> RowResult:
         """A row whose micro-batches are padded each to its own length (Setup.seq_mix: (length L_k, share w_k)).

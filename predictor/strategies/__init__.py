@@ -22,6 +22,10 @@ def _addon(name: str) -> Evaluator | None:
     return EVALUATORS.get(name)
 
 
+#: the strategies whose replicas may reduce batch norm's statistics in groups (Plan.bn_group; data.bn_group_sync_s)
+BN_GROUP_STRATEGIES = ("data",)
+
+
 def _check_layout(plan: Plan) -> None:
     if plan.batch < 1:
         raise Infeasible(f"batch {plan.batch} < 1")
@@ -34,6 +38,9 @@ def _check_layout(plan: Plan) -> None:
                          f"{plan.strategy}")
     if plan.p_data * plan.inner != plan.devices:
         raise Infeasible(f"p_data {plan.p_data} x inner {plan.inner} != {plan.devices} devices")
+    if plan.bn_group < 1 or plan.bn_group > 1 and (plan.strategy not in BN_GROUP_STRATEGIES or plan.p_data % plan.bn_group):
+        raise Infeasible(f"batch-norm groups of {plan.bn_group} need data parallelism over a multiple of "
+                         f"{plan.bn_group} replicas (strategy {plan.strategy}, {plan.p_data} replicas)")
     if plan.mixed_precision not in MIXED_PRECISIONS:
         raise Infeasible(f"unknown mixed precision {plan.mixed_precision!r} (known: {', '.join(MIXED_PRECISIONS)})")
 

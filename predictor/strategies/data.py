@@ -33,6 +33,19 @@ def ddp_buffer_sync_s(ctx: Context, group: int, nodes: int) -> float:
             + ctx.collective("broadcast", 8 * len(bn_channels), group, nodes))
 
 
+def batch_norm_sync_s(ctx: Context, dtype: str, end: int, group: int, nodes: int) -> float:
+    """Batch norm's statistics all-reduced over a group of `group` ranks on `nodes` nodes, for the batch-norm layers
+    before layer `end`: per layer one all-reduce of 2 C + 1 values (sums, sums of squares, the count) forward before
+    normalising, one of the sums of dy and dy x-hat backward; each waits on its layer (exposed). The spatial group's
+    (its samples' pixels are split) and data parallelism's batch-norm groups (Plan.bn_group: PyTorch's SyncBatchNorm,
+    NVIDIA's bn_group) alike; docs/method.md §9, §10."""
+    def build():
+        act = ctx.act_size(dtype)
+        stats = [(2 * ctx.layers[i].channels_in + 1) * act for i in range(end) if ctx.layers[i].op == "batchnorm"]
+        return sum(2 * ctx.collective("allreduce", size, group, nodes) for size in stats)
+    return ctx.cached(("bn-sync", dtype, end, group, nodes), build) if group > 1 else 0.0
+
+
 def _zero(ctx: Context, plan: Plan, pred: Prediction, fwd: float, bwd: float, bwd_list, nodes: int) -> None:
     """The terms of sharded data parallelism (module docstring) over the N = p_data replicas."""
     N, stage, everything = plan.p_data, plan.zero_stage, range(ctx.n_layers)
@@ -97,6 +110,11 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
         if plan.p_data > 1:
             pred.comm_buffers_bytes = 0.0  # no DDP bucket copy: _zero sets its own buckets
             _zero(ctx, plan, pred, fwd, bwd, bwd_list, nodes)
+    if plan.bn_group > 1:  # synchronised batch norm over groups of replicas, on every step's critical path
+        bn_sync_s = batch_norm_sync_s(ctx, plan.dtype, ctx.n_layers, plan.bn_group,
+                                      -(-plan.bn_group // plan.devices_per_node))
+        pred.comm_exposed_s["layer_collective"] += bn_sync_s
+        pred.details["batch_norm_sync_s"] = bn_sync_s
 
 
 def lower_bound(b: Bounds, strategy: str, p: int, p_data: int, inner: int, knob) -> tuple:

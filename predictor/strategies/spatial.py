@@ -18,7 +18,7 @@ from predictor.layout import inner_nodes, nodes_spanned
 from predictor.plan import Plan, Prediction
 from predictor.strategies.bounds import Bounds, refinement
 from predictor.strategies.context import Context, Infeasible
-from predictor.strategies.data import local_batch
+from predictor.strategies.data import batch_norm_sync_s, local_batch
 
 
 def splittable(ctx: Context, index: int, split: tuple[int, ...]) -> bool:
@@ -112,15 +112,6 @@ def _halo_totals(ctx: Context, n: int, split: tuple[int, ...], end: int, inner_n
             halo_bwd += ctx.collective("halo", 2 * n * bb, s, min(s, inner_n))
             halo_buffer = max(halo_buffer, 4 * n * fb)  # send + receive, both sides
     return halo_fwd, halo_bwd, halo_buffer
-
-
-def batch_norm_sync_s(ctx: Context, dtype: str, end: int, p_s: int, inner_n: int) -> float:
-    """Batch norm's statistics all-reduced over the spatial group, forward and backward, in the region."""
-    def build():
-        act = ctx.act_size(dtype)
-        stats = [(2 * ctx.layers[i].channels_in + 1) * act for i in range(end) if ctx.layers[i].op == "batchnorm"]
-        return sum(2 * ctx.collective("allreduce", size, p_s, inner_n) for size in stats)
-    return ctx.cached(("spatial-bn-sync", dtype, end, p_s, inner_n), build)
 
 
 def region_exit_s(ctx: Context, crossing, n: int, p_s: int, inner_n: int, act: int, mix: bool) -> float:

@@ -127,6 +127,8 @@ BAD_FLAGS = [  # (label, argv, flag the error must name)
     ("report-out-missing-parent", REPORT + ["--out", "{d}/no/such/dir"], "--out"),
     ("report-compare-at-zero", REPORT + ["--out", "{d}/r", "--compare-at", "0"], "--compare-at"),
     ("search-memory-format-unknown", SEARCH + ["--max-gpus", "4", "--memory-format", "chwn"], "--memory-format"),
+    ("run-bn-group-zero", RUN + ["--bn-group", "0"], "--bn-group"),
+    ("run-bn-group-text", RUN + ["--bn-group", "pairs"], "--bn-group"),
     ("scale-memory-format-unknown", SCALE + ["--batch", "8", "--memory-format", "NCHW"], "--memory-format"),
     # issue 38: the at-scale flags (stragglers, other jobs on the fabric, shared storage)
     ("cudnn-benchmark-word", RUN + ["--cudnn-benchmark", "maybe"], "--cudnn-benchmark"),

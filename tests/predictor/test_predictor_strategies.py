@@ -265,6 +265,27 @@ def test_data_parallel_costs_ddp_buffer_sync_only_with_batch_norm(bn_net, tiny, 
     assert run(tiny, cm, strategy="data", batch=8, devices=2, p_data=2).details["ddp_buffer_sync_s"] == 0.0
 
 
+def test_batch_norm_groups_sync_statistics_over_each_group_of_replicas(bn_net, tiny, cm):
+    """Plan.bn_group: every batch-norm layer all-reduces its 2 C + 1 statistics over the group forward and backward,
+    exposed, on top of DDP's buffer broadcast; inside a node of 4 a group of 2 or 4 crosses no node, 8 spans two."""
+    plain = run(bn_net, cm, strategy="data", batch=16, devices=8, p_data=8)
+    for group, nodes_bw in ((2, INTRA), (4, INTRA)):
+        pred = run(bn_net, cm, strategy="data", batch=16, devices=8, p_data=8, bn_group=group)
+        sync = 2 * ring_allreduce(group, (2 * 4 + 1) * 4, nodes_bw)
+        assert pred.details["batch_norm_sync_s"] == pytest.approx(sync)
+        assert pred.comm_exposed_s["layer_collective"] == pytest.approx(plain.comm_exposed_s["layer_collective"] + sync)
+        assert pred.iteration_s == pytest.approx(plain.iteration_s + sync)
+        assert pred.plan.describe().startswith(f"d8/bn{group}")
+    wide = run(bn_net, cm, strategy="data", batch=16, devices=8, p_data=8, bn_group=8)
+    assert wide.details["batch_norm_sync_s"] > 2 * ring_allreduce(8, (2 * 4 + 1) * 4)  # across the two nodes
+    assert run(tiny, cm, strategy="data", batch=16, devices=8, p_data=8, bn_group=2).details["batch_norm_sync_s"] == 0.0
+    for bad in (dict(strategy="data", p_data=8, bn_group=3), dict(strategy="serial", devices=1, batch=2, bn_group=2),
+                dict(strategy="spatial", p_spatial=8, spatial_split=(2, 4), bn_group=2)):
+        kw = {"batch": 16, "devices": 8, "devices_per_node": 4, **bad}
+        pred = evaluate(Context(bn_net, cm), Plan(**kw))
+        assert not pred.feasible and "batch-norm groups" in pred.reason
+
+
 def test_halo_volume_matches_kernel_geometry(tmp_path):
     path = tmp_path / "k5.yaml"
     path.write_text("input: [3, 16, 16]\nlayers:\n"

@@ -53,6 +53,8 @@ def test_seconds_per_iteration_from_images_per_second(records):
     (lambda r: r.update(derived={}, measured={"unit": "img/s", "value": -3}), "measured.value"),
     (lambda r: r.update(model={"name": "x"}), "model"),
     (lambda r: r.update(memory_format="NHCW"), "memory_format"),
+    (lambda r: r.update(bn_group=0), "bn_group"),
+    (lambda r: r.update(bn_group="pairs"), "bn_group"),
 ])
 def test_malformed_record_names_file_record_and_field(records, edit, field):
     rec = copy.deepcopy(records[0])
@@ -277,3 +279,12 @@ def test_framework_blind_ceiling_by_hand():
     by_system = framework_blind_ceiling(rows, lambda r: r.setup.profile)
     assert by_system["v100.yaml"]["ceiling"] == pytest.approx((1.0 + 0.5 + 1.0 + 1.0) / 4)
     assert by_system["a100.yaml"] == {"rows": 1, "rows_with_twins": 0, "ceiling": 1.0}
+
+
+def test_the_rows_stating_batch_norm_groups_run_them():
+    """The two MLPerf rows whose configs set BN_GROUP=2 state bn_group: 2, and their plans carry it (Plan.bn_group)."""
+    corpus = load_corpus(CORPUS_DIR / "cnn_runs.yaml")
+    grouped = {r.id: r.extra["bn_group"] for r in corpus if r.extra.get("bn_group")}
+    assert grouped == {"mlperf-v1_1-nvidia-dgxa100_n540_ngc21_09_mxnet": 2, "mlperf-v4_0-nvidia-eos_n316_ngc24_04_mxnet": 2}
+    rules = load_rules()
+    assert {interpret(r, rules).bn_group for r in corpus if r.id in grouped} == {2}
