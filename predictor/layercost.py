@@ -204,7 +204,8 @@ def modelled_bytes(layer: Layer, split: Split, act_bytes: int) -> tuple[float, f
     if layer.op == "cross_entropy":
         tokens = split.n * math.prod(layer.input_shape[:-1])
         classes = _div(layer.input_shape[-1], div)
-        return cross_entropy_bytes(tokens, classes, "fwd"), cross_entropy_bytes(tokens, classes, "bwd_data")
+        return (cross_entropy_bytes(tokens, classes, "fwd", act_bytes),
+                cross_entropy_bytes(tokens, classes, "bwd_data", act_bytes))
     copy = _elementwise_bytes(layer, split, act_bytes)
     return copy, copy
 

@@ -148,12 +148,15 @@ def embedding_bytes(tokens: int, hidden: int, vocab: int, pass_: str, element_by
 LOSS_ELEMENT_BYTES = 4
 
 
-def cross_entropy_bytes(tokens: int, classes: int, pass_: str) -> int:
+def cross_entropy_bytes(tokens: int, classes: int, pass_: str, logits_bytes: int = LOSS_ELEMENT_BYTES) -> int:
     """Cross-entropy over `classes` logits per token, as log_softmax then nll_loss. fwd: read the logits and
     write the log-probabilities (saved for backward). bwd: nll_loss_backward writes a zeroed tokens x classes
-    gradient with one entry per row, log_softmax_backward reads it and the log-probabilities and writes dX."""
-    elems = tokens * classes * LOSS_ELEMENT_BYTES
-    return 2 * elems if pass_ == "fwd" else 4 * elems
+    gradient with one entry per row, log_softmax_backward reads it and the log-probabilities and writes dX.
+    Half-precision logits (logits_bytes 2) are first cast to float32 (read 2, write 4 bytes each: autocast's cast,
+    Megatron's .float()), and dX cast back in the backward (read 4, write 2)."""
+    elems = tokens * classes
+    cast = elems * (logits_bytes + LOSS_ELEMENT_BYTES) if logits_bytes != LOSS_ELEMENT_BYTES else 0
+    return (2 if pass_ == "fwd" else 4) * elems * LOSS_ELEMENT_BYTES + cast
 
 
 def cross_entropy_flops(tokens: int, classes: int, pass_: str) -> float:

@@ -65,3 +65,6 @@ def test_transformer_op_counts_by_hand():
     # cross-entropy over a 50257-word vocabulary, in float32 at any plan dtype
     assert opmath.cross_entropy_bytes(3, 50257, "fwd") == 2 * 3 * 50257 * 4
     assert opmath.cross_entropy_bytes(3, 50257, "bwd_data") == 4 * 3 * 50257 * 4
+    # bf16 logits: cast to float32 first (read 2 + write 4 bytes each), dX cast back (read 4 + write 2)
+    assert opmath.cross_entropy_bytes(3, 50257, "fwd", 2) == (2 * 4 + 2 + 4) * 3 * 50257
+    assert opmath.cross_entropy_bytes(3, 50257, "bwd_data", 2) == (4 * 4 + 4 + 2) * 3 * 50257
