@@ -32,6 +32,7 @@ BENCHMARKS = {
     "drift-e2e": "drift_e2e",
     "drift-testdata": "drift_testdata",
     "deepbench": "deepbench",
+    "xla-gemm": "xla_gemm",
     "gpu-soak": "gpu_soak",
     "report": "report",
 }

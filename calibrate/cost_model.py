@@ -102,6 +102,12 @@ class ProfileCostModel:
             return kernel_s
         if op in FALLBACK and not self._has_family(op, pass_, dtype):
             return self._fallback_time_s(op, pass_, params, dtype)
+        return self._family_time_s(op, pass_, params, dtype)
+
+    def _family_time_s(self, op: str, pass_: str, params: Mapping[str, int], dtype: str) -> float:
+        """A call's time from the profile's compute family (compute_time_s without a measured shape or kernel
+        model)."""
+        backend, c = self.backend, self.coefficients
         fit, *fitted_as = self._family_fit(op, pass_, params, dtype)
         f_op, f_pass, f_params, f_dtype = fitted_as
         w = backend.work(f_op, f_pass, f_params, f_dtype)
@@ -140,7 +146,9 @@ class ProfileCostModel:
             seq_kv = int(params.get("T", seq))
             gemm = {"M": heads * seq, "N": seq_kv, "K": dim}
             ratio = shapes.work(op, pass_, params, dtype)["flops"] / shapes.gemm_flops(heads * seq, seq_kv, dim)
-            return ratio * self.compute_time_s("gemm", "fwd", gemm, dtype)
+            # the GEMM family's roofline, never a kernel model: that one would write the score matrix a fused
+            # attention kernel never stores (docs/decisions/2026-12-06-flash-attention-share.md)
+            return ratio * self._family_time_s("gemm", "fwd", gemm, shapes.canonical_dtype(dtype))
         return self.memory_time_s(shapes.work(op, pass_, params, dtype)["bytes"])
 
     def _family_fit(self, op: str, pass_: str, params: Mapping[str, int], dtype: str):

@@ -240,7 +240,11 @@ def main(argv=None) -> int:
         return 2
     for node in NODES:
         path = Path(args.out_dir) / node.file
-        write_atomic(path, render(node, **fitted))
+        try:
+            write_atomic(path, render(node, **fitted))
+        except UserError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
         print(path)
     return 0
 

@@ -1,0 +1,59 @@
+"""OpenXLA's measured H100 GEMM table (calibrate.xla_matmul) and the held-out benchmark on it (bench.xla_gemm)."""
+import argparse
+import re
+
+import numpy as np
+import pytest
+
+from calibrate import gpu_kernel_fit as gf
+from calibrate.xla_matmul import DATA_FILE, load
+from profiler.errors import UserError
+
+
+def test_the_carried_table_reads_as_samples_by_hand():
+    """375 entries of b in {1, 2, 4} x m, n, k in 256..4096; 4096^3 in bf16 at 780.2 TFLOP/s is 176 us; a batch of b
+    products is one b·m-row GEMM; every sample labelled by its K."""
+    gpu, samples = load()
+    assert gpu == "H100 SXM5" and set(samples) == {"bfloat16", "tf32"}
+    bf16 = samples["bfloat16"]
+    assert len(bf16) == len(samples["tf32"]) == 375
+    cube = next(s for s in bf16 if s.params["M"] == s.params["N"] == s.params["K"] == 4096)
+    assert cube.time_s == pytest.approx(2 * 4096 ** 3 / 7.80164e14, rel=1e-4) and cube.group == "K4096"
+    assert {s.group for s in bf16} == {f"K{k}" for k in (256, 512, 1024, 2048, 4096)}
+    assert max(s.params["M"] for s in bf16) == 4 * 4096
+
+
+@pytest.mark.parametrize("text, field", [
+    ("gpu_key: sm_90\nentries: []\n", "entries"),
+    ("gpu_key: sm_75\nentries:\n  - [1, 256, 256, 256, 1.0e12, 1.0e12]\n", "gpu_key"),
+    ("gpu_key: sm_90\nentries:\n  - [1, 256, 256, 1.0e12, 1.0e12]\n", "entries[0]"),
+    ("gpu_key: sm_90\nentries:\n  - [1, 0, 256, 256, 1.0e12, 1.0e12]\n", "entries[0]"),
+    ("gpu_key: sm_90\nentries:\n  - [1, 256, 256, 256, -1.0, 1.0e12]\n", "entries[0]"),
+])
+def test_a_malformed_table_is_a_one_line_error(tmp_path, text, field):
+    path = tmp_path / "t.yaml"
+    path.write_text(text)
+    with pytest.raises(UserError, match=rf"t\.yaml.*{re.escape(field)}"):
+        load(path)
+
+
+def test_the_benchmark_holds_out_each_reduction_depth(tmp_path):
+    """On a third of the table (every third entry, all five K groups kept): every prediction held out, the shipped
+    profile's beside it, figures written."""
+    from bench import xla_gemm
+    lines = DATA_FILE.read_text().splitlines()
+    head = [l for l in lines if not l.startswith("  - ")]
+    rows = [l for l in lines if l.startswith("  - ")][::3]
+    small = tmp_path / "small.yaml"
+    small.write_text("\n".join(head + rows) + "\n")
+    gpu, by_dtype = load(small)
+    summary, out = xla_gemm.evaluate(gpu, "bfloat16", by_dtype["bfloat16"])
+    assert summary["held_out"]["rows"] == len(rows) and all(np.isfinite(r["held_out_s"]) for r in out)
+    assert 0.5 < summary["held_out"]["median_accuracy"] <= summary["in_sample"]["median_accuracy"] + 0.05
+    assert summary["published_profile"]["rows"] == len(rows)
+    parser = argparse.ArgumentParser()
+    xla_gemm.add_arguments(parser)
+    assert xla_gemm.run(parser.parse_args([str(small), "--results", str(tmp_path / "r")])) == 0
+    assert (tmp_path / "r" / "xla-gemm.json").is_file() and (tmp_path / "r" / "xla-gemm-rows.jsonl").is_file()
+    measured = np.array([s.time_s for s in by_dtype["bfloat16"]])
+    assert np.all(gf.accuracy(measured, measured) == 1.0)
