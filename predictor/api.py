@@ -376,7 +376,7 @@ def predict_all(graph: ModelGraph, batch: int, devices: int, cost_model: CostMod
                 recompute: bool = False, recompute_granularity: str = "full", context_parallel: int = 1,
                 expert_parallel: int = 1, tp_comm_overlap: bool = False,
                 overlap_param_gather: bool = False, memory_format: str = "nhwc",
-                bn_group: int = 1) -> list[Prediction]:
+                bn_group: int = 1, cross_entropy: str = "float32") -> list[Prediction]:
     """One prediction per strategy (for pipelines, the best micro-batch count), ranked. A strategy the
     profile cannot cost (missing coefficient) comes back infeasible with the message; if none can be
     costed, that UserError is raised."""
@@ -400,8 +400,9 @@ def predict_all(graph: ModelGraph, batch: int, devices: int, cost_model: CostMod
                               tp_comm_overlap=tp_comm_overlap, overlap_param_gather=overlap_param_gather,
                               **(dict(context_parallel=context_parallel, expert_parallel=expert_parallel)
                                  if name in HYBRID_3D else {}))
-        if memory_format != "nhwc" or bn_group != 1:  # settings of the run, as the framework or stack
-            plans = [replace(p, memory_format=memory_format, bn_group=bn_group) for p in plans]
+        if memory_format != "nhwc" or bn_group != 1 or cross_entropy != "float32":  # settings of the run
+            plans = [replace(p, memory_format=memory_format, bn_group=bn_group, cross_entropy=cross_entropy)
+                     for p in plans]
         try:
             preds = [evaluate(ctx, p, device_memory_bytes) for p in plans]
             best = rank(preds)[0]

@@ -7,7 +7,7 @@ import sys
 
 from predictor.flags import (add_context_expert_arguments, add_overlap_arguments, add_prediction_arguments,
                              add_strategy_argument, check_overlaps, context_expert_degrees)
-from predictor.plan import (ADDON_STRATEGIES, MIXED_PRECISIONS, PIPELINE_BOUNDARIES,
+from predictor.plan import (ADDON_STRATEGIES, CROSS_ENTROPY_IMPLS, MIXED_PRECISIONS, PIPELINE_BOUNDARIES,
                             PIPELINE_SCHEDULES, RECOMPUTE_GRANULARITIES, STRATEGIES)
 from profiler.cliutil import batch_size, device_count, int_in
 from profiler.errors import UserError
@@ -21,6 +21,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch", type=batch_size, required=True, help="global mini-batch (samples per iteration)")
     parser.add_argument("--gpus", type=device_count, required=True, help="number of devices")
     add_strategy_argument(parser)
+    parser.add_argument("--cross-entropy", choices=CROSS_ENTROPY_IMPLS, default="float32",
+                        help="how a language model's loss reads half-precision logits: float32 (a float32 copy: "
+                             "PyTorch autocast, Megatron; default), half (a half-precision model without autocast) "
+                             "or fused (flash-attn's fused cross-entropy); docs/method.md §3a")
     parser.add_argument("--bn-group", type=int_in(1, MAX_BN_GROUP), default=1, metavar="G",
                         help="data parallelism with synchronised batch norm: statistics reduced over groups of G "
                              "replicas every step (SyncBatchNorm, NVIDIA's bn_group; docs/method.md §9); default 1, "
@@ -157,7 +161,7 @@ def run(args) -> int:
                         recompute=args.recompute, recompute_granularity=args.recompute_granularity,
                         context_parallel=cp, expert_parallel=ep, tp_comm_overlap=args.tp_comm_overlap,
                         overlap_param_gather=args.overlap_param_gather, memory_format=args.memory_format,
-                        bn_group=args.bn_group)
+                        bn_group=args.bn_group, cross_entropy=args.cross_entropy)
     if args.strategy != "all" and not preds[0].feasible:
         raise UserError(f"{args.strategy} on {args.gpus} devices with batch {args.batch}: {preds[0].reason}")
     meta = {"profile": str(path), "profile_provenance": cm.provenance, "model": graph.name, "batch": args.batch,

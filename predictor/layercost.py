@@ -192,7 +192,7 @@ def streamed_backward_bytes(layer: Layer, split: Split, act_bytes: int) -> float
     return element_pass_bytes(layer.op, "bwd_data", split.n * layer.output_elems, act_bytes) / div
 
 
-def modelled_bytes(layer: Layer, split: Split, act_bytes: int) -> tuple[float, float]:
+def modelled_bytes(layer: Layer, split: Split, act_bytes: int, cross_entropy: str = "float32") -> tuple[float, float]:
     """(forward, backward) bytes of an op costed as streaming traffic with no family of its own: an embedding
     lookup and its table gradient, cross-entropy over the last dimension (profiler.opmath), and the copy-like
     ops (_elementwise_bytes, each pass)."""
@@ -204,8 +204,8 @@ def modelled_bytes(layer: Layer, split: Split, act_bytes: int) -> tuple[float, f
     if layer.op == "cross_entropy":
         tokens = split.n * math.prod(layer.input_shape[:-1])
         classes = _div(layer.input_shape[-1], div)
-        return (cross_entropy_bytes(tokens, classes, "fwd", act_bytes),
-                cross_entropy_bytes(tokens, classes, "bwd_data", act_bytes))
+        return (cross_entropy_bytes(tokens, classes, "fwd", act_bytes, cross_entropy),
+                cross_entropy_bytes(tokens, classes, "bwd_data", act_bytes, cross_entropy))
     copy = _elementwise_bytes(layer, split, act_bytes)
     return copy, copy
 
@@ -263,7 +263,8 @@ class LayerCoster:
     """Cached per-layer (fwd, bwd) seconds for one graph, cost model and dtype."""
 
     def __init__(self, graph: ModelGraph, cost_model: CostModel, dtype: str,
-                 signatures: tuple[list[bool], list[int], list[int]] | None = None, memory_format: str = "nhwc"):
+                 signatures: tuple[list[bool], list[int], list[int]] | None = None, memory_format: str = "nhwc",
+                 cross_entropy: str = "float32"):
         self.graph = graph
         self.cm = cost_model
         self.dtype = dtype
@@ -272,6 +273,7 @@ class LayerCoster:
         self.transposes = (memory_format == "nchw" and self.cm_dtype in TENSOR_MODES
                            and not getattr(cost_model, "device_is_host", False))
         self.act_bytes = ACT_BYTES[dtype]
+        self.cross_entropy = cross_entropy  # how the loss reads half-precision logits (Plan.cross_entropy)
         # layers whose input needs no gradient: autograd skips their input gradient (input_needs_no_grad); readers
         # per output; one signature per set of identical layers (layer_signatures)
         self.first, self.readers, self.signature = signatures or layer_signatures(graph)
@@ -312,7 +314,7 @@ class LayerCoster:
             if layer.op in FREE_OPS:
                 fwd = bwd = 0.0
             else:  # concat, dropout, softmax_loss, embedding, cross_entropy, MoE dispatch/combine: streaming traffic
-                fwd_bytes, bwd_bytes = modelled_bytes(local, split, self.act_bytes)
+                fwd_bytes, bwd_bytes = modelled_bytes(local, split, self.act_bytes, self.cross_entropy)
                 fwd = self.cm.memory_time_s(fwd_bytes)
                 bwd = self.cm.memory_time_s(bwd_bytes)
         else:

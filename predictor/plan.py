@@ -55,6 +55,11 @@ DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8")
 #: the memory layout the run's convolutions take: channels-last (NHWC), or NCHW, which cuDNN transposes around its
 #: tensor-core kernels (docs/method.md §3)
 MEMORY_FORMATS = ("nhwc", "nchw")
+#: how a language model's cross-entropy reads its half-precision logits (profiler.opmath.cross_entropy_bytes):
+#: "float32" casts them to a float32 copy first (PyTorch autocast's F.cross_entropy, Megatron's .float(), TensorFlow
+#: AMP); "half" runs log-softmax at the logits' precision (a model.half() or apex O2 run without autocast); "fused"
+#: reads them once in a fused kernel (flash-attn's CrossEntropyLoss, as llm-foundry's MPT uses)
+CROSS_ENTROPY_IMPLS = ("float32", "half", "fused")
 
 # Communication kinds reported separately (exposed and hidden) in Prediction.comm_*.
 COMM_KINDS = ("gradient", "layer_collective", "halo", "pipeline_p2p", "redistribute", "expert_alltoall",
@@ -99,6 +104,7 @@ class Plan:
     stack: str = "pytorch"  # software stack whose kernels run (calibrate.system_constants.STACKS; published profiles)
     memory_format: str = "nhwc"  # the convolutions' layout (MEMORY_FORMATS): nchw costs cuDNN's transposes
     bn_group: int = 1  # data parallelism: batch norm's statistics reduced over groups of this many replicas (1: local)
+    cross_entropy: str = "float32"  # how the loss reads half-precision logits (CROSS_ENTROPY_IMPLS)
     extra: tuple[tuple[str, Any], ...] = ()  # strategy-specific knobs of add-on strategies (sorted pairs)
 
     @property

@@ -148,15 +148,20 @@ def embedding_bytes(tokens: int, hidden: int, vocab: int, pass_: str, element_by
 LOSS_ELEMENT_BYTES = 4
 
 
-def cross_entropy_bytes(tokens: int, classes: int, pass_: str, logits_bytes: int = LOSS_ELEMENT_BYTES) -> int:
+def cross_entropy_bytes(tokens: int, classes: int, pass_: str, logits_bytes: int = LOSS_ELEMENT_BYTES,
+                        impl: str = "float32") -> int:
     """Cross-entropy over `classes` logits per token, as log_softmax then nll_loss. fwd: read the logits and
     write the log-probabilities (saved for backward). bwd: nll_loss_backward writes a zeroed tokens x classes
     gradient with one entry per row, log_softmax_backward reads it and the log-probabilities and writes dX.
-    Half-precision logits (logits_bytes 2) are first cast to float32 (read 2, write 4 bytes each: autocast's cast,
-    Megatron's .float()), and dX cast back in the backward (read 4, write 2)."""
+    impl (predictor.plan.CROSS_ENTROPY_IMPLS): "float32" runs it on a float32 copy of half-precision logits (read
+    2, write 4 bytes each; dX cast back: read 4, write 2), "half" at the logits' own precision, "fused" reads the
+    logits once forward and once backward, writing dX (flash-attn's CrossEntropyLoss: per-row statistics only)."""
     elems = tokens * classes
-    cast = elems * (logits_bytes + LOSS_ELEMENT_BYTES) if logits_bytes != LOSS_ELEMENT_BYTES else 0
-    return (2 if pass_ == "fwd" else 4) * elems * LOSS_ELEMENT_BYTES + cast
+    if impl == "fused":
+        return (1 if pass_ == "fwd" else 2) * elems * logits_bytes
+    element = logits_bytes if impl == "half" else LOSS_ELEMENT_BYTES
+    cast = elems * (logits_bytes + LOSS_ELEMENT_BYTES) if impl == "float32" and logits_bytes != LOSS_ELEMENT_BYTES else 0
+    return (2 if pass_ == "fwd" else 4) * elems * element + cast
 
 
 def cross_entropy_flops(tokens: int, classes: int, pass_: str) -> float:

@@ -242,6 +242,14 @@ def megatron_attention(dtype: str, seq: int, heads: int, tensor: int, micro_batc
     return "fused-softmax" if fused else "math"
 
 
+#: how each family's loss reads its half-precision logits (Plan.cross_entropy; docs/decisions/2026-12-06-loss-
+#: precision.md): llm-foundry's MPT takes flash-attn's fused CrossEntropyLoss; NVIDIA's PyTorch BERT runs a half
+#: model without autocast (DeepLearningExamples 21.11: model.half(), autocast off; DLPerf's 20.03: apex O2), so
+#: its loss is half precision; TensorFlow's AMP and OneFlow keep the loss in float32, Megatron copies the logits
+#: to float32 (.float()): the default
+LOSS = {"mpt": "fused", "bert-pytorch": "half", "bert": "float32"}
+
+
 def interpret_transformer(run: PublishedRun, rules: dict) -> Union[Setup, Skipped]:
     """The Setup of one transformer row (module docstring), or why it cannot be represented."""
     if run.measured_s is None:
@@ -309,11 +317,12 @@ def interpret_transformer(run: PublishedRun, rules: dict) -> Union[Setup, Skippe
         sharding = str(parallel.get("fsdp_sharding", "FULL_SHARD"))
         zero = 3 if sharding == "FULL_SHARD" else 2
         plan = dict(strategy="data+recompute" if ckpt else "data", p_data=gpus, zero_stage=zero,
-                    extra=(("checkpoint_segments", layers),) if ckpt else ())
+                    extra=(("checkpoint_segments", layers),) if ckpt else (), cross_entropy=LOSS["mpt"])
         if gpus == 1:
             return Skipped(run, "single-GPU FSDP run")
     else:
-        plan = dict(strategy="data" if gpus > 1 else "serial", p_data=gpus)
+        plan = dict(strategy="data" if gpus > 1 else "serial", p_data=gpus,
+                    cross_entropy=LOSS["bert-pytorch" if "pytorch" in run.framework.lower() else "bert"])
         if run.source == "dlperf":
             rule = _first(rules["frameworks"], f"{run.framework} {run.parallelism}", multi_gpu=gpus > 1)
             framework = rule["regime"] if rule and "regime" in rule else "ddp"

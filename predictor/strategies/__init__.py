@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from predictor.at_scale import straggler_s
 from predictor.input_pipeline import exposed_input_s
-from predictor.plan import HYBRID_3D, MIXED_PRECISIONS, Plan, Prediction
+from predictor.plan import CROSS_ENTROPY_IMPLS, HYBRID_3D, MIXED_PRECISIONS, Plan, Prediction
 from predictor.strategies.context import Context, Infeasible
 from predictor.strategies.registry import EVALUATORS, Evaluator, register  # noqa: F401 - the registry's API
 
@@ -41,6 +41,8 @@ def _check_layout(plan: Plan) -> None:
     if plan.bn_group < 1 or plan.bn_group > 1 and (plan.strategy not in BN_GROUP_STRATEGIES or plan.p_data % plan.bn_group):
         raise Infeasible(f"batch-norm groups of {plan.bn_group} need data parallelism over a multiple of "
                          f"{plan.bn_group} replicas (strategy {plan.strategy}, {plan.p_data} replicas)")
+    if plan.cross_entropy not in CROSS_ENTROPY_IMPLS:
+        raise Infeasible(f"unknown cross-entropy {plan.cross_entropy!r} (known: {', '.join(CROSS_ENTROPY_IMPLS)})")
     if plan.mixed_precision not in MIXED_PRECISIONS:
         raise Infeasible(f"unknown mixed precision {plan.mixed_precision!r} (known: {', '.join(MIXED_PRECISIONS)})")
 

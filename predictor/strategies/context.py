@@ -126,10 +126,12 @@ def graph_structure(graph: ModelGraph) -> GraphStructure:
 
 
 class Context:
-    def __init__(self, graph: ModelGraph, cost_model: CostModel, memory_format: str = "nhwc"):
+    def __init__(self, graph: ModelGraph, cost_model: CostModel, memory_format: str = "nhwc",
+                 cross_entropy: str = "float32"):
         self.graph = graph
         self.cm = cost_model
         self.memory_format = memory_format  # the convolutions' layout (Plan.memory_format)
+        self.cross_entropy = cross_entropy  # how the loss reads half-precision logits (Plan.cross_entropy)
         self.layers = graph.layers
         self.n_layers = len(graph.layers)
         self.structure = graph_structure(graph)
@@ -160,12 +162,13 @@ class Context:
         scaled = self._stack_scaled.get(stack)
         if scaled is None:
             scaled = self._stack_scaled[stack] = stack_scaled(self.cm, stack)
-        if factor <= 1.0 and scaled is self.cm and plan.memory_format == self.memory_format:
+        if (factor <= 1.0 and scaled is self.cm and plan.memory_format == self.memory_format
+                and plan.cross_entropy == self.cross_entropy):
             return self
-        key = (factor, stack if scaled is not self.cm else None, plan.memory_format)
+        key = (factor, stack if scaled is not self.cm else None, plan.memory_format, plan.cross_entropy)
         if key not in self._shared:
             self._shared[key] = Context(self.graph, SharedCores(scaled, factor) if factor > 1.0 else scaled,
-                                        plan.memory_format)
+                                        plan.memory_format, plan.cross_entropy)
         return self._shared[key]
 
     @staticmethod
@@ -203,7 +206,8 @@ class Context:
         c = self._costers.get(dtype)
         if c is None:
             c = self._costers[dtype] = LayerCoster(self.graph, self.cm, dtype, self.graph_cached(
-                ("layer-signatures",), lambda: layer_signatures(self.graph)), memory_format=self.memory_format)
+                ("layer-signatures",), lambda: layer_signatures(self.graph)), memory_format=self.memory_format,
+                cross_entropy=self.cross_entropy)
         return c
 
     def compute(self, dtype: str, key, indices, split_of: Callable[[int], Split]) -> tuple[float, float, list[float]]:

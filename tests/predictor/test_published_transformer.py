@@ -186,6 +186,31 @@ def test_megatron_rows_fuse_bias_dropout_and_the_residual_add():
     assert residual[("dlperf", "bert")] == residual[("dle", "bert")] == residual[("llmfoundry", "gpt")] == {"add"}
 
 
+def test_each_source_reads_its_logits_as_its_code_does():
+    """Plan.cross_entropy per source (docs/decisions/2026-12-06-loss-precision.md): llm-foundry's MPT fused
+    (flash-attn's CrossEntropyLoss), NVIDIA's PyTorch BERT in half precision (no autocast), TensorFlow, OneFlow and
+    every Megatron row on a float32 copy; a fused loss moves the least, a float32 copy the most."""
+    seen = {}
+    for run in load_transformer_corpus() + load_vtrain_csv():
+        setup = interpret_transformer(run, RULES)
+        if isinstance(setup, Setup):
+            stack = "pytorch" if "pytorch" in run.framework.lower() else run.framework.split()[0].lower()
+            seen.setdefault((run.source, setup.model, stack), set()).add(dict(setup.plan).get("cross_entropy",
+                                                                                               "float32"))
+    assert seen[("llmfoundry", "gpt", "pytorch")] == {"fused"}
+    assert seen[("dle", "bert", "pytorch")] == seen[("dlperf", "bert", "pytorch")] == {"half"}
+    assert seen[("dlperf", "bert", "tensorflow")] == seen[("dlperf", "bert", "oneflow")] == {"float32"}
+    assert {impl for (source, model, _), impls in seen.items() if model == "gpt" and source != "llmfoundry"
+            for impl in impls} == {"float32"}  # Megatron's .float() copy
+    graph = load_model("gpt", layers=1, hidden=64, heads=2, seq=32, vocab=1000)
+    cm, _ = load_cost_model("a100-dgx-8gpu.published")
+    times = [predict(graph, Plan(strategy="serial", batch=8, devices=1, devices_per_node=8, dtype="bf16",
+                                 cross_entropy=impl), cm).iteration_s for impl in ("fused", "half", "float32")]
+    assert times[0] < times[1] < times[2]
+    bad = predict(graph, Plan(strategy="serial", batch=8, devices=1, devices_per_node=8, cross_entropy="fp8"), cm)
+    assert not bad.feasible and "cross-entropy" in bad.reason
+
+
 def test_dle_phase2_rows_run_on_lddl_bins_of_the_wikipedia_histogram():
     """LDDL's 8 bins of 64 tokens, each at its upper length, in the shares of Graphcore's Wikipedia seq-512
     histogram (16,279,552 sequences, the total its packing README prints); only DLE's seq-512 rows use them."""

@@ -68,3 +68,9 @@ def test_transformer_op_counts_by_hand():
     # bf16 logits: cast to float32 first (read 2 + write 4 bytes each), dX cast back (read 4 + write 2)
     assert opmath.cross_entropy_bytes(3, 50257, "fwd", 2) == (2 * 4 + 2 + 4) * 3 * 50257
     assert opmath.cross_entropy_bytes(3, 50257, "bwd_data", 2) == (4 * 4 + 4 + 2) * 3 * 50257
+    # at the logits' precision (no cast): the same passes at 2 bytes; fused: read once forward, read + write dX
+    assert opmath.cross_entropy_bytes(3, 50257, "fwd", 2, "half") == 2 * 2 * 3 * 50257
+    assert opmath.cross_entropy_bytes(3, 50257, "bwd_data", 2, "half") == 4 * 2 * 3 * 50257
+    assert opmath.cross_entropy_bytes(3, 50257, "fwd", 2, "fused") == 2 * 3 * 50257
+    assert opmath.cross_entropy_bytes(3, 50257, "bwd_data", 2, "fused") == 2 * 2 * 3 * 50257
+    assert opmath.cross_entropy_bytes(3, 50257, "fwd", 4, "half") == opmath.cross_entropy_bytes(3, 50257, "fwd", 4)
