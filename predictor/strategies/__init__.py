@@ -22,7 +22,7 @@ def _addon(name: str) -> Evaluator | None:
     return EVALUATORS.get(name)
 
 
-#: the strategies whose replicas may reduce batch norm's statistics in groups (Plan.bn_group; data.bn_group_sync_s)
+#: the strategies whose replicas may reduce batch norm's statistics in groups (Plan.bn_group; data.batch_norm_sync_s)
 BN_GROUP_STRATEGIES = ("data",)
 
 
@@ -38,7 +38,8 @@ def _check_layout(plan: Plan) -> None:
                          f"{plan.strategy}")
     if plan.p_data * plan.inner != plan.devices:
         raise Infeasible(f"p_data {plan.p_data} x inner {plan.inner} != {plan.devices} devices")
-    if plan.bn_group < 1 or plan.bn_group > 1 and (plan.strategy not in BN_GROUP_STRATEGIES or plan.p_data % plan.bn_group):
+    misfit = plan.bn_group > 1 and (plan.strategy not in BN_GROUP_STRATEGIES or plan.p_data % plan.bn_group)
+    if plan.bn_group < 1 or misfit:
         raise Infeasible(f"batch-norm groups of {plan.bn_group} need data parallelism over a multiple of "
                          f"{plan.bn_group} replicas (strategy {plan.strategy}, {plan.p_data} replicas)")
     if plan.cross_entropy not in CROSS_ENTROPY_IMPLS:
