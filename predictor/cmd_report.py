@@ -84,7 +84,8 @@ def run(args) -> int:
                         devices_per_node=args.gpus_per_node, dtype=args.dtype, optimizer=args.optimizer,
                         device_memory_bytes=args.memory_cap * 1e9 if args.memory_cap else None,
                         framework=args.framework, synthetic_data=args.synthetic_data, stack=args.stack,
-                        memory_format=args.memory_format)
+                        memory_format=args.memory_format, cross_entropy=args.cross_entropy,
+                        bn_group=args.bn_group)
     at = next((pt for pt in result.lines[lead] if pt.devices == compare and pt.usable), None)
     winner = at.prediction if at is not None else next((p for p in preds if p.feasible), None)
     usable = [pt for pt in result.lines[lead] if pt.usable]

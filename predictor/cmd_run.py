@@ -7,13 +7,12 @@ import sys
 
 from predictor.flags import (add_context_expert_arguments, add_overlap_arguments, add_prediction_arguments,
                              add_strategy_argument, check_overlaps, context_expert_degrees)
-from predictor.plan import (ADDON_STRATEGIES, CROSS_ENTROPY_IMPLS, MIXED_PRECISIONS, PIPELINE_BOUNDARIES,
+from predictor.plan import (ADDON_STRATEGIES, MIXED_PRECISIONS, PIPELINE_BOUNDARIES,
                             PIPELINE_SCHEDULES, RECOMPUTE_GRANULARITIES, STRATEGIES)
 from profiler.cliutil import batch_size, device_count, int_in
 from profiler.errors import UserError
 
 MAX_INPUT_DIM = 1 << 20
-MAX_BN_GROUP = 1 << 14  # replicas in one batch-norm statistics group
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -21,14 +20,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch", type=batch_size, required=True, help="global mini-batch (samples per iteration)")
     parser.add_argument("--gpus", type=device_count, required=True, help="number of devices")
     add_strategy_argument(parser)
-    parser.add_argument("--cross-entropy", choices=CROSS_ENTROPY_IMPLS, default="float32",
-                        help="how a language model's loss reads half-precision logits: float32 (a float32 copy: "
-                             "PyTorch autocast, Megatron; default), half (a half-precision model without autocast) "
-                             "or fused (flash-attn's fused cross-entropy); docs/method.md §3a")
-    parser.add_argument("--bn-group", type=int_in(1, MAX_BN_GROUP), default=1, metavar="G",
-                        help="data parallelism with synchronised batch norm: statistics reduced over groups of G "
-                             "replicas every step (SyncBatchNorm, NVIDIA's bn_group; docs/method.md §9); default 1, "
-                             "each replica its own")
     parser.add_argument("--micro-batches", type=batch_size, help="pipeline micro-batches (default: the best that divides the batch)")
     parser.add_argument("--zero", type=int, default=0, choices=(0, 1, 2, 3),
                         help="sharded data parallelism for the data strategy: ZeRO stage 1 (optimizer state), "

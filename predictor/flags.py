@@ -13,7 +13,7 @@ from pathlib import Path
 from calibrate.profile_arguments import add_profile_argument
 from calibrate.system_constants import DEFAULT_STACK, STACKS
 from predictor.overlap import FRAMEWORKS
-from predictor.plan import ALL_STRATEGIES, DTYPES, MEMORY_FORMATS, OPTIMIZERS
+from predictor.plan import ALL_STRATEGIES, CROSS_ENTROPY_IMPLS, DTYPES, MEMORY_FORMATS, OPTIMIZERS
 from predictor.zoo import ZOO
 from profiler.cliutil import MAX_LOCAL_RANKS, device_count, float_in, int_in
 from profiler.errors import UserError
@@ -21,6 +21,7 @@ from profiler.errors import UserError
 #: --strategy: every strategy the plan knows, or all of them
 STRATEGY_CHOICES = ("all",) + ALL_STRATEGIES
 MAX_MEMORY_GB = 1e6  # device memory a plan may assume, in GB
+MAX_BN_GROUP = 1 << 14  # replicas in one batch-norm statistics group
 #: what each --dtype means (its choices are predictor.plan.DTYPES)
 DTYPE_MEANING = {"fp32": "float32", "tf32": "float32 storage, TF32 tensor-core matrix products",
                  "fp16": "mixed precision, fp32 master weights", "bf16": "mixed precision, fp32 master weights",
@@ -82,8 +83,8 @@ def add_framework_argument(parser) -> None:
 
 def add_prediction_arguments(parser: argparse.ArgumentParser) -> None:
     """What every command that predicts a model on a profile takes (run, search, scale, report): the profile, the
-    model, devices per node, dtype, optimizer, framework, stack, the convolutions' memory layout, a memory cap, the
-    dataset size and --json."""
+    model, devices per node, dtype, optimizer, framework, stack, the run's settings (the convolutions' memory
+    layout, the loss's precision, batch-norm groups), a memory cap, the dataset size and --json."""
     add_profile_argument(parser, "profile whose costs predict (default: the shipped reference profile, named in "
                                  "the output)")
     add_model_arguments(parser)
@@ -99,6 +100,14 @@ def add_prediction_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--memory-format", choices=MEMORY_FORMATS, default="nhwc",
                         help="the convolutions' memory layout: nhwc (channels-last, default) or nchw, which cuDNN "
                              "transposes around its tensor-core kernels (fp16, bf16, tf32 on a GPU; docs/method.md §3)")
+    parser.add_argument("--cross-entropy", choices=CROSS_ENTROPY_IMPLS, default="float32",
+                        help="how a language model's loss reads half-precision logits: float32 (a float32 copy: "
+                             "PyTorch autocast, Megatron; default), half (a half-precision model without autocast) "
+                             "or fused (flash-attn's fused cross-entropy); docs/method.md §3a")
+    parser.add_argument("--bn-group", type=int_in(1, MAX_BN_GROUP), default=1, metavar="G",
+                        help="synchronised batch norm: statistics reduced over groups of G data-parallel replicas "
+                             "every step (SyncBatchNorm, NVIDIA's bn_group; docs/method.md §9); other layouts, and "
+                             "replica counts G does not divide, are infeasible; default 1, each replica its own")
     parser.add_argument("--dataset-size", type=int_in(1, 1 << 48), help="samples per epoch: adds epoch time and GPU-hours")
     parser.add_argument("--cudnn-benchmark", choices=("on", "off"), default=None,
                         help="whether the run lets cuDNN search for each convolution's fastest algorithm "

@@ -215,14 +215,19 @@ class _Evaluator:
         return pred
 
 
+#: Plan fields of the run's settings a sweep puts on every plan (default_plans does not take them)
+RUN_SETTINGS = ("memory_format", "cross_entropy", "bn_group")
+
+
 def sweep(graph: ModelGraph, cost_model: CostModel, devices: Sequence[int], *, strategies: Sequence[str] = (BEST,),
           batch_per_device: Optional[int] = None, batch: Optional[int] = None, devices_per_node: Optional[int] = None,
           dtype: str = "fp32", optimizer: str = "sgd", memory_cap_bytes: Optional[float] = None,
           framework: str = "ddp", synthetic_data: bool = False, stack: str = "pytorch",
-          threshold: float = DEFAULT_EFFICIENCY_THRESHOLD, memory_format: str = "nhwc") -> Sweep:
+          threshold: float = DEFAULT_EFFICIENCY_THRESHOLD, memory_format: str = "nhwc",
+          cross_entropy: str = "float32", bn_group: int = 1) -> Sweep:
     """Predict every line at every device count (module docstring). Exactly one of batch_per_device (weak
-    scaling) and batch (strong scaling) is given; framework, synthetic_data, stack and memory_format are the run's
-    settings, on every plan."""
+    scaling) and batch (strong scaling) is given; framework, synthetic_data, stack, memory_format, cross_entropy and
+    bn_group are the run's settings, on every plan."""
     if (batch_per_device is None) == (batch is None):
         raise UserError("give either a batch per device (weak scaling) or a global batch (strong scaling)")
     if not devices or any(d < 1 for d in devices):
@@ -233,7 +238,8 @@ def sweep(graph: ModelGraph, cost_model: CostModel, devices: Sequence[int], *, s
     cap = memory_cap_bytes if memory_cap_bytes is not None else cost_model.device_memory_bytes
     ev = _Evaluator(graph, cost_model, stack, cap)
     lines: dict[str, list[Point]] = {name: [] for name in dict.fromkeys(strategies)}
-    settings = dict(framework=framework, synthetic_data=synthetic_data, stack=stack, memory_format=memory_format)
+    settings = dict(framework=framework, synthetic_data=synthetic_data, stack=stack, memory_format=memory_format,
+                    cross_entropy=cross_entropy, bn_group=bn_group)
     for p in devices:
         global_batch = batch_per_device * p if batch_per_device is not None else batch
         for name in lines:
@@ -254,8 +260,8 @@ def _named_point(ev: _Evaluator, name: str, p: int, batch: int, dpn: int, dtype:
     """What `predictor run --strategy name` predicts on p devices (infeasible with its reason)."""
     try:
         plans = default_plans(ev.graph, name, batch, p, dpn, dtype, optimizer,
-                              **{k: v for k, v in settings.items() if k != "memory_format"})
-        pred = rank([evaluate(ev.ctx, replace(plan, memory_format=settings["memory_format"]), ev.cap)
+                              **{k: v for k, v in settings.items() if k not in RUN_SETTINGS})
+        pred = rank([evaluate(ev.ctx, replace(plan, **{k: settings[k] for k in RUN_SETTINGS}), ev.cap)
                      for plan in plans])[0]
     except UserError as err:  # a layout that does not divide, or a coefficient the profile lacks
         return Point(p, batch, None, reason=str(err))
@@ -268,7 +274,7 @@ def _best_point(ev: _Evaluator, p: int, batch: int, dpn: int, dtype: str, optimi
     try:
         fast_search(ev.search_ctx, ranking, counts, batch=batch, devices=range(p, p + 1), devices_per_node=dpn,
                     dtype=dtype, optimizer=optimizer, cap=ev.cap, strategies=SEARCH_STRATEGIES,
-                    plan_options={k: settings[k] for k in ("framework", "synthetic_data", "memory_format")})
+                    plan_options={k: settings[k] for k in ("framework", "synthetic_data") + RUN_SETTINGS})
     except UserError as err:
         return Point(p, batch, None, reason=str(err))
     found = ranking.best()

@@ -129,6 +129,8 @@ BAD_FLAGS = [  # (label, argv, flag the error must name)
     ("search-memory-format-unknown", SEARCH + ["--max-gpus", "4", "--memory-format", "chwn"], "--memory-format"),
     ("run-bn-group-zero", RUN + ["--bn-group", "0"], "--bn-group"),
     ("run-bn-group-text", RUN + ["--bn-group", "pairs"], "--bn-group"),
+    ("search-cross-entropy-unknown", SEARCH + ["--max-gpus", "4", "--cross-entropy", "fp8"], "--cross-entropy"),
+    ("scale-bn-group-zero", SCALE + ["--batch", "8", "--bn-group", "0"], "--bn-group"),
     ("scale-memory-format-unknown", SCALE + ["--batch", "8", "--memory-format", "NCHW"], "--memory-format"),
     # issue 38: the at-scale flags (stragglers, other jobs on the fabric, shared storage)
     ("cudnn-benchmark-word", RUN + ["--cudnn-benchmark", "maybe"], "--cudnn-benchmark"),

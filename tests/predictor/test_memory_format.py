@@ -130,7 +130,8 @@ def test_the_report_names_the_scale_command_that_prints_its_sweep():
     cmd_report.add_arguments(report)
     given = ["--model", "resnet50", "--batch-per-gpu", "64", "--gpus", "1-64", "--out", "/tmp/x", "--dtype", "fp16",
              "--memory-format", "nchw", "--cluster-load", "busy", "--model-arg", "width=32", "--strategy", "data",
-             "--strategy", "best", "--synthetic-data", "--memory-cap", "40", "--stack", "mxnet"]
+             "--strategy", "best", "--synthetic-data", "--memory-cap", "40", "--stack", "mxnet", "--bn-group", "2",
+             "--cross-entropy", "fused"]
     args = report.parse_args(given)
     words = shlex.split(cmd_report._scale_command(args))
     assert words[:2] == ["predictor", "scale"]
