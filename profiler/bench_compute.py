@@ -143,6 +143,16 @@ CONV3D_LAYERS = [
     ("mid3d_16to16_3x3x3", 16, 16, 16, 3, 1, 1, 2),
     ("mid3d_32to32_3x3x3", 32, 32, 8, 3, 1, 1, 4),
 ]
+# MLPerf HPC CosmoFlow's own layers at one sample per GPU (its 128^3 x 4 input), measured by the full GPU grid in the
+# tensor-core dtypes the MLPerf runs took: 3-D tensor-core kernels at few channels run far below the 2-D ones'
+# efficiency and no published figure says how far (docs/decisions/2026-12-06-cosmoflow-dataset.md)
+COSMOFLOW_GPU_LAYERS = [
+    ("cosmoflow_l1_3x3x3", 4, 32, 128, 3, 1, 1, 1),
+    ("cosmoflow_l2_3x3x3", 32, 64, 64, 3, 1, 1, 1),
+    ("cosmoflow_l3_3x3x3", 64, 128, 32, 3, 1, 1, 1),
+    ("cosmoflow_l4_3x3x3", 128, 256, 16, 3, 1, 1, 1),
+]
+COSMOFLOW_GPU_DTYPES = ("float16", "bfloat16")
 # A spread of small convolutions, the shapes that splits of narrow nets leave on one device: every (C, F) pair,
 # spatial size and batch rotating so each value meets many others, capped at SMALL_MAX_FLOPS; each rotation meets
 # every (C, F) pair once more at another size and batch (docs/calibration.md "Shape grids").
@@ -893,6 +903,9 @@ def plan_compute(device: str, quick: bool) -> list[BenchCase]:
                       for layer in (CONV2D_GPU_DESIGN if full else CONV2D_GPU_DESIGN_QUICK)]
             convs += [({"layer": layer[0], "split": "base"}, grouped_params(layer))
                       for layer in (CONV2D_GROUPED_GPU_DESIGN if full else CONV2D_GROUPED_GPU_DESIGN_QUICK)]
+            if full and dtype in COSMOFLOW_GPU_DTYPES:
+                convs += [({"layer": layer[0], "split": "base"}, _layer_params(layer, 1, True))
+                          for layer in COSMOFLOW_GPU_LAYERS]
             mem_shapes = MEMORY_OP_SHAPES_GPU if full else MEMORY_OP_SHAPES_GPU_QUICK
         else:
             gemms = GEMM_SHAPES_FULL if full else GEMM_SHAPES_QUICK
