@@ -129,13 +129,14 @@ def _alarm(signum, frame):
 
 def run_in_process(case: Case, folder: Path, limit_s: float) -> Result:
     """The CLI's main() called in this process with the case folder as working directory."""
+    from bench.__main__ import main as bench_main
     from paraoracle.cli import profiler_main
     from predictor.cli import main as predictor_main
 
     lay_out(case, folder)
     argv, needle = case.expand(folder)
     before = snapshot(folder)
-    main = {"profiler": profiler_main, "predictor": predictor_main}[argv[0]]
+    main = {"profiler": profiler_main, "predictor": predictor_main, "bench": bench_main}[argv[0]]
     out, err = io.StringIO(), io.StringIO()
     cwd, code, crashed, timed_out = os.getcwd(), None, "", False
     previous = signal.signal(signal.SIGALRM, _alarm)

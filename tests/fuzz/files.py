@@ -31,8 +31,10 @@ READERS = {
     "deepbench-xlsx": ("db.xlsx", ["profiler", "import-deepbench", "F", "--out", "{d}/imported.yaml"]),
     "deepbench-into": ("p.yaml", ["profiler", "import-deepbench", "{d}/db.txt", "--into", "F", "--out", "{d}/merged.yaml"]),
     "correction": ("p.correction.json", ["predictor", "run", "--profile", "{d}/ref.yaml", *m.RUN_TAIL]),
+    "xla-gemm": ("xla.yaml", ["bench", "xla-gemm", "F", "--results", "{d}/results"]),
 }
-YAML_READERS = ("show", "run-profile", "drift", "history", "spec-yaml", "suite-validate", "suite-shapes", "shapes-calibrate")
+YAML_READERS = ("show", "run-profile", "drift", "history", "spec-yaml", "suite-validate", "suite-shapes", "shapes-calibrate",
+                "xla-gemm")
 JSON_READERS = ("spec-json", "runs", "model-error-runs", "nccl-json", "correction")
 
 
