@@ -2,8 +2,9 @@
 
 OpenXLA's GPU cost model carries a table of measured matrix products per GPU (b independent m x n x k products,
 FLOP/s = 2 b m n k / time) in bf16 and in f32 at XLA's default precision (TF32 tensor cores); the repository
-carries the H100 (sm_90) table as calibrate/data/xla_matmul.yaml (scripts/xla_matmul_extract.py). A batch of b
-products is taken as one b·m x n x k GEMM: the same tiles and waves, its operands read once per product.
+carries its H100 (sm_90) and B200 (sm_100_B200) tables as calibrate/data/xla_matmul_<key>.yaml
+(scripts/xla_matmul_extract.py). A batch of b products is taken as one b·m x n x k GEMM: the same tiles and waves,
+its operands read once per product.
 """
 from __future__ import annotations
 
@@ -14,10 +15,11 @@ from calibrate.gpu_kernel_fit import KernelSample
 from profiler.errors import UserError
 from profiler.inputs import read_yaml
 
-DATA_FILE = Path(__file__).resolve().parent / "data" / "xla_matmul.yaml"
 #: the table's GPU keys and the datasheet entry (calibrate/data/gpus.yaml) each was measured on; sm_90 is taken as
 #: the H100 SXM5, the part Google's A3 machines carry (the table does not name the variant: an assumption)
-GPU_OF_KEY = {"sm_90": "H100 SXM5"}
+GPU_OF_KEY = {"sm_90": "H100 SXM5", "sm_100_B200": "B200"}
+DATA_FILES = tuple(Path(__file__).resolve().parent / "data" / f"xla_matmul_{key}.yaml" for key in GPU_OF_KEY)
+DATA_FILE = DATA_FILES[0]  # the H100 table
 #: the table's columns after b, m, n, k and the dtype each is costed in (f32 ran on TF32 tensor cores)
 COLUMNS = ("bfloat16", "tf32")
 MAX_DIM = 1 << 20

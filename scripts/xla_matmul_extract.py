@@ -1,7 +1,7 @@
 """Measured GEMM throughput of OpenXLA's GPU cost model (xla/service/gpu/model/matmul_interpolator_data.h) as the
-YAML that `python -m bench xla-gemm` reads (calibrate/data/xla_matmul.yaml).
+YAML that `python -m bench xla-gemm` reads (calibrate/data/xla_matmul_<key>.yaml).
 
-    python scripts/xla_matmul_extract.py HEADER GPU_KEY COMMIT > calibrate/data/xla_matmul.yaml
+    python scripts/xla_matmul_extract.py HEADER GPU_KEY COMMIT > calibrate/data/xla_matmul_<key>.yaml
 
 HEADER: the header file as text (e.g. `git show <commit>:xla/service/gpu/model/matmul_interpolator_data.h`), GPU_KEY:
 its table key (sm_90). Every entry (b, m, n, k) with its bf16 and f32 FLOP/s is copied as it is; nothing computed.

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from calibrate import gpu_kernel_fit as gf
-from calibrate.xla_matmul import DATA_FILE, load
+from calibrate.xla_matmul import DATA_FILE, DATA_FILES, load
 from profiler.errors import UserError
 
 
@@ -21,6 +21,10 @@ def test_the_carried_table_reads_as_samples_by_hand():
     assert cube.time_s == pytest.approx(2 * 4096 ** 3 / 7.80164e14, rel=1e-4) and cube.group == "K4096"
     assert {s.group for s in bf16} == {f"K{k}" for k in (256, 512, 1024, 2048, 4096)}
     assert max(s.params["M"] for s in bf16) == 4 * 4096
+    gpu, b200 = load(DATA_FILES[1])  # the B200's table: the same 375 products, its own rates
+    assert gpu == "B200" and len(b200["bfloat16"]) == 375
+    cube = next(s for s in b200["bfloat16"] if s.params["M"] == s.params["N"] == s.params["K"] == 4096)
+    assert cube.time_s == pytest.approx(2 * 4096 ** 3 / 1.41687e15, rel=1e-4)
 
 
 @pytest.mark.parametrize("text, field", [
