@@ -49,10 +49,9 @@ def stats(predicted: np.ndarray, measured: np.ndarray) -> dict:
             "median_predicted_over_measured": float(np.median(predicted[kept] / measured[kept]))}
 
 
-def evaluate(gpu: str, dtype: str, samples: list) -> tuple[dict, list[dict]]:
-    """The held-out, in-sample and shipped-profile figures of one dtype, and a row per call."""
-    from predictor.api import load_cost_model
-
+def evaluate(gpu: str, dtype: str, samples: list, cm=None) -> tuple[dict, list[dict]]:
+    """The held-out, in-sample and shipped-profile figures of one dtype, and a row per call; cm: the GPU's shipped
+    profile (shipped_profile), loaded once by the caller."""
     spec = gpu_specs.find_spec(gpu)
     if spec is None:
         raise UserError(f"GPU {gpu!r} is not in calibrate/data/gpus.yaml")
@@ -61,16 +60,24 @@ def evaluate(gpu: str, dtype: str, samples: list) -> tuple[dict, list[dict]]:
     values = gf.fit(samples, hardware)
     fitted = gf.predict(values, samples, hardware)
     held = gf.leave_one_group_out(samples, hardware)
+    if cm is None:
+        cm = shipped_profile(gpu)
     shipped = np.full(len(samples), np.nan)
-    if gpu in PROFILES:
-        cm, _ = load_cost_model(PROFILES[gpu])
+    if cm is not None:
         shipped = np.array([cm.compute_time_s("gemm", "fwd", {k: s.params[k] for k in "MNK"}, dtype)
                             for s in samples])
     rows = [{"gpu": gpu, "dtype": dtype, "group": s.group, "params": {k: s.params[k] for k in "MNK"},
              "measured_s": s.time_s, "held_out_s": float(h), "in_sample_s": float(f), "published_profile_s": float(p)}
             for s, h, f, p in zip(samples, held, fitted, shipped)]
     return {"held_out": stats(held, measured), "in_sample": stats(fitted, measured),
-            "published_profile": stats(shipped, measured) if gpu in PROFILES else None, "constants": values}, rows
+            "published_profile": stats(shipped, measured) if cm is not None else None, "constants": values}, rows
+
+
+def shipped_profile(gpu: str):
+    """The cost model of the GPU's shipped profile (PROFILES), or None."""
+    from predictor.api import load_cost_model
+
+    return load_cost_model(PROFILES[gpu])[0] if gpu in PROFILES else None
 
 
 def figures(summary: dict) -> list[Figure]:
@@ -94,8 +101,9 @@ def run(args) -> int:
     summary, all_rows = {}, []
     for path in args.files or DATA_FILES:
         gpu, by_dtype = load(path)
+        cm = shipped_profile(gpu)
         for dtype, samples in by_dtype.items():
-            summary.setdefault(gpu, {})[dtype], rows = evaluate(gpu, dtype, samples)
+            summary.setdefault(gpu, {})[dtype], rows = evaluate(gpu, dtype, samples, cm)
             all_rows += rows
     args.results.mkdir(parents=True, exist_ok=True)
     write_atomic(args.results / f"{NAME}-rows.jsonl", "".join(json.dumps(r, sort_keys=True) + "\n" for r in all_rows))

@@ -387,6 +387,7 @@ def predict_all(graph: ModelGraph, batch: int, devices: int, cost_model: CostMod
     if dpn <= 0:
         raise UserError(f"devices per node must be positive, got {dpn}")
     ctx = Context(graph, cost_model)
+    settings = dict(memory_format=memory_format, cross_entropy=cross_entropy, bn_group=bn_group)  # RUN_SETTINGS
     out = []
     missing: list[UserError] = []
     for name in strategies:
@@ -400,9 +401,7 @@ def predict_all(graph: ModelGraph, batch: int, devices: int, cost_model: CostMod
                               tp_comm_overlap=tp_comm_overlap, overlap_param_gather=overlap_param_gather,
                               **(dict(context_parallel=context_parallel, expert_parallel=expert_parallel)
                                  if name in HYBRID_3D else {}))
-        if memory_format != "nhwc" or bn_group != 1 or cross_entropy != "float32":  # settings of the run
-            plans = [replace(p, memory_format=memory_format, bn_group=bn_group, cross_entropy=cross_entropy)
-                     for p in plans]
+        plans = [replace(p, **settings) for p in plans]  # the run's settings, on every plan
         try:
             preds = [evaluate(ctx, p, device_memory_bytes) for p in plans]
             best = rank(preds)[0]

@@ -60,6 +60,9 @@ MEMORY_FORMATS = ("nhwc", "nchw")
 #: AMP); "half" runs log-softmax at the logits' precision (a model.half() or apex O2 run without autocast); "fused"
 #: reads them once in a fused kernel (flash-attn's CrossEntropyLoss, as llm-foundry's MPT uses)
 CROSS_ENTROPY_IMPLS = ("float32", "half", "fused")
+#: the Plan fields that are settings of the run, not of the layout: every plan a command evaluates takes them as
+#: given (predictor run/search/scale/report put them on each candidate; default_plans does not take them)
+RUN_SETTINGS = ("memory_format", "cross_entropy", "bn_group")
 
 # Communication kinds reported separately (exposed and hidden) in Prediction.comm_*.
 COMM_KINDS = ("gradient", "layer_collective", "halo", "pipeline_p2p", "redistribute", "expert_alltoall",

@@ -17,7 +17,7 @@ from typing import Optional, Sequence
 from calibrate.cost_api import CostModel
 from predictor.api import default_plans, rank
 from predictor.graph import ModelGraph
-from predictor.plan import Prediction
+from predictor.plan import RUN_SETTINGS, Prediction
 from predictor.search_fast import fast_search
 from predictor.search_space import SEARCH_STRATEGIES, Counts, Ranking
 from predictor.stacks import stack_scaled
@@ -213,10 +213,6 @@ class _Evaluator:
             low, high = min(low, pred.iteration_s * bounds[0] * lo), max(high, pred.iteration_s * bounds[1] * hi)
         pred.interval_s = (low, high)
         return pred
-
-
-#: Plan fields of the run's settings a sweep puts on every plan (default_plans does not take them)
-RUN_SETTINGS = ("memory_format", "cross_entropy", "bn_group")
 
 
 def sweep(graph: ModelGraph, cost_model: CostModel, devices: Sequence[int], *, strategies: Sequence[str] = (BEST,),
