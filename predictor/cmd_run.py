@@ -46,9 +46,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "only the attention core between the QKV and output projections (selective, "
                              "Korthikanti et al.)")
     parser.add_argument("--mixed-precision", default="autocast", choices=MIXED_PRECISIONS,
-                        help="--dtype fp16/bf16: fp32 weights and gradients (autocast, default: PyTorch AMP) or half "
-                             "weights and gradients with fp32 master weights (half: Megatron-LM --fp16, DeepSpeed "
-                             "fp16); gradients are all-reduced in that precision")
+                        help="--dtype fp16/bf16: fp32 weights and gradients (autocast, default: PyTorch AMP; "
+                             "graph-rewrite: TensorFlow's AMP, float32 islands and casts as its graph pass paints "
+                             "them) or half weights and gradients with fp32 master weights (half: Megatron-LM --fp16, "
+                             "DeepSpeed fp16); gradients are all-reduced in that precision")
     parser.add_argument("--pipeline-boundary", default="whole", choices=PIPELINE_BOUNDARIES,
                         help="data+tensor+pipeline: each tensor rank sends a stage's whole boundary tensor (default; "
                              "Megatron-LM today) or 1/T of it, all-gathered by the next stage (partitioned: "

@@ -15,6 +15,13 @@ from functools import cached_property
 
 from profiler.dtypes import dtype_bytes  # noqa: F401 - the predictor's callers read it here
 
+#: element-wise functions of one tensor a model written in primitives calls (predictor.zoo.tf_ops), one kernel each
+UNARY_OPS = ("tanh", "pow", "rsqrt", "sqrt", "exp")
+#: reductions over some dimensions of one tensor
+REDUCE_OPS = ("mean", "sum")
+#: ops through which no gradient flows (a random tensor of an input's shape, a comparison)
+NO_GRADIENT_OPS = ("random", "compare")
+
 
 @dataclass(frozen=True)
 class Layer:
@@ -24,7 +31,7 @@ class Layer:
     dot-product attention: input_shape is the query), cross_entropy (the loss over the last dimension of its
     input, one target per row), copy (a reshape that copies a transposed tensor into a contiguous one) (the
     set the cost models know; tracers report anything else by name); mixture of experts: router, moe_dispatch,
-    moe_combine and a `linear` with groups = E experts (docs/method.md §3c).
+    moe_combine and a `linear` with groups = E experts (docs/method.md §3c); primitive ops (predictor.trace).
 
     inputs: names of the layers feeding this one ("" = the model input); lets residual/concat graphs keep
     their structure. kernel/stride/padding are per spatial dimension (empty for non-spatial ops).

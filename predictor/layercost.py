@@ -17,7 +17,8 @@ from typing import NamedTuple
 from calibrate import shapes
 from calibrate.gpu_specs import TENSOR_MODES
 from calibrate.cost_api import CostModel
-from predictor.graph import Layer, ModelGraph
+from predictor.graph import NO_GRADIENT_OPS, UNARY_OPS, Layer, ModelGraph
+from predictor.graph_rewrite import cast_elems
 from profiler.dtypes import FP8, dtype_bytes
 from profiler.opmath import cross_entropy_bytes, element_pass_bytes, embedding_bytes
 
@@ -27,6 +28,8 @@ MIXED_DTYPES = ("fp16", "bf16", "fp8")
 # (FP8_MATMUL_OPS, the profile's "float8" families), every other op in bfloat16 (the name here), fp32 master weights
 DTYPE_NAMES = {"fp32": "float32", "tf32": "tf32", "fp16": "float16", "bf16": "bfloat16", "fp8": "bfloat16"}
 ACT_BYTES = {name: dtype_bytes(full) for name, full in DTYPE_NAMES.items()}  # bytes per activation element
+#: a cast between float32 and half reads one and writes the other, per element (TensorFlow's AMP casts)
+CAST_BYTES_PER_ELEM = dtype_bytes("float32") + dtype_bytes("float16")
 #: under plan dtype fp8, the cost-model ops run as FP8 GEMMs: linear layers (Transformer Engine's te.Linear); batched
 #: products, fused attention and convolutions stay bf16 (its default recipe does not cast attention)
 FP8_MATMUL_OPS = ("linear",)
@@ -44,12 +47,13 @@ _ACTIVATION_OPS = ("batchnorm", "relu", "add", "maxpool", "avgpool", "layernorm"
 #: sigmoid move what ReLU moves (fwd x -> y; bwd dy and x or y -> dx); mul is elementwise like add (a, b -> c),
 #: its broadcast operand (a squeeze-and-excitation scale) counted at the output's size. Megatron's fused
 #: bias_dropout_add reads the branch and the residual and writes their sum forward: an add's traffic.
-COSTED_AS = {"silu": "relu", "sigmoid": "relu", "mul": "add", "rmsnorm": "layernorm", "bias_dropout_add": "add"}
+COSTED_AS = {"silu": "relu", "sigmoid": "relu", "mul": "add", "rmsnorm": "layernorm", "bias_dropout_add": "add",
+             "scale": "relu", "bcast": "relu", "random": "relu", "compare": "relu", **{op: "relu" for op in UNARY_OPS}}
 #: the profiled pass a layer's backward is costed as, where not bwd_data. add's backward passes dy through,
 #: but mul's computes a gradient for each input (dy times the other operand): costed as one more add-like
 #: elementwise pass at the output shape, an approximation (two products when both inputs need gradients,
 #: and a broadcast operand's gradient is a reduction).
-BACKWARD_PASS = {"mul": "fwd"}
+BACKWARD_PASS = {"mul": "fwd", "scale": "fwd"}  # a scale's backward is one: read dy, write dx
 #: ops whose backward is streaming traffic rather than a profiled pass: bias_dropout_add's is a dropout's
 #: (read dy, write dx; profiler.opmath.ELEMENT_PASS_TENSORS), which no family measures
 STREAMED_BACKWARD = ("bias_dropout_add",)
@@ -179,23 +183,27 @@ def layer_local(layer: Layer, seq_div: int) -> Layer:
 _LOCAL: dict = {}
 
 
+def _split_div(split: Split) -> int:
+    """What a split divides an activation tensor by on one device (filters or channels, spatial parts)."""
+    return max(split.filter_div, split.channel_div) * (math.prod(split.spatial) if split.spatial else 1)
+
+
 def _elementwise_bytes(layer: Layer, split: Split, act_bytes: int) -> float:
     """Bytes a copy-like op (concat, dropout, loss) moves on one device: read input + write output."""
-    div = max(split.filter_div, split.channel_div) * (math.prod(split.spatial) if split.spatial else 1)
-    return split.n * (layer.input_elems + layer.output_elems) * act_bytes / div
+    return split.n * (layer.input_elems + layer.output_elems) * act_bytes / _split_div(split)
 
 
 def streamed_backward_bytes(layer: Layer, split: Split, act_bytes: int) -> float:
     """Backward bytes of a STREAMED_BACKWARD op on one device (profiler.opmath.element_pass_bytes at its
     output's local size)."""
-    div = max(split.filter_div, split.channel_div) * (math.prod(split.spatial) if split.spatial else 1)
-    return element_pass_bytes(layer.op, "bwd_data", split.n * layer.output_elems, act_bytes) / div
+    return element_pass_bytes(layer.op, "bwd_data", split.n * layer.output_elems, act_bytes) / _split_div(split)
 
 
 def modelled_bytes(layer: Layer, split: Split, act_bytes: int, cross_entropy: str = "float32") -> tuple[float, float]:
     """(forward, backward) bytes of an op costed as streaming traffic with no family of its own: an embedding
     lookup and its table gradient, cross-entropy over the last dimension (profiler.opmath), and the copy-like
-    ops (_elementwise_bytes, each pass)."""
+    ops (_elementwise_bytes, each pass; a reduction reads x and writes its result, its backward reads dy and
+    writes dx: the same bytes)."""
     div = max(split.filter_div, split.channel_div)
     if layer.op == "embedding":
         tokens, (vocab, hidden) = split.n * layer.input_elems, layer.weight_shape
@@ -221,7 +229,7 @@ def input_needs_no_grad(graph: ModelGraph) -> list[bool]:
     for layer in graph.layers:
         no_grad = not any(requires_grad.get(name, True) for name in (layer.inputs or ("",)))
         out.append(no_grad)
-        requires_grad[layer.name] = bool(layer.params) or not no_grad
+        requires_grad[layer.name] = layer.op not in NO_GRADIENT_OPS and (bool(layer.params) or not no_grad)
     return out
 
 
@@ -241,8 +249,7 @@ def gradient_sum_bytes(layer: Layer, split: Split, act_bytes: int, readers: int)
     op audit, predictor.op_audit)."""
     if readers <= 1:
         return 0.0
-    div = max(split.filter_div, split.channel_div) * (math.prod(split.spatial) if split.spatial else 1)
-    return (readers - 1) * 3.0 * split.n * layer.output_elems * act_bytes / div
+    return (readers - 1) * 3.0 * split.n * layer.output_elems * act_bytes / _split_div(split)
 
 
 def layer_signatures(graph: ModelGraph) -> tuple[list[bool], list[int], list[int]]:
@@ -264,7 +271,7 @@ class LayerCoster:
 
     def __init__(self, graph: ModelGraph, cost_model: CostModel, dtype: str,
                  signatures: tuple[list[bool], list[int], list[int]] | None = None, memory_format: str = "nhwc",
-                 cross_entropy: str = "float32"):
+                 cross_entropy: str = "float32", half: tuple[bool, ...] | None = None):
         self.graph = graph
         self.cm = cost_model
         self.dtype = dtype
@@ -277,15 +284,23 @@ class LayerCoster:
         # layers whose input needs no gradient: autograd skips their input gradient (input_needs_no_grad); readers
         # per output; one signature per set of identical layers (layer_signatures)
         self.first, self.readers, self.signature = signatures or layer_signatures(graph)
+        # TensorFlow's AMP (predictor.graph_rewrite): the layers it runs in half precision (the rest in float32) and
+        # the elements per sample of each layer's output casts; None: every layer at the plan's precision
+        self.half, self.casts = half, cast_elems(graph, half) if half is not None else None
+        if half is not None:  # identical layers painted alike share a cache entry
+            keys: dict[tuple, int] = {}
+            self.signature = [keys.setdefault((sig, h, c), len(keys))
+                              for sig, h, c in zip(self.signature, half, self.casts)]
         self._cache: dict[tuple[int, Split], tuple[float, float]] = {}  # (signature, split) -> times
         self.overhead_s = (cost_model.framework_overhead_s("fwd"), cost_model.framework_overhead_s("bwd"))
         self._calls: dict[tuple, float] = {}  # (op, pass, params) -> seconds: layers of equal shape share it
 
-    def _call(self, op: str, pass_: str, params: dict[str, int]) -> float:
-        key = (op, pass_, tuple(params.items()))
+    def _call(self, op: str, pass_: str, params: dict[str, int], cm_dtype: str | None = None) -> float:
+        cm_dtype = cm_dtype or self.cm_dtype
+        key = (op, pass_, tuple(params.items()), cm_dtype)
         t = self._calls.get(key)
         if t is None:
-            dtype = FP8 if self.dtype == "fp8" and op in FP8_MATMUL_OPS else self.cm_dtype
+            dtype = FP8 if self.dtype == "fp8" and op in FP8_MATMUL_OPS else cm_dtype
             t = self.cm.compute_time_s(op, pass_, params, dtype)
             if self.transposes and op in NCHW_TRANSPOSED_OPS and shapes.family_op(op, params) == op:
                 t += nchw_transpose_s(self.cm, op, pass_, params, dtype)
@@ -310,28 +325,30 @@ class LayerCoster:
         layer = self.graph.layers[index]
         local = layer_local(layer, split.seq_div) if split.seq_div > 1 else layer  # context parallelism's share
         spec = _pass_params(layer, split)
+        in_half = self.half is None or self.half[index]
+        cm_dtype, act_bytes = (self.cm_dtype, self.act_bytes) if in_half else ("float32", ACT_BYTES["fp32"])
         if spec is None:
             if layer.op in FREE_OPS:
                 fwd = bwd = 0.0
             else:  # concat, dropout, softmax_loss, embedding, cross_entropy, MoE dispatch/combine: streaming traffic
-                fwd_bytes, bwd_bytes = modelled_bytes(local, split, self.act_bytes, self.cross_entropy)
+                fwd_bytes, bwd_bytes = modelled_bytes(local, split, act_bytes, self.cross_entropy)
                 fwd = self.cm.memory_time_s(fwd_bytes)
                 bwd = self.cm.memory_time_s(bwd_bytes)
         else:
             op, params = spec
-            fwd = self._call(op, "fwd", params)
-            if self.first[index]:
+            fwd = self._call(op, "fwd", params, cm_dtype)
+            if self.first[index] or layer.op in NO_GRADIENT_OPS:
                 bwd = 0.0
             elif layer.op in STREAMED_BACKWARD:
-                bwd = self.cm.memory_time_s(streamed_backward_bytes(local, split, self.act_bytes))
+                bwd = self.cm.memory_time_s(streamed_backward_bytes(local, split, act_bytes))
             else:
-                bwd = self._call(op, BACKWARD_PASS.get(layer.op, "bwd_data"), params)
+                bwd = self._call(op, BACKWARD_PASS.get(layer.op, "bwd_data"), params, cm_dtype)
             if layer.params or layer.tied:  # a tied head's weight gradient is computed too (Layer.tied)
-                bwd += self._call(op, "bwd_weight", params)
+                bwd += self._call(op, "bwd_weight", params, cm_dtype)
             elif op == "bmm" and len(layer.inputs) > 1 and not self.first[index]:
                 # BmmBackward0 of two activations (attention's Q K^T and P V): dA = dC B^T and dB = A^T dC, the
                 # second product costed as the batched GEMM's bwd_weight pass (profiler.opmath.bmm_flops)
-                bwd += self._call(op, "bwd_weight", params)
+                bwd += self._call(op, "bwd_weight", params, cm_dtype)
             if self.dtype == "fp8" and op in FP8_MATMUL_OPS:
                 cast_fwd, cast_bwd = self._fp8_casts(params, bool(layer.params))
                 fwd += cast_fwd
@@ -341,7 +358,11 @@ class LayerCoster:
         if split.seq_div > 1 and attention_block(layer):  # every chunk of keys: seq_div blocks
             fwd, bwd = fwd * split.seq_div, bwd * split.seq_div
         if self.readers[index] > 1:  # its output's gradients arrive from several readers and are summed
-            bwd += self.cm.memory_time_s(gradient_sum_bytes(local, split, self.act_bytes, self.readers[index]))
+            bwd += self.cm.memory_time_s(gradient_sum_bytes(local, split, act_bytes, self.readers[index]))
+        if self.half is not None:
+            cast_f, cast_b = self._rewrite_casts(index, layer, split, in_half)
+            fwd += cast_f
+            bwd += cast_b
         if layer.op != "input":
             over_f, over_b = self.overhead(index)
             fwd += over_f
@@ -349,6 +370,20 @@ class LayerCoster:
         result = (fwd, bwd)
         self._cache[key] = result
         return result
+
+    def _rewrite_casts(self, index: int, layer: Layer, split: Split, in_half: bool) -> tuple[float, float]:
+        """(forward, backward) seconds of the casts TensorFlow's AMP puts after layer `index` (graph_rewrite.
+        cast_elems: read at one precision, write at the other; backward the gradient's cast back, where a gradient
+        flows) and, for a half layer with weights, of its float32 weights to half and of their gradient back (every
+        step: the variables stay float32)."""
+        moved = CAST_BYTES_PER_ELEM * split.n * self.casts[index] / _split_div(split)
+        if in_half and layer.params and layer.op in ("linear", "conv2d", "conv3d", "router"):
+            moved_w = CAST_BYTES_PER_ELEM * layer.params / max(split.filter_div, split.channel_div)
+        else:
+            moved_w = 0.0
+        fwd = self.cm.memory_time_s(moved + moved_w)
+        grad = layer.op not in NO_GRADIENT_OPS and (bool(layer.params) or not self.first[index])  # dY is needed
+        return fwd, self.cm.memory_time_s((moved if grad else 0.0) + moved_w)
 
     def overhead(self, index: int) -> tuple[float, float]:
         """The framework overheads (forward, backward) in `times(index, split)` at every split: every layer is a

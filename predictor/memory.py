@@ -13,17 +13,17 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
-from predictor.graph import ModelGraph
+from predictor.graph import UNARY_OPS, ModelGraph
 from predictor.layercost import ACT_BYTES, MIXED_DTYPES, OPTIMIZER_STATE_WORDS
 from profiler.opmath import LOSS_ELEMENT_BYTES, TOKEN_ID_BYTES
 
 SAVES_INPUT = ("conv2d", "conv3d", "linear", "batchnorm", "maxpool", "avgpool", "silu", "layernorm", "rmsnorm", "gelu",
-               "router")
+               "router", *UNARY_OPS)  # a scale and a reduction keep nothing (their gradients need only dy)
 #: a router keeps its softmax's output too; MoE's dispatch keeps only its token indices (integers, left out)
 SAVES_OUTPUT = ("relu", "sigmoid", "softmax", "sdpa", "router")
 #: every tensor input, for the other's gradient (a product with a number saves nothing); MoE's combine keeps the
 #: expert outputs and the router's probabilities (the weighted sum's two gradients)
-SAVES_INPUTS = ("mul", "moe_combine")
+SAVES_INPUTS = ("mul", "moe_combine", "bcast")
 SAVES_OPERANDS = ("bmm", "sdpa")  # every tensor input, however many
 #: bytes per row of the float32 statistics a norm saves (mean and rstd, or rstd alone)
 NORM_STATS_BYTES = {"layernorm": 8, "rmsnorm": 4}

@@ -44,11 +44,13 @@ PIPELINE_BOUNDARIES = ("whole", "partitioned")
 #: (5·a·s² bytes per sample and layer in fp16) are not kept
 RECOMPUTE_GRANULARITIES = ("full", "selective")
 OPTIMIZERS = ("sgd", "momentum", "adam")
-#: how mixed precision (dtype fp16/bf16) keeps the parameters: "autocast" (PyTorch AMP, TensorFlow's AMP: fp32
-#: weights and gradients, gradients all-reduced in fp32) or "half" (Megatron-LM --fp16/--bf16 and DeepSpeed's fp16
-#: engine: half-precision weights and gradients, gradients all-reduced in half precision, fp32 master weights in the
-#: optimizer: 2 + 2 + 4 bytes per parameter plus the optimizer state, ZeRO paper §3) (predictor.memory)
-MIXED_PRECISIONS = ("autocast", "half")
+#: how mixed precision (dtype fp16/bf16) runs: "autocast" (PyTorch AMP: fp32 weights and gradients, gradients
+#: all-reduced in fp32), "graph-rewrite" (TensorFlow's AMP: the same parameters; its graph pass runs the layers between
+#: matrix products in half, those after a denied op in float32, with casts between: predictor.graph_rewrite) or "half"
+#: (Megatron-LM --fp16/--bf16 and DeepSpeed's fp16 engine: half-precision weights and gradients, gradients all-reduced
+#: in half precision, fp32 master weights in the optimizer: 2 + 2 + 4 bytes per parameter plus the optimizer state,
+#: ZeRO paper §3) (predictor.memory)
+MIXED_PRECISIONS = ("autocast", "graph-rewrite", "half")
 #: fp16/bf16 = mixed precision (fp32 master weights and optimizer state); fp8 = bf16 mixed precision whose linear
 #: layers' matrix products run in FP8 (Transformer Engine; the profile needs "float8" GEMM fits: H100, H200)
 DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8")

@@ -19,7 +19,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.fx import GraphModule, Interpreter, Node, Tracer
 
-from predictor.graph import Layer, ModelGraph
+from predictor.graph import UNARY_OPS, Layer, ModelGraph
 from profiler.errors import UserError
 from profiler.opmath import (ELEMENT_FLOPS, bmm_flops, conv_flops, cross_entropy_flops, gemm_flops, sdpa_flops,
                              window_output_dims)
@@ -54,7 +54,17 @@ _FUNCTION_OPS = {
     F.cross_entropy: "cross_entropy", operator.getitem: "flatten", torch.transpose: "flatten",
     torch.permute: "flatten", torch.split: "flatten", torch.chunk: "flatten", torch.reshape: "flatten",
     torch.masked_fill: "add", torch.where: "add", operator.truediv: "mul", torch.div: "mul",
+    operator.sub: "add", torch.sub: "add", torch.tanh: "tanh", torch.pow: "pow", operator.pow: "pow",
+    torch.rsqrt: "rsqrt", torch.sqrt: "sqrt", torch.exp: "exp", torch.rand_like: "random", operator.ge: "compare",
+    torch.mean: "mean", torch.sum: "sum",
 }
+#: ops of a model written in primitives (as TensorFlow's BERT writes its GELU and layer norm; predictor.zoo.tf_ops),
+#: each its own kernel: the UNARY_OPS (read x, write y; backward read dy and x, write dx, as ReLU); "random" (a
+#: tensor of x's shape) and "compare" (x against a number), through which no gradient flows; the REDUCE_OPS mean and
+#: sum over some dimensions (read x, write the smaller result; backward read dy, write dx). An add, masked_fill or
+#: product whose other operands are numbers or constants (a mask, a broadcast buffer) is a "scale" of its one tensor
+#: (read x, write y; backward read dy, write dx); one with a small broadcast operand (BROADCAST_SHARE) a "bcast"
+#: (read x, write y; backward read dy and x, write dx). docs/method.md §3a
 #: masked_fill and where (a causal mask on attention scores) move what an add moves: read x and the mask, write
 #: y; a division moves what a product moves; dtype casts are taken as views (no copy at the model's own dtype)
 _METHOD_OPS = {"relu": "relu", "add": "add", "add_": "add", "view": "flatten", "reshape": "flatten",
@@ -62,7 +72,9 @@ _METHOD_OPS = {"relu": "relu", "add": "add", "add_": "add", "view": "flatten", "
                "transpose": "flatten", "permute": "flatten", "split": "flatten", "chunk": "flatten",
                "unflatten": "flatten", "unsqueeze": "flatten", "squeeze": "flatten", "expand": "flatten",
                "softmax": "softmax", "masked_fill": "add", "masked_fill_": "add", "matmul": "bmm",
-               "div": "mul", "type": "flatten", "to": "flatten", "type_as": "flatten", "float": "flatten"}
+               "div": "mul", "type": "flatten", "to": "flatten", "type_as": "flatten", "float": "flatten",
+               "sub": "add", "tanh": "tanh", "pow": "pow", "rsqrt": "rsqrt", "sqrt": "sqrt", "exp": "exp",
+               "mean": "mean", "sum": "sum"}
 _SHAPE_ONLY = {"size", "dim"}
 #: views returning a tuple of tensors: a part of one reads the tensor that was cut
 _TUPLE_VIEWS = {"split", "chunk", "unbind", torch.split, torch.chunk, torch.unbind}
@@ -197,11 +209,11 @@ def _flops(op: str, x: tuple[int, ...], y: tuple[int, ...], module, n_inputs: in
         return cross_entropy_flops(tokens, x[-1], "fwd"), cross_entropy_flops(tokens, x[-1], "bwd_data"), 0.0
     if op == "batchnorm":
         return 4.0 * ye, 4.0 * ye, 2.0 * ye
-    if op in ("relu", "silu", "sigmoid", "dropout"):
+    if op in ("relu", "silu", "sigmoid", "dropout", "scale", "random", "compare") or op in UNARY_OPS:
         return float(ye), float(ye), 0.0
     if op == "add":
         return float(ye * (n_inputs - 1)), 0.0, 0.0
-    if op == "mul":
+    if op in ("mul", "bcast"):
         return float(ye), float(ye * n_inputs), 0.0
     if op in ("maxpool", "avgpool"):
         k = math.prod(x[1:]) / max(math.prod(y[1:]), 1) if module is None or isinstance(
@@ -420,6 +432,17 @@ def _attention_layers(node: Node, module: nn.MultiheadAttention, x: tuple[int, .
     return out
 
 
+#: an operand of an add or product at most this share of the output's elements is a broadcast one (a per-token
+#: statistic, a per-channel gate): the op streams its other operand once ("bcast")
+BROADCAST_SHARE = 1 / 8
+
+
+def _broadcast_operand(inputs: list[Node], y: tuple[int, ...]) -> bool:
+    """Whether one of two operands is broadcast over the output (at most BROADCAST_SHARE of its elements)."""
+    sizes = [math.prod(_shape(i) or ()) if _shape(i) is not None else None for i in inputs]
+    return None not in sizes and min(sizes) <= BROADCAST_SHARE * math.prod(y)
+
+
 def _is_causal(node: Node) -> bool:
     """F.scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal, ...)'s is_causal."""
     if "is_causal" in node.kwargs:
@@ -506,6 +529,10 @@ def trace_module(module: nn.Module, input_shape: tuple[int, ...], name: str = "m
             op = "unsupported"
         if op == "flatten":
             op = _view_or_copy(node, inputs, strided)
+        elif op in ("add", "mul") and len(inputs) == 1 and node.op != "call_module":
+            op = "scale"  # the other operand a number or a constant (a mask, a broadcast buffer): read x, write y
+        elif op in ("add", "mul") and len(inputs) == 2 and _broadcast_operand(inputs, y):
+            op = "bcast"
         operands = tuple(_shape(i) or tuple(input_shape) for i in inputs)
         if not operands:  # reads constants only (position ids): their shape
             operands = tuple(_shape(a) for a in node.all_input_nodes if _shape(a) is not None)[:1]

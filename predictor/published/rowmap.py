@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any, Optional, Union
 
 from calibrate.system_constants import STACKS
-from predictor.plan import PIPELINE_BOUNDARIES
+from predictor.plan import MIXED_PRECISIONS, PIPELINE_BOUNDARIES
+from predictor.zoo import MODEL_CODE
 from predictor.published.corpus import PublishedRun
 from profiler.errors import UserError
 from profiler.inputs import read_yaml
@@ -64,7 +65,7 @@ def load_rules(path: Union[str, Path] = RULES_FILE) -> dict[str, list[dict]]:
     data = read_yaml(path)
     if not isinstance(data, dict):
         raise UserError(f"{path}: must be a mapping with sections {', '.join(SECTIONS)}")
-    optional = tuple(s for s in ("stacks", "transformer_pipeline_boundaries") if s in data)
+    optional = tuple(s for s in ("stacks", "transformer_pipeline_boundaries", "transformer_code") if s in data)
     for section in SECTIONS + optional:
         rules = data.get(section)
         if not isinstance(rules, list) or not all(isinstance(r, dict) for r in rules):
@@ -83,6 +84,11 @@ def load_rules(path: Union[str, Path] = RULES_FILE) -> dict[str, list[dict]]:
     for i, rule in enumerate(data.get("stacks", [])):
         if rule.get("stack") not in STACKS:
             raise UserError(f"{path}: section stacks[{i}]: must name a stack ({', '.join(STACKS)})")
+    allowed = {"ops": MODEL_CODE, "mlm_head": ("masked", "all"), "mixed_precision": MIXED_PRECISIONS}
+    for i, rule in enumerate(data.get("transformer_code", [])):
+        for key, choices in allowed.items():
+            if key in rule and rule[key] not in choices:
+                raise UserError(f"{path}: section transformer_code[{i}].{key}: must be one of {', '.join(choices)}")
     for i, rule in enumerate(data.get("transformer_pipeline_boundaries", [])):
         if rule.get("boundary") not in PIPELINE_BOUNDARIES:
             raise UserError(f"{path}: section transformer_pipeline_boundaries[{i}].boundary: must be one of "

@@ -279,6 +279,12 @@ def interpret_transformer(run: PublishedRun, rules: dict) -> Union[Setup, Skippe
         knobs["dropout"] = 0.0
     if family == "megatron":
         knobs["residual"] = MEGATRON_RESIDUAL
+    code = _first(rules.get("transformer_code", []), run.framework) if family == "bert" else None
+    code = code or {}
+    if code.get("ops"):
+        knobs["ops"] = code["ops"]
+    if code.get("mlm_head") == "masked" and isinstance(details.get("max_predictions_per_seq"), int):
+        knobs["mlm_positions"] = details["max_predictions_per_seq"]
     assumptions = []
     if family == "mpt":
         assumptions.append("MPT as GPT: ALiBi as a learned position embedding, linears and norms with biases")
@@ -323,6 +329,8 @@ def interpret_transformer(run: PublishedRun, rules: dict) -> Union[Setup, Skippe
     else:
         plan = dict(strategy="data" if gpus > 1 else "serial", p_data=gpus,
                     cross_entropy=LOSS["bert-pytorch" if "pytorch" in run.framework.lower() else "bert"])
+        if code.get("mixed_precision") and precision["dtype"] in ("fp16", "bf16"):
+            plan["mixed_precision"] = code["mixed_precision"]
         if run.source == "dlperf":
             rule = _first(rules["frameworks"], f"{run.framework} {run.parallelism}", multi_gpu=gpus > 1)
             framework = rule["regime"] if rule and "regime" in rule else "ddp"

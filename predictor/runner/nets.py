@@ -19,14 +19,19 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from predictor.graph import Layer, ModelGraph
+from predictor.graph import REDUCE_OPS, UNARY_OPS, Layer, ModelGraph
 from profiler.errors import UserError
 
 RUNNABLE_OPS = ("conv2d", "conv3d", "batchnorm", "relu", "maxpool", "avgpool", "flatten", "linear", "dropout", "softmax_loss")
 #: ops of nets with branches (residual sums, concatenations) and transformers: run by GraphNet, serially or
 #: data-parallel
 BRANCH_OPS = ("add", "concat", "mul", "embedding", "layernorm", "rmsnorm", "gelu", "silu", "softmax", "bmm", "sdpa",
-              "copy", "cross_entropy", "bias_dropout_add")
+              "copy", "cross_entropy", "bias_dropout_add", "scale", "bcast", "random", "compare", *UNARY_OPS,
+              *REDUCE_OPS)
+#: the primitive ops (predictor.trace) as the runner runs them: its own number for a scale by one, inputs kept in
+#: range where the function needs it
+_UNARY = {"tanh": torch.tanh, "pow": lambda x: x * x * x, "rsqrt": lambda x: torch.rsqrt(x.abs() + 1e-6),
+          "sqrt": lambda x: torch.sqrt(x.abs()), "exp": lambda x: torch.exp(x.clamp(max=20.0))}
 #: layers the runner applies itself (the loss) rather than as a module
 LOSS_OPS = ("softmax_loss", "cross_entropy")
 WEIGHT_OPS = ("conv2d", "conv3d", "linear")
@@ -148,6 +153,16 @@ def build_serial(graph: ModelGraph, seed: int = 0) -> tuple[list[Layer], list[nn
     return layers, modules
 
 
+def _reduce(layer: Layer, x: torch.Tensor) -> torch.Tensor:
+    """A mean or sum over the per-sample dimensions its output drops or keeps at size 1 (the batch dimension kept)."""
+    shape_in, shape_out = layer.input_shape, layer.output_shape
+    fn = torch.mean if layer.op == "mean" else torch.sum
+    if len(shape_out) == len(shape_in):
+        dims = [d + 1 for d, (a, b) in enumerate(zip(shape_in, shape_out)) if b == 1 and a != 1]
+        return fn(x, dim=dims, keepdim=True) if dims else x * 1.0
+    return fn(x, dim=list(range(len(shape_out) + 1, len(shape_in) + 1)))
+
+
 class GraphNet(nn.Module):
     """A net with branches, run layer by layer in graph order: each layer reads its inputs by name, `add` sums
     them, `concat` joins them along channels. With `segments` ([start, stop) ranges of graph layer indices,
@@ -182,8 +197,18 @@ class GraphNet(nn.Module):
             out = xs[0]
             for x in xs[1:]:
                 out = out + x
-        elif layer.op == "mul":
+        elif layer.op in ("mul", "bcast"):
             out = xs[0] * xs[1] if len(xs) > 1 else xs[0] * 1.0
+        elif layer.op == "scale":
+            out = xs[0] * 0.5
+        elif layer.op in _UNARY:
+            out = _UNARY[layer.op](xs[0])
+        elif layer.op == "random":
+            out = torch.rand_like(xs[0])
+        elif layer.op == "compare":
+            out = (xs[0] >= 0.5).to(xs[0].dtype)
+        elif layer.op in REDUCE_OPS:
+            out = _reduce(layer, xs[0])
         elif layer.op == "concat":
             out = torch.cat(xs, dim=1)
         elif layer.op == "flatten" and len(layer.output_shape) != 1:

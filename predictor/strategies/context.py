@@ -12,7 +12,8 @@ from typing import Callable
 
 from calibrate.cost_api import CostModel
 from predictor.graph import ModelGraph
-from predictor.layercost import ACT_BYTES, LayerCoster, Split, layer_signatures, update_time_s
+from predictor.graph_rewrite import half_layers
+from predictor.layercost import ACT_BYTES, MIXED_DTYPES, LayerCoster, Split, layer_signatures, update_time_s
 from predictor.plan import Plan, Prediction
 from predictor.shared_cores import SharedCores
 from predictor.stacks import stack_scaled
@@ -127,9 +128,10 @@ def graph_structure(graph: ModelGraph) -> GraphStructure:
 
 class Context:
     def __init__(self, graph: ModelGraph, cost_model: CostModel, memory_format: str = "nhwc",
-                 cross_entropy: str = "float32"):
+                 cross_entropy: str = "float32", graph_rewrite: bool = False):
         self.graph = graph
         self.cm = cost_model
+        self.graph_rewrite = graph_rewrite  # TensorFlow's AMP paints the layers (Plan.mixed_precision)
         self.memory_format = memory_format  # the convolutions' layout (Plan.memory_format)
         self.cross_entropy = cross_entropy  # how the loss reads half-precision logits (Plan.cross_entropy)
         self.layers = graph.layers
@@ -162,13 +164,14 @@ class Context:
         scaled = self._stack_scaled.get(stack)
         if scaled is None:
             scaled = self._stack_scaled[stack] = stack_scaled(self.cm, stack)
+        rewrite = plan.mixed_precision == "graph-rewrite"
         if (factor <= 1.0 and scaled is self.cm and plan.memory_format == self.memory_format
-                and plan.cross_entropy == self.cross_entropy):
+                and plan.cross_entropy == self.cross_entropy and rewrite == self.graph_rewrite):
             return self
-        key = (factor, stack if scaled is not self.cm else None, plan.memory_format, plan.cross_entropy)
+        key = (factor, stack if scaled is not self.cm else None, plan.memory_format, plan.cross_entropy, rewrite)
         if key not in self._shared:
             self._shared[key] = Context(self.graph, SharedCores(scaled, factor) if factor > 1.0 else scaled,
-                                        plan.memory_format, plan.cross_entropy)
+                                        plan.memory_format, plan.cross_entropy, rewrite)
         return self._shared[key]
 
     @staticmethod
@@ -205,9 +208,11 @@ class Context:
     def coster(self, dtype: str) -> LayerCoster:
         c = self._costers.get(dtype)
         if c is None:
+            half = self.graph_cached(("graph-rewrite",), lambda: half_layers(self.graph)) if (
+                self.graph_rewrite and dtype in MIXED_DTYPES) else None
             c = self._costers[dtype] = LayerCoster(self.graph, self.cm, dtype, self.graph_cached(
                 ("layer-signatures",), lambda: layer_signatures(self.graph)), memory_format=self.memory_format,
-                cross_entropy=self.cross_entropy)
+                cross_entropy=self.cross_entropy, half=half)
         return c
 
     def compute(self, dtype: str, key, indices, split_of: Callable[[int], Split]) -> tuple[float, float, list[float]]:

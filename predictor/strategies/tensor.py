@@ -25,13 +25,13 @@ from predictor.strategies.data import local_batch
 
 #: element-wise layers that act on a feature-split tensor locally (every input split the same way)
 SPLIT_THROUGH = ("relu", "gelu", "silu", "sigmoid", "tanh", "dropout", "mul", "add", "bias_dropout_add",
-                 "copy")  # copy: a materialised view
+                 "pow", "rsqrt", "sqrt", "exp", "scale", "bcast", "random", "compare", "copy")  # copy: a materialised view
 #: the attention core: per-head products, softmax and fused attention act on a head-split tensor locally; they
 #: keep a split only on (heads, tokens, ...) tensors, where the heads are the split dimension
 HEAD_OPS = ("sdpa", "bmm", "softmax")
 #: layers that act on each token (sample) on its own: sequence parallelism splits them over tokens
 TOKENWISE = ("layernorm", "rmsnorm", "dropout", "add", "bias_dropout_add", "relu", "gelu", "silu", "sigmoid", "tanh",
-             "router", "moe_dispatch", "moe_combine")  # a MoE's router, dispatch and combine: per token too
+             "pow", "rsqrt", "sqrt", "exp", "scale", "bcast", "random", "compare", "mean", "sum", "router", "moe_dispatch", "moe_combine")  # a MoE's router, dispatch and combine: per token too
 VIEWS = ("flatten",)
 
 

@@ -31,6 +31,11 @@ ZOO: dict[str, tuple[str, str, str]] = {
 }
 
 
+#: how a transformer's code is written (the zoo BERT's `ops=` knob): "torch" one op per GELU, layer norm and dropout;
+#: "tf" TensorFlow BERT's primitives (predictor.zoo.tf_ops)
+MODEL_CODE = ("torch", "tf")
+
+
 def build(name: str, **knobs):
     """(torch.nn.Module, per-sample input shape) of a zoo model. Raises KeyError for an unknown name."""
     module_name, builder, shape = ZOO[name]

@@ -43,6 +43,19 @@ class FusedScaleMaskSoftmax(nn.Module):
         return torch.softmax(x, dim=-1)
 
 
+class MaskAdder(nn.Module):
+    """BERT's padding mask as an additive term on the attention scores: (1 - mask) * -10000, broadcast over the heads
+    (Google's modeling.attention_layer, NVIDIA's and HuggingFace's BertSelfAttention: attention_scores +
+    attention_mask). A full sequence's mask is all zeros here; the add still runs, one pass over the scores."""
+
+    def __init__(self, seq: int):
+        super().__init__()
+        self.register_buffer("adder", torch.zeros(1, 1, 1, seq), persistent=False)
+
+    def forward(self, scores):
+        return scores + self.adder
+
+
 class BiasDropoutAdd(nn.Module):
     """residual + dropout(x) as one op (Megatron-LM's bias_dropout_add_fused_train, the bias left in the linear
     that made x; the tracer makes it one `bias_dropout_add` layer). Reads x first, then the residual."""
@@ -83,6 +96,7 @@ class SelfAttention(nn.Module):
                                  persistent=False)
         if attention == "fused-softmax":
             self.softmax = FusedScaleMaskSoftmax(1.0 / math.sqrt(self.head_dim), causal, seq)
+        self.mask_adder: nn.Module | None = None  # BERT's additive padding mask on "math" scores (MaskAdder)
 
     def forward(self, x):
         batch, kv = x.size(0), self.kv_heads * self.head_dim
@@ -100,6 +114,8 @@ class SelfAttention(nn.Module):
             y = torch.matmul(self.attn_drop(self.softmax(torch.matmul(q, k.transpose(-2, -1)))), v)
         else:
             scores = torch.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(self.head_dim))
+            if self.mask_adder is not None:
+                scores = self.mask_adder(scores)
             if self.causal:
                 scores = scores.masked_fill(self.future, float("-inf"))
             y = torch.matmul(self.attn_drop(F.softmax(scores, dim=-1)), v)

@@ -35,11 +35,11 @@ def test_benchmark_cnns_match_published_parameter_counts(name):
 def test_efficientnet_mbconv_ops_and_shapes():
     graph = load_model("efficientnet_b0", width=0.25, depth=0.5, image=64, num_classes=10)
     assert not graph.unsupported and graph.input_shape == (3, 64, 64)
-    assert {"silu", "sigmoid", "mul", "add", "dropout"} <= {l.op for l in graph.layers}
+    assert {"silu", "sigmoid", "bcast", "add", "dropout"} <= {l.op for l in graph.layers}
     depthwise = [l for l in graph.layers if l.op == "conv2d" and l.groups > 1]
     assert depthwise and all(l.groups == l.channels_in == l.channels_out for l in depthwise)
     assert {l.kernel for l in depthwise} == {(3, 3), (5, 5)}
-    gate = next(l for l in graph.layers if l.op == "mul")  # x times its squeeze-and-excitation scale
+    gate = next(l for l in graph.layers if l.op == "bcast")  # x times its squeeze-and-excitation scale (broadcast)
     by_name = {l.name: l for l in graph.layers}
     assert len(gate.inputs) == 2 and by_name[gate.inputs[1]].op == "sigmoid"
     assert by_name[gate.inputs[1]].output_shape == (gate.output_shape[0], 1, 1)
@@ -56,8 +56,11 @@ def test_resnext_groups_and_se_blocks():
     grouped = [l for l in plain.layers if l.op == "conv2d" and l.groups > 1]
     assert len(grouped) == 3 + 4 + 23 + 3 and all(l.groups == 4 and l.kernel == (3, 3) for l in grouped)
     assert grouped[0].channels_in == 4 * (16 * 4 // 64)  # groups x one channel each at this width
-    assert sum(l.op == "mul" for l in se.layers) == sum(l.op == "sigmoid" for l in se.layers) == 33
-    assert [l.op for l in plain.layers if l.op == "mul"] == []
+    # the gates as broadcast products, except where a 2 x 2 map makes the gate a quarter of the output (BROADCAST_SHARE)
+    gates = [l for l in se.layers if l.op in ("bcast", "mul")]
+    assert len(gates) == sum(l.op == "sigmoid" for l in se.layers) == 33
+    assert all((l.op == "bcast") == (l.output_shape[1] * l.output_shape[2] >= 8) for l in gates)
+    assert [l.op for l in plain.layers if l.op in ("mul", "bcast")] == []
 
 
 def test_silu_sigmoid_and_mul_trace_in_every_form(tmp_path):
@@ -75,9 +78,9 @@ def test_silu_sigmoid_and_mul_trace_in_every_form(tmp_path):
                     "    return Net()\n")
     graph = load_model(f"{path}:model", input_shape=(3, 8, 8))
     assert not graph.unsupported
-    assert [l.op for l in graph.layers] == ["conv2d", "silu", "silu", "sigmoid", "mul", "sigmoid", "mul", "mul",
+    assert [l.op for l in graph.layers] == ["conv2d", "silu", "silu", "sigmoid", "mul", "sigmoid", "mul", "scale",
                                             "sigmoid", "flatten"]
-    assert [len(l.inputs) for l in graph.layers if l.op == "mul"] == [2, 2, 1]
+    assert [len(l.inputs) for l in graph.layers if l.op in ("mul", "scale")] == [2, 2, 1]
 
 
 def test_resnet50_flops_and_shapes():

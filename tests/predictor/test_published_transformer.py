@@ -211,6 +211,37 @@ def test_each_source_reads_its_logits_as_its_code_does():
     assert not bad.feasible and "cross-entropy" in bad.reason
 
 
+def test_each_bert_runs_as_its_code_is_written():
+    """transformer_code (docs/decisions/2026-12-06-tensorflow-bert.md): TensorFlow 1's BERT gathers the 20 masked
+    positions for its head and runs AMP as the graph rewrite, its primitives as kernels without XLA; OneFlow gathers
+    too; NVIDIA's PyTorch BERT of NGC 20.03 runs its head on every token under the default autocast."""
+    seen = {}
+    for run in load_transformer_corpus():
+        setup = interpret_transformer(run, RULES)
+        if isinstance(setup, Setup) and run.source == "dlperf" and setup.model == "bert":
+            knobs, plan = dict(setup.knobs), dict(setup.plan)
+            key = ("xla" if "xla" in run.framework.lower() else run.framework.split()[0].lower(), setup.dtype)
+            seen.setdefault(key, set()).add((knobs.get("ops", "torch"), knobs.get("mlm_positions", 0),
+                                             plan.get("mixed_precision", "autocast")))
+    assert seen[("tensorflow", "fp16")] == {("tf", 20, "graph-rewrite")}
+    assert seen[("tensorflow", "fp32")] == {("tf", 20, "autocast")}  # fp32: no mixed precision to rewrite
+    assert seen[("xla", "fp16")] == {("torch", 20, "graph-rewrite")}  # XLA fuses the primitives
+    assert seen[("oneflow", "fp16")] == seen[("oneflow", "fp32")] == {("torch", 20, "autocast")}
+    assert seen[("pytorch", "fp16")] == seen[("pytorch", "fp32")] == {("torch", 0, "autocast")}
+
+
+def test_a_code_rule_must_name_known_choices(tmp_path):
+    from predictor.published.rowmap import RULES_FILE
+
+    for key, value in (("ops", "jax"), ("mlm_head", "some"), ("mixed_precision", "fp4")):
+        data = yaml.safe_load(RULES_FILE.read_text())
+        data["transformer_code"] = [{"match": "TensorFlow", key: value}]
+        bad = tmp_path / "rules.yaml"
+        bad.write_text(yaml.safe_dump(data))
+        with pytest.raises(UserError, match=rf"rules\.yaml: section transformer_code\[0\]\.{key}: must be one of"):
+            load_rules(bad)
+
+
 def test_dle_phase2_rows_run_on_lddl_bins_of_the_wikipedia_histogram():
     """LDDL's 8 bins of 64 tokens, each at its upper length, in the shares of Graphcore's Wikipedia seq-512
     histogram (16,279,552 sequences, the total its packing README prints); only DLE's seq-512 rows use them."""

@@ -131,16 +131,16 @@ def _score_layers(graph):
 @pytest.mark.parametrize("name", ["gpt", "bert"])
 def test_fused_softmax_is_one_layer_per_block(name):
     """bmm, one softmax layer (scale, mask and softmax), dropout, bmm: exactly one softmax-like pass per block, where
-    math runs three (mul, masked_fill as add, softmax) on a causal GPT and two (mul, softmax) on BERT."""
+    math runs three: the scale by a number, the mask (GPT's causal masked_fill, BERT's additive padding mask: a
+    constant, so both a `scale` of the scores), softmax."""
     fused = load_model(name, attention="fused-softmax", **KNOBS)
     math_ = load_model(name, attention="math", **KNOBS)
     assert not fused.unsupported
     assert [l.op for l in _score_layers(fused)] == ["bmm", "softmax", "dropout"]
-    assert [l.op for l in _score_layers(math_)] == ["bmm", "mul"] + (["add"] if name == "gpt" else []) + [
-        "softmax", "dropout"]
+    assert [l.op for l in _score_layers(math_)] == ["bmm", "scale", "scale", "softmax", "dropout"]
     softmax = [l for l in fused.layers if l.op == "softmax"]
     assert [l.name for l in softmax] == [f"blocks.{k}.attn.softmax" for k in range(KNOBS["layers"])]
-    assert not any(l.op in ("mul", "add") and l.output_shape == softmax[0].output_shape for l in fused.layers)
+    assert not any(l.op in ("mul", "add", "scale") and l.output_shape == softmax[0].output_shape for l in fused.layers)
     first = _score_layers(fused)
     assert first[1].inputs == (first[0].name,) and first[2].inputs == (first[1].name,)
 
