@@ -54,6 +54,9 @@ COSTED_AS = {"silu": "relu", "sigmoid": "relu", "mul": "add", "rmsnorm": "layern
 #: elementwise pass at the output shape, an approximation (two products when both inputs need gradients,
 #: and a broadcast operand's gradient is a reduction).
 BACKWARD_PASS = {"mul": "fwd", "scale": "fwd"}  # a scale's backward is one: read dy, write dx
+#: ops whose backward adds a second pass (ReLU's forward: read dy, write dx): a product with a broadcast operand
+#: computes dx = dy * s and, for s, dy * x summed (PyTorch's MulBackward0 and sum_to; op audit)
+TWO_PASS_BACKWARD = ("bcast",)
 #: ops whose backward is streaming traffic rather than a profiled pass: bias_dropout_add's is a dropout's
 #: (read dy, write dx; profiler.opmath.ELEMENT_PASS_TENSORS), which no family measures
 STREAMED_BACKWARD = ("bias_dropout_add",)
@@ -343,6 +346,8 @@ class LayerCoster:
                 bwd = self.cm.memory_time_s(streamed_backward_bytes(local, split, act_bytes))
             else:
                 bwd = self._call(op, BACKWARD_PASS.get(layer.op, "bwd_data"), params, cm_dtype)
+                if layer.op in TWO_PASS_BACKWARD:
+                    bwd += self._call(op, "fwd", params, cm_dtype)
             if layer.params or layer.tied:  # a tied head's weight gradient is computed too (Layer.tied)
                 bwd += self._call(op, "bwd_weight", params, cm_dtype)
             elif op == "bmm" and len(layer.inputs) > 1 and not self.first[index]:

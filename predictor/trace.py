@@ -63,8 +63,9 @@ _FUNCTION_OPS = {
 #: tensor of x's shape) and "compare" (x against a number), through which no gradient flows; the REDUCE_OPS mean and
 #: sum over some dimensions (read x, write the smaller result; backward read dy, write dx). An add, masked_fill or
 #: product whose other operands are numbers or constants (a mask, a broadcast buffer) is a "scale" of its one tensor
-#: (read x, write y; backward read dy, write dx); one with a small broadcast operand (BROADCAST_SHARE) a "bcast"
-#: (read x, write y; backward read dy and x, write dx). docs/method.md §3a
+#: (read x, write y; backward read dy, write dx), and so is an add of a small broadcast operand (BROADCAST_SHARE);
+#: a product with one is a "bcast" (read x, write y; backward dx = dy * s and the small operand's gradient, a sum of
+#: dy * x: two passes). docs/method.md §3a
 #: masked_fill and where (a causal mask on attention scores) move what an add moves: read x and the mask, write
 #: y; a division moves what a product moves; dtype casts are taken as views (no copy at the model's own dtype)
 _METHOD_OPS = {"relu": "relu", "add": "add", "add_": "add", "view": "flatten", "reshape": "flatten",
@@ -532,7 +533,7 @@ def trace_module(module: nn.Module, input_shape: tuple[int, ...], name: str = "m
         elif op in ("add", "mul") and len(inputs) == 1 and node.op != "call_module":
             op = "scale"  # the other operand a number or a constant (a mask, a broadcast buffer): read x, write y
         elif op in ("add", "mul") and len(inputs) == 2 and _broadcast_operand(inputs, y):
-            op = "bcast"
+            op = "bcast" if op == "mul" else "scale"  # an add's small operand: its gradient a sum of dy
         operands = tuple(_shape(i) or tuple(input_shape) for i in inputs)
         if not operands:  # reads constants only (position ids): their shape
             operands = tuple(_shape(a) for a in node.all_input_nodes if _shape(a) is not None)[:1]

@@ -330,11 +330,16 @@ class Context:
 
     def saved_bytes_per_sample(self, dtype: str, key, share: Callable[[SavedTensor], float]) -> float:
         """Bytes of saved-for-backward tensors per sample, each weighted by share(tensor) (the fraction
-        of it one device holds; 0 = not held), cached under `key`."""
+        of it one device holds; 0 = not held), cached under `key`; under TensorFlow's AMP a float32 layer's output
+        at 4 bytes."""
         full_key = ("saved", dtype, key)
         hit = self._sums.get(full_key)
         if hit is None:
-            hit = self._sums[full_key] = sum(t.size_bytes(dtype) * share(t) for t in self.saved)
+            half = self.graph_cached(("graph-rewrite",), lambda: half_layers(self.graph)) if (
+                self.graph_rewrite and dtype in MIXED_DTYPES) else None
+            hit = self._sums[full_key] = sum(
+                (t.size_bytes("fp32") if half is not None and t.producer >= 0 and t.bytes_per_elem is None
+                 and not half[t.producer] else t.size_bytes(dtype)) * share(t) for t in self.saved)
         return hit
 
     def workspace_per_sample(self, dtype: str, key, share: Callable[[SavedTensor], float],

@@ -37,19 +37,19 @@ def test_primitives_trace_as_their_kernels():
     graph = trace_module(Primitives(), (8, 16))
     assert not graph.unsupported
     ops = [l.op for l in graph.layers]
-    assert ops == ["linear", "pow", "scale", "add", "scale", "tanh", "scale", "scale", "mul", "mean", "bcast",
+    assert ops == ["linear", "pow", "scale", "add", "scale", "tanh", "scale", "scale", "mul", "mean", "scale",
                    "mean", "scale", "rsqrt", "random", "compare", "bcast", "scale", "flatten", "mul", "scale",
                    "cross_entropy"]  # the cast of the comparison is a view; the output keeps a token dimension
     by_op = {l.op: l for l in graph.layers}
     assert by_op["mean"].output_shape == (8, 1) and by_op["mean"].input_shape == (8, 16)
-    bcast = next(l for l in graph.layers if l.op == "bcast")  # y - mean: the mean is 1/16 of the output
+    bcast = next(l for l in graph.layers if l.op == "bcast")  # y * z: z (a per-row statistic) is 1/16 of the output
     assert len(bcast.inputs) == 2 and bcast.flops_bwd_data == 2 * bcast.output_elems
 
 
 def test_primitive_costs_by_hand():
     """scale, bcast and the unary functions cost ReLU's forward; a scale's backward is one pass (read dy, write dx:
-    ReLU's forward again), a unary function's ReLU's backward; a random tensor and a comparison have no backward;
-    a reduction moves its input and output each pass."""
+    ReLU's forward again), a unary function's ReLU's backward, a broadcast product's both; a random tensor and a
+    comparison have no backward; a reduction moves its input and output each pass."""
     cm = load_cost_model(PROFILE)
     shape, small = (64, 28, 28), (64, 28, 1)
 
@@ -68,7 +68,8 @@ def test_primitive_costs_by_hand():
     for op in ("scale", "bcast", "tanh", "pow", "random", "compare"):
         assert t[op][0] == pytest.approx(relu_f + fo)
     assert t["scale"][1] == pytest.approx(relu_f + bo)
-    assert t["tanh"][1] == t["pow"][1] == t["bcast"][1] == pytest.approx(relu_b + bo)
+    assert t["tanh"][1] == t["pow"][1] == pytest.approx(relu_b + bo)
+    assert t["bcast"][1] == pytest.approx(relu_b + relu_f + bo)
     assert t["random"][1] == t["compare"][1] == 0.0
     moved = 8 * (64 * 28 * 28 + 64 * 28) * 4
     assert t["mean"] == pytest.approx((cm.memory_time_s(moved), cm.memory_time_s(moved)))
