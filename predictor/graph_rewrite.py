@@ -1,15 +1,11 @@
 """TensorFlow's automatic mixed precision on a layer graph: which layers run in half precision, and where casts go.
 
-TensorFlow's AMP (`enable_mixed_precision_graph_rewrite`, TF_ENABLE_AUTO_MIXED_PRECISION; Plan.mixed_precision
-"graph-rewrite") does not cast per op as PyTorch's autocast does: the grappler pass auto_mixed_precision paints the
-graph from four op lists, then inserts a Cast on every edge between a half and a float32 op. Matrix products and
-convolutions are on its allow list; Pow, Exp, Mean and Sum and the loss on its deny list, and a denied op turns the
-inferring ops after it float32 too. In BERT's TensorFlow code the GELU holds a Pow and the layer norm a Mean, so the
-residual stream stays float32 and every dense layer reads a cast input and casts its output back, where PyTorch
-keeps half tensors throughout. Source: NVIDIA/tensorflow @7cbba04a (NGC's TensorFlow 1),
-tensorflow/core/grappler/optimizers/auto_mixed_precision_lists.h (the lists) and auto_mixed_precision.cc
-(AddWhitelistOps, PropagateBlackFwdThroughClearAndGray, AddClearAndGrayToWhiteIfBetweenWhite,
-PropagateWhiteThroughClear). docs/method.md §3a ("TensorFlow's mixed precision").
+TensorFlow's AMP (Plan.mixed_precision "graph-rewrite") is the grappler pass auto_mixed_precision, not per-op casts:
+it paints the graph from four op lists, then puts a Cast on every edge between a half and a float32 op. Matrix
+products and convolutions are allowed; Pow, Exp, Mean, Sum and the loss denied, and a denied op turns the inferring
+ops after it float32 too: in BERT's TensorFlow code (a Pow in the GELU, Means in the layer norm) the residual stream
+stays float32 and every dense layer reads a cast input. Source: NVIDIA/tensorflow @7cbba04a (NGC's TensorFlow 1),
+grappler/optimizers/auto_mixed_precision_lists.h and auto_mixed_precision.cc. docs/method.md §3a.
 """
 from __future__ import annotations
 
