@@ -149,7 +149,16 @@ class ProfileCostModel:
             # the GEMM family's roofline, never a kernel model: that one would write the score matrix a fused
             # attention kernel never stores (docs/decisions/2026-12-06-flash-attention-share.md)
             return ratio * self._family_time_s("gemm", "fwd", gemm, shapes.canonical_dtype(dtype))
-        return self.memory_time_s(shapes.work(op, pass_, params, dtype)["bytes"])
+        return self._memory_bound_scale(pass_, dtype) * self.memory_time_s(shapes.work(op, pass_, params, dtype)["bytes"])
+
+    def _memory_bound_scale(self, pass_: str, dtype: str) -> float:
+        """The time scale the profile gives its memory-bound families (ReLU's fit, which batch norm and add share:
+        a published profile's fitted family scale, 1 on a calibrated one), so that a layer norm, GELU or softmax
+        costed by its bytes is scaled as every other memory-bound kernel of the step (the published fit's
+        decomposition scales them alike: predictor.published.constants_fit)."""
+        fit = self.coefficients.compute.get(f"relu/{pass_}/{shapes.canonical_dtype(dtype)}") or \
+            self.coefficients.compute.get(f"relu/fwd/{shapes.canonical_dtype(dtype)}")
+        return fit.time_scale.at(self.bound) if fit is not None else 1.0
 
     def _family_fit(self, op: str, pass_: str, params: Mapping[str, int], dtype: str):
         """(fit, op, pass, params, dtype) a call is costed with: its grouped family when it has groups, a family
