@@ -32,6 +32,7 @@ _MODULE_OPS = {
     nn.Dropout: "dropout", nn.Dropout3d: "dropout", nn.Flatten: "flatten", nn.Identity: "flatten",
     nn.Embedding: "embedding", nn.LayerNorm: "layernorm", nn.RMSNorm: "rmsnorm", nn.GELU: "gelu",
     nn.Softmax: "softmax",
+    nn.ConstantPad2d: "copy", nn.ConstantPad3d: "copy",  # a padded copy of the input (read x, write the larger y)
 }
 #: modules traced as one layer, by class name: a fused kernel whose Python reference would otherwise be traced as
 #: the ops it fuses. FusedScaleMaskSoftmax (Megatron-LM's megatron/model/fused_softmax.py, and the zoo's module

@@ -151,8 +151,10 @@ def interpret(run: PublishedRun, rules: dict[str, list[dict]]) -> Union[Setup, S
         assumptions.append(f"framework {run.framework!r} taken as {framework['regime']}")
     stack = _first(rules.get("stacks", []), run.framework)
     stack = stack["stack"] if stack else "other"
-    image = (run.extra.get("model_details") or {}).get("image_size")
-    knobs = (("image", int(image)),) if isinstance(image, int) else ()
+    details = run.extra.get("model_details") or {}
+    image, kernel = details.get("image_size"), details.get("conv_kernel")
+    knobs = ((("image", int(image)),) if isinstance(image, int) else ()) + (
+        (("kernel", int(kernel)),) if isinstance(kernel, int) and not isinstance(kernel, bool) else ())
     per_node = run.system.get("gpus_used_per_node")
     per_node = per_node if isinstance(per_node, int) and per_node > 0 else min(run.num_gpus, run.gpus_per_node or 1)
     return Setup(run=run, model=model["zoo"], knobs=knobs, dtype=precision["dtype"], optimizer=optimizer["optimizer"],

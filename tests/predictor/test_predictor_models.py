@@ -191,3 +191,24 @@ def test_layer_spec_errors_name_the_layer(tmp_path, layers, message):
     path.write_text(json.dumps({"input": [3, 8, 8], "layers": layers}))
     with pytest.raises(UserError, match=message):
         load_model(str(path))
+
+
+def test_cosmoflow_kernel_2_pads_then_convolves_as_tensorflow_does():
+    """MLPerf HPC v0.7's CosmoFlow (kernel_size=2, padding 'same'): each block pads its input by one at the far end (a
+    copy), then a 2 x 2 x 2 convolution keeps the side; forward FLOPs 2 s^3 F C k^3 per block, by hand."""
+    for kernel in (2, 3):
+        graph = load_model("cosmoflow", kernel=kernel)
+        convs = [l for l in graph.layers if l.op == "conv3d"]
+        pads = [l for l in graph.layers if l.op == "copy"]
+        assert len(convs) == 5 and len(pads) == (5 if kernel == 2 else 0) and not graph.unsupported
+        c, flops = 4, 0
+        for k, conv in enumerate(convs):
+            side, f = 128 // 2 ** k, 32 * 2 ** k
+            assert conv.output_shape == (f, side, side, side) and conv.kernel == (kernel,) * 3
+            flops += 2 * side ** 3 * f * c * kernel ** 3
+            c = f
+        assert sum(l.flops_fwd for l in convs) == flops
+        if kernel == 2:
+            assert pads[0].output_shape == (4, 129, 129, 129)
+    with pytest.raises(UserError, match=r"cosmoflow: bad knob \(kernel\): kernel must be 2 or 3"):
+        load_model("cosmoflow", kernel=5)

@@ -126,7 +126,9 @@ def test_rows_above_64_gpus_carry_their_evidence_and_map_as_stated(corpus, recor
     cosmo = by_id["mlperfhpc-v1_0-nvidia-dgxa100_n128_ngc21_09_mxnet"]
     assert (cosmo.model, dict(cosmo.knobs), cosmo.framework, cosmo.dtype) == ("cosmoflow", {"image": 128}, "no-overlap",
                                                                               "fp16")
-    assert by_id["mlperfhpc-v0_7-fujitsu-abci_512xv100_tensorflow_closed"].profile == "v100-abci-4gpu.published.yaml"
+    abci = by_id["mlperfhpc-v0_7-fujitsu-abci_512xv100_tensorflow_closed"]
+    assert abci.profile == "v100-abci-4gpu.published.yaml"
+    assert dict(abci.knobs) == {"image": 128, "kernel": 2}  # v0.7's reference CosmoFlow: 2 x 2 x 2 convolutions
     assert by_id["mlperf-v0_5-nvidia-dgx1_multi_ngc18_11_mxnet"].profile == "v100-dgx1-8gpu.published.yaml"
     eos = by_id["mlperf-v4_0-nvidia-eos_n316_ngc24_04_mxnet"]
     assert (eos.profile, eos.framework, eos.dtype) == ("h100-dgx-8gpu.published.yaml", "no-overlap", "fp16")
