@@ -49,6 +49,7 @@ class _Arrays:
         self.padded = np.array([gk.padded_on_tensor_cores(s.op, s.params, hardware.tensor_cores) for s in samples])
         self.transposed = np.array([gk.transposed(s.op, s.params) for s in samples])
         self.strided = np.array([gk.strided_backward_data(s.op, s.pass_, s.params) for s in samples])
+        self.gapped = np.array([gk.gapped_backward_data(s.op, s.pass_, s.params) for s in samples])
         self.operand_bytes = np.array([gk.operand_bytes(s.op, s.params, s.dtype) for s in samples])
         offset = 0
         for i, s in enumerate(samples):
@@ -76,7 +77,8 @@ def predict_arrays(values: Mapping[str, float], a: _Arrays) -> np.ndarray:
             times[mask] = gk.candidate_time(values, sm_peak[mask], a.algorithm[mask], a.waves[mask], a.flops[mask],
                                             a.intensity[mask], a.partials[mask], gk.PASSES[index], is_gemm,
                                             hw.memory_bytes_per_s)
-    compute = np.minimum.reduceat(times, a.starts) / np.where(a.strided, values["strided_bwd_data_ratio"], 1.0)
+    compute = np.minimum.reduceat(times, a.starts) / np.where(
+        a.gapped, values["gapped_bwd_data_ratio"], np.where(a.strided, values["strided_bwd_data_ratio"], 1.0))
     memory = (a.operand_bytes / (values["memory_efficiency"] * hw.memory_bytes_per_s)
               * np.where(a.transposed, values["transposed_memory_ratio"], 1.0))
     floor = values["floor_s"] * np.where(a.is_gemm, 1.0, values["conv_floor_ratio"])

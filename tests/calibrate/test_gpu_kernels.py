@@ -110,7 +110,9 @@ def reference_conv_implicit(values, hw, pass_, p, element=4, sm_peak=None):
                                 rows_amp=amp if pass_ == "fwd" else 1.0,
                                 cols_amp=amp if pass_ == "bwd_weight" else 1.0,
                                 max_split=p["N"] if pass_ == "bwd_weight" else 1)
-    if pass_ == "bwd_data" and (sh, sw) != (1, 1):  # cuDNN's own strided backward-data kernels
+    if pass_ == "bwd_data" and (r < sh or s < sw):  # windows with gaps between them: their own kernels
+        compute /= values.get("gapped_bwd_data_ratio", 1.0)
+    elif pass_ == "bwd_data" and (sh, sw) != (1, 1):  # cuDNN's own strided backward-data kernels
         compute /= values.get("strided_bwd_data_ratio", 1.0)
     nbytes = (p["N"] * p["C"] * p["H"] * p["W"] + p["F"] * p["C"] * r * s + p["N"] * p["F"] * pp * q) * element
     memory = nbytes / (values["memory_efficiency"] * hw.memory_bytes_per_s)
@@ -380,6 +382,21 @@ def test_strided_backward_data_runs_one_product_per_stride_phase():
         for q, pass_ in ((big, "fwd"), (big, "bwd_weight"), (one, "bwd_data")):
             assert gk.kernel_time_s(half, HW, "conv2d", pass_, q, "float32") == \
                 gk.kernel_time_s(HAND, HW, "conv2d", pass_, q, "float32")
+
+
+def test_a_kernel_narrower_than_its_stride_is_its_own_backward_data_regime():
+    """1x1 stride 2 (gaps between the windows) takes gapped_bwd_data_ratio; 3x3 stride 2 (overlapping windows)
+    strided_bwd_data_ratio; neither touches the other, nor a unit stride, by hand against the reference."""
+    gapped, overlapping, unit = conv(8, 256, 56, 56, 128, 1, stride=2), conv(8, 64, 56, 56, 128, 3, stride=2), \
+        conv(8, 64, 56, 56, 128, 1)
+    assert gk.gapped_backward_data("conv2d", "bwd_data", gapped)
+    assert not gk.gapped_backward_data("conv2d", "bwd_data", overlapping)
+    assert not gk.gapped_backward_data("conv2d", "fwd", gapped) and not gk.gapped_backward_data("conv2d", "bwd_data", unit)
+    slow = constants(**{**HAND, "gapped_bwd_data_ratio": 0.05})
+    t = lambda v, q: gk.kernel_time_s(v, HW, "conv2d", "bwd_data", q, "float32")
+    assert t(slow, gapped) == pytest.approx(reference_conv_implicit(slow, HW, "bwd_data", gapped), rel=1e-9)
+    assert t(slow, gapped) > 2 * t(HAND, gapped)  # compute-bound at a twentieth of the rate (memory-bound before)
+    assert t(slow, overlapping) == t(HAND, overlapping) and t(slow, unit) == t(HAND, unit)
 
 
 def test_conv_shape_reads_scalars_pairs_and_refuses_a_missing_size():
