@@ -18,7 +18,7 @@ from calibrate import shapes
 from calibrate.gpu_specs import TENSOR_MODES
 from calibrate.cost_api import CostModel
 from predictor.graph import NO_GRADIENT_OPS, UNARY_OPS, Layer, ModelGraph
-from predictor.graph_rewrite import cast_elems
+from predictor.graph_rewrite import ALLOW, cast_elems
 from profiler.dtypes import FP8, dtype_bytes
 from profiler.opmath import cross_entropy_bytes, element_pass_bytes, embedding_bytes
 
@@ -44,9 +44,10 @@ FREE_OPS = ("flatten", "input")  # views: no kernel
 #: memory-bound ops the profile reads with {N, C, H, W[, D]} of their output (calibrate.shapes.MEMORY_OPS)
 _ACTIVATION_OPS = ("batchnorm", "relu", "add", "maxpool", "avgpool", "layernorm", "gelu", "softmax")
 #: layer ops costed as a profiled op at the same shape (the cost API knows only its COMPUTE_OPS). SiLU and
-#: sigmoid move what ReLU moves (fwd x -> y; bwd dy and x or y -> dx); mul is elementwise like add (a, b -> c),
-#: its broadcast operand (a squeeze-and-excitation scale) counted at the output's size. Megatron's fused
-#: bias_dropout_add reads the branch and the residual and writes their sum forward: an add's traffic.
+#: sigmoid move what ReLU moves (fwd x -> y; bwd dy and x or y -> dx); mul is elementwise like add (a, b -> c);
+#: a product with a small broadcast operand (bcast: a squeeze-and-excitation gate), a scale by a number and the
+#: primitive ops (predictor.trace) move what ReLU moves. Megatron's fused bias_dropout_add reads the branch and the
+#: residual and writes their sum forward: an add's traffic.
 COSTED_AS = {"silu": "relu", "sigmoid": "relu", "mul": "add", "rmsnorm": "layernorm", "bias_dropout_add": "add",
              "scale": "relu", "bcast": "relu", "random": "relu", "compare": "relu", **{op: "relu" for op in UNARY_OPS}}
 #: the profiled pass a layer's backward is costed as, where not bwd_data. add's backward passes dy through,
@@ -382,7 +383,7 @@ class LayerCoster:
         flows) and, for a half layer with weights, of its float32 weights to half and of their gradient back (every
         step: the variables stay float32)."""
         moved = CAST_BYTES_PER_ELEM * split.n * self.casts[index] / _split_div(split)
-        if in_half and layer.params and layer.op in ("linear", "conv2d", "conv3d", "router"):
+        if in_half and layer.params and layer.op in ALLOW:
             moved_w = CAST_BYTES_PER_ELEM * layer.params / max(split.filter_div, split.channel_div)
         else:
             moved_w = 0.0

@@ -208,12 +208,17 @@ class Context:
     def coster(self, dtype: str) -> LayerCoster:
         c = self._costers.get(dtype)
         if c is None:
-            half = self.graph_cached(("graph-rewrite",), lambda: half_layers(self.graph)) if (
-                self.graph_rewrite and dtype in MIXED_DTYPES) else None
             c = self._costers[dtype] = LayerCoster(self.graph, self.cm, dtype, self.graph_cached(
                 ("layer-signatures",), lambda: layer_signatures(self.graph)), memory_format=self.memory_format,
-                cross_entropy=self.cross_entropy, half=half)
+                cross_entropy=self.cross_entropy, half=self.painted(dtype))
         return c
+
+    def painted(self, dtype: str) -> tuple[bool, ...] | None:
+        """Per layer, whether TensorFlow's AMP runs it in half precision (graph_rewrite.half_layers), when this
+        context's plans run it and `dtype` is a mixed precision; else None (every layer at the plan's precision)."""
+        if not (self.graph_rewrite and dtype in MIXED_DTYPES):
+            return None
+        return self.graph_cached(("graph-rewrite",), lambda: half_layers(self.graph))
 
     def compute(self, dtype: str, key, indices, split_of: Callable[[int], Split]) -> tuple[float, float, list[float]]:
         """(fwd_s, bwd_s, per-layer bwd list) over `indices`, cached under `key` (must identify the splits)."""
@@ -335,8 +340,7 @@ class Context:
         full_key = ("saved", dtype, key)
         hit = self._sums.get(full_key)
         if hit is None:
-            half = self.graph_cached(("graph-rewrite",), lambda: half_layers(self.graph)) if (
-                self.graph_rewrite and dtype in MIXED_DTYPES) else None
+            half = self.painted(dtype)
             hit = self._sums[full_key] = sum(
                 (t.size_bytes("fp32") if half is not None and t.producer >= 0 and t.bytes_per_elem is None
                  and not half[t.producer] else t.size_bytes(dtype)) * share(t) for t in self.saved)

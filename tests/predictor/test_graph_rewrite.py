@@ -77,3 +77,19 @@ def test_tensorflow_bert_keeps_its_residual_stream_in_float32():
     assert not any(half[n] for n, op in ops.items() if op in ("pow", "tanh", "mean", "rsqrt", "cross_entropy"))
     scores = [n for n, op in ops.items() if op == "softmax"]
     assert scores and all(half[n] for n in scores)  # Softmax infers: between the two attention products
+
+
+def test_a_plan_under_the_graph_rewrite_costs_its_float32_islands_in_time_and_memory():
+    """--mixed-precision graph-rewrite against autocast on TensorFlow's BERT: slower (float32 norms and GELU, casts)
+    and more activation memory (their saved tensors at 4 bytes); fp32 plans are not painted."""
+    from predictor.api import predict
+    from predictor.plan import Plan
+
+    g = load_model("bert", layers=2, hidden=64, heads=4, seq=32, vocab=512, attention="math", ops="tf")
+    cm = load_cost_model(PROFILE)
+    run = lambda dtype, mp: predict(g, Plan(strategy="serial", batch=8, devices=1, devices_per_node=8, dtype=dtype,
+                                            mixed_precision=mp), cm)
+    auto, rewrite = run("fp16", "autocast"), run("fp16", "graph-rewrite")
+    assert rewrite.feasible and rewrite.iteration_s > auto.iteration_s
+    assert rewrite.activations_bytes > auto.activations_bytes
+    assert run("fp32", "graph-rewrite").iteration_s == run("fp32", "autocast").iteration_s
