@@ -421,8 +421,15 @@ class LayerCoster:
 #   momentum: read w, g, m; write w, m     -> 5
 #   adam: read w, g, m, v; write w, m, v   -> 7
 # Mixed precision reads a half-precision gradient and also writes the half-precision weight copy.
-_UPDATE_WORDS = {"sgd": 3, "momentum": 5, "adam": 7}
-OPTIMIZER_STATE_WORDS = {"sgd": 0, "momentum": 1, "adam": 2}
+#: an optimizer written in element-wise ops, one kernel per op and variable: (float32 words its kernels read and write
+#: per parameter, kernels per variable). adamw-ops is BERT's TensorFlow AdamWeightDecayOptimizer.apply_gradients
+#: (Google's optimization.py, kept by DeepLearningExamples @0845aaa9): next_m = beta1 m + (1 - beta1) g (2 + 2 + 3
+#: words), next_v = beta2 v + (1 - beta2) g^2 (2 + 2 + 2 + 3), update = next_m / (sqrt(next_v) + eps) (2 + 2 + 3),
+#: update += decay * param (2 + 3; the norms and biases skip it, a rounding error), lr * update (2), param - that
+#: (3) and three assigns (2 each): 39 words in 17 kernels, on float32 gradients in every precision
+PER_OP_UPDATES = {"adamw-ops": (39, 17)}
+_UPDATE_WORDS = {"sgd": 3, "momentum": 5, "adam": 7, **{name: w for name, (w, _) in PER_OP_UPDATES.items()}}
+OPTIMIZER_STATE_WORDS = {"sgd": 0, "momentum": 1, "adam": 2, "adamw-ops": 2}
 
 
 #: convolutions whose NCHW operands cuDNN transposes around its tensor-core kernels (dense ones: grouped kernels run
@@ -466,6 +473,8 @@ def update_bytes(params: float, optimizer: str, dtype: str, mixed_precision: str
     weights and gradients (mixed_precision "half") the fp32 update runs on fp32 main gradients and weights, between
     the passes of HALF_OPTIMIZER_PASS_BYTES."""
     words = _UPDATE_WORDS[optimizer]
+    if optimizer in PER_OP_UPDATES:
+        return params * 4 * words
     if dtype in MIXED_DTYPES and mixed_precision == "half":
         return params * (4 * words + HALF_OPTIMIZER_PASS_BYTES)
     if dtype in MIXED_DTYPES:
@@ -477,3 +486,13 @@ def update_time_s(cost_model: CostModel, params: float, optimizer: str, dtype: s
                   mixed_precision: str = "autocast") -> float:
     """Weight update as memory-bound work (ParaDL's released oracle drops WU entirely; docs/method.md §4)."""
     return cost_model.memory_time_s(update_bytes(params, optimizer, dtype, mixed_precision)) if params else 0.0
+
+
+def update_launch_s(cost_model: CostModel, optimizer: str, tensors: int) -> float:
+    """The launches an optimizer written in element-wise ops adds to its bytes (PER_OP_UPDATES): each of its
+    kernels, for each variable, at least the profile's shortest memory-bound kernel (ReLU's on one element); 0 for
+    a streaming optimizer."""
+    if optimizer not in PER_OP_UPDATES or not tensors:
+        return 0.0
+    shortest = cost_model.compute_time_s("relu", "fwd", {"N": 1, "C": 1, "H": 1, "W": 1}, "float32")
+    return PER_OP_UPDATES[optimizer][1] * tensors * shortest

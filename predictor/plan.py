@@ -43,7 +43,9 @@ PIPELINE_BOUNDARIES = ("whole", "partitioned")
 #: attention core between the QKV and output projections (scores, softmax, dropout, context), whose saved tensors
 #: (5·a·s² bytes per sample and layer in fp16) are not kept
 RECOMPUTE_GRANULARITIES = ("full", "selective")
-OPTIMIZERS = ("sgd", "momentum", "adam")
+#: adamw-ops: Adam with decoupled weight decay written in element-wise framework ops, one kernel per op and variable
+#: (BERT's TensorFlow AdamWeightDecayOptimizer; predictor.layercost.PER_OP_UPDATES); the others one streaming pass
+OPTIMIZERS = ("sgd", "momentum", "adam", "adamw-ops")
 #: how mixed precision (dtype fp16/bf16) runs: "autocast" (PyTorch AMP: fp32 weights and gradients, gradients
 #: all-reduced in fp32), "graph-rewrite" (TensorFlow's AMP: the same parameters; its graph pass runs the layers between
 #: matrix products in half, those after a denied op in float32, with casts between: predictor.graph_rewrite) or "half"

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Optional, Union
 
 from calibrate.system_constants import STACKS
-from predictor.plan import MIXED_PRECISIONS, PIPELINE_BOUNDARIES
+from predictor.plan import MIXED_PRECISIONS, OPTIMIZERS, PIPELINE_BOUNDARIES
 from predictor.zoo import MODEL_CODE
 from predictor.published.corpus import PublishedRun
 from profiler.errors import UserError
@@ -84,7 +84,8 @@ def load_rules(path: Union[str, Path] = RULES_FILE) -> dict[str, list[dict]]:
     for i, rule in enumerate(data.get("stacks", [])):
         if rule.get("stack") not in STACKS:
             raise UserError(f"{path}: section stacks[{i}]: must name a stack ({', '.join(STACKS)})")
-    allowed = {"ops": MODEL_CODE, "mlm_head": ("masked", "all"), "mixed_precision": MIXED_PRECISIONS}
+    allowed = {"ops": MODEL_CODE, "mlm_head": ("masked", "all"), "mixed_precision": MIXED_PRECISIONS,
+               "optimizer": OPTIMIZERS}
     for i, rule in enumerate(data.get("transformer_code", [])):
         for key, choices in allowed.items():
             if key in rule and rule[key] not in choices:

@@ -340,7 +340,7 @@ def interpret_transformer(run: PublishedRun, rules: dict) -> Union[Setup, Skippe
     per_node = per_node if isinstance(per_node, int) and per_node > 0 else min(gpus, run.gpus_per_node or 8)
     plan.update(batch=batch, devices=gpus)
     return Setup(run=run, model="gpt" if family in ("mpt", "megatron") else "bert", knobs=tuple(sorted(knobs.items())),
-                 dtype=precision["dtype"], optimizer=optimizer["optimizer"], framework=framework,
+                 dtype=precision["dtype"], optimizer=code.get("optimizer", optimizer["optimizer"]), framework=framework,
                  profile=system["profile"], devices_per_node=per_node, synthetic_data=True,
                  assumptions=tuple(assumptions), stack=stack["stack"] if stack else "other",
                  plan=tuple(sorted(plan.items())), seq_mix=seq_mix)

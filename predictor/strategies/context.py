@@ -13,7 +13,8 @@ from typing import Callable
 from calibrate.cost_api import CostModel
 from predictor.graph import ModelGraph
 from predictor.graph_rewrite import half_layers
-from predictor.layercost import ACT_BYTES, MIXED_DTYPES, LayerCoster, Split, layer_signatures, update_time_s
+from predictor.layercost import (ACT_BYTES, MIXED_DTYPES, LayerCoster, Split, layer_signatures, update_launch_s,
+                                 update_time_s)
 from predictor.plan import Plan, Prediction
 from predictor.shared_cores import SharedCores
 from predictor.stacks import stack_scaled
@@ -259,7 +260,7 @@ class Context:
         t = self._sums.get(key)
         if t is None:
             t = self._sums[key] = update_time_s(self.cm, params, optimizer, dtype, mixed_precision) + (
-                self.cm.optimizer_overhead_s(tensors) if params else 0.0)
+                self.cm.optimizer_overhead_s(tensors) + update_launch_s(self.cm, optimizer, tensors) if params else 0.0)
         return t
 
     # ---- common pieces ---------------------------------------------------------------------------

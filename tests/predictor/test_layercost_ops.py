@@ -73,3 +73,18 @@ def test_a_tied_head_costs_its_weight_gradient():
     times = [LayerCoster(ModelGraph("lm", (16, hidden), (layer,)), cm, "fp32").times(0, Split(4))
              for layer in (tied, own)]
     assert times[0] == times[1]
+
+
+def test_an_optimizer_written_in_ops_costs_its_words_and_launches_by_hand():
+    """adamw-ops (BERT's TensorFlow AdamWeightDecayOptimizer): 39 float32 words per parameter in any precision, and
+    17 kernels per variable each at least the profile's shortest memory-bound kernel; a streaming Adam 7 words, no
+    launches."""
+    from predictor.layercost import PER_OP_UPDATES, update_bytes, update_launch_s
+
+    cm = load_cost_model(PROFILE)
+    assert PER_OP_UPDATES["adamw-ops"] == (39, 17)
+    assert update_bytes(1e6, "adamw-ops", "fp16") == update_bytes(1e6, "adamw-ops", "fp32") == 39 * 4e6
+    assert update_bytes(1e6, "adam", "fp32") == 7 * 4e6
+    shortest = cm.compute_time_s("relu", "fwd", {"N": 1, "C": 1, "H": 1, "W": 1}, "float32")
+    assert shortest > 0 and update_launch_s(cm, "adamw-ops", 200) == pytest.approx(17 * 200 * shortest)
+    assert update_launch_s(cm, "adam", 200) == 0.0 and update_launch_s(cm, "adamw-ops", 0) == 0.0

@@ -213,8 +213,9 @@ def test_each_source_reads_its_logits_as_its_code_does():
 
 def test_each_bert_runs_as_its_code_is_written():
     """transformer_code (docs/decisions/2026-12-06-tensorflow-bert.md): TensorFlow 1's BERT gathers the 20 masked
-    positions for its head and runs AMP as the graph rewrite, its primitives as kernels without XLA; OneFlow gathers
-    too; NVIDIA's PyTorch BERT of NGC 20.03 runs its head on every token under the default autocast."""
+    positions for its head, runs AMP as the graph rewrite, its primitives as kernels without XLA and its Adam as
+    element-wise ops; OneFlow gathers too; NVIDIA's PyTorch BERT of NGC 20.03 runs its head on every token under the
+    default autocast."""
     seen = {}
     for run in load_transformer_corpus():
         setup = interpret_transformer(run, RULES)
@@ -222,18 +223,18 @@ def test_each_bert_runs_as_its_code_is_written():
             knobs, plan = dict(setup.knobs), dict(setup.plan)
             key = ("xla" if "xla" in run.framework.lower() else run.framework.split()[0].lower(), setup.dtype)
             seen.setdefault(key, set()).add((knobs.get("ops", "torch"), knobs.get("mlm_positions", 0),
-                                             plan.get("mixed_precision", "autocast")))
-    assert seen[("tensorflow", "fp16")] == {("tf", 20, "graph-rewrite")}
-    assert seen[("tensorflow", "fp32")] == {("tf", 20, "autocast")}  # fp32: no mixed precision to rewrite
-    assert seen[("xla", "fp16")] == {("torch", 20, "graph-rewrite")}  # XLA fuses the primitives
-    assert seen[("oneflow", "fp16")] == seen[("oneflow", "fp32")] == {("torch", 20, "autocast")}
-    assert seen[("pytorch", "fp16")] == seen[("pytorch", "fp32")] == {("torch", 0, "autocast")}
+                                             plan.get("mixed_precision", "autocast"), setup.optimizer))
+    assert seen[("tensorflow", "fp16")] == {("tf", 20, "graph-rewrite", "adamw-ops")}
+    assert seen[("tensorflow", "fp32")] == {("tf", 20, "autocast", "adamw-ops")}  # fp32: no mixed precision to rewrite
+    assert seen[("xla", "fp16")] == {("torch", 20, "graph-rewrite", "adamw-ops")}  # XLA fuses the primitives
+    assert seen[("oneflow", "fp16")] == seen[("oneflow", "fp32")] == {("torch", 20, "autocast", "adam")}
+    assert seen[("pytorch", "fp16")] == seen[("pytorch", "fp32")] == {("torch", 0, "autocast", "adam")}
 
 
 def test_a_code_rule_must_name_known_choices(tmp_path):
     from predictor.published.rowmap import RULES_FILE
 
-    for key, value in (("ops", "jax"), ("mlm_head", "some"), ("mixed_precision", "fp4")):
+    for key, value in (("ops", "jax"), ("mlm_head", "some"), ("mixed_precision", "fp4"), ("optimizer", "lion")):
         data = yaml.safe_load(RULES_FILE.read_text())
         data["transformer_code"] = [{"match": "TensorFlow", key: value}]
         bad = tmp_path / "rules.yaml"
