@@ -104,7 +104,7 @@ class Plan:
     virtual_stages: int = 1  # interleaved 1F1B: model chunks per device (v)
     pipeline_boundary: str = "whole"  # data+tensor+pipeline: boundary sent whole or partitioned (PIPELINE_BOUNDARIES)
     recompute_granularity: str = "full"  # data+tensor+pipeline with recompute: RECOMPUTE_GRANULARITIES
-    mixed_precision: str = "autocast"  # fp16/bf16: parameters and gradients kept in fp32 or in half (MIXED_PRECISIONS)
+    mixed_precision: str = "autocast"  # fp16/bf16: per-op casts, TF's graph rewrite or a half model (MIXED_PRECISIONS)
     bucket_bytes: float = 25e6  # DDP gradient bucket size
     framework: str = "ddp"  # how the gradient allreduce is scheduled (predictor.overlap.FRAMEWORKS)
     synthetic_data: bool = False  # True: samples already in memory, no host decode/augment (input pipeline)

@@ -385,6 +385,28 @@ def _own_params(module: nn.Module) -> dict[str, int]:
     return out
 
 
+def _loose_params(module: nn.Module) -> dict[str, int]:
+    """Parameters no traced module call owns, by attribute path -> elements: those of modules whose forward the tracer
+    walks into (TensorFlow BERT's layer norm, predictor.zoo.tf_ops; a HuggingFace RMSNorm's weight), read as get_attr
+    nodes by the ops that use them. Tied parameters are counted once."""
+    leaf = {name for name, sub in module.named_modules() if _module_op(sub) is not None}
+    out: dict[str, int] = {}
+    for name, p in module.named_parameters():
+        owner = name.rpartition(".")[0]
+        if owner not in leaf:
+            out[name] = p.numel()
+    return out
+
+
+def _claim(node: Node, loose: dict[str, int]) -> int:
+    """Elements of the loose parameters `node` reads directly, each given to the first op that reads it."""
+    total = 0
+    for arg in node.all_input_nodes:
+        if arg.op == "get_attr" and arg.target in loose:
+            total += loose.pop(arg.target)
+    return total
+
+
 def _attention_layers(node: Node, module: nn.MultiheadAttention, x: tuple[int, ...], source: str,
                       own_params: dict[str, int]) -> list[Layer] | None:
     """The layers nn.MultiheadAttention runs in training on a batch-first self-attention call (query, key and
@@ -459,6 +481,7 @@ def trace_module(module: nn.Module, input_shape: tuple[int, ...], name: str = "m
         raise UserError(f"input shape {input_shape} of {name} must be positive")
     try:
         own_params = _own_params(module)
+        loose = _loose_params(module)
         module = module.to("meta")
         gm = _symbolic_trace(module)
         modules = dict(gm.named_modules())
@@ -539,7 +562,7 @@ def trace_module(module: nn.Module, input_shape: tuple[int, ...], name: str = "m
         if not operands:  # reads constants only (position ids): their shape
             operands = tuple(_shape(a) for a in node.all_input_nodes if _shape(a) is not None)[:1]
         x = operands[0] if operands else tuple(input_shape)
-        params = own_params.get(str(node.target), 0) if module is not None else 0
+        params = own_params.get(str(node.target), 0) if module is not None else _claim(node, loose)
         weight = tuple(module.weight.shape) if module is not None and getattr(module, "weight", None) is not None else ()
         kernel, stride, padding = _geometry(op, module, x, y) if op in ("conv2d", "conv3d", "maxpool", "avgpool") else ((), (), ())
         causal = op == "sdpa" and _is_causal(node)

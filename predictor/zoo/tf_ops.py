@@ -26,8 +26,8 @@ class TFLayerNorm(nn.Module):
     """tf.contrib.layers.layer_norm over the last dimension: nn.moments (mean; squared difference from it; mean)
     then nn.batch_normalization (rsqrt(variance + eps) * gamma; x * that; + (beta - mean * that)). The per-token
     statistics are small tensors; the passes over x are the mean, the squared difference, its mean, the scale and
-    the shift. Parameters: gamma and beta, as nn.LayerNorm's weight and bias (the tracer reads them as constants:
-    their 2h per norm are left out of the traced step's parameters)."""
+    the shift. Parameters: gamma and beta, as nn.LayerNorm's weight and bias (held by the first op that reads each:
+    predictor.trace)."""
 
     def __init__(self, hidden: int, eps: float = 1e-12):
         super().__init__()

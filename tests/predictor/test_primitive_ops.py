@@ -99,3 +99,16 @@ def test_masked_positions_run_the_head_on_them_alone():
             build("bert", mlm_positions=bad, **knobs)
     with pytest.raises(ValueError, match="ops must be one of torch, tf"):
         build("bert", ops="jax", **knobs)
+
+
+def test_parameters_read_by_primitive_ops_are_counted_once():
+    """TensorFlow BERT's layer norm reads gamma and beta as attributes: the first op reading each holds it, so the
+    traced step has the module's parameters exactly (tied ones once)."""
+    knobs = dict(layers=2, hidden=64, heads=4, seq=32, vocab=512, attention="math")
+    for ops in ("torch", "tf"):
+        module, _ = build("bert", ops=ops, **knobs)
+        graph = load_model("bert", ops=ops, **knobs)
+        assert sum(l.params for l in graph.layers) == sum(p.numel() for p in module.parameters())
+    tf = load_model("bert", ops="tf", **knobs)
+    holders = [l for l in tf.layers if l.params and l.op == "scale"]
+    assert len(holders) == 2 * (1 + 2 * 2 + 1) and all(l.params == 64 for l in holders)  # gamma, beta per norm
