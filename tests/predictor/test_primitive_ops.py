@@ -112,3 +112,24 @@ def test_parameters_read_by_primitive_ops_are_counted_once():
     tf = load_model("bert", ops="tf", **knobs)
     holders = [l for l in tf.layers if l.params and l.op == "scale"]
     assert len(holders) == 2 * (1 + 2 * 2 + 1) and all(l.params == 64 for l in holders)  # gamma, beta per norm
+
+
+class HFStyleRMSNorm(nn.Module):
+    """HuggingFace's LlamaRMSNorm as its forward writes it (a module the tracer walks into)."""
+
+    def __init__(self, hidden):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden))
+
+    def forward(self, x):
+        variance = x.to(torch.float32).pow(2).mean(-1, keepdim=True)
+        return self.weight * (x * torch.rsqrt(variance + 1e-6)).to(x.dtype)
+
+
+def test_a_huggingface_rmsnorm_traces_as_its_kernels_with_its_weight():
+    net = nn.Sequential(nn.Linear(16, 16), HFStyleRMSNorm(16))
+    graph = trace_module(net, (8, 16))
+    assert not graph.unsupported
+    ops = [l.op for l in graph.layers if l.op != "flatten"]
+    assert ops[:6] == ["linear", "pow", "mean", "scale", "rsqrt", "bcast"] and ops[6] == "scale"
+    assert sum(l.params for l in graph.layers) == 16 * 16 + 16 + 16
