@@ -2,8 +2,8 @@
 BERT modeling.py (which NVIDIA's DeepLearningExamples TensorFlow BERT keeps), built from the primitive ops a
 TensorFlow 1 graph runs one kernel each, where PyTorch calls one fused op. The tracer sees every primitive as a
 layer (`pow`, `tanh`, `mean`, `rsqrt`, `random`, `compare`, `scale`, `bcast`, `add`, `mul`; predictor.trace), so a
-TensorFlow run without XLA is costed kernel by kernel. Same parameters as the PyTorch modules they replace. docs/method.md §3a ("Ops as the code
-writes them").
+TensorFlow run without XLA is costed kernel by kernel. Same parameters as the PyTorch modules they replace.
+docs/method.md §3a ("Ops as the code writes them").
 """
 from __future__ import annotations
 
