@@ -156,8 +156,8 @@ class ProfileCostModel:
         a published profile's fitted family scale, 1 on a calibrated one), so that a layer norm, GELU or softmax
         costed by its bytes is scaled as every other memory-bound kernel of the step (the published fit's
         decomposition scales them alike: predictor.published.constants_fit)."""
-        fit = self.coefficients.compute.get(f"relu/{pass_}/{shapes.canonical_dtype(dtype)}") or \
-            self.coefficients.compute.get(f"relu/fwd/{shapes.canonical_dtype(dtype)}")
+        dtype, compute = shapes.canonical_dtype(dtype), self.coefficients.compute
+        fit = compute.get(f"relu/{pass_}/{dtype}") or compute.get(f"relu/fwd/{dtype}")
         return fit.time_scale.at(self.bound) if fit is not None else 1.0
 
     def _family_fit(self, op: str, pass_: str, params: Mapping[str, int], dtype: str):

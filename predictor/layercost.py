@@ -429,7 +429,8 @@ class LayerCoster:
 #: (3) and three assigns (2 each): 39 words in 17 kernels, on float32 gradients in every precision
 PER_OP_UPDATES = {"adamw-ops": (39, 17)}
 _UPDATE_WORDS = {"sgd": 3, "momentum": 5, "adam": 7, **{name: w for name, (w, _) in PER_OP_UPDATES.items()}}
-OPTIMIZER_STATE_WORDS = {"sgd": 0, "momentum": 1, "adam": 2, "adamw-ops": 2}
+OPTIMIZER_STATE_WORDS = {"sgd": 0, "momentum": 1, "adam": 2}
+OPTIMIZER_STATE_WORDS["adamw-ops"] = OPTIMIZER_STATE_WORDS["adam"]  # Adam's m and v, whatever kernels update them
 
 
 #: convolutions whose NCHW operands cuDNN transposes around its tensor-core kernels (dense ones: grouped kernels run

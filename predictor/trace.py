@@ -463,8 +463,8 @@ BROADCAST_SHARE = 1 / 8
 
 def _broadcast_operand(inputs: list[Node], y: tuple[int, ...]) -> bool:
     """Whether one of two operands is broadcast over the output (at most BROADCAST_SHARE of its elements)."""
-    sizes = [math.prod(_shape(i) or ()) if _shape(i) is not None else None for i in inputs]
-    return None not in sizes and min(sizes) <= BROADCAST_SHARE * math.prod(y)
+    shapes = [_shape(i) for i in inputs]
+    return None not in shapes and min(map(math.prod, shapes)) <= BROADCAST_SHARE * math.prod(y)
 
 
 def _is_causal(node: Node) -> bool:

@@ -279,8 +279,7 @@ def interpret_transformer(run: PublishedRun, rules: dict) -> Union[Setup, Skippe
         knobs["dropout"] = 0.0
     if family == "megatron":
         knobs["residual"] = MEGATRON_RESIDUAL
-    code = _first(rules.get("transformer_code", []), run.framework) if family == "bert" else None
-    code = code or {}
+    code = (_first(rules.get("transformer_code", []), run.framework) if family == "bert" else None) or {}
     if code.get("ops"):
         knobs["ops"] = code["ops"]
     if code.get("mlm_head") == "masked" and isinstance(details.get("max_predictions_per_seq"), int):
