@@ -12,8 +12,10 @@ them safely. Layout (keys of `Profile.coefficients`):
 """
 from __future__ import annotations
 
+import bisect
+import math
 from pathlib import Path
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Literal, Optional, Sequence
 
 import numpy as np
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
@@ -318,6 +320,44 @@ class GaussianProcess(_Strict):
         return self
 
 
+class EfficiencyGrid(_Strict):
+    """A measured log(efficiency) table over some of a fit's features (log10 of a GEMM's M, N, K in a published
+    profile built from OpenXLA's measured products: calibrate.xla_matmul), read by multilinear interpolation between
+    its knots and held at its edges beyond them, as OpenXLA's own matmul interpolator reads its table (docs/method.md
+    §3). `values` run over the last axis fastest."""
+
+    axes: list[str] = Field(min_length=1)
+    knots: list[list[float]] = Field(min_length=1)
+    values: list[float] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        if len(self.knots) != len(self.axes):
+            raise ValueError(f"{len(self.knots)} knot lists for {len(self.axes)} axes")
+        if len(set(self.axes)) != len(self.axes):
+            raise ValueError("axes must be distinct features")
+        for axis, knots in zip(self.axes, self.knots):
+            if len(knots) < 2 or any(not math.isfinite(k) for k in knots) or knots != sorted(set(knots)):
+                raise ValueError(f"axis {axis}: knots must be at least 2 finite values, strictly rising")
+        cells = math.prod(len(k) for k in self.knots)
+        if len(self.values) != cells:
+            raise ValueError(f"{len(self.values)} values for {cells} knot combinations")
+        if any(not math.isfinite(v) or v > 0 for v in self.values):
+            raise ValueError("values are log(efficiency): finite and at most 0")
+        return self
+
+    def value_at(self, point: Sequence[float]) -> float:
+        """The interpolated log(efficiency) at `point` (one value per axis)."""
+        corners = [(0, 1.0)]  # (flat index, weight) over the cells around the point
+        for knots, x in zip(self.knots, point):
+            x = min(max(x, knots[0]), knots[-1])
+            i = min(bisect.bisect_right(knots, x) - 1, len(knots) - 2)
+            t = (x - knots[i]) / (knots[i + 1] - knots[i])
+            corners = [(flat * len(knots) + i + step, w * share) for flat, w in corners
+                       for step, share in ((0, 1.0 - t), (1, t)) if share]
+        return sum(w * self.values[flat] for flat, w in corners)
+
+
 #: the lowest log(efficiency) an efficiency model may reach (e^-100 = 4e-44 of peak is no kernel; the fitted
 #: models reach -27 at worst), over log work 0..LOG_WORK_MAX (ln 2.5e30: more FLOPs or bytes than any call)
 MIN_LOG_EFFICIENCY = -100.0
@@ -325,14 +365,15 @@ LOG_WORK_MAX = 70.0
 
 
 class EfficiencyModel(_Strict):
-    """log(efficiency) = init + slope * features[0] + learning_rate * sum(tree(features)) + gp(features),
-    clipped to <= 0.
+    """log(efficiency) = init + slope * features[0] + learning_rate * sum(tree(features)) + gp(features)
+    + grid(features), clipped to <= 0.
 
     The linear term in log work carries the trend beyond the sweep (trees and a GP alone extrapolate flat:
     smaller split shapes would keep the efficiency of the smallest shape measured); boosted trees or a
     Gaussian process (calibrate.compute.LEARNERS, whichever cross-validates better) fit the rest.
     A published profile has none of them, efficiency = exp(init) for every shape, except its matrix products where a
-    GEMM sweep by size is published: one tree on log FLOPs (calibrate.published.gemm_efficiency)."""
+    GEMM sweep by size is published (one tree on log FLOPs: calibrate.published.gemm_efficiency) or a table of
+    measured products by M, N and K (a grid: calibrate.published.gemm_grid_efficiency)."""
 
     features: list[str]
     init: float
@@ -340,15 +381,17 @@ class EfficiencyModel(_Strict):
     learning_rate: float = Field(default=1.0, gt=0)
     trees: list[Tree] = Field(default_factory=list)
     gp: Optional[GaussianProcess] = None
+    grid: Optional[EfficiencyGrid] = None
+    _grid_axes: Optional[tuple[int, ...]] = PrivateAttr(default=None)  # the grid's axes as indices into features
 
     @model_validator(mode="after")
     def _reachable_efficiency(self):
         """init, slope and trees must not be able to take log(efficiency) below MIN_LOG_EFFICIENCY anywhere on
         log work 0..LOG_WORK_MAX: a profile whose efficiency can underflow to 0 divides by zero."""
         trees = self.learning_rate * sum(max(map(abs, t.value)) for t in self.trees)
-        lowest = self.init + min(0.0, self.slope * LOG_WORK_MAX) - trees
+        lowest = self.init + min(0.0, self.slope * LOG_WORK_MAX) - trees + (min(self.grid.values) if self.grid else 0.0)
         if lowest < MIN_LOG_EFFICIENCY:
-            raise ValueError(f"init {self.init:g}, slope {self.slope:g} and trees reach log(efficiency) {lowest:.4g}; "
+            raise ValueError(f"init {self.init:g}, slope {self.slope:g}, trees and grid reach log(efficiency) {lowest:.4g}; "
                              f"at least {MIN_LOG_EFFICIENCY:g} (e^{MIN_LOG_EFFICIENCY:g} of peak) is accepted")
         return self
 
@@ -362,7 +405,18 @@ class EfficiencyModel(_Strict):
             outside = sorted(f for f in tree.split_features() if not 0 <= f < len(self.features))
             if outside:
                 raise ValueError(f"trees[{k}] splits on feature {outside[0]}, outside the {len(self.features)} features")
+        if self.grid is not None:
+            unknown = [axis for axis in self.grid.axes if axis not in self.features]
+            if unknown:
+                raise ValueError(f"grid axis {unknown[0]} is not one of the features ({', '.join(self.features)})")
+            self._grid_axes = tuple(self.features.index(axis) for axis in self.grid.axes)
         return self
+
+    def grid_at(self, row: Sequence[float]) -> float:
+        """The grid's log(efficiency) at a feature row (0 without a grid)."""
+        if self.grid is None:
+            return 0.0
+        return self.grid.value_at([row[i] for i in self._grid_axes])
 
 
 class FitDomain(_Strict):

@@ -60,8 +60,8 @@ def export_tree(tree) -> Tree:
 
 
 def efficiency_at(model: EfficiencyModel, row: Sequence[float]) -> float:
-    """Fraction of peak at one shape: exp(trend in log work + boosted trees or GP), capped at 1 and floored at
-    e^MIN_LOG_EFFICIENCY (the schema bounds init, slope and trees; a GP's mean is bounded only here)."""
+    """Fraction of peak at one shape: exp(trend in log work + boosted trees or GP + a measured grid), capped at 1 and
+    floored at e^MIN_LOG_EFFICIENCY (the schema bounds init, slope, trees and grid; a GP's mean is bounded only here)."""
     log_eff = model.init + (model.slope * row[0] if model.slope else 0.0)
     row32 = float32_row(row) if model.trees else row
     for t in model.trees:
@@ -69,6 +69,8 @@ def efficiency_at(model: EfficiencyModel, row: Sequence[float]) -> float:
                                                   row32)
     if model.gp is not None:
         log_eff += model.gp.mean_at(row)
+    if model.grid is not None:
+        log_eff += model.grid_at(row)
     return math.exp(min(max(log_eff, MIN_LOG_EFFICIENCY), 0.0))
 
 

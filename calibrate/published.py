@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from calibrate.coefficients import (Coefficients, ComputeFit, EfficiencyModel, Estimate, Execution, Fabric, FrameworkFit,
-                                    GpuKernels, LinkModel, ModelError, Segment, SegmentedFit, Tree)
+from calibrate.coefficients import (Coefficients, ComputeFit, EfficiencyGrid, EfficiencyModel, Estimate, Execution,
+                                    Fabric, FrameworkFit, GpuKernels, LinkModel, ModelError, Segment, SegmentedFit, Tree)
 from calibrate.cost_api import COLLECTIVES
 from calibrate.fabric import default_background
 from calibrate.spread import published_spread
@@ -26,7 +26,8 @@ from calibrate.storage_fit import published_storage
 from calibrate.backends.gpu import WINOGRAD_FAMILY
 from calibrate.shapes import FLOP_FEATURES, GROUPED_SUFFIX, MATMUL_OPS
 from calibrate.shipped import shipped_profiles_dir
-from calibrate.systems import GPU, Node, load_figures, load_gpus, load_nodes
+from calibrate import xla_matmul
+from calibrate.systems import GPU, GemmGrid, Node, load_figures, load_gpus, load_nodes
 from calibrate.system_constants import (StackScales, SystemConstants, for_family, gpu_family, load_constants,
                                         load_model_error, load_stacks)
 from profiler.errors import UserError
@@ -68,6 +69,19 @@ def gemm_efficiency(frac: float, by_size: tuple[tuple[int, float], ...]) -> Effi
     return EfficiencyModel(features=list(FLOP_FEATURES), init=math.log(frac), trees=[tree])
 
 
+def gemm_grid_efficiency(frac: float, table: GemmGrid) -> EfficiencyModel:
+    """Matrix-product efficiency by M, N and K from a GPU's table of measured products (GPU.gemm_grid): the plateau
+    `frac` times each product's share of the table's largest n^3 product, as gemm_efficiency reads a sweep by size,
+    interpolated between the measured dimensions in log10 (the features log_batch, log_out_channels and
+    log_in_channels are a GEMM's M, N and K: calibrate.shapes.work) and held beyond them (docs/method.md §3)."""
+    dims, rates = xla_matmul.grid(table.table, table.column)
+    top = rates[(dims[-1],) * 3]
+    values = [min(0.0, math.log(frac * rates[(m, n, k)] / top)) for m in dims for n in dims for k in dims]
+    knots = [math.log10(d) for d in dims]
+    return EfficiencyModel(features=list(FLOP_FEATURES), init=0.0, grid=EfficiencyGrid(
+        axes=["log_batch", "log_out_channels", "log_in_channels"], knots=[knots] * 3, values=values))
+
+
 def _compute(gpu: GPU) -> dict[str, ComputeFit]:
     out = {}
     triad = gpu.triad_bytes_per_s
@@ -78,17 +92,20 @@ def _compute(gpu: GPU) -> dict[str, ComputeFit]:
         for op in COMPUTE_OPS + winograd:
             reduction = WINOGRAD_REDUCTION.value if op == WINOGRAD_FAMILY else 1.0
             by_size = gpu.gemm_by_size.get(dtype) if op == "gemm" else None
+            grid = gpu.gemm_grid.get(dtype) if op == "gemm" else None
             for pass_ in ("fwd", "bwd_data", "bwd_weight"):
                 share = GROUPED_TRIAD_SHARE[pass_] if op.endswith(GROUPED_SUFFIX) else None
                 out[f"{op}/{pass_}/{dtype}"] = ComputeFit(
                     kind="flops", launch_s=KERNEL_LAUNCH.estimate(), peak_per_s=peak.value * reduction,
                     memory_bandwidth_bytes_per_s=triad.value * (share.value if share else 1.0),
-                    efficiency=gemm_efficiency(frac.value, by_size.points) if by_size else EfficiencyModel(
+                    efficiency=gemm_grid_efficiency(frac.value, grid) if grid else gemm_efficiency(
+                        frac.value, by_size.points) if by_size else EfficiencyModel(
                         features=[], init=math.log(frac.value)), time_scale=scale,
                     sources=[peak.source, frac.source, f"memory bound: {triad.source}", KERNEL_LAUNCH.source,
                              "convolutions assumed to reach the GEMM fraction (implicit-GEMM cuDNN kernels)"] + (
                         [f"direct-convolution FLOPs over {reduction:.2f}: {WINOGRAD_REDUCTION.source}"]
                         if reduction != 1.0 else []) + (
+                        [f"efficiency by M, N and K, share of the largest measured n^3: {grid.source}"] if grid else
                         [f"efficiency by size, share of the largest measured: {by_size.source}"] if by_size else []) + (
                         [f"memory traffic at {share.value:g} of the triad: {share.source}"] if share else []))
         for op, passes in MEMORY_OPS.items():

@@ -79,6 +79,26 @@ class GemmCurve(BaseModel):
         return self
 
 
+class GemmGrid(BaseModel):
+    """A table of measured matrix products by M, N and K that a GPU's GEMM efficiency is read from: one column of
+    OpenXLA's measured table for that GPU (calibrate.xla_matmul; calibrate.published.gemm_grid_efficiency)."""
+
+    model_config = _STRICT
+
+    table: str = Field(min_length=1)  # the table's GPU key (calibrate.xla_matmul.GPU_OF_KEY)
+    column: str = Field(min_length=1)  # the table's dtype column (calibrate.xla_matmul.COLUMNS)
+    source: str = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _known(self) -> "GemmGrid":
+        from calibrate.xla_matmul import COLUMNS, GPU_OF_KEY
+        if self.table not in GPU_OF_KEY:
+            raise ValueError(f"table {self.table!r} is not one of {', '.join(GPU_OF_KEY)}")
+        if self.column not in COLUMNS:
+            raise ValueError(f"column {self.column!r} is not one of {', '.join(COLUMNS)}")
+        return self
+
+
 class GPU(BaseModel):
     model_config = _STRICT
 
@@ -94,10 +114,14 @@ class GPU(BaseModel):
     d2h_bytes_per_s: Fig
     #: dtype -> measured GEMM throughput by size, where published (calibrate.published.gemm_efficiency)
     gemm_by_size: dict[str, GemmCurve] = Field(default_factory=dict)
+    #: dtype -> measured GEMM throughput by M, N and K, where published (calibrate.published.gemm_grid_efficiency);
+    #: it takes the place of gemm_by_size for its dtypes
+    gemm_grid: dict[str, GemmGrid] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _fractions(self) -> "GPU":
-        unknown = sorted((set(self.peak_flops) | set(self.achievable_fraction) | set(self.gemm_by_size)) - set(DTYPE_BYTES))
+        named = set(self.peak_flops) | set(self.achievable_fraction) | set(self.gemm_by_size) | set(self.gemm_grid)
+        unknown = sorted(named - set(DTYPE_BYTES))
         if unknown:
             raise ValueError(f"unknown dtype {unknown[0]!r} (known: {', '.join(DTYPE_BYTES)})")
         missing = sorted(set(self.peak_flops) - set(self.achievable_fraction))

@@ -53,3 +53,22 @@ def load(path: Path | str = DATA_FILE) -> tuple[str, dict[str, list[KernelSample
         for dtype, rate in zip(COLUMNS, rates):
             samples[dtype].append(KernelSample("gemm", "fwd", params, dtype, 2.0 * b * m * n * k / rate, f"K{k}"))
     return GPU_OF_KEY[key], samples
+
+
+def grid(key: str, column: str) -> tuple[tuple[int, ...], dict[tuple[int, int, int], float]]:
+    """The single products (b = 1) of table `key`'s `column`: (the dimensions measured, in rising order, and
+    (m, n, k) -> FLOP/s at every combination of them); a one-line error when the table is not a full grid."""
+    path = DATA_FILES[tuple(GPU_OF_KEY).index(key)]
+    data = read_yaml(path)
+    if not isinstance(data, dict) or not isinstance(data.get("entries"), list):
+        raise UserError(f"{path}: expected a mapping with an 'entries' list")
+    at = COLUMNS.index(column)
+    rates = {}
+    for index, row in enumerate(data["entries"]):
+        b, m, n, k, *measured = _entry(row, path, index)
+        if b == 1:
+            rates[(m, n, k)] = measured[at]
+    dims = tuple(sorted({d for shape in rates for d in shape}))
+    if len(dims) < 2 or len(rates) != len(dims) ** 3:
+        raise UserError(f"{path}: field 'entries': the b = 1 products do not cover every (m, n, k) of {dims}")
+    return dims, rates

@@ -54,6 +54,27 @@ def test_matrix_products_run_at_the_measured_share_of_the_plateau_by_size():
     assert fp16_conv - KERNEL_LAUNCH.value == pytest.approx(flops / 97.4e12, rel=1e-6)  # the plateau
 
 
+def test_h100_products_run_at_their_measured_share_of_the_plateau_by_m_n_k():
+    """OpenXLA's H100 table (GPU.gemm_grid): bf16 4096^3 at 780.2 TFLOP/s sets the MAMF plateau (794.5 of 989.4);
+    4096 x 4096 x 1024 measured 685.2, so it runs at 685.2 / 780.2 of the plateau; 4096 x 4096 x 1448 (halfway in log2
+    between K 1024 and 2048, measured 685.2 and 735.6) at the geometric mean of the two shares; M beyond the table
+    (49152 rows) takes its 4096-row edge; FP16 takes the bf16 column."""
+    cm = datasheet("h100-dgx-8gpu.published.yaml")
+    plateau = 794.5e12
+
+    def rate(m, n, k, dtype="bfloat16"):
+        return 2 * m * n * k / (cm.compute_time_s("gemm", "fwd", dict(M=m, N=n, K=k), dtype) - KERNEL_LAUNCH.value)
+    assert rate(4096, 4096, 4096) == pytest.approx(plateau, rel=1e-6)
+    assert rate(4096, 4096, 1024) == pytest.approx(plateau * 6.85221e14 / 7.80194e14, rel=1e-6)
+    k = round(2 ** 10.5)
+    mid = (6.85221e14 * 7.35566e14) ** 0.5 / 7.80194e14
+    assert rate(4096, 4096, k) == pytest.approx(plateau * mid, rel=2e-3)
+    assert rate(49152, 4096, 1024) == pytest.approx(rate(4096, 4096, 1024), rel=1e-6)
+    assert rate(4096, 4096, 1024, "float16") == pytest.approx(rate(4096, 4096, 1024), rel=1e-6)
+    # the products' shape, not only their FLOPs: 8192 x 8192 x 512 has 4096^3's FLOPs, at 0.71 of its rate
+    assert rate(8192, 8192, 512) == pytest.approx(plateau * 5.51769e14 / 7.80194e14, rel=1e-6)
+
+
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_profile_is_published_and_complete(name):
     path = PROFILES / name

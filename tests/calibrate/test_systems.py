@@ -36,6 +36,10 @@ def _copy(tmp_path):
      "field 'v100-abci-4gpu.inter_step_latency_s': 'nccl_slow' is not a figure"),
     ("nodes.yaml", "  cpu_cores: 40\n", "  cpu_cores: 40\n  cpu_cors: 4\n", "field 'v100-abci-4gpu.cpu_cors'"),
     ("figures.yaml", "kernel_launch:", "launch:", "figures.yaml: field 'kernel_launch': missing"),
+    ("gpus.yaml", "{table: sm_90, column: tf32,", "{table: sm_91, column: tf32,",
+     "field 'H100-SXM5-80GB.gemm_grid.tf32': table 'sm_91' is not one of sm_90"),
+    ("gpus.yaml", "{table: sm_90, column: tf32,", "{table: sm_90, column: fp8,",
+     "field 'H100-SXM5-80GB.gemm_grid.tf32': column 'fp8' is not one of bfloat16"),
 ])
 def test_a_bad_file_is_one_line_naming_the_file_and_field(tmp_path, file, old, new, message):
     folder = _copy(tmp_path)

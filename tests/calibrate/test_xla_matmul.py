@@ -61,3 +61,46 @@ def test_the_benchmark_holds_out_each_reduction_depth(tmp_path):
     assert (tmp_path / "r" / "xla-gemm.json").is_file() and (tmp_path / "r" / "xla-gemm-rows.jsonl").is_file()
     measured = np.array([s.time_s for s in by_dtype["bfloat16"]])
     assert np.all(gf.accuracy(measured, measured) == 1.0)
+
+
+def test_the_grid_reads_the_single_products_as_a_full_table():
+    """125 single products (b = 1) over m, n, k in 256..4096; 4096 x 4096 x 1024 in bf16 at 685.2 TFLOP/s."""
+    from calibrate.xla_matmul import grid
+    dims, rates = grid("sm_90", "bfloat16")
+    assert dims == (256, 512, 1024, 2048, 4096) and len(rates) == 125
+    assert rates[(4096, 4096, 1024)] == pytest.approx(6.85221e14)
+    assert grid("sm_90", "tf32")[1][(4096, 4096, 4096)] == pytest.approx(4.0315e14)
+
+
+def test_an_efficiency_grid_interpolates_by_hand_and_holds_its_edges():
+    """Two axes, knots 0 and 1 (log10 units): values -1, -2 at x0 = 0 and -3, -5 at x0 = 1 (last axis fastest); at
+    (0.5, 0.5) the mean of the four, at (0.25, 1) 0.75 * -2 + 0.25 * -5; beyond the knots the edge's value."""
+    from calibrate.coefficients import EfficiencyGrid, EfficiencyModel
+    from calibrate.compute import efficiency_at
+    g = EfficiencyGrid(axes=["a", "b"], knots=[[0.0, 1.0], [0.0, 1.0]], values=[-1.0, -2.0, -3.0, -5.0])
+    assert g.value_at([0.5, 0.5]) == pytest.approx(-11 / 4)
+    assert g.value_at([0.25, 1.0]) == pytest.approx(0.75 * -2 + 0.25 * -5)
+    assert g.value_at([-3.0, 7.0]) == pytest.approx(-2.0) and g.value_at([1.0, 0.0]) == pytest.approx(-3.0)
+    model = EfficiencyModel(features=["x", "b", "a"], init=-0.5, grid=g)  # axes found by name among the features
+    assert efficiency_at(model, [9.0, 1.0, 0.0]) == pytest.approx(np.exp(-0.5 - 2.0))
+
+
+@pytest.mark.parametrize("fields, message", [
+    (dict(knots=[[0.0, 1.0]], values=[-1.0, -1.0, -1.0, -1.0]), "1 knot lists for 2 axes"),
+    (dict(knots=[[1.0, 0.0], [0.0, 1.0]], values=[-1.0] * 4), "strictly rising"),
+    (dict(knots=[[0.0, 1.0], [0.0, 1.0]], values=[-1.0] * 3), "3 values for 4"),
+    (dict(knots=[[0.0, 1.0], [0.0, 1.0]], values=[-1.0, -1.0, -1.0, 0.5]), "at most 0"),
+])
+def test_a_malformed_efficiency_grid_is_refused(fields, message):
+    from pydantic import ValidationError
+    from calibrate.coefficients import EfficiencyGrid
+    with pytest.raises(ValidationError, match=message):
+        EfficiencyGrid(axes=["a", "b"], **fields)
+
+
+def test_a_grid_on_a_feature_the_model_lacks_is_refused():
+    from pydantic import ValidationError
+    from calibrate.coefficients import EfficiencyGrid, EfficiencyModel
+    g = EfficiencyGrid(axes=["a"], knots=[[0.0, 1.0]], values=[-1.0, -2.0])
+    with pytest.raises(ValidationError, match="grid axis a is not one of the features"):
+        EfficiencyModel(features=["x"], init=0.0, grid=g)
