@@ -323,8 +323,7 @@ class GaussianProcess(_Strict):
 class EfficiencyGrid(_Strict):
     """A measured log(efficiency) table over some of a fit's features (log10 of a GEMM's M, N, K in a published
     profile built from OpenXLA's measured products: calibrate.xla_matmul), read by multilinear interpolation between
-    its knots and held at its edges beyond them, as OpenXLA's own matmul interpolator reads its table (docs/method.md
-    §3). `values` run over the last axis fastest."""
+    its knots and held at its edges beyond them (docs/method.md §3). `values` run over the last axis fastest."""
 
     axes: list[str] = Field(min_length=1)
     knots: list[list[float]] = Field(min_length=1)
