@@ -146,8 +146,15 @@ class LinkModel(_Strict):
     inter_step_latency_s: Optional[TimeEstimate] = None
     fill_latency_s: Optional[TimeEstimate] = None
     bus_bandwidth_bytes_per_s: PositiveEstimate
+    #: group size -> bus bandwidth of a group of that many devices inside one node whose devices are not all linked
+    #: alike (DGX-1's hybrid cube mesh: a pair may share one NVLink); other sizes take bus_bandwidth_bytes_per_s
+    bus_bandwidth_by_group: dict[Annotated[int, Field(ge=2)], PositiveEstimate] = Field(default_factory=dict)
     measured_group_sizes: list[Annotated[int, Field(ge=1)]] = Field(default_factory=list)
     sources: list[str] = Field(default_factory=list)
+
+    def bandwidth_for(self, group_size: int) -> Estimate:
+        """The bus bandwidth a group of `group_size` devices gets on this link."""
+        return self.bus_bandwidth_by_group.get(group_size, self.bus_bandwidth_bytes_per_s)
 
 
 class Fabric(_Strict):

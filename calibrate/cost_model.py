@@ -326,7 +326,8 @@ class ProfileCostModel:
         fabric = self.coefficients.fabric
         slowdown = (contention(nodes, fabric.nodes_per_leaf, fabric.oversubscription, self.cluster_load_share())
                     if fabric and nodes > 1 else 1.0)
-        bandwidth_s = x * slowdown / link.bus_bandwidth_bytes_per_s.at(other)
+        bandwidth = link.bandwidth_for(group_size) if nodes == 1 else link.bus_bandwidth_bytes_per_s
+        bandwidth_s = x * slowdown / bandwidth.at(other)
         fill_s = link.fill_latency_s.at(b) if link.fill_latency_s is not None and nodes > 1 else 0.0
         return alpha + bandwidth_s + min(bandwidth_s, fill_s)
 

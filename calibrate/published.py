@@ -139,9 +139,16 @@ def _links(node: Node) -> dict[str, dict[str, LinkModel]]:
             inter_sources.append(f"fill: {NCCL_NET_FILL.source}")
             if op != "allreduce":
                 inter_sources.append("fill assumed: the all-reduce's")
+        # sub-groups of a node not linked alike (rings, not point-to-point; the other collectives' assumed alike)
+        by_group = {} if p2p else node.allreduce_bus_bytes_per_s_by_group
+        group_sources = [f"a group of {g}: {fig.source}" for g, fig in sorted(by_group.items())]
+        if group_sources and op != "allreduce":
+            group_sources.append("groups assumed: the all-reduce's")
         links[op] = {
             "intra": LinkModel(**common, bus_bandwidth_bytes_per_s=intra_bw.estimate(),
-                               sources=[node.base_latency_s.source, node.step_latency_s.source, intra_bw.source]),
+                               bus_bandwidth_by_group={g: fig.estimate() for g, fig in by_group.items()},
+                               sources=[node.base_latency_s.source, node.step_latency_s.source, intra_bw.source]
+                               + group_sources),
             "inter": LinkModel(**common, inter_step_latency_s=node.inter_step_latency_s.estimate(),
                                bus_bandwidth_bytes_per_s=inter_bw.estimate(),
                                fill_latency_s=None if p2p else NCCL_NET_FILL.estimate(), sources=inter_sources),

@@ -143,6 +143,9 @@ class Node(BaseModel):
     host_memory_bytes_per_s: Fig
     node_source: str
     allreduce_bus_bytes_per_s: Fig
+    #: group size -> the all-reduce bus bandwidth of that many GPUs of one node, where they are not all linked alike
+    #: (LinkModel.bus_bandwidth_by_group); other sizes take allreduce_bus_bytes_per_s
+    allreduce_bus_bytes_per_s_by_group: dict[int, Fig] = Field(default_factory=dict)
     other_collective_bus_bytes_per_s: Fig
     p2p_bytes_per_s: Fig
     base_latency_s: Fig
@@ -158,6 +161,14 @@ class Node(BaseModel):
     gpu_screening: Literal["screened", "unscreened"]
     screening_source: str
     notes: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _groups_inside_the_node(self) -> "Node":
+        outside = sorted(g for g in self.allreduce_bus_bytes_per_s_by_group if not 2 <= g < self.gpus_per_node)
+        if outside:
+            raise ValueError(f"allreduce_bus_bytes_per_s_by_group: group size {outside[0]} is not between 2 and "
+                             f"the node's {self.gpus_per_node - 1} (the whole node takes allreduce_bus_bytes_per_s)")
+        return self
 
 
 def _first_error(label: str, err: ValidationError, prefix: str = "") -> UserError:
