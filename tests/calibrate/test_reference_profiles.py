@@ -76,26 +76,28 @@ def test_h100_products_run_at_their_measured_share_of_the_plateau_by_m_n_k():
 
 
 def test_dgx1_sub_groups_take_their_links_bus_bandwidth():
-    """DGX-1's hybrid cube mesh (nodes.yaml allreduce_bus_bytes_per_s_by_group): 2 GPUs share one NVLink 2 (22.4 GB/s
-    bus), 4 of a quad hold two rings (44.8), 8 take the node's 134.51; the same 1 GB all-reduce's bandwidth term is
-    S * 2(n-1)/n over each; point-to-point keeps its own figure, and an A100 node has no groups."""
+    """DGX-1's hybrid cube mesh (nodes.yaml allreduce_bus_bytes_per_s_by_group, vTrain's measured V100 sweep): 2 GPUs
+    share one NVLink 2 (22.55 GB/s bus), 4 of a quad 85.36, 8 the node's 134.51; the same 1 GB all-reduce's bandwidth
+    term is S * 2(n-1)/n over each; point-to-point keeps its own figure; an HGX A100 4-GPU node has no groups."""
     cm = datasheet("v100-dgx1-8gpu.published.yaml")
     size = 1e9
 
     def bandwidth_s(n, nodes=1):
         latency = cm.collective_time_s("allreduce", 1.0, n, nodes)  # a 1-byte call: the latency alone (to 1e-10 s)
         return cm.collective_time_s("allreduce", size, n, nodes) - latency
-    assert bandwidth_s(2) == pytest.approx(size / 22.4e9, rel=1e-3)
-    assert bandwidth_s(4) == pytest.approx(size * 1.5 / 44.8e9, rel=1e-3)
+    assert bandwidth_s(2) == pytest.approx(size / 22.55e9, rel=1e-3)
+    assert bandwidth_s(4) == pytest.approx(size * 1.5 / 85.36e9, rel=1e-3)
     assert bandwidth_s(8) == pytest.approx(size * 1.75 / 134.51e9, rel=1e-3)
     assert cm.collective_time_s("allgather", size, 2) > cm.collective_time_s("allgather", size, 8) / 2
     assert cm.coefficients.links["sendrecv"]["intra"].bus_bandwidth_by_group == {}  # point-to-point: its own figure
-    a100 = datasheet("a100-dgx-8gpu.published.yaml")
-    assert a100.coefficients.links["allreduce"]["intra"].bus_bandwidth_by_group == {}
+    hgx4 = datasheet("a100-sxm-4gpu-2hdr.published.yaml")  # `like: a100-dgx-8gpu`, its own (empty) groups
+    assert hgx4.coefficients.links["allreduce"]["intra"].bus_bandwidth_by_group == {}
+    assert datasheet("a100-dgx-8gpu.published.yaml").coefficients.links["allreduce"]["intra"] \
+        .bus_bandwidth_by_group[2].value == 197.28e9
     v100_1edr = datasheet("v100-dgx1-1edr-8gpu.published.yaml")  # `like: v100-dgx1-8gpu` takes the mesh
-    assert v100_1edr.coefficients.links["allreduce"]["intra"].bus_bandwidth_by_group[2].value == 22.4e9
+    assert v100_1edr.coefficients.links["allreduce"]["intra"].bus_bandwidth_by_group[2].value == 22.55e9
     assert datasheet("p100-dgx1-8gpu.published.yaml").coefficients.links["allreduce"]["intra"] \
-        .bus_bandwidth_by_group[4].value == pytest.approx(17.94e9)
+        .bus_bandwidth_by_group[4].value == pytest.approx(35.88e9)
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))

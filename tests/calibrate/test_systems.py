@@ -36,7 +36,7 @@ def _copy(tmp_path):
      "field 'v100-abci-4gpu.inter_step_latency_s': 'nccl_slow' is not a figure"),
     ("nodes.yaml", "  cpu_cores: 40\n", "  cpu_cores: 40\n  cpu_cors: 4\n", "field 'v100-abci-4gpu.cpu_cors'"),
     ("figures.yaml", "kernel_launch:", "launch:", "figures.yaml: field 'kernel_launch': missing"),
-    ("nodes.yaml", "    4: {value: 44.8e+9, low: 22.4e+9,", "    8: {value: 44.8e+9, low: 22.4e+9,",
+    ("nodes.yaml", "    4: {value: 85.36e+9,", "    8: {value: 85.36e+9,",
      "field 'v100-dgx1-8gpu': allreduce_bus_bytes_per_s_by_group: group size 8 is not between 2 and the node's 7"),
     ("gpus.yaml", "{table: sm_90, column: tf32,", "{table: sm_91, column: tf32,",
      "field 'H100-SXM5-80GB.gemm_grid.tf32': table 'sm_91' is not one of sm_90"),
