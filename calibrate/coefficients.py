@@ -392,13 +392,14 @@ class EfficiencyModel(_Strict):
 
     @model_validator(mode="after")
     def _reachable_efficiency(self):
-        """init, slope and trees must not be able to take log(efficiency) below MIN_LOG_EFFICIENCY anywhere on
+        """init, slope, trees and grid must not be able to take log(efficiency) below MIN_LOG_EFFICIENCY anywhere on
         log work 0..LOG_WORK_MAX: a profile whose efficiency can underflow to 0 divides by zero."""
         trees = self.learning_rate * sum(max(map(abs, t.value)) for t in self.trees)
-        lowest = self.init + min(0.0, self.slope * LOG_WORK_MAX) - trees + (min(self.grid.values) if self.grid else 0.0)
+        grid = min(self.grid.values) if self.grid else 0.0
+        lowest = self.init + min(0.0, self.slope * LOG_WORK_MAX) - trees + grid
         if lowest < MIN_LOG_EFFICIENCY:
-            raise ValueError(f"init {self.init:g}, slope {self.slope:g}, trees and grid reach log(efficiency) {lowest:.4g}; "
-                             f"at least {MIN_LOG_EFFICIENCY:g} (e^{MIN_LOG_EFFICIENCY:g} of peak) is accepted")
+            raise ValueError(f"init {self.init:g}, slope {self.slope:g}, trees and grid reach log(efficiency) "
+                             f"{lowest:.4g}; at least {MIN_LOG_EFFICIENCY:g} (e^{MIN_LOG_EFFICIENCY:g} of peak) is accepted")
         return self
 
     @model_validator(mode="after")

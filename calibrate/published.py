@@ -19,6 +19,7 @@ from typing import Optional
 
 from calibrate.coefficients import (Coefficients, ComputeFit, EfficiencyGrid, EfficiencyModel, Estimate, Execution,
                                     Fabric, FrameworkFit, GpuKernels, LinkModel, ModelError, Segment, SegmentedFit, Tree)
+from calibrate import xla_matmul
 from calibrate.cost_api import COLLECTIVES
 from calibrate.fabric import default_background
 from calibrate.spread import published_spread
@@ -26,7 +27,6 @@ from calibrate.storage_fit import published_storage
 from calibrate.backends.gpu import WINOGRAD_FAMILY
 from calibrate.shapes import FLOP_FEATURES, GROUPED_SUFFIX, MATMUL_OPS
 from calibrate.shipped import shipped_profiles_dir
-from calibrate import xla_matmul
 from calibrate.systems import GPU, GemmGrid, Node, load_figures, load_gpus, load_nodes
 from calibrate.system_constants import (StackScales, SystemConstants, for_family, gpu_family, load_constants,
                                         load_model_error, load_stacks)

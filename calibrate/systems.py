@@ -14,6 +14,7 @@ from typing import Literal, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from calibrate.coefficients import Estimate
+from calibrate.xla_matmul import COLUMNS, GPU_OF_KEY
 from profiler import inputs
 from profiler.dtypes import DTYPE_BYTES
 from profiler.errors import UserError
@@ -91,7 +92,6 @@ class GemmGrid(BaseModel):
 
     @model_validator(mode="after")
     def _known(self) -> "GemmGrid":
-        from calibrate.xla_matmul import COLUMNS, GPU_OF_KEY
         if self.table not in GPU_OF_KEY:
             raise ValueError(f"table {self.table!r} is not one of {', '.join(GPU_OF_KEY)}")
         if self.column not in COLUMNS:
