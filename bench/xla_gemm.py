@@ -2,7 +2,8 @@
 
 The GPU kernel model (calibrate.gpu_kernels) is fitted to every measured product of a table but those of one
 reduction depth K and predicts those (K = 256 ... 4096, five groups), per GPU and dtype (bf16; f32 as XLA runs it,
-on TF32 tensor cores); in-sample beside it, and for the H100 the shipped profile's own prediction of the same calls.
+on TF32 tensor cores); in-sample beside it, and for the H100 the shipped profile's own prediction of the same calls
+(in-sample too: the profile reads this table, GPU.gemm_grid).
 Data: calibrate/data/xla_matmul_<key>.yaml (calibrate.xla_matmul), or the tables given as FILE. Writes
 results/xla-gemm.json and results/xla-gemm-rows.jsonl; --json prints {gpu: {dtype: {held_out, in_sample,
 published_profile}}}.
@@ -92,7 +93,7 @@ def figures(summary: dict) -> list[Figure]:
                     Figure(f"{label}: in-sample median accuracy", round(100 * s["in_sample"]["median_accuracy"], 2),
                            "%")]
             if s["published_profile"]:
-                out.append(Figure(f"{label}: {PROFILES[gpu]} median accuracy",
+                out.append(Figure(f"{label}: {PROFILES[gpu]} median accuracy (reads this table: in-sample)",
                                   round(100 * s["published_profile"]["median_accuracy"], 2), "%"))
     return out
 

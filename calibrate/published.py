@@ -52,11 +52,23 @@ MEMORY_OPS = {"batchnorm": ("fwd", "bwd_data"), "relu": ("fwd", "bwd_data"), "ma
               "avgpool": ("fwd", "bwd_data"), "add": ("fwd",)}
 
 
+def net_rate(flops: float, rate: float) -> float:
+    """A measured product's FLOP/s net of the per-kernel launch floor the profile adds to every call (KERNEL_LAUNCH):
+    its time includes that floor, so a profile read at the measured shape predicts the measured time."""
+    time_s = flops / rate
+    if time_s <= KERNEL_LAUNCH.value:
+        raise UserError(f"a measured product of {flops:.3g} FLOPs at {rate:.3g} FLOP/s takes {time_s:.3g} s, within the "
+                        f"{KERNEL_LAUNCH.value:g} s launch floor: not a kernel's time")
+    return flops / (time_s - KERNEL_LAUNCH.value)
+
+
 def gemm_efficiency(frac: float, by_size: tuple[tuple[int, float], ...]) -> EfficiencyModel:
     """Matrix-product efficiency by size from measured throughput of n^3 products (GPU.gemm_by_size points): the plateau
-    `frac` times each size's share of the largest size's throughput, held from halfway (in log FLOPs) to the
-    next smaller size up to halfway to the next larger one; the plateau from the largest size on. One regression
-    tree on log10 FLOPs (calibrate.shapes.FLOP_FEATURES[0]) in the fitted profiles' format."""
+    `frac` times each size's share of the largest size's throughput (each net of the launch floor: net_rate), held
+    from halfway (in log FLOPs) to the next smaller size up to halfway to the next larger one; the plateau from the
+    largest size on. One regression tree on log10 FLOPs (calibrate.shapes.FLOP_FEATURES[0]) in the fitted profiles'
+    format."""
+    by_size = tuple((n, net_rate(2.0 * n ** 3, rate)) for n, rate in by_size)
     top = by_size[-1][1]
     logs = [math.log10(2.0 * n ** 3) for n, _ in by_size]
     cuts = [(a + b) / 2 for a, b in zip(logs, logs[1:])]
@@ -71,10 +83,12 @@ def gemm_efficiency(frac: float, by_size: tuple[tuple[int, float], ...]) -> Effi
 
 def gemm_grid_efficiency(frac: float, table: GemmGrid) -> EfficiencyModel:
     """Matrix-product efficiency by M, N and K from a GPU's table of measured products (GPU.gemm_grid): the plateau
-    `frac` times each product's share of the table's largest n^3 product, as gemm_efficiency reads a sweep by size,
-    interpolated between the measured dimensions in log10 (the features log_batch, log_out_channels and
-    log_in_channels are a GEMM's M, N and K: calibrate.shapes.work) and held beyond them (docs/method.md §3)."""
-    dims, rates = xla_matmul.grid(table.table, table.column)
+    `frac` times each product's share of the table's largest n^3 product (each net of the launch floor: net_rate), as
+    gemm_efficiency reads a sweep by size, interpolated between the measured dimensions in log10 (the features
+    log_batch, log_out_channels and log_in_channels are a GEMM's M, N and K: calibrate.shapes.work) and held beyond
+    them (docs/method.md §3)."""
+    dims, measured = xla_matmul.grid(table.table, table.column)
+    rates = {shape: net_rate(2.0 * math.prod(shape), rate) for shape, rate in measured.items()}
     top = rates[(dims[-1],) * 3]
     values = [min(0.0, math.log(frac * rates[(m, n, k)] / top)) for m in dims for n in dims for k in dims]
     knots = [math.log10(d) for d in dims]

@@ -31,48 +31,63 @@ SHAPES = {"gemm": dict(M=256, N=1024, K=1024), "linear": dict(M=256, N=1000, K=2
           "add": dict(N=32, C=64, H=56, W=56)}
 
 
+def net(n_or_shape, rate):
+    """A measured product's FLOP/s net of the launch floor (calibrate.published.net_rate), by hand."""
+    flops = 2 * (n_or_shape ** 3 if isinstance(n_or_shape, int) else n_or_shape[0] * n_or_shape[1] * n_or_shape[2])
+    return flops / (flops / rate - KERNEL_LAUNCH.value)
+
+
 def test_matrix_products_run_at_the_measured_share_of_the_plateau_by_size():
     """V100 FP16 torch.matmul measured 57.3, 78.2, 95.7 and 97.4 TFLOP/s at 1024^3 ... 8192^3 (GPU.gemm_by_size):
-    a product of about those FLOPs runs at that rate (less its launch), larger ones at the plateau; convolutions
-    keep the plateau; A100 BF16 takes the FP16 sweep's shares of its own plateau (271.2 TFLOP/s)."""
+    a product of those sizes runs in its measured time (its rate net of the launch floor, at that share of the
+    plateau, plus the floor), larger ones at the plateau; convolutions keep the plateau; A100 BF16 takes the FP16
+    sweep's shares of its own plateau (271.2 TFLOP/s)."""
     cm = datasheet("v100-dgx1-8gpu.published.yaml")
-    for n, measured in ((1024, 57.3e12), (2048, 78.2e12), (4096, 95.7e12), (8192, 97.4e12), (16384, 97.4e12)):
+    top = net(8192, 97.4e12)
+    for n, measured in ((1024, 57.3e12), (2048, 78.2e12), (4096, 95.7e12), (8192, 97.4e12)):
         t = cm.compute_time_s("gemm", "fwd", dict(M=n, N=n, K=n), "float16")
-        assert t - KERNEL_LAUNCH.value == pytest.approx(2 * n ** 3 / measured, rel=1e-6), n
+        assert t - KERNEL_LAUNCH.value == pytest.approx(2 * n ** 3 / (97.4e12 * net(n, measured) / top), rel=1e-6), n
+        assert t == pytest.approx(2 * n ** 3 / measured, rel=1e-3), n  # the measured time, to the plateau's rounding
+    t = cm.compute_time_s("gemm", "fwd", dict(M=16384, N=16384, K=16384), "float16")
+    assert t - KERNEL_LAUNCH.value == pytest.approx(2 * 16384 ** 3 / 97.4e12, rel=1e-6)  # the plateau
     # 8192 x 768 x 768 (a BERT-base projection): 9.7 GFLOP, nearer 2048^3 (17 GFLOP) than 1024^3 in log FLOPs
     t = cm.compute_time_s("gemm", "fwd", dict(M=8192, N=768, K=768), "float16")
-    assert t - KERNEL_LAUNCH.value == pytest.approx(2 * 8192 * 768 * 768 / 78.2e12, rel=1e-6)
+    assert t - KERNEL_LAUNCH.value == pytest.approx(2 * 8192 * 768 * 768 / (97.4e12 * net(2048, 78.2e12) / top),
+                                                    rel=1e-6)
     conv = dict(N=64, C=256, F=256, H=14, W=14, kernel=3, stride=1, padding=1)  # 118 GFLOP
     fp16_conv = cm.compute_time_s("conv2d", "fwd", conv, "float16")
     a100 = datasheet("a100-dgx-8gpu.published.yaml")
     small = dict(M=1024, N=1024, K=1024)
+    share = net(1024, 119.4e12) / net(16384, 256.5e12)
     assert a100.compute_time_s("gemm", "fwd", small, "bfloat16") - KERNEL_LAUNCH.value == pytest.approx(
-        2 * 1024 ** 3 / (271.2e12 * 119.4 / 256.5), rel=1e-6)  # BF16: the FP16 sweep's share of its own plateau
-    assert a100.compute_time_s("gemm", "fwd", small, "float16") - KERNEL_LAUNCH.value == pytest.approx(
-        2 * 1024 ** 3 / 119.4e12, rel=1e-6)
+        2 * 1024 ** 3 / (271.2e12 * share), rel=1e-6)  # BF16: the FP16 sweep's share of its own plateau
+    assert a100.compute_time_s("gemm", "fwd", small, "float16") == pytest.approx(2 * 1024 ** 3 / 119.4e12, rel=2e-3)
     flops = 2 * 64 * 256 * 256 * 9 * 14 * 14
     assert fp16_conv - KERNEL_LAUNCH.value == pytest.approx(flops / 97.4e12, rel=1e-6)  # the plateau
 
 
 def test_h100_products_run_at_their_measured_share_of_the_plateau_by_m_n_k():
     """OpenXLA's H100 table (GPU.gemm_grid): bf16 4096^3 at 780.2 TFLOP/s sets the MAMF plateau (794.5 of 989.4);
-    4096 x 4096 x 1024 measured 685.2, so it runs at 685.2 / 780.2 of the plateau; 4096 x 4096 x 1448 (halfway in log2
-    between K 1024 and 2048, measured 685.2 and 735.6) at the geometric mean of the two shares; M beyond the table
-    (49152 rows) takes its 4096-row edge; FP16 takes the bf16 column."""
+    4096 x 4096 x 1024 measured 685.2, so it runs at its share of the plateau (both rates net of the launch floor) and
+    in its measured time; 4096 x 4096 x 1448 (halfway in log2 between K 1024 and 2048, measured 685.2 and 735.6) at the
+    geometric mean of the two shares; M beyond the table (49152 rows) takes its 4096-row edge; FP16 takes the bf16
+    column; 8192 x 8192 x 512 has 4096^3's FLOPs but runs at 4096 x 4096 x 512's share."""
     cm = datasheet("h100-dgx-8gpu.published.yaml")
     plateau = 794.5e12
+    top = net(4096, 7.80194e14)
 
     def rate(m, n, k, dtype="bfloat16"):
         return 2 * m * n * k / (cm.compute_time_s("gemm", "fwd", dict(M=m, N=n, K=k), dtype) - KERNEL_LAUNCH.value)
     assert rate(4096, 4096, 4096) == pytest.approx(plateau, rel=1e-6)
-    assert rate(4096, 4096, 1024) == pytest.approx(plateau * 6.85221e14 / 7.80194e14, rel=1e-6)
-    k = round(2 ** 10.5)
-    mid = (6.85221e14 * 7.35566e14) ** 0.5 / 7.80194e14
-    assert rate(4096, 4096, k) == pytest.approx(plateau * mid, rel=2e-3)
+    k1024 = net((4096, 4096, 1024), 6.85221e14) / top
+    assert rate(4096, 4096, 1024) == pytest.approx(plateau * k1024, rel=1e-6)
+    t = cm.compute_time_s("gemm", "fwd", dict(M=4096, N=4096, K=1024), "bfloat16")
+    assert t == pytest.approx(2 * 4096 * 4096 * 1024 / 6.85221e14, rel=0.02)  # the measured time, MAMF for XLA's top
+    k2048 = net((4096, 4096, 2048), 7.35566e14) / top
+    assert rate(4096, 4096, round(2 ** 10.5)) == pytest.approx(plateau * (k1024 * k2048) ** 0.5, rel=2e-3)
     assert rate(49152, 4096, 1024) == pytest.approx(rate(4096, 4096, 1024), rel=1e-6)
     assert rate(4096, 4096, 1024, "float16") == pytest.approx(rate(4096, 4096, 1024), rel=1e-6)
-    # the products' shape, not only their FLOPs: 8192 x 8192 x 512 has 4096^3's FLOPs, at 0.71 of its rate
-    assert rate(8192, 8192, 512) == pytest.approx(plateau * 5.51769e14 / 7.80194e14, rel=1e-6)
+    assert rate(8192, 8192, 512) == pytest.approx(plateau * net((4096, 4096, 512), 5.51769e14) / top, rel=1e-6)
 
 
 def test_dgx1_sub_groups_take_their_links_bus_bandwidth():
@@ -252,3 +267,12 @@ def test_grouped_convolutions_stream_at_the_measured_share_of_the_triad_by_hand(
     dense = cm.coefficients.compute["conv2d/bwd_data/float16"]
     assert dense.memory_bandwidth_bytes_per_s == pytest.approx(814e9)
     assert "of the triad" in " ".join(cm.coefficients.compute["conv2d_grouped/fwd/float16"].sources)
+
+
+def test_a_measured_product_within_the_launch_floor_is_refused():
+    """1 MFLOP at 1 TFLOP/s takes 1 us, inside the 3 us floor every call pays: not a kernel's own time."""
+    from calibrate.published import net_rate
+    from profiler.errors import UserError
+    with pytest.raises(UserError, match="launch floor"):
+        net_rate(1e6, 1e12)
+    assert net_rate(6e6, 1e12) == pytest.approx(6e6 / 3e-6)  # 6 us measured, 3 us of it the floor
