@@ -25,6 +25,7 @@ from calibrate.fabric import default_background
 from calibrate.spread import published_spread
 from calibrate.storage_fit import published_storage
 from calibrate.backends.gpu import WINOGRAD_FAMILY
+from calibrate.gpu_specs import find_spec
 from calibrate.shapes import FLOP_FEATURES, GROUPED_SUFFIX, MATMUL_OPS
 from calibrate.shipped import shipped_profiles_dir
 from calibrate.systems import GPU, GemmGrid, Node, load_figures, load_gpus, load_nodes
@@ -47,6 +48,8 @@ NCCL_NET_FILL = _FIGURES["net_fill"]  # predictor.published.nccl reads its curve
 GROUPED_TRIAD_SHARE = {"fwd": _FIGURES["grouped_conv_forward_triad_share"],
                        "bwd_data": _FIGURES["grouped_conv_backward_triad_share"],
                        "bwd_weight": _FIGURES["grouped_conv_backward_triad_share"]}
+GROUPED_REFERENCE_BYTES = _FIGURES["grouped_conv_reference_bytes_per_s"]  # the triad the shares were measured of
+GROUPED_REFERENCE_SM_HZ = _FIGURES["grouped_conv_reference_sm_hz"]  # that GPU's SMs x clock
 COMPUTE_OPS = ("gemm", "conv2d", "conv3d", "conv2d_grouped")
 MEMORY_OPS = {"batchnorm": ("fwd", "bwd_data"), "relu": ("fwd", "bwd_data"), "maxpool": ("fwd", "bwd_data"),
               "avgpool": ("fwd", "bwd_data"), "add": ("fwd",)}
@@ -96,6 +99,17 @@ def gemm_grid_efficiency(frac: float, table: GemmGrid) -> EfficiencyModel:
         axes=["log_batch", "log_out_channels", "log_in_channels"], knots=[knots] * 3, values=values))
 
 
+def grouped_bytes_per_s(gpu: GPU, share: float) -> float:
+    """The rate a grouped convolution moves its bytes at on `gpu`: `share` of the V100S triad it was measured against,
+    times the GPU's SMs x clock over the V100S's. Depthwise kernels are bound by what each SM issues, not by DRAM: the
+    fitted scales under a triad share were 1.09 (V100) and 1.78 (A100) in FP16, 1.31 and 1.28 under this one
+    (decisions/2026-12-06-depthwise-per-sm.md)."""
+    spec = find_spec(gpu.name)
+    if spec is None:
+        raise UserError(f"GPU {gpu.name!r}: no SM count in calibrate/data/gpus.yaml (needed for grouped convolutions)")
+    return share * GROUPED_REFERENCE_BYTES.value * spec.sms * gpu.clock_mhz * 1e6 / GROUPED_REFERENCE_SM_HZ.value
+
+
 def _compute(gpu: GPU) -> dict[str, ComputeFit]:
     out = {}
     triad = gpu.triad_bytes_per_s
@@ -111,7 +125,7 @@ def _compute(gpu: GPU) -> dict[str, ComputeFit]:
                 share = GROUPED_TRIAD_SHARE[pass_] if op.endswith(GROUPED_SUFFIX) else None
                 out[f"{op}/{pass_}/{dtype}"] = ComputeFit(
                     kind="flops", launch_s=KERNEL_LAUNCH.estimate(), peak_per_s=peak.value * reduction,
-                    memory_bandwidth_bytes_per_s=triad.value * (share.value if share else 1.0),
+                    memory_bandwidth_bytes_per_s=grouped_bytes_per_s(gpu, share.value) if share else triad.value,
                     efficiency=gemm_grid_efficiency(frac.value, grid) if grid else gemm_efficiency(
                         frac.value, by_size.points) if by_size else EfficiencyModel(
                         features=[], init=math.log(frac.value)), time_scale=scale,
@@ -121,7 +135,8 @@ def _compute(gpu: GPU) -> dict[str, ComputeFit]:
                         if reduction != 1.0 else []) + (
                         [f"efficiency by M, N and K, share of the largest measured n^3: {grid.source}"] if grid else
                         [f"efficiency by size, share of the largest measured: {by_size.source}"] if by_size else []) + (
-                        [f"memory traffic at {share.value:g} of the triad: {share.source}"] if share else []))
+                        [f"memory traffic at {share.value:g} of the V100S triad, scaled by SMs x clock: {share.source}; "
+                         f"{GROUPED_REFERENCE_BYTES.source}; {GROUPED_REFERENCE_SM_HZ.source}"] if share else []))
         for op, passes in MEMORY_OPS.items():
             for pass_ in passes:
                 out[f"{op}/{pass_}/{dtype}"] = ComputeFit(
