@@ -139,15 +139,16 @@ def test_data_tensor_pipeline_candidates_for_transformers():
 
 def test_search_returns_a_data_tensor_pipeline_plan_where_it_is_best():
     """The GPT_3D search's best plan is Megatron's layout with a pipeline split (data and data+tensor do not fit,
-    GPipe's pipeline keeps every micro-batch in flight), a layout with both a tensor and a pipeline split within 3%
-    of it (2.2% with vTrain's measured 2-GPU all-reduce bandwidth, 197 GB/s against the node's 229); the plan-by-plan
-    walk agrees."""
+    GPipe's pipeline keeps every micro-batch in flight), and the runner-up has both a tensor and a pipeline split,
+    within 5% of it (1.3% with the family scales of 2026-12-06, 2.2% with vTrain's measured 2-GPU all-reduce
+    bandwidth, 3.5% with measured GEMM rates net of the launch floor); the plan-by-plan walk agrees."""
     graph, cm = load_model("gpt", **GPT_3D), load_cost_model("a100-dgx-8gpu.published")[0]
     fast = search(graph, cm, **GPT_3D_SEARCH)
     best = fast.best[0].plan
     assert best.strategy == "data+tensor+pipeline" and best.stages > 1
-    assert any(p.plan.p_tensor > 1 and p.plan.stages > 1 and p.iteration_s <= 1.03 * fast.best[0].iteration_s
-               for p in fast.best)
+    runner_up = fast.best[1]
+    assert runner_up.plan.p_tensor > 1 and runner_up.plan.stages > 1
+    assert runner_up.iteration_s <= 1.05 * fast.best[0].iteration_s
     assert fast.best[0].fits and "data+tensor+pipeline" in fast.best_by_strategy
     exhaustive = search(graph, cm, exhaustive=True, **GPT_3D_SEARCH)
     assert fast.pruned > 0
