@@ -300,6 +300,10 @@ def bandwidth_lines(profile: Profile, coefficients) -> list[str]:
         links = [f"{op} " + "/".join(_si(link.bus_bandwidth_bytes_per_s.value, "B/s") for link in levels.values())
                  for op, levels in sorted(coefficients.links.items()) if op in ("allreduce", "allgather", "sendrecv")]
         lines.append("links, bus bandwidth intra/inter-node: " + "; ".join(links))
+        groups = coefficients.links.get("allreduce", {}).get("intra")
+        if groups is not None and groups.bus_bandwidth_by_group:
+            lines.append("all-reduce inside a node by group size: " + ", ".join(
+                f"{g} GPUs {_si(bw.value, 'B/s')}" for g, bw in sorted(groups.bus_bandwidth_by_group.items())))
     return lines
 
 

@@ -130,3 +130,13 @@ def test_first_screen_groups_identical_devices(capsys):
     lines = _lines(capsys, str(shipped_profile("v100-dgx1-8gpu.published")))
     assert "gpus: 8 x Tesla V100-SXM2-16GB, 16 GiB" in "\n".join(lines)
     assert not any(line.startswith("gpu 1:") for line in lines)
+
+
+def test_first_screen_gives_a_meshed_nodes_group_bandwidths(capsys):
+    """A DGX-1's pairs and quads all-reduce at their own figures (vTrain's measured sweep): the screen lists them by
+    group size; a node whose GPUs are linked alike (HGX A100 4-GPU) has no such line."""
+    lines = _lines(capsys, str(shipped_profile("v100-dgx1-8gpu.published")))
+    groups = [line for line in lines if line.startswith("all-reduce inside a node by group size: ")]
+    assert len(groups) == 1 and "2 GPUs 22.6 GB/s" in groups[0] and "4 GPUs 85.4 GB/s" in groups[0]
+    lines = _lines(capsys, str(shipped_profile("a100-sxm-4gpu-2hdr.published")))
+    assert not any(line.startswith("all-reduce inside a node by group size") for line in lines)
