@@ -140,7 +140,13 @@ def _pass_params(layer: Layer, split: Split) -> tuple[str, dict[str, int]] | Non
             else:
                 params.update(H=dims[0], W=dims[1])
             return op, params
-        # non-square or grouped kernels (Inception 1x7): the implicit GEMM the conv lowers to
+        if groups == 1 and len(kernel) == len(stride) == len(pad) == len(dims):
+            # a kernel, stride or padding not the same in every dimension (Inception's 1x7): per dimension
+            params = {"N": n, "C": c_in, "F": f_out, "kernel": tuple(kernel), "stride": tuple(stride),
+                      "padding": tuple(pad)}
+            params.update(dict(zip(("D", "H", "W") if op == "conv3d" else ("H", "W"), dims)))
+            return op, params
+        # non-square grouped kernels (or no per-dimension shape): the implicit GEMM the conv lowers to
         out_dims = local_dims(layer.output_shape[1:], split.spatial)
         return "gemm", {"M": n * math.prod(out_dims), "N": f_out, "K": (c_in // layer.groups) * math.prod(kernel)}
     if op == "linear":  # on (tokens, features) per sample every token is a row of the GEMM: M = n tokens

@@ -8,10 +8,12 @@ reduce-scatter, all-to-all (g-1)·alpha + (g-1)/g · S/B; broadcast, send/recv a
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Mapping
 
 from calibrate.cost_api import NeutralExtras
+from calibrate.shapes import per_dim
 from profiler.opmath import bmm_flops, conv_flops, conv_output_volume, gemm_flops, sdpa_flops
 
 
@@ -26,8 +28,9 @@ def op_flops(op: str, params: Mapping[str, int]) -> float:
     if op in ("conv2d", "conv3d"):
         dims = [params[d] for d in (("D", "H", "W") if op == "conv3d" else ("H", "W"))]
         nd = len(dims)
-        out = conv_output_volume(dims, (params["kernel"],) * nd, (params["stride"],) * nd, (params["padding"],) * nd)
-        return conv_flops(n, params["C"] // params.get("groups", 1), params["F"], params["kernel"] ** nd, out)
+        kernel = per_dim(params, "kernel", nd, 1)  # a scalar, or one value per dimension (Inception's 1x7)
+        out = conv_output_volume(dims, kernel, per_dim(params, "stride", nd, 1), per_dim(params, "padding", nd, 0))
+        return conv_flops(n, params["C"] // params.get("groups", 1), params["F"], math.prod(kernel), out)
     if op in ("gemm", "linear"):
         return gemm_flops(params["M"], params["N"], params["K"])
     elems = n * params["C"] * params.get("D", 1) * params.get("H", 1) * params.get("W", 1)

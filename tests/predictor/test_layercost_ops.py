@@ -88,3 +88,23 @@ def test_an_optimizer_written_in_ops_costs_its_words_and_launches_by_hand():
     shortest = cm.compute_time_s("relu", "fwd", {"N": 1, "C": 1, "H": 1, "W": 1}, "float32")
     assert shortest > 0 and update_launch_s(cm, "adamw-ops", 200) == pytest.approx(17 * 200 * shortest)
     assert update_launch_s(cm, "adam", 200) == 0.0 and update_launch_s(cm, "adamw-ops", 0) == 0.0
+
+
+def test_a_rectangular_kernel_is_a_convolution_of_the_family():
+    """Inception's 1x7 (padding 0x3) over 17x17 maps: a conv2d call with per-dimension kernel, stride and padding, its
+    FLOPs 2 x n x 17 x 17 x F x C x 7, costed by the convolution family (and its fitted scale), not as a GEMM;
+    a grouped rectangular kernel stays the GEMM it lowers to."""
+    layer = Layer(name="c", op="conv2d", input_shape=(128, 17, 17), output_shape=(192, 17, 17), inputs=("x",),
+                  params=128 * 192 * 7, kernel=(1, 7), stride=(1, 1), padding=(0, 3))
+    op, params = _pass_params(layer, Split(32))
+    assert op == "conv2d" and params == {"N": 32, "C": 128, "F": 192, "kernel": (1, 7), "stride": (1, 1),
+                                         "padding": (0, 3), "H": 17, "W": 17}
+    from calibrate import shapes
+    assert shapes.work("conv2d", "fwd", params, "float32")["flops"] == 2 * 32 * 17 * 17 * 192 * 128 * 7
+    cm = load_cost_model(PROFILE)
+    fit = cm.coefficients.compute["conv2d/fwd/float16"]
+    gemm = cm.coefficients.compute["gemm/fwd/float16"]
+    assert fit.time_scale.value != gemm.time_scale.value  # the convolution family carries the fitted scale
+    grouped = Layer(name="g", op="conv2d", input_shape=(128, 17, 17), output_shape=(128, 17, 17), inputs=("x",),
+                    params=128 * 2 * 7, kernel=(1, 7), stride=(1, 1), padding=(0, 3), groups=64)
+    assert _pass_params(grouped, Split(32)) == ("gemm", {"M": 32 * 17 * 17, "N": 128, "K": 2 * 7})
