@@ -55,10 +55,12 @@ def load(path: Path | str = DATA_FILE) -> tuple[str, dict[str, list[KernelSample
     return GPU_OF_KEY[key], samples
 
 
-def grid(key: str, column: str) -> tuple[tuple[int, ...], dict[tuple[int, int, int], float]]:
-    """The single products (b = 1) of table `key`'s `column`: (the dimensions measured, in rising order, and
-    (m, n, k) -> FLOP/s at every combination of them); a one-line error when the table is not a full grid."""
-    path = DATA_FILES[tuple(GPU_OF_KEY).index(key)]
+def grid(key: str, column: str, path: Path | str | None = None
+         ) -> tuple[tuple[int, ...], dict[tuple[int, int, int], float]]:
+    """The single products (b = 1) of table `key`'s `column` (from `path`, default the carried table of that key): (the
+    dimensions measured, in rising order, and (m, n, k) -> FLOP/s at every combination of them); a one-line error
+    when the table is not a full grid."""
+    path = Path(path) if path is not None else DATA_FILES[tuple(GPU_OF_KEY).index(key)]
     data = read_yaml(path)
     if not isinstance(data, dict) or not isinstance(data.get("entries"), list):
         raise UserError(f"{path}: expected a mapping with an 'entries' list")

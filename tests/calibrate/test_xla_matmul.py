@@ -104,3 +104,15 @@ def test_a_grid_on_a_feature_the_model_lacks_is_refused():
     g = EfficiencyGrid(axes=["a"], knots=[[0.0, 1.0]], values=[-1.0, -2.0])
     with pytest.raises(ValidationError, match="grid axis a is not one of the features"):
         EfficiencyModel(features=["x"], init=0.0, grid=g)
+
+
+def test_a_table_missing_a_product_is_no_grid(tmp_path):
+    """Every (m, n, k) of the measured dimensions must be there: one missing is a one-line error naming the file."""
+    from calibrate.xla_matmul import grid
+    path = tmp_path / "t.yaml"
+    rows = [f"  - [1, {m}, {n}, {k}, 1.0e+12, 1.0e+12]" for m in (256, 512) for n in (256, 512) for k in (256, 512)]
+    path.write_text("gpu_key: sm_90\nentries:\n" + "\n".join(rows[:-1]) + "\n")
+    with pytest.raises(UserError, match=r"t\.yaml: field 'entries': the b = 1 products do not cover"):
+        grid("sm_90", "bfloat16", path)
+    path.write_text("gpu_key: sm_90\nentries:\n" + "\n".join(rows) + "\n")
+    assert grid("sm_90", "tf32", path)[0] == (256, 512)
