@@ -121,14 +121,16 @@ def _compute(gpu: GPU) -> dict[str, ComputeFit]:
             reduction = WINOGRAD_REDUCTION.value if op == WINOGRAD_FAMILY else 1.0
             by_size = gpu.gemm_by_size.get(dtype) if op == "gemm" else None
             grid = gpu.gemm_grid.get(dtype) if op == "gemm" else None
+            # one efficiency for the op's three passes (a measured grid or sweep, else the plateau)
+            efficiency = (gemm_grid_efficiency(frac.value, grid) if grid else
+                          gemm_efficiency(frac.value, by_size.points) if by_size else
+                          EfficiencyModel(features=[], init=math.log(frac.value)))
             for pass_ in ("fwd", "bwd_data", "bwd_weight"):
                 share = GROUPED_TRIAD_SHARE[pass_] if op.endswith(GROUPED_SUFFIX) else None
                 out[f"{op}/{pass_}/{dtype}"] = ComputeFit(
                     kind="flops", launch_s=KERNEL_LAUNCH.estimate(), peak_per_s=peak.value * reduction,
                     memory_bandwidth_bytes_per_s=grouped_bytes_per_s(gpu, share.value) if share else triad.value,
-                    efficiency=gemm_grid_efficiency(frac.value, grid) if grid else gemm_efficiency(
-                        frac.value, by_size.points) if by_size else EfficiencyModel(
-                        features=[], init=math.log(frac.value)), time_scale=scale,
+                    efficiency=efficiency, time_scale=scale,
                     sources=[peak.source, frac.source, f"memory bound: {triad.source}", KERNEL_LAUNCH.source,
                              "convolutions assumed to reach the GEMM fraction (implicit-GEMM cuDNN kernels)"] + (
                         [f"direct-convolution FLOPs over {reduction:.2f}: {WINOGRAD_REDUCTION.source}"]

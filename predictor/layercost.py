@@ -131,20 +131,15 @@ def _pass_params(layer: Layer, split: Split) -> tuple[str, dict[str, int]] | Non
         groups = layer.groups
         if groups > 1 and (c_in % groups or f_out % groups):  # a channel/filter split that cuts groups
             groups = math.gcd(math.gcd(c_in, f_out), groups)
-        if len(set(kernel)) == 1 and len(set(stride)) == 1 and len(set(pad)) == 1:
-            params = {"N": n, "C": c_in, "F": f_out, "kernel": kernel[0], "stride": stride[0], "padding": pad[0]}
+        square = len(set(kernel)) == len(set(stride)) == len(set(pad)) == 1
+        # a kernel, stride or padding not the same in every dimension (Inception's 1x7) goes per dimension
+        if square or (groups == 1 and len(kernel) == len(stride) == len(pad) == len(dims)):
+            params = {"N": n, "C": c_in, "F": f_out} | {
+                key: value[0] if square else tuple(value)
+                for key, value in (("kernel", kernel), ("stride", stride), ("padding", pad))}
             if groups > 1:  # grouped / depthwise: C/groups input channels per output channel
                 params["groups"] = groups
-            if op == "conv3d":
-                params.update(D=dims[0], H=dims[1], W=dims[2])
-            else:
-                params.update(H=dims[0], W=dims[1])
-            return op, params
-        if groups == 1 and len(kernel) == len(stride) == len(pad) == len(dims):
-            # a kernel, stride or padding not the same in every dimension (Inception's 1x7): per dimension
-            params = {"N": n, "C": c_in, "F": f_out, "kernel": tuple(kernel), "stride": tuple(stride),
-                      "padding": tuple(pad)}
-            params.update(dict(zip(("D", "H", "W") if op == "conv3d" else ("H", "W"), dims)))
+            params.update(zip(("D", "H", "W") if op == "conv3d" else ("H", "W"), dims))
             return op, params
         # non-square grouped kernels (or no per-dimension shape): the implicit GEMM the conv lowers to
         out_dims = local_dims(layer.output_shape[1:], split.spatial)
