@@ -578,13 +578,16 @@ class GpuKernelMode(_Strict):
 
 class GpuKernels(_Strict):
     """A GPU's kernel model (calibrate.gpu_kernels): its SMs and DRAM bandwidth, whether the samples ran with
-    the convolution library's algorithm search, and the fitted constants per dtype."""
+    the convolution library's algorithm search, the fitted constants per dtype and the ops it costs."""
 
     gpu: str
     sms: int = Field(ge=1)
     memory_bytes_per_s: PositiveFloat
     search: bool = True
     modes: dict[str, GpuKernelMode] = Field(min_length=1)
+    #: the ops it costs (None: every one it covers); a published profile's borrowed model costs its 3-D
+    #: convolutions only (calibrate.measured_kernels.conv3d_kernels)
+    ops: Optional[list[Literal["gemm", "linear", "conv2d", "conv3d"]]] = None
     sources: list[str] = Field(default_factory=list)
 
 

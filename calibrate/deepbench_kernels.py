@@ -95,7 +95,7 @@ def fit_workbooks(files: Sequence[Path] = WORKBOOKS) -> dict[str, GpuKernels]:
 
 @functools.lru_cache(maxsize=None)
 def load_kernels(path: Path = KERNELS_FILE) -> dict[str, GpuKernels]:
-    data = inputs.read_yaml(path, "DeepBench kernel models")
+    data = inputs.read_yaml(path, "GPU kernel models")
     if not isinstance(data, dict):
         raise UserError(f"{path}: expected a mapping of GPU name -> kernel model")
     from pydantic import ValidationError

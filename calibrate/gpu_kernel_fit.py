@@ -28,7 +28,7 @@ STARTS = ({}, {"efficiency": 0.7, "feed_bytes_per_s": 0.6}, {"efficiency": 1.25,
 
 @dataclass(frozen=True)
 class KernelSample:
-    """One measured call: op ("gemm" | "conv2d"), pass, params (cost-model shape), dtype and seconds."""
+    """One measured call: op ("gemm" | "conv2d" | "conv3d"), pass, params (cost-model shape), dtype and seconds."""
 
     op: str
     pass_: str
@@ -67,7 +67,8 @@ class _Arrays:
 def predict_arrays(values: Mapping[str, float], a: _Arrays) -> np.ndarray:
     """gk.kernel_time_s of every sample, vectorised over candidates."""
     hw = a.hardware
-    sm_peak = np.where(a.padded, values["unaligned_ratio"], 1.0)[a.sample] * hw.peak_flops_per_s / hw.sms
+    padded_share = np.where(a.pass_index == 0, values["unaligned_ratio"], values["unaligned_bwd_ratio"])
+    sm_peak = np.where(a.padded, padded_share, 1.0)[a.sample] * hw.peak_flops_per_s / hw.sms
     times = np.empty_like(a.flops)
     gemm = a.is_gemm[a.sample]
     passes = a.pass_index[a.sample]
@@ -85,10 +86,6 @@ def predict_arrays(values: Mapping[str, float], a: _Arrays) -> np.ndarray:
     return np.where(a.is_gemm, 0.0, values["conv_overhead_s"]) + np.maximum(floor, np.maximum(compute, memory))
 
 
-def _values(theta: np.ndarray) -> dict[str, float]:
-    return dict(zip(NAMES, np.exp(theta).tolist()))
-
-
 def fit(samples: Sequence[KernelSample], hardware: gk.Hardware, search: bool = True,
         start: Optional[Mapping[str, float]] = None) -> dict[str, float]:
     """The constants (gk.PARAMS names -> values) that fit these samples of one GPU and math mode best."""
@@ -97,25 +94,41 @@ def fit(samples: Sequence[KernelSample], hardware: gk.Hardware, search: bool = T
     if not samples:
         raise ValueError("fit: no samples")
     arrays = _Arrays(samples, hardware, search)
-    prior = np.log([gk.PARAMS[n].prior for n in NAMES])
-    sigma = np.array([gk.PARAMS[n].sigma for n in NAMES])
+    # constants no sample informs stay at their prior, out of the search (each one costs finite differences)
+    fixed = {n: gk.PARAMS[n].prior for n in uninformed(arrays)}
+    free = [n for n in NAMES if n not in fixed]
+    prior = np.log([gk.PARAMS[n].prior for n in free])
+    sigma = np.array([gk.PARAMS[n].sigma for n in free])
     measured = np.log(arrays.time_s)
     weight = math.sqrt(PRIOR_WEIGHT / len(samples))
 
+    def values_of(theta):
+        return {**fixed, **dict(zip(free, np.exp(theta).tolist()))}
+
     def residuals(theta):
-        predicted = np.log(predict_arrays(_values(theta), arrays))
+        predicted = np.log(predict_arrays(values_of(theta), arrays))
         return np.concatenate([predicted - measured, weight * (theta - prior) / sigma])
 
     initial = {name: param.prior for name, param in gk.PARAMS.items()}
     initial.update(_data_start(arrays) if start is None else start)
     best = None
     for shift in STARTS:  # the loss has corners (a min over tiles, a max with the floors): several starts
-        theta0 = np.log([initial[n] * shift.get(n, 1.0) for n in NAMES])
+        theta0 = np.log([initial[n] * shift.get(n, 1.0) for n in free])
         result = least_squares(residuals, theta0, loss="soft_l1", f_scale=LOSS_SCALE, diff_step=1e-3,
                                max_nfev=MAX_EVALUATIONS)
         if best is None or result.cost < best.cost:
             best = result
-    return _values(best.x)
+    return {n: values_of(best.x)[n] for n in NAMES}
+
+
+def uninformed(a: _Arrays) -> tuple[str, ...]:
+    """The channel-padding shares where no sample of their passes is a padded call (a CUDA-core mode has none)."""
+    out = []
+    if not (a.padded & (a.pass_index == 0)).any():
+        out.append("unaligned_ratio")
+    if not (a.padded & (a.pass_index > 0)).any():
+        out.append("unaligned_bwd_ratio")
+    return tuple(out)
 
 
 def _data_start(a: _Arrays) -> dict[str, float]:
@@ -152,14 +165,16 @@ def accuracy(predicted: np.ndarray, measured: np.ndarray) -> np.ndarray:
 
 def kernel_samples(samples: Sequence) -> dict[tuple[str, Optional[str]], list[KernelSample]]:
     """(dtype, math mode) -> the profile Samples the kernel model covers (GEMM and linear passes as the forward
-    GEMMs they run, ungrouped undilated 2-D convolutions: gk.as_kernel_call), as KernelSamples labelled by their
-    application (extra["application"], "" when unnamed)."""
+    GEMMs they run, ungrouped undilated 2-D and 3-D convolutions: gk.as_kernel_call), as KernelSamples labelled by
+    their application (extra["application"]; for a layer of the GPU grid, its network: the first word of
+    extra["layer"], as in "resnet_res2_3x3"; "" when unnamed)."""
     out: dict[tuple[str, Optional[str]], list[KernelSample]] = {}
     for s in samples:
         call = gk.as_kernel_call(s.benchmark, s.variant, s.params)
         if call is None or int(s.params.get("groups", 1)) > 1:  # the fit's rows: GEMMs and dense convolutions
             continue
-        sample = KernelSample(*call, s.dtype, float(np.median(s.times_s)), str(s.extra.get("application") or ""))
+        group = s.extra.get("application") or str(s.extra.get("layer") or "").split("_")[0]
+        sample = KernelSample(*call, s.dtype, float(np.median(s.times_s)), str(group or ""))
         out.setdefault((s.dtype, s.extra.get("math")), []).append(sample)
     return out
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Mapping, NamedTuple, Optional
 
+from calibrate.shapes import per_dim
 from profiler.dtypes import DTYPE_BYTES, canonical_dtype
 from profiler.errors import UserError
 from profiler.opmath import gemm_backward_shape, window_output_size
@@ -19,8 +20,10 @@ from profiler.opmath import gemm_backward_shape, window_output_size
 #: the algorithms a convolution may run (indices are stored in candidate arrays)
 ALGORITHMS = ("implicit_gemm", "winograd", "fft")
 PASSES = ("fwd", "bwd_data", "bwd_weight")
-#: the kernel families of one math mode, each with its own efficiency ratio
-FAMILIES = ("gemm/fwd", "conv2d/fwd", "conv2d/bwd_data", "conv2d/bwd_weight")
+#: the kernel families of one math mode, reported apart (a 3-D convolution's passes share the 2-D passes' ratios:
+#: cuDNN runs both as implicit GEMMs)
+FAMILIES = ("gemm/fwd", "conv2d/fwd", "conv2d/bwd_data", "conv2d/bwd_weight", "conv3d/fwd", "conv3d/bwd_data",
+            "conv3d/bwd_weight")
 #: CTA output tiles (rows x columns) the libraries choose among: CUTLASS/cuBLAS threadblock shapes from 16 to
 #: 256 on a side, at most 8:1, 512 to 32768 outputs
 TILES = tuple((a, b) for a in (16, 32, 64, 128, 256) for b in (16, 32, 64, 128, 256)
@@ -42,6 +45,8 @@ PARTIAL_BYTES = 2 * 4
 #: tensor cores need every channel count of a convolution to be a multiple of this; cuDNN 7.3 on pads C and K up to
 #: it (release notes v7.3.0: "the c and k dimensions of the tensors are now padded to multiples of 8")
 TENSOR_CORE_ALIGNMENT = 8
+#: the convolutions the model costs: cuDNN runs a 3-D one as the implicit GEMM of its 3-D window (no Winograd or FFT)
+CONV_OPS = ("conv2d", "conv3d")
 
 
 class Param(NamedTuple):
@@ -75,8 +80,9 @@ PARAMS: dict[str, Param] = {
     "fft_bwd_data": Param("... backward-data", 0.5, 0.5),
     "fft_bwd_weight": Param("... backward-weight", 0.5, 0.5),
     "transposed_memory_ratio": Param("memory time of a GEMM with a transposed operand relative to none", 1.0, 0.5),
-    "unaligned_ratio": Param("a channel-padded tensor-core convolution's efficiency relative to an aligned one",
-                             0.5, 1.5),
+    "unaligned_ratio": Param("a channel-padded tensor-core convolution's forward efficiency relative to an aligned "
+                             "one", 0.5, 1.5),
+    "unaligned_bwd_ratio": Param("... its backward passes' (cuDNN's padded kernels differ by pass)", 0.5, 1.5),
 }
 
 
@@ -113,27 +119,60 @@ class ConvShape(NamedTuple):
     p: int
     q: int
     groups: int = 1
+    # a 3-D convolution's depth: input depth, kernel depth, padding, stride, output depth (1, 1, 0, 1, 1 in 2-D)
+    d: int = 1
+    t: int = 1
+    pad_d: int = 0
+    stride_d: int = 1
+    o: int = 1
+
+    @property
+    def kernel_volume(self) -> int:
+        return self.t * self.r * self.s
+
+    @property
+    def strides(self) -> int:
+        return self.stride_d * self.stride_h * self.stride_w
+
+    @property
+    def output_positions(self) -> int:
+        """Output positions per sample (depth x rows x columns)."""
+        return self.o * self.p * self.q
+
+    @property
+    def input_positions(self) -> int:
+        return self.d * self.h * self.w
 
 
 def conv_shape(params: Mapping) -> ConvShape:
-    """A 2-D convolution's sizes from cost-model params (N, C, H, W, F, kernel, stride, padding)."""
+    """A 2-D or 3-D convolution's sizes from cost-model params (N, C, [D,] H, W, F, kernel, stride, padding;
+    a 3-D one has D, and per-dimension kernel, stride and padding as one value or a (depth, rows, columns) list)."""
+    three = "D" in params
     try:
         n, c, h, w, f = (int(params[k]) for k in ("N", "C", "H", "W", "F"))
     except KeyError as err:
-        raise UserError(f"conv2d shape is missing {err.args[0]!r}") from None
+        raise UserError(f"{'conv3d' if three else 'conv2d'} shape is missing {err.args[0]!r}") from None
+    groups = int(params.get("groups", 1))
+    if groups < 1 or c % groups or f % groups:
+        raise UserError(f"convolution: groups {groups} must divide channels {c} and filters {f}")
+    if three:
+        d = int(params["D"])
+        t, r, s = per_dim(params, "kernel", 3, 1)
+        sd, sh, sw = per_dim(params, "stride", 3, 1)
+        pd, ph, pw = per_dim(params, "padding", 3, 0)
+        return ConvShape(n, c, h, w, f, r, s, ph, pw, sh, sw, window_output_size(h, r, sh, ph),
+                         window_output_size(w, s, sw, pw), groups, d, t, pd, sd, window_output_size(d, t, sd, pd))
     r, s = _pair(params, "kernel", 1)
     sh, sw = _pair(params, "stride", 1)
     ph, pw = _pair(params, "padding", 0)
-    groups = int(params.get("groups", 1))
-    if groups < 1 or c % groups or f % groups:
-        raise UserError(f"conv2d: groups {groups} must divide channels {c} and filters {f}")
     return ConvShape(n, c, h, w, f, r, s, ph, pw, sh, sw, window_output_size(h, r, sh, ph),
                      window_output_size(w, s, sw, pw), groups)
 
 
 def products(op: str, pass_: str, params: Mapping, algorithm: str) -> tuple[int, int, int, int]:
     """(m, n, k, batch) of the batched GEMM an algorithm runs for one call (docs/method.md, "GPU kernels"):
-    implicit GEMM forward (N P Q, F, C R S), backward-data (N H W / (sh sw), C, F R S: a strided one as one
+    implicit GEMM forward (N P Q, F, C R S; a 3-D one over O P Q and C T R S), backward-data (N H W / (sh sw), C,
+    F R S: a strided one as one
     product per stride phase, which together do the forward's work; strided_bwd_data_ratio prices the rest),
     backward-weight (F, C R S, N P Q); Winograd one product per transformed point over 4x4 output
     tiles; FFT one complex product per frequency over 32x32 tiles."""
@@ -142,9 +181,10 @@ def products(op: str, pass_: str, params: Mapping, algorithm: str) -> tuple[int,
     x = conv_shape(params)
     if algorithm == "implicit_gemm":  # a grouped convolution: one product per group, of its channels and filters
         g, c, f = x.groups, x.c // x.groups, x.f // x.groups
-        return {"fwd": (x.n * x.p * x.q, f, c * x.r * x.s, g),
-                "bwd_data": (x.n * x.h * x.w // (x.stride_h * x.stride_w) or 1, c, f * x.r * x.s, g),
-                "bwd_weight": (f, c * x.r * x.s, x.n * x.p * x.q, g)}[pass_]
+        volume, outputs = x.kernel_volume, x.n * x.output_positions
+        return {"fwd": (outputs, f, c * volume, g),
+                "bwd_data": (x.n * x.input_positions // x.strides or 1, c, f * volume, g),
+                "bwd_weight": (f, c * volume, outputs, g)}[pass_]
     if algorithm == "winograd":
         tiles = x.n * -(-x.p // WINOGRAD_TILE) * -(-x.q // WINOGRAD_TILE)
         return {"fwd": (tiles, x.f, x.c, WINOGRAD_POINTS), "bwd_data": (tiles, x.c, x.f, WINOGRAD_POINTS),
@@ -178,7 +218,7 @@ def algorithms(op: str, pass_: str, params: Mapping, tensor_cores: bool, search:
     no Winograd or FFT kernel on tensor cores: DeepBench's V100 FP16 sheet records implicit GEMM for all 94
     forward shapes); with cuDNN's search also Winograd (3x3, stride 1) and FFT (stride 1, kernel wider than 1);
     with PyTorch's default heuristic (search False) the implicit GEMM."""
-    if op == "gemm" or tensor_cores or not search or int(params.get("groups", 1)) > 1:
+    if op != "conv2d" or tensor_cores or not search or int(params.get("groups", 1)) > 1:
         return ("implicit_gemm",)
     x = conv_shape(params)
     out = ["implicit_gemm"]
@@ -192,11 +232,13 @@ def algorithms(op: str, pass_: str, params: Mapping, tensor_cores: bool, search:
 
 def max_split(op: str, pass_: str, params: Mapping) -> int:
     """How many CTAs may share one output tile's reduction: cuBLAS splits K freely; cuDNN's weight gradient
-    reduces one image per CTA at most (its reduction runs over the batch and the output positions); its
-    forward and backward-data kernels do not split."""
+    reduces one image per CTA at most (its reduction runs over the batch and the output positions), a 3-D one one
+    output depth slice (an image) per CTA; its forward and backward-data kernels do not split."""
     if op == "gemm":
         return SPLITS[-1]
-    return int(params["N"]) if pass_ == "bwd_weight" else 1
+    if pass_ != "bwd_weight":
+        return 1
+    return int(params["N"]) * (conv_shape(params).o if op == "conv3d" else 1)
 
 
 def gather_amplification(op: str, params: Mapping) -> float:
@@ -214,7 +256,7 @@ def window_reuse(op: str, params: Mapping) -> float:
     if op == "gemm":
         return 1.0
     x = conv_shape(params)
-    return min(1.0, (x.stride_h * x.stride_w) / (x.r * x.s))
+    return min(1.0, x.strides / x.kernel_volume)
 
 
 def candidates(op: str, pass_: str, params: Mapping, dtype: str, sms: int, tensor_cores: bool,
@@ -254,7 +296,8 @@ def operand_bytes(op: str, params: Mapping, dtype: str) -> float:
         m, n, k = int(params["M"]), int(params["N"]), int(params["K"])
         return float(m * k + k * n + m * n) * element
     x = conv_shape(params)
-    return float(x.n * x.c * x.h * x.w + x.f * (x.c // x.groups) * x.r * x.s + x.n * x.f * x.p * x.q) * element
+    return float(x.n * x.c * x.input_positions + x.f * (x.c // x.groups) * x.kernel_volume
+                 + x.n * x.f * x.output_positions) * element
 
 
 def transposed(op: str, params: Mapping) -> bool:
@@ -264,13 +307,13 @@ def transposed(op: str, params: Mapping) -> bool:
 def depthwise(op: str, params: Mapping) -> bool:
     """A convolution with one input channel per group: a few FLOPs per element, run by dedicated kernels at the
     DRAM's pace (the model's memory term alone)."""
-    return op == "conv2d" and int(params.get("groups", 1)) > 1 and int(params["C"]) == int(params["groups"])
+    return op in CONV_OPS and int(params.get("groups", 1)) > 1 and int(params["C"]) == int(params["groups"])
 
 
 def strided_backward_data(op: str, pass_: str, params: Mapping) -> bool:
     """A backward-data of a strided convolution: cuDNN runs other kernels for it (DeepBench: 2.5x faster than
     the all-positions product on V100 FP32, up to 50x slower on the P100's FP16-storage kernels of cuDNN 6)."""
-    return op == "conv2d" and pass_ == "bwd_data" and _pair(params, "stride", 1) != (1, 1)
+    return op in CONV_OPS and pass_ == "bwd_data" and conv_shape(params).strides != 1
 
 
 def gapped_backward_data(op: str, pass_: str, params: Mapping) -> bool:
@@ -278,14 +321,16 @@ def gapped_backward_data(op: str, pass_: str, params: Mapping) -> bool:
     downsampling): the windows leave input positions no output reads, which the gradient must still write (zeros),
     a different regime from overlapping windows (5x5 stride 2: DeepBench P100 FP16, 0.15 ms unit-stride against
     8.5 ms strided for a 1x1 on 56x56x64, where 5x5 stride-2 layers run at the unit-stride rate)."""
-    return strided_backward_data(op, pass_, params) and any(
-        k < s for k, s in zip(_pair(params, "kernel", 1), _pair(params, "stride", 1)))
+    if not strided_backward_data(op, pass_, params):
+        return False
+    x = conv_shape(params)
+    return x.t < x.stride_d or x.r < x.stride_h or x.s < x.stride_w
 
 
 def unaligned(op: str, params: Mapping, tensor_cores: bool) -> bool:
     """A tensor-core convolution whose input or output channels (per group) are not a multiple of
     TENSOR_CORE_ALIGNMENT (first layers with 1-3 channels, depthwise convolutions)."""
-    if not tensor_cores or op != "conv2d":
+    if not tensor_cores or op not in CONV_OPS:
         return False
     groups = int(params.get("groups", 1))
     return any((int(params[k]) // groups) % TENSOR_CORE_ALIGNMENT for k in ("C", "F"))
@@ -320,8 +365,8 @@ def as_kernel_call(op: str, pass_: str, params: Mapping) -> Optional[tuple[str, 
         if (op, pass_) == ("gemm", "fwd"):  # a measured GEMM says its own operand order (DeepBench)
             ta, tb = bool(params.get("transpose_a", ta)), bool(params.get("transpose_b", tb))
         return "gemm", "fwd", {"M": m, "N": n, "K": k, "transpose_a": ta, "transpose_b": tb}
-    if op == "conv2d" and pass_ in PASSES and _pair(params, "dilation", 1) == (1, 1):
-        return "conv2d", pass_, dict(params)
+    if op in CONV_OPS and pass_ in PASSES and set(per_dim(params, "dilation", 3 if op == "conv3d" else 2, 1)) == {1}:
+        return op, pass_, dict(params)
     return None
 
 
@@ -358,22 +403,28 @@ def _minimum(a, b):
     return np.minimum(a, b)
 
 
-def sm_peak(values: Mapping[str, float], hardware: Hardware, op: str, params: Mapping) -> float:
+def unaligned_share(pass_: str) -> str:
+    """The constant that prices a channel-padded convolution's pass."""
+    return "unaligned_ratio" if pass_ == "fwd" else "unaligned_bwd_ratio"
+
+
+def sm_peak(values: Mapping[str, float], hardware: Hardware, op: str, params: Mapping, pass_: str = "fwd") -> float:
     """FLOP/s of one SM for this call: the math mode's peak; for a channel-padded tensor-core convolution the
-    fitted share of it; for an unaligned grouped one the CUDA-core peak."""
+    fitted share of it (one for the forward, one for the backward passes); for an unaligned grouped one the
+    CUDA-core peak."""
     if not unaligned(op, params, hardware.tensor_cores):
         return hardware.peak_flops_per_s / hardware.sms
     if padded_on_tensor_cores(op, params, hardware.tensor_cores):  # padded channels at a fitted share of the peak
-        return values["unaligned_ratio"] * hardware.peak_flops_per_s / hardware.sms
+        return values[unaligned_share(pass_)] * hardware.peak_flops_per_s / hardware.sms
     return hardware.fallback_flops_per_s / hardware.sms  # grouped: cuDNN's grouped CUDA-core kernels
 
 
 def kernel_time_s(values: Mapping[str, float], hardware: Hardware, op: str, pass_: str, params: Mapping,
                   dtype: str, search: bool = True) -> float:
     """Predicted seconds of one GEMM or 2-D convolution call (module docstring)."""
-    if op not in ("gemm", "conv2d") or pass_ not in PASSES or (op == "gemm" and pass_ != "fwd"):
-        raise UserError(f"the GPU kernel model covers gemm fwd and conv2d passes, not {op} {pass_}")
-    peak = sm_peak(values, hardware, op, params)
+    if (op != "gemm" and op not in CONV_OPS) or pass_ not in PASSES or (op == "gemm" and pass_ != "fwd"):
+        raise UserError(f"the GPU kernel model covers gemm fwd and convolution passes, not {op} {pass_}")
+    peak = sm_peak(values, hardware, op, params, pass_)
     is_gemm = op == "gemm"
     compute = 0.0 if depthwise(op, params) else min(
         candidate_time(values, peak, a, w, f, i, p, pass_, is_gemm, hardware.memory_bytes_per_s)
@@ -394,7 +445,7 @@ def chosen_algorithm(values: Mapping[str, float], hardware: Hardware, op: str, p
     """The algorithm the model picks for a call (for reports; None for a GEMM)."""
     if op == "gemm":
         return None
-    peak = sm_peak(values, hardware, op, params)
+    peak = sm_peak(values, hardware, op, params, pass_)
     best = min(candidates(op, pass_, params, dtype, hardware.sms, hardware.tensor_cores, search),
                key=lambda c: candidate_time(values, peak, c[0], c[1], c[2], c[3], c[4], pass_, False,
                                             hardware.memory_bytes_per_s))

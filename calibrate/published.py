@@ -26,6 +26,7 @@ from calibrate.spread import published_spread
 from calibrate.storage_fit import published_storage
 from calibrate.backends.gpu import WINOGRAD_FAMILY
 from calibrate.gpu_specs import find_spec
+from calibrate.measured_kernels import conv3d_kernels
 from calibrate.shapes import FLOP_FEATURES, GROUPED_SUFFIX, MATMUL_OPS
 from calibrate.shipped import shipped_profiles_dir
 from calibrate.systems import GPU, GemmGrid, Node, load_figures, load_gpus, load_nodes
@@ -224,11 +225,14 @@ def build_profile(node: Node, constants: Optional[SystemConstants] = None,
     (None: datasheet figures only); `model_error`: the held-out error of the published validation; `stacks`:
     the software stacks' factors fitted with the constants (kept only with them: they are relative to the
     fitted family scales, not to the datasheet); `kernels`: a GPU kernel model (calibrate.deepbench_kernels)
-    that costs the GEMMs and convolutions instead of the datasheet fractions."""
+    that costs the GEMMs and convolutions instead of the datasheet fractions; without one, the GPU's
+    `conv3d_kernels` model costs its 3-D convolutions (calibrate.measured_kernels)."""
     gpu = node.gpu
     compute = _compute(gpu)
     if constants is not None:
         compute = _apply_constants(compute, constants)
+    if kernels is None:  # the 3-D convolutions: a measured kernel model (no published figure times them)
+        kernels = conv3d_kernels(gpu.conv3d_kernels, gpu.name, gpu.peak_flops["float32"].value)
     coefficients = Coefficients(
         compute=compute, framework=_framework(constants), gpu_kernels=kernels,
         execution=Execution(overlap_efficiency=OVERLAP_EFFICIENCY.estimate(), sources=[OVERLAP_EFFICIENCY.source]),

@@ -118,6 +118,9 @@ class GPU(BaseModel):
     #: dtype -> measured GEMM throughput by M, N and K, where published (calibrate.published.gemm_grid_efficiency);
     #: it takes the place of gemm_by_size for its dtypes
     gemm_grid: dict[str, GemmGrid] = Field(default_factory=dict)
+    #: the GPU (calibrate/data/gpus.yaml name) whose fitted kernel model costs this GPU's 3-D convolutions: its own
+    #: chip's where DeepBench or a shipped calibration timed it, else a measured one's (calibrate.measured_kernels)
+    conv3d_kernels: Optional[str] = None
 
     @model_validator(mode="after")
     def _fractions(self) -> "GPU":

@@ -2,9 +2,9 @@
 
 The efficiency fits take the generic features (calibrate.shapes.FLOP_FEATURES, BYTE_FEATURES) and nothing of the
 host's; a float32 3x3 stride-1 convolution is costed with a published GPU's Winograd family where the profile has
-one; and a GEMM, linear or 2-D convolution with the GPU kernel model where the profile has one for its dtype
-(calibrate.gpu_kernels: waves, tiles, tensor cores, cuDNN's algorithms; docs/method.md §3b), except a grouped
-convolution where the profile has a grouped family for it.
+one; and a GEMM, linear or 2-D or 3-D convolution with the GPU kernel model where the profile has one for its op
+and dtype (calibrate.gpu_kernels: waves, tiles, tensor cores, cuDNN's algorithms; docs/method.md §3b), except a
+grouped convolution where the profile has a grouped family for it.
 """
 from __future__ import annotations
 
@@ -62,13 +62,13 @@ class GpuBackend:
 
     def kernel_time_s(self, coefficients: Coefficients, op: str, pass_: str, params: Mapping[str, Any], dtype: str,
                       search: bool, cache: dict) -> Optional[float]:
-        """The GPU kernel model's time of a GEMM, linear or 2-D convolution call (calibrate.gpu_kernels),
-        where the profile has one for this dtype; None otherwise (the family fits cost it). A grouped convolution goes
+        """The GPU kernel model's time of a GEMM, linear or convolution call (calibrate.gpu_kernels), where the
+        profile has one for this op and dtype; None otherwise (the family fits cost it). A grouped convolution goes
         to the profile's grouped family where it has one for the pass and dtype: the kernel model is fitted to GEMMs
         and dense convolutions only (calibrate.gpu_kernel_fit.kernel_samples). search: whether convolutions run
         cuDNN's fastest algorithm or its heuristic's; cache: times by call, kept by the caller."""
         model = coefficients.gpu_kernels
-        if model is None:
+        if model is None or (model.ops is not None and op not in model.ops):
             return None
         family = shapes.family_op(op, params)
         if family != op and f"{family}/{pass_}/{dtype}" in coefficients.compute:

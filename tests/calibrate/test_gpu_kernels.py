@@ -40,7 +40,7 @@ def constants(**overrides) -> dict:
 HAND = constants(efficiency=0.5, gemm_ratio=1.0, bwd_data_ratio=1.0, bwd_weight_ratio=1.0, feed_bytes_per_s=1e15,
                  memory_efficiency=0.5, floor_s=2e-5, conv_floor_ratio=2.0, wave_s=1e-7, winograd_fwd=0.5,
                  winograd_bwd_data=0.5, winograd_bwd_weight=0.5, fft_fwd=0.25, fft_bwd_data=0.25, fft_bwd_weight=0.25,
-                 transposed_memory_ratio=1.5, unaligned_ratio=0.7)
+                 transposed_memory_ratio=1.5, unaligned_ratio=0.7, unaligned_bwd_ratio=0.3)
 #: a 10-SM GPU: 1e13 FLOP/s (1e12 per SM), 1e11 bytes/s of DRAM, CUDA cores
 HW = gk.Hardware(sms=10, peak_flops_per_s=1e13, fallback_flops_per_s=1e13, memory_bytes_per_s=1e11, tensor_cores=False)
 #: the same GPU's tensor-core mode: 1e14 FLOP/s, its CUDA cores' 1e13 the fallback
@@ -253,8 +253,11 @@ def test_tensor_core_alignment_of_channels():
     assert gk.sm_peak(HAND, HW, "conv2d", first) == pytest.approx(1e13 / 10)
     depthwise = {**conv(32, 36, 28, 28, 36, 3), "groups": 36}
     assert gk.sm_peak(HAND, HW_TC, "conv2d", depthwise) == pytest.approx(1e13 / 10)  # the CUDA-core fallback
-    for p, peak in ((first, ratio * 1e14 / 10), (aligned, 1e14 / 10)):
+    assert gk.sm_peak(HAND, HW_TC, "conv2d", first, "bwd_weight") == pytest.approx(
+        HAND["unaligned_bwd_ratio"] * 1e14 / 10)  # the backward passes' own share
+    for p in (first, aligned):
         for pass_ in gk.PASSES:
+            peak = (HAND[gk.unaligned_share(pass_)] if p is first else 1.0) * 1e14 / 10
             got = gk.kernel_time_s(HAND, HW_TC, "conv2d", pass_, p, "float16")
             shape = gk.padded_channels(p) if p is first else p
             # the tiles run over the padded shape; the operands' DRAM bytes stay the real ones
@@ -438,14 +441,16 @@ def test_as_kernel_call_keeps_undilated_convolutions_and_refuses_the_rest():
     assert gk.as_kernel_call("conv2d", "fwd", {**p, "groups": 64})[0] == "conv2d"  # grouped: per-group products
     assert gk.as_kernel_call("conv2d", "fwd", {**p, "dilation": [2, 2]}) is None
     assert gk.as_kernel_call("conv2d", "fwd", {**p, "dilation": 2}) is None
-    assert gk.as_kernel_call("conv3d", "fwd", p) is None
+    volume = {**p, "D": 8}
+    assert gk.as_kernel_call("conv3d", "fwd", volume) == ("conv3d", "fwd", volume)
+    assert gk.as_kernel_call("conv3d", "fwd", {**volume, "dilation": [1, 2, 2]}) is None
     assert gk.as_kernel_call("conv2d", "bwd", p) is None
     assert gk.as_kernel_call("bmm", "fwd", {"B": 2, "M": 3, "N": 4, "K": 5}) is None
     assert gk.as_kernel_call("relu", "fwd", {"size": 10}) is None
 
 
 @pytest.mark.parametrize("op,pass_", [("bmm", "fwd"), ("gemm", "bwd_data"), ("gemm", "bwd_weight"),
-                                      ("linear", "fwd"), ("conv2d", "bwd"), ("conv3d", "fwd")])
+                                      ("linear", "fwd"), ("conv2d", "bwd"), ("conv3d", "bwd")])
 def test_kernel_time_refuses_what_it_does_not_cover(op, pass_):
     with pytest.raises(UserError, match="GPU kernel model covers"):
         gk.kernel_time_s(HAND, HW, op, pass_, {"M": 8, "N": 8, "K": 8, **conv(1, 8, 8, 8, 8, 3)}, "float32")
@@ -564,7 +569,7 @@ def test_kernel_samples_keeps_gemms_and_plain_convolutions():
         sample("conv2d", "bwd_weight", {**p, "dilation": 1}, application=None),
         sample("conv2d", "fwd", {**p, "groups": 2}),
         sample("conv2d", "fwd", {**p, "dilation": [2, 2]}),
-        sample("conv3d", "fwd", {**p, "D": 8}),
+        sample("conv3d", "fwd", {**p, "D": 8}, layer="cosmo_conv1_3x3x3"),
         sample("relu", "fwd", {"size": 100}),
         sample("stream", "triad", {"size_bytes": 100}),
         sample("gemm", "fwd", {"M": 64, "N": 64, "K": 64}, dtype="float16", math="fp16_storage_fp32_math"),
@@ -576,7 +581,8 @@ def test_kernel_samples_keeps_gemms_and_plain_convolutions():
     # a GEMM's backward pass and a linear layer are the forward GEMMs they run, with their transposes
     assert [(r.op, r.pass_, r.group) for r in rows] == [("gemm", "fwd", "DeepSpeech"), ("gemm", "fwd", "DeepSpeech"),
                                                         ("gemm", "fwd", ""), ("conv2d", "fwd", "Resnet"),
-                                                        ("conv2d", "bwd_data", ""), ("conv2d", "bwd_weight", "")]
+                                                        ("conv2d", "bwd_data", ""), ("conv2d", "bwd_weight", ""),
+                                                        ("conv3d", "fwd", "cosmo")]  # a grid layer: its network
     assert rows[1].params == {"M": 64, "N": 64, "K": 64, "transpose_a": False, "transpose_b": True}
     assert rows[2].params["transpose_b"] is True  # PyTorch's linear runs X W^T
     assert rows[0].time_s == pytest.approx(2e-4)  # the median of the calls
@@ -689,7 +695,9 @@ def test_a_malformed_datasheet_file_is_a_user_error(tmp_path):
 GPU_SHAPES = ([("gemm", "fwd", {"M": m, "N": n, "K": k}) for m in (64, 1024) for n in (128, 2048) for k in (256, 4096)]
               + [("conv2d", pass_, conv(n, c, h, h, f, r)) for pass_ in gk.PASSES
                  for n, c, h, f, r in ((8, 64, 56, 64, 3), (16, 128, 28, 128, 3), (4, 256, 14, 512, 1),
-                                       (32, 32, 112, 64, 3))])
+                                       (32, 32, 112, 64, 3))]
+              + [("conv3d", pass_, {"N": n, "C": c, "D": h, "H": h, "W": h, "F": f, "kernel": 3, "padding": 1})
+                 for pass_ in gk.PASSES for n, c, h, f in ((1, 32, 32, 64), (8, 64, 8, 128))])
 
 
 def gpu_profile(samples) -> Profile:
@@ -915,3 +923,29 @@ def test_bench_deepbench_on_a_small_workbook(tmp_path, capsys):
     assert {r["application"] for r in rows} == {"DeepSpeech", "Speaker ID", "Resnet", "Vision"}
     text = docs.read_text()
     assert text.startswith("<!-- generated by `python -m bench deepbench`") and "| NVIDIA V100 | float32 |" in text
+
+
+def test_a_3d_convolution_is_the_implicit_gemm_of_its_3d_window():
+    """By hand: 2 samples of 4 x 8^3 into 16 filters of 3^3 (padding 1) run forward as (2 x 512) x 16 x (4 x 27),
+    the input gradient as (2 x 512) x 4 x (16 x 27), the weight gradient as 16 x 108 x 1024, on the implicit GEMM
+    only; a one-deep window over a one-deep volume is the 2-D convolution, in every pass and quantity."""
+    x = {"N": 2, "C": 4, "D": 8, "H": 8, "W": 8, "F": 16, "kernel": 3, "stride": 1, "padding": 1}
+    assert gk.products("conv3d", "fwd", x, "implicit_gemm") == (1024, 16, 108, 1)
+    assert gk.products("conv3d", "bwd_data", x, "implicit_gemm") == (1024, 4, 432, 1)
+    assert gk.products("conv3d", "bwd_weight", x, "implicit_gemm") == (16, 108, 1024, 1)
+    assert gk.algorithms("conv3d", "fwd", x, tensor_cores=False, search=True) == ("implicit_gemm",)
+    assert gk.operand_bytes("conv3d", x, "float32") == 4 * (2 * 4 * 512 + 16 * 4 * 27 + 2 * 16 * 512)
+    assert gk.window_reuse("conv3d", x) == 1 / 27
+    assert gk.max_split("conv3d", "bwd_weight", x) == 2 * 8  # one output depth slice of one sample per CTA
+    assert gk.unaligned("conv3d", x, tensor_cores=True) and not gk.unaligned("conv3d", x, tensor_cores=False)
+    flat = {"N": 2, "C": 16, "H": 14, "W": 14, "F": 32, "kernel": 3, "stride": 2, "padding": 1}
+    deep = {**flat, "D": 1, "kernel": [1, 3, 3], "stride": [1, 2, 2], "padding": [0, 1, 1]}
+    hw = gk.Hardware(80, 15.7e12, 15.7e12, 9e11, False)
+    values = {name: p.prior for name, p in gk.PARAMS.items()}
+    for pass_ in gk.PASSES:
+        assert gk.products("conv3d", pass_, deep, "implicit_gemm") == gk.products("conv2d", pass_, flat,
+                                                                                    "implicit_gemm")
+        assert gk.kernel_time_s(values, hw, "conv3d", pass_, deep, "float32", search=False) == pytest.approx(
+            gk.kernel_time_s(values, hw, "conv2d", pass_, flat, "float32", search=False))
+    assert gk.strided_backward_data("conv3d", "bwd_data", deep) and not gk.gapped_backward_data("conv3d", "bwd_data",
+                                                                                               deep)

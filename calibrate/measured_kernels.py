@@ -1,0 +1,111 @@
+"""GPU kernel models fitted to the measured GPU calibrations the repository ships, and the 3-D convolution model a
+published GPU borrows from a measured one (docs/gpu-kernels.md, "3-D convolutions").
+
+    python -m calibrate.measured_kernels      # refit, rewrite calibrate/data/measured_kernels.yaml
+
+DeepBench times no 3-D convolution; the H200 calibration (calibrate/profiles/h200.yaml, `profiler calibrate --device
+cuda`) times 20 per pass and dtype beside its 2-D ones. A published profile costs its 3-D convolutions with the kernel
+model its GPU's `conv3d_kernels` names (calibrate/data/published/gpus.yaml): its own chip's DeepBench fit where
+DeepBench timed the chip, otherwise a measured GPU's constants on this GPU's SMs, peaks and DRAM bandwidth
+(`retarget`: the constants describe the libraries' kernels, the hardware scales them, as Habitat scales a kernel's
+waves from one GPU to another).
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Optional, Sequence
+
+from calibrate import gpu_specs
+from calibrate.coefficients import GpuKernels
+from calibrate.deepbench_kernels import KERNELS_FILE as DEEPBENCH_FILE
+from calibrate.deepbench_kernels import load_kernels
+from calibrate.gpu_kernel_fit import fit_gpu_kernels
+from profiler.errors import UserError
+from profiler.profile import dump_yaml, load_profile, write_atomic
+
+ROOT = Path(__file__).resolve().parent
+#: the shipped measured GPU calibrations whose samples the models are fitted to
+PROFILES = (ROOT / "profiles" / "h200.yaml",)
+KERNELS_FILE = ROOT / "data" / "measured_kernels.yaml"
+
+
+def fit_profiles(paths: Sequence[Path] = PROFILES) -> dict[str, GpuKernels]:
+    """GPU (its calibrate/data/gpus.yaml name) -> the kernel model fitted to a measured profile's GPU samples."""
+    out = {}
+    for path in paths:
+        profile = load_profile(path)
+        if not profile.machine.gpus:
+            raise UserError(f"{path}: a measured GPU profile names its GPU (machine.gpus)")
+        gpu = profile.machine.gpus[0]
+        kernels = fit_gpu_kernels(profile.samples, gpu.name)
+        if kernels is None:
+            raise UserError(f"{path}: no GEMM or convolution sample of a GPU in calibrate/data/gpus.yaml")
+        out[kernels.gpu] = kernels.model_copy(update={"sources": kernels.sources + [
+            f"measured on one {gpu.name} by `profiler calibrate --device cuda` ({path.name}, {profile.created[:10]}), "
+            "the shapes' networks held out in turn for the held-out figures"]})
+    return out
+
+
+def kernel_model(gpu_name: str) -> Optional[GpuKernels]:
+    """The fitted kernel model of a GPU chip: a measured calibration's, else DeepBench's (None: neither)."""
+    spec = gpu_specs.find_spec(gpu_name)
+    if spec is None:
+        return None
+    return load_kernels(KERNELS_FILE).get(spec.name) or load_kernels(DEEPBENCH_FILE).get(spec.name)
+
+
+def retarget(kernels: GpuKernels, gpu_name: str, float32_peak_flops_per_s: float, ops: Sequence[str]) -> GpuKernels:
+    """`kernels`' constants on another GPU: its SMs, DRAM bandwidth and the peaks of each dtype's math mode there,
+    scaled by this card's FP32 peak over its chip's datasheet one (another clock of the same silicon); the modes whose
+    tensor-core use differs there are dropped (an error when none is left); costing only `ops`."""
+    spec = gpu_specs.find_spec(gpu_name)
+    if spec is None:
+        raise UserError(f"GPU {gpu_name!r} is not in calibrate/data/gpus.yaml")
+    factor = float32_peak_flops_per_s / spec.peak_flops_per_s["float32"]
+    modes = {}
+    for dtype, mode in kernels.modes.items():
+        math_name, tensor_cores = gpu_specs.math_mode(spec, dtype, mode.math)
+        if tensor_cores != mode.tensor_cores:
+            continue
+        hw = gpu_specs.hardware(spec, dtype, mode.math)
+        modes[dtype] = mode.model_copy(update={"math": math_name, "peak_flops_per_s": hw.peak_flops_per_s * factor,
+                                               "fallback_flops_per_s": hw.fallback_flops_per_s * factor})
+    if not modes:
+        raise UserError(f"no dtype of {kernels.gpu}'s kernel model runs on the same units on the {spec.name}")
+    same = spec.name == kernels.gpu
+    note = (f"{kernels.gpu}'s kernel constants" + ("" if same else f" on the {spec.name}'s {spec.sms} SMs, peaks "
+                                                                    "and DRAM bandwidth")
+            + f", peaks scaled by {factor:.3f} (this card's FP32 peak over the datasheet's); costs {', '.join(ops)}")
+    return GpuKernels(gpu=spec.name, sms=spec.sms, memory_bytes_per_s=spec.memory_bytes_per_s, search=kernels.search,
+                      modes=modes, ops=list(ops), sources=kernels.sources + [note, spec.source])
+
+
+def conv3d_kernels(source_gpu: Optional[str], gpu_name: str, float32_peak_flops_per_s: float
+                   ) -> Optional[GpuKernels]:
+    """The model that costs a published GPU's 3-D convolutions: `source_gpu`'s (its `conv3d_kernels`) on this GPU;
+    None without one."""
+    if source_gpu is None:
+        return None
+    model = kernel_model(source_gpu)
+    if model is None:
+        raise UserError(f"conv3d_kernels: no fitted kernel model of {source_gpu!r} ({KERNELS_FILE.name}, "
+                        f"{DEEPBENCH_FILE.name})")
+    return retarget(model, gpu_name, float32_peak_flops_per_s, ["conv3d"])
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=KERNELS_FILE, help="file to write (default: %(default)s)")
+    args = parser.parse_args(argv)
+    models = fit_profiles()
+    header = ("# GPU kernel models fitted to the shipped measured GPU calibrations: `python -m calibrate.measured_kernels`\n"
+              "# writes this file from calibrate/profiles; do not edit by hand.\n")
+    write_atomic(args.out, header + dump_yaml({name: m.model_dump(mode="json", exclude_none=True)
+                                                for name, m in models.items()}))
+    print(f"{args.out}: {', '.join(models)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
