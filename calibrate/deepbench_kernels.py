@@ -123,17 +123,22 @@ def kernels_for(gpu_name: str, float32_peak_flops_per_s: Optional[float] = None)
         f"peaks scaled by {factor:.3f}: this GPU's FP32 peak over DeepBench's card's"]})
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=KERNELS_FILE, help="file to write (default: %(default)s)")
+def write_kernels_main(argv, description: str, default: Path, fit, header: str) -> int:
+    """The command that refits kernel models (`fit()`: GPU -> GpuKernels) and writes them to --out."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--out", type=Path, default=default, help="file to write (default: %(default)s)")
     args = parser.parse_args(argv)
-    models = fit_workbooks()
-    header = ("# GPU kernel models fitted to DeepBench's measured kernels: `python -m calibrate.deepbench_kernels`\n"
-              "# writes this file from calibrate/data/deepbench; do not edit by hand.\n")
+    models = fit()
     write_atomic(args.out, header + dump_yaml({name: m.model_dump(mode="json", exclude_none=True)
                                                 for name, m in models.items()}))
     print(f"{args.out}: {', '.join(models)}")
     return 0
+
+
+def main(argv=None) -> int:
+    return write_kernels_main(argv, __doc__.splitlines()[0], KERNELS_FILE, fit_workbooks, (
+        "# GPU kernel models fitted to DeepBench's measured kernels: `python -m calibrate.deepbench_kernels`\n"
+        "# writes this file from calibrate/data/deepbench; do not edit by hand.\n"))
 
 
 if __name__ == "__main__":

@@ -12,17 +12,16 @@ waves from one GPU to another).
 """
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 from typing import Optional, Sequence
 
 from calibrate import gpu_specs
 from calibrate.coefficients import GpuKernels
 from calibrate.deepbench_kernels import KERNELS_FILE as DEEPBENCH_FILE
-from calibrate.deepbench_kernels import load_kernels
+from calibrate.deepbench_kernels import load_kernels, write_kernels_main
 from calibrate.gpu_kernel_fit import fit_gpu_kernels
 from profiler.errors import UserError
-from profiler.profile import dump_yaml, load_profile, write_atomic
+from profiler.profile import load_profile
 
 ROOT = Path(__file__).resolve().parent
 #: the shipped measured GPU calibrations whose samples the models are fitted to
@@ -95,16 +94,9 @@ def conv3d_kernels(source_gpu: Optional[str], gpu_name: str, float32_peak_flops_
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=KERNELS_FILE, help="file to write (default: %(default)s)")
-    args = parser.parse_args(argv)
-    models = fit_profiles()
-    header = ("# GPU kernel models fitted to the shipped measured GPU calibrations: `python -m calibrate.measured_kernels`\n"
-              "# writes this file from calibrate/profiles; do not edit by hand.\n")
-    write_atomic(args.out, header + dump_yaml({name: m.model_dump(mode="json", exclude_none=True)
-                                                for name, m in models.items()}))
-    print(f"{args.out}: {', '.join(models)}")
-    return 0
+    return write_kernels_main(argv, __doc__.splitlines()[0], KERNELS_FILE, fit_profiles, (
+        "# GPU kernel models fitted to the shipped measured GPU calibrations: `python -m calibrate.measured_kernels`\n"
+        "# writes this file from calibrate/profiles; do not edit by hand.\n"))
 
 
 if __name__ == "__main__":
