@@ -122,8 +122,11 @@ def fit(samples: Sequence[KernelSample], hardware: gk.Hardware, search: bool = T
 
 
 def uninformed(a: _Arrays) -> tuple[str, ...]:
-    """The channel-padding shares where no sample of their passes is a padded call (a CUDA-core mode has none)."""
-    out = []
+    """The channel-padding shares where no sample of their passes is a padded call (a CUDA-core mode has none), and
+    the 3-D regime's ratios where no sample of their pass is a 3-D convolution (DeepBench times none)."""
+    three = gk.ALGORITHMS.index("implicit_gemm_3d")
+    out = [f"conv3d_{pass_}" for i, pass_ in enumerate(gk.PASSES)
+           if not ((a.algorithm == three) & (a.pass_index[a.sample] == i)).any()]
     if not (a.padded & (a.pass_index == 0)).any():
         out.append("unaligned_ratio")
     if not (a.padded & (a.pass_index > 0)).any():

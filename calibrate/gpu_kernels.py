@@ -18,7 +18,9 @@ from profiler.errors import UserError
 from profiler.opmath import gemm_backward_shape, window_output_size
 
 #: the algorithms a convolution may run (indices are stored in candidate arrays)
-ALGORITHMS = ("implicit_gemm", "winograd", "fft")
+ALGORITHMS = ("implicit_gemm", "winograd", "fft", "implicit_gemm_3d")
+#: the implicit GEMM algorithms (2-D and 3-D windows: the same products, their own kernels)
+IMPLICIT = ("implicit_gemm", "implicit_gemm_3d")
 PASSES = ("fwd", "bwd_data", "bwd_weight")
 #: the kernel families of one math mode, reported apart (a 3-D convolution's passes share the 2-D passes' ratios:
 #: cuDNN runs both as implicit GEMMs)
@@ -79,6 +81,9 @@ PARAMS: dict[str, Param] = {
     "fft_fwd": Param("FFT efficiency relative to implicit GEMM, forward", 0.5, 0.5),
     "fft_bwd_data": Param("... backward-data", 0.5, 0.5),
     "fft_bwd_weight": Param("... backward-weight", 0.5, 0.5),
+    "conv3d_fwd": Param("3-D implicit-GEMM efficiency relative to the 2-D one, forward", 1.0, 0.5),
+    "conv3d_bwd_data": Param("... backward-data", 1.0, 0.5),
+    "conv3d_bwd_weight": Param("... backward-weight", 1.0, 0.5),
     "transposed_memory_ratio": Param("memory time of a GEMM with a transposed operand relative to none", 1.0, 0.5),
     "unaligned_ratio": Param("a channel-padded tensor-core convolution's forward efficiency relative to an aligned "
                              "one", 0.5, 1.5),
@@ -179,7 +184,7 @@ def products(op: str, pass_: str, params: Mapping, algorithm: str) -> tuple[int,
     if op == "gemm":
         return int(params["M"]), int(params["N"]), int(params["K"]), 1
     x = conv_shape(params)
-    if algorithm == "implicit_gemm":  # a grouped convolution: one product per group, of its channels and filters
+    if algorithm in IMPLICIT:  # a grouped convolution: one product per group, of its channels and filters
         g, c, f = x.groups, x.c // x.groups, x.f // x.groups
         volume, outputs = x.kernel_volume, x.n * x.output_positions
         return {"fwd": (outputs, f, c * volume, g),
@@ -200,7 +205,7 @@ def transform_bytes(params: Mapping, algorithm: str, dtype: str) -> float:
     """DRAM bytes a Winograd or FFT convolution spends on its transforms: the input, the weight and the output
     (or their gradients) each written transformed and read back (36 points per 4x4 tile; 32 x 17 complex
     points per FFT tile, in float32). 0 for the implicit GEMM."""
-    if algorithm == "implicit_gemm":
+    if algorithm in IMPLICIT:
         return 0.0
     x = conv_shape(params)
     if algorithm == "winograd":
@@ -218,6 +223,8 @@ def algorithms(op: str, pass_: str, params: Mapping, tensor_cores: bool, search:
     no Winograd or FFT kernel on tensor cores: DeepBench's V100 FP16 sheet records implicit GEMM for all 94
     forward shapes); with cuDNN's search also Winograd (3x3, stride 1) and FFT (stride 1, kernel wider than 1);
     with PyTorch's default heuristic (search False) the implicit GEMM."""
+    if op == "conv3d":
+        return ("implicit_gemm_3d",)
     if op != "conv2d" or tensor_cores or not search or int(params.get("groups", 1)) > 1:
         return ("implicit_gemm",)
     x = conv_shape(params)
@@ -277,7 +284,7 @@ def candidates(op: str, pass_: str, params: Mapping, dtype: str, sms: int, tenso
         index = ALGORITHMS.index(algorithm)
         m, n, k, batch = products(op, pass_, params, algorithm)
         transforms = transform_bytes(params, algorithm, dtype) if op != "gemm" else 0.0
-        for tm, tn in (TILES + THIN_TILES if batch > 1 and algorithm == "implicit_gemm" else TILES):
+        for tm, tn in (TILES + THIN_TILES if batch > 1 and algorithm in IMPLICIT else TILES):
             tiles = -(-m // tm) * -(-n // tn) * batch
             intensity = 2.0 * tm * tn / ((tm * rows_amp + tn * cols_amp) * element)
             for split in SPLITS:
@@ -383,17 +390,17 @@ def candidate_time(values: Mapping[str, float], sm_peak, algorithm, waves, flops
     if is_gemm:
         regime = 1.0
     else:
-        winograd, fft = values[f"winograd_{pass_}"], values[f"fft_{pass_}"]
-        regime = _select(algorithm, winograd, fft)
+        winograd, fft, three = values[f"winograd_{pass_}"], values[f"fft_{pass_}"], values[f"conv3d_{pass_}"]
+        regime = _select(algorithm, winograd, fft, three)
     rate = _minimum(values["efficiency"] * ratio * regime * sm_peak, intensity * values["feed_bytes_per_s"])
     return waves * (values["wave_s"] + flops / rate) + partials / memory_bytes_per_s
 
 
-def _select(algorithm, winograd: float, fft: float):
+def _select(algorithm, winograd: float, fft: float, three: float):
     if isinstance(algorithm, (int, float)):
-        return (1.0, winograd, fft)[int(algorithm)]
+        return (1.0, winograd, fft, three)[int(algorithm)]
     import numpy as np
-    return np.choose(algorithm.astype(int), (1.0, winograd, fft))
+    return np.choose(algorithm.astype(int), (1.0, winograd, fft, three))
 
 
 def _minimum(a, b):

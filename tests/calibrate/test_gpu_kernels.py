@@ -933,7 +933,7 @@ def test_a_3d_convolution_is_the_implicit_gemm_of_its_3d_window():
     assert gk.products("conv3d", "fwd", x, "implicit_gemm") == (1024, 16, 108, 1)
     assert gk.products("conv3d", "bwd_data", x, "implicit_gemm") == (1024, 4, 432, 1)
     assert gk.products("conv3d", "bwd_weight", x, "implicit_gemm") == (16, 108, 1024, 1)
-    assert gk.algorithms("conv3d", "fwd", x, tensor_cores=False, search=True) == ("implicit_gemm",)
+    assert gk.algorithms("conv3d", "fwd", x, tensor_cores=False, search=True) == ("implicit_gemm_3d",)
     assert gk.operand_bytes("conv3d", x, "float32") == 4 * (2 * 4 * 512 + 16 * 4 * 27 + 2 * 16 * 512)
     assert gk.window_reuse("conv3d", x) == 1 / 27
     assert gk.max_split("conv3d", "bwd_weight", x) == 2 * 8  # one output depth slice of one sample per CTA
@@ -949,3 +949,13 @@ def test_a_3d_convolution_is_the_implicit_gemm_of_its_3d_window():
             gk.kernel_time_s(values, hw, "conv2d", pass_, flat, "float32", search=False))
     assert gk.strided_backward_data("conv3d", "bwd_data", deep) and not gk.gapped_backward_data("conv3d", "bwd_data",
                                                                                                deep)
+    # the 3-D kernels' own efficiency per pass: at ratio 1 the 2-D call's time, at 1/2 a compute-bound call's about
+    # twice (the split-K partials' DRAM traffic does not scale)
+    big = {"N": 8, "C": 64, "D": 32, "H": 32, "W": 32, "F": 64, "kernel": 3, "padding": 1}
+    no_floor = {**values, "memory_efficiency": 1e12, "conv_overhead_s": 1e-30, "wave_s": 1e-30,
+                "feed_bytes_per_s": 1e18}
+    half = {**no_floor, "conv3d_bwd_weight": 0.5}
+    assert gk.kernel_time_s(half, hw, "conv3d", "bwd_weight", big, "float32", search=False) == pytest.approx(
+        2 * gk.kernel_time_s(no_floor, hw, "conv3d", "bwd_weight", big, "float32", search=False), rel=0.01)
+    assert gk.kernel_time_s(half, hw, "conv3d", "fwd", big, "float32", search=False) == pytest.approx(
+        gk.kernel_time_s(no_floor, hw, "conv3d", "fwd", big, "float32", search=False), rel=1e-12)
