@@ -87,17 +87,19 @@ def predict_arrays(values: Mapping[str, float], a: _Arrays) -> np.ndarray:
 
 
 def fit(samples: Sequence[KernelSample], hardware: gk.Hardware, search: bool = True,
-        start: Optional[Mapping[str, float]] = None) -> dict[str, float]:
-    """The constants (gk.PARAMS names -> values) that fit these samples of one GPU and math mode best."""
+        start: Optional[Mapping[str, float]] = None, centres: Optional[Mapping[str, float]] = None) -> dict[str, float]:
+    """The constants (gk.PARAMS names -> values) that fit these samples of one GPU and math mode best; `centres`
+    moves some priors' centres (their spreads kept)."""
     from scipy.optimize import least_squares
 
     if not samples:
         raise ValueError("fit: no samples")
     arrays = _Arrays(samples, hardware, search)
     # constants no sample informs stay at their prior, out of the search (each one costs finite differences)
-    fixed = {n: gk.PARAMS[n].prior for n in uninformed(arrays)}
+    centre = {**{n: gk.PARAMS[n].prior for n in NAMES}, **(centres or {})}
+    fixed = {n: centre[n] for n in uninformed(arrays)}
     free = [n for n in NAMES if n not in fixed]
-    prior = np.log([gk.PARAMS[n].prior for n in free])
+    prior = np.log([centre[n] for n in free])
     sigma = np.array([gk.PARAMS[n].sigma for n in free])
     measured = np.log(arrays.time_s)
     weight = math.sqrt(PRIOR_WEIGHT / len(samples))
@@ -109,7 +111,7 @@ def fit(samples: Sequence[KernelSample], hardware: gk.Hardware, search: bool = T
         predicted = np.log(predict_arrays(values_of(theta), arrays))
         return np.concatenate([predicted - measured, weight * (theta - prior) / sigma])
 
-    initial = {name: param.prior for name, param in gk.PARAMS.items()}
+    initial = dict(centre)
     initial.update(_data_start(arrays) if start is None else start)
     best = None
     for shift in STARTS:  # the loss has corners (a min over tiles, a max with the floors): several starts
@@ -148,8 +150,8 @@ def predict(values: Mapping[str, float], samples: Sequence[KernelSample], hardwa
     return predict_arrays(values, _Arrays(samples, hardware, search))
 
 
-def leave_one_group_out(samples: Sequence[KernelSample], hardware: gk.Hardware, search: bool = True
-                        ) -> np.ndarray:
+def leave_one_group_out(samples: Sequence[KernelSample], hardware: gk.Hardware, search: bool = True,
+                        centres: Optional[Mapping[str, float]] = None) -> np.ndarray:
     """Each sample predicted by a fit to the samples of every other group (application); NaN where no other
     group exists."""
     out = np.full(len(samples), np.nan)
@@ -157,7 +159,8 @@ def leave_one_group_out(samples: Sequence[KernelSample], hardware: gk.Hardware, 
         held = [i for i, s in enumerate(samples) if s.group == group]
         kept = [s for s in samples if s.group != group]
         if kept:  # each fold starts from the prior and its own data: nothing of the held-out rows leaks in
-            out[held] = predict(fit(kept, hardware, search), [samples[i] for i in held], hardware, search)
+            out[held] = predict(fit(kept, hardware, search, centres=centres), [samples[i] for i in held], hardware,
+                                search)
     return out
 
 
@@ -182,10 +185,11 @@ def kernel_samples(samples: Sequence) -> dict[tuple[str, Optional[str]], list[Ke
     return out
 
 
-def fit_gpu_kernels(samples: Sequence, gpu_name: str, sms: Optional[int] = None, search: bool = True):
+def fit_gpu_kernels(samples: Sequence, gpu_name: str, sms: Optional[int] = None, search: bool = True,
+                    tensor_core_centres: Optional[Mapping[str, float]] = None):
     """The GpuKernels record of a GPU profile's samples (None when the GPU is not in calibrate/data/gpus.yaml or
-    no sample is a GEMM or 2-D convolution): one fit per dtype, and its held-out median accuracy per family
-    where the samples name two applications or more."""
+    no sample is a GEMM or convolution): one fit per dtype, and its held-out median accuracy per family where the
+    samples name two applications or more; `tensor_core_centres` moves priors of the tensor-core modes' fits."""
     from calibrate import gpu_specs
     from calibrate.coefficients import GpuKernelMode, GpuKernels
 
@@ -201,10 +205,11 @@ def fit_gpu_kernels(samples: Sequence, gpu_name: str, sms: Optional[int] = None,
             chosen[dtype] = math_name
     for (dtype, math_name), rows in sorted(((d, m), groups[(d, m)]) for d, m in chosen.items()):
         hardware = gpu_specs.hardware(spec, dtype, math_name, sms)
-        values = fit(rows, hardware, search)
+        centres = tensor_core_centres if hardware.tensor_cores else None
+        values = fit(rows, hardware, search, centres=centres)
         quality = None
         if len({r.group for r in rows}) >= 2:
-            held = leave_one_group_out(rows, hardware, search)
+            held = leave_one_group_out(rows, hardware, search, centres)
             measured = np.array([r.time_s for r in rows])
             quality = {}
             for fam in gk.FAMILIES:

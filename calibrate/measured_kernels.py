@@ -27,6 +27,16 @@ ROOT = Path(__file__).resolve().parent
 #: the shipped measured GPU calibrations whose samples the models are fitted to
 PROFILES = (ROOT / "profiles" / "h200.yaml",)
 KERNELS_FILE = ROOT / "data" / "measured_kernels.yaml"
+#: the fit whose padded-channel shares centre the priors of a calibration's tensor-core fits: the one GPU whose large
+#: unaligned convolutions were timed (DeepBench's V100 FP16 first layers, 224^2 ResNet and 161 x 700 DeepSpeech); a
+#: calibration's small unaligned samples leave these shares unpinned (docs/decisions/2026-12-06-conv3d-kernel-model.md)
+PADDING_PRIOR = ("Tesla V100-SXM2", "float16", ("unaligned_ratio", "unaligned_bwd_ratio"))
+
+
+def padding_centres() -> dict[str, float]:
+    gpu, dtype, names = PADDING_PRIOR
+    values = load_kernels(DEEPBENCH_FILE)[gpu].modes[dtype].values
+    return {name: values[name] for name in names}
 
 
 def fit_profiles(paths: Sequence[Path] = PROFILES) -> dict[str, GpuKernels]:
@@ -37,12 +47,13 @@ def fit_profiles(paths: Sequence[Path] = PROFILES) -> dict[str, GpuKernels]:
         if not profile.machine.gpus:
             raise UserError(f"{path}: a measured GPU profile names its GPU (machine.gpus)")
         gpu = profile.machine.gpus[0]
-        kernels = fit_gpu_kernels(profile.samples, gpu.name)
+        kernels = fit_gpu_kernels(profile.samples, gpu.name, tensor_core_centres=padding_centres())
         if kernels is None:
             raise UserError(f"{path}: no GEMM or convolution sample of a GPU in calibrate/data/gpus.yaml")
         out[kernels.gpu] = kernels.model_copy(update={"sources": kernels.sources + [
             f"measured on one {gpu.name} by `profiler calibrate --device cuda` ({path.name}, {profile.created[:10]}), "
-            "the shapes' networks held out in turn for the held-out figures"]})
+            "the shapes' networks held out in turn for the held-out figures",
+            "the tensor-core fits' padded-channel shares centred on DeepBench's V100 FP16 fit (PADDING_PRIOR)"]})
     return out
 
 

@@ -512,6 +512,19 @@ def test_a_fit_to_synthetic_samples_recovers_its_constants():
     assert np.median(gf.accuracy(predicted, measured)) > 0.97
 
 
+def test_constants_no_sample_informs_keep_their_prior_or_the_given_centre():
+    """A CUDA-core fit has no padded call and DeepBench no 3-D one: those constants stay at their priors, or at the
+    centres given (a prior measured elsewhere); the others are fitted as before."""
+    rng = np.random.default_rng(7)
+    samples = synthetic(TRUE, V100, draw_shapes(rng, 40), rng, noise=0.015)
+    plain = gf.fit(samples, V100)
+    moved = gf.fit(samples, V100, centres={"unaligned_bwd_ratio": 0.07, "conv3d_fwd": 0.8})
+    assert plain["unaligned_ratio"] == gk.PARAMS["unaligned_ratio"].prior
+    assert plain["conv3d_bwd_weight"] == gk.PARAMS["conv3d_bwd_weight"].prior
+    assert (moved["unaligned_bwd_ratio"], moved["conv3d_fwd"]) == (0.07, 0.8)
+    assert moved["efficiency"] == pytest.approx(plain["efficiency"], rel=1e-9)
+
+
 def test_the_fit_predicts_as_kernel_time_does():
     """predict_arrays (vectorised over candidates) and kernel_time_s (one call) are the same model."""
     rng = np.random.default_rng(3)
