@@ -17,7 +17,8 @@
 #               bf16 autocast, cuDNN's search on and off; 50 timed steps each) -> OUTDIR/gpu_full.jsonl and .png;
 #               with >= 2 GPUs also gpu_full_ddp (data-parallel over NCCL) -> OUTDIR/gpu_full_ddp.jsonl
 # Exit status: 0 when every step passed, 1 otherwise (the failed steps are listed at the end), 2 on bad arguments.
-# Ship a profile: `cp OUTDIR/<gpu>.yaml calibrate/profiles/` (calibrate.shipped; docs/gpu.md "The GPU check").
+# Ship a profile: `cp OUTDIR/<gpu>.yaml calibrate/profiles/` (calibrate.shipped; docs/gpu.md "The GPU check"), then
+# `python -m calibrate.measured_kernels` (the kernel models the published profiles borrow for 3-D convolutions).
 set -uo pipefail
 OUT=${1:?usage: bash scripts/gpu_check.sh OUTDIR [calibrate|validate PROFILE|all]}
 STAGE=${2:-all}
