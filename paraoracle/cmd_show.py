@@ -307,6 +307,22 @@ def bandwidth_lines(profile: Profile, coefficients) -> list[str]:
     return lines
 
 
+def kernel_model_lines(coefficients) -> list[str]:
+    """The GPU kernel model a profile carries (calibrate.gpu_kernels): whose constants, which calls it costs, and
+    its held-out median accuracy per family and dtype where the fit had two applications or more."""
+    model = getattr(coefficients, "gpu_kernels", None)
+    if model is None:
+        return []
+    ops = ", ".join(model.ops) if model.ops else "GEMMs, linear layers and convolutions"
+    out = [f"GPU kernel model ({model.gpu}, {model.sms} SMs) costs {ops}; dtypes {', '.join(sorted(model.modes))}"]
+    for dtype, mode in sorted(model.modes.items()):
+        held = mode.held_out_median_accuracy or {}
+        wanted = [f for f in held if model.ops is None or f.split("/")[0] in model.ops]
+        if wanted:
+            out.append(f"  {dtype} held out where its constants were measured: " + ", ".join(f"{f} {100 * held[f]:.0f}%" for f in sorted(wanted)))
+    return out
+
+
 def fit_summary(profile: Profile) -> list[str]:
     """How many fits miss their target (held-out median error above calibrate.report's threshold), the worst."""
     from calibrate.report import WARN_MEDIAN_REL_ERROR, fit_qualities
@@ -356,7 +372,7 @@ def render_summary(profile: Profile, path: str, console: Console) -> None:
         for name, by_dtype in rows:
             table.add_row(name, *[f"{by_dtype[d] / 1e9:,.1f}" if d in by_dtype else "-" for d in dtypes])
         console.print(table)
-    for line in bandwidth_lines(profile, coefficients):
+    for line in bandwidth_lines(profile, coefficients) + kernel_model_lines(coefficients):
         console.print(line)
     if profile.coefficients:
         for line in fit_summary(profile):
