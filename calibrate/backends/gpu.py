@@ -92,10 +92,14 @@ class GpuBackend:
         return None
 
     def fit_fields(self, by_kind: Mapping[str, list], machine) -> dict[str, Any]:
-        """The GPU kernel model fitted from the compute samples, on a machine that records its GPUs."""
+        """The GPU kernel model fitted from the compute samples, on a machine that records its GPUs (its tensor-core
+        fits' padded-channel priors centred on DeepBench's V100 measurement: calibrate.measured_kernels.PADDING_PRIOR)."""
         if machine is None or not machine.gpus:
             return {}
-        return {"gpu_kernels": fit_gpu_kernels(by_kind.get("compute", []), machine.gpus[0].name, machine.gpus[0].sms)}
+        from calibrate.measured_kernels import padding_centres  # the tensor-core fits' padded-share priors
+
+        return {"gpu_kernels": fit_gpu_kernels(by_kind.get("compute", []), machine.gpus[0].name, machine.gpus[0].sms,
+                                               tensor_core_centres=padding_centres())}
 
     def report_lines(self, c: Coefficients, rate) -> list[str]:
         return []

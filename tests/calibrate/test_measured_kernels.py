@@ -91,3 +91,16 @@ def test_a_measured_profile_without_a_gpu_or_kernel_samples_is_a_one_line_error(
         mk.fit_profiles([write([], [relu])])
     with pytest.raises(UserError, match="p.yaml: no GEMM or convolution sample"):
         mk.fit_profiles([write([GPUInfo(name="NVIDIA H200", memory_bytes=1e11)], [relu])])
+
+
+def test_the_shipped_measured_models_are_the_shipped_profiles_own():
+    """calibrate/data/measured_kernels.yaml is derived from the shipped calibrated profiles (python -m
+    calibrate.measured_kernels): each model's constants are the ones its profile carries (`profiler fit`)."""
+    from profiler.profile import load_profile
+
+    models = mk.load_kernels(mk.KERNELS_FILE)
+    assert mk.PROFILES
+    for path in mk.PROFILES:
+        carried = GpuKernels.model_validate(load_profile(path).coefficients["gpu_kernels"])
+        shipped = models[carried.gpu]
+        assert {d: m.values for d, m in shipped.modes.items()} == {d: m.values for d, m in carried.modes.items()}
