@@ -22,8 +22,8 @@ ALGORITHMS = ("implicit_gemm", "winograd", "fft", "implicit_gemm_3d")
 #: the implicit GEMM algorithms (2-D and 3-D windows: the same products, their own kernels)
 IMPLICIT = ("implicit_gemm", "implicit_gemm_3d")
 PASSES = ("fwd", "bwd_data", "bwd_weight")
-#: the kernel families of one math mode, reported apart (a 3-D convolution's passes share the 2-D passes' ratios:
-#: cuDNN runs both as implicit GEMMs)
+#: the kernel families of one math mode, reported apart (a 3-D convolution's pass takes the 2-D pass's ratio times
+#: the 3-D implicit GEMM regime's own, conv3d_<pass>)
 FAMILIES = ("gemm/fwd", "conv2d/fwd", "conv2d/bwd_data", "conv2d/bwd_weight", "conv3d/fwd", "conv3d/bwd_data",
             "conv3d/bwd_weight")
 #: CTA output tiles (rows x columns) the libraries choose among: CUTLASS/cuBLAS threadblock shapes from 16 to
@@ -176,11 +176,10 @@ def conv_shape(params: Mapping) -> ConvShape:
 
 def products(op: str, pass_: str, params: Mapping, algorithm: str) -> tuple[int, int, int, int]:
     """(m, n, k, batch) of the batched GEMM an algorithm runs for one call (docs/method.md, "GPU kernels"):
-    implicit GEMM forward (N P Q, F, C R S; a 3-D one over O P Q and C T R S), backward-data (N H W / (sh sw), C,
-    F R S: a strided one as one
-    product per stride phase, which together do the forward's work; strided_bwd_data_ratio prices the rest),
-    backward-weight (F, C R S, N P Q); Winograd one product per transformed point over 4x4 output
-    tiles; FFT one complex product per frequency over 32x32 tiles."""
+    implicit GEMM forward (N P Q, F, C R S), backward-data (N H W / (sh sw), C, F R S: a strided one as one product
+    per stride phase, which together do the forward's work; strided_bwd_data_ratio prices the rest), backward-weight
+    (F, C R S, N P Q), a 3-D one over O P Q, D H W and C T R S; Winograd one product per transformed point over 4x4
+    output tiles; FFT one complex product per frequency over 32x32 tiles."""
     if op == "gemm":
         return int(params["M"]), int(params["N"]), int(params["K"]), 1
     x = conv_shape(params)
@@ -222,7 +221,8 @@ def algorithms(op: str, pass_: str, params: Mapping, tensor_cores: bool, search:
     """The algorithms a call may run: a GEMM and every tensor-core convolution its implicit GEMM (cuDNN 7 runs
     no Winograd or FFT kernel on tensor cores: DeepBench's V100 FP16 sheet records implicit GEMM for all 94
     forward shapes); with cuDNN's search also Winograd (3x3, stride 1) and FFT (stride 1, kernel wider than 1);
-    with PyTorch's default heuristic (search False) the implicit GEMM."""
+    with PyTorch's default heuristic (search False) the implicit GEMM; a 3-D convolution its own implicit GEMM
+    kernels (implicit_gemm_3d)."""
     if op == "conv3d":
         return ("implicit_gemm_3d",)
     if op != "conv2d" or tensor_cores or not search or int(params.get("groups", 1)) > 1:

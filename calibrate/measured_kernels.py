@@ -25,7 +25,7 @@ from profiler.profile import load_profile
 
 ROOT = Path(__file__).resolve().parent
 #: the shipped measured GPU calibrations whose samples the models are fitted to: every shipped profile that is not a
-#: published one (calibrate/profiles/h200.yaml today; a GPU session's `scripts/gpu_check.sh` adds its own)
+#: published one (calibrate/profiles/h200.yaml today; a GPU session's profile once copied there, docs/gpu.md)
 PROFILES = tuple(p for p in sorted((ROOT / "profiles").glob("*.yaml")) if not p.name.endswith(".published.yaml"))
 KERNELS_FILE = ROOT / "data" / "measured_kernels.yaml"
 #: the fit whose padded-channel shares centre the priors of a calibration's tensor-core fits: the one GPU whose large

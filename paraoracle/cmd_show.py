@@ -308,7 +308,7 @@ def bandwidth_lines(profile: Profile, coefficients) -> list[str]:
 
 
 def kernel_model_lines(coefficients) -> list[str]:
-    """The GPU kernel model a profile carries (calibrate.gpu_kernels): whose constants, which calls it costs, and
+    """The GPU kernel model a profile carries (calibrate.gpu_kernels): the GPU it runs on, which calls it costs, and
     its held-out median accuracy per family and dtype where the fit had two applications or more."""
     model = getattr(coefficients, "gpu_kernels", None)
     if model is None:
@@ -319,7 +319,8 @@ def kernel_model_lines(coefficients) -> list[str]:
         held = mode.held_out_median_accuracy or {}
         wanted = [f for f in held if model.ops is None or f.split("/")[0] in model.ops]
         if wanted:
-            out.append(f"  {dtype} held out where its constants were measured: " + ", ".join(f"{f} {100 * held[f]:.0f}%" for f in sorted(wanted)))
+            scores = ", ".join(f"{f} {100 * held[f]:.0f}%" for f in sorted(wanted))
+            out.append(f"  {dtype} held out where its constants were measured: {scores}")
     return out
 
 
