@@ -257,7 +257,7 @@ def test_the_full_gpu_grid_times_cosmoflows_own_layers_in_half_precision():
     runs' precision), in the full grid only: what a GPU session needs to settle the 3-D tensor-core efficiency."""
     def cosmo(quick):
         return {(c.dtype, c.variant, c.params["C"], c.params["F"], c.params["D"], c.params["N"])
-                for c in bc.plan_compute("cuda", quick) if c.tags.get("layer", "").startswith("cosmoflow_l")}
+                for c in bc.plan_compute("cuda", quick) if c.tags.get("layer", "").startswith("cosmo_l")}
     full = cosmo(False)
     layers = {(4, 32, 128), (32, 64, 64), (64, 128, 32), (128, 256, 16)}
     assert full == {(d, v, c, f, s, 1) for d in ("float16", "bfloat16") for v in ("fwd", "bwd_data", "bwd_weight")
