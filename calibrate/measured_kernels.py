@@ -34,6 +34,25 @@ KERNELS_FILE = ROOT / "data" / "measured_kernels.yaml"
 PADDING_PRIOR = ("Tesla V100-SXM2", "float16", ("unaligned_ratio", "unaligned_bwd_ratio"))
 
 
+#: the measured fit whose 3-D regime ratios (cuDNN's 3-D kernels against its 2-D ones, per pass) stand in where a model
+#: was fitted without 3-D samples (DeepBench's): the one GPU that timed both. FP32 3-D weight gradients at a fifth of
+#: the 2-D rate there; pytorch/pytorch#32370 (cuDNN 7, 2020: a 3-D backward 7-15x the forward) and #22961 (cuDNN 7.4's
+#: convolveNd_wgrad_engine<float, 3> taking 70% of a step) report the same regime in the V100's cuDNN generation
+THREE_D_PRIOR = ("H200", ("conv3d_fwd", "conv3d_bwd_data", "conv3d_bwd_weight"))
+
+
+def with_measured_3d(model: GpuKernels) -> GpuKernels:
+    """A model fitted without 3-D samples with THREE_D_PRIOR's 3-D ratios, dtype by dtype (a dtype the measured fit
+    lacks keeps its prior 1)."""
+    gpu, names = THREE_D_PRIOR
+    measured = load_kernels(KERNELS_FILE)[gpu]
+    modes = {dtype: mode.model_copy(update={"values": {**mode.values, **{
+                 n: measured.modes[dtype].values[n] for n in names}}}) if dtype in measured.modes else mode
+             for dtype, mode in model.modes.items()}
+    return model.model_copy(update={"modes": modes, "sources": model.sources + [
+        f"3-D regime ratios from {gpu}'s measured fit (no 3-D sample in this model's; THREE_D_PRIOR)"]})
+
+
 def padding_centres() -> dict[str, float]:
     gpu, dtype, names = PADDING_PRIOR
     values = load_kernels(DEEPBENCH_FILE)[gpu].modes[dtype].values
@@ -56,14 +75,6 @@ def fit_profiles(paths: Sequence[Path] = PROFILES) -> dict[str, GpuKernels]:
             "the shapes' networks held out in turn for the held-out figures",
             "the tensor-core fits' padded-channel shares centred on DeepBench's V100 FP16 fit (PADDING_PRIOR)"]})
     return out
-
-
-def kernel_model(gpu_name: str) -> Optional[GpuKernels]:
-    """The fitted kernel model of a GPU chip: a measured calibration's, else DeepBench's (None: neither)."""
-    spec = gpu_specs.find_spec(gpu_name)
-    if spec is None:
-        return None
-    return load_kernels(KERNELS_FILE).get(spec.name) or load_kernels(DEEPBENCH_FILE).get(spec.name)
 
 
 def retarget(kernels: GpuKernels, gpu_name: str, float32_peak_flops_per_s: float, ops: Sequence[str]) -> GpuKernels:
@@ -98,10 +109,14 @@ def conv3d_kernels(source_gpu: Optional[str], gpu_name: str, float32_peak_flops_
     None without one."""
     if source_gpu is None:
         return None
-    model = kernel_model(source_gpu)
+    spec = gpu_specs.find_spec(source_gpu)
+    measured = load_kernels(KERNELS_FILE).get(spec.name) if spec else None
+    model = measured or (load_kernels(DEEPBENCH_FILE).get(spec.name) if spec else None)
     if model is None:
         raise UserError(f"conv3d_kernels: no fitted kernel model of {source_gpu!r} ({KERNELS_FILE.name}, "
                         f"{DEEPBENCH_FILE.name})")
+    if measured is None:  # DeepBench times no 3-D convolution
+        model = with_measured_3d(model)
     return retarget(model, gpu_name, float32_peak_flops_per_s, ["conv3d"])
 
 

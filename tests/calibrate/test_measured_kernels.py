@@ -104,3 +104,22 @@ def test_the_shipped_measured_models_are_the_shipped_profiles_own():
         carried = GpuKernels.model_validate(load_profile(path).coefficients["gpu_kernels"])
         shipped = models[carried.gpu]
         assert {d: m.values for d, m in shipped.modes.items()} == {d: m.values for d, m in carried.modes.items()}
+
+
+def test_a_model_without_3d_samples_takes_the_measured_3d_ratios():
+    """DeepBench times no 3-D convolution: the V100's borrowed model keeps its own DeepBench constants and takes the
+    3-D regime's ratios from the H200's measured fit, dtype by dtype (THREE_D_PRIOR); the H200's own is unchanged."""
+    from calibrate.deepbench_kernels import load_kernels as deepbench
+
+    v100 = mk.conv3d_kernels("Tesla V100-SXM2", "Tesla V100-SXM2-16GB", 15.7e12)
+    own = deepbench()["Tesla V100-SXM2"]
+    h200 = mk.load_kernels(mk.KERNELS_FILE)["H200"]
+    _, names = mk.THREE_D_PRIOR
+    for dtype, mode in v100.modes.items():
+        assert {n: mode.values[n] for n in names} == {n: h200.modes[dtype].values[n] for n in names}
+        rest = {k: v for k, v in mode.values.items() if k not in names}
+        assert rest == {k: v for k, v in own.modes[dtype].values.items() if k not in names}
+    assert v100.modes["float32"].values["conv3d_bwd_weight"] < 0.5  # FP32 3-D weight gradients: the slow regime
+    assert {n: own.modes["float32"].values[n] for n in names} == {n: 1.0 for n in names}  # DeepBench: no 3-D sample
+    h100 = mk.conv3d_kernels("H200", "NVIDIA H100 80GB HBM3", 66.9e12)
+    assert h100.modes["bfloat16"].values == h200.modes["bfloat16"].values
