@@ -42,13 +42,15 @@ THREE_D_PRIOR = ("H200", ("conv3d_fwd", "conv3d_bwd_data", "conv3d_bwd_weight"))
 
 
 def with_measured_3d(model: GpuKernels) -> GpuKernels:
-    """A model fitted without 3-D samples with THREE_D_PRIOR's 3-D ratios, dtype by dtype (a dtype the measured fit
-    lacks keeps its prior 1)."""
+    """A model fitted without 3-D samples with THREE_D_PRIOR's 3-D ratios: a tensor-core mode its dtype's, a CUDA-core
+    mode (FP32, or a P100's FP16 storage with FP32 math) FP32's; a dtype the measured fit lacks keeps its prior 1."""
     gpu, names = THREE_D_PRIOR
     measured = load_kernels(KERNELS_FILE)[gpu]
-    modes = {dtype: mode.model_copy(update={"values": {**mode.values, **{
-                 n: measured.modes[dtype].values[n] for n in names}}}) if dtype in measured.modes else mode
-             for dtype, mode in model.modes.items()}
+    modes = {}
+    for dtype, mode in model.modes.items():
+        source = measured.modes.get(dtype if mode.tensor_cores else "float32")
+        modes[dtype] = mode if source is None else mode.model_copy(
+            update={"values": {**mode.values, **{n: source.values[n] for n in names}}})
     return model.model_copy(update={"modes": modes, "sources": model.sources + [
         f"3-D regime ratios from {gpu}'s measured fit (no 3-D sample in this model's; THREE_D_PRIOR)"]})
 

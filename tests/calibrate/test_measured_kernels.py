@@ -121,5 +121,8 @@ def test_a_model_without_3d_samples_takes_the_measured_3d_ratios():
         assert rest == {k: v for k, v in own.modes[dtype].values.items() if k not in names}
     assert v100.modes["float32"].values["conv3d_bwd_weight"] < 0.5  # FP32 3-D weight gradients: the slow regime
     assert {n: own.modes["float32"].values[n] for n in names} == {n: 1.0 for n in names}  # DeepBench: no 3-D sample
+    # a P100's FP16 storage with FP32 math runs CUDA-core kernels: it takes the FP32 ratios
+    p100 = mk.conv3d_kernels("Tesla P100", "Tesla P100-SXM2-16GB", 10.6e12)
+    assert p100.modes["float16"].values["conv3d_bwd_weight"] == h200.modes["float32"].values["conv3d_bwd_weight"]
     h100 = mk.conv3d_kernels("H200", "NVIDIA H100 80GB HBM3", 66.9e12)
     assert h100.modes["bfloat16"].values == h200.modes["bfloat16"].values
