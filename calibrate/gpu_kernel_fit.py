@@ -120,7 +120,8 @@ def fit(samples: Sequence[KernelSample], hardware: gk.Hardware, search: bool = T
                                max_nfev=MAX_EVALUATIONS)
         if best is None or result.cost < best.cost:
             best = result
-    return {n: values_of(best.x)[n] for n in NAMES}
+    values = values_of(best.x)
+    return {n: values[n] for n in NAMES}
 
 
 def uninformed(a: _Arrays) -> tuple[str, ...]:
