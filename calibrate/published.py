@@ -68,16 +68,21 @@ def net_rate(flops: float, rate: float) -> float:
 
 def gemm_efficiency(frac: float, by_size: tuple[tuple[int, float], ...]) -> EfficiencyModel:
     """Matrix-product efficiency by size from measured throughput of n^3 products (GPU.gemm_by_size points): the plateau
-    `frac` times each size's share of the largest size's throughput (each net of the launch floor: net_rate), log-linear
-    in log10 FLOPs between the measured sizes and held at the edges beyond them (below the smallest, its share; from
-    the largest on, the plateau): a one-axis EfficiencyGrid on calibrate.shapes.FLOP_FEATURES[0], read as
-    gemm_grid_efficiency reads a table by M, N and K (docs/method.md §3)."""
+    `frac` times each size's share of the largest size's throughput (each net of the launch floor: net_rate), held
+    from halfway (in log FLOPs) to the next smaller size up to halfway to the next larger one; the plateau from the
+    largest size on. One regression tree on log10 FLOPs (calibrate.shapes.FLOP_FEATURES[0]) in the fitted profiles'
+    format."""
     by_size = tuple((n, net_rate(2.0 * n ** 3, rate)) for n, rate in by_size)
     top = by_size[-1][1]
-    knots = [math.log10(2.0 * n ** 3) for n, _ in by_size]
-    values = [min(0.0, math.log(frac * rate / top)) for _, rate in by_size]
-    return EfficiencyModel(features=list(FLOP_FEATURES), init=0.0, grid=EfficiencyGrid(
-        axes=[FLOP_FEATURES[0]], knots=[knots], values=values))
+    logs = [math.log10(2.0 * n ** 3) for n, _ in by_size]
+    cuts = [(a + b) / 2 for a, b in zip(logs, logs[1:])]
+    nodes = []  # (left, right, feature, threshold, value): node 2k splits at cuts[k], its left child is size k's leaf
+    for k, cut in enumerate(cuts):
+        nodes += [(2 * k + 1, 2 * k + 2, 0, cut, 0.0), (-1, -1, -2, -2.0, math.log(by_size[k][1] / top))]
+    nodes.append((-1, -1, -2, -2.0, 0.0))  # the plateau
+    left, right, feature, threshold, value = (list(column) for column in zip(*nodes))
+    tree = Tree(children_left=left, children_right=right, feature=feature, threshold=threshold, value=value)
+    return EfficiencyModel(features=list(FLOP_FEATURES), init=math.log(frac), trees=[tree])
 
 
 def gemm_grid_efficiency(frac: float, table: GemmGrid) -> EfficiencyModel:
