@@ -54,8 +54,8 @@ def add_arguments(parser) -> None:
                         help="score predictions of published measured runs instead of measuring (a corpus YAML of "
                              "CNN or transformer records or both, each read by its schema; a vTrain-format .csv; or "
                              "'cnn' for the shipped corpus, 'transformer' for the shipped transformer runs and vTrain's CSV, 'all' for "
-                             "both); a row the predictor cannot represent is skipped with its reason; --profile is "
-                             "then not needed")
+                             "both, 'vtrain-single' for vTrain's 1440 single-node runs, reported apart); a row the "
+                             "predictor cannot represent is skipped with its reason; --profile is then not needed")
     parser.add_argument("--json", action="store_true", help="with --published: print the report as JSON")
     add_profile_argument(parser, "profile the predictions use (calibrated on this machine)")
     parser.add_argument("--suite", default="cpu_default",

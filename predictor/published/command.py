@@ -27,6 +27,8 @@ SHIPPED = {"cnn": CORPUS_DIR / "cnn_runs.yaml"}
 TRANSFORMER = "transformer"
 #: both: the CNN corpus and the transformer runs
 ALL = "all"
+#: vTrain's single-node runs, reported apart from the transformer report (predictor.published.transformer)
+VTRAIN_SINGLE = "vtrain-single"
 
 
 def transformer_report(profiles_dir: Path | None = None, corpus=None, vtrain=None, attention: str | None = None,
@@ -62,6 +64,15 @@ def transformer_report(profiles_dir: Path | None = None, corpus=None, vtrain=Non
     if any(row["source"] in moe_context_rows.SOURCES for row in report["rows"]):  # reported apart (issue 41 item 4)
         report["moe_context"] = {"rows": moe_context_rows.rows(report)}
     return report
+
+
+def vtrain_single_report(profiles_dir: Path | None = None) -> dict:
+    """The report of vTrain's 1440 single-node runs (2-8 A100s, Megatron-DeepSpeed; data/ground_truth_single.csv),
+    reported apart from the transformer report: nothing is fitted to them either."""
+    from predictor.published.transformer import VTRAIN_SINGLE_FILE, VTRAIN_SINGLE_SOURCE, load_vtrain_csv
+
+    runs = load_vtrain_csv(VTRAIN_SINGLE_FILE, source=VTRAIN_SINGLE_SOURCE)
+    return transformer_report(profiles_dir, runs=runs, sources=[VTRAIN_SINGLE_FILE])
 
 
 def is_transformer_record(rec) -> bool:
@@ -130,7 +141,7 @@ def run_published(args) -> int:
     if args.plot:
         check_writable(args.plot, "--plot")
     cnn_runs = transformer_runs = None
-    if args.published not in SHIPPED and args.published not in (TRANSFORMER, ALL):
+    if args.published not in SHIPPED and args.published not in (TRANSFORMER, ALL, VTRAIN_SINGLE):
         cnn_runs, transformer_runs = read_corpus(corpus)
     if args.published == ALL or (cnn_runs and transformer_runs):  # both kinds: reported side by side
         reports = {"cnn": published_report(corpus if cnn_runs else SHIPPED["cnn"], runs=cnn_runs),
@@ -142,6 +153,8 @@ def run_published(args) -> int:
     else:
         if args.published == TRANSFORMER:
             report = transformer_report()
+        elif args.published == VTRAIN_SINGLE:
+            report = vtrain_single_report()
         elif transformer_runs:
             report = transformer_report(runs=transformer_runs, sources=[corpus])
         else:

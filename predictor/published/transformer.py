@@ -26,6 +26,13 @@ from profiler.errors import UserError
 
 TRANSFORMER_FILE = CORPUS_DIR / "transformer_runs.yaml"
 VTRAIN_FILE = CORPUS_DIR / "vtrain_ground_truth_multi.csv"
+#: vTrain's 1440 single-node runs (data/ground_truth_single.csv: vTrain's columns without the parameter count), reported
+#: apart from the transformer report as source VTRAIN_SINGLE_SOURCE (`predictor validate --published vtrain-single`)
+VTRAIN_SINGLE_FILE = CORPUS_DIR / "vtrain_ground_truth_single.csv"
+VTRAIN_SINGLE_SOURCE = "vtrain-single"
+#: the shipped copies' names in vTrain's repository (for each row's link)
+VTRAIN_URL_FILES = {"vtrain_ground_truth_multi.csv": "ground_truth_multi.csv",
+                    "vtrain_ground_truth_single.csv": "ground_truth_single.csv"}
 #: vocabulary sizes the sources do not restate per row
 VOCAB = {"mpt": 50368, "megatron": 51200, "bert": 30522}
 VTRAIN_COLUMNS = ("Parameters (billion)", "# GPUs", "global batch", "micro batch", "hidden size", "attention heads",
@@ -167,9 +174,10 @@ def _csv_number(row: dict, column: str, path: str, line: int, integer: bool):
     return value
 
 
-def load_vtrain_csv(path: Union[str, Path] = VTRAIN_FILE) -> list[PublishedRun]:
-    """vTrain's ground_truth_multi.csv (columns VTRAIN_COLUMNS) -> one PublishedRun per row (source `vtrain`),
-    checked: every column present, positive numbers, GPUs = tensor · data · pipeline."""
+def load_vtrain_csv(path: Union[str, Path] = VTRAIN_FILE, source: str = "vtrain") -> list[PublishedRun]:
+    """A vTrain ground-truth CSV (columns VTRAIN_COLUMNS: data/ground_truth_multi.csv; or the same without the
+    parameter count, as data/ground_truth_single.csv has them) -> one PublishedRun per row, of `source`, checked: every
+    column present, positive numbers, GPUs = tensor · data · pipeline."""
     name = str(path)
     if not os.path.isfile(path):
         raise UserError(f"{name}: not a regular file" if os.path.lexists(path) else f"{name}: does not exist")
@@ -180,29 +188,33 @@ def load_vtrain_csv(path: Union[str, Path] = VTRAIN_FILE) -> list[PublishedRun]:
     except UnicodeDecodeError as err:
         raise UserError(f"{name}: not UTF-8 text ({err.reason})") from None
     reader = csv.DictReader(io.StringIO(text))
-    missing = [c for c in VTRAIN_COLUMNS if c not in (reader.fieldnames or [])]
+    with_params = VTRAIN_COLUMNS[0] in (reader.fieldnames or [])
+    missing = [c for c in VTRAIN_COLUMNS[1:] if c not in (reader.fieldnames or [])]
     if missing:
         raise UserError(f"{name}: header: missing column {missing[0]!r}")
+    prefix = "vtrain" if source == "vtrain" else source
     runs = []
     for i, row in enumerate(reader):
         line = i + 2  # the header is line 1
         ints = {c: _csv_number(row, c, name, line, True) for c in VTRAIN_COLUMNS[1:11]}
         ms = _csv_number(row, VTRAIN_COLUMNS[11], name, line, False)
-        params_b = _csv_number(row, VTRAIN_COLUMNS[0], name, line, False)
         t, d, p = ints["tensor parallelism"], ints["data parallelism"], ints["pipeline parallelism"]
         if t * d * p != ints["# GPUs"]:
             raise UserError(f"{name}: row {line}: field '# GPUs': {ints['# GPUs']} != tensor {t} x data {d} x "
                             f"pipeline {p}")
-        rid = f"vtrain-r{line}-{params_b:g}b-{ints['# GPUs']}gpu-t{t}d{d}p{p}-mb{ints['micro batch']}-gb{ints['global batch']}"
+        size = (f"{_csv_number(row, VTRAIN_COLUMNS[0], name, line, False):g}b" if with_params else
+                f"l{ints['# layers']}h{ints['hidden size']}")
+        rid = (f"{prefix}-r{line}-{size}-{ints['# GPUs']}gpu-t{t}d{d}p{p}-mb{ints['micro batch']}"
+               f"-gb{ints['global batch']}")
         details = {"layers": ints["# layers"], "hidden": ints["hidden size"], "heads": ints["attention heads"],
                    "seq_len": ints["sequence length"]}
         parallel = {"data": d, "tensor": t, "pipeline": p, "micro_batch": ints["micro batch"]}
         runs.append(PublishedRun(
-            index=line, id=rid, source="vtrain", model="gpt", precision="fp16 mixed (Megatron-DeepSpeed)",
+            index=line, id=rid, source=source, model="gpt", precision="fp16 mixed (Megatron-DeepSpeed)",
             optimizer="Adam", framework="Megatron-DeepSpeed", parallelism=f"data={d} tensor={t} pipeline={p} "
             f"micro_batch={ints['micro batch']}", data="", num_gpus=ints["# GPUs"], batch_per_gpu=None,
             system=dict(VTRAIN_SYSTEM, nodes=-(-ints["# GPUs"] // 8)), measured_s=ms / 1e3, measured_note="",
-            url="https://github.com/VIA-Research/vTrain/blob/f8dda847/data/ground_truth_multi.csv",
+            url=f"https://github.com/VIA-Research/vTrain/blob/f8dda847/data/{VTRAIN_URL_FILES.get(Path(path).name, Path(path).name)}",
             extra={"model_details": details, "parallel": parallel, "global_batch": ints["global batch"],
                    "checkpointing": True}))
     return unique_ids(name, runs)

@@ -13,7 +13,8 @@ from predictor.api import load_cost_model, load_model, predict
 from predictor.plan import Plan
 from predictor.published.command import transformer_report
 from predictor.published.rowmap import Setup, Skipped, load_rules
-from predictor.published.transformer import (TRANSFORMER_FILE, VTRAIN_COLUMNS, VTRAIN_FILE, interpret_transformer,
+from predictor.published.transformer import (TRANSFORMER_FILE, VTRAIN_COLUMNS, VTRAIN_FILE, VTRAIN_SINGLE_FILE,
+                                              VTRAIN_SINGLE_SOURCE, interpret_transformer,
                                               lddl_phase2_mix, load_transformer_corpus, load_vtrain_csv,
                                               megatron_attention, parse_transformer_record)
 from predictor.published.validate import Predictor
@@ -81,6 +82,38 @@ def test_malformed_vtrain_rows_are_one_line_errors(tmp_path):
     with pytest.raises(UserError) as err:
         load_vtrain_csv(path)
     assert "micro batch" in _one_line(err)
+
+
+def test_vtrain_single_node_file_reads_without_a_parameter_count(tmp_path):
+    """vTrain's data/ground_truth_single.csv has every column but the parameter count: its 1440 rows read under their
+    own source, ids naming layers and hidden size; a header missing another column is a one-line error."""
+    runs = load_vtrain_csv(VTRAIN_SINGLE_FILE, source=VTRAIN_SINGLE_SOURCE)
+    assert len(runs) == 1440 and {r.source for r in runs} == {VTRAIN_SINGLE_SOURCE}
+    first = VTRAIN_SINGLE_FILE.read_text(encoding="utf-8-sig").splitlines()[1].split(",")
+    col = dict(zip(VTRAIN_COLUMNS[1:], first))
+    r = runs[0]
+    assert r.id == (f"vtrain-single-r2-l{col['# layers']}h{col['hidden size']}-{col['# GPUs']}gpu-"
+                    f"t{col['tensor parallelism']}d{col['data parallelism']}p{col['pipeline parallelism']}-"
+                    f"mb{col['micro batch']}-gb{col['global batch']}")
+    assert r.measured_s == pytest.approx(float(col["iteration time (ms)"]) / 1e3)
+    assert r.url.endswith("data/ground_truth_single.csv") and max(x.num_gpus for x in runs) == 8
+    path = tmp_path / "s.csv"
+    header = VTRAIN_SINGLE_FILE.read_text(encoding="utf-8-sig").splitlines()[0]
+    path.write_text(header.replace("# layers", "layers") + "\n" + ",".join(first) + "\n", encoding="utf-8")
+    with pytest.raises(UserError) as err:
+        load_vtrain_csv(path)
+    assert "# layers" in _one_line(err) and str(path) in _one_line(err)
+
+
+def test_vtrain_single_node_report_is_apart_and_held_out():
+    """`--published vtrain-single`: every single-node row predicted, none in the transformer report's rows."""
+    from predictor.published.command import vtrain_single_report
+
+    report = vtrain_single_report()
+    assert report["rows_validated"] == 1440 and report["rows_skipped"] == 0
+    assert set(report["by_source"]) == {VTRAIN_SINGLE_SOURCE}
+    assert 0.0 < report["overall_accuracy"] < 1.0
+    assert not any(r.source == VTRAIN_SINGLE_SOURCE for r in load_transformer_corpus() + load_vtrain_csv())
 
 
 # ---- row -> plan ----------------------------------------------------------------------------------------------
