@@ -482,6 +482,17 @@ class FrameworkFit(_Strict):
     sources: list[str] = Field(default_factory=list)
 
 
+class HostDispatch(_Strict):
+    """Host time to issue one layer's forward and one layer's backward on a GPU: the module call, autograd and the
+    dispatch and launch of its kernels, timed where the kernels are too small to hide it (the framework benchmark's
+    chains of tiny layers). The host queues kernels ahead of the GPU, so a layer pass takes its kernels' time or this,
+    whichever is longer (predictor.layercost; docs/method.md §3d)."""
+
+    forward_per_layer_s: TimeEstimate
+    backward_per_layer_s: TimeEstimate
+    sources: list[str] = Field(default_factory=list)
+
+
 class FirstTouchFit(_Strict):
     """What a fresh host tensor of at least `threshold_bytes` costs a training step on top of its kernel
     (calibrate.backends.host): glibc maps it afresh and the kernel faults its pages in on first write."""
@@ -599,6 +610,8 @@ class Coefficients(_Strict):
     collectives: list[CollectiveFit] = Field(default_factory=list)
     links: dict[str, dict[Literal["intra", "inter"], LinkModel]] = Field(default_factory=dict)
     framework: Optional[FrameworkFit] = None
+    #: a GPU profile's host time per layer pass (None: not known, no floor)
+    host_dispatch: Optional[HostDispatch] = None
     fabric: Optional[Fabric] = None
     execution: Optional[Execution] = None
     model_error: Optional[ModelError] = None

@@ -222,6 +222,14 @@ class ProfileCostModel:
                       else (fit.backward_per_layer_s, fit.cold_backward_per_layer_s))
         return warm.at(self.bound) + (cold.at(self.bound) if cold is not None else 0.0)
 
+    def host_dispatch_s(self, pass_: Literal["fwd", "bwd"]) -> float:
+        """Host seconds to issue one layer's pass on a GPU (Coefficients.host_dispatch): the least a layer pass takes;
+        0 without the figure or on a CPU profile, where the host runs the kernels and framework_overhead_s adds."""
+        fit = self.coefficients.host_dispatch
+        if fit is None or self.coefficients.device_is_host:
+            return 0.0
+        return (fit.forward_per_layer_s if pass_ == "fwd" else fit.backward_per_layer_s).at(self.bound)
+
     def optimizer_overhead_s(self, tensors: int) -> float:
         fit = self.coefficients.framework
         if fit is None or fit.optimizer_per_tensor_s is None or not tensors:

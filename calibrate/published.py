@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Optional
 
 from calibrate.coefficients import (Coefficients, ComputeFit, EfficiencyGrid, EfficiencyModel, Estimate, Execution,
-                                    Fabric, FrameworkFit, GpuKernels, LinkModel, ModelError, Segment, SegmentedFit, Tree)
+                                    Fabric, FrameworkFit, GpuKernels, HostDispatch, LinkModel, ModelError, Segment,
+                                    SegmentedFit, Tree)
 from calibrate import xla_matmul
 from calibrate.cost_api import COLLECTIVES
 from calibrate.fabric import default_background
@@ -44,6 +45,7 @@ KERNEL_LAUNCH = _FIGURES["kernel_launch"]
 OVERLAP_EFFICIENCY = _FIGURES["overlap_efficiency"]
 WINOGRAD_REDUCTION = _FIGURES["winograd_reduction"]
 NO_STREAM_LATENCY = _FIGURES["stream_latency"]
+HOST_LAYER = (_FIGURES["host_layer_forward"], _FIGURES["host_layer_backward"])  # host time per layer pass
 NCCL_NET_FILL = _FIGURES["net_fill"]  # predictor.published.nccl reads its curves' spread against it
 #: a grouped convolution's memory traffic runs at this share of the triad, per pass (docs/method.md §3)
 GROUPED_TRIAD_SHARE = {"fwd": _FIGURES["grouped_conv_forward_triad_share"],
@@ -235,6 +237,9 @@ def build_profile(node: Node, constants: Optional[SystemConstants] = None,
         kernels = conv3d_kernels(gpu.conv3d_kernels, gpu.name, gpu.peak_flops["float32"].value)
     coefficients = Coefficients(
         compute=compute, framework=_framework(constants), gpu_kernels=kernels,
+        host_dispatch=HostDispatch(forward_per_layer_s=HOST_LAYER[0].estimate(),
+                                   backward_per_layer_s=HOST_LAYER[1].estimate(),
+                                   sources=[HOST_LAYER[0].source, HOST_LAYER[1].source]),
         execution=Execution(overlap_efficiency=OVERLAP_EFFICIENCY.estimate(), sources=[OVERLAP_EFFICIENCY.source]),
         model_error=ModelError(**model_error) if model_error else None,
         software_stacks=stacks.scales if constants is not None and stacks is not None and stacks.scales else None,

@@ -304,6 +304,10 @@ def bandwidth_lines(profile: Profile, coefficients) -> list[str]:
         if groups is not None and groups.bus_bandwidth_by_group:
             lines.append("all-reduce inside a node by group size: " + ", ".join(
                 f"{g} GPUs {_si(bw.value, 'B/s')}" for g, bw in sorted(groups.bus_bandwidth_by_group.items())))
+    dispatch = getattr(coefficients, "host_dispatch", None)
+    if dispatch is not None and not coefficients.device_is_host:
+        lines.append(f"host dispatch per layer pass (its least time unless replayed as CUDA graphs): forward "
+                     f"{dispatch.forward_per_layer_s.value * 1e6:.1f} us, backward {dispatch.backward_per_layer_s.value * 1e6:.1f} us")
     return lines
 
 

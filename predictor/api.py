@@ -376,7 +376,7 @@ def predict_all(graph: ModelGraph, batch: int, devices: int, cost_model: CostMod
                 recompute: bool = False, recompute_granularity: str = "full", context_parallel: int = 1,
                 expert_parallel: int = 1, tp_comm_overlap: bool = False,
                 overlap_param_gather: bool = False, memory_format: str = "nhwc",
-                bn_group: int = 1, cross_entropy: str = "float32") -> list[Prediction]:
+                bn_group: int = 1, cross_entropy: str = "float32", cuda_graphs: bool = False) -> list[Prediction]:
     """One prediction per strategy (for pipelines, the best micro-batch count), ranked. A strategy the
     profile cannot cost (missing coefficient) comes back infeasible with the message; if none can be
     costed, that UserError is raised."""
@@ -387,7 +387,8 @@ def predict_all(graph: ModelGraph, batch: int, devices: int, cost_model: CostMod
     if dpn <= 0:
         raise UserError(f"devices per node must be positive, got {dpn}")
     ctx = Context(graph, cost_model)
-    settings = dict(memory_format=memory_format, cross_entropy=cross_entropy, bn_group=bn_group)  # RUN_SETTINGS
+    settings = dict(memory_format=memory_format, cross_entropy=cross_entropy, bn_group=bn_group,  # RUN_SETTINGS
+                    cuda_graphs=cuda_graphs)
     out = []
     missing: list[UserError] = []
     for name in strategies:

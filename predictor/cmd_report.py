@@ -85,7 +85,7 @@ def run(args) -> int:
                         device_memory_bytes=args.memory_cap * 1e9 if args.memory_cap else None,
                         framework=args.framework, synthetic_data=args.synthetic_data, stack=args.stack,
                         memory_format=args.memory_format, cross_entropy=args.cross_entropy,
-                        bn_group=args.bn_group)
+                        bn_group=args.bn_group, cuda_graphs=args.cuda_graphs)
     at = next((pt for pt in result.lines[lead] if pt.devices == compare and pt.usable), None)
     winner = at.prediction if at is not None else next((p for p in preds if p.feasible), None)
     usable = [pt for pt in result.lines[lead] if pt.usable]

@@ -153,7 +153,8 @@ def run(args) -> int:
                         recompute=args.recompute, recompute_granularity=args.recompute_granularity,
                         context_parallel=cp, expert_parallel=ep, tp_comm_overlap=args.tp_comm_overlap,
                         overlap_param_gather=args.overlap_param_gather, memory_format=args.memory_format,
-                        bn_group=args.bn_group, cross_entropy=args.cross_entropy)
+                        bn_group=args.bn_group, cross_entropy=args.cross_entropy,
+                        cuda_graphs=args.cuda_graphs)
     if args.strategy != "all" and not preds[0].feasible:
         raise UserError(f"{args.strategy} on {args.gpus} devices with batch {args.batch}: {preds[0].reason}")
     meta = {"profile": str(path), "profile_provenance": cm.provenance, "model": graph.name, "batch": args.batch,

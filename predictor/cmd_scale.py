@@ -68,7 +68,8 @@ def run_sweep(args):
                    dtype=args.dtype, optimizer=args.optimizer,
                    memory_cap_bytes=args.memory_cap * 1e9 if args.memory_cap else None, framework=args.framework,
                    synthetic_data=args.synthetic_data, stack=args.stack, threshold=args.efficiency_threshold,
-                   memory_format=args.memory_format, cross_entropy=args.cross_entropy, bn_group=args.bn_group)
+                   memory_format=args.memory_format, cross_entropy=args.cross_entropy, bn_group=args.bn_group,
+                   cuda_graphs=args.cuda_graphs)
     return result, graph, cm, path
 
 

@@ -42,7 +42,8 @@ def run(args) -> int:
                     synthetic_data=args.synthetic_data, context_parallel=args.context_parallel,
                     expert_parallel=args.expert_parallel, tp_comm_overlap=args.tp_comm_overlap,
                     overlap_param_gather=args.overlap_param_gather, memory_format=args.memory_format,
-                    cross_entropy=args.cross_entropy, bn_group=args.bn_group)
+                    cross_entropy=args.cross_entropy, bn_group=args.bn_group,
+                    cuda_graphs=args.cuda_graphs)
     summary = {"profile": str(path), "profile_provenance": cm.provenance, "model": graph.name, "batch": args.batch,
                "max_gpus": args.max_gpus, "objective": args.objective, "evaluated": result.evaluated,
                "feasible": result.feasible, "fitting": result.fitting, "pruned": result.pruned,

@@ -108,6 +108,10 @@ def add_prediction_arguments(parser: argparse.ArgumentParser) -> None:
                         help="synchronised batch norm: statistics reduced over groups of G data-parallel replicas "
                              "every step (SyncBatchNorm, NVIDIA's bn_group; docs/method.md §9); other layouts, and "
                              "replica counts G does not divide, are infeasible; default 1, each replica its own")
+    parser.add_argument("--cuda-graphs", action="store_true",
+                        help="the step replays captured CUDA graphs (torch.cuda.graph, MXNet's MXNET_ENABLE_CUDA_GRAPHS): "
+                             "no host issues its kernels one by one, so a GPU profile's host time per layer pass does "
+                             "not floor it (docs/method.md §3d)")
     parser.add_argument("--dataset-size", type=int_in(1, 1 << 48), help="samples per epoch: adds epoch time and GPU-hours")
     parser.add_argument("--cudnn-benchmark", choices=("on", "off"), default=None,
                         help="whether the run lets cuDNN search for each convolution's fastest algorithm "

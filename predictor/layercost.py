@@ -276,7 +276,7 @@ class LayerCoster:
 
     def __init__(self, graph: ModelGraph, cost_model: CostModel, dtype: str,
                  signatures: tuple[list[bool], list[int], list[int]] | None = None, memory_format: str = "nhwc",
-                 cross_entropy: str = "float32", half: tuple[bool, ...] | None = None):
+                 cross_entropy: str = "float32", half: tuple[bool, ...] | None = None, host_floor: bool = True):
         self.graph = graph
         self.cm = cost_model
         self.dtype = dtype
@@ -298,6 +298,10 @@ class LayerCoster:
                               for sig, h, c in zip(self.signature, half, self.casts)]
         self._cache: dict[tuple[int, Split], tuple[float, float]] = {}  # (signature, split) -> times
         self.overhead_s = (cost_model.framework_overhead_s("fwd"), cost_model.framework_overhead_s("bwd"))
+        # the host time of one layer pass on a GPU: a pass whose kernels take less waits for the host (0: no floor;
+        # none when the step replays CUDA graphs, Plan.cuda_graphs)
+        dispatch = getattr(cost_model, "host_dispatch_s", None) if host_floor else None
+        self.host_floor = (dispatch("fwd"), dispatch("bwd")) if dispatch else (0.0, 0.0)
         self._calls: dict[tuple, float] = {}  # (op, pass, params) -> seconds: layers of equal shape share it
 
     def _call(self, op: str, pass_: str, params: dict[str, int], cm_dtype: str | None = None) -> float:
@@ -374,6 +378,9 @@ class LayerCoster:
             over_f, over_b = self.overhead(index)
             fwd += over_f
             bwd += over_b
+            if layer.op not in FREE_OPS:  # a GPU's host issues each pass no faster than host_floor (docs/method.md §3d)
+                fwd = max(fwd, self.host_floor[0])
+                bwd = max(bwd, self.host_floor[1]) if bwd > 0 else bwd
         result = (fwd, bwd)
         self._cache[key] = result
         return result

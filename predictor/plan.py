@@ -66,7 +66,7 @@ MEMORY_FORMATS = ("nhwc", "nchw")
 CROSS_ENTROPY_IMPLS = ("float32", "half", "fused")
 #: the Plan fields that are settings of the run, not of the layout: every plan a command evaluates takes them as
 #: given (predictor run/search/scale/report put them on each candidate; default_plans does not take them)
-RUN_SETTINGS = ("memory_format", "cross_entropy", "bn_group")
+RUN_SETTINGS = ("memory_format", "cross_entropy", "bn_group", "cuda_graphs")
 
 # Communication kinds reported separately (exposed and hidden) in Prediction.comm_*.
 COMM_KINDS = ("gradient", "layer_collective", "halo", "pipeline_p2p", "redistribute", "expert_alltoall",
@@ -112,6 +112,9 @@ class Plan:
     memory_format: str = "nhwc"  # the convolutions' layout (MEMORY_FORMATS): nchw costs cuDNN's transposes
     bn_group: int = 1  # data parallelism: batch norm's statistics reduced over groups of this many replicas (1: local)
     cross_entropy: str = "float32"  # how the loss reads half-precision logits (CROSS_ENTROPY_IMPLS)
+    # the step replays captured CUDA graphs: no host issues its kernels one by one, so a GPU profile's host time per
+    # layer pass (Coefficients.host_dispatch) does not floor it (docs/method.md §3d)
+    cuda_graphs: bool = False
     extra: tuple[tuple[str, Any], ...] = ()  # strategy-specific knobs of add-on strategies (sorted pairs)
 
     @property

@@ -220,10 +220,10 @@ def sweep(graph: ModelGraph, cost_model: CostModel, devices: Sequence[int], *, s
           dtype: str = "fp32", optimizer: str = "sgd", memory_cap_bytes: Optional[float] = None,
           framework: str = "ddp", synthetic_data: bool = False, stack: str = "pytorch",
           threshold: float = DEFAULT_EFFICIENCY_THRESHOLD, memory_format: str = "nhwc",
-          cross_entropy: str = "float32", bn_group: int = 1) -> Sweep:
+          cross_entropy: str = "float32", bn_group: int = 1, cuda_graphs: bool = False) -> Sweep:
     """Predict every line at every device count (module docstring). Exactly one of batch_per_device (weak
-    scaling) and batch (strong scaling) is given; framework, synthetic_data, stack, memory_format, cross_entropy and
-    bn_group are the run's settings, on every plan."""
+    scaling) and batch (strong scaling) is given; framework, synthetic_data, stack, memory_format, cross_entropy,
+    bn_group and cuda_graphs are the run's settings, on every plan."""
     if (batch_per_device is None) == (batch is None):
         raise UserError("give either a batch per device (weak scaling) or a global batch (strong scaling)")
     if not devices or any(d < 1 for d in devices):
@@ -235,7 +235,7 @@ def sweep(graph: ModelGraph, cost_model: CostModel, devices: Sequence[int], *, s
     ev = _Evaluator(graph, cost_model, stack, cap)
     lines: dict[str, list[Point]] = {name: [] for name in dict.fromkeys(strategies)}
     settings = dict(framework=framework, synthetic_data=synthetic_data, stack=stack, memory_format=memory_format,
-                    cross_entropy=cross_entropy, bn_group=bn_group)
+                    cross_entropy=cross_entropy, bn_group=bn_group, cuda_graphs=cuda_graphs)
     for p in devices:
         global_batch = batch_per_device * p if batch_per_device is not None else batch
         for name in lines:

@@ -34,8 +34,9 @@ class ScaledCostModel:
 
     def __init__(self, cost_model, flops_scale: dict[str, float], bytes_scale: dict[str, float], per_layer_s: float,
                  grouped_scale: Optional[dict[str, float]] = None, memory_scale: float = 1.0,
-                 stacks: Optional[StackScales] = None, matmul_scale: float = 1.0):
+                 stacks: Optional[StackScales] = None, matmul_scale: float = 1.0, host_floor: bool = True):
         self._cm = cost_model
+        self.host_floor = host_floor  # False in decompose's parts: a floor is not linear in the scales (R holds it)
         self.stacks = stacks
         self.memory_scale = memory_scale
         self.matmul_scale = matmul_scale  # 1: matrix products as the profile costs them; 0 in decompose's parts
@@ -57,6 +58,9 @@ class ScaledCostModel:
 
     def framework_overhead_s(self, pass_):
         return self.per_layer_s
+
+    def host_dispatch_s(self, pass_):
+        return self._cm.host_dispatch_s(pass_) if self.host_floor else 0.0
 
     def stack_time_scale(self, stack, dtype):
         return self.stacks.factor(stack, dtype) if self.stacks is not None else 1.0
@@ -84,11 +88,11 @@ def decompose(setup: Setup, predictor, base_cost_model) -> dict[str, float]:
     base = predictor.predict(setup, base_cost_model)
     only = lambda a, g, b: predictor.predict(
         setup, ScaledCostModel(base_cost_model, {d: a}, {d: b}, 0.0, {d: g}, memory_scale=0.0,
-                               matmul_scale=0.0)).terms["compute_s"]
+                               matmul_scale=0.0, host_floor=False)).terms["compute_s"]
     parts = {"F": only(1.0, 0.0, 0.0), "G": only(0.0, 1.0, 0.0), "M": only(0.0, 0.0, 1.0)}
     # X: the matrix products (at the measured GEMM fraction: no family constant, the stack's factor applies)
     parts["X"] = predictor.predict(setup, ScaledCostModel(base_cost_model, {d: 0.0}, {d: 0.0}, 0.0, {d: 0.0},
-                                                          memory_scale=0.0)).terms["compute_s"]
+                                                          memory_scale=0.0, host_floor=False)).terms["compute_s"]
     # R: everything neither scales (update, copies such as concat, exposed communication)
     return parts | {"R": base.predicted_s - sum(parts.values()), "dtype": d}
 

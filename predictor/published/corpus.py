@@ -139,7 +139,16 @@ def parse_record(rec: Any, index: int, path: str) -> PublishedRun:
         notes=_text(rec, "notes", path, index, rid, False),
         extra={"model_details": rec.get("model_details") if isinstance(rec.get("model_details"), dict) else {},
                "memory_format": _memory_format(rec, path, index, rid),
-               "bn_group": _positive_int(rec.get("bn_group"), path, index, rid, "bn_group", allow_none=True)})
+               "bn_group": _positive_int(rec.get("bn_group"), path, index, rid, "bn_group", allow_none=True),
+               "cuda_graphs": _flag(rec, "cuda_graphs", path, index, rid)})
+
+
+def _flag(rec: dict, key: str, path: str, index: int, rid: str) -> bool:
+    """A yes/no setting a record states (`cuda_graphs: true`, with its evidence beside it); absent: False."""
+    value = rec.get(key, False)
+    if not isinstance(value, bool):
+        raise _fail(path, index, rid, key, "must be true or false")
+    return value
 
 
 def _memory_format(rec: dict, path: str, index: int, rid: str) -> Optional[str]:

@@ -48,6 +48,7 @@ class Setup:
     staged: bool = False             # the record says its data was staged to the nodes before the run
     memory_format: str = "nhwc"      # the convolutions' layout the record states (Plan.memory_format)
     bn_group: int = 1                # replicas per batch-norm statistics group the record states (Plan.bn_group)
+    cuda_graphs: bool = False        # the record's configs capture the step as CUDA graphs (Plan.cuda_graphs)
 
     @property
     def batch(self) -> int:
@@ -162,4 +163,5 @@ def interpret(run: PublishedRun, rules: dict[str, list[dict]]) -> Union[Setup, S
                  framework=framework["regime"], profile=system["profile"], devices_per_node=per_node,
                  synthetic_data="synthetic" in run.data.lower(), assumptions=tuple(assumptions), stack=stack,
                  dataset=model.get("dataset", "imagenet"), staged="staged" in run.data.lower(),
-                 memory_format=run.extra.get("memory_format") or "nhwc", bn_group=run.extra.get("bn_group") or 1)
+                 memory_format=run.extra.get("memory_format") or "nhwc", bn_group=run.extra.get("bn_group") or 1,
+                 cuda_graphs=bool(run.extra.get("cuda_graphs")))

@@ -104,13 +104,13 @@ class Predictor:
         if setup.plan:  # the row states its plan (predictor.published.transformer)
             plan = Plan(devices_per_node=setup.devices_per_node, dtype=setup.dtype, optimizer=setup.optimizer,
                         framework=setup.framework, synthetic_data=setup.synthetic_data, stack=setup.stack,
-                        memory_format=setup.memory_format, **dict(setup.plan))
+                        memory_format=setup.memory_format, cuda_graphs=setup.cuda_graphs, **dict(setup.plan))
             return self._result(setup, predict(graph, plan, cm))
         plan = default_plans(graph, "data" if gpus > 1 else "serial", setup.batch, gpus, setup.devices_per_node,
                              setup.dtype, setup.optimizer, framework=setup.framework,
                              synthetic_data=setup.synthetic_data, stack=setup.stack)[0]
         return self._result(setup, predict(graph, replace(plan, memory_format=setup.memory_format,
-                                                          bn_group=setup.bn_group), cm))
+                                                          bn_group=setup.bn_group, cuda_graphs=setup.cuda_graphs), cm))
 
     def _mixed(self, setup: Setup, cost_model=None) -> RowResult:
         """A row whose micro-batches are padded each to its own length (Setup.seq_mix: (length L_k, share w_k)).

@@ -129,12 +129,13 @@ def graph_structure(graph: ModelGraph) -> GraphStructure:
 
 class Context:
     def __init__(self, graph: ModelGraph, cost_model: CostModel, memory_format: str = "nhwc",
-                 cross_entropy: str = "float32", graph_rewrite: bool = False):
+                 cross_entropy: str = "float32", graph_rewrite: bool = False, cuda_graphs: bool = False):
         self.graph = graph
         self.cm = cost_model
         self.graph_rewrite = graph_rewrite  # TensorFlow's AMP paints the layers (Plan.mixed_precision)
         self.memory_format = memory_format  # the convolutions' layout (Plan.memory_format)
         self.cross_entropy = cross_entropy  # how the loss reads half-precision logits (Plan.cross_entropy)
+        self.cuda_graphs = cuda_graphs  # the step replays CUDA graphs: no host floor per layer (Plan.cuda_graphs)
         self.layers = graph.layers
         self.n_layers = len(graph.layers)
         self.structure = graph_structure(graph)
@@ -167,12 +168,14 @@ class Context:
             scaled = self._stack_scaled[stack] = stack_scaled(self.cm, stack)
         rewrite = plan.mixed_precision == "graph-rewrite"
         if (factor <= 1.0 and scaled is self.cm and plan.memory_format == self.memory_format
-                and plan.cross_entropy == self.cross_entropy and rewrite == self.graph_rewrite):
+                and plan.cross_entropy == self.cross_entropy and rewrite == self.graph_rewrite
+                and plan.cuda_graphs == self.cuda_graphs):
             return self
-        key = (factor, stack if scaled is not self.cm else None, plan.memory_format, plan.cross_entropy, rewrite)
+        key = (factor, stack if scaled is not self.cm else None, plan.memory_format, plan.cross_entropy, rewrite,
+               plan.cuda_graphs)
         if key not in self._shared:
             self._shared[key] = Context(self.graph, SharedCores(scaled, factor) if factor > 1.0 else scaled,
-                                        plan.memory_format, plan.cross_entropy, rewrite)
+                                        plan.memory_format, plan.cross_entropy, rewrite, plan.cuda_graphs)
         return self._shared[key]
 
     @staticmethod
@@ -211,7 +214,7 @@ class Context:
         if c is None:
             c = self._costers[dtype] = LayerCoster(self.graph, self.cm, dtype, self.graph_cached(
                 ("layer-signatures",), lambda: layer_signatures(self.graph)), memory_format=self.memory_format,
-                cross_entropy=self.cross_entropy, half=self.painted(dtype))
+                cross_entropy=self.cross_entropy, half=self.painted(dtype), host_floor=not self.cuda_graphs)
         return c
 
     def painted(self, dtype: str) -> tuple[bool, ...] | None:

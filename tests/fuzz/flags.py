@@ -129,6 +129,7 @@ BAD_FLAGS = [  # (label, argv, flag the error must name)
     ("search-memory-format-unknown", SEARCH + ["--max-gpus", "4", "--memory-format", "chwn"], "--memory-format"),
     ("run-bn-group-zero", RUN + ["--bn-group", "0"], "--bn-group"),
     ("run-bn-group-text", RUN + ["--bn-group", "pairs"], "--bn-group"),
+    ("run-cuda-graphs-value", RUN + ["--cuda-graphs", "yes"], "yes"),
     ("search-cross-entropy-unknown", SEARCH + ["--max-gpus", "4", "--cross-entropy", "fp8"], "--cross-entropy"),
     ("scale-bn-group-zero", SCALE + ["--batch", "8", "--bn-group", "0"], "--bn-group"),
     ("scale-memory-format-unknown", SCALE + ["--batch", "8", "--memory-format", "NCHW"], "--memory-format"),
@@ -220,6 +221,8 @@ CONTROLS = [  # valid commands: exit 0 and nothing written
     ("run-staged-shards", RUN + ["--staging", "--sample-bytes", "500000", "--files-per-sample", "0.001",
                                  "--dataset-size", "1000000"]),
     ("run-moe-expert-context", MOE + ["--expert-parallel", "2", "--context-parallel", "2", "--wide"]),
+    ("search-cuda-graphs", SEARCH + ["--max-gpus", "4", "--cuda-graphs", "--top", "2"]),
+    ("validate-vtrain-single-json", ["predictor", "validate", "--published", "vtrain-single", "--json"]),
 ]
 
 

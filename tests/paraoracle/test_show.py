@@ -151,3 +151,12 @@ def test_first_screen_names_the_kernel_model_and_what_it_costs(capsys):
     held = [line for line in lines if line.startswith("  float16 held out")]
     assert len(held) == 1 and "conv3d/fwd" in held[0] and "conv2d" not in held[0]
     assert not any(line.startswith("GPU kernel model") for line in _lines(capsys, QUICK_CPU))
+
+
+def test_first_screen_gives_a_gpu_profiles_host_dispatch(capsys):
+    """A published GPU profile's host time per layer pass (the floor a pass takes unless replayed as CUDA graphs) is on
+    the first screen; a CPU profile, whose host runs the kernels, has no such line."""
+    lines = _lines(capsys, str(shipped_profile("h100-dgx-8gpu.published")))
+    assert [line for line in lines if line.startswith("host dispatch per layer pass")] == [
+        "host dispatch per layer pass (its least time unless replayed as CUDA graphs): forward 13.5 us, backward 25.4 us"]
+    assert not any(line.startswith("host dispatch") for line in _lines(capsys, QUICK_CPU))

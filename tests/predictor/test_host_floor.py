@@ -1,0 +1,75 @@
+"""A GPU layer pass takes its kernels' time or the host's time to issue it, whichever is longer (Coefficients.
+host_dispatch, docs/method.md §3d); a step replayed as CUDA graphs (Plan.cuda_graphs) has no such floor, nor has a
+CPU profile, where the host runs the kernels."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from calibrate.cost_model import load_cost_model
+from calibrate.published import HOST_LAYER, NODES, build_profile
+from predictor.api import load_model, predict
+from predictor.layercost import LayerCoster, Split
+from predictor.plan import Plan
+from predictor.published.constants_fit import ScaledCostModel
+
+NODE = next(n for n in NODES if n.file == "a100-dgx-8gpu.published.yaml")
+
+
+@pytest.fixture(scope="module")
+def cm():
+    return load_cost_model(build_profile(NODE, None))
+
+
+@pytest.fixture(scope="module")
+def graph():
+    return load_model("small_cnn2d", width=4, image=16)
+
+
+def test_published_profiles_carry_the_measured_host_time(cm):
+    """13.5 us per forward and 25.4 us per backward: the slopes of the H200 node's framework chains."""
+    assert cm.host_dispatch_s("fwd") == pytest.approx(13.5e-6) == pytest.approx(HOST_LAYER[0].value)
+    assert cm.host_dispatch_s("bwd") == pytest.approx(25.4e-6) == pytest.approx(HOST_LAYER[1].value)
+
+
+def test_tiny_layers_take_the_floor_and_large_ones_their_kernels(cm, graph):
+    tiny = LayerCoster(graph, cm, "fp32")
+    free = LayerCoster(graph, cm, "fp32", host_floor=False)
+    costed = [i for i, layer in enumerate(graph.layers) if layer.op not in ("input", "flatten")]
+    assert costed
+    for i in costed:  # one sample of a 16x16 image, 4 channels: every kernel is a few microseconds
+        f0, b0 = free.times(i, Split(n=1))
+        f, b = tiny.times(i, Split(n=1))
+        assert f0 < 13.5e-6 and f == pytest.approx(13.5e-6)
+        assert b == (pytest.approx(25.4e-6) if b0 > 0 else 0.0)  # a layer without a backward keeps none
+    big = LayerCoster(graph, cm, "fp32")
+    conv = next(i for i, layer in enumerate(graph.layers) if layer.op == "conv2d")
+    f_big, _ = big.times(conv, Split(n=65536))  # 65536 samples: its kernels take far longer than issuing them
+    f_free, _ = free.times(conv, Split(n=65536))
+    assert f_big == f_free > 13.5e-6
+
+
+def test_cuda_graphs_and_cpu_profiles_have_no_floor(cm, graph, tmp_path):
+    plan = Plan(strategy="serial", batch=1, devices=1, devices_per_node=8)
+    floored = predict(graph, plan, cm)
+    graphed = predict(graph, replace(plan, cuda_graphs=True), cm)
+    layers = sum(1 for layer in graph.layers if layer.op not in ("input", "flatten"))
+    assert floored.compute_fwd_s == pytest.approx(13.5e-6 * layers)
+    assert graphed.compute_fwd_s < floored.compute_fwd_s / 2
+    host = ScaledCostModel(cm, {}, {}, 0.0)
+    assert host.host_dispatch_s("fwd") == cm.host_dispatch_s("fwd")  # refits keep the floor ...
+    assert ScaledCostModel(cm, {}, {}, 0.0, host_floor=False).host_dispatch_s("fwd") == 0.0  # ... decompose drops it
+    cpu = cm.coefficients.model_copy(update={"device_is_host": True})
+    assert replace_coefficients(cm, cpu).host_dispatch_s("fwd") == 0.0
+    none = cm.coefficients.model_copy(update={"host_dispatch": None})
+    assert replace_coefficients(cm, none).host_dispatch_s("bwd") == 0.0
+
+
+def replace_coefficients(cm, coefficients):
+    """The cost model with other coefficients (its host_dispatch_s reads them)."""
+    import copy
+
+    other = copy.copy(cm)
+    other.coefficients = coefficients
+    return other
