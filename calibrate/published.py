@@ -12,12 +12,13 @@ docs/calibration.md ("Published reference profiles"); docs/decisions/2026-12-06-
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import sys
 from pathlib import Path
 from typing import Optional
 
-from calibrate.coefficients import (Coefficients, ComputeFit, EfficiencyGrid, EfficiencyModel, Estimate, Execution,
+from calibrate.coefficients import (CollectiveFit, Coefficients, ComputeFit, EfficiencyGrid, EfficiencyModel, Estimate, Execution,
                                     Fabric, FrameworkFit, GpuKernels, HostDispatch, LinkModel, ModelError, Segment,
                                     SegmentedFit, Tree)
 from calibrate import xla_matmul
@@ -30,9 +31,11 @@ from calibrate.gpu_specs import find_spec
 from calibrate.measured_kernels import conv3d_kernels
 from calibrate.shapes import FLOP_FEATURES, GROUPED_SUFFIX, MATMUL_OPS
 from calibrate.shipped import shipped_profiles_dir
-from calibrate.systems import GPU, GemmGrid, Node, load_figures, load_gpus, load_nodes
+from calibrate.collective_model import bus_factor
+from calibrate.systems import DATA_DIR, GPU, GemmGrid, Node, load_figures, load_gpus, load_nodes
 from calibrate.system_constants import (StackScales, SystemConstants, for_family, gpu_family, load_constants,
                                         load_model_error, load_stacks)
+from profiler import inputs
 from profiler.errors import UserError
 from profiler.profile import (GPUInfo, Machine, Profile, Provenance, SCHEMA_VERSION, dump_yaml, write_atomic)
 
@@ -45,6 +48,8 @@ KERNEL_LAUNCH = _FIGURES["kernel_launch"]
 OVERLAP_EFFICIENCY = _FIGURES["overlap_efficiency"]
 WINOGRAD_REDUCTION = _FIGURES["winograd_reduction"]
 NO_STREAM_LATENCY = _FIGURES["stream_latency"]
+#: a segment's bandwidth where a sweep's time does not rise with size (the line is flat: its time is its intercept)
+FLAT_BANDWIDTH = 1e18
 HOST_LAYER = (_FIGURES["host_layer_forward"], _FIGURES["host_layer_backward"])  # host time per layer pass
 NCCL_NET_FILL = _FIGURES["net_fill"]  # predictor.published.nccl reads its curves' spread against it
 #: a grouped convolution's memory traffic runs at this share of the triad, per pass (docs/method.md §3)
@@ -190,6 +195,52 @@ def _links(node: Node) -> dict[str, dict[str, LinkModel]]:
     return links
 
 
+def read_sweep(name: str) -> dict[int, list[tuple[float, float]]]:
+    """A measured all-reduce sweep of calibrate/data/published (Node.allreduce_sweep: `#` comment lines, then the
+    columns group_size, size_bytes, time_s): group size -> [(bytes, seconds)] in rising size (profiler.inputs reads
+    it; a malformed line is a one-line error naming the file and line)."""
+    path = DATA_DIR / name
+    text = inputs.read_text(path, label=f"all-reduce sweep {path}")
+    lines = [(i, line) for i, line in enumerate(text.splitlines(), 1) if line.strip() and not line.startswith("#")]
+    if not lines or lines[0][1].strip() != "group_size,size_bytes,time_s":
+        raise UserError(f"{path}: header must be group_size,size_bytes,time_s")
+    sweep: dict[int, list[tuple[float, float]]] = {}
+    for number, line in lines[1:]:
+        cells = line.split(",")
+        try:
+            group, size, time_s = int(cells[0]), float(cells[1]), float(cells[2])
+        except (ValueError, IndexError):
+            raise UserError(f"{path}: line {number}: expected group_size,size_bytes,time_s, got {line!r}") from None
+        if group < 2 or not (0 < size < math.inf and 0 < time_s < math.inf):
+            raise UserError(f"{path}: line {number}: group size >= 2 and positive finite bytes and seconds, got {line!r}")
+        sweep.setdefault(group, []).append((size, time_s))
+    return {g: sorted(points) for g, points in sweep.items()}
+
+
+def sweep_fits(node: Node) -> list[CollectiveFit]:
+    """One measured intra-node all-reduce fit per group size of the node's sweep (read_sweep): the line through each
+    pair of neighbouring sizes (x = bytes x bus_factor, as every collective fit; times made non-decreasing in size, an
+    intercept below 0 clipped), the last extended past the largest; below the smallest size, the line from the
+    node's ring latency at no bytes (base + 2(g - 1) steps: its link model's) to the smallest measured time;
+    docs/method.md §6."""
+    fits = []
+    for group, points in sorted(read_sweep(node.allreduce_sweep).items()):
+        factor = bus_factor("allreduce", group)
+        xs = [size * factor for size, _ in points]
+        ts = list(itertools.accumulate((t for _, t in points), max))
+        latency = min(node.base_latency_s.value + 2 * (group - 1) * node.step_latency_s.value, ts[0])
+        segments = [Segment(from_x=0.0, to_x=xs[0], alpha_s=Estimate.exact(latency), bandwidth_bytes_per_s=Estimate.exact(
+            xs[0] / (ts[0] - latency) if ts[0] > latency else FLAT_BANDWIDTH))]
+        for k in range(len(xs) - 1):
+            rate = (xs[k + 1] - xs[k]) / (ts[k + 1] - ts[k]) if ts[k + 1] > ts[k] else FLAT_BANDWIDTH
+            segments.append(Segment(from_x=xs[k], to_x=xs[k + 1] if k + 2 < len(xs) else None,
+                                    alpha_s=Estimate.exact(max(ts[k] - xs[k] / rate, 0.0)),
+                                    bandwidth_bytes_per_s=Estimate.exact(rate)))
+        fits.append(CollectiveFit(op="allreduce", group_size=group, nodes=1, segments=segments,
+                                  sources=[f"measured sweep {node.allreduce_sweep}: {node.allreduce_sweep_source}"]))
+    return fits
+
+
 def _apply_constants(compute: dict[str, ComputeFit], constants: SystemConstants) -> dict[str, ComputeFit]:
     """The compute fits with the family's fitted time scales (calibrate.system_constants) on their intervals."""
     out = {}
@@ -248,6 +299,7 @@ def build_profile(node: Node, constants: Optional[SystemConstants] = None,
         host_device={"h2d_pinned": _line(COPY_ALPHA, gpu.h2d_bytes_per_s),
                      "d2h_pinned": _line(COPY_ALPHA, gpu.d2h_bytes_per_s)},
         links=_links(node),
+        collectives=sweep_fits(node) if node.allreduce_sweep else [],
         fabric=Fabric(rails_per_node=node.rails_per_node, nodes_per_leaf=node.nodes_per_leaf,
                       oversubscription=node.oversubscription, sources=[node.fabric_source],
                       background_load=default_background()),

@@ -291,3 +291,31 @@ def test_grouped_convolutions_move_their_bytes_at_the_v100s_rate_per_sm_and_cloc
     fit = cm.coefficients.compute["conv2d_grouped/fwd/float16"]
     assert fit.memory_bandwidth_bytes_per_s == pytest.approx(grouped_bytes_per_s(a100, 0.33))
     assert cm.compute_time_s("conv2d", "fwd", depthwise, "float16") > 0
+
+
+def test_a_measured_all_reduce_sweep_sets_the_nodes_intra_node_all_reduce(tmp_path, monkeypatch):
+    """vTrain's cluster (a100-40gb-4hdr-8gpu) carries its own nccl-tests sweep: 8 GPUs all-reduce 2 MiB in the measured
+    93.0 us (not the link model's ~49 us), 1.5 MiB on the line between 1 and 2 MiB, and no bytes at the node's ring
+    latency; groups and nodes the sweep lacks keep the link model; a malformed sweep line is a one-line error."""
+    from calibrate import published
+    from profiler.errors import UserError
+
+    node = next(n for n in NODES if n.file == "a100-40gb-4hdr-8gpu.published.yaml")
+    cm = load_cost_model(build_profile(node, None))
+    sweep = published.read_sweep(node.allreduce_sweep)
+    (s1, t1), (s2, t2) = sweep[8][0], sweep[8][1]
+    assert (s1, s2) == (2 ** 20, 2 ** 21) and t2 == pytest.approx(93.0e-6, rel=0.01)
+    assert cm.collective_time_s("allreduce", s2, 8) == pytest.approx(t2, rel=1e-9)
+    assert cm.collective_time_s("allreduce", 1.5 * 2 ** 20, 8) == pytest.approx((t1 + t2) / 2, rel=1e-9)
+    ring = node.base_latency_s.value + 14 * node.step_latency_s.value
+    assert cm.collective_time_s("allreduce", 1e-9, 8) == pytest.approx(ring, rel=1e-6)
+    assert cm.collective_source("allreduce", 8) == "measured"
+    assert cm.collective_source("allreduce", 16, 2) == "extrapolated"  # across nodes: the link model
+    other = load_cost_model(build_profile(next(n for n in NODES if n.file == "a100-dgx-8gpu.published.yaml"), None))
+    assert other.collective_source("allreduce", 8) == "extrapolated"  # a node without a sweep
+    bad = tmp_path / "bad.csv"
+    bad.write_text("group_size,size_bytes,time_s\n8,1048576,fast\n", encoding="utf-8")
+    monkeypatch.setattr(published, "DATA_DIR", tmp_path)
+    with pytest.raises(UserError) as err:
+        published.read_sweep("bad.csv")
+    assert "line 2" in str(err.value) and "bad.csv" in str(err.value) and "\n" not in str(err.value)
