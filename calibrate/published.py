@@ -18,9 +18,9 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from calibrate.coefficients import (CollectiveFit, Coefficients, ComputeFit, EfficiencyGrid, EfficiencyModel, Estimate, Execution,
-                                    Fabric, FrameworkFit, GpuKernels, HostDispatch, LinkModel, ModelError, Segment,
-                                    SegmentedFit, Tree)
+from calibrate.coefficients import (CollectiveFit, Coefficients, ComputeFit, EfficiencyGrid, EfficiencyModel,
+                                    Estimate, Execution, Fabric, FrameworkFit, GpuKernels, HostDispatch, LinkModel,
+                                    ModelError, Segment, SegmentedFit, Tree)
 from calibrate import xla_matmul
 from calibrate.cost_api import COLLECTIVES
 from calibrate.fabric import default_background
@@ -212,7 +212,8 @@ def read_sweep(name: str) -> dict[int, list[tuple[float, float]]]:
         except (ValueError, IndexError):
             raise UserError(f"{path}: line {number}: expected group_size,size_bytes,time_s, got {line!r}") from None
         if group < 2 or not (0 < size < math.inf and 0 < time_s < math.inf):
-            raise UserError(f"{path}: line {number}: group size >= 2 and positive finite bytes and seconds, got {line!r}")
+            raise UserError(f"{path}: line {number}: needs a group size >= 2 and positive finite bytes and seconds, "
+                            f"got {line!r}")
         sweep.setdefault(group, []).append((size, time_s))
     return {g: sorted(points) for g, points in sweep.items()}
 
@@ -229,8 +230,9 @@ def sweep_fits(node: Node) -> list[CollectiveFit]:
         xs = [size * factor for size, _ in points]
         ts = list(itertools.accumulate((t for _, t in points), max))
         latency = min(node.base_latency_s.value + 2 * (group - 1) * node.step_latency_s.value, ts[0])
-        segments = [Segment(from_x=0.0, to_x=xs[0], alpha_s=Estimate.exact(latency), bandwidth_bytes_per_s=Estimate.exact(
-            xs[0] / (ts[0] - latency) if ts[0] > latency else FLAT_BANDWIDTH))]
+        first = xs[0] / (ts[0] - latency) if ts[0] > latency else FLAT_BANDWIDTH
+        segments = [Segment(from_x=0.0, to_x=xs[0], alpha_s=Estimate.exact(latency),
+                            bandwidth_bytes_per_s=Estimate.exact(first))]
         for k in range(len(xs) - 1):
             rate = (xs[k + 1] - xs[k]) / (ts[k + 1] - ts[k]) if ts[k + 1] > ts[k] else FLAT_BANDWIDTH
             segments.append(Segment(from_x=xs[k], to_x=xs[k + 1] if k + 2 < len(xs) else None,

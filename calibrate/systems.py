@@ -152,8 +152,8 @@ class Node(BaseModel):
     #: (LinkModel.bus_bandwidth_by_group); other sizes take allreduce_bus_bytes_per_s
     allreduce_bus_bytes_per_s_by_group: dict[int, Fig] = Field(default_factory=dict)
     #: a measured nccl-tests all-reduce sweep inside one node of this system (a CSV of calibrate/data/published:
-    #: group_size, size_bytes, time_s) with its source: the profile's intra-node all-reduce follows it (calibrate.
-    #: published.sweep_fits) where it has the group size; other groups and sizes beyond take the link model
+    #: group_size, size_bytes, time_s) with its source: the profile's intra-node all-reduce of a group size it has
+    #: follows it (calibrate.published.sweep_fits); other group sizes and groups across nodes take the link model
     allreduce_sweep: Optional[str] = None
     allreduce_sweep_source: str = ""
     other_collective_bus_bytes_per_s: Fig

@@ -192,7 +192,7 @@ def load_vtrain_csv(path: Union[str, Path] = VTRAIN_FILE, source: str = "vtrain"
     missing = [c for c in VTRAIN_COLUMNS[1:] if c not in (reader.fieldnames or [])]
     if missing:
         raise UserError(f"{name}: header: missing column {missing[0]!r}")
-    prefix = "vtrain" if source == "vtrain" else source
+    upstream = VTRAIN_URL_FILES.get(Path(path).name, Path(path).name)  # the file's name in vTrain's repository
     runs = []
     for i, row in enumerate(reader):
         line = i + 2  # the header is line 1
@@ -204,7 +204,7 @@ def load_vtrain_csv(path: Union[str, Path] = VTRAIN_FILE, source: str = "vtrain"
                             f"pipeline {p}")
         size = (f"{_csv_number(row, VTRAIN_COLUMNS[0], name, line, False):g}b" if with_params else
                 f"l{ints['# layers']}h{ints['hidden size']}")
-        rid = (f"{prefix}-r{line}-{size}-{ints['# GPUs']}gpu-t{t}d{d}p{p}-mb{ints['micro batch']}"
+        rid = (f"{source}-r{line}-{size}-{ints['# GPUs']}gpu-t{t}d{d}p{p}-mb{ints['micro batch']}"
                f"-gb{ints['global batch']}")
         details = {"layers": ints["# layers"], "hidden": ints["hidden size"], "heads": ints["attention heads"],
                    "seq_len": ints["sequence length"]}
@@ -214,7 +214,7 @@ def load_vtrain_csv(path: Union[str, Path] = VTRAIN_FILE, source: str = "vtrain"
             optimizer="Adam", framework="Megatron-DeepSpeed", parallelism=f"data={d} tensor={t} pipeline={p} "
             f"micro_batch={ints['micro batch']}", data="", num_gpus=ints["# GPUs"], batch_per_gpu=None,
             system=dict(VTRAIN_SYSTEM, nodes=-(-ints["# GPUs"] // 8)), measured_s=ms / 1e3, measured_note="",
-            url=f"https://github.com/VIA-Research/vTrain/blob/f8dda847/data/{VTRAIN_URL_FILES.get(Path(path).name, Path(path).name)}",
+            url=f"https://github.com/VIA-Research/vTrain/blob/f8dda847/data/{upstream}",
             extra={"model_details": details, "parallel": parallel, "global_batch": ints["global batch"],
                    "checkpointing": True}))
     return unique_ids(name, runs)

@@ -96,15 +96,19 @@ def single_node(report: dict) -> list[str]:
     """vTrain's single-node runs, reported apart (predictor.published.command.vtrain_single_report): accuracy and the
     median predicted/measured by tensor-parallel degree and micro-batch, where the two part ways."""
     rows = report["rows"]
+
     def cell(group: list[dict]) -> str:
         ratio = statistics.median(r["predicted_s"] / r["measured_s"] for r in group)
         return f"{pct(statistics.fmean(r['accuracy'] for r in group))} ({ratio:.2f})"
+
+    def micro_batch(r: dict) -> int:
+        return r["plan"]["batch"] // (r["plan"]["p_data"] * r["plan"]["micro_batches"])
+
     tensors = sorted({r["plan"]["p_tensor"] for r in rows})
-    micro = sorted({r["plan"]["batch"] // (r["plan"]["p_data"] * r["plan"]["micro_batches"]) for r in rows})
-    by = {}
+    micro = sorted({micro_batch(r) for r in rows})
+    by: dict[tuple[int, int], list[dict]] = {}
     for r in rows:
-        mb = r["plan"]["batch"] // (r["plan"]["p_data"] * r["plan"]["micro_batches"])
-        by.setdefault((r["plan"]["p_tensor"], mb), []).append(r)
+        by.setdefault((r["plan"]["p_tensor"], micro_batch(r)), []).append(r)
     lines = [f"vTrain's {len(rows)} single-node runs (2-8 A100s, Megatron-DeepSpeed, `predictor validate --published "
              f"vtrain-single`), reported apart: {pct(report['overall_accuracy'])} mean accuracy, nothing fitted to them. "
              "Mean accuracy (median predicted / measured) by tensor-parallel degree and micro-batch:", "",
