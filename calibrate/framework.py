@@ -15,7 +15,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from calibrate.alphabeta import Point, bootstrap_estimate, fit_line, resample
-from calibrate.coefficients import FrameworkFit
+from calibrate.coefficients import FrameworkFit, HostDispatch
 from profiler.cold_chains import COLD_ORDERS, COLD_VARIANTS
 from profiler.errors import UserError
 from profiler.profile import Sample
@@ -85,6 +85,28 @@ def fit_cold(samples: Sequence[Sample], rng: np.random.Generator) -> dict:
     replicates = [estimate(rng.integers(0, n, n)) for _ in range(BOOTSTRAP_REPLICATES)]
     return {name: bootstrap_estimate(value[i], [r[i] for r in replicates])
             for i, name in enumerate(("cold_forward_per_layer_s", "cold_backward_per_layer_s"))}
+
+
+def _host_slopes(x: dict[str, np.ndarray], t: dict[str, np.ndarray]) -> tuple[float, float]:
+    """(forward, backward) host seconds per layer: the forward chain's slope, and the training step's less it."""
+    forward, step = fit_line(x["forward"], t["forward"])[1], fit_line(x["step"], t["step"])[1]
+    return max(forward, 0.0), max(step - forward, 0.0)
+
+
+def fit_host_dispatch(samples: Sequence[Sample], rng: np.random.Generator) -> HostDispatch:
+    """A GPU's host time per layer pass (Coefficients.host_dispatch, docs/method.md §3d) from the same chains: their
+    layers' kernels are too small to hide the host, so a chain's time per layer is the host's (95% bootstrap)."""
+    points = {v: _points(samples, v) for v in ("forward", "step")}
+    x = {v: np.array([p.x for p in points[v]]) for v in points}
+    forward, backward = _host_slopes(x, {v: np.array([p.t for p in points[v]]) for v in points})
+    replicates = []
+    for _ in range(BOOTSTRAP_REPLICATES):
+        drawn = {v: resample(points[v], rng) for v in points}
+        replicates.append(_host_slopes({v: x[v][pick] for v, (pick, _) in drawn.items()},
+                                       {v: t for v, (_, t) in drawn.items()}))
+    return HostDispatch(forward_per_layer_s=bootstrap_estimate(forward, [r[0] for r in replicates]),
+                        backward_per_layer_s=bootstrap_estimate(backward, [r[1] for r in replicates]),
+                        sources=[f"measured: framework chains of {sorted({int(p.x) for p in points['step']})} layers"])
 
 
 def fit_framework(samples: Sequence[Sample], rng: np.random.Generator) -> FrameworkFit:

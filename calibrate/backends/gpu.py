@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
+import numpy as np
+
 from calibrate import gpu_kernels, shapes
 from calibrate.coefficients import Coefficients
 from calibrate.gpu_kernel_fit import fit_gpu_kernels
@@ -98,8 +100,13 @@ class GpuBackend:
             return {}
         from calibrate.measured_kernels import padding_centres  # the tensor-core fits' padded-share priors
 
-        return {"gpu_kernels": fit_gpu_kernels(by_kind.get("compute", []), machine.gpus[0].name, machine.gpus[0].sms,
-                                               tensor_core_centres=padding_centres())}
+        fields: dict[str, Any] = {"gpu_kernels": fit_gpu_kernels(
+            by_kind.get("compute", []), machine.gpus[0].name, machine.gpus[0].sms, tensor_core_centres=padding_centres())}
+        if by_kind.get("framework"):  # the host's time per layer pass: the floor a GPU layer pass takes (method.md §3d)
+            from calibrate.framework import fit_host_dispatch
+
+            fields["host_dispatch"] = fit_host_dispatch(by_kind["framework"], np.random.default_rng(0))
+        return fields
 
     def report_lines(self, c: Coefficients, rate) -> list[str]:
         return []

@@ -113,3 +113,26 @@ def test_cold_chains_of_unequal_rounds_are_a_clear_error():
     samples[0] = samples[0].model_copy(update={"times_s": samples[0].times_s[:-1]})
     with pytest.raises(UserError, match="different numbers of rounds"):
         fit_profile(profile_with(framework_samples(np.random.default_rng(6)) + samples))
+
+
+def test_a_gpu_calibration_fits_its_hosts_dispatch_time_per_layer_pass():
+    """On a GPU the same chains give the host's time per layer pass (Coefficients.host_dispatch, the floor of a GPU
+    layer pass: docs/method.md §3d): the forward chain's slope and the step's less it; a CPU calibration has none."""
+    from calibrate.fit import fit_coefficients
+    from calibrate.framework import fit_host_dispatch
+    from profiler.profile import GPUInfo
+
+    rng = np.random.default_rng(3)
+    samples = framework_samples(rng)
+    fit = fit_host_dispatch(samples, rng)
+    assert fit.forward_per_layer_s.value == pytest.approx(KERNEL_S + FORWARD_S, rel=0.1)
+    assert fit.backward_per_layer_s.value == pytest.approx(KERNEL_S + BACKWARD_S, rel=0.1)
+    assert fit.forward_per_layer_s.low <= fit.forward_per_layer_s.value <= fit.forward_per_layer_s.high
+    cpu = fit_profile(profile_with(samples)).coefficients
+    assert "host_dispatch" not in cpu
+    gpu = profile_with([s.model_copy(update={"device": "cuda"}) for s in samples])
+    machine = gpu.machine.model_copy(update={"gpus": [GPUInfo(name="NVIDIA H200", memory_bytes=141e9, sms=132)],
+                                             "gpus_per_node": 1})
+    coefficients = fit_coefficients(gpu.model_copy(update={"machine": machine}))
+    assert not coefficients.device_is_host
+    assert coefficients.host_dispatch.backward_per_layer_s.value == pytest.approx(KERNEL_S + BACKWARD_S, rel=0.1)
