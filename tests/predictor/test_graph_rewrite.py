@@ -9,6 +9,7 @@ from predictor.api import load_model
 from predictor.graph import Layer, ModelGraph
 from predictor.graph_rewrite import cast_elems, half_layers
 from predictor.layercost import LayerCoster, Split
+from tests.kernels_only import kernels_only  # kernels alone: the host floor is tested apart
 
 PROFILE = shipped_profile("v100-dgx1-1edr-8gpu.published")
 SHAPE = (16, 64)
@@ -48,7 +49,7 @@ def test_an_inferring_op_not_between_products_stays_float32():
 
 def test_casts_and_weights_costed_by_hand():
     g = _graph(("fc1", "linear", [""]), ("p", "pow", ["fc1"]), ("fc2", "linear", ["p"]))
-    cm = load_cost_model(PROFILE)
+    cm = kernels_only(load_cost_model(PROFILE))
     half = half_layers(g)
     assert half == (True, False, True)
     plain = LayerCoster(g, cm, "fp16")
@@ -86,7 +87,7 @@ def test_a_plan_under_the_graph_rewrite_costs_its_float32_islands_in_time_and_me
     from predictor.plan import Plan
 
     g = load_model("bert", layers=2, hidden=64, heads=4, seq=32, vocab=512, attention="math", ops="tf")
-    cm = load_cost_model(PROFILE)
+    cm = kernels_only(load_cost_model(PROFILE))
     run = lambda dtype, mp: predict(g, Plan(strategy="serial", batch=8, devices=1, devices_per_node=8, dtype=dtype,
                                             mixed_precision=mp), cm)
     auto, rewrite = run("fp16", "autocast"), run("fp16", "graph-rewrite")

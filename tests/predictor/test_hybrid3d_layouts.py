@@ -14,6 +14,7 @@ from predictor.strategies.context import Context
 from predictor.strategies.hybrid3d import (gather_stall_s, layout_nodes, recomputed_layers, repeated_layers,
                                            sequence_collectives_by_layer, sequence_seeds)
 from predictor.strategies.tensor import sequence_split, tensor_split
+from tests.kernels_only import kernels_only  # kernels alone: the host floor is tested apart
 
 L, H, HEADS, SEQ, VOCAB = 4, 256, 8, 128, 1024
 
@@ -22,7 +23,7 @@ L, H, HEADS, SEQ, VOCAB = 4, 256, 8, 128, 1024
 def setup():
     graph = load_model("gpt", layers=L, hidden=H, heads=HEADS, seq=SEQ, vocab=VOCAB, attention="fused-softmax",
                        residual="bias-dropout-add")
-    cm, _ = load_cost_model("a100-40gb-4hdr-8gpu.published")
+    cm = kernels_only(load_cost_model("a100-40gb-4hdr-8gpu.published")[0])
     return graph, cm, Context(graph, cm)
 
 

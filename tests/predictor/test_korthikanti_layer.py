@@ -12,6 +12,7 @@ from predictor.published.rowmap import load_rules
 from predictor.published.transformer import interpret_transformer, load_transformer_corpus
 from predictor.strategies import evaluate
 from predictor.strategies.context import Context
+from tests.kernels_only import kernels_only  # kernels alone: the host floor is tested apart
 
 PROFILE = "a100-80gb-dgx-8gpu.published"
 #: Korthikanti et al. 2022, Table 4: forward and backward ms of one layer of the 22B model (t = 8, micro-batch 4)
@@ -21,7 +22,7 @@ TABLE4 = {(False, False, "full"): (7.7, 11.9), (True, False, "full"): (7.2, 11.8
 
 @pytest.fixture(scope="module")
 def cost_model():
-    return load_cost_model(PROFILE)[0]
+    return kernels_only(load_cost_model(PROFILE)[0])
 
 
 def _layer_ms(cm, sp: bool, recompute: bool, granularity: str) -> tuple[float, float]:

@@ -6,6 +6,7 @@ from calibrate.cost_model import load_cost_model
 from calibrate.shipped import shipped_profile
 from predictor.graph import Layer, ModelGraph
 from predictor.layercost import LayerCoster, Split, _pass_params
+from tests.kernels_only import kernels_only  # kernels alone: the host floor is tested apart
 
 PROFILE = shipped_profile("a100-dgx-8gpu.published")
 SHAPE = (64, 28, 28)
@@ -16,7 +17,7 @@ def _elementwise(op: str, inputs=("x",)) -> Layer:
 
 
 def test_activations_cost_as_relu_and_mul_as_add():
-    cm = load_cost_model(PROFILE)
+    cm = kernels_only(load_cost_model(PROFILE))
     ops = ["relu", "silu", "sigmoid", "add", "mul"]
     layers = tuple(_elementwise(op, ("x", "y") if op in ("add", "mul") else ("x",)) for op in ops)
     coster = LayerCoster(ModelGraph("ops", SHAPE, layers), cm, "fp32")
@@ -45,7 +46,7 @@ def test_no_input_gradient_upstream_of_the_first_parameters(monkeypatch):
                                       layer("fc2", "linear", ("act",), 10), layer("conv", "conv2d", ("",), 10),
                                       layer("sum", "add", ("", "conv"))))
     assert input_needs_no_grad(graph) == [True, True, True, False, False, True, False]
-    cm, split, overhead = load_cost_model(PROFILE), Split(8), 7e-6
+    cm, split, overhead = kernels_only(load_cost_model(PROFILE)), Split(8), 7e-6
     monkeypatch.setattr(cm, "framework_overhead_s", lambda pass_: overhead)  # an autograd node shows as 7 µs
     bwd = [LayerCoster(graph, cm, "fp32").times(i, split)[1] for i in range(len(graph.layers))]
 
@@ -69,7 +70,7 @@ def test_a_tied_head_costs_its_weight_gradient():
                 weight_shape=(vocab, hidden), inputs=("x",))
     tied, own = Layer(**head, params=0), Layer(**head, params=vocab * hidden)
     assert tied.tied and not own.tied and not Layer(name="r", op="relu", input_shape=SHAPE, output_shape=SHAPE).tied
-    cm = load_cost_model(PROFILE)
+    cm = kernels_only(load_cost_model(PROFILE))
     times = [LayerCoster(ModelGraph("lm", (16, hidden), (layer,)), cm, "fp32").times(0, Split(4))
              for layer in (tied, own)]
     assert times[0] == times[1]
@@ -81,7 +82,7 @@ def test_an_optimizer_written_in_ops_costs_its_words_and_launches_by_hand():
     launches."""
     from predictor.layercost import PER_OP_UPDATES, update_bytes, update_launch_s
 
-    cm = load_cost_model(PROFILE)
+    cm = kernels_only(load_cost_model(PROFILE))
     assert PER_OP_UPDATES["adamw-ops"] == (39, 17)
     assert update_bytes(1e6, "adamw-ops", "fp16") == update_bytes(1e6, "adamw-ops", "fp32") == 39 * 4e6
     assert update_bytes(1e6, "adam", "fp32") == 7 * 4e6
@@ -101,7 +102,7 @@ def test_a_rectangular_kernel_is_a_convolution_of_the_family():
                                          "padding": (0, 3), "H": 17, "W": 17}
     from calibrate import shapes
     assert shapes.work("conv2d", "fwd", params, "float32")["flops"] == 2 * 32 * 17 * 17 * 192 * 128 * 7
-    cm = load_cost_model(PROFILE)
+    cm = kernels_only(load_cost_model(PROFILE))
     fit = cm.coefficients.compute["conv2d/fwd/float16"]
     gemm = cm.coefficients.compute["gemm/fwd/float16"]
     assert fit.time_scale.value != gemm.time_scale.value  # the convolution family carries the fitted scale

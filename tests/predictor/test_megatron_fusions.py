@@ -14,6 +14,7 @@ from predictor.memory import saved_tensors
 from predictor.strategies.tensor import tensor_split
 from predictor.synthetic import SyntheticCostModel
 from profiler.opmath import element_pass_bytes
+from tests.kernels_only import kernels_only  # kernels alone: the host floor is tested apart
 
 KNOBS = dict(layers=2, hidden=64, heads=4, seq=32, vocab=512, attention="fused-softmax")
 FUSED = dict(KNOBS, residual="bias-dropout-add")
@@ -66,7 +67,7 @@ def test_bias_dropout_add_flops_bytes_cost_and_saved_bytes_by_hand():
     assert element_pass_bytes("bias_dropout_add", "bwd_data", elems, 2) == 8192
     params = {"N": 1, "C": 32, "W": 64, "H": 1}
     assert shapes.work("add", "fwd", params, "float16")["bytes"] == 12288
-    cm = load_cost_model(shipped_profile("a100-dgx-8gpu.published"))
+    cm = kernels_only(load_cost_model(shipped_profile("a100-dgx-8gpu.published")))
 
     class Recorder(SyntheticCostModel):
         calls = []
@@ -96,7 +97,7 @@ def test_bias_dropout_add_flops_bytes_cost_and_saved_bytes_by_hand():
 def test_fused_site_costs_an_adds_forward_and_a_dropouts_backward(profile):
     """Against the unfused model's layers at the same site: forward is the add's (the dropout's forward pass
     and one layer's framework overhead go), backward the dropout's plus the add's less one overhead."""
-    cm = load_cost_model(shipped_profile(profile))
+    cm = kernels_only(load_cost_model(shipped_profile(profile)))
     fused, plain = load_model("gpt", **FUSED), load_model("gpt", **KNOBS)
     cf, cp = LayerCoster(fused, cm, "fp16"), LayerCoster(plain, cm, "fp16")
     index = {l.name: i for i, l in enumerate(plain.layers)}

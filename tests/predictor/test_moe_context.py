@@ -21,6 +21,7 @@ from predictor.strategies.hybrid3d import moe_cp_terms
 from predictor.strategies.moe_context import (attention_spans, busiest_factor, expected_max_normal, kv_elems,
                                               moe_layers, ring_exposed)
 from predictor.strategies.tensor import tensor_split
+from tests.kernels_only import kernels_only  # kernels alone: the host floor is tested apart
 
 L, H, HEADS, SEQ, VOCAB, FFN, E, K = 4, 256, 8, 256, 1024, 512, 8, 2
 ACT = 2  # bf16
@@ -30,14 +31,14 @@ ACT = 2  # bf16
 def moe():
     graph = load_model("gpt", layers=L, hidden=H, heads=HEADS, seq=SEQ, vocab=VOCAB, ffn=FFN, experts=E, top_k=K,
                        capacity_factor=1.25, dropout=0.0)
-    cm, _ = load_cost_model("h100-dgx-8gpu.published")
+    cm = kernels_only(load_cost_model("h100-dgx-8gpu.published")[0])
     return graph, cm, Context(graph, cm)
 
 
 @pytest.fixture(scope="module")
 def dense():
     graph = load_model("gpt", layers=L, hidden=H, heads=HEADS, seq=SEQ, vocab=VOCAB, ffn=FFN, dropout=0.0)
-    cm, _ = load_cost_model("h100-dgx-8gpu.published")
+    cm = kernels_only(load_cost_model("h100-dgx-8gpu.published")[0])
     return graph, cm, Context(graph, cm)
 
 

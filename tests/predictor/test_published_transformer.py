@@ -24,6 +24,7 @@ from predictor.strategies.hybrid3d import (attention_core, layout_nodes, megatro
                                            recomputed_layers, vocab_parallel)
 from predictor.strategies.tensor import layer_split, tensor_split
 from profiler.errors import UserError
+from tests.kernels_only import kernels_only  # kernels alone: the host floor is tested apart
 
 RULES = load_rules()
 
@@ -236,7 +237,7 @@ def test_each_source_reads_its_logits_as_its_code_does():
     assert {impl for (source, model, _), impls in seen.items() if model == "gpt" and source != "llmfoundry"
             for impl in impls} == {"float32"}  # Megatron's .float() copy
     graph = load_model("gpt", layers=1, hidden=64, heads=2, seq=32, vocab=1000)
-    cm, _ = load_cost_model("a100-dgx-8gpu.published")
+    cm = kernels_only(load_cost_model("a100-dgx-8gpu.published")[0])
     times = [predict(graph, Plan(strategy="serial", batch=8, devices=1, devices_per_node=8, dtype="bf16",
                                  cross_entropy=impl), cm).iteration_s for impl in ("fused", "half", "float32")]
     assert times[0] < times[1] < times[2]
@@ -352,7 +353,7 @@ def test_pipeline_terms_and_layout_by_hand():
 @pytest.fixture(scope="module")
 def small():
     graph = load_model("gpt", layers=4, hidden=64, heads=4, seq=32, vocab=512, attention="math")
-    cm, _ = load_cost_model("a100-dgx-8gpu.published")
+    cm = kernels_only(load_cost_model("a100-dgx-8gpu.published")[0])
     return graph, cm
 
 

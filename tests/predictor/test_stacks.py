@@ -16,6 +16,7 @@ from predictor.published.constants_fit import Decompositions, _stack_factor
 from predictor.published.fit import CONSTANTS_FILE
 from predictor.synthetic import SyntheticCostModel
 from profiler.errors import UserError
+from tests.kernels_only import kernels_only  # kernels alone: the host floor is tested apart
 
 PROFILES = shipped_profiles_dir()
 
@@ -88,7 +89,7 @@ def test_shipped_profiles_carry_the_fitted_stacks():
 
 def test_plan_stack_scales_compute_only():
     graph = load_model("small_cnn2d", width=8, image=32)
-    cm = load_cost_model(PROFILES / "v100-dgx1-8gpu.published.yaml")
+    cm = kernels_only(load_cost_model(PROFILES / "v100-dgx1-8gpu.published.yaml"))
     common = dict(strategies=("data",), devices_per_node=8, dtype="fp16", interval=False)
     py, = predict_all(graph, 64, 8, cm, stack="pytorch", **common)
     mx, = predict_all(graph, 64, 8, cm, stack="mxnet", **common)
