@@ -87,6 +87,19 @@ def fit_cold(samples: Sequence[Sample], rng: np.random.Generator) -> dict:
             for i, name in enumerate(("cold_forward_per_layer_s", "cold_backward_per_layer_s"))}
 
 
+def _bootstrapped_pair(points: dict[str, list[Point]], slopes, rng: np.random.Generator) -> tuple:
+    """Two per-layer estimates from chains of each variant in `points`: slopes(x, t) -> (a, b) on the samples, and
+    its 95% bootstrap over resampled calls."""
+    x = {v: np.array([p.x for p in points[v]]) for v in points}
+    a, b = slopes(x, {v: np.array([p.t for p in points[v]]) for v in points})
+    replicates = []
+    for _ in range(BOOTSTRAP_REPLICATES):
+        drawn = {v: resample(points[v], rng) for v in points}
+        replicates.append(slopes({v: x[v][pick] for v, (pick, _) in drawn.items()},
+                                 {v: t for v, (_, t) in drawn.items()}))
+    return bootstrap_estimate(a, [r[0] for r in replicates]), bootstrap_estimate(b, [r[1] for r in replicates])
+
+
 def _host_slopes(x: dict[str, np.ndarray], t: dict[str, np.ndarray]) -> tuple[float, float]:
     """(forward, backward) host seconds per layer: the forward chain's slope, and the training step's less it."""
     forward, step = fit_line(x["forward"], t["forward"])[1], fit_line(x["step"], t["step"])[1]
@@ -97,27 +110,14 @@ def fit_host_dispatch(samples: Sequence[Sample], rng: np.random.Generator) -> Ho
     """A GPU's host time per layer pass (Coefficients.host_dispatch, docs/method.md §3d) from the same chains: their
     layers' kernels are too small to hide the host, so a chain's time per layer is the host's (95% bootstrap)."""
     points = {v: _points(samples, v) for v in ("forward", "step")}
-    x = {v: np.array([p.x for p in points[v]]) for v in points}
-    forward, backward = _host_slopes(x, {v: np.array([p.t for p in points[v]]) for v in points})
-    replicates = []
-    for _ in range(BOOTSTRAP_REPLICATES):
-        drawn = {v: resample(points[v], rng) for v in points}
-        replicates.append(_host_slopes({v: x[v][pick] for v, (pick, _) in drawn.items()},
-                                       {v: t for v, (_, t) in drawn.items()}))
-    return HostDispatch(forward_per_layer_s=bootstrap_estimate(forward, [r[0] for r in replicates]),
-                        backward_per_layer_s=bootstrap_estimate(backward, [r[1] for r in replicates]),
+    forward, backward = _bootstrapped_pair(points, _host_slopes, rng)
+    return HostDispatch(forward_per_layer_s=forward, backward_per_layer_s=backward,
                         sources=[f"measured: framework chains of {sorted({int(p.x) for p in points['step']})} layers"])
 
 
 def fit_framework(samples: Sequence[Sample], rng: np.random.Generator) -> FrameworkFit:
     points = {v: _points(samples, v) for v in VARIANTS}
-    x = {v: np.array([p.x for p in points[v]]) for v in VARIANTS}
-    forward, backward = _slopes(x, {v: np.array([p.t for p in points[v]]) for v in VARIANTS})
-    replicates = []
-    for _ in range(BOOTSTRAP_REPLICATES):
-        drawn = {v: resample(points[v], rng) for v in VARIANTS}
-        replicates.append(_slopes({v: x[v][pick] for v, (pick, _) in drawn.items()},
-                                  {v: t for v, (_, t) in drawn.items()}))
+    forward, backward = _bootstrapped_pair(points, _slopes, rng)
     optimizer = {}
     if any(s.variant == "optimizer" for s in samples):
         step = _points(samples, "optimizer")
@@ -126,8 +126,7 @@ def fit_framework(samples: Sequence[Sample], rng: np.random.Generator) -> Framew
         lines = [fit_line(tensors[pick], t) for pick, t in (resample(step, rng) for _ in range(BOOTSTRAP_REPLICATES))]
         optimizer = {"optimizer_step_s": bootstrap_estimate(fixed, [a for a, _ in lines]),
                      "optimizer_per_tensor_s": bootstrap_estimate(per_tensor, [b for _, b in lines])}
-    return FrameworkFit(forward_per_layer_s=bootstrap_estimate(forward, [r[0] for r in replicates]),
-                        backward_per_layer_s=bootstrap_estimate(backward, [r[1] for r in replicates]),
+    return FrameworkFit(forward_per_layer_s=forward, backward_per_layer_s=backward,
                         **optimizer, **fit_cold(samples, rng),
                         sources=[f"measured: {len(samples)} samples, chains of "
                                  f"{sorted({int(p.x) for p in points['step']})} layers"])

@@ -30,9 +30,6 @@ VTRAIN_FILE = CORPUS_DIR / "vtrain_ground_truth_multi.csv"
 #: apart from the transformer report as source VTRAIN_SINGLE_SOURCE (`predictor validate --published vtrain-single`)
 VTRAIN_SINGLE_FILE = CORPUS_DIR / "vtrain_ground_truth_single.csv"
 VTRAIN_SINGLE_SOURCE = "vtrain-single"
-#: the shipped copies' names in vTrain's repository (for each row's link)
-VTRAIN_URL_FILES = {"vtrain_ground_truth_multi.csv": "ground_truth_multi.csv",
-                    "vtrain_ground_truth_single.csv": "ground_truth_single.csv"}
 #: vocabulary sizes the sources do not restate per row
 VOCAB = {"mpt": 50368, "megatron": 51200, "bert": 30522}
 VTRAIN_COLUMNS = ("Parameters (billion)", "# GPUs", "global batch", "micro batch", "hidden size", "attention heads",
@@ -192,7 +189,7 @@ def load_vtrain_csv(path: Union[str, Path] = VTRAIN_FILE, source: str = "vtrain"
     missing = [c for c in VTRAIN_COLUMNS[1:] if c not in (reader.fieldnames or [])]
     if missing:
         raise UserError(f"{name}: header: missing column {missing[0]!r}")
-    upstream = VTRAIN_URL_FILES.get(Path(path).name, Path(path).name)  # the file's name in vTrain's repository
+    upstream = Path(path).name.removeprefix("vtrain_")  # the shipped copies' names in vTrain's data/ folder
     runs = []
     for i, row in enumerate(reader):
         line = i + 2  # the header is line 1

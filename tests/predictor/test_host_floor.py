@@ -13,6 +13,7 @@ from predictor.api import load_model, predict
 from predictor.layercost import LayerCoster, Split
 from predictor.plan import Plan
 from predictor.published.constants_fit import ScaledCostModel
+from tests.kernels_only import kernels_only, with_coefficients
 
 NODE = next(n for n in NODES if n.file == "a100-dgx-8gpu.published.yaml")
 
@@ -60,16 +61,5 @@ def test_cuda_graphs_and_cpu_profiles_have_no_floor(cm, graph, tmp_path):
     host = ScaledCostModel(cm, {}, {}, 0.0)
     assert host.host_dispatch_s("fwd") == cm.host_dispatch_s("fwd")  # refits keep the floor ...
     assert ScaledCostModel(cm, {}, {}, 0.0, host_floor=False).host_dispatch_s("fwd") == 0.0  # ... decompose drops it
-    cpu = cm.coefficients.model_copy(update={"device_is_host": True})
-    assert replace_coefficients(cm, cpu).host_dispatch_s("fwd") == 0.0
-    none = cm.coefficients.model_copy(update={"host_dispatch": None})
-    assert replace_coefficients(cm, none).host_dispatch_s("bwd") == 0.0
-
-
-def replace_coefficients(cm, coefficients):
-    """The cost model with other coefficients (its host_dispatch_s reads them)."""
-    import copy
-
-    other = copy.copy(cm)
-    other.coefficients = coefficients
-    return other
+    assert with_coefficients(cm, device_is_host=True).host_dispatch_s("fwd") == 0.0
+    assert kernels_only(cm).host_dispatch_s("bwd") == 0.0
