@@ -202,13 +202,16 @@ class TailDistribution(_Strict):
     last point a generalized Pareto tail of shape `tail_shape` (xi) and scale `tail_scale` (sigma, in medians).
     `samples`: the measured per-call times behind it, 0 for a sourced or assumed default. `upper_ratio`: draws
     above it never reach a job (a screening test removes them): the distribution is the one conditional on
-    r <= upper_ratio; None: no screening."""
+    r <= upper_ratio; None: no screening. `upper_ratio_assumed`: the screening is not stated, only assumed: the
+    prediction and the interval's fast end take the screened distribution, its slow end the unscreened one (an
+    unknown is a range, as for storage; docs/method.md §25)."""
 
     probabilities: list[Annotated[float, Field(gt=0.0, lt=1.0)]] = Field(min_length=1, max_length=64)
     ratios: list[Annotated[float, Field(gt=0.0, le=1e3)]] = Field(min_length=1, max_length=64)
     tail_shape: float = Field(default=0.0, ge=-0.5, le=0.45)
     tail_scale: float = Field(default=0.0, ge=0.0, le=100.0)
     upper_ratio: Optional[float] = Field(default=None, gt=0.0, le=1e3)
+    upper_ratio_assumed: bool = False
     samples: int = Field(default=0, ge=0)
     sources: list[str] = Field(default_factory=list)
 
@@ -221,6 +224,8 @@ class TailDistribution(_Strict):
             raise ValueError("probabilities must increase and ratios must not decrease")
         if self.upper_ratio is not None and self.upper_ratio <= r[0]:
             raise ValueError(f"upper_ratio {self.upper_ratio} must exceed the first ratio {r[0]}")
+        if self.upper_ratio_assumed and self.upper_ratio is None:
+            raise ValueError("upper_ratio_assumed needs an upper_ratio")
         return self
 
 

@@ -109,9 +109,12 @@ def excess(dist: Optional[TailDistribution], n: int, bound: Optional[str] = None
     """How much longer n synchronised ranks take than one, relative to one rank's mean (module docstring):
     E[max of n] / E[r] - 1 for bound None; for the interval's ends ("low", "high") the max's 10% and 90%
     quantiles over E[r] - 1 instead (which devices a job gets is a draw: an 80% interval around the mean).
-    0 for n <= 1 or no distribution; never below 0."""
+    0 for n <= 1 or no distribution; never below 0. An assumed screening (`upper_ratio_assumed`) holds for the mean
+    and the fast end; the slow end takes the distribution without it."""
     if dist is None or n <= 1:
         return 0.0
+    if bound == "high" and dist.upper_ratio_assumed:
+        dist = dist.model_copy(update={"upper_ratio": None, "upper_ratio_assumed": False})
     return _excess_cached(_key(dist), n, bound)
 
 
@@ -258,10 +261,19 @@ DEFAULTS: Mapping[str, TailDistribution] = {"device": _device_default(), "collec
 
 def published_spread(screening: str = "unscreened", source: str = "") -> dict[str, TailDistribution]:
     """The spread the published reference profiles carry (no samples: DEFAULTS, every one with its source); on a
-    "screened" system (its node record says so, with `source`) the device spread is screened_device's."""
+    "screened" system (its node record says so, with `source`) the device spread is screened_device's; where the
+    screening is "unknown" (not stated) the screened one for the prediction and the unscreened one for the
+    interval's slow end (`TailDistribution.upper_ratio_assumed`)."""
     out = {kind: DEFAULTS[kind] for kind in SPREAD_KINDS if kind in DEFAULTS}
     if screening == "screened" and "device" in out:
         out["device"] = screened_device(out["device"], source)
+    elif screening == "unknown" and "device" in out:
+        device = out["device"]
+        out["device"] = device.model_copy(update={
+            "upper_ratio": 1.0 / SCREEN_MIN_RATIO, "upper_ratio_assumed": True,
+            "sources": list(device.sources) + [
+                f"screening not stated: {source}; the prediction and the interval's fast end take a screened "
+                f"system's draws (r <= {1.0 / SCREEN_MIN_RATIO:.4f}, DCGM's targeted stress), its slow end all draws"]})
     elif "device" in out and source:
         out["device"] = out["device"].model_copy(update={
             "sources": list(out["device"].sources) + [f"not screened: {source}"]})

@@ -167,8 +167,9 @@ class Node(BaseModel):
     nodes_per_leaf: Optional[int] = Field(default=None, ge=1)
     oversubscription: float = Field(default=1.0, ge=1.0)
     fabric_source: str = "leaf size and over-subscription not published: one non-blocking switch assumed"
-    #: whether the system's operator screens its GPUs' speed before jobs get them (calibrate.spread.screened_device)
-    gpu_screening: Literal["screened", "unscreened"]
+    #: whether the system's operator screens its GPUs' speed before jobs get them (calibrate.spread.screened_device);
+    #: "unknown" where no source says: screened for the prediction, unscreened at the interval's slow end
+    gpu_screening: Literal["screened", "unscreened", "unknown"]
     screening_source: str
     notes: list[str] = Field(default_factory=list)
 

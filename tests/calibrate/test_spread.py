@@ -124,3 +124,24 @@ def test_screened_device_spread_bounds_the_slowest_gpu():
     assert published_spread("screened", "x")["device"].upper_ratio is not None
     unscreened = published_spread("unscreened", "why")["device"]
     assert unscreened.upper_ratio is None and unscreened.sources[-1] == "not screened: why"
+
+
+def test_unknown_screening_is_a_range():
+    """A system whose screening no source states: the prediction and the interval's fast end as a screened system
+    (the max of 1 + Exp(beta) draws kept below 1 + c), the slow end as an unscreened one (all draws), by hand."""
+    beta, c = 0.1, 0.15
+    assumed = exponential(beta).model_copy(update={"upper_ratio": 1.0 + c, "upper_ratio_assumed": True})
+    kept, free = exponential(beta).model_copy(update={"upper_ratio": 1.0 + c}), exponential(beta)
+    for n in (8, 512):
+        assert excess(assumed, n) == pytest.approx(excess(kept, n))
+        assert excess(assumed, n, "low") == pytest.approx(excess(kept, n, "low"))
+        # the unscreened max's 90% quantile: 1 - beta ln(1 - 0.9^(1/n)), over the mean of one draw, 1 + beta
+        assert excess(assumed, n, "high") == pytest.approx((1 - beta * math.log(1 - 0.9 ** (1 / n))) / (1 + beta) - 1,
+                                                           rel=1e-6)
+        assert excess(assumed, n, "high") == pytest.approx(excess(free, n, "high"))
+    assert excess(assumed, 512, "high") > 1.5 * excess(assumed, 512)
+    device = published_spread("unknown", "no source says")["device"]
+    assert device.upper_ratio == pytest.approx(1 / SCREEN_MIN_RATIO) and device.upper_ratio_assumed
+    assert "screening not stated: no source says" in device.sources[-1]
+    with pytest.raises(ValueError):
+        TailDistribution(probabilities=[0.5], ratios=[1.0], upper_ratio_assumed=True)
