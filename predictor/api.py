@@ -240,7 +240,8 @@ def default_plans(graph: ModelGraph, strategy: str, batch: int, devices: int, de
     """The plans `predictor run` evaluates for one strategy name: the pure strategy over all devices;
     hybrids with the model-parallel group = one node (`inner`, ParaDL's df/ds mapping; for data+tensor and
     data+tensor+pipeline, the tensor-parallel degree); pipeline with every micro-batch count that divides the
-    per-pipeline batch (or just `micro_batches`); data+tensor+pipeline with `pipeline_stages` stages (default:
+    per-pipeline batch (or just `micro_batches`; serial and data run that many gradient-accumulation micro-batches,
+    default 1); data+tensor+pipeline with `pipeline_stages` stages (default:
     every device outside the tensor group) and the rest of the devices as data replicas; context_parallel and
     expert_parallel set data+tensor+pipeline's context and expert degrees (devices = T x CP x P x data);
     tp_comm_overlap its tensor-parallel collectives overlapped with their GEMMs (with sequence parallelism),
@@ -275,9 +276,9 @@ def default_plans(graph: ModelGraph, strategy: str, batch: int, devices: int, de
     base = dict(batch=batch, devices_per_node=devices_per_node, dtype=dtype, optimizer=optimizer)
     g = inner or math.gcd(devices, devices_per_node)
     if strategy == "serial":
-        return [Plan("serial", devices=1, **base)]
-    if strategy == "data":
-        return [Plan("data", devices=devices, p_data=devices, **base)]
+        return [Plan("serial", devices=1, micro_batches=micro_batches or 1, **base)]
+    if strategy == "data":  # micro-batches: gradient accumulation
+        return [Plan("data", devices=devices, p_data=devices, micro_batches=micro_batches or 1, **base)]
     if strategy == "spatial":
         return [Plan("spatial", devices=devices, p_spatial=devices, spatial_split=balanced_split(devices, nd), **base)]
     if strategy == "filter":

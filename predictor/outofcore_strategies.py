@@ -22,7 +22,7 @@ from predictor.memory import parameter_bytes
 from predictor.plan import ADDON_STRATEGIES, SPLIT_RECOMPUTE, Plan, Prediction
 from predictor.recompute import chain_segments, checkpoint_terms, sqrt_segment_count
 from predictor.strategies.bounds import Bounds, refinement
-from predictor.strategies.data import evaluate as evaluate_data, local_batch, lower_bound as data_bound
+from predictor.strategies.data import evaluate as evaluate_data, local_batch, lower_bound as data_bound, micro_batch
 from predictor.strategies.registry import EVALUATORS, register
 from predictor.strategies.pipeline import partition as balanced_starts, stage_cut
 from predictor.strategies.context import Context, Infeasible
@@ -55,22 +55,23 @@ def _blocks(ctx: Context, dtype: str, samples: int, per_layer: bool, merge: int 
 
 # ---- recompute -----------------------------------------------------------------------------------
 def _checkpointing(ctx: Context, plan: Plan):
-    """(segment count, per-layer blocks at the local batch, checkpoint terms) of the plan's checkpointing:
-    `checkpoint_segments` from Plan.extra, default sqrt of the chain length."""
+    """(segment count, per-layer blocks at one micro-batch of the local batch, checkpoint terms) of the plan's
+    checkpointing: `checkpoint_segments` from Plan.extra, default sqrt of the chain length."""
     chain_len = sum(1 for layer in ctx.layers if layer.op not in ("dropout", "softmax_loss"))
     n_segments = int(_extra(plan, "checkpoint_segments", sqrt_segment_count(chain_len)))
     if not 1 <= n_segments <= chain_len:
         raise Infeasible(f"checkpoint_segments {n_segments} outside 1..{chain_len} layers")
-    blocks = _blocks(ctx, plan.dtype, local_batch(plan), per_layer=True)
+    blocks = _blocks(ctx, plan.dtype, micro_batch(plan), per_layer=True)
     return n_segments, blocks, checkpoint_terms(blocks, chain_segments(ctx.graph, n_segments))
 
 
 def evaluate_recompute(ctx: Context, plan: Plan, pred: Prediction) -> None:
-    """Serial or data parallelism, then checkpointing: + one forward of every checkpointed segment,
-    activations down to the checkpointed peak (predictor.recompute.checkpoint_terms)."""
+    """Serial or data parallelism, then checkpointing: + one forward of every checkpointed segment (in every
+    gradient-accumulation micro-batch), activations down to the checkpointed peak
+    (predictor.recompute.checkpoint_terms)."""
     evaluate_data(ctx, plan, pred)
     n_segments, blocks, terms = _checkpointing(ctx, plan)
-    pred.recompute_s = terms.extra_fwd_s
+    pred.recompute_s = plan.micro_batches * terms.extra_fwd_s
     pred.activations_bytes = max(0.0, pred.activations_bytes - terms.saved_bytes)
     pred.details.update(checkpoint_segments=n_segments, recompute_saved_bytes=terms.saved_bytes)
 
@@ -99,9 +100,9 @@ def evaluate_offload(ctx: Context, plan: Plan, pred: Prediction) -> None:
     device drop to the largest layer's (being produced, or just brought back for its backward)."""
     _device_memory_of_its_own(ctx)
     evaluate_data(ctx, plan, pred)
-    blocks = _blocks(ctx, plan.dtype, local_batch(plan), per_layer=True)
-    pred.swap_s = sum(ctx.cm.host_device_time_s(blk.activation_bytes, "d2h")
-                      + ctx.cm.host_device_time_s(blk.activation_bytes, "h2d") for blk in blocks)
+    blocks = _blocks(ctx, plan.dtype, micro_batch(plan), per_layer=True)
+    pred.swap_s = plan.micro_batches * sum(ctx.cm.host_device_time_s(blk.activation_bytes, "d2h")
+                                           + ctx.cm.host_device_time_s(blk.activation_bytes, "h2d") for blk in blocks)
     pred.activations_bytes = max((blk.activation_bytes for blk in blocks), default=0.0)
     pred.details["offloaded_bytes"] = sum(blk.activation_bytes for blk in blocks)
 
@@ -377,10 +378,11 @@ def addon_plans(strategy: str, batch: int, devices: int, devices_per_node: int, 
                 micro_batches: int | None = None) -> list[Plan]:
     """The plans `predictor run` evaluates for an add-on strategy (cf. api.default_plans)."""
     base = dict(batch=batch, devices_per_node=devices_per_node, dtype=dtype, optimizer=optimizer)
+    accumulate = micro_batches or 1  # gradient accumulation
     if strategy in ("serial+recompute", "serial+offload"):
-        return [Plan(strategy, devices=1, **base)]
+        return [Plan(strategy, devices=1, micro_batches=accumulate, **base)]
     if strategy in ("data+recompute", "data+offload"):
-        return [Plan(strategy, devices=devices, p_data=devices, **base)]
+        return [Plan(strategy, devices=devices, p_data=devices, micro_batches=accumulate, **base)]
     if strategy == "outofcore":
         return [Plan(strategy, devices=devices, p_data=devices, extra=(("optimizer_on", on),), **base)
                 for on in ("host", "device")]

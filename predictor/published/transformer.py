@@ -331,6 +331,7 @@ def interpret_transformer(run: PublishedRun, rules: dict) -> Union[Setup, Skippe
         sharding = str(parallel.get("fsdp_sharding", "FULL_SHARD"))
         zero = 3 if sharding == "FULL_SHARD" else 2
         plan = dict(strategy="data+recompute" if ckpt else "data", p_data=gpus, zero_stage=zero,
+                    micro_batches=int(parallel.get("grad_accum", 1)),
                     extra=(("checkpoint_segments", layers),) if ckpt else (), cross_entropy=LOSS["mpt"])
         if gpus == 1:
             return Skipped(run, "single-GPU FSDP run")

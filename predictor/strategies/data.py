@@ -6,7 +6,10 @@ and optimizer state included, the group's node span from the layout; under ddp, 
 forward (batch-norm statistics, reported under layer_collective; docs/decisions/2026-12-04-ddp-buffer-sync.md).
 Sharded data parallelism (plan.zero_stage: ZeRO stages 1-3, stage 3 as PyTorch FSDP) keeps 1/N of the optimizer
 state, then the gradients, then the weights, with reduce-scatters behind backward and all-gathers of the weights
-(docs/method.md §9, "Sharded data parallelism").
+(docs/method.md §9, "Sharded data parallelism"). Gradient accumulation (plan.micro_batches > 1): each replica runs
+its local batch as that many micro-batches; DDP and ZeRO 1 reduce the gradients once, in the last micro-batch's
+backward (no_sync before it), ZeRO 2 reduce-scatters and ZeRO 3 also gathers the weights in every micro-batch
+(FSDP keeps no unsharded gradient between micro-batches; docs/method.md §9).
 """
 from __future__ import annotations
 
@@ -22,6 +25,15 @@ def local_batch(plan: Plan) -> int:
     if plan.batch % plan.p_data:
         raise Infeasible(f"batch {plan.batch} not divisible by {plan.p_data} data-parallel replicas")
     return plan.batch // plan.p_data
+
+
+def micro_batch(plan: Plan) -> int:
+    """Samples one replica runs per forward and backward: its local batch over plan.micro_batches (gradient
+    accumulation; 1: the whole local batch at once)."""
+    b = local_batch(plan)
+    if b % plan.micro_batches:
+        raise Infeasible(f"local batch {b} not divisible by {plan.micro_batches} gradient-accumulation micro-batches")
+    return b // plan.micro_batches
 
 
 def ddp_buffer_sync_s(ctx: Context, group: int, nodes: int) -> float:
@@ -47,8 +59,10 @@ def batch_norm_sync_s(ctx: Context, dtype: str, end: int, group: int, nodes: int
 
 
 def _zero(ctx: Context, plan: Plan, pred: Prediction, fwd: float, bwd: float, bwd_list, nodes: int) -> None:
-    """The terms of sharded data parallelism (module docstring) over the N = p_data replicas."""
+    """The terms of sharded data parallelism (module docstring) over the N = p_data replicas; fwd, bwd and bwd_list
+    are one micro-batch's."""
     N, stage, everything = plan.p_data, plan.zero_stage, range(ctx.n_layers)
+    k = plan.micro_batches if stage >= 2 else 1  # reductions (and ZeRO 3's gathers) per step
     weight_bytes = 2.0 if plan.dtype in MIXED_DTYPES else 4.0  # the copy the layers compute with
     pred.update_s = ctx.update_s(ctx.total_params / N, plan.optimizer, plan.dtype, mixed_precision=plan.mixed_precision)
     weights, grads, optimizer = parameter_bytes(ctx.total_params, plan.dtype, plan.optimizer, plan.mixed_precision)
@@ -65,6 +79,7 @@ def _zero(ctx: Context, plan: Plan, pred: Prediction, fwd: float, bwd: float, bw
 
     if stage <= 2:
         exposed, hidden = ctx.gradient_sync(everything, bwd_list, 1, N, nodes, plan, op="reduce_scatter")
+        exposed, hidden = k * exposed, k * hidden
         pred.comm_exposed_s["layer_collective"] = ctx.collective("allgather", ctx.total_params * weight_bytes, N,
                                                                  nodes)
     else:
@@ -75,8 +90,8 @@ def _zero(ctx: Context, plan: Plan, pred: Prediction, fwd: float, bwd: float, bw
             for i in everything if ctx.params[i]))
         fwd_exposed = first + max(0.0, sum(gathers) - first - fwd)
         bwd_total = sum(gathers) + scatter
-        exposed = fwd_exposed + max(0.0, bwd_total - bwd)
-        hidden = sum(gathers) + bwd_total - exposed
+        exposed = k * (fwd_exposed + max(0.0, bwd_total - bwd))
+        hidden = k * (sum(gathers) + bwd_total) - exposed
         slowdown = (1.0 - ctx.cm.overlap_efficiency()) * hidden  # compute slowed by the concurrent collectives
         exposed, hidden = exposed + slowdown, hidden - slowdown
         pred.comm_exposed_s["layer_collective"] = 0.0
@@ -87,22 +102,23 @@ def _zero(ctx: Context, plan: Plan, pred: Prediction, fwd: float, bwd: float, bw
 
 
 def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
-    b = local_batch(plan)
-    split = Split(b)
+    n, k = micro_batch(plan), plan.micro_batches
+    split = Split(n)
     everything = range(ctx.n_layers)
     fwd, bwd, bwd_list = ctx.compute(plan.dtype, ("all", split), everything, lambda i: split)
-    pred.compute_fwd_s, pred.compute_bwd_s = fwd, bwd
+    pred.compute_fwd_s, pred.compute_bwd_s = k * fwd, k * bwd
     pred.update_s = ctx.update_s(ctx.total_params, plan.optimizer, plan.dtype, mixed_precision=plan.mixed_precision)
     nodes = data_nodes(plan.p_data, 1, plan.devices_per_node)
     exposed, hidden = ctx.gradient_sync(everything, bwd_list, 1, plan.p_data, nodes, plan)
     pred.comm_exposed_s["gradient"], pred.comm_hidden_s["gradient"] = exposed, hidden
     buffer_sync_s = 0.0 if plan.framework != "ddp" else ctx.cached(
         ("ddp-buffers", plan.p_data, nodes), lambda: ddp_buffer_sync_s(ctx, plan.p_data, nodes))
+    buffer_sync_s *= k  # before every micro-batch's forward (no_sync stops the gradients' reduction only)
     pred.comm_exposed_s["layer_collective"] = buffer_sync_s
     pred.details["ddp_buffer_sync_s"] = buffer_sync_s
     ctx.set_parameters(pred, ctx.total_params, plan, plan.p_data)
-    pred.activations_bytes = b * ctx.saved_bytes_per_sample(plan.dtype, "all", lambda t: 1.0)
-    pred.workspace_bytes = b * ctx.workspace_per_sample(plan.dtype, "all", lambda t: 1.0, lambda i: 1.0)
+    pred.activations_bytes = n * ctx.saved_bytes_per_sample(plan.dtype, "all", lambda t: 1.0)
+    pred.workspace_bytes = n * ctx.workspace_per_sample(plan.dtype, "all", lambda t: 1.0, lambda i: 1.0)
     pred.details["nodes_data_group"] = nodes
     if plan.zero_stage:
         if plan.zero_stage not in (1, 2, 3):
@@ -111,8 +127,8 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
             pred.comm_buffers_bytes = 0.0  # no DDP bucket copy: _zero sets its own buckets
             _zero(ctx, plan, pred, fwd, bwd, bwd_list, nodes)
     if plan.bn_group > 1:  # synchronised batch norm over groups of replicas, on every step's critical path
-        bn_sync_s = batch_norm_sync_s(ctx, plan.dtype, ctx.n_layers, plan.bn_group,
-                                      -(-plan.bn_group // plan.devices_per_node))
+        bn_sync_s = k * batch_norm_sync_s(ctx, plan.dtype, ctx.n_layers, plan.bn_group,
+                                          -(-plan.bn_group // plan.devices_per_node))
         pred.comm_exposed_s["layer_collective"] += bn_sync_s
         pred.details["batch_norm_sync_s"] = bn_sync_s
 

@@ -64,3 +64,55 @@ def test_zero_is_a_no_op_on_one_replica(graph):
     base = Plan("data", batch=64, devices=1, devices_per_node=1, dtype="fp16", optimizer="adam")
     cm = SyntheticCostModel()
     assert predict(graph, plan, cm, interval=False).iteration_s == predict(graph, base, cm, interval=False).iteration_s
+
+
+def _accumulating(graph, stage, k, cm, batch=64):
+    plan = Plan("data", batch=batch, devices=N, devices_per_node=8, p_data=N, dtype="fp16", optimizer="adam",
+                zero_stage=stage, micro_batches=k)
+    pred = predict(graph, plan, cm, interval=False)
+    assert pred.feasible, pred.reason
+    return pred
+
+
+def test_gradient_accumulation_runs_micro_batches_and_syncs_as_each_stage_does(graph):
+    """k micro-batches of b/k: k times one micro-batch's compute and activations of one; DDP (no_sync) reduces once,
+    ZeRO 2 reduce-scatters and ZeRO 3 gathers and reduce-scatters in every micro-batch (method.md §9)."""
+    cm, k = SyntheticCostModel(), 4
+    one = {stage: _accumulating(graph, stage, 1, cm, batch=64 // k) for stage in (0, 2, 3)}
+    acc = {stage: _accumulating(graph, stage, k, cm) for stage in (0, 2, 3)}
+    for stage in (0, 2, 3):
+        assert acc[stage].compute_fwd_s == pytest.approx(k * one[stage].compute_fwd_s)
+        assert acc[stage].compute_bwd_s == pytest.approx(k * one[stage].compute_bwd_s)
+        assert acc[stage].activations_bytes == pytest.approx(one[stage].activations_bytes)
+    sync = lambda p: p.comm_exposed_s["gradient"] + p.comm_hidden_s["gradient"]  # noqa: E731
+    assert sync(acc[0]) == pytest.approx(sync(one[0]))
+    for stage in (2, 3):
+        assert acc[stage].comm_exposed_s["gradient"] == pytest.approx(k * one[stage].comm_exposed_s["gradient"])
+        assert sync(acc[stage]) == pytest.approx(k * sync(one[stage]))
+    # stage 3 with nothing to hide behind: every micro-batch's two gathers and reduce-scatter exposed
+    fast = SyntheticCostModel(peak_flops_per_s=1e30, launch_s=0.0)
+    gathers = sum(fast.collective_time_s("allgather", l.params * 2.0, N, 2) for l in graph.layers if l.params)
+    scatter = sum(fast.collective_time_s("reduce_scatter", l.params * 4.0, N, 2) for l in graph.layers if l.params)
+    assert _accumulating(graph, 3, k, fast).comm_exposed_s["gradient"] == pytest.approx(
+        k * (2 * gathers + scatter), rel=1e-4)
+
+
+def test_gradient_accumulation_needs_whole_micro_batches(graph):
+    plan = Plan("data", batch=64, devices=N, devices_per_node=8, p_data=N, dtype="fp16", micro_batches=3)
+    pred = predict(graph, plan, SyntheticCostModel(), interval=False)
+    assert not pred.feasible and "gradient-accumulation micro-batches" in pred.reason
+
+
+def test_micro_batches_reach_data_and_recompute_plans(graph):
+    """`--micro-batches` sets gradient accumulation on serial, data and their +recompute plans (api.default_plans);
+    a checkpointed replica recomputes in every micro-batch."""
+    from predictor.api import default_plans
+    for strategy in ("serial", "data", "data+recompute", "serial+recompute"):
+        (plan,) = default_plans(graph, strategy, 64, N, 8, "fp16", "adam", micro_batches=4)
+        assert plan.micro_batches == 4
+    (one,) = default_plans(graph, "data+recompute", 16, N, 8, "fp16", "adam")
+    (acc,) = default_plans(graph, "data+recompute", 64, N, 8, "fp16", "adam", micro_batches=4)
+    cm = SyntheticCostModel()
+    p1, p4 = (predict(graph, p, cm, interval=False) for p in (one, acc))
+    assert p4.recompute_s == pytest.approx(4 * p1.recompute_s) and p4.activations_bytes == pytest.approx(
+        p1.activations_bytes)
