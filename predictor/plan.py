@@ -73,6 +73,11 @@ COMM_KINDS = ("gradient", "layer_collective", "halo", "pipeline_p2p", "redistrib
               "context_ring")
 
 
+#: the strategies whose micro_batches are gradient accumulation (each replica's batch in that many sequential
+#: micro-batches; predictor.strategies.data), not pipeline micro-batches
+GRADIENT_ACCUMULATION = ("serial", "data", "serial+recompute", "data+recompute", "serial+offload", "data+offload")
+
+
 @dataclass(frozen=True)
 class Plan:
     """One way to run one training iteration. `batch` is the global mini-batch (samples per iteration)."""
@@ -152,6 +157,8 @@ class Plan:
                 "" if self.schedule == "gpipe" else f"/{self.schedule}" + (
                     f"x{self.virtual_stages}" if self.schedule == "interleaved" else "")) + (
                 "/partitioned" if self.pipeline_boundary == "partitioned" else ""))
+        if self.micro_batches > 1 and self.strategy in GRADIENT_ACCUMULATION:
+            parts.append(f"ga{self.micro_batches}")
         if self.strategy == "spatial-then-data" and self.spatial_layers is not None:
             parts.append(f"k{self.spatial_layers}")
         if self.recompute and self.strategy in HYBRID_3D:
