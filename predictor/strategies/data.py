@@ -6,10 +6,8 @@ and optimizer state included, the group's node span from the layout; under ddp, 
 forward (batch-norm statistics, reported under layer_collective; docs/decisions/2026-12-04-ddp-buffer-sync.md).
 Sharded data parallelism (plan.zero_stage: ZeRO stages 1-3, stage 3 as PyTorch FSDP) keeps 1/N of the optimizer
 state, then the gradients, then the weights, with reduce-scatters behind backward and all-gathers of the weights
-(docs/method.md §9, "Sharded data parallelism"). Gradient accumulation (plan.micro_batches > 1): each replica runs
-its local batch as that many micro-batches; DDP and ZeRO 1 reduce the gradients once, in the last micro-batch's
-backward (no_sync before it), ZeRO 2 reduce-scatters and ZeRO 3 also gathers the weights in every micro-batch
-(FSDP keeps no unsharded gradient between micro-batches; docs/method.md §9).
+(docs/method.md §9, "Sharded data parallelism"). Gradient accumulation (plan.micro_batches > 1): DDP and ZeRO 1
+reduce once, in the last micro-batch's backward; ZeRO 2 and 3 synchronise every micro-batch (method.md §9).
 """
 from __future__ import annotations
 
