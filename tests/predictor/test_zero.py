@@ -109,7 +109,7 @@ def test_micro_batches_reach_data_and_recompute_plans(graph):
     from predictor.api import default_plans
     for strategy in ("serial", "data", "data+recompute", "serial+recompute"):
         (plan,) = default_plans(graph, strategy, 64, N, 8, "fp16", "adam", micro_batches=4)
-        assert plan.micro_batches == 4
+        assert plan.micro_batches == 4 and "ga4" in plan.describe()
     (one,) = default_plans(graph, "data+recompute", 16, N, 8, "fp16", "adam")
     (acc,) = default_plans(graph, "data+recompute", 64, N, 8, "fp16", "adam", micro_batches=4)
     cm = SyntheticCostModel()
