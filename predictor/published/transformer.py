@@ -53,7 +53,15 @@ MEGATRON_RESIDUAL = "bias-dropout-add"
 #: February 2021 (72e4230b) until its removal in 2023), and Megatron-LM's --DDP-impl (`torch`: PyTorch DDP, its
 #: gradient all-reduce overlapped with the backward, regime `ddp`; `local`: Megatron's own, all-reduced after the
 #: backward, `no-overlap`)
-LAYOUT_CHOICES = {"pipeline_boundary": PIPELINE_BOUNDARIES, "ddp_impl": ("torch", "local")}
+LAYOUT_CHOICES = {"pipeline_boundary": PIPELINE_BOUNDARIES, "ddp_impl": ("torch", "local"),
+                  "fsdp_sharding": ("FULL_SHARD", "SHARD_GRAD_OP", "HYBRID_SHARD", "NO_SHARD")}
+#: a sharded data-parallel row's ZeRO stage by its FSDP sharding strategy (HYBRID_SHARD: FULL_SHARD inside a node,
+#: costed as FULL_SHARD over every replica)
+FSDP_STAGES = {"FULL_SHARD": 3, "HYBRID_SHARD": 3, "SHARD_GRAD_OP": 2, "NO_SHARD": 0}
+#: decoder-only models the zoo GPT stands for (model_details give their blocks: mlp, norm, kv_heads, ffn), and the
+#: words of a framework that shards data parallelism (FSDP, ZeRO) when a row names no sharding of its own
+GPT_LIKE_MODELS = ("gpt", "llama", "mistral", "opt", "bloom", "qwen")
+SHARDED_FRAMEWORKS = ("fsdp", "deepspeed", "zero", "torchtitan")
 DDP_REGIMES = {"torch": "ddp", "local": "no-overlap"}
 #: model settings a Megatron-Core / NeMo row may state (model_details.<key>) and the values each may take: the zoo
 #: GPT's attention (zoo_attention: `attention` is the sources' own words in other rows), MLP and norm (predictor.zoo.transformer) and whether the head is tied to the embedding; with
@@ -126,6 +134,9 @@ def parse_transformer_record(rec: Any, index: int, path: str) -> PublishedRun:
     for key in ("data", "tensor", "pipeline", "micro_batch", "grad_accum", "micro_batch_per_gpu", "virtual_stages",
                 "context", "expert"):
         _positive_int(parallel.get(key), path, index, rid, f"parallelism.{key}", allow_none=True)
+    zero = parallel.get("zero_stage")
+    if zero is not None and (isinstance(zero, bool) or zero not in (0, 1, 2, 3)):
+        raise _fail(path, index, rid, "parallelism.zero_stage", f"must be 0, 1, 2 or 3, got {zero!r}")
     for key in ("sequence_parallel", "distributed_optimizer", "tp_comm_overlap", "overlap_param_gather"):
         if not isinstance(parallel.get(key, False), bool):
             raise _fail(path, index, rid, f"parallelism.{key}", f"must be true or false, got {parallel[key]!r}")
@@ -231,6 +242,10 @@ def _family(run: PublishedRun) -> Optional[str]:
         return "megatron"
     if model.startswith(("llama", "mixtral")) and ("megatron" in framework or "nemo" in framework):
         return "megatron"  # Megatron-Core's GPT with LLaMA's or Mixtral's blocks (model_details says which)
+    parallel = run.extra.get("parallel", {})
+    sharded = "fsdp_sharding" in parallel or "zero_stage" in parallel or any(w in framework for w in SHARDED_FRAMEWORKS)
+    if model.startswith(GPT_LIKE_MODELS) and sharded:
+        return "sharded"  # FSDP or DeepSpeed ZeRO data parallelism of a decoder-only model
     return None
 
 
@@ -255,8 +270,8 @@ def megatron_attention(dtype: str, seq: int, heads: int, tensor: int, micro_batc
 #: precision.md): llm-foundry's MPT takes flash-attn's fused CrossEntropyLoss; NVIDIA's PyTorch BERT runs a half
 #: model without autocast (DeepLearningExamples 21.11: model.half(), autocast off; DLPerf's 20.03: apex O2), so
 #: its loss is half precision; TensorFlow's AMP and OneFlow keep the loss in float32, Megatron copies the logits
-#: to float32 (.float()): the default
-LOSS = {"mpt": "fused", "bert-pytorch": "half", "bert": "float32"}
+#: to float32 (.float()): the default, as for any other sharded (FSDP, ZeRO) decoder's loss
+LOSS = {"mpt": "fused", "bert-pytorch": "half", "bert": "float32", "sharded": "float32"}
 
 
 def interpret_transformer(run: PublishedRun, rules: dict) -> Union[Setup, Skipped]:
@@ -280,12 +295,14 @@ def interpret_transformer(run: PublishedRun, rules: dict) -> Union[Setup, Skippe
     stack = _rule(rules, "stacks", run.framework)
     layers, hidden, heads, seq = shape
     vocab = details.get("vocab") if isinstance(details.get("vocab"), int) else VOCAB[family]
-    attention = details.get("zoo_attention") or {"mpt": "sdpa", "bert": "math"}.get(family) or megatron_attention(
+    attention = details.get("zoo_attention") or {"mpt": "sdpa", "sharded": "sdpa", "bert": "math"}.get(family) or megatron_attention(
         precision["dtype"], seq, heads, parallel.get("tensor", 1), parallel.get("micro_batch", 1))
     knobs = dict(layers=layers, hidden=hidden, heads=heads, seq=seq, vocab=vocab, attention=attention)
     knobs.update({k: details[k] for k in MODEL_KNOBS if details.get(k) is not None})
     if family == "mpt":
         knobs["dropout"] = 0.0
+    if family == "sharded" and details.get("dropout") is None:
+        knobs["dropout"] = 0.0  # decoder-only LMs train without dropout unless the row says otherwise
     if family == "megatron":
         knobs["residual"] = MEGATRON_RESIDUAL
     code = (_first(rules.get("transformer_code", []), run.framework) if family == "bert" else None) or {}
@@ -327,12 +344,19 @@ def interpret_transformer(run: PublishedRun, rules: dict) -> Union[Setup, Skippe
         if ckpt:
             plan["recompute_granularity"] = run.extra.get("granularity", "full")
         framework = DDP_REGIMES[parallel.get("ddp_impl", "local")]
-    elif family == "mpt":
-        sharding = str(parallel.get("fsdp_sharding", "FULL_SHARD"))
-        zero = 3 if sharding == "FULL_SHARD" else 2
+    elif family in ("mpt", "sharded"):
+        if parallel.get("tensor", 1) > 1 or parallel.get("pipeline", 1) > 1:
+            return Skipped(run, "sharded data parallelism with tensor or pipeline parallelism is not modelled")
+        zero = parallel.get("zero_stage", FSDP_STAGES[parallel.get("fsdp_sharding", "FULL_SHARD")])
+        accumulate = parallel.get("grad_accum")
+        if accumulate is None and parallel.get("micro_batch") and batch % (gpus * parallel["micro_batch"]) == 0:
+            accumulate = batch // (gpus * parallel["micro_batch"])
         plan = dict(strategy="data+recompute" if ckpt else "data", p_data=gpus, zero_stage=zero,
-                    micro_batches=int(parallel.get("grad_accum", 1)),
-                    extra=(("checkpoint_segments", layers),) if ckpt else (), cross_entropy=LOSS["mpt"])
+                    micro_batches=int(accumulate or 1),
+                    extra=(("checkpoint_segments", layers),) if ckpt else (),
+                    cross_entropy=LOSS[family])
+        if family == "sharded" and not any(w in run.precision.lower() for w in ("amp", "autocast")):
+            plan["mixed_precision"] = "half"  # FSDP's param_dtype, DeepSpeed's fp16/bf16 engine: a half model
         if gpus == 1:
             return Skipped(run, "single-GPU FSDP run")
     else:
@@ -348,7 +372,7 @@ def interpret_transformer(run: PublishedRun, rules: dict) -> Union[Setup, Skippe
     per_node = run.system.get("gpus_used_per_node")
     per_node = per_node if isinstance(per_node, int) and per_node > 0 else min(gpus, run.gpus_per_node or 8)
     plan.update(batch=batch, devices=gpus)
-    return Setup(run=run, model="gpt" if family in ("mpt", "megatron") else "bert", knobs=tuple(sorted(knobs.items())),
+    return Setup(run=run, model="gpt" if family in ("mpt", "megatron", "sharded") else "bert", knobs=tuple(sorted(knobs.items())),
                  dtype=precision["dtype"], optimizer=code.get("optimizer", optimizer["optimizer"]), framework=framework,
                  profile=system["profile"], devices_per_node=per_node, synthetic_data=True,
                  assumptions=tuple(assumptions), stack=stack["stack"] if stack else "other",

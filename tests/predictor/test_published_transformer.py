@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 import math
 
 import pytest
@@ -545,3 +546,55 @@ def test_report_json_schema(tmp_path):
     assert row["plan"]["p_tensor"] == 2 and row["plan"]["stages"] == 2 and row["plan"]["micro_batches"] == 4
     assert row["accuracy"] == pytest.approx(1 - abs(row["predicted_s"] - 0.1) / 0.1)
     assert report["skipped"][0]["reason"]
+
+
+def _sharded_record(rid, **changes):
+    """A user's FSDP / ZeRO row of a decoder-only model (LLaMA blocks, 8 H100s)."""
+    rec = {"id": rid, "model": "llama-3-8b", "framework": "torchtitan (PyTorch FSDP2)", "precision": "bf16",
+           "optimizer": "AdamW", "num_gpus": 8, "global_batch": 32,
+           "model_details": {"layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 8, "ffn": 14336,
+                             "seq_len": 8192, "vocab": 128256, "mlp": "swiglu", "norm": "rmsnorm", "tie": False},
+           "parallelism": {"fsdp_sharding": "FULL_SHARD", "micro_batch": 2},
+           "activation_checkpointing": True,
+           "system": {"name": "8 x H100", "gpu": "H100-80GB", "gpus_per_node": 8, "nodes": 1, "gpus_used_per_node": 8},
+           "derived": {"seconds_per_optimizer_step": 12.0}, "source": {"url": "https://example.org/run"}}
+    for key, value in changes.items():
+        target = rec
+        *path, last = key.split(".")
+        for part in path:
+            target = target[part]
+        target[last] = value
+    return rec
+
+
+def test_a_users_sharded_rows_map_to_zero_data_parallelism(tmp_path, capsys):
+    """FSDP and DeepSpeed ZeRO rows of decoder-only models (not only llm-foundry's MPT): ZeRO stage from the
+    sharding or zero_stage, gradient accumulation from grad_accum or global / (GPUs x micro batch), a half model
+    unless the row trains under autocast; sharding with tensor parallelism is skipped with its reason."""
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump([
+        _sharded_record("mine-fsdp"),
+        _sharded_record("mine-zero2", **{"framework": "DeepSpeed ZeRO-2", "parallelism": {"zero_stage": 2,
+                                                                                          "grad_accum": 4},
+                                         "precision": "bf16 amp (autocast)"}),
+        _sharded_record("mine-2d", **{"parallelism.tensor": 2})]))
+    runs = {r.id: r for r in load_transformer_corpus(path)}
+    fsdp = interpret_transformer(runs["mine-fsdp"], RULES)
+    plan = dict(fsdp.plan)
+    assert plan["strategy"] == "data+recompute" and plan["zero_stage"] == 3 and plan["micro_batches"] == 2
+    assert plan["mixed_precision"] == "half" and plan["cross_entropy"] == "float32"
+    assert dict(fsdp.knobs)["kv_heads"] == 8 and dict(fsdp.knobs)["dropout"] == 0.0
+    assert fsdp.profile == "h100-dgx-8gpu.published.yaml"
+    zero2 = dict(interpret_transformer(runs["mine-zero2"], RULES).plan)
+    assert zero2["zero_stage"] == 2 and zero2["micro_batches"] == 4 and "mixed_precision" not in zero2
+    skipped = interpret_transformer(runs["mine-2d"], RULES)
+    assert isinstance(skipped, Skipped) and "tensor or pipeline" in skipped.reason
+    from predictor.cli import main
+    assert main(["validate", "--published", str(path), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert {r["id"] for r in report["rows"]} == {"mine-fsdp", "mine-zero2"}
+    assert all(r["predicted_s"] > 0 for r in report["rows"]) and len(report["skipped"]) == 1
+    with pytest.raises(UserError, match="zero_stage"):
+        bad = tmp_path / "bad.yaml"
+        bad.write_text(yaml.safe_dump([_sharded_record("bad", **{"parallelism.zero_stage": 5})]))
+        load_transformer_corpus(bad)
