@@ -29,7 +29,7 @@ from predictor.graph_cache import ZOO_SOURCES, cache_key, cached_graph, is_cache
 from predictor.layerspec import load_layer_spec
 from predictor.overlap import FRAMEWORKS
 from predictor.plan import (ADDON_STRATEGIES, ALL_STRATEGIES, DTYPES, HYBRID_3D, OPTIMIZERS, PIPELINE_RECOMPUTE,
-                            SPLIT_RECOMPUTE, STRATEGIES, Plan, Prediction)
+                            SPLIT_RECOMPUTE, STRATEGIES, Plan, Prediction, ZERO_STRATEGIES)
 from predictor.strategies import evaluate
 from predictor.strategies.context import Context
 from profiler.errors import UserError
@@ -236,7 +236,7 @@ def default_plans(graph: ModelGraph, strategy: str, batch: int, devices: int, de
                   mixed_precision: str = "autocast", recompute: bool = False,
                   recompute_granularity: str = "full", context_parallel: int = 1,
                   expert_parallel: int = 1, tp_comm_overlap: bool = False,
-                  overlap_param_gather: bool = False) -> list[Plan]:
+                  overlap_param_gather: bool = False, shard_group: int = 0) -> list[Plan]:
     """The plans `predictor run` evaluates for one strategy name: the pure strategy over all devices;
     hybrids with the model-parallel group = one node (`inner`, ParaDL's df/ds mapping; for data+tensor and
     data+tensor+pipeline, the tensor-parallel degree); pipeline with every micro-batch count that divides the
@@ -245,11 +245,12 @@ def default_plans(graph: ModelGraph, strategy: str, batch: int, devices: int, de
     every device outside the tensor group) and the rest of the devices as data replicas; context_parallel and
     expert_parallel set data+tensor+pipeline's context and expert degrees (devices = T x CP x P x data);
     tp_comm_overlap its tensor-parallel collectives overlapped with their GEMMs (with sequence parallelism),
-    overlap_param_gather its ZeRO-1 parameter all-gather with the next step's forward passes."""
+    overlap_param_gather its ZeRO-1 parameter all-gather with the next step's forward passes; zero_stage and
+    shard_group (HSDP) the sharding of data parallelism and its add-ons."""
     from predictor.outofcore_strategies import addon_plans
     if (framework != "ddp" or synthetic_data or stack != DEFAULT_STACK or schedule != "gpipe" or zero_stage
             or sequence_parallel or pipeline_boundary != "whole" or mixed_precision != "autocast" or recompute
-            or recompute_granularity != "full" or tp_comm_overlap or overlap_param_gather):
+            or recompute_granularity != "full" or tp_comm_overlap or overlap_param_gather or shard_group):
         # the schedule flag's default (gpipe) leaves data+tensor+pipeline on its own default, Megatron's 1f1b
         keep = schedule == "gpipe"
         return [replace(p, framework=framework, synthetic_data=synthetic_data, stack=stack,
@@ -257,7 +258,8 @@ def default_plans(graph: ModelGraph, strategy: str, batch: int, devices: int, de
             dict(schedule=p.schedule if keep and p.strategy in HYBRID_3D else schedule,
                  virtual_stages=virtual_stages if schedule == "interleaved" else 1,
                  pipeline_boundary=pipeline_boundary) if p.stages > 1 else {}),
-            **(dict(zero_stage=zero_stage) if p.strategy == "data" or p.strategy in HYBRID_3D else {}),
+            **(dict(zero_stage=zero_stage) if p.strategy in ZERO_STRATEGIES or p.strategy in HYBRID_3D else {}),
+            **(dict(shard_group=shard_group) if shard_group and p.strategy in ZERO_STRATEGIES else {}),
             **(dict(recompute=True) if recompute and p.strategy in PIPELINE_RECOMPUTE else {}),
             **(dict(recompute_granularity=recompute_granularity) if p.strategy in HYBRID_3D else {}),
             **(dict(sequence_parallel=True) if sequence_parallel and p.p_tensor > 1 else {}),
@@ -377,7 +379,8 @@ def predict_all(graph: ModelGraph, batch: int, devices: int, cost_model: CostMod
                 recompute: bool = False, recompute_granularity: str = "full", context_parallel: int = 1,
                 expert_parallel: int = 1, tp_comm_overlap: bool = False,
                 overlap_param_gather: bool = False, memory_format: str = "nhwc",
-                bn_group: int = 1, cross_entropy: str = "float32", cuda_graphs: bool = False) -> list[Prediction]:
+                bn_group: int = 1, cross_entropy: str = "float32", cuda_graphs: bool = False,
+                shard_group: int = 0) -> list[Prediction]:
     """One prediction per strategy (for pipelines, the best micro-batch count), ranked. A strategy the
     profile cannot cost (missing coefficient) comes back infeasible with the message; if none can be
     costed, that UserError is raised."""
@@ -401,6 +404,7 @@ def predict_all(graph: ModelGraph, batch: int, devices: int, cost_model: CostMod
                               pipeline_boundary=pipeline_boundary, mixed_precision=mixed_precision,
                               recompute=recompute, recompute_granularity=recompute_granularity,
                               tp_comm_overlap=tp_comm_overlap, overlap_param_gather=overlap_param_gather,
+                              shard_group=shard_group,
                               **(dict(context_parallel=context_parallel, expert_parallel=expert_parallel)
                                  if name in HYBRID_3D else {}))
         plans = [replace(p, **settings) for p in plans]  # the run's settings, on every plan

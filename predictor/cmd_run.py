@@ -26,6 +26,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="sharded data parallelism for the data strategy: ZeRO stage 1 (optimizer state), "
                              "2 (+ gradients), 3 (+ parameters, as FSDP); data+tensor+pipeline: 1, Megatron's "
                              "distributed optimizer; 0 = DDP (default)")
+    parser.add_argument("--shard-group", type=device_count, metavar="G",
+                        help="with --zero 3: shard over groups of G replicas and replicate across the groups "
+                             "(FSDP's HYBRID_SHARD, HSDP: G = the GPUs of a node); default: shard over every replica")
     parser.add_argument("--sequence-parallel", action="store_true",
                         help="tensor strategies (data+tensor+pipeline included): Megatron's sequence parallelism "
                              "(reduce-scatter + all-gather instead of all-reduce; norms, dropout and residuals split "
@@ -155,7 +158,7 @@ def run(args) -> int:
                         context_parallel=cp, expert_parallel=ep, tp_comm_overlap=args.tp_comm_overlap,
                         overlap_param_gather=args.overlap_param_gather, memory_format=args.memory_format,
                         bn_group=args.bn_group, cross_entropy=args.cross_entropy,
-                        cuda_graphs=args.cuda_graphs)
+                        cuda_graphs=args.cuda_graphs, shard_group=args.shard_group or 0)
     if args.strategy != "all" and not preds[0].feasible:
         raise UserError(f"{args.strategy} on {args.gpus} devices with batch {args.batch}: {preds[0].reason}")
     meta = {"profile": str(path), "profile_provenance": cm.provenance, "model": graph.name, "batch": args.batch,

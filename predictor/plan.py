@@ -73,6 +73,8 @@ COMM_KINDS = ("gradient", "layer_collective", "halo", "pipeline_p2p", "redistrib
               "context_ring")
 
 
+#: the strategies that shard data parallelism (Plan.zero_stage, Plan.shard_group): data parallelism and its add-ons
+ZERO_STRATEGIES = ("data", "data+recompute", "data+offload")
 #: the strategies whose micro_batches are gradient accumulation (each replica's batch in that many sequential
 #: micro-batches; predictor.strategies.data), not pipeline micro-batches
 GRADIENT_ACCUMULATION = ("serial", "data", "serial+recompute", "data+recompute", "serial+offload", "data+offload")
@@ -104,6 +106,9 @@ class Plan:
     recompute: bool = False  # pipeline: keep only stage-boundary activations, recompute inside (GPipe);
     # data+tensor+pipeline: Megatron's full recomputation of the transformer layers
     zero_stage: int = 0  # data parallelism: 0 = DDP; ZeRO 1 (optimizer state), 2 (+ gradients), 3 (+ parameters: FSDP)
+    # ZeRO 3 sharded over groups of this many replicas and replicated across the groups (FSDP's HYBRID_SHARD, HSDP);
+    # 0: over every replica
+    shard_group: int = 0
     overlap_param_gather: bool = False  # data+tensor+pipeline, where ZeRO 1: the parameter gather beside the forward
     schedule: str = "gpipe"  # pipeline schedule (PIPELINE_SCHEDULES): gpipe, 1f1b, interleaved
     virtual_stages: int = 1  # interleaved 1F1B: model chunks per device (v)
@@ -135,6 +140,7 @@ class Plan:
         parts = []
         if self.p_data > 1:
             parts.append(f"d{self.p_data}" + (f"/zero{self.zero_stage}" if self.zero_stage else "")
+                         + (f"/hsdp{self.shard_group}" if self.shard_group else "")
                          + (f"/bn{self.bn_group}" if self.bn_group > 1 else "")
                          + ("/overlap-gather" if self.overlap_param_gather and self.zero_stage == 1
                             and self.strategy in HYBRID_3D else ""))

@@ -55,8 +55,8 @@ MEGATRON_RESIDUAL = "bias-dropout-add"
 #: backward, `no-overlap`)
 LAYOUT_CHOICES = {"pipeline_boundary": PIPELINE_BOUNDARIES, "ddp_impl": ("torch", "local"),
                   "fsdp_sharding": ("FULL_SHARD", "SHARD_GRAD_OP", "HYBRID_SHARD", "NO_SHARD")}
-#: a sharded data-parallel row's ZeRO stage by its FSDP sharding strategy (HYBRID_SHARD: FULL_SHARD inside a node,
-#: costed as FULL_SHARD over every replica)
+#: a sharded data-parallel row's ZeRO stage by its FSDP sharding strategy (HYBRID_SHARD: FULL_SHARD inside a node and
+#: replicated across nodes, Plan.shard_group)
 FSDP_STAGES = {"FULL_SHARD": 3, "HYBRID_SHARD": 3, "SHARD_GRAD_OP": 2, "NO_SHARD": 0}
 #: decoder-only models the zoo GPT stands for (model_details give their blocks: mlp, norm, kv_heads, ffn), and the
 #: words of a framework that shards data parallelism (FSDP, ZeRO) when a row names no sharding of its own
@@ -371,6 +371,8 @@ def interpret_transformer(run: PublishedRun, rules: dict) -> Union[Setup, Skippe
         return Skipped(run, f"global batch {batch} not divisible by {gpus} GPUs")
     per_node = run.system.get("gpus_used_per_node")
     per_node = per_node if isinstance(per_node, int) and per_node > 0 else min(gpus, run.gpus_per_node or 8)
+    if parallel.get("fsdp_sharding") == "HYBRID_SHARD" and gpus > per_node and gpus % per_node == 0:
+        plan["shard_group"] = per_node  # FSDP's HYBRID_SHARD: FULL_SHARD inside a node, replicated across nodes
     plan.update(batch=batch, devices=gpus)
     return Setup(run=run, model="gpt" if family in ("mpt", "megatron", "sharded") else "bert", knobs=tuple(sorted(knobs.items())),
                  dtype=precision["dtype"], optimizer=code.get("optimizer", optimizer["optimizer"]), framework=framework,

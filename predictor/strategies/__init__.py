@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from predictor.at_scale import straggler_s
 from predictor.input_pipeline import exposed_input_s
-from predictor.plan import CROSS_ENTROPY_IMPLS, HYBRID_3D, MIXED_PRECISIONS, Plan, Prediction
+from predictor.plan import CROSS_ENTROPY_IMPLS, HYBRID_3D, MIXED_PRECISIONS, ZERO_STRATEGIES, Plan, Prediction
 from predictor.strategies.context import Context, Infeasible
 from predictor.strategies.registry import EVALUATORS, Evaluator, register  # noqa: F401 - the registry's API
 
@@ -42,6 +42,11 @@ def _check_layout(plan: Plan) -> None:
     if plan.bn_group < 1 or misfit:
         raise Infeasible(f"batch-norm groups of {plan.bn_group} need data parallelism over a multiple of "
                          f"{plan.bn_group} replicas (strategy {plan.strategy}, {plan.p_data} replicas)")
+    if plan.shard_group and (plan.zero_stage != 3 or plan.strategy not in ZERO_STRATEGIES or plan.shard_group < 1
+                             or plan.p_data % plan.shard_group):
+        raise Infeasible(f"shard groups of {plan.shard_group} (HSDP) need ZeRO stage 3 data parallelism over a "
+                         f"multiple of {plan.shard_group} replicas (strategy {plan.strategy}, zero {plan.zero_stage}, "
+                         f"{plan.p_data} replicas)")
     if plan.cross_entropy not in CROSS_ENTROPY_IMPLS:
         raise Infeasible(f"unknown cross-entropy {plan.cross_entropy!r} (known: {', '.join(CROSS_ENTROPY_IMPLS)})")
     if plan.mixed_precision not in MIXED_PRECISIONS:

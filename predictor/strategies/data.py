@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from predictor.layercost import Split
 from predictor.memory import MIXED_DTYPES, gradient_bytes_per_param, parameter_bytes
-from predictor.layout import data_nodes
+from predictor.layout import data_network_share, data_nodes
 from predictor.plan import Plan, Prediction
 from predictor.strategies.bounds import Bounds
 from predictor.strategies.context import Context, Infeasible
@@ -59,7 +59,15 @@ def batch_norm_sync_s(ctx: Context, dtype: str, end: int, group: int, nodes: int
 def _zero(ctx: Context, plan: Plan, pred: Prediction, fwd: float, bwd: float, bwd_list, nodes: int) -> None:
     """The terms of sharded data parallelism (module docstring) over the N = p_data replicas; fwd, bwd and bwd_list
     are one micro-batch's."""
-    N, stage, everything = plan.p_data, plan.zero_stage, range(ctx.n_layers)
+    stage, everything = plan.zero_stage, range(ctx.n_layers)
+    # HSDP (plan.shard_group): shards over S consecutive replicas, the R = p_data / S copies all-reduce their shard
+    N = plan.shard_group or plan.p_data
+    replicas = plan.p_data // N
+    if replicas > 1:
+        shard_nodes = data_nodes(N, 1, plan.devices_per_node)
+        replica_nodes = data_nodes(replicas, N, plan.devices_per_node)
+        replica_share = data_network_share(replicas, N, plan.devices_per_node)
+        nodes = shard_nodes
     k = plan.micro_batches if stage >= 2 else 1  # reductions (and ZeRO 3's gathers) per step
     weight_bytes = 2.0 if plan.dtype in MIXED_DTYPES else 4.0  # the copy the layers compute with
     pred.update_s = ctx.update_s(ctx.total_params / N, plan.optimizer, plan.dtype, mixed_precision=plan.mixed_precision)
@@ -86,6 +94,10 @@ def _zero(ctx: Context, plan: Plan, pred: Prediction, fwd: float, bwd: float, bw
         scatter = ctx.cached(("zero3-scatter", N, nodes, grad_bytes), lambda: sum(
             ctx.collective("reduce_scatter", ctx.params[i] * grad_bytes, N, nodes)
             for i in everything if ctx.params[i]))
+        if replicas > 1:  # each shard's gradient all-reduced over its copies, behind backward as the scatter
+            scatter += ctx.cached(("hsdp-allreduce", N, replicas, grad_bytes), lambda: sum(
+                ctx.collective("allreduce", ctx.params[i] * grad_bytes / N, replicas, replica_nodes, replica_share)
+                for i in everything if ctx.params[i]))
         fwd_exposed = first + max(0.0, sum(gathers) - first - fwd)
         bwd_total = sum(gathers) + scatter
         exposed = k * (fwd_exposed + max(0.0, bwd_total - bwd))
@@ -97,6 +109,8 @@ def _zero(ctx: Context, plan: Plan, pred: Prediction, fwd: float, bwd: float, bw
         pred.workspace_bytes += 2 * largest * weight_bytes  # a gathered layer and the prefetched next one
     pred.comm_exposed_s["gradient"], pred.comm_hidden_s["gradient"] = exposed, hidden
     pred.details["zero_stage"] = stage
+    if replicas > 1:
+        pred.details["shard_group"] = N
 
 
 def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:

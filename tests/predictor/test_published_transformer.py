@@ -570,14 +570,17 @@ def _sharded_record(rid, **changes):
 def test_a_users_sharded_rows_map_to_zero_data_parallelism(tmp_path, capsys):
     """FSDP and DeepSpeed ZeRO rows of decoder-only models (not only llm-foundry's MPT): ZeRO stage from the
     sharding or zero_stage, gradient accumulation from grad_accum or global / (GPUs x micro batch), a half model
-    unless the row trains under autocast; sharding with tensor parallelism is skipped with its reason."""
+    unless the row trains under autocast, HYBRID_SHARD as HSDP over a node; sharding with tensor parallelism is
+    skipped with its reason."""
     path = tmp_path / "mine.yaml"
     path.write_text(yaml.safe_dump([
         _sharded_record("mine-fsdp"),
         _sharded_record("mine-zero2", **{"framework": "DeepSpeed ZeRO-2", "parallelism": {"zero_stage": 2,
                                                                                           "grad_accum": 4},
                                          "precision": "bf16 amp (autocast)"}),
-        _sharded_record("mine-2d", **{"parallelism.tensor": 2})]))
+        _sharded_record("mine-2d", **{"parallelism.tensor": 2}),
+        _sharded_record("mine-hsdp", **{"parallelism.fsdp_sharding": "HYBRID_SHARD", "num_gpus": 16,
+                                        "global_batch": 64, "system.nodes": 2})]))
     runs = {r.id: r for r in load_transformer_corpus(path)}
     fsdp = interpret_transformer(runs["mine-fsdp"], RULES)
     plan = dict(fsdp.plan)
@@ -587,12 +590,14 @@ def test_a_users_sharded_rows_map_to_zero_data_parallelism(tmp_path, capsys):
     assert fsdp.profile == "h100-dgx-8gpu.published.yaml"
     zero2 = dict(interpret_transformer(runs["mine-zero2"], RULES).plan)
     assert zero2["zero_stage"] == 2 and zero2["micro_batches"] == 4 and "mixed_precision" not in zero2
+    hsdp = dict(interpret_transformer(runs["mine-hsdp"], RULES).plan)
+    assert hsdp["zero_stage"] == 3 and hsdp["shard_group"] == 8 and hsdp["micro_batches"] == 2
     skipped = interpret_transformer(runs["mine-2d"], RULES)
     assert isinstance(skipped, Skipped) and "tensor or pipeline" in skipped.reason
     from predictor.cli import main
     assert main(["validate", "--published", str(path), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert {r["id"] for r in report["rows"]} == {"mine-fsdp", "mine-zero2"}
+    assert {r["id"] for r in report["rows"]} == {"mine-fsdp", "mine-zero2", "mine-hsdp"}
     assert all(r["predicted_s"] > 0 for r in report["rows"]) and len(report["skipped"]) == 1
     with pytest.raises(UserError, match="zero_stage"):
         bad = tmp_path / "bad.yaml"

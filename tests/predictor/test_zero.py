@@ -116,3 +116,28 @@ def test_micro_batches_reach_data_and_recompute_plans(graph):
     p1, p4 = (predict(graph, p, cm, interval=False) for p in (one, acc))
     assert p4.recompute_s == pytest.approx(4 * p1.recompute_s) and p4.activations_bytes == pytest.approx(
         p1.activations_bytes)
+
+
+def test_hsdp_shards_inside_a_group_and_all_reduces_the_shard_across_groups(graph):
+    """FSDP's HYBRID_SHARD (Plan.shard_group S): model state sharded over S replicas, not all N; the gathers and
+    reduce-scatters inside a group (one node here), then each shard all-reduced over the N / S groups, by hand with
+    nothing to hide behind (PyTorch FSDP API: HYBRID_SHARD "FULL_SHARD within a node, and replicate parameters across
+    nodes")."""
+    S = 8
+    fast = SyntheticCostModel(peak_flops_per_s=1e30, launch_s=0.0)
+    plan = Plan("data", batch=64, devices=N, devices_per_node=8, p_data=N, dtype="fp16", optimizer="adam",
+                zero_stage=3, shard_group=S)
+    pred = predict(graph, plan, fast, interval=False)
+    assert pred.feasible, pred.reason
+    P = graph.params
+    assert pred.weights_bytes + pred.grads_bytes + pred.optimizer_bytes == pytest.approx((2 + 4 + 12) * P / S)
+    gathers = sum(fast.collective_time_s("allgather", l.params * 2.0, S, 1) for l in graph.layers if l.params)
+    scatter = sum(fast.collective_time_s("reduce_scatter", l.params * 4.0, S, 1) for l in graph.layers if l.params)
+    # the 8 groups of a node all-reduce at once, each over an eighth of its network (layout.data_network_share)
+    allreduce = sum(fast.collective_time_s("allreduce", l.params * 4.0 / S * 8, N // S, 2) for l in graph.layers
+                    if l.params)
+    assert pred.comm_exposed_s["gradient"] == pytest.approx(2 * gathers + scatter + allreduce, rel=1e-4)
+    assert pred.details["shard_group"] == S and "hsdp8" in plan.describe()
+    for bad in (dict(zero_stage=2), dict(shard_group=3)):  # HSDP needs ZeRO 3 over whole groups
+        wrong = predict(graph, Plan(**{**plan.__dict__, **bad}), fast, interval=False)
+        assert not wrong.feasible and "HSDP" in wrong.reason
