@@ -20,8 +20,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch", type=batch_size, required=True, help="global mini-batch (samples per iteration)")
     parser.add_argument("--gpus", type=device_count, required=True, help="number of devices")
     add_strategy_argument(parser)
-    parser.add_argument("--micro-batches", type=batch_size, help="pipeline micro-batches (default: the best that divides the batch); serial, data "
-                        "and their +recompute: gradient-accumulation micro-batches per replica (default 1)")
+    parser.add_argument("--micro-batches", type=batch_size,
+                        help="pipeline micro-batches (default: the best that divides the batch); serial, data and their "
+                             "+recompute: gradient-accumulation micro-batches per replica (default 1)")
     parser.add_argument("--zero", type=int, default=0, choices=(0, 1, 2, 3),
                         help="sharded data parallelism for the data strategy: ZeRO stage 1 (optimizer state), "
                              "2 (+ gradients), 3 (+ parameters, as FSDP); data+tensor+pipeline: 1, Megatron's "

@@ -111,7 +111,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m predictor.published.layer_timings",
                                      description="one transformer layer's predicted training time beside its "
                                                  "published timings")
-    parser.add_argument("file", nargs="?", type=Path, default=FILE, help="layer-timings YAML (default: the shipped one)")
+    parser.add_argument("file", nargs="?", type=Path, default=FILE,
+                        help="layer-timings YAML (default: the shipped one)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     args = parser.parse_args(argv)
     try:

@@ -294,8 +294,11 @@ def interpret_transformer(run: PublishedRun, rules: dict) -> Union[Setup, Skippe
     optimizer = _rule(rules, "optimizers", run.optimizer)
     stack = _rule(rules, "stacks", run.framework)
     layers, hidden, heads, seq = shape
+    if not isinstance(details.get("vocab"), int) and family not in VOCAB:
+        return Skipped(run, "vocabulary not stated in the source (model_details.vocab)")
     vocab = details.get("vocab") if isinstance(details.get("vocab"), int) else VOCAB[family]
-    attention = details.get("zoo_attention") or {"mpt": "sdpa", "sharded": "sdpa", "bert": "math"}.get(family) or megatron_attention(
+    default_attention = {"mpt": "sdpa", "sharded": "sdpa", "bert": "math"}.get(family)
+    attention = details.get("zoo_attention") or default_attention or megatron_attention(
         precision["dtype"], seq, heads, parallel.get("tensor", 1), parallel.get("micro_batch", 1))
     knobs = dict(layers=layers, hidden=hidden, heads=heads, seq=seq, vocab=vocab, attention=attention)
     knobs.update({k: details[k] for k in MODEL_KNOBS if details.get(k) is not None})
@@ -374,7 +377,8 @@ def interpret_transformer(run: PublishedRun, rules: dict) -> Union[Setup, Skippe
     if parallel.get("fsdp_sharding") == "HYBRID_SHARD" and gpus > per_node and gpus % per_node == 0:
         plan["shard_group"] = per_node  # FSDP's HYBRID_SHARD: FULL_SHARD inside a node, replicated across nodes
     plan.update(batch=batch, devices=gpus)
-    return Setup(run=run, model="gpt" if family in ("mpt", "megatron", "sharded") else "bert", knobs=tuple(sorted(knobs.items())),
+    model = "gpt" if family in ("mpt", "megatron", "sharded") else "bert"
+    return Setup(run=run, model=model, knobs=tuple(sorted(knobs.items())),
                  dtype=precision["dtype"], optimizer=code.get("optimizer", optimizer["optimizer"]), framework=framework,
                  profile=system["profile"], devices_per_node=per_node, synthetic_data=True,
                  assumptions=tuple(assumptions), stack=stack["stack"] if stack else "other",

@@ -95,7 +95,8 @@ def _zero(ctx: Context, plan: Plan, pred: Prediction, fwd: float, bwd: float, bw
             ctx.collective("reduce_scatter", ctx.params[i] * grad_bytes, N, nodes)
             for i in everything if ctx.params[i]))
         if replicas > 1:  # each shard's gradient all-reduced over its copies, behind backward as the scatter
-            scatter += ctx.cached(("hsdp-allreduce", N, replicas, grad_bytes), lambda: sum(
+            key = ("hsdp-allreduce", N, replicas, replica_nodes, replica_share, grad_bytes)
+            scatter += ctx.cached(key, lambda: sum(
                 ctx.collective("allreduce", ctx.params[i] * grad_bytes / N, replicas, replica_nodes, replica_share)
                 for i in everything if ctx.params[i]))
         fwd_exposed = first + max(0.0, sum(gathers) - first - fwd)

@@ -579,6 +579,7 @@ def test_a_users_sharded_rows_map_to_zero_data_parallelism(tmp_path, capsys):
                                                                                           "grad_accum": 4},
                                          "precision": "bf16 amp (autocast)"}),
         _sharded_record("mine-2d", **{"parallelism.tensor": 2}),
+        _sharded_record("mine-novocab", **{"model_details.vocab": None}),
         _sharded_record("mine-hsdp", **{"parallelism.fsdp_sharding": "HYBRID_SHARD", "num_gpus": 16,
                                         "global_batch": 64, "system.nodes": 2})]))
     runs = {r.id: r for r in load_transformer_corpus(path)}
@@ -594,11 +595,12 @@ def test_a_users_sharded_rows_map_to_zero_data_parallelism(tmp_path, capsys):
     assert hsdp["zero_stage"] == 3 and hsdp["shard_group"] == 8 and hsdp["micro_batches"] == 2
     skipped = interpret_transformer(runs["mine-2d"], RULES)
     assert isinstance(skipped, Skipped) and "tensor or pipeline" in skipped.reason
+    assert "vocabulary not stated" in interpret_transformer(runs["mine-novocab"], RULES).reason
     from predictor.cli import main
     assert main(["validate", "--published", str(path), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert {r["id"] for r in report["rows"]} == {"mine-fsdp", "mine-zero2", "mine-hsdp"}
-    assert all(r["predicted_s"] > 0 for r in report["rows"]) and len(report["skipped"]) == 1
+    assert all(r["predicted_s"] > 0 for r in report["rows"]) and len(report["skipped"]) == 2
     with pytest.raises(UserError, match="zero_stage"):
         bad = tmp_path / "bad.yaml"
         bad.write_text(yaml.safe_dump([_sharded_record("bad", **{"parallelism.zero_stage": 5})]))
