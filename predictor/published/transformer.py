@@ -238,11 +238,13 @@ def _family(run: PublishedRun) -> Optional[str]:
         return "mpt"
     if model.startswith("bert"):
         return "bert"
-    if "gpt" in model and "megatron" in framework:
-        return "megatron"
-    if model.startswith(("llama", "mixtral")) and ("megatron" in framework or "nemo" in framework):
-        return "megatron"  # Megatron-Core's GPT with LLaMA's or Mixtral's blocks (model_details says which)
+    gpt_like = "gpt" in model or model.startswith(GPT_LIKE_MODELS + ("mixtral",))
+    if gpt_like and ("megatron" in framework or "nemo" in framework):
+        return "megatron"  # Megatron's GPT, or Megatron-Core's with LLaMA's or Mixtral's blocks (model_details)
     parallel = run.extra.get("parallel", {})
+    three_d = parallel.get("tensor", 1) > 1 or parallel.get("pipeline", 1) > 1
+    if gpt_like and three_d and parallel.get("zero_stage", 0) <= 1 and "fsdp_sharding" not in parallel:
+        return "megatron"  # a Megatron-style 3-D layout (GPT-NeoX, DeepSpeed's pipelines), ZeRO 1 at most
     sharded = "fsdp_sharding" in parallel or "zero_stage" in parallel or any(w in framework for w in SHARDED_FRAMEWORKS)
     if model.startswith(GPT_LIKE_MODELS) and sharded:
         return "sharded"  # FSDP or DeepSpeed ZeRO data parallelism of a decoder-only model
@@ -294,7 +296,8 @@ def interpret_transformer(run: PublishedRun, rules: dict) -> Union[Setup, Skippe
     optimizer = _rule(rules, "optimizers", run.optimizer)
     stack = _rule(rules, "stacks", run.framework)
     layers, hidden, heads, seq = shape
-    if not isinstance(details.get("vocab"), int) and family not in VOCAB:
+    if not isinstance(details.get("vocab"), int) and (family not in VOCAB or family == "megatron" and "gpt" not in
+                                                       run.model.lower()):
         return Skipped(run, "vocabulary not stated in the source (model_details.vocab)")
     vocab = details.get("vocab") if isinstance(details.get("vocab"), int) else VOCAB[family]
     default_attention = {"mpt": "sdpa", "sharded": "sdpa", "bert": "math"}.get(family)
@@ -343,7 +346,8 @@ def interpret_transformer(run: PublishedRun, rules: dict) -> Union[Setup, Skippe
                     sequence_parallel=parallel.get("sequence_parallel", False),
                     tp_comm_overlap=parallel.get("tp_comm_overlap", False),
                     overlap_param_gather=parallel.get("overlap_param_gather", False),
-                    zero_stage=1 if parallel.get("distributed_optimizer", False) else 0, p_context=cp, p_expert=ep)
+                    zero_stage=1 if parallel.get("distributed_optimizer", False) or parallel.get("zero_stage") == 1
+                    else 0, p_context=cp, p_expert=ep)
         if ckpt:
             plan["recompute_granularity"] = run.extra.get("granularity", "full")
         framework = DDP_REGIMES[parallel.get("ddp_impl", "local")]

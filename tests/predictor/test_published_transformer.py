@@ -605,3 +605,32 @@ def test_a_users_sharded_rows_map_to_zero_data_parallelism(tmp_path, capsys):
         bad = tmp_path / "bad.yaml"
         bad.write_text(yaml.safe_dump([_sharded_record("bad", **{"parallelism.zero_stage": 5})]))
         load_transformer_corpus(bad)
+
+
+def test_megatron_style_3d_rows_of_other_models_and_frameworks_map_to_3d(tmp_path):
+    """A GPT-like model in Megatron-DeepSpeed (BLOOM's layout: t4 p12, ZeRO 1) or in another framework with tensor
+    or pipeline parallelism and ZeRO 1 at most (GPT-NeoX) takes the Megatron mapping: data+tensor+pipeline, ZeRO 1 as
+    the distributed optimizer; a LLaMA-like row without its vocabulary is skipped rather than given GPT-2's."""
+    bloom = _sharded_record("b-bloom", **{
+        "model": "bloom-176b", "framework": "Megatron-DeepSpeed", "num_gpus": 384, "global_batch": 2048,
+        "model_details": {"layers": 70, "hidden": 14336, "heads": 112, "seq_len": 2048, "vocab": 250880},
+        "parallelism": {"tensor": 4, "pipeline": 12, "data": 8, "micro_batch": 2, "zero_stage": 1},
+        "system": {"name": "48 x 8 A100-80GB", "gpu": "A100-SXM4-80GB", "gpus_per_node": 8, "nodes": 48,
+                   "gpus_used_per_node": 8}})
+    neox = _sharded_record("b-neox", **{
+        "model": "gpt-neox-20b", "framework": "GPT-NeoX", "num_gpus": 16, "global_batch": 64,
+        "model_details": {"layers": 44, "hidden": 6144, "heads": 64, "seq_len": 2048, "vocab": 50432},
+        "parallelism": {"tensor": 2, "pipeline": 4, "data": 2, "micro_batch": 4, "zero_stage": 1},
+        "system": {"name": "2 x 8 A100-40GB", "gpu": "A100-SXM4-40GB", "gpus_per_node": 8, "nodes": 2,
+                   "gpus_used_per_node": 8}})
+    novocab = _sharded_record("b-novocab", **{"model": "llama-2-7b", "framework": "Megatron-LM",
+                                              "model_details.vocab": None})
+    path = tmp_path / "threed.yaml"
+    path.write_text(yaml.safe_dump([bloom, neox, novocab]))
+    runs = {r.id: r for r in load_transformer_corpus(path)}
+    for rid, (t, p, d) in (("b-bloom", (4, 12, 8)), ("b-neox", (2, 4, 2))):
+        plan = dict(interpret_transformer(runs[rid], RULES).plan)
+        assert plan["strategy"] == "data+tensor+pipeline" and (plan["p_tensor"], plan["stages"], plan["p_data"]) == (
+            t, p, d) and plan["zero_stage"] == 1 and plan["mixed_precision"] == "half"
+    assert dict(interpret_transformer(runs["b-bloom"], RULES).knobs)["vocab"] == 250880
+    assert "vocabulary not stated" in interpret_transformer(runs["b-novocab"], RULES).reason
