@@ -352,16 +352,30 @@ def interpret_transformer(run: PublishedRun, rules: dict) -> Union[Setup, Skippe
             plan["recompute_granularity"] = run.extra.get("granularity", "full")
         framework = DDP_REGIMES[parallel.get("ddp_impl", "local")]
     elif family in ("mpt", "sharded"):
-        if parallel.get("tensor", 1) > 1 or parallel.get("pipeline", 1) > 1:
-            return Skipped(run, "sharded data parallelism with tensor or pipeline parallelism is not modelled")
+        t = parallel.get("tensor", 1)
+        hybrid = parallel.get("fsdp_sharding") == "HYBRID_SHARD"
+        if parallel.get("pipeline", 1) > 1 or (t > 1 and (family == "mpt" or hybrid)):
+            return Skipped(run, "sharded data parallelism with pipeline parallelism, or hybrid sharding with tensor "
+                                "parallelism, is not modelled")
         zero = parallel.get("zero_stage", FSDP_STAGES[parallel.get("fsdp_sharding", "FULL_SHARD")])
         accumulate = parallel.get("grad_accum")
-        if accumulate is None and parallel.get("micro_batch") and batch % (gpus * parallel["micro_batch"]) == 0:
-            accumulate = batch // (gpus * parallel["micro_batch"])
-        plan = dict(strategy="data+recompute" if ckpt else "data", p_data=gpus, zero_stage=zero,
-                    micro_batches=int(accumulate or 1),
-                    extra=(("checkpoint_segments", layers),) if ckpt else (),
-                    cross_entropy=LOSS[family])
+        replicas = gpus // t
+        if accumulate is None and parallel.get("micro_batch") and batch % (replicas * parallel["micro_batch"]) == 0:
+            accumulate = batch // (replicas * parallel["micro_batch"])
+        if t > 1:  # FSDP x tensor parallelism (torchtitan's 2-D): the 3-D strategy on one stage, ZeRO 3 over the rest
+            if gpus % t:
+                return Skipped(run, f"tensor degree {t} does not divide {gpus} GPUs")
+            plan = dict(strategy="data+tensor+pipeline", p_data=replicas, p_tensor=t, stages=1,
+                        micro_batches=int(accumulate or 1), zero_stage=zero, recompute=ckpt, schedule="1f1b",
+                        sequence_parallel=parallel.get("sequence_parallel", False),
+                        tp_comm_overlap=parallel.get("tp_comm_overlap", False), cross_entropy=LOSS[family])
+            if ckpt:
+                plan["recompute_granularity"] = run.extra.get("granularity", "full")
+        else:
+            plan = dict(strategy="data+recompute" if ckpt else "data", p_data=gpus, zero_stage=zero,
+                        micro_batches=int(accumulate or 1),
+                        extra=(("checkpoint_segments", layers),) if ckpt else (),
+                        cross_entropy=LOSS[family])
         if family == "sharded" and not any(w in run.precision.lower() for w in ("amp", "autocast")):
             plan["mixed_precision"] = "half"  # FSDP's param_dtype, DeepSpeed's fp16/bf16 engine: a half model
         if gpus == 1:

@@ -56,6 +56,20 @@ def batch_norm_sync_s(ctx: Context, dtype: str, end: int, group: int, nodes: int
     return ctx.cached(("bn-sync", dtype, end, group, nodes), build) if group > 1 else 0.0
 
 
+def zero3_exposure(gathers: list[float], scatter: float, fwd: float, bwd: float, k: int,
+                   overlap_efficiency: float) -> tuple[float, float]:
+    """(exposed_s, hidden_s) of ZeRO 3's collectives over k micro-batches (docs/method.md §9): each layer's weights
+    gathered before its forward (the first exposed, the rest behind the forward F) and again before its backward,
+    its gradients reduce-scattered, behind the backward B; the hidden rest slows compute by the overlap efficiency."""
+    first = next((g for g in gathers if g > 0), 0.0)
+    fwd_exposed = first + max(0.0, sum(gathers) - first - fwd)
+    bwd_total = sum(gathers) + scatter
+    exposed = k * (fwd_exposed + max(0.0, bwd_total - bwd))
+    hidden = k * (sum(gathers) + bwd_total) - exposed
+    slowdown = (1.0 - overlap_efficiency) * hidden  # compute slowed by the concurrent collectives
+    return exposed + slowdown, hidden - slowdown
+
+
 def _zero(ctx: Context, plan: Plan, pred: Prediction, fwd: float, bwd: float, bwd_list, nodes: int) -> None:
     """The terms of sharded data parallelism (module docstring) over the N = p_data replicas; fwd, bwd and bwd_list
     are one micro-batch's."""
@@ -90,7 +104,6 @@ def _zero(ctx: Context, plan: Plan, pred: Prediction, fwd: float, bwd: float, bw
                                                                  nodes)
     else:
         gathers = ctx.cached(("zero3-gathers", N, nodes, weight_bytes), lambda: [gather(i) for i in everything])
-        first = next((g for g in gathers if g > 0), 0.0)
         scatter = ctx.cached(("zero3-scatter", N, nodes, grad_bytes), lambda: sum(
             ctx.collective("reduce_scatter", ctx.params[i] * grad_bytes, N, nodes)
             for i in everything if ctx.params[i]))
@@ -99,12 +112,7 @@ def _zero(ctx: Context, plan: Plan, pred: Prediction, fwd: float, bwd: float, bw
             scatter += ctx.cached(key, lambda: sum(
                 ctx.collective("allreduce", ctx.params[i] * grad_bytes / N, replicas, replica_nodes, replica_share)
                 for i in everything if ctx.params[i]))
-        fwd_exposed = first + max(0.0, sum(gathers) - first - fwd)
-        bwd_total = sum(gathers) + scatter
-        exposed = k * (fwd_exposed + max(0.0, bwd_total - bwd))
-        hidden = k * (sum(gathers) + bwd_total) - exposed
-        slowdown = (1.0 - ctx.cm.overlap_efficiency()) * hidden  # compute slowed by the concurrent collectives
-        exposed, hidden = exposed + slowdown, hidden - slowdown
+        exposed, hidden = zero3_exposure(gathers, scatter, fwd, bwd, k, ctx.cm.overlap_efficiency())
         pred.comm_exposed_s["layer_collective"] = 0.0
         largest = max(ctx.params, default=0)
         pred.workspace_bytes += 2 * largest * weight_bytes  # a gathered layer and the prefetched next one

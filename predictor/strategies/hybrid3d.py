@@ -19,12 +19,12 @@ from itertools import accumulate
 
 from predictor.layercost import ACT_BYTES, Split, layer_signatures, update_time_s
 from predictor.layout import data_network_share, nodes_spanned
-from predictor.memory import MIXED_DTYPES, parameter_bytes
+from predictor.memory import MIXED_DTYPES, gradient_bytes_per_param, parameter_bytes
 from predictor.plan import (PIPELINE_BOUNDARIES, PIPELINE_SCHEDULES, RECOMPUTE_GRANULARITIES, Plan,
                             Prediction)
 from predictor.strategies.bounds import Bounds
 from predictor.strategies.context import Context, Infeasible
-from predictor.strategies.data import local_batch
+from predictor.strategies.data import local_batch, zero3_exposure
 from predictor.strategies.moe_context import (alltoall_seconds, attention_spans, busiest_factor, group_nodes,
                                               kv_elems, moe_layers, ring_exposed)
 from predictor.strategies.moe_context import check as check_moe_cp
@@ -637,9 +637,11 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     if plan.schedule == "interleaved" and (v < 2 or S % K):
         raise Infeasible(f"interleaved 1F1B needs >= 2 virtual stages and micro-batches ({S}) a multiple of the "
                          f"{K} stages")
-    if plan.zero_stage not in (0, 1):
+    fsdp = plan.zero_stage == 3 and K == 1 and plan.p_context == 1 and plan.p_expert == 1  # FSDP x tensor parallelism
+    if plan.zero_stage not in (0, 1) and not fsdp:
         raise Infeasible(f"ZeRO stage {plan.zero_stage} with pipelines: Megatron's distributed optimizer is stage 1 "
-                         f"(DeepSpeed refuses stages 2 and 3 with pipeline parallelism)")
+                         f"(DeepSpeed refuses stages 2 and 3 with pipeline parallelism); stage 3 (FSDP) runs with "
+                         f"tensor parallelism on one stage, without context or expert parallelism")
     if plan.recompute_granularity not in RECOMPUTE_GRANULARITIES:
         raise Infeasible(f"unknown recompute granularity {plan.recompute_granularity!r} "
                          f"(known: {', '.join(RECOMPUTE_GRANULARITIES)})")
@@ -745,9 +747,10 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     replicas = plan.p_data * cp  # the dense weights' copies: data x context ranks (Megatron-Core's dp-cp group)
     edp = replicas // ep  # the experts' copies
     zero = plan.zero_stage == 1 and replicas > 1  # the distributed optimizer: each replica updates 1/replicas
+    zero3 = fsdp and replicas > 1  # FSDP: weights, gradients and optimizer state sharded over the replicas
 
     def sharded(p: float, e: float) -> float:  # parameters one rank updates
-        return (p - e) / replicas + e / edp if zero else p
+        return (p - e) / replicas + e / edp if zero or zero3 else p
 
     pred.update_s = max(ctx.update_s(sharded(p, e), plan.optimizer, dtype, n, plan.mixed_precision)
                         for p, e, n in zip(dev_params, dev_expert, dev_tensors))
@@ -759,7 +762,7 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     syncs = [(divisors, replicas, grad)] if not experts else [
         (tuple(math.inf if i in experts else x for i, x in enumerate(divisors)), replicas, grad),
         (tuple(x if i in experts else math.inf for i, x in enumerate(divisors)), edp, groups["expert_grad"])]
-    for k in range(K):
+    for k in range(K if not zero3 else 0):
         layers = tuple(ranks[k])
         bwd_k = [times[i][1] + bwd_comm[i] for i in layers]
         e = h = 0.0
@@ -769,6 +772,14 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
             e, h = e + e_s, h + h_s
         if e >= exposed:
             exposed, hidden = e, h
+    if zero3:  # every micro-batch gathers each layer's tensor-parallel shard over the replicas, twice (forward and
+        # backward), and reduce-scatters its gradients (strategies.data's stage 3, at this rank's layers)
+        wb, gb = compute_weight_bytes(dtype), gradient_bytes_per_param(dtype, plan.mixed_precision)
+        gathers = [ctx.collective("allgather", local[i] * wb, replicas, *grad) if local[i] else 0.0
+                   for i in ranks[0]]
+        scatter = sum(ctx.collective("reduce_scatter", local[i] * gb, replicas, *grad) for i in ranks[0] if local[i])
+        exposed, hidden = zero3_exposure(gathers, scatter, fwd_c[0] + fwd_x[0], bwd_c[0] + bwd_x[0] + redo[0], S,
+                                         ctx.cm.overlap_efficiency())
     pred.comm_exposed_s["gradient"], pred.comm_hidden_s["gradient"] = exposed, hidden
     if zero:  # the updated weights all-gathered over the replicas after the step (exposed), the largest rank's;
         # overlapped with the next step's first forward passes (Megatron-Core's --overlap-param-gather)
@@ -794,6 +805,8 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
         lambda: full_recompute_bytes(ctx, dtype, starts, K, units, region, t, key=(dtype, t, sp)))
     def parameters(k: int) -> tuple[float, float, float]:  # rank k's weights, gradients and optimizer state
         p, e = dev_params[k], dev_expert[k]
+        if zero3:
+            return tuple(x / replicas for x in parameter_bytes(p, dtype, plan.optimizer, plan.mixed_precision))
         if not zero:
             return parameter_bytes(p, dtype, plan.optimizer, plan.mixed_precision)
         dense, expert = zero1_parameter_bytes(p - e, plan, replicas), zero1_parameter_bytes(e, plan, edp)
@@ -815,10 +828,13 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
         return activations + workspace + sum(parameters(k)), activations, workspace, outside, k
 
     _, pred.activations_bytes, pred.workspace_bytes, outside, heavy = max(memory(k) for k in range(K))
-    if zero:  # no DDP bucket copy: reduce-scatter and gather buckets (strategies.data's stage 1)
+    if zero or zero3:  # no DDP bucket copy: reduce-scatter and gather buckets (strategies.data's stages 1 and 3)
         pred.weights_bytes, pred.grads_bytes, pred.optimizer_bytes = parameters(heavy)
         pred.comm_buffers_bytes += min(pred.grads_bytes, 2 * plan.bucket_bytes)
-        pred.details.update(params_per_device=dev_params[heavy], zero_stage=1)
+        pred.details.update(params_per_device=dev_params[heavy] / (replicas if zero3 else 1),
+                            zero_stage=3 if zero3 else 1)
+        if zero3:  # a gathered layer and the prefetched next one
+            pred.workspace_bytes += 2 * max(local, default=0.0) * compute_weight_bytes(dtype)
     else:
         ctx.set_parameters(pred, dev_params[heavy], plan, replicas)
     if seq is not None:  # one buffer for the largest all-gathered tensor (strategies.tensor)

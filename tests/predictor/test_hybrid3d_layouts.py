@@ -173,3 +173,32 @@ def test_cli_zero2_with_pipelines_is_one_line(capsys):
                  "--tensor-parallel", "2", "--pipeline-stages", "2", "--zero", "2", "--dtype", "fp16"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and "stage 1" in err
+
+
+def test_fsdp_with_tensor_parallelism_on_one_stage():
+    """ZeRO 3 (FSDP) inside the 3-D strategy on one stage (torchtitan's FSDP x TP): at tensor degree 1 it is the data
+    strategy's stage 3, term for term, with nothing to hide the collectives behind; with tensor parallelism each
+    rank's model state is its tensor shard over the replicas; with pipelines, context or experts it stays refused."""
+    from predictor.synthetic import SyntheticCostModel
+    graph = load_model("gpt", layers=L, hidden=H, heads=HEADS, seq=SEQ, vocab=VOCAB)
+    fast = SyntheticCostModel(peak_flops_per_s=1e30, launch_s=0.0)
+    ctx = Context(graph, fast)
+    common = dict(batch=32, devices_per_node=8, dtype="fp16", optimizer="adam", mixed_precision="half",
+                  micro_batches=2)
+    data = evaluate(ctx, Plan("data", devices=16, p_data=16, zero_stage=3, **common))
+    three = evaluate(ctx, Plan("data+tensor+pipeline", devices=16, p_data=16, p_tensor=1, stages=1, zero_stage=3,
+                               schedule="1f1b", **common))
+    assert data.feasible and three.feasible, (data.reason, three.reason)
+    assert three.comm_exposed_s["gradient"] == pytest.approx(data.comm_exposed_s["gradient"], rel=1e-6)
+    state = lambda p: p.weights_bytes + p.grads_bytes + p.optimizer_bytes  # noqa: E731
+    assert state(three) == pytest.approx(state(data), rel=1e-6) and three.details["zero_stage"] == 3
+    tp = evaluate(ctx, Plan("data+tensor+pipeline", devices=16, p_data=4, p_tensor=4, stages=1, zero_stage=3,
+                            schedule="1f1b", **common))
+    from predictor.memory import parameter_bytes
+    local = tp.details["params_per_device"] * 4  # this rank's tensor shard of the model, sharded over 4 replicas
+    assert tp.feasible and state(tp) == pytest.approx(sum(parameter_bytes(local, "fp16", "adam", "half")) / 4)
+    assert graph.params / 4 < local < graph.params / 4 * 1.2  # a quarter, plus what tensor parallelism replicates
+    for bad in (dict(stages=2, p_data=2), dict(p_context=2, p_data=2)):
+        kw = dict(devices=16, p_data=4, p_tensor=4, stages=1, zero_stage=3, schedule="1f1b", **common)
+        kw.update(bad)
+        assert not evaluate(ctx, Plan("data+tensor+pipeline", **kw)).feasible

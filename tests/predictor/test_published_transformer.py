@@ -570,8 +570,8 @@ def _sharded_record(rid, **changes):
 def test_a_users_sharded_rows_map_to_zero_data_parallelism(tmp_path, capsys):
     """FSDP and DeepSpeed ZeRO rows of decoder-only models (not only llm-foundry's MPT): ZeRO stage from the
     sharding or zero_stage, gradient accumulation from grad_accum or global / (GPUs x micro batch), a half model
-    unless the row trains under autocast, HYBRID_SHARD as HSDP over a node; sharding with tensor parallelism is
-    skipped with its reason."""
+    unless the row trains under autocast, HYBRID_SHARD as HSDP over a node, FSDP x tensor parallelism as the 3-D
+    strategy on one stage; sharding with pipeline parallelism is skipped with its reason."""
     path = tmp_path / "mine.yaml"
     path.write_text(yaml.safe_dump([
         _sharded_record("mine-fsdp"),
@@ -579,6 +579,7 @@ def test_a_users_sharded_rows_map_to_zero_data_parallelism(tmp_path, capsys):
                                                                                           "grad_accum": 4},
                                          "precision": "bf16 amp (autocast)"}),
         _sharded_record("mine-2d", **{"parallelism.tensor": 2}),
+        _sharded_record("mine-pp", **{"parallelism.pipeline": 2}),
         _sharded_record("mine-novocab", **{"model_details.vocab": None}),
         _sharded_record("mine-hsdp", **{"parallelism.fsdp_sharding": "HYBRID_SHARD", "num_gpus": 16,
                                         "global_batch": 64, "system.nodes": 2})]))
@@ -593,13 +594,16 @@ def test_a_users_sharded_rows_map_to_zero_data_parallelism(tmp_path, capsys):
     assert zero2["zero_stage"] == 2 and zero2["micro_batches"] == 4 and "mixed_precision" not in zero2
     hsdp = dict(interpret_transformer(runs["mine-hsdp"], RULES).plan)
     assert hsdp["zero_stage"] == 3 and hsdp["shard_group"] == 8 and hsdp["micro_batches"] == 2
-    skipped = interpret_transformer(runs["mine-2d"], RULES)
-    assert isinstance(skipped, Skipped) and "tensor or pipeline" in skipped.reason
+    two_d = dict(interpret_transformer(runs["mine-2d"], RULES).plan)  # FSDP x TP: 3-D on one stage, ZeRO 3
+    assert (two_d["strategy"], two_d["stages"], two_d["p_tensor"], two_d["p_data"], two_d["zero_stage"],
+            two_d["micro_batches"], two_d["recompute"]) == ("data+tensor+pipeline", 1, 2, 4, 3, 4, True)
+    skipped = interpret_transformer(runs["mine-pp"], RULES)
+    assert isinstance(skipped, Skipped) and "pipeline parallelism" in skipped.reason
     assert "vocabulary not stated" in interpret_transformer(runs["mine-novocab"], RULES).reason
     from predictor.cli import main
     assert main(["validate", "--published", str(path), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert {r["id"] for r in report["rows"]} == {"mine-fsdp", "mine-zero2", "mine-hsdp"}
+    assert {r["id"] for r in report["rows"]} == {"mine-fsdp", "mine-zero2", "mine-hsdp", "mine-2d"}
     assert all(r["predicted_s"] > 0 for r in report["rows"]) and len(report["skipped"]) == 2
     with pytest.raises(UserError, match="zero_stage"):
         bad = tmp_path / "bad.yaml"
