@@ -357,6 +357,8 @@ def interpret_transformer(run: PublishedRun, rules: dict) -> Union[Setup, Skippe
         if parallel.get("pipeline", 1) > 1 or (t > 1 and (family == "mpt" or hybrid)):
             return Skipped(run, "sharded data parallelism with pipeline parallelism, or hybrid sharding with tensor "
                                 "parallelism, is not modelled")
+        if parallel.get("context", 1) > 1 or parallel.get("expert", 1) > 1:
+            return Skipped(run, "sharded data parallelism with context or expert parallelism is not modelled")
         zero = parallel.get("zero_stage", FSDP_STAGES[parallel.get("fsdp_sharding", "FULL_SHARD")])
         accumulate = parallel.get("grad_accum")
         replicas = gpus // t

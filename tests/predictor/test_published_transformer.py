@@ -580,6 +580,7 @@ def test_a_users_sharded_rows_map_to_zero_data_parallelism(tmp_path, capsys):
                                          "precision": "bf16 amp (autocast)"}),
         _sharded_record("mine-2d", **{"parallelism.tensor": 2}),
         _sharded_record("mine-pp", **{"parallelism.pipeline": 2}),
+        _sharded_record("mine-cp", **{"parallelism.context": 2}),
         _sharded_record("mine-novocab", **{"model_details.vocab": None}),
         _sharded_record("mine-hsdp", **{"parallelism.fsdp_sharding": "HYBRID_SHARD", "num_gpus": 16,
                                         "global_batch": 64, "system.nodes": 2})]))
@@ -599,12 +600,13 @@ def test_a_users_sharded_rows_map_to_zero_data_parallelism(tmp_path, capsys):
             two_d["micro_batches"], two_d["recompute"]) == ("data+tensor+pipeline", 1, 2, 4, 3, 4, True)
     skipped = interpret_transformer(runs["mine-pp"], RULES)
     assert isinstance(skipped, Skipped) and "pipeline parallelism" in skipped.reason
+    assert "context or expert" in interpret_transformer(runs["mine-cp"], RULES).reason
     assert "vocabulary not stated" in interpret_transformer(runs["mine-novocab"], RULES).reason
     from predictor.cli import main
     assert main(["validate", "--published", str(path), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert {r["id"] for r in report["rows"]} == {"mine-fsdp", "mine-zero2", "mine-hsdp", "mine-2d"}
-    assert all(r["predicted_s"] > 0 for r in report["rows"]) and len(report["skipped"]) == 2
+    assert all(r["predicted_s"] > 0 for r in report["rows"]) and len(report["skipped"]) == 3
     with pytest.raises(UserError, match="zero_stage"):
         bad = tmp_path / "bad.yaml"
         bad.write_text(yaml.safe_dump([_sharded_record("bad", **{"parallelism.zero_stage": 5})]))
