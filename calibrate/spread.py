@@ -269,8 +269,8 @@ def published_spread(screening: str = "unscreened", source: str = "") -> dict[st
         out["device"] = screened_device(out["device"], source)
     elif screening == "unknown" and "device" in out:
         device = out["device"]
-        out["device"] = device.model_copy(update={
-            "upper_ratio": 1.0 / SCREEN_MIN_RATIO, "upper_ratio_assumed": True,
+        out["device"] = screened_device(device, source).model_copy(update={
+            "upper_ratio_assumed": True,
             "sources": list(device.sources) + [
                 f"screening not stated: {source}; the prediction and the interval's fast end take a screened "
                 f"system's draws (r <= {1.0 / SCREEN_MIN_RATIO:.4f}, DCGM's targeted stress), its slow end all draws"]})

@@ -77,7 +77,7 @@ COMM_KINDS = ("gradient", "layer_collective", "halo", "pipeline_p2p", "redistrib
 ZERO_STRATEGIES = ("data", "data+recompute", "data+offload")
 #: the strategies whose micro_batches are gradient accumulation (each replica's batch in that many sequential
 #: micro-batches; predictor.strategies.data), not pipeline micro-batches
-GRADIENT_ACCUMULATION = ("serial", "data", "serial+recompute", "data+recompute", "serial+offload", "data+offload")
+GRADIENT_ACCUMULATION = ("serial", "serial+recompute", "serial+offload") + ZERO_STRATEGIES
 
 
 @dataclass(frozen=True)

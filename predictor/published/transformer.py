@@ -296,10 +296,11 @@ def interpret_transformer(run: PublishedRun, rules: dict) -> Union[Setup, Skippe
     optimizer = _rule(rules, "optimizers", run.optimizer)
     stack = _rule(rules, "stacks", run.framework)
     layers, hidden, heads, seq = shape
-    if not isinstance(details.get("vocab"), int) and (family not in VOCAB or family == "megatron" and "gpt" not in
-                                                       run.model.lower()):
+    # a source's own vocabulary when it states none (Megatron's padded GPT-2 one for GPT models only)
+    default_vocab = VOCAB.get(family) if family != "megatron" or "gpt" in run.model.lower() else None
+    vocab = details["vocab"] if isinstance(details.get("vocab"), int) else default_vocab
+    if vocab is None:
         return Skipped(run, "vocabulary not stated in the source (model_details.vocab)")
-    vocab = details.get("vocab") if isinstance(details.get("vocab"), int) else VOCAB[family]
     default_attention = {"mpt": "sdpa", "sharded": "sdpa", "bert": "math"}.get(family)
     attention = details.get("zoo_attention") or default_attention or megatron_attention(
         precision["dtype"], seq, heads, parallel.get("tensor", 1), parallel.get("micro_batch", 1))
@@ -330,6 +331,8 @@ def interpret_transformer(run: PublishedRun, rules: dict) -> Union[Setup, Skippe
     gpus, batch = run.num_gpus, run.extra["global_batch"]
     ckpt = run.extra["checkpointing"]
     framework = "ddp"
+    per_node = run.system.get("gpus_used_per_node")
+    per_node = per_node if isinstance(per_node, int) and per_node > 0 else min(gpus, run.gpus_per_node or 8)
     if family == "megatron":
         t, p = parallel.get("tensor", 1), parallel.get("pipeline", 1)
         cp, ep = parallel.get("context", 1), parallel.get("expert", 1)
@@ -378,6 +381,8 @@ def interpret_transformer(run: PublishedRun, rules: dict) -> Union[Setup, Skippe
                         micro_batches=int(accumulate or 1),
                         extra=(("checkpoint_segments", layers),) if ckpt else (),
                         cross_entropy=LOSS[family])
+        if hybrid and gpus > per_node and gpus % per_node == 0:
+            plan["shard_group"] = per_node  # FSDP's HYBRID_SHARD: FULL_SHARD inside a node, replicated across nodes
         if family == "sharded" and not any(w in run.precision.lower() for w in ("amp", "autocast")):
             plan["mixed_precision"] = "half"  # FSDP's param_dtype, DeepSpeed's fp16/bf16 engine: a half model
         if gpus == 1:
@@ -392,10 +397,6 @@ def interpret_transformer(run: PublishedRun, rules: dict) -> Union[Setup, Skippe
             framework = rule["regime"] if rule and "regime" in rule else "ddp"
     if batch % gpus and family != "megatron":
         return Skipped(run, f"global batch {batch} not divisible by {gpus} GPUs")
-    per_node = run.system.get("gpus_used_per_node")
-    per_node = per_node if isinstance(per_node, int) and per_node > 0 else min(gpus, run.gpus_per_node or 8)
-    if parallel.get("fsdp_sharding") == "HYBRID_SHARD" and gpus > per_node and gpus % per_node == 0:
-        plan["shard_group"] = per_node  # FSDP's HYBRID_SHARD: FULL_SHARD inside a node, replicated across nodes
     plan.update(batch=batch, devices=gpus)
     model = "gpt" if family in ("mpt", "megatron", "sharded") else "bert"
     return Setup(run=run, model=model, knobs=tuple(sorted(knobs.items())),

@@ -77,11 +77,10 @@ def _zero(ctx: Context, plan: Plan, pred: Prediction, fwd: float, bwd: float, bw
     # HSDP (plan.shard_group): shards over S consecutive replicas, the R = p_data / S copies all-reduce their shard
     N = plan.shard_group or plan.p_data
     replicas = plan.p_data // N
-    if replicas > 1:
-        shard_nodes = data_nodes(N, 1, plan.devices_per_node)
+    if replicas > 1:  # the gathers and reduce-scatters inside a shard group; the all-reduce across the groups
+        nodes = data_nodes(N, 1, plan.devices_per_node)
         replica_nodes = data_nodes(replicas, N, plan.devices_per_node)
         replica_share = data_network_share(replicas, N, plan.devices_per_node)
-        nodes = shard_nodes
     k = plan.micro_batches if stage >= 2 else 1  # reductions (and ZeRO 3's gathers) per step
     weight_bytes = 2.0 if plan.dtype in MIXED_DTYPES else 4.0  # the copy the layers compute with
     pred.update_s = ctx.update_s(ctx.total_params / N, plan.optimizer, plan.dtype, mixed_precision=plan.mixed_precision)

@@ -617,18 +617,18 @@ def test_megatron_style_3d_rows_of_other_models_and_frameworks_map_to_3d(tmp_pat
     """A GPT-like model in Megatron-DeepSpeed (BLOOM's layout: t4 p12, ZeRO 1) or in another framework with tensor
     or pipeline parallelism and ZeRO 1 at most (GPT-NeoX) takes the Megatron mapping: data+tensor+pipeline, ZeRO 1 as
     the distributed optimizer; a LLaMA-like row without its vocabulary is skipped rather than given GPT-2's."""
-    bloom = _sharded_record("b-bloom", **{
-        "model": "bloom-176b", "framework": "Megatron-DeepSpeed", "num_gpus": 384, "global_batch": 2048,
-        "model_details": {"layers": 70, "hidden": 14336, "heads": 112, "seq_len": 2048, "vocab": 250880},
-        "parallelism": {"tensor": 4, "pipeline": 12, "data": 8, "micro_batch": 2, "zero_stage": 1},
-        "system": {"name": "48 x 8 A100-80GB", "gpu": "A100-SXM4-80GB", "gpus_per_node": 8, "nodes": 48,
-                   "gpus_used_per_node": 8}})
-    neox = _sharded_record("b-neox", **{
-        "model": "gpt-neox-20b", "framework": "GPT-NeoX", "num_gpus": 16, "global_batch": 64,
-        "model_details": {"layers": 44, "hidden": 6144, "heads": 64, "seq_len": 2048, "vocab": 50432},
-        "parallelism": {"tensor": 2, "pipeline": 4, "data": 2, "micro_batch": 4, "zero_stage": 1},
-        "system": {"name": "2 x 8 A100-40GB", "gpu": "A100-SXM4-40GB", "gpus_per_node": 8, "nodes": 2,
-                   "gpus_used_per_node": 8}})
+    def three_d(rid, model, framework, gpu, batch, shape, tpd, micro_batch):  # t x p x d on 8-GPU nodes, ZeRO 1
+        (layers, hidden, heads, vocab), (t, p, d) = shape, tpd
+        return _sharded_record(rid, **{
+            "model": model, "framework": framework, "num_gpus": t * p * d, "global_batch": batch,
+            "model_details": {"layers": layers, "hidden": hidden, "heads": heads, "seq_len": 2048, "vocab": vocab},
+            "parallelism": {"tensor": t, "pipeline": p, "data": d, "micro_batch": micro_batch, "zero_stage": 1},
+            "system": {"name": f"{t * p * d // 8} x 8 {gpu}", "gpu": gpu, "gpus_per_node": 8,
+                       "nodes": t * p * d // 8, "gpus_used_per_node": 8}})
+
+    bloom = three_d("b-bloom", "bloom-176b", "Megatron-DeepSpeed", "A100-SXM4-80GB", 2048, (70, 14336, 112, 250880),
+                    (4, 12, 8), 2)
+    neox = three_d("b-neox", "gpt-neox-20b", "GPT-NeoX", "A100-SXM4-40GB", 64, (44, 6144, 64, 50432), (2, 4, 2), 4)
     novocab = _sharded_record("b-novocab", **{"model": "llama-2-7b", "framework": "Megatron-LM",
                                               "model_details.vocab": None})
     path = tmp_path / "threed.yaml"

@@ -17,9 +17,9 @@ def graph():
     return load_model("vgg16", width=4, fc=64, image=32, num_classes=10)
 
 
-def _pred(graph, stage, cm=None, dtype="fp16"):
-    plan = Plan("data", batch=64, devices=N, devices_per_node=8, p_data=N, dtype=dtype, optimizer="adam",
-                zero_stage=stage)
+def _pred(graph, stage, cm=None, dtype="fp16", batch=64, micro_batches=1):
+    plan = Plan("data", batch=batch, devices=N, devices_per_node=8, p_data=N, dtype=dtype, optimizer="adam",
+                zero_stage=stage, micro_batches=micro_batches)
     pred = predict(graph, plan, cm or SyntheticCostModel(), interval=False)
     assert pred.feasible, pred.reason
     return pred
@@ -66,20 +66,12 @@ def test_zero_is_a_no_op_on_one_replica(graph):
     assert predict(graph, plan, cm, interval=False).iteration_s == predict(graph, base, cm, interval=False).iteration_s
 
 
-def _accumulating(graph, stage, k, cm, batch=64):
-    plan = Plan("data", batch=batch, devices=N, devices_per_node=8, p_data=N, dtype="fp16", optimizer="adam",
-                zero_stage=stage, micro_batches=k)
-    pred = predict(graph, plan, cm, interval=False)
-    assert pred.feasible, pred.reason
-    return pred
-
-
 def test_gradient_accumulation_runs_micro_batches_and_syncs_as_each_stage_does(graph):
     """k micro-batches of b/k: k times one micro-batch's compute and activations of one; DDP (no_sync) reduces once,
     ZeRO 2 reduce-scatters and ZeRO 3 gathers and reduce-scatters in every micro-batch (method.md §9)."""
     cm, k = SyntheticCostModel(), 4
-    one = {stage: _accumulating(graph, stage, 1, cm, batch=64 // k) for stage in (0, 2, 3)}
-    acc = {stage: _accumulating(graph, stage, k, cm) for stage in (0, 2, 3)}
+    one = {stage: _pred(graph, stage, cm, batch=64 // k) for stage in (0, 2, 3)}
+    acc = {stage: _pred(graph, stage, cm, micro_batches=k) for stage in (0, 2, 3)}
     for stage in (0, 2, 3):
         assert acc[stage].compute_fwd_s == pytest.approx(k * one[stage].compute_fwd_s)
         assert acc[stage].compute_bwd_s == pytest.approx(k * one[stage].compute_bwd_s)
@@ -93,7 +85,7 @@ def test_gradient_accumulation_runs_micro_batches_and_syncs_as_each_stage_does(g
     fast = SyntheticCostModel(peak_flops_per_s=1e30, launch_s=0.0)
     gathers = sum(fast.collective_time_s("allgather", l.params * 2.0, N, 2) for l in graph.layers if l.params)
     scatter = sum(fast.collective_time_s("reduce_scatter", l.params * 4.0, N, 2) for l in graph.layers if l.params)
-    assert _accumulating(graph, 3, k, fast).comm_exposed_s["gradient"] == pytest.approx(
+    assert _pred(graph, 3, fast, micro_batches=k).comm_exposed_s["gradient"] == pytest.approx(
         k * (2 * gathers + scatter), rel=1e-4)
 
 
