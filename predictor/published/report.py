@@ -14,6 +14,7 @@ from collections import defaultdict
 from typing import Callable, Iterable, Optional, Sequence
 
 from predictor.plots import predicted_vs_measured
+from predictor.published import batch_series
 from predictor.published.formatting import pct
 from predictor.published.rowmap import Skipped
 from predictor.published.validate import BUCKETS, RowResult
@@ -74,6 +75,7 @@ def summarise(results: Sequence[RowResult], skipped: Sequence[Skipped], *,
         "interval_coverage": _coverage(results),
         "framework_blind_ceiling": framework_blind_ceiling(results),
         "framework_blind_ceiling_by_gpu_bucket": framework_blind_ceiling(results, lambda r: r.bucket),
+        "batch_series": batch_series.batch_series(results),
         "rows": [_row(r, scaling.get(r.run.id), extra_predictions) for r in results],
         "skipped": [{"id": s.run.id, "source": s.run.source, "reason": s.reason} for s in skipped],
     }
@@ -201,6 +203,7 @@ def render_text(report: dict) -> str:
             lines.append(f"  {name:<28} rows {g['rows']:>4}   accuracy {pct(g['accuracy']):>7}{cells}")
     if ceiling_sentence(report):
         lines.append("\n" + ceiling_sentence(report))
+    lines += batch_series.render_text(report)
     from predictor.published.megatron_papers import render_text as megatron_papers_text
     lines += megatron_papers_text(report)
     from predictor.published.moe_context_rows import render_text as moe_context_text
