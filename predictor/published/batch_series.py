@@ -16,8 +16,9 @@ from typing import Optional, Sequence
 
 from predictor.published.validate import RowResult
 
-#: plan fields that follow from the batch (the batch itself; the number of micro-batches of a stated size)
-BATCH_PLAN_FIELDS = ("batch", "micro_batches")
+#: plan fields that follow from the batch (the number of micro-batches stays in the key: a series varies the samples
+#: each micro-batch holds, never how a step is split)
+BATCH_PLAN_FIELDS = ("batch",)
 
 
 def samples_per_gpu(r: RowResult) -> Optional[float]:
@@ -76,19 +77,35 @@ def batch_series(results: Sequence[RowResult]) -> list[dict]:
     return sorted(out, key=lambda s: (s["source"], s["system"], s["model"], s["dtype"], s["gpus"], s["rows"][0]))
 
 
+#: series listed one by one in the text report (the JSON has them all)
+LISTED = 12
+
+
 def render_text(report: dict) -> list[str]:
-    """The report's lines on its batch series (none when it has none)."""
+    """The report's lines on its batch series (none when it has none): per machine and dtype the medians, then
+    the first LISTED series."""
     series = report.get("batch_series") or []
     if not series:
         return []
     lines = ["\nper sample and per step (rows differing only in batch; t = a + b n fitted to measured and predicted):"]
+    groups: dict[str, list[dict]] = defaultdict(list)
     for s in series:
+        groups[f"{s['system']} {s['dtype']}"].append(s)
+    for name, rows in sorted(groups.items()):
+        ratios = [s["per_sample_ratio"] for s in rows if s["per_sample_ratio"] is not None]
+        gap = statistics.median(s["predicted_per_step_s"] - s["measured_per_step_s"] for s in rows)
+        lines.append(f"  {name}: {len(rows)} series, median predicted / measured per sample "
+                     + (f"{statistics.median(ratios):.2f}x" if ratios else "-")
+                     + f", median per-step gap (predicted - measured) {gap * 1e3:+.3g} ms")
+    for s in series[:LISTED]:
         ratio = s["per_sample_ratio"]
-        lines.append(f"  {s['source']} {s['model']} {s['dtype']} {s['system']} x{s['gpus']} {s['framework'].split(' (')[0][:40]}"
-                     f"{' synthetic' if s.get('synthetic_data') else ''} "
+        lines.append(f"  {s['source']} {s['model']} {s['dtype']} {s['system']} x{s['gpus']} "
+                     f"{s['framework'].split(' (')[0][:40]}{' synthetic' if s.get('synthetic_data') else ''} "
                      f"n={','.join(f'{n:g}' for n in s['samples_per_gpu'])}: per sample "
                      f"{s['predicted_per_sample_s'] * 1e3:.3g} / {s['measured_per_sample_s'] * 1e3:.3g} ms"
                      + (f" ({ratio:.2f}x)" if ratio is not None else "")
                      + f", per step {s['predicted_per_step_s'] * 1e3:.3g} / {s['measured_per_step_s'] * 1e3:.3g} ms"
                      " (predicted / measured)")
+    if len(series) > LISTED:
+        lines.append(f"  ... and {len(series) - LISTED} more series (JSON: batch_series)")
     return lines
