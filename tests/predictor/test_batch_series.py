@@ -35,7 +35,7 @@ def test_line_by_hand():
 def test_series_separate_per_sample_from_per_step(setups):
     """Measured t = 36 ms + 4 ms n; predicted t = 2 ms + 4 ms n: the same per-sample cost, 34 ms short per step.
     A row of another dtype is its own series, and a series needs two batch sizes."""
-    base = setups["tfbench-dgx1-p100-resnet50-synthetic-b64-1gpu"]
+    base = setups["tfbench-dgx1-p100-vgg16-synthetic-b64-1gpu"]
     rows = [_row(base, n, 0.036 + 0.004 * n, 0.002 + 0.004 * n) for n in (32, 64, 128)]
     rows.append(_row(base, 64, 0.5, 0.4, dtype="fp16"))
     (series,) = batch_series(rows)
@@ -52,7 +52,7 @@ def test_series_separate_per_sample_from_per_step(setups):
 
 
 def test_a_falling_measured_line_has_no_ratio(setups):
-    base = setups["tfbench-dgx1-p100-resnet50-synthetic-b64-1gpu"]
+    base = setups["tfbench-dgx1-p100-vgg16-synthetic-b64-1gpu"]
     (series,) = batch_series([_row(base, 32, 0.2, 0.1), _row(base, 64, 0.19, 0.2)])
     assert series["measured_per_sample_s"] < 0 and series["per_sample_ratio"] is None
     assert "x)" not in render_text({"batch_series": [series]})[1]
