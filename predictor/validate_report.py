@@ -117,6 +117,8 @@ def render(rows) -> str:
         lines += ["", f"ranking agreement: {agree}/{len(ranks)} scenarios ({agree / len(ranks):.0%})"]
         lines += [f"  {_mark(r)} {r['scenario']:<48} predicted best {r['predicted_best']:<14} measured best "
                   f"{r['measured_best']}" for r in ranks]
+    from predictor.batch_series import render as series_lines, suite_series
+    lines += series_lines(suite_series(rows))
     settings = setting_ranking(rows)
     if settings:
         lines += ["", f"best setting (samples per second) agreement: {sum(r['agree'] for r in settings)}/"

@@ -76,7 +76,7 @@ if [ "$STAGE" != validate ]; then
 fi
 
 if [ "$STAGE" != calibrate ]; then
-  # the full-size networks, measured against the profile: 27 runs, about 4-5 minutes on an H100 (estimated)
+  # the full-size networks, measured against the profile: 30 runs, about 5 minutes on an H100 (estimated)
   step validate 420 predictor validate --profile "$PROFILE" --suite gpu_full --out "$OUT/gpu_full.jsonl" \
     --plot "$OUT/gpu_full.png"
   if [ "${NGPUS:-0}" -gt 1 ]; then

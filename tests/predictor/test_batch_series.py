@@ -2,7 +2,8 @@
 import pytest
 
 from predictor.cli import main
-from predictor.published.batch_series import batch_series, line, render_text
+from predictor.batch_series import line, suite_series
+from predictor.published.batch_series import batch_series, render_text
 from predictor.published.corpus import CORPUS_DIR, load_corpus
 from predictor.published.report import summarise
 from predictor.published.rowmap import Setup, interpret, load_rules
@@ -64,3 +65,16 @@ def test_shipped_batch_corpus_reports_its_series(capsys):
     out = capsys.readouterr().out
     assert "10 rows predicted, 0 skipped" in out
     assert out.count("dlperf bert fp16") == 2 and out.count("dlperf bert fp32") == 2
+
+
+def test_suite_series_from_validate_records():
+    """`predictor validate` records of one model at two batches: a series; another strategy is another."""
+    def rec(batch, measured, predicted, label="serial"):
+        return {"model": "bert", "knobs": {"layers": 2}, "label": label, "devices": 1, "dtype": "fp32", "amp": "bf16",
+                "cudnn_benchmark": False, "batch_per_device": batch, "measured_time_s": measured,
+                "predicted_time_s": predicted, "scenario": f"bert b{batch} {label}"}
+    rows = [rec(32, 0.010 + 32e-3, 0.002 + 32e-3), rec(64, 0.010 + 64e-3, 0.002 + 64e-3), rec(32, 1.0, 1.0, "data")]
+    (series,) = suite_series(rows)
+    assert series["per_sample_ratio"] == pytest.approx(1.0)
+    assert series["measured_per_step_s"] == pytest.approx(0.010) and series["predicted_per_step_s"] == pytest.approx(0.002)
+    assert series["name"] == "bert serial fp32 amp bf16 x1" and series["rows"] == ["bert b32 serial", "bert b64 serial"]
