@@ -30,6 +30,9 @@ class DataSource:
     samples: int
     staged: bool = False
     source: str = ""
+    #: host CPU core-seconds to decode and augment one sample (a loader that decodes on the CPU); None: decoded on the
+    #: GPU or not known. Used when the profile has no calibrated input pipeline (predictor.input_pipeline)
+    decode_core_s: Optional[float] = None
 
     @property
     def dataset_bytes(self) -> float:

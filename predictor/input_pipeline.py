@@ -2,7 +2,8 @@
 
 Loader workers run on the node's CPU cores alongside the devices, one iteration ahead, so the input costs the step
 only what the device's own work does not cover: input = max(0, max(host, storage) - device work), host from the
-calibration's input section (profiler.bench_input), storage from calibrate.storage_model, for the k * batch / p_data
+calibration's input section (profiler.bench_input) or, without one, the data source's decode cost per sample over
+the node's cores (a published run's loader: DataSource.decode_core_s), storage from calibrate.storage_model, for the k * batch / p_data
 samples a node holding k data-parallel replicas loads per iteration; nothing with synthetic data
 (Plan.synthetic_data). The bytes and files per sample come from the job's data source
 (predictor.at_scale.DataSource). docs/method.md §19 and §19a.
@@ -37,12 +38,24 @@ def storage(cost_model, plan: Plan):
     return fn(storage_demand(cost_model, plan))
 
 
+def decode_time_s(cost_model, plan: Plan) -> float:
+    """Host seconds a node's cores take to decode and augment one step's samples at the data source's decode cost
+    (DataSource.decode_core_s, for a profile without a calibrated input pipeline); 0 when it is not known."""
+    from predictor.at_scale import data_source
+
+    per_sample = data_source(cost_model).decode_core_s
+    cores = getattr(cost_model, "cpu_cores", None)
+    if not per_sample or not cores:
+        return 0.0
+    return samples_per_node(plan) * per_sample / cores
+
+
 def exposed_input_s(cost_model, plan: Plan, pred: Prediction) -> float:
     """input_s of the module docstring (0 with synthetic data or without an input coefficient); sets
     pred.storage_s and the details "input_host_s" and "storage" (binding resource, terms, unknown figures)."""
     if plan.synthetic_data:
         return 0.0
-    host_s = cost_model.input_time_s(samples_per_node(plan))
+    host_s = cost_model.input_time_s(samples_per_node(plan)) or decode_time_s(cost_model, plan)
     read = storage(cost_model, plan)
     if read.terms or read.unknown:
         pred.details["storage"] = {"seconds": read.seconds, "binding": read.binding, "terms": dict(read.terms),

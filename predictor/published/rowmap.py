@@ -8,6 +8,7 @@ does, so a rule cannot tune a prediction.
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +50,9 @@ class Setup:
     memory_format: str = "nhwc"      # the convolutions' layout the record states (Plan.memory_format)
     bn_group: int = 1                # replicas per batch-norm statistics group the record states (Plan.bn_group)
     cuda_graphs: bool = False        # the record's configs capture the step as CUDA graphs (Plan.cuda_graphs)
+    #: host core-seconds per sample of the record's loader when it decodes on the CPU (rules `input_pipelines`;
+    #: DataSource.decode_core_s), None when it decodes on the GPU or is not known
+    decode_core_s: Optional[float] = None
 
     @property
     def batch(self) -> int:
@@ -164,4 +168,22 @@ def interpret(run: PublishedRun, rules: dict[str, list[dict]]) -> Union[Setup, S
                  synthetic_data="synthetic" in run.data.lower(), assumptions=tuple(assumptions), stack=stack,
                  dataset=model.get("dataset", "imagenet"), staged="staged" in run.data.lower(),
                  memory_format=run.extra.get("memory_format") or "nhwc", bn_group=run.extra.get("bn_group") or 1,
-                 cuda_graphs=bool(run.extra.get("cuda_graphs")))
+                 cuda_graphs=bool(run.extra.get("cuda_graphs")), decode_core_s=decode_core_s(rules, run))
+
+
+@functools.cache
+def _figures() -> dict:
+    from calibrate.systems import load_figures
+
+    return load_figures()
+
+
+def decode_core_s(rules: dict, run: PublishedRun) -> Optional[float]:
+    """The host core-seconds per sample of a real-data record's CPU loader (rules `input_pipelines`, figures.yaml)."""
+    rule = _first(rules.get("input_pipelines", []), f"{run.framework} {run.notes}")
+    if rule is None or "synthetic" in run.data.lower():
+        return None
+    figures = _figures()
+    if rule["decode"] not in figures:
+        raise UserError(f"{RULES_FILE}: input_pipelines: {rule['decode']!r} is not a figure of figures.yaml")
+    return float(figures[rule["decode"]].value)

@@ -99,7 +99,8 @@ class Predictor:
 
         graph = self.graph(setup)
         cm = cost_model if cost_model is not None else self.cost_model(setup.profile)
-        with_data_source(cm, replace(DATASETS[setup.dataset], staged=setup.staged))
+        with_data_source(cm, replace(DATASETS[setup.dataset], staged=setup.staged,
+                                         decode_core_s=setup.decode_core_s))
         gpus = setup.run.num_gpus
         if setup.plan:  # the row states its plan (predictor.published.transformer)
             plan = Plan(devices_per_node=setup.devices_per_node, dtype=setup.dtype, optimizer=setup.optimizer,

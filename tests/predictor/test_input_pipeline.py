@@ -68,3 +68,46 @@ def test_profile_cost_model_uses_the_node_cores():
     host = ProfileCostModel(Coefficients(input_pipeline=fit, device_is_host=True), name="t", device_memory_bytes=1e9,
                             devices_per_node=2, provenance="calibrated", cpu_cores=2)
     assert host.input_time_s(400) == 0.0  # CPU ranks train from in-memory tensors
+
+
+class _Uncalibrated:
+    """A published node of 24 cores without a calibrated input pipeline, its data source set by the run."""
+
+    cpu_cores = 24
+
+    def __init__(self, decode_core_s):
+        from predictor.at_scale import IMAGENET
+
+        self.data_source = replace(IMAGENET, decode_core_s=decode_core_s)
+
+    def input_time_s(self, samples):
+        return 0.0
+
+
+def test_a_cpu_loader_decodes_on_the_node_cores_by_hand():
+    """8 GPUs of a 24-core node at 256 images each, 7.14 ms of a core per image (tensorpack's OpenCV loader):
+    2048 x 7.14 ms / 24 = 609 ms of host work a step; the device works 270 ms, so 339 ms is exposed."""
+    from predictor.input_pipeline import decode_time_s
+
+    plan = Plan("data", batch=256 * 16, devices=16, devices_per_node=8, p_data=16)
+    host = _Uncalibrated(40 / 5600)
+    assert decode_time_s(host, plan) == pytest.approx(2048 * (40 / 5600) / 24)
+    pred = Prediction(plan=plan, compute_fwd_s=0.09, compute_bwd_s=0.18)
+    assert exposed_input_s(host, plan, pred) == pytest.approx(2048 * (40 / 5600) / 24 - 0.27)
+    assert exposed_input_s(_Uncalibrated(None), plan, pred) == 0.0  # decoded on the GPU, or not known
+    assert exposed_input_s(host, replace(plan, synthetic_data=True), pred) == 0.0
+
+
+def test_published_cpu_loaders_come_from_the_mapping():
+    """gluon-cv's ImageRecordIter and TF 2's tf.data decode on the CPU; Paddle's AMP rows ran DALI; NGC's MXNet DALI."""
+    from predictor.published.corpus import CORPUS_DIR, load_corpus
+    from predictor.published.rowmap import interpret, load_rules
+
+    rules = load_rules()
+    setups = {r.id: interpret(r, rules) for r in load_corpus(CORPUS_DIR / "cnn_runs.yaml")}
+    assert setups["dlperf-resnet50_v1.5-mxnet_gluoncv-amp-8gpu"].decode_core_s == pytest.approx(40 / 5600)
+    assert setups["dlperf-resnet50_v1.5-tf2-amp-8gpu"].decode_core_s == pytest.approx(40 / 11000)
+    assert setups["dlperf-resnet50_v1.5-paddle-fp32-8gpu"].decode_core_s == pytest.approx(40 / 5600)
+    assert setups["dlperf-resnet50_v1.5-paddle-amp-8gpu"].decode_core_s is None
+    assert setups["dlperf-resnet50_v1.5-ngc_mxnet-amp-8gpu"].decode_core_s is None
+    assert setups["tfbench-dgx1-p100-vgg16-synthetic-b64-8gpu"].decode_core_s is None
