@@ -11,12 +11,14 @@ sample.
 """
 from __future__ import annotations
 
+import functools
 import math
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Optional
 
 from predictor.plan import Plan, Prediction
+from profiler.errors import UserError
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,19 @@ COSMOFLOW = DataSource("cosmoflow", sample_bytes=128 ** 3 * 4 * 2, files_per_sam
                        source="MLPerf HPC CosmoFlow: 524,288 training samples of 4 x 128^3 int16 (16 MiB), one data and "
                               "one label .npy file each (NVIDIA's implementation, mlcommons/hpc_results_v1.0)")
 DATASETS = {"imagenet": IMAGENET, "cosmoflow": COSMOFLOW}
+#: loaders that decode on the host CPU with a published cost: name -> figure of calibrate/data/published/figures.yaml
+#: (core-seconds per ImageNet sample; docs/method.md §19)
+DECODERS = {"opencv": "decode_opencv", "tf.data": "decode_tfdata"}
+
+
+@functools.cache
+def decoder_core_s(name: str) -> float:
+    """Host core-seconds per sample of a named CPU loader (DECODERS)."""
+    from calibrate.systems import load_figures
+
+    if name not in DECODERS:
+        raise UserError(f"decoder {name!r}: known are {', '.join(DECODERS)}")
+    return float(load_figures()[DECODERS[name]].value)
 
 
 def data_source(cost_model) -> DataSource:

@@ -182,10 +182,25 @@ def cluster_load(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected quiet, typical, busy or a percentile 0-100, got {text[:40]!r}") from None
 
 
+def decoder(text: str) -> float:
+    """--decode: a CPU loader of predictor.at_scale.DECODERS, or the milliseconds of one core per sample -> seconds."""
+    from predictor.at_scale import DECODERS, decoder_core_s
+
+    if text in DECODERS:
+        return decoder_core_s(text)
+    try:
+        ms = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {', '.join(DECODERS)} or milliseconds per sample, got {text[:40]!r}") from None
+    if not 0.0 < ms <= 1e4:
+        raise argparse.ArgumentTypeError(f"milliseconds per sample must be in (0, 10000], got {text[:40]!r}")
+    return ms / 1e3
+
+
 def add_at_scale_arguments(parser: argparse.ArgumentParser) -> None:
     """What a job meets on a shared cluster (predictor.at_scale, docs/method.md §6, §19a): the load other jobs put on
     the fabric, and where the samples are read from (dataset, bytes and files per sample, node-local staging)."""
-    from predictor.at_scale import DATASETS
+    from predictor.at_scale import DATASETS, DECODERS
     parser.add_argument("--cluster-load", type=cluster_load, default=None, metavar="LOAD",
                         help="share of the fabric's uplinks other jobs take, from the profile's distribution: quiet, "
                              "typical, busy or a percentile 0-100 (default: typical, the interval spanning quiet..busy); "
@@ -200,10 +215,15 @@ def add_at_scale_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--staging", action="store_true",
                         help="every node reads a node-local copy of the dataset (staged once) instead of the shared "
                              "file system")
+    parser.add_argument("--decode", type=decoder, default=None, metavar="LOADER",
+                        help="the loader decodes and augments the samples on the host CPU, for a profile without a "
+                             "calibrated input pipeline: " + ", ".join(DECODERS) + " (published loader benchmarks, "
+                             "calibrate/data/published/figures.yaml) or the milliseconds of one core a sample takes; "
+                             "default: decoded on the GPU (DALI) or the profile's own figure")
 
 
 def apply_at_scale_arguments(args: argparse.Namespace, cost_model) -> None:
-    """Set --cluster-load and the data source (--dataset, --sample-bytes, --files-per-sample, --staging,
+    """Set --cluster-load and the data source (--dataset, --sample-bytes, --files-per-sample, --staging, --decode,
     --dataset-size) on the cost model (predictor.at_scale); a command without these flags leaves the defaults."""
     from dataclasses import replace
 
@@ -215,6 +235,8 @@ def apply_at_scale_arguments(args: argparse.Namespace, cost_model) -> None:
                                  ("samples", getattr(args, "dataset_size", None))) if v is not None}
     if getattr(args, "staging", False):
         changes["staged"] = True
+    if getattr(args, "decode", None) is not None:
+        changes["decode_core_s"] = args.decode
     with_data_source(cost_model, replace(source, **changes) if changes else source)
 
 

@@ -8,7 +8,6 @@ does, so a rule cannot tune a prediction.
 """
 from __future__ import annotations
 
-import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -171,19 +170,13 @@ def interpret(run: PublishedRun, rules: dict[str, list[dict]]) -> Union[Setup, S
                  cuda_graphs=bool(run.extra.get("cuda_graphs")), decode_core_s=decode_core_s(rules, run))
 
 
-@functools.cache
-def _figures() -> dict:
-    from calibrate.systems import load_figures
-
-    return load_figures()
-
-
 def decode_core_s(rules: dict, run: PublishedRun) -> Optional[float]:
-    """The host core-seconds per sample of a real-data record's CPU loader (rules `input_pipelines`, figures.yaml)."""
+    """The host core-seconds per sample of a real-data record's CPU loader (rules `input_pipelines`, at_scale.DECODERS)."""
+    from predictor.at_scale import DECODERS, decoder_core_s
+
     rule = _first(rules.get("input_pipelines", []), f"{run.framework} {run.notes}")
     if rule is None or "synthetic" in run.data.lower():
         return None
-    figures = _figures()
-    if rule["decode"] not in figures:
-        raise UserError(f"{RULES_FILE}: input_pipelines: {rule['decode']!r} is not a figure of figures.yaml")
-    return float(figures[rule["decode"]].value)
+    if rule["decode"] not in DECODERS:
+        raise UserError(f"{RULES_FILE}: input_pipelines: decode {rule['decode']!r}: known are {', '.join(DECODERS)}")
+    return decoder_core_s(rule["decode"])

@@ -111,3 +111,20 @@ def test_published_cpu_loaders_come_from_the_mapping():
     assert setups["dlperf-resnet50_v1.5-paddle-amp-8gpu"].decode_core_s is None
     assert setups["dlperf-resnet50_v1.5-ngc_mxnet-amp-8gpu"].decode_core_s is None
     assert setups["tfbench-dgx1-p100-vgg16-synthetic-b64-8gpu"].decode_core_s is None
+
+
+def test_cli_decode_makes_a_cpu_loader_the_bottleneck(capsys):
+    """--decode opencv on a published profile (no calibrated input pipeline): 8 V100s at 256 ResNet-50 images each
+    need 2048 x 7.14 ms / 24 cores = 609 ms of the node's CPU a step, more than their 0.3 s of GPU work."""
+    from predictor.cli import main
+
+    argv = ["run", "--profile", "v100-dgx1-1edr-8gpu.published", "--model", "resnet50", "--dtype", "fp16",
+            "--batch", "2048", "--gpus", "8", "--strategy", "data", "--json"]
+    import json
+    assert main(argv) == 0
+    gpu = json.loads(capsys.readouterr().out)
+    assert main(argv + ["--decode", "opencv"]) == 0
+    cpu = json.loads(capsys.readouterr().out)
+    plan_gpu, plan_cpu = gpu["predictions"][0], cpu["predictions"][0]
+    assert plan_gpu["bottleneck"] != "input pipeline" and plan_cpu["bottleneck"] == "input pipeline"
+    assert plan_cpu["iteration_s"] == pytest.approx(2048 * (40 / 5600) / 24, rel=1e-6)
