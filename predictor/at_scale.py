@@ -54,8 +54,8 @@ COSMOFLOW = DataSource("cosmoflow", sample_bytes=128 ** 3 * 4 * 2, files_per_sam
                        source="MLPerf HPC CosmoFlow: 524,288 training samples of 4 x 128^3 int16 (16 MiB), one data and "
                               "one label .npy file each (NVIDIA's implementation, mlcommons/hpc_results_v1.0)")
 DATASETS = {"imagenet": IMAGENET, "cosmoflow": COSMOFLOW}
-#: loaders that decode on the host CPU with a published cost: name -> figure of calibrate/data/published/figures.yaml
-#: (core-seconds per ImageNet sample; docs/method.md §19)
+#: loaders that decode on the host CPU with a published cost: name -> figure of
+#: calibrate/data/published/figures.yaml (core-seconds per ImageNet sample; docs/method.md §19)
 DECODERS = {"opencv": "decode_opencv", "tf.data": "decode_tfdata"}
 
 

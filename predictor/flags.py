@@ -191,7 +191,8 @@ def decoder(text: str) -> float:
     try:
         ms = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected {', '.join(DECODERS)} or milliseconds per sample, got {text[:40]!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected {', '.join(DECODERS)} or milliseconds per sample, got {text[:40]!r}") from None
     if not 0.0 < ms <= 1e4:
         raise argparse.ArgumentTypeError(f"milliseconds per sample must be in (0, 10000], got {text[:40]!r}")
     return ms / 1e3

@@ -3,8 +3,8 @@
 Loader workers run on the node's CPU cores alongside the devices, one iteration ahead, so the input costs the step
 only what the device's own work does not cover: input = max(0, max(host, storage) - device work), host from the
 calibration's input section (profiler.bench_input) or, without one, the data source's decode cost per sample over
-the node's cores (a published run's loader: DataSource.decode_core_s), storage from calibrate.storage_model, for the k * batch / p_data
-samples a node holding k data-parallel replicas loads per iteration; nothing with synthetic data
+the node's cores (a published run's loader: DataSource.decode_core_s), storage from calibrate.storage_model, for the
+k * batch / p_data samples a node holding k data-parallel replicas loads per iteration; nothing with synthetic data
 (Plan.synthetic_data). The bytes and files per sample come from the job's data source
 (predictor.at_scale.DataSource). docs/method.md §19 and §19a.
 """

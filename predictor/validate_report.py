@@ -1,6 +1,6 @@
 """Accuracy of predictions against measured runs: per-run accuracy, mean per strategy and overall,
 ranking agreement per scenario, the best setting (batch, precision, cuDNN's search) per model, a text table and a
-PNG scatter.
+PNG scatter, and the per-sample and per-step lines of runs that differ only in batch (predictor.batch_series).
 
 accuracy = 1 - |predicted - measured| / measured (issue 6; ParaDL reports projection/empirical instead,
 its tech report's Tables VIII-IX). A scenario is the set of runs sharing model, global batch, devices and dtype; the
@@ -14,6 +14,7 @@ import statistics
 from collections import defaultdict
 
 from calibrate.correction import accuracy
+from predictor.batch_series import render as series_lines, suite_series
 from predictor.plots import predicted_vs_measured
 
 
@@ -117,7 +118,6 @@ def render(rows) -> str:
         lines += ["", f"ranking agreement: {agree}/{len(ranks)} scenarios ({agree / len(ranks):.0%})"]
         lines += [f"  {_mark(r)} {r['scenario']:<48} predicted best {r['predicted_best']:<14} measured best "
                   f"{r['measured_best']}" for r in ranks]
-    from predictor.batch_series import render as series_lines, suite_series
     lines += series_lines(suite_series(rows))
     settings = setting_ranking(rows)
     if settings:

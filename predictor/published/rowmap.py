@@ -171,7 +171,8 @@ def interpret(run: PublishedRun, rules: dict[str, list[dict]]) -> Union[Setup, S
 
 
 def decode_core_s(rules: dict, run: PublishedRun) -> Optional[float]:
-    """The host core-seconds per sample of a real-data record's CPU loader (rules `input_pipelines`, at_scale.DECODERS)."""
+    """The host core-seconds per sample of a real-data record's CPU loader (rules `input_pipelines`,
+    predictor.at_scale.DECODERS); None for synthetic data or a loader no rule names."""
     from predictor.at_scale import DECODERS, decoder_core_s
 
     rule = _first(rules.get("input_pipelines", []), f"{run.framework} {run.notes}")

@@ -76,5 +76,6 @@ def test_suite_series_from_validate_records():
     rows = [rec(32, 0.010 + 32e-3, 0.002 + 32e-3), rec(64, 0.010 + 64e-3, 0.002 + 64e-3), rec(32, 1.0, 1.0, "data")]
     (series,) = suite_series(rows)
     assert series["per_sample_ratio"] == pytest.approx(1.0)
-    assert series["measured_per_step_s"] == pytest.approx(0.010) and series["predicted_per_step_s"] == pytest.approx(0.002)
+    assert series["measured_per_step_s"] == pytest.approx(0.010)
+    assert series["predicted_per_step_s"] == pytest.approx(0.002)
     assert series["name"] == "bert serial fp32 amp bf16 x1" and series["rows"] == ["bert b32 serial", "bert b64 serial"]
