@@ -89,6 +89,23 @@ def render(series: Sequence[dict]) -> list[str]:
     return lines
 
 
+def markdown(series: Sequence[dict]) -> list[str]:
+    """A report section: every series as a table row (none without series)."""
+    if not series:
+        return []
+    return ["## Per sample and per step", "",
+            "Rows that differ only in batch form a series; t = a + b n fitted to the measured and to the predicted "
+            "times separates the per-sample cost b (kernels) from the per-step cost a (what a step costs whatever "
+            "its batch): docs/validation.md, \"Per sample and per step\".", "",
+            "| series | samples per GPU | per sample, predicted / measured ms | ratio | per step, predicted / measured ms |",
+            "|---|---|---:|---:|---:|",
+            *[f"| {s['name']} | {', '.join(f'{n:g}' for n in s['samples_per_gpu'])} | "
+              f"{s['predicted_per_sample_s'] * 1e3:.3g} / {s['measured_per_sample_s'] * 1e3:.3g} | "
+              + (f"{s['per_sample_ratio']:.2f}" if s["per_sample_ratio"] is not None else "-")
+              + f" | {s['predicted_per_step_s'] * 1e3:.3g} / {s['measured_per_step_s'] * 1e3:.3g} |" for s in series],
+            ""]
+
+
 def suite_series(rows: Iterable[dict]) -> list[dict]:
     """The series of `predictor validate` records (JSONL rows with a prediction and a measurement): same model,
     knobs, strategy, devices, precision and settings, batch per device varied."""

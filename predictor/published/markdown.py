@@ -9,6 +9,7 @@ import argparse
 import datetime as dt
 from pathlib import Path
 
+from predictor.batch_series import markdown as batch_markdown
 from predictor.published.command import SHIPPED, published_report
 from predictor.published.formatting import pct
 from predictor.published.report import ceiling_sentence, plot
@@ -83,6 +84,7 @@ def render_markdown(report: dict) -> str:
         "Ridge strength used per held-out source (none: the inner leave-one-source-out gate kept it off): "
         + ", ".join(f"{s}: {v if v is not None else 'off'}" for s, v in report["loso_correction_strength"].items()) + ".",
         "",
+        *batch_markdown(report.get("batch_series") or []),
         "## Skipped rows", "",
         "| id | reason |", "|---|---|",
         *[f"| {s['id']} | {s['reason']} |" for s in report["skipped"]],

@@ -79,3 +79,15 @@ def test_suite_series_from_validate_records():
     assert series["measured_per_step_s"] == pytest.approx(0.010)
     assert series["predicted_per_step_s"] == pytest.approx(0.002)
     assert series["name"] == "bert serial fp32 amp bf16 x1" and series["rows"] == ["bert b32 serial", "bert b64 serial"]
+
+
+def test_markdown_section_lists_every_series(setups):
+    from predictor.batch_series import markdown
+
+    base = setups["tfbench-dgx1-p100-vgg16-synthetic-b64-1gpu"]
+    series = batch_series([_row(base, n, 0.036 + 0.004 * n, 0.002 + 0.004 * n) for n in (32, 64)])
+    lines = markdown(series)
+    assert lines[0] == "## Per sample and per step"
+    assert any(line.startswith("| tfbench vgg16 fp32 p100-dgx1-8gpu x1") and "| 4 / 4 | 1.00 | 2 / 36 |" in line
+               for line in lines)
+    assert markdown([]) == []
