@@ -220,6 +220,7 @@ def run(args) -> int:
     from predictor.runner.launch import external_launch, init_process_group, spawn_ranks
     from predictor.runner.worker import run_jobs
     from predictor import validate_report
+    from predictor.kernel_breakdown import predicted_kinds
 
     for flag in ("profile", "out"):
         if not getattr(args, flag):
@@ -246,8 +247,10 @@ def run(args) -> int:
     iterations = suite.iterations if args.iterations is None else args.iterations
     if not (1 <= iterations <= MAX_ITERATIONS and 0 <= warmup <= MAX_ITERATIONS):
         raise UserError(f"--iterations must be in 1..{MAX_ITERATIONS} and --warmup in 0..{MAX_ITERATIONS}")
-    jobs = []
+    jobs, kinds = [], {}
     for run_, graph, plan, prediction, why in predict_suite(suite, cost_model):
+        if run_.ranks == 1 and not run_.addons:  # a serial run's prediction by kind of kernel, beside its trace
+            kinds[len(jobs)] = predicted_kinds(graph, plan, prediction, cost_model)
         bounds = (prediction.details.get("stage_bounds") if prediction is not None else None) or []
         segments = dict(plan.extra).get("checkpoint_segments", 0)
         cfg = RunConfig(run_.model, run_.strategy, run_.ranks, run_.batch, run_.micro_batches, run_.dtype, run_.p_model,
@@ -283,6 +286,8 @@ def run(args) -> int:
             row = _row(run_, cfg, graph, plan, prediction, why, payload,
                        {**context, "oversubscribed": world * threads > (os.cpu_count() or 1), "timestamp": utc_now_iso(),
                         **extras.get(run_.model, {})})
+            if payload.get("kernel_breakdown_s") and kinds.get(index):
+                row.update(kernel_breakdown_s=payload["kernel_breakdown_s"], predicted_breakdown_s=kinds[index])
             out.write(json.dumps(finite_json(row), default=str) + "\n")
             out.flush()
             rows.append(row)

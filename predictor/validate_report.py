@@ -1,6 +1,7 @@
 """Accuracy of predictions against measured runs: per-run accuracy, mean per strategy and overall,
 ranking agreement per scenario, the best setting (batch, precision, cuDNN's search) per model, a text table and a
-PNG scatter, and the per-sample and per-step lines of runs that differ only in batch (predictor.batch_series).
+PNG scatter, the per-sample and per-step lines of runs that differ only in batch (predictor.batch_series) and
+the traced runs' device time by kind of kernel (predictor.kernel_breakdown).
 
 accuracy = 1 - |predicted - measured| / measured (issue 6; ParaDL reports projection/empirical instead,
 its tech report's Tables VIII-IX). A scenario is the set of runs sharing model, global batch, devices and dtype; the
@@ -15,6 +16,7 @@ from collections import defaultdict
 
 from calibrate.correction import accuracy
 from predictor.batch_series import render as series_lines, suite_series
+from predictor.kernel_breakdown import render as kernel_lines
 from predictor.plots import predicted_vs_measured
 
 
@@ -119,6 +121,7 @@ def render(rows) -> str:
         lines += [f"  {_mark(r)} {r['scenario']:<48} predicted best {r['predicted_best']:<14} measured best "
                   f"{r['measured_best']}" for r in ranks]
     lines += series_lines(suite_series(rows))
+    lines += kernel_lines(rows)
     settings = setting_ranking(rows)
     if settings:
         lines += ["", f"best setting (samples per second) agreement: {sum(r['agree'] for r in settings)}/"

@@ -14,7 +14,8 @@
 #   collectives NCCL collectives over every local GPU (skipped with a message on one GPU)
 #   cooperative cooperative-process vs GPipe measured runs (>= 2 GPUs)
 #   validate    predictor validate --suite gpu_full (ResNet-50, VGG16, BERT-base, GPT-2 small in fp32, tf32 and
-#               bf16 autocast, cuDNN's search on and off; 50 timed steps each) -> OUTDIR/gpu_full.jsonl and .png;
+#               bf16 autocast, cuDNN's search on and off; 50 timed steps each, one more profiled: device time by
+#               kind of kernel against the prediction's) -> OUTDIR/gpu_full.jsonl and .png;
 #               with >= 2 GPUs also gpu_full_ddp (data-parallel over NCCL) -> OUTDIR/gpu_full_ddp.jsonl
 # Exit status: 0 when every step passed, 1 otherwise (the failed steps are listed at the end), 2 on bad arguments.
 # Ship a profile: `cp OUTDIR/<gpu>.yaml calibrate/profiles/` (calibrate.shipped; docs/gpu.md "The GPU check"), then

@@ -85,6 +85,26 @@ def _step(replica: Replica, optimizer, x, y, device: str) -> list[float]:
     return [t4 - t0, t1 - t0, t2 - t1, t3 - t2, t4 - t3, CommClock.seconds]
 
 
+def kernel_trace(replica: Replica, x, y, device: str) -> list[tuple[str, float]]:
+    """(name, seconds) of what one more training step runs, under torch.profiler: each GPU kernel's device time on
+    a GPU, each op's self CPU time on a CPU (predictor.kernel_breakdown sorts them by kind)."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    gpu = device.startswith("cuda")
+    optimizer = torch.optim.SGD(replica.parameters(), lr=1e-3)
+    with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if gpu else [])) as prof:
+        _step(replica, optimizer, x, y, device)
+    events = list(prof.events())
+    if not gpu:
+        return [(e.name, e.self_cpu_time_total / 1e6) for e in events]
+    kernels = [(e.name, e.time_range.elapsed_us() / 1e6) for e in events
+               if getattr(e, "device_type", None) == DeviceType.CUDA]
+    if kernels:
+        return kernels
+    return [(k.name, k.duration / 1e6) for e in events for k in getattr(e, "kernels", [])]
+
+
 def measure(replica: Replica, x, y, *, device: str, warmup: int, iterations: int, group=None) -> dict:
     """Time `iterations` training steps after `warmup` on every rank of `group` (all ranks of the run call
     this together); returns the summary on every rank (timings are max over ranks)."""

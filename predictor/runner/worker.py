@@ -7,10 +7,21 @@ import torch
 import torch.distributed as dist
 
 from predictor.runner.build import build_replica, torch_dtype
-from predictor.runner.measure import measure
+from predictor.runner.measure import kernel_trace, measure
 from predictor.runner.nets import synthetic_batch
 from predictor.runner.settings import autocast_forward, run_settings
 from profiler.errors import UserError
+
+
+def traced(replica, x, y, device: str, step_s: float) -> dict:
+    """{"kernel_breakdown_s": device seconds by kind of kernel} of one profiled step (predictor.kernel_breakdown),
+    or {"kernel_breakdown_error": why} when the profiler fails: a diagnostic never costs the run its timing."""
+    from predictor.kernel_breakdown import measured_breakdown
+
+    try:
+        return {"kernel_breakdown_s": measured_breakdown(kernel_trace(replica, x, y, device), step_s)}
+    except Exception as err:  # noqa: BLE001 - any profiler failure (CUPTI missing, an API change) is reported
+        return {"kernel_breakdown_error": f"{type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}"}
 
 
 def run_jobs(rank: int, world: int, device: str, emit, jobs, warmup: int, iterations: int) -> None:
@@ -29,6 +40,8 @@ def run_jobs(rank: int, world: int, device: str, emit, jobs, warmup: int, iterat
                 continue
             autocast_forward(replica, cfg.amp, device)
             result = measure(replica, x, y, device=device, warmup=warmup, iterations=iterations)
+            if world == 1 and device.startswith("cuda"):
+                result.update(traced(replica, x, y, device, result["measured_median_s"]))
         result.update(threads=torch.get_num_threads(), world=world, device=device, backend=dist.get_backend(),
                       pid_cpu_count=os.cpu_count())
         if cfg.strategy == "pipeline":
