@@ -21,7 +21,7 @@ _PATTERNS = (
     ("optimizer", re.compile(r"multi_tensor|_foreach|fused_adam|adam_|sgd|lamb", re.I)),
     ("matmul", re.compile(r"gemm|xmma|cutlass|cublas|hmma|s884|s1688|s16816|wgmma|implicit_convolve|convolution|"
                           r"conv2d|conv3d|winograd|fft|flash|fmha|scaled_dot_product|attention|\bmm\b|aten::mm|"
-                          r"addmm|bmm|matmul|linear|dgrad|wgrad|mkldnn", re.I)),
+                          r"addmm|bmm|matmul|linear|dgrad|wgrad", re.I)),
 )
 #: the traced layer ops whose cost is a matrix product or a convolution (the cost model's flop families)
 MATMUL_OPS = frozenset(shapes.FLOP_OPS)
