@@ -66,7 +66,10 @@ def decoder_core_s(name: str) -> float:
 
     if name not in DECODERS:
         raise UserError(f"decoder {name!r}: known are {', '.join(DECODERS)}")
-    return float(load_figures()[DECODERS[name]].value)
+    figures = load_figures()
+    if DECODERS[name] not in figures:
+        raise UserError(f"calibrate/data/published/figures.yaml: field '{DECODERS[name]}': missing (decoder {name!r})")
+    return float(figures[DECODERS[name]].value)
 
 
 def data_source(cost_model) -> DataSource:
