@@ -287,7 +287,8 @@ def run(args) -> int:
                        {**context, "oversubscribed": world * threads > (os.cpu_count() or 1), "timestamp": utc_now_iso(),
                         **extras.get(run_.model, {})})
             if payload.get("kernel_breakdown_s") and kinds.get(index):
-                row.update(kernel_breakdown_s=payload["kernel_breakdown_s"], predicted_breakdown_s=kinds[index])
+                row.update(kernel_breakdown_s=payload["kernel_breakdown_s"], predicted_breakdown_s=kinds[index],
+                           kernel_top=payload.get("kernel_top", []))
             out.write(json.dumps(finite_json(row), default=str) + "\n")
             out.flush()
             rows.append(row)

@@ -45,6 +45,20 @@ def measured_breakdown(events: Iterable[tuple[str, float]], step_s: float) -> di
     return out
 
 
+#: kernels (or ops) a traced run lists by time, beside its sums by kind
+TOP_KERNELS = 12
+
+
+def top_kernels(events: Iterable[tuple[str, float]], count: int = TOP_KERNELS) -> list[dict]:
+    """The `count` names with the most device seconds in one step, summed per name, with their kind: which kernels
+    a kind's time is (a name cut to 120 characters)."""
+    totals: dict[str, float] = {}
+    for name, seconds in events:
+        totals[name] = totals.get(name, 0.0) + max(0.0, seconds)
+    ranked = sorted(totals.items(), key=lambda kv: -kv[1])[:count]
+    return [{"name": name[:120], "kind": kind_of(name), "seconds": seconds} for name, seconds in ranked]
+
+
 def predicted_breakdown(layer_times: Iterable[tuple[str, float]], update_s: float,
                         communication_s: float = 0.0) -> dict[str, float]:
     """Seconds per kind from (layer op, forward + backward seconds) of a plan's layers, its update and its exposed

@@ -14,12 +14,14 @@ from profiler.errors import UserError
 
 
 def traced(replica, x, y, device: str, step_s: float) -> dict:
-    """{"kernel_breakdown_s": device seconds by kind of kernel} of one profiled step (predictor.kernel_breakdown),
-    or {"kernel_breakdown_error": why} when the profiler fails: a diagnostic never costs the run its timing."""
-    from predictor.kernel_breakdown import measured_breakdown
+    """{"kernel_breakdown_s": device seconds by kind of kernel, "kernel_top": the longest kernels} of one profiled
+    step (predictor.kernel_breakdown), or {"kernel_breakdown_error": why} when the profiler fails: a diagnostic never
+    costs the run its timing."""
+    from predictor.kernel_breakdown import measured_breakdown, top_kernels
 
     try:
-        return {"kernel_breakdown_s": measured_breakdown(kernel_trace(replica, x, y, device), step_s)}
+        events = kernel_trace(replica, x, y, device)
+        return {"kernel_breakdown_s": measured_breakdown(events, step_s), "kernel_top": top_kernels(events)}
     except Exception as err:  # noqa: BLE001 - any profiler failure (CUPTI missing, an API change) is reported
         return {"kernel_breakdown_error": f"{type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}"}
 

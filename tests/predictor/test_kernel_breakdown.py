@@ -2,7 +2,7 @@
 import pytest
 
 from predictor.kernel_breakdown import (compare, kind_of, measured_breakdown, predicted_breakdown, predicted_kinds,
-                                        render)
+                                        render, top_kernels)
 
 
 @pytest.mark.parametrize("name, kind", [
@@ -72,3 +72,11 @@ def test_a_cpu_step_traced_and_predicted():
     # the layers' sum is the prediction's compute (forward + backward), split into the two kinds
     assert kinds["matmul"] + kinds["memory"] == pytest.approx(prediction.compute_fwd_s + prediction.compute_bwd_s,
                                                                rel=1e-6)
+
+
+def test_top_kernels_sum_per_name_and_rank():
+    events = [("gemm_a", 0.002), ("elementwise", 0.001), ("gemm_a", 0.003), ("gemm_b", 0.004), ("softmax", 0.0005)]
+    top = top_kernels(events, count=2)
+    assert top == [{"name": "gemm_a", "kind": "matmul", "seconds": pytest.approx(0.005)},
+                   {"name": "gemm_b", "kind": "matmul", "seconds": pytest.approx(0.004)}]
+    assert len(top_kernels(events)) == 4 and top_kernels([("x" * 300, 1.0)])[0]["name"] == "x" * 120
