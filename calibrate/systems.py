@@ -20,11 +20,12 @@ from profiler.dtypes import DTYPE_BYTES
 from profiler.errors import UserError
 
 DATA_DIR = Path(__file__).resolve().parent / "data" / "published"
-#: the shared figures the profile builder itself uses (calibrate.published); nodes may name any figure
+#: the shared figures the profile builder itself uses (calibrate.published) and the CPU loaders' decode costs
+#: (predictor.at_scale.DECODERS); nodes may name any figure
 REQUIRED_FIGURES = ("copy_alpha", "kernel_launch", "overlap_efficiency", "winograd_reduction", "stream_latency",
                     "net_fill", "grouped_conv_forward_triad_share", "grouped_conv_backward_triad_share",
                     "grouped_conv_reference_bytes_per_s", "grouped_conv_reference_sm_hz", "host_layer_forward",
-                    "host_layer_backward")
+                    "host_layer_backward", "decode_opencv", "decode_tfdata")
 #: the file name of a node's profile: its key in nodes.yaml and this suffix
 PROFILE_SUFFIX = ".published.yaml"
 
@@ -236,7 +237,7 @@ def load_figures(folder: Path = DATA_DIR) -> dict[str, Fig]:
             raise _first_error(str(path), err, str(key)) from None
     missing = [name for name in REQUIRED_FIGURES if name not in out]
     if missing:
-        raise UserError(f"{path}: field '{missing[0]}': missing (the profile builder uses it)")
+        raise UserError(f"{path}: field '{missing[0]}': missing (a required shared figure)")
     return out
 
 
