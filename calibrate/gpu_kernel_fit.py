@@ -187,14 +187,15 @@ def kernel_samples(samples: Sequence) -> dict[tuple[str, Optional[str]], list[Ke
 
 
 def fit_gpu_kernels(samples: Sequence, gpu_name: str, sms: Optional[int] = None, search: bool = True,
-                    tensor_core_centres: Optional[Mapping[str, float]] = None):
-    """The GpuKernels record of a GPU profile's samples (None when the GPU is not in calibrate/data/gpus.yaml or
-    no sample is a GEMM or convolution): one fit per dtype, and its held-out median accuracy per family where the
-    samples name two applications or more; `tensor_core_centres` moves priors of the tensor-core modes' fits."""
+                    tensor_core_centres: Optional[Mapping[str, float]] = None, device=None):
+    """The GpuKernels record of a GPU profile's samples (None when no sample is a GEMM or convolution, or the GPU
+    is neither in calibrate/data/gpus.yaml nor described by `device`, its profiler.profile.GPUInfo: gpu_specs.
+    derive_spec): one fit per dtype, and its held-out median accuracy per family where the samples name two
+    applications or more; `tensor_core_centres` moves priors of the tensor-core modes' fits."""
     from calibrate import gpu_specs
     from calibrate.coefficients import GpuKernelMode, GpuKernels
 
-    spec = gpu_specs.find_spec(gpu_name)
+    spec = gpu_specs.spec_for(gpu_name, device)
     groups = kernel_samples(samples)
     if spec is None or not groups:
         return None

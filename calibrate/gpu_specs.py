@@ -3,6 +3,8 @@
 A dtype's math mode decides its peak: float32 on CUDA cores; tf32, float16 and bfloat16 on tensor cores where the
 GPU has them; float16 on a GPU without them at its half-precision CUDA-core rate, or at the float32 rate when the
 kernels store FP16 and compute in FP32 (DeepBench's P100 "pseudo FP16" sheet: math "fp16_storage_fp32_math").
+A GPU the datasheet file does not list takes figures derived from what the device reports (SMs, clocks, compute
+capability, memory bus: `derive_spec`, calibrate/data/gpu_architectures.yaml; docs/method.md §3b).
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from profiler.dtypes import canonical_dtype
 from profiler.errors import UserError
 
 SPECS_FILE = Path(__file__).resolve().parent / "data" / "gpus.yaml"
+ARCHITECTURES_FILE = Path(__file__).resolve().parent / "data" / "gpu_architectures.yaml"
 #: DeepBench's and the importer's math modes (profiler.deepbench): how a sheet's FP16 kernels computed
 FP16_STORAGE_FP32_MATH = "fp16_storage_fp32_math"
 
@@ -50,11 +53,96 @@ TENSOR_MODES = {"tf32": "tf32_tensor", "float16": "float16_tensor", "bfloat16": 
 
 
 def find_spec(gpu_name: str, path: Path = SPECS_FILE) -> Optional[GpuSpec]:
-    """The datasheet entry whose longest name fragment occurs in gpu_name (case and spaces ignored)."""
-    wanted = gpu_name.lower().replace(" ", "")
+    """The datasheet entry whose longest name fragment occurs in gpu_name as whole words (case and spaces ignored:
+    "1080ti" is in "GTX 1080 Ti"; "a10" is not in "A100" or "A10G", "v100" not in "Quadro GV100")."""
     matches = [(len(fragment), spec) for spec in load_specs(path) for fragment in spec.names
-               if fragment.lower().replace(" ", "") in wanted]
+               if _names_words(gpu_name, fragment)]
     return max(matches, key=lambda m: m[0])[1] if matches else None
+
+
+def _names_words(name: str, fragment: str) -> bool:
+    """Whether `fragment` occurs in `name`, spaces ignored, not cut out of a longer run of letters and digits (a
+    space in `name` separates words even where the comparison ignores it)."""
+    chars, gap = [], []  # the name without spaces; whether a space preceded each character
+    spaced = True
+    for ch in name.lower():
+        if ch.isspace():
+            spaced = True
+            continue
+        chars.append(ch)
+        gap.append(spaced)
+        spaced = False
+    text, frag = "".join(chars), fragment.lower().replace(" ", "")
+    start = text.find(frag)
+    while frag and start >= 0:
+        end = start + len(frag)
+        joined_before = start > 0 and not gap[start] and text[start - 1].isalnum() and text[start].isalnum()
+        joined_after = end < len(text) and not gap[end] and text[end - 1].isalnum() and text[end].isalnum()
+        if not (joined_before or joined_after):
+            return True
+        start = text.find(frag, start + 1)
+    return False
+
+
+class Architecture(BaseModel):
+    """What one SM of an architecture computes per clock (calibrate/data/gpu_architectures.yaml)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    name: str
+    fp32_flops_per_clock_per_sm: float = Field(gt=0)
+    tensor_flops_per_clock_per_sm: dict[str, float] = Field(default_factory=dict)
+    float16_cuda_ratio: Optional[float] = Field(default=None, gt=0)
+    geforce_tensor_share: float = Field(default=1.0, gt=0, le=1)
+    tensor_clock_ratio: float = Field(default=1.0, gt=0, le=1)
+    source: str
+
+
+@functools.lru_cache(maxsize=None)
+def load_architectures(path: Path = ARCHITECTURES_FILE) -> dict[str, Architecture]:
+    data = inputs.read_yaml(path, "GPU architectures")
+    if not isinstance(data, dict) or not isinstance(data.get("architectures"), dict):
+        raise UserError(f"{path}: expected a mapping with a mapping 'architectures'")
+    try:
+        return {str(k): Architecture.model_validate(v) for k, v in data["architectures"].items()}
+    except ValidationError as err:
+        e = err.errors()[0]
+        raise UserError(f"{path}: field {'.'.join(str(p) for p in e['loc'])}: {e['msg']}") from None
+
+
+#: what derive_spec reads of a device record (profiler.profile.GPUInfo, NVML and torch facts)
+DEVICE_FACTS = ("sms", "max_sm_clock_mhz", "compute_capability", "max_mem_clock_mhz", "memory_bus_width_bits")
+
+
+def derive_spec(device) -> Optional[GpuSpec]:
+    """Datasheet-like figures of a GPU the datasheet file does not list, from what the device reports
+    (profiler.profile.GPUInfo): peaks = its architecture's FLOPs per clock per SM x SMs x maximum SM clock (a
+    GeForce card's tensor rate times the architecture's GeForce share), DRAM bandwidth = 2 x maximum memory clock x
+    bus width. None where a fact is missing or the compute capability is not in gpu_architectures.yaml."""
+    facts = {k: getattr(device, k, None) for k in DEVICE_FACTS}
+    arch = load_architectures().get(str(facts["compute_capability"] or ""))
+    if arch is None or any(facts[k] is None for k in DEVICE_FACTS):
+        return None
+    sms, sm_hz = int(facts["sms"]), float(facts["max_sm_clock_mhz"]) * 1e6
+    name = str(getattr(device, "name", "") or "unnamed GPU")
+    share = arch.geforce_tensor_share if "geforce" in name.lower() else 1.0
+    peaks = {"float32": arch.fp32_flops_per_clock_per_sm * sms * sm_hz}
+    if arch.float16_cuda_ratio:
+        peaks["float16_cuda"] = arch.float16_cuda_ratio * peaks["float32"]
+    for mode, rate in arch.tensor_flops_per_clock_per_sm.items():
+        peaks[mode] = rate * share * sms * sm_hz * arch.tensor_clock_ratio
+    bandwidth = 2.0 * float(facts["max_mem_clock_mhz"]) * 1e6 * float(facts["memory_bus_width_bits"]) / 8.0
+    source = (f"derived from the device (not in calibrate/data/gpus.yaml): {arch.name}, compute capability "
+              f"{facts['compute_capability']}, {sms} SMs at {facts['max_sm_clock_mhz']:g} MHz, "
+              f"{facts['memory_bus_width_bits']:g}-bit memory at {facts['max_mem_clock_mhz']:g} MHz; per-SM rates: "
+              f"{arch.source}" + ("; GeForce: tensor rates x %g" % share if share != 1.0 else ""))
+    return GpuSpec(name=name, names=[name.lower()], sms=sms, peak_flops_per_s=peaks, memory_bytes_per_s=bandwidth,
+                   source=source)
+
+
+def spec_for(gpu_name: str, device=None) -> Optional[GpuSpec]:
+    """The datasheet entry of `gpu_name`, else figures derived from `device` (derive_spec), else None."""
+    return find_spec(gpu_name) or (derive_spec(device) if device is not None else None)
 
 
 def math_mode(spec: GpuSpec, dtype: str, math: Optional[str] = None) -> tuple[str, bool]:

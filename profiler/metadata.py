@@ -72,6 +72,7 @@ def _gpu_info(nvml, handle) -> GPUInfo:
         nvlink_links=sum(1 for state in links if state),
         uuid=_nvml_value(lambda: nvml.nvmlDeviceGetUUID(handle)),
         max_sm_clock_mhz=_nvml_value(lambda: nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_SM)),
+        max_mem_clock_mhz=_nvml_value(lambda: nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_MEM)),
         memory_bus_width_bits=_nvml_value(lambda: nvml.nvmlDeviceGetMemoryBusWidth(handle)),
         compute_capability=".".join(str(x) for x in cc) if cc else None,
     )

@@ -94,14 +94,16 @@ class GpuBackend:
         return None
 
     def fit_fields(self, by_kind: Mapping[str, list], machine) -> dict[str, Any]:
-        """The GPU kernel model fitted from the compute samples, on a machine that records its GPUs (its tensor-core
-        fits' padded-channel priors centred on DeepBench's V100 measurement: calibrate.measured_kernels.PADDING_PRIOR)."""
+        """The GPU kernel model fitted from the compute samples, on a machine that records its GPUs (a GPU the
+        datasheet file lacks by the figures its record derives: gpu_specs.derive_spec; its tensor-core fits'
+        padded-channel priors centred on DeepBench's V100 measurement: calibrate.measured_kernels.PADDING_PRIOR)."""
         if machine is None or not machine.gpus:
             return {}
         from calibrate.measured_kernels import padding_centres  # the tensor-core fits' padded-share priors
 
         fields: dict[str, Any] = {"gpu_kernels": fit_gpu_kernels(
-            by_kind.get("compute", []), machine.gpus[0].name, machine.gpus[0].sms, tensor_core_centres=padding_centres())}
+            by_kind.get("compute", []), machine.gpus[0].name, machine.gpus[0].sms, tensor_core_centres=padding_centres(),
+            device=machine.gpus[0])}
         if by_kind.get("framework"):  # the host's time per layer pass: the floor a GPU layer pass takes (method.md §3d)
             from calibrate.framework import fit_host_dispatch
 

@@ -621,6 +621,13 @@ def test_fit_gpu_kernels_of_a_known_and_an_unknown_gpu():
     assert mode.held_out_median_accuracy and set(mode.held_out_median_accuracy) <= set(gk.FAMILIES)
     assert all(math.isfinite(a) for a in mode.held_out_median_accuracy.values())
     assert any("12 measured kernel times" in s for s in record.sources)
+    # a GPU the datasheet file lacks: fitted on the figures its own record derives (gpu_specs.derive_spec)
+    device = GPUInfo(name="Radeon RX 7900 XTX", sms=80, max_sm_clock_mhz=1530, compute_capability="7.0",
+                     max_mem_clock_mhz=877, memory_bus_width_bits=4096)
+    derived = gf.fit_gpu_kernels(profile_samples, device.name, sms=80, search=False, device=device)
+    assert derived.gpu == "Radeon RX 7900 XTX" and derived.sms == 80
+    assert derived.modes["float32"].peak_flops_per_s == pytest.approx(15.67e12, rel=1e-3)
+    assert any("derived from the device" in s for s in derived.sources)
 
 
 def test_gpu_kernel_mode_names_exactly_the_models_constants():
@@ -658,7 +665,18 @@ def test_gpu_kernel_mode_names_exactly_the_models_constants():
                                            # ... and no false friends: a MI250X is not a MI25, a GT 430 not a T4
                                            ("AMD Instinct MI250X", None), ("NVIDIA GeForce GT 430", None),
                                            ("NVIDIA A100-SXM4-80GB", "A100-SXM4"),
-                                           ("Radeon RX 7900 XTX", None), ("", None)])
+                                           ("Radeon RX 7900 XTX", None), ("", None),
+                                           # whole words only: an A10 is not an A100, an A10G or an RTX A4000
+                                           ("NVIDIA A10", "NVIDIA A10"), ("NVIDIA A10G", None),
+                                           ("NVIDIA RTX A4000", None), ("NVIDIA A40", "NVIDIA A40"),
+                                           ("NVIDIA L4", "NVIDIA L4"), ("NVIDIA L40", "NVIDIA L40"),
+                                           ("NVIDIA L40S", "NVIDIA L40S"), ("Tesla P4", "Tesla P4"),
+                                           ("Tesla P40", "Tesla P40"), ("Quadro GV100", None),
+                                           ("NVIDIA H100 PCIe", "H100 PCIe"), ("NVIDIA H800", "H100 SXM5"),
+                                           ("Tesla V100-PCIE-16GB", "Tesla V100-PCIE"),
+                                           ("Tesla V100S-PCIE-32GB", "Tesla V100S-PCIE"),
+                                           ("NVIDIA GeForce RTX 4090", "GeForce RTX 4090"),
+                                           ("NVIDIA TITAN V", "NVIDIA TITAN V"), ("NVIDIA GH200 480GB", None)])
 def test_find_spec(name, expected):
     spec = gpu_specs.find_spec(name)
     assert (spec.name if spec else None) == expected
@@ -694,6 +712,47 @@ def test_every_datasheet_entry_is_usable():
         assert gpu_specs.find_spec(spec.name) == spec  # an entry's own name finds it
         for dtype in ("float32", "float16", "bfloat16", "tf32"):
             assert gpu_specs.hardware(spec, dtype).peak_flops_per_s >= spec.peak_flops_per_s["float32"]
+
+
+#: (name, SMs, maximum SM clock MHz, compute capability, maximum memory clock MHz as NVML reports it, bus bits)
+DEVICES = [("Tesla V100-SXM2-16GB", 80, 1530, "7.0", 877, 4096), ("NVIDIA A100-SXM4-40GB", 108, 1410, "8.0", 1215, 5120),
+           ("NVIDIA H100 80GB HBM3", 132, 1980, "9.0", 2619, 5120), ("NVIDIA H100 PCIe", 114, 1755, "9.0", 1593, 5120),
+           ("Tesla T4", 40, 1590, "7.5", 5001, 256), ("NVIDIA L40S", 142, 2520, "8.9", 9001, 384),
+           ("NVIDIA L4", 58, 2040, "8.9", 6251, 192), ("NVIDIA A40", 84, 1740, "8.6", 7251, 384),
+           ("NVIDIA GeForce RTX 3090", 82, 1695, "8.6", 9751, 384),
+           ("NVIDIA GeForce RTX 4090", 128, 2520, "8.9", 10501, 384),
+           ("NVIDIA GeForce RTX 2080 Ti", 68, 1545, "7.5", 7000, 352), ("GeForce GTX 1080 Ti", 28, 1582, "6.1", 5505, 352)]
+
+
+@pytest.mark.parametrize("name,sms,sm_mhz,cc,mem_mhz,bus", DEVICES)
+def test_derived_figures_match_the_datasheets(name, sms, sm_mhz, cc, mem_mhz, bus):
+    """Two data files checked against each other: the per-SM rates of gpu_architectures.yaml, times what the
+    device reports, give each listed card's datasheet peaks and bandwidth (within 2.5%: boost clocks are rounded)."""
+    device = GPUInfo(name=name, sms=sms, max_sm_clock_mhz=sm_mhz, compute_capability=cc, max_mem_clock_mhz=mem_mhz,
+                     memory_bus_width_bits=bus)
+    derived, listed = gpu_specs.derive_spec(device), gpu_specs.find_spec(name)
+    assert derived.sms == listed.sms
+    assert derived.memory_bytes_per_s == pytest.approx(listed.memory_bytes_per_s, rel=0.025)
+    assert set(derived.peak_flops_per_s) >= set(listed.peak_flops_per_s) - {"float16_cuda"}
+    for mode, peak in listed.peak_flops_per_s.items():
+        if mode in derived.peak_flops_per_s:
+            assert derived.peak_flops_per_s[mode] == pytest.approx(peak, rel=0.025), mode
+
+
+def test_derived_figures_need_every_fact():
+    full = dict(name="NVIDIA RTX A4000", sms=48, max_sm_clock_mhz=1560, compute_capability="8.6",
+                max_mem_clock_mhz=7001, memory_bus_width_bits=256)
+    spec = gpu_specs.derive_spec(GPUInfo(**full))
+    assert spec.peak_flops_per_s["float32"] == pytest.approx(256 * 48 * 1560e6)
+    assert spec.peak_flops_per_s["float16_tensor"] == pytest.approx(1024 * 48 * 1560e6)  # not a GeForce card
+    assert spec.memory_bytes_per_s == pytest.approx(448.064e9) and "derived from the device" in spec.source
+    assert gpu_specs.math_mode(spec, "bfloat16") == ("bfloat16_tensor", True)
+    for missing in ("sms", "max_sm_clock_mhz", "compute_capability", "max_mem_clock_mhz", "memory_bus_width_bits"):
+        assert gpu_specs.derive_spec(GPUInfo(**{**full, missing: None})) is None
+    assert gpu_specs.derive_spec(GPUInfo(**{**full, "compute_capability": "3.7"})) is None  # no rates for Kepler
+    assert gpu_specs.spec_for("NVIDIA RTX A4000") is None
+    assert gpu_specs.spec_for("NVIDIA RTX A4000", GPUInfo(**full)).sms == 48
+    assert gpu_specs.spec_for("NVIDIA A40", GPUInfo(**full)).name == "NVIDIA A40"  # the datasheet first
 
 
 def test_a_malformed_datasheet_file_is_a_user_error(tmp_path):
