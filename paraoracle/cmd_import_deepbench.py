@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 from collections import Counter
 from pathlib import Path
+from typing import Optional
 
 from calibrate.deepbench_kernels import labelled
 from calibrate.profile_arguments import add_profile_argument
@@ -50,13 +51,14 @@ def _gpu(runs: list[DeepBenchRun], override: str | None, fallback: str | None = 
     return next(iter(named), override or fallback or "unknown")
 
 
-def _machine(runs: list[DeepBenchRun], gpu: str) -> Machine:
+def _machine(runs: list[DeepBenchRun], gpu: Optional[str]) -> Machine:
+    """The machine the files describe: its GPUs, or none where they timed a CPU (gpu None: one rank per node)."""
     described = next((run for run in runs if run.format == "xlsx"), runs[0])
-    per_node = max((run.gpus_per_node or 1 for run in runs), default=1)
+    per_node = max((run.gpus_per_node or 1 for run in runs), default=1) if gpu is not None else 1
     versions = {key: next((run.versions[key] for run in runs if run.versions.get(key)), None)
                 for key in ("cuda", "cudnn", "driver")}
     return Machine(hostname=f"deepbench:{Path(described.path).stem}", cpu_model=described.cpu_model,
-                   gpus=[GPUInfo(name=gpu) for _ in range(per_node)], gpus_per_node=per_node,
+                   gpus=[GPUInfo(name=gpu) for _ in range(per_node)] if gpu is not None else [], gpus_per_node=per_node,
                    nodes=max(run.nodes for run in runs), driver_version=versions["driver"], versions=versions,
                    imported_from="deepbench")
 
@@ -70,9 +72,19 @@ def run(args) -> int:
         runs.append(deepbench_run)
     samples = labelled([samples], carried=True)[0]  # the carried workbooks name DeepBench's shapes
     base = base_profile(args)
-    gpu = _gpu(runs, args.gpu, base.machine.gpus[0].name if base is not None and base.machine.gpus else None)
+    devices = {run.device for run in runs}
+    if len(devices) > 1 or (devices == {"cpu"} and args.gpu is not None):
+        cpu = next(Path(run.path).name for run in runs if run.device == "cpu")
+        raise UserError(f"{cpu} timed a CPU (its Specs sheet names no GPU): import it into a profile of its own, "
+                        "without --gpu")
+    cpu = devices == {"cpu"}
+    gpu = None if cpu else _gpu(runs, args.gpu, base.machine.gpus[0].name if base is not None and base.machine.gpus
+                                else None)
+    if cpu and base is not None and base.machine.gpus:
+        raise UserError(f"--into: a GPU profile; {Path(runs[0].path).name} timed a CPU (import it into a profile of its own)")
     for sample in samples:
-        sample.extra.setdefault("gpu", gpu)
+        if gpu is not None:
+            sample.extra.setdefault("gpu", gpu)
     sources = ", ".join(Path(f).name for f in args.files)
     profile, replaced = merged(base, samples, {run.sha256 for run in runs}, lambda: Profile(
         schema_version=SCHEMA_VERSION, machine=_machine(runs, gpu), created=utc_now_iso(),
@@ -86,6 +98,7 @@ def run(args) -> int:
     skipped = sum((run.skipped for run in runs), Counter())
     skipped_text = ", ".join(f"{n} {reason}" for reason, n in skipped.most_common()) or "none"
     again = f", replacing {replaced} imported before from the same files" if replaced else ""
-    print(f"wrote {target}: {len(samples)} samples from {len(args.files)} DeepBench file(s) ({gpu}){again}; "
+    machine = gpu if gpu is not None else f"CPU: {runs[0].cpu_model}"
+    print(f"wrote {target}: {len(samples)} samples from {len(args.files)} DeepBench file(s) ({machine}){again}; "
           f"skipped: {skipped_text} ({fitted})")
     return 0

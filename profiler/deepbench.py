@@ -46,10 +46,11 @@ REASONS = {
     "recurrent": "recurrent layers (Vanilla, LSTM, GRU) are not imported",
     "not supported": "the binary printed 'Not Supported'",
     "int8": "int8 inference rows are not imported",
+    "sparse": "sparse matrix multiplication rows are not imported",
     "zero time": "a time of 0 (below the binaries' 1 us resolution)",
     "bad value": "a cell that is not what its column holds (text, negative, non-integral, infinite)",
     "bad row": "a row with too few or too many columns",
-    "unrecognised block": "a block whose title is not GEMM, convolution, recurrent or all-reduce",
+    "unrecognised block": "a block whose title is not GEMM, sparse GEMM, convolution, recurrent or all-reduce",
     "unrecognised line": "a text line outside DeepBench's tables",
 }
 
@@ -66,6 +67,8 @@ class DeepBenchRun:
     specs: dict[str, str] = field(default_factory=dict)  # every filled row of the Specs sheet
     sheets: list[str] = field(default_factory=list)  # result sheets read (text: the binaries' tables)
     skipped: Counter = field(default_factory=Counter)  # reason (REASONS) -> passes or rows skipped
+    #: "cuda"; "cpu" for a workbook whose Specs sheet names a CPU and no GPU (Intel's Xeon Phi KNL workbook)
+    device: str = "cuda"
     gpus_per_node: Optional[int] = None  # most GPUs of one node in an all-reduce row
     nodes: int = 1  # most nodes of a timed all-reduce row
     sha256: str = ""
@@ -301,7 +304,8 @@ def _norm(value: Any) -> str:
     return " ".join(str(value).split()).lower().rstrip("*").strip() if value is not None else ""
 
 
-_BLOCKS = (("gemm", ("dense matrix", "matrix multiplication", "gemm")), ("conv2d", ("convolution",)),
+_BLOCKS = (("sparse", ("sparse matrix", "sparse gemm")),
+           ("gemm", ("dense matrix", "matrix multiplication", "gemm")), ("conv2d", ("convolution",)),
            ("recurrent", ("recurrent", "lstm", "gru", "vanilla rnn")),
            ("allreduce", ("all-reduce", "all reduce", "allreduce")))
 _BLOCK_NAMES = {"gemm": "Dense Matrix Multiplication", "conv2d": "Convolution", "allreduce": "All-Reduce"}
@@ -342,7 +346,7 @@ _COLUMNS: dict[str, dict[str, tuple[Callable[[str], bool], bool]]] = {
     },
     "allreduce": {
         "floats": (lambda h: "floats" in h, True),
-        "gpus": (lambda h: "chips" in h or "gpus" in h or "accelerator" in h, True),
+        "gpus": (lambda h: "chips" in h or "gpus" in h or "accelerator" in h, False),
         "nodes": (lambda h: "node" in h, False),
         "time": (lambda h: "time" in h and not h.startswith("std") and _timed(h), True),
         "std": (lambda h: h.startswith("std") and _timed(h), False),
@@ -380,6 +384,12 @@ def _locate(kind: str, title: str, header: tuple, where: str) -> _Block:
         elif required:
             raise UserError(f"{where}: {title} block has no {key!r} column (header: "
                             f"{', '.join(repr(str(v)) for v in header if v is not None)[:200]})")
+    if kind == "allreduce" and "gpus" not in block.columns:
+        # a CPU cluster's sheet counts ranks as nodes ('# nodes (1 process per node)': Intel's KNL workbook)
+        if "nodes" not in block.columns or "process per node" not in texts[block.columns["nodes"]]:
+            raise UserError(f"{where}: {title} block has no 'gpus' column (header: "
+                            f"{', '.join(repr(str(v)) for v in header if v is not None)[:200]})")
+        block.columns["gpus"] = block.columns["nodes"]
     if kind == "allreduce" and "nodes" not in block.columns:
         after = block.columns["gpus"] + 1  # the workbooks leave the nodes column beside '# chips' unlabeled
         if after < len(texts) and not texts[after]:
@@ -396,6 +406,8 @@ def _locate(kind: str, title: str, header: tuple, where: str) -> _Block:
 def _precision(sheet: str, precision_row: str) -> Optional[tuple[str, str]]:
     """(dtype, math) of a result sheet from its name and its 'Precision' row."""
     t = f"{sheet} {precision_row}".lower()
+    if re.search(r"\bint ?8\b|8 bit|8-bit", t):
+        return "int8", "int8"  # inference sheets: int8 products summed in 32 bits (their rows are counted, not read)
     if "pseudo" in t or "psuedo" in t or "32 bit multiplication" in t:
         return "float16", "fp16_storage_fp32_math"  # P100: FP16 storage, FP32 arithmetic
     if "mixed" in t or "16 bit multiplication, 32 bit addition" in t:
@@ -506,6 +518,8 @@ def parse_workbook(path: Path, data: bytes) -> tuple[list[Sample], DeepBenchRun]
     for title, rows in sheets:
         if _is_specs(title, rows):
             _read_specs(rows, run)
+    if run.gpu is None and run.cpu_model is not None:
+        run.device = "cpu"
     samples: list[Sample] = []
     blocks_seen = 0
     for title, rows in sheets:
@@ -519,7 +533,15 @@ def parse_workbook(path: Path, data: bytes) -> tuple[list[Sample], DeepBenchRun]
     if not blocks_seen:
         raise UserError(f"{path}: no DeepBench block found (a 'Dense Matrix Multiplication', 'Convolution', "
                         f"recurrent or 'All-Reduce' title in column A of a result sheet)")
+    if run.device != "cuda":
+        samples = [s.model_copy(update={"device": run.device}) for s in samples]
     return samples, run
+
+
+def _int8(kind: Optional[str], precision: Optional[tuple[str, str]]) -> bool:
+    """A GEMM or convolution block of an int8 inference sheet: its rows are counted, not read (their columns
+    differ: a device sheet's forward column has no unit)."""
+    return kind in ("gemm", "conv2d") and precision is not None and precision[0] == "int8"
 
 
 def _sheet_samples(path: Path, title: str, rows: list[tuple], precision: Optional[tuple[str, str]],
@@ -545,18 +567,22 @@ def _sheet_samples(path: Path, title: str, rows: list[tuple], precision: Optiona
                     raise UserError(f"{where}: cannot tell the sheet's precision (name it FP32 or FP16, or add a "
                                     f"'Precision' row)")
                 if len(filled) > 1:
-                    block = _locate(kind, " ".join(head.split()), row, where)
+                    block = None if _int8(kind, precision) else _locate(kind, " ".join(head.split()), row, where)
                 else:
                     pending = (kind, " ".join(head.split()), number)
             continue
         if pending is not None:  # the header row under a title that stands alone
-            block = _locate(pending[0], pending[1], row, where)
+            block = None if _int8(pending[0], precision) else _locate(pending[0], pending[1], row, where)
             pending = None
             continue
         if len(filled) < 2:
             continue  # a remark under a block ('* = The backward pass wrt inputs is excluded ...')
         if kind == "recurrent":
             run.skip("recurrent")
+        elif kind == "sparse":
+            run.skip("sparse")
+        elif _int8(kind, precision):
+            run.skip("int8")
         elif kind == "other":
             run.skip("unrecognised block")
         elif block is not None and precision is not None:

@@ -250,6 +250,89 @@ def test_workbook_without_blocks_or_with_a_missing_column(tmp_path):
         read_deepbench(broken)
 
 
+def inference_workbook(path: Path) -> Path:
+    """DeepBench's inference layout (results/inference/server/*.xlsx): int8 GEMMs and convolutions (a device sheet's
+    forward column without a unit), a sparse GEMM block with its sparse and dense times, recurrent layers."""
+    book = openpyxl.Workbook()
+    sheet = book.active
+    sheet.title = "Results - Mixed Precision"
+    for row in (["Precision", "GEMM, Conv: Int8 multiplication, 32 bit accumulation"],
+                ["Sparse Ops, RNN: single precision"],
+                ["Dense Matrix Multiplication", "M", "N", "K", "A Transpose", "B Transpose", "Time (msec)", "TERAFLOPS"],
+                [None, 5124, 700, 2048, "N", "N", 0.2, 73.4], [None, 35, 700, 2048, "N", "N", 0.01, 10.0],
+                ["Sparse Matrix Multiplication", "M", "N", "K", "A Transpose", "B Transpose", "Sparsity",
+                 "Sparse Time (msec)", "Dense Time (msec)", "SparseTERAFLOPS", "Speedup wrt dense"],
+                [None, 7680, 1, 2560, "N", "N", 0.95, 0.03, 0.05, 0.06, 1.7],
+                ["Convolution"],
+                [None, None, "W (input - time)", "H (input)", "C (channels)", "N (batch size)",
+                 "K  (number of filters)", "S (filter width)", "R (filter height)", "pad_w", "pad_h",
+                 "Horizontal Stride", "Vertical Stride", "Forward"],
+                [None, None, 700, 161, 1, 4, 32, 20, 5, 0, 0, 2, 2, 0.05],
+                ["Recurrent Layers - LSTM", "Input", "N", "Timesteps", "Time Forward (msec) "], [None, 512, 1, 25, 0.1]):
+        sheet.append(row)
+    specs = book.create_sheet("Specs")
+    specs.append(["GPU Model", "NVIDIA T4"])
+    book.save(path)
+    return path
+
+
+def test_inference_workbooks_are_counted_not_misread(tmp_path):
+    """Int8 rows are never read as float16 (the sheet says 'mixed' too), a sparse block is not a GEMM block missing
+    its time column: the file holds nothing to import, and the one-line error says what it skipped."""
+    with pytest.raises(UserError, match=r"no timed GEMM.*3 int8.*1 sparse|no timed GEMM.*1 sparse.*3 int8") as err:
+        read_deepbench(inference_workbook(tmp_path / "t4_inference.xlsx"))
+    assert "\n" not in str(err.value) and "1 recurrent" in str(err.value)
+    # beside a training sheet, the training rows are read and the others counted
+    path = small_workbook(tmp_path / "both.xlsx")
+    book = openpyxl.load_workbook(path)
+    sheet = book.create_sheet("Results - Int8")
+    for row in (["Precision", "Int8 inputs 32 bit math"], ["Sparse Matrix Multiplication", "M", "N", "K",
+                "A Transpose", "B Transpose", "Sparsity", "Sparse Time (msec)", "Dense Time (msec)"],
+                [None, 7680, 1, 2560, "N", "N", 0.95, 0.03, 0.05],
+                ["Dense Matrix Multiplication", "M", "N", "K", "A Transpose", "B Transpose", "Time (msec)"],
+                [None, 5124, 700, 2048, "N", "N", 0.2]):
+        sheet.append(row)
+    book.save(path)
+    samples, run = read_deepbench(path)
+    assert run.skipped["int8"] == 1 and run.skipped["sparse"] == 1
+    assert {s.dtype for s in samples} == {"float32"} and len(samples) == 12  # the small workbook's twelve
+
+
+def cpu_workbook(path: Path) -> Path:
+    """Intel's Xeon Phi layout (results/train/DeepBench_IA_KNL7250.xlsx): no GPU, one process per node."""
+    book = openpyxl.Workbook()
+    sheet = book.active
+    sheet.title = "Results - FP32"
+    for row in (["Precision", "Float"],
+                ["Dense Matrix Multiplication", "M", "N", "K", "A Transpose", "B Transpose", "Time (msec)", "TERAFLOPS"],
+                [None, 1760, 16, 1760, "N", "N", 0.3, 0.33],
+                ["All-Reduce", "Size # floats", "# nodes (1 process per node)", "Mean All Reduce Time (msec)",
+                 "Gigabytes/sec", "Selected Algorithm", "Std Dev All Reduce Time (msec)"],
+                [None, 100000, 4, 0.2, 2.0, "MLSL", 0.01], [None, 100000, 16, 0.5, 0.8, "MLSL", 0.02]):
+        sheet.append(row)
+    specs = book.create_sheet("Specs")
+    specs.append(["CPU Model", "Intel(R) Xeon Phi(TM) 7250F"])
+    specs.append(["Intel MKL Version", "MKL 2017.3"])
+    book.save(path)
+    return path
+
+
+def test_a_cpu_workbook_is_a_cpu_profile(tmp_path, capsys):
+    path = cpu_workbook(tmp_path / "knl.xlsx")
+    samples, run = read_deepbench(path)
+    assert run.gpu is None and run.device == "cpu" and {s.device for s in samples} == {"cpu"}
+    reduces = [s for s in samples if s.benchmark == "allreduce"]
+    assert [(s.params["group"]["size"], s.params["group"]["nodes"]) for s in reduces] == [(4, 4), (16, 16)]
+    assert main(["import-deepbench", str(path), "--out", str(tmp_path / "knl.yaml")]) == 0
+    assert "CPU: Intel(R) Xeon Phi(TM) 7250F" in capsys.readouterr().out
+    profile = load_profile(tmp_path / "knl.yaml")
+    assert profile.machine.gpus == [] and profile.machine.nodes == 16 and profile.machine.gpus_per_node == 1
+    assert main(["import-deepbench", str(path), "--gpu", "V100", "--out", str(tmp_path / "x.yaml")]) == 2
+    assert "timed a CPU" in capsys.readouterr().err
+    both = small_workbook(tmp_path / "v100.xlsx")
+    assert main(["import-deepbench", str(path), str(both), "--out", str(tmp_path / "y.yaml")]) == 2
+
+
 def test_cli_error_is_one_line_exit_2(tmp_path):
     cut = tmp_path / "cut.xlsx"
     cut.write_bytes(V100.read_bytes()[:30000])
