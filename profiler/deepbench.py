@@ -598,6 +598,11 @@ def _sheet_samples(path: Path, title: str, rows: list[tuple], precision: Optiona
 _GEMM_HEADER = re.compile(r"^m\s+n\s+k\s+a_t\s+b_t\s+precision\s+time\s*\(usec\)")
 _CONV_HEADER = re.compile(r"^w\s+h\s+c\s+n\s+k\s+f_w\s+f_h\s+pad_w\s+pad_h\s+stride_w\s+stride_h\s+precision\s+"
                           r"fwd_time\s*\(usec\)")
+#: the same tables without a precision column: ROCm's gemm_bench (rocBLAS SGEMM, times in us) and conv_bench_rocm
+#: (MIOpen; float unless run with 'half', which it does not print), ARM's gemm_bench (gemmlowp int8, times in ms)
+_GEMM_HEADER_BARE = re.compile(r"^m\s+n\s+k\s+a_t\s+b_t\s+time\s*\((usec|msec)\)")
+_CONV_HEADER_BARE = re.compile(r"^w\s+h\s+c\s+n\s+k\s+f_w\s+f_h\s+pad_w\s+pad_h\s+stride_w\s+stride_h\s+"
+                               r"fwd_time\s*\(usec\)")
 _RNN_HEADER = re.compile(r"^type\s+hidden\s+N\s+timesteps\s+precision")
 _REDUCE_HEADER = re.compile(r"^#\s*of floats\s+bytes transferred\s+(Avg\s+)?Time\s*\(msec\)(\s+Max Time\s*\(msec\))?")
 _OSU_HEADER = re.compile(r"^#\s*Size\s+Avg Latency\(ms\)(\s+Min Latency\(ms\)\s+Max Latency\(ms\)\s+Iterations)?")
@@ -620,6 +625,7 @@ class _TextTable:
     max_time: bool = False
     full: bool = False  # OSU -f: min, max and iterations after the average
     ranks: int = 1  # all-reduce: the group size its 'Num Ranks' line gave
+    precision: Optional[str] = None  # a table without a precision column: what its binary computes in
 
 
 def parse_text(path: Path, text: str, digest: str) -> tuple[list[Sample], DeepBenchRun]:
@@ -639,8 +645,14 @@ def parse_text(path: Path, text: str, digest: str) -> tuple[list[Sample], DeepBe
             continue
         if _GEMM_HEADER.match(stripped):
             table = _TextTable("gemm", "gemm_bench", training, padded="pad_ker" in stripped)
+        elif _GEMM_HEADER_BARE.match(stripped):
+            rocm = _GEMM_HEADER_BARE.match(stripped).group(1) == "usec"
+            table = _TextTable("gemm", "gemm_bench (ROCm)" if rocm else "gemm_bench (ARM)", rocm,
+                               precision="float" if rocm else "int8")
         elif _CONV_HEADER.match(stripped):
             table = _TextTable("conv2d", "conv_bench", "bwd_inputs_time" in stripped, padded="pad_ker" in stripped)
+        elif _CONV_HEADER_BARE.match(stripped):
+            table = _TextTable("conv2d", "conv_bench_rocm", "bwd_inputs_time" in stripped, precision="float")
         elif _RNN_HEADER.match(stripped):
             table = _TextTable("recurrent", "rnn_bench", training)
         elif stripped in _REDUCE_TITLES:
@@ -689,12 +701,13 @@ def _text_row(table: _TextTable, line: str, reduce_title: Optional[str], run: De
             run.skip("recurrent")
             return []
         if table.kind == "gemm":
-            if not 7 <= len(tokens) <= 8:
+            bare = table.precision is not None  # m n k a_t b_t time [GOPS]
+            if not (6 <= len(tokens) <= 7 if bare else 7 <= len(tokens) <= 8):
                 raise _Bad("bad row")
             m, n, k = (_integer(t, 1) for t in tokens[:3])
             ta, tb = _transpose(tokens[3]), _transpose(tokens[4])  # gemm_bench.cu prints them as 0 / 1
-            dtype, math_ = _text_precision(tokens[5], "gemm", table)
-            time_s = _time_s(tokens[6].replace("_", " "), 1e6)
+            dtype, math_ = _text_precision(table.precision or tokens[5], "gemm", table)
+            time_s = _time_s(tokens[5 if bare else 6].replace("_", " "), 1e6)
             return [gemm_sample(m, n, k, ta, tb, time_s, dtype, {"math": math_, **extra}, where)]
         if table.kind == "conv2d":
             return _text_conv(table, tokens, extra, run, where)
@@ -740,16 +753,18 @@ def _text_precision(token: str, kind: str, table: _TextTable) -> tuple[str, str]
 
 
 def _text_conv(table: _TextTable, tokens: list[str], extra: dict, run: DeepBenchRun, where: str) -> list[Sample]:
-    """w h c n k f_w f_h pad_w pad_h stride_w stride_h precision fwd [bwd_inputs bwd_params total] [pad] algo."""
-    if len(tokens) < 13:
+    """w h c n k f_w f_h pad_w pad_h stride_w stride_h precision fwd [bwd_inputs bwd_params total] [pad] algo (ROCm's
+    without the precision)."""
+    bare = table.precision is not None
+    if len(tokens) < 13 - bare:
         raise _Bad("bad row")
     w, h, c, n, f, s, r = (_integer(t, 1) for t in tokens[:7])
     pad_w, pad_h = (_integer(t, 0) for t in tokens[7:9])
     stride_h, stride_v = (_integer(t, 1) for t in tokens[9:11])
     shape = ConvShape(n, c, h, w, f, r, s, pad_h, pad_w, stride_v, stride_h)
     shape.output()
-    dtype, math_ = _text_precision(tokens[11], "conv2d", table)
-    rest = tokens[12:]
+    dtype, math_ = _text_precision(table.precision or tokens[11], "conv2d", table)
+    rest = tokens[11:] if bare else tokens[12:]
     algorithm = rest.pop() if rest and not _is_number(rest[-1]) and rest[-1] != "Not_Supported" else None
     if len(rest) not in ((4, 5) if table.training else (1, 2)):
         raise _Bad("bad row")

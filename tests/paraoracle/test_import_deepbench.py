@@ -208,6 +208,35 @@ def test_text_tables_of_every_binary(tmp_path):
     assert run.gpus_per_node == 8
 
 
+def test_text_of_the_rocm_and_arm_binaries(tmp_path):
+    """code/amd/gemm_bench.cpp and conv_bench_rocm.cpp print no precision column (rocBLAS SGEMM; MIOpen in float,
+    its default) and name MIOpen's forward algorithm; code/arm/gemm_bench.cc times gemmlowp's int8 products in ms."""
+    rocm = tmp_path / "rocm.txt"
+    rocm.write_text("\n".join([
+        f"{'Times':>30}", "-" * 88, "    m       n      k      a_t     b_t      time (usec) ",
+        f"{1760:>7}{16:>7}{1760:>7}{'n':>7}{'n':>7}{35:>13}", f"{2560:>7}{7000:>7}{2560:>7}{'n':>7}{'t':>7}{6000:>13}",
+        f"{'Times':>30}", "-" * 190,
+        "   w      h      c      n      k      f_w      f_h    pad_w  pad_h    stride_w  stride_h    fwd_time (usec)  "
+        "bwd_inputs_time (usec)  bwd_params_time (usec)  total_time (usec)   fwd_algo ", "-" * 190,
+        f"{700:>5}{161:>7}{1:>7}{4:>7}{32:>7}{20:>7}{5:>7}{0:>7}{0:>8}{2:>10}{2:>10}{300:>14}{400:>24}{500:>24}"
+        f"{1200:>19}{'miopenConvolutionFwdAlgoGEMM':>30}",
+        f"{'Totals':>82}{300:>14}{400:>24}{500:>24}{1200:>19}"]) + "\n")
+    samples, run = read_deepbench(rocm)
+    assert run.sheets == ["gemm_bench (ROCm)", "conv_bench_rocm"] and run.skipped == {"unrecognised line": 1}
+    assert [(s.benchmark, s.variant, s.dtype) for s in samples] == [
+        ("gemm", "fwd", "float32"), ("gemm", "fwd", "float32"), ("conv2d", "fwd", "float32"),
+        ("conv2d", "bwd_data", "float32"), ("conv2d", "bwd_weight", "float32")]
+    assert samples[1].params["transpose_b"] is True and samples[1].times_s == [pytest.approx(6e-3)]
+    conv = samples[2]
+    assert conv.params["kernel"] == [5, 20] and conv.params["stride"] == [2, 2] and conv.times_s == [pytest.approx(3e-4)]
+    assert conv.extra["algorithm"] == "miopenConvolutionFwdAlgoGEMM"
+    arm = tmp_path / "arm.txt"
+    arm.write_text(f"{'Times':>30}\n    m       n      k      a_t    b_t    time (msec)     GOPS \n"
+                   f"{5124:>7}{700:>7}{2048:>7}{'n':>7}{'n':>7}{120.5:>13}{122.3:>13}\n")
+    with pytest.raises(UserError, match="1 int8"):
+        read_deepbench(arm)
+
+
 def test_text_not_supported_and_malformed_rows_are_counted(tmp_path):
     text = gemm_bench_text([(1760, 16, 1760, False, False, "float", 38), (1760, 32, 1760, False, False, "float", 41)])
     text = text.replace(f"{41:>20}", f"{'Not Supported':>20}").replace(f"{1760:>7}{16:>7}", f"{1760:>7}{'x16':>7}")
