@@ -2,7 +2,9 @@
 be reused and compared with `profiler calibrate`'s own collectives (the format nccl-tests' src/util.cu
 prints: header `#` lines with run parameters and one `#  Rank r Group g Pid p on HOST device d [...] NAME`
 line per rank; rows `size count type redop root` then `time algbw busbw #wrong` out-of-place and again
-in-place, `-I 1` adding `i_min i_max i_p99 i_cv%` after each; times in us, bandwidths in GB/s).
+in-place, `-I 1` adding `i_min i_max i_p99 i_cv%` after each; times in us, bandwidths in GB/s). Lines as launchers
+print them are read too (Open MPI's `--tag-output` prefix, a rank's stderr dropped; Slurm's `srun --label`), and
+lines that are neither a `#` line nor a result row (NCCL_DEBUG=INFO, warnings) are passed over.
 
 Each row gives two Samples (placement out_of_place / in_place), variant "throughput" (nccl-tests times
 back-to-back ops with one sync and averages over ranks). size_bytes is nccl-tests' size column, which is
@@ -31,6 +33,9 @@ DTYPES = {"float": "float32", "half": "float16", "bfloat16": "bfloat16", "double
           "f8e4m3": "float8_e4m3fn", "f8e5m2": "float8_e5m2"}
 _RANK_LINE = re.compile(r"^#\s+Rank\s+(\d+)\s+Group\s+(\d+)\s+Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(\d+)\s+\[[^\]]*\]\s*(.*)$")
 _PLACEMENTS = ("out_of_place", "in_place")
+#: what launchers put before each line: Open MPI's --tag-output ("[1,0]<stdout>:"), Slurm's srun --label ("0: ")
+_TAGGED = re.compile(r"^\[\d+,\d+\]<(stdout|stderr|stddiag)>:")
+_LABELLED = re.compile(r"^\s*\d+:\s")
 
 
 @dataclass
@@ -141,7 +146,10 @@ def parse_text(path: Path, text: str, op_override: str | None = None) -> tuple[l
     columns: list[str] | None = None
     samples: list[Sample] = []
     for line_no, line in enumerate(text.splitlines(), start=1):
-        stripped = line.strip()
+        tag = _TAGGED.match(line)
+        if tag and tag.group(1) != "stdout":
+            continue  # a rank's stderr (warnings), never nccl-tests' table
+        stripped = _LABELLED.sub("", line[tag.end():] if tag else line, count=1).strip()
         if not stripped:
             continue
         if stripped.startswith("#"):
@@ -158,8 +166,8 @@ def parse_text(path: Path, text: str, op_override: str | None = None) -> tuple[l
             elif stripped.startswith("# nThread") or stripped.startswith("# nccl-tests version"):
                 run.header.append(stripped.lstrip("# "))
             continue
-        if stripped.startswith("Using devices") or stripped.startswith("nThread"):
-            continue
+        if not stripped[0].isdigit():
+            continue  # launcher and library chatter between the tables (NCCL_DEBUG=INFO lines, 'NCCL version ...')
         op = _require(run, path, op_override or _op_from_program(run.program))
         samples.extend(_row(op, run, path, digest, line_no, stripped.split(), columns))
     if not samples:

@@ -104,6 +104,22 @@ def test_bad_text_files_name_file_and_line(tmp_path, edit, expected):
     assert str(bad) in str(err.value) and "\n" not in str(err.value)
 
 
+@pytest.mark.parametrize("dress", [
+    lambda t: "\n".join(f"[1,0]<stdout>:{line}" for line in t.splitlines())
+    + "\n[1,1]<stderr>:Authorization required, but no authorization protocol specified\n",  # mpirun --tag-output
+    lambda t: "\n".join(f"  0: {line}" for line in t.splitlines()),  # srun --label
+    lambda t: t.replace("# Using devices", "node0:21:21 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n"
+                        "NCCL version 2.18.3+cuda12.2\n# Using devices", 1),  # NCCL_DEBUG=INFO chatter
+])
+def test_launcher_prefixes_and_library_chatter_are_read_through(tmp_path, dress):
+    plain, _ = read_nccl_tests(ALLREDUCE)
+    dressed = tmp_path / "results.txt"
+    dressed.write_text(dress(ALLREDUCE.read_text()))
+    samples, run = read_nccl_tests(dressed)
+    assert run.program.startswith("all_reduce_perf") and len(samples) == len(plain)
+    assert [(s.params, s.times_s) for s in samples] == [(s.params, s.times_s) for s in plain]
+
+
 def test_unknown_collective_needs_op(tmp_path):
     anonymous = tmp_path / "results.txt"
     anonymous.write_text(ALLREDUCE.read_text().replace("# Collective test starting: all_reduce_perf\n", ""))
