@@ -165,3 +165,38 @@ def hardware(spec: GpuSpec, dtype: str, math: Optional[str] = None, sms: Optiona
     return Hardware(sms=int(sms or spec.sms), peak_flops_per_s=spec.peak_flops_per_s[mode],
                     fallback_flops_per_s=spec.peak_flops_per_s["float32"],
                     memory_bytes_per_s=spec.memory_bytes_per_s, tensor_cores=tensor_cores)
+
+
+def main(argv=None) -> int:
+    """`python -m calibrate.gpu_specs`: each local GPU's datasheet entry beside the figures derived from what it
+    reports (a lent GPU checks the derivation: docs/method.md §3b); prints nothing to compare without NVML."""
+    import argparse
+
+    from profiler.metadata import nvml_gpus
+
+    argparse.ArgumentParser(prog="python -m calibrate.gpu_specs", description=main.__doc__).parse_args(argv)
+    gpus, _ = nvml_gpus()
+    if not gpus:
+        print("no GPU reported by NVML")
+        return 0
+    try:
+        import torch
+        counts = [torch.cuda.get_device_properties(i).multi_processor_count for i in range(torch.cuda.device_count())]
+    except Exception:  # noqa: BLE001 - torch without CUDA: NVML's facts alone
+        counts = []
+    for index, gpu in enumerate(gpus):
+        if index < len(counts):
+            gpu = gpu.model_copy(update={"sms": counts[index]})
+        listed, derived = find_spec(gpu.name), derive_spec(gpu)
+        print(f"GPU {index}: {gpu.name}; " + ", ".join(f"{k} {getattr(gpu, k, None)}" for k in DEVICE_FACTS))
+        for label, spec in (("datasheet", listed), ("derived", derived)):
+            if spec is None:
+                print(f"  {label}: none")
+                continue
+            peaks = ", ".join(f"{mode} {value / 1e12:.1f} TFLOP/s" for mode, value in spec.peak_flops_per_s.items())
+            print(f"  {label}: {spec.sms} SMs, {peaks}, {spec.memory_bytes_per_s / 1e9:.0f} GB/s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -55,6 +55,8 @@ PROFILE=${3:-}
 
 if [ "$STAGE" != validate ]; then
   step gpu-tests 60 python -m pytest -q -m gpu -p no:cacheprovider
+  # the datasheet entry beside the figures derived from NVML (a GPU the datasheet file lacks takes the latter)
+  step gpu-specs 20 python -m calibrate.gpu_specs
   # burst vs sustained bf16 GEMM (the published H100 profile's burst MAMF; docs/validation.md), and the GPU warm
   # for the grid, as a training step finds it
   step soak 35 python -m bench gpu-soak --seconds 20 --results "$OUT"

@@ -755,6 +755,22 @@ def test_derived_figures_need_every_fact():
     assert gpu_specs.spec_for("NVIDIA A40", GPUInfo(**full)).name == "NVIDIA A40"  # the datasheet first
 
 
+def test_the_gpu_specs_command_sets_both_figures_side_by_side(monkeypatch, capsys):
+    from profiler import metadata
+
+    h100 = GPUInfo(name="NVIDIA H100 80GB HBM3", sms=132, max_sm_clock_mhz=1980, compute_capability="9.0",
+                   max_mem_clock_mhz=2619, memory_bus_width_bits=5120)
+    a4000 = GPUInfo(name="NVIDIA RTX A4000", sms=48, max_sm_clock_mhz=1560, compute_capability="8.6")
+    monkeypatch.setattr(metadata, "nvml_gpus", lambda nvml=None: ([h100, a4000], "550.1"))
+    assert gpu_specs.main([]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("GPU 0: NVIDIA H100 80GB HBM3; sms 132")
+    assert out[1].startswith("  datasheet: 132 SMs, float32 66.9 TFLOP/s") and out[2].startswith("  derived: 132 SMs")
+    assert out[4:] == ["  datasheet: none", "  derived: none"]  # no memory clock reported: nothing derived
+    monkeypatch.setattr(metadata, "nvml_gpus", lambda nvml=None: ([], None))
+    assert gpu_specs.main([]) == 0 and "no GPU" in capsys.readouterr().out
+
+
 def test_a_malformed_datasheet_file_is_a_user_error(tmp_path):
     bad = tmp_path / "gpus.yaml"
     bad.write_text("gpus:\n  - name: X\n    names: [x]\n    sms: 0\n    peak_flops_per_s: {float32: 1}\n"
