@@ -7,7 +7,10 @@ them. Writes results/deepbench.json, results/deepbench-rows.jsonl and docs/deepb
 {gpu: {dtype: {family: {rows, median_accuracy, mean_accuracy}}}}. A shape's application is read from any file
 that names it, the carried workbooks always among them (calibrate.deepbench_kernels.read_labelled).
 
-    python -m bench deepbench [FILE...] [--json]
+    python -m bench deepbench [FILE...] [--gpu NAME] [--json]
+
+Text output names no GPU: `--gpu NAME` names the one it ran on (a workbook's own Specs sheet is kept; one naming
+another GPU than --gpu is an error).
 """
 from __future__ import annotations
 
@@ -41,25 +44,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     describe(parser, __doc__)
     parser.add_argument("files", nargs="*", metavar="FILE", type=Path,
                         help="DeepBench workbooks (.xlsx) or text output (default: the workbooks the repository carries)")
+    parser.add_argument("--gpu", default=None, metavar="NAME",
+                        help="the GPU text output ran on (a workbook names its own in its Specs sheet)")
     parser.add_argument("--json", action="store_true", help="print {gpu: {dtype: {family: figures}}} as JSON")
     parser.add_argument("--docs", type=Path, default=DOCS, metavar="PATH", help="the generated tables (default: %(default)s)")
     add_results_flag(parser)
 
 
-def load(files: list[Path]) -> dict[tuple[str, str], list[tuple[gf.KernelSample, Optional[str]]]]:
+def load(files: list[Path], gpu: Optional[str] = None
+         ) -> dict[tuple[str, str], list[tuple[gf.KernelSample, Optional[str]]]]:
     """(GPU name, dtype) -> [(sample, math mode)] of every GEMM and convolution row, labelled by application
-    (calibrate.deepbench_kernels.read_labelled: input-layer backward-data left out)."""
+    (calibrate.deepbench_kernels.read_labelled: input-layer backward-data left out); `gpu` names the GPU of files
+    that name none (text output)."""
     groups: dict[tuple[str, str], list] = defaultdict(list)
     for path, samples, run in read_labelled(files, carried=True):
-        if not run.gpu:
-            raise UserError(f"{path}: names no GPU (no Specs sheet 'GPU Model'); the kernel model needs its datasheet")
+        if run.gpu and gpu and gpu_specs.find_spec(run.gpu) != gpu_specs.find_spec(gpu):
+            raise UserError(f"--gpu {gpu!r}: {path} names the GPU {run.gpu!r}")
+        name = run.gpu or gpu
+        if not name:
+            raise UserError(f"{path}: names no GPU (no Specs sheet 'GPU Model'); pass --gpu NAME, the kernel model "
+                            "needs its datasheet")
         for s in samples:
             call = gk.as_kernel_call(s.benchmark, s.variant, s.params)
             if call is None:
                 continue
             sample = gf.KernelSample(*call, s.dtype, float(np.median(s.times_s)),
                                      s.extra.get("application") or "unlabelled")
-            groups[(run.gpu, s.dtype)].append((sample, s.extra.get("math")))
+            groups[(name, s.dtype)].append((sample, s.extra.get("math")))
     return groups
 
 
@@ -165,7 +176,7 @@ def run(args) -> int:
     if not files:
         raise UserError("no DeepBench files given and none carried in calibrate/data/deepbench")
     all_rows: list[dict] = []
-    for (gpu, dtype), rows in sorted(load(files).items()):
+    for (gpu, dtype), rows in sorted(load(files, args.gpu).items()):
         evaluated, _ = evaluate(gpu, dtype, rows)
         all_rows += evaluated
     summary = table(all_rows)
