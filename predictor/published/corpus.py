@@ -90,6 +90,48 @@ def _positive_float(value, path, index, rid, name) -> float:
     return float(value)
 
 
+#: what a rate counts per iteration: samples (images, sequences) or tokens
+RATE_ITEMS = {"img": "samples", "image": "samples", "images": "samples", "sample": "samples", "samples": "samples",
+              "seq": "samples", "seqs": "samples", "sequence": "samples", "sequences": "samples", "token": "tokens",
+              "tokens": "tokens"}
+#: measured keys a record may state its rate under (transformer sources' own words), each with what it counts
+RATE_KEYS = {"tokens_per_sec": "tokens", "sequences_per_sec": "samples", "samples_per_sec": "samples",
+             "images_per_sec": "samples"}
+_SECONDS_UNITS = {"s": 1.0, "sec": 1.0, "seconds": 1.0, "s/iteration": 1.0, "s/iter": 1.0, "s/step": 1.0,
+                  "ms": 1e-3, "ms/iteration": 1e-3, "ms/iter": 1e-3, "ms/step": 1e-3}
+
+
+def iteration_seconds(measured: dict, gpus: int, per_iteration: dict[str, Optional[float]], missing: dict[str, str],
+                      path, index, rid) -> tuple[Optional[float], str]:
+    """Seconds per iteration from what a record measured: `measured.seconds_per_iteration` or
+    `iteration_time_ms`; a `value` with a `unit` of time per iteration (s, ms) or a rate of samples (img/s,
+    samples/s, sequences/s) or tokens (tokens/s), in all or per GPU (".../s/gpu"); or a rate under its own key
+    (tokens_per_sec, sequences_per_sec, ..., each also `_per_gpu`). `per_iteration` holds the samples and tokens of
+    one iteration (None where the record does not say; `missing` then names why the row is skipped)."""
+    for key, scale in (("seconds_per_iteration", 1.0), ("iteration_time_s", 1.0), ("iteration_time_ms", 1e-3)):
+        if measured.get(key) is not None:
+            return scale * _positive_float(measured[key], path, index, rid, f"measured.{key}"), ""
+
+    def from_rate(value: float, counts: str, per_gpu: bool) -> tuple[Optional[float], str]:
+        count = per_iteration.get(counts)
+        if count is None:
+            return None, missing[counts]
+        return count / (value * (gpus if per_gpu else 1)), ""
+
+    for key, counts in RATE_KEYS.items():
+        for name, per_gpu in ((f"{key}_per_gpu", True), (key, False)):
+            if measured.get(name) is not None:
+                return from_rate(_positive_float(measured[name], path, index, rid, f"measured.{name}"), counts, per_gpu)
+    unit = " ".join(str(measured.get("unit", "")).lower().split())
+    if unit in _SECONDS_UNITS:
+        return _SECONDS_UNITS[unit] * _positive_float(measured.get("value"), path, index, rid, "measured.value"), ""
+    item, _, rest = unit.partition("/s")
+    if item in RATE_ITEMS and rest in ("", "/gpu", " per gpu", "/gpu/"):
+        value = _positive_float(measured.get("value"), path, index, rid, "measured.value")
+        return from_rate(value, RATE_ITEMS[item], bool(rest))
+    return None, f"measures {measured.get('quantity', unit)!s}, not a per-iteration throughput"
+
+
 def _measured_seconds(rec: dict, batch: Optional[int], gpus: int, path, index, rid) -> tuple[Optional[float], str]:
     measured = rec.get("measured")
     if not isinstance(measured, dict):
@@ -99,13 +141,9 @@ def _measured_seconds(rec: dict, batch: Optional[int], gpus: int, path, index, r
         raise _fail(path, index, rid, "derived", "must be a mapping")
     if derived.get("seconds_per_iteration") is not None:
         return _positive_float(derived["seconds_per_iteration"], path, index, rid, "derived.seconds_per_iteration"), ""
-    unit = str(measured.get("unit", ""))
-    if unit == "img/s":
-        value = _positive_float(measured.get("value"), path, index, rid, "measured.value")
-        if batch is None:
-            return None, "batch per GPU not stated in the source"
-        return batch * gpus / value, ""
-    return None, f"measures {measured.get('quantity', unit)!s}, not a per-iteration throughput"
+    return iteration_seconds(measured, gpus, {"samples": batch * gpus if batch else None, "tokens": None},
+                             {"samples": "batch per GPU not stated in the source",
+                              "tokens": "a token rate for a model without a sequence length"}, path, index, rid)
 
 
 def record_head(rec: Any, index: int, path: str) -> tuple[str, dict, int]:

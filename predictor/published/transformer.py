@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Optional, Union
 
 from predictor.published.corpus import (CORPUS_DIR, PublishedRun, _fail, _positive_float, _positive_int, _text,
-                                        load_records, record_head, unique_ids)
+                                        iteration_seconds, load_records, record_head, unique_ids)
 from predictor.plan import PIPELINE_BOUNDARIES, RECOMPUTE_GRANULARITIES
 from predictor.published.rowmap import Setup, Skipped, _first, _system_rule
 from profiler.errors import UserError
@@ -70,6 +70,30 @@ MODEL_CHOICES = {"zoo_attention": ("sdpa", "math", "fused-softmax"), "mlp": ("ge
                  "norm": ("layernorm", "rmsnorm"), "tie": (True, False)}
 #: model_details keys passed to the zoo GPT as they are
 MODEL_KNOBS = ("kv_heads", "ffn", "mlp", "norm", "tie", "dropout", "experts", "top_k", "capacity_factor")
+#: other names a record may give these (Hugging Face config.json's and Megatron's arguments) -> the corpus's own
+DETAIL_ALIASES = {"num_hidden_layers": "layers", "num_layers": "layers", "n_layers": "layers", "n_layer": "layers",
+                  "hidden_size": "hidden", "d_model": "hidden", "n_embd": "hidden",
+                  "num_attention_heads": "heads", "n_heads": "heads", "n_head": "heads",
+                  "num_key_value_heads": "kv_heads", "num_query_groups": "kv_heads", "n_kv_heads": "kv_heads",
+                  "intermediate_size": "ffn", "ffn_hidden_size": "ffn", "ffn_hidden": "ffn",
+                  "seq_length": "seq_len", "max_seq_len": "seq_len",
+                  "sequence_length": "seq_len", "vocab_size": "vocab", "padded_vocab_size": "vocab",
+                  "num_experts": "experts", "num_local_experts": "experts", "num_experts_per_tok": "top_k",
+                  "moe_router_topk": "top_k", "tie_word_embeddings": "tie"}
+
+
+def _canonical_details(details: dict, path: str, index: int, rid: str) -> dict:
+    """model_details with every alias (DETAIL_ALIASES) under the corpus's own key; an alias and the key (or two
+    aliases) giving different values is an error naming both."""
+    out = dict(details)
+    for alias, key in DETAIL_ALIASES.items():
+        if alias not in details:
+            continue
+        if key in out and out[key] != details[alias]:
+            raise _fail(path, index, rid, f"model_details.{alias}", f"says {details[alias]!r} where "
+                        f"model_details.{key} (or another name of it) says {out[key]!r}")
+        out[key] = details[alias]
+    return out
 #: the longest key sequence Megatron's fused scale-mask-softmax kernel takes (FusedScaleMaskSoftmax.forward)
 FUSED_SOFTMAX_MAX_SEQ = 2048
 #: DLE PyTorch BERT's phase 2 (seq 512) reads LDDL's binned data: README @729963dd, changelog January 2022 "Binned
@@ -98,7 +122,8 @@ def lddl_phase2_mix() -> tuple[tuple[int, float], ...]:
     return tuple((LDDL_BIN * (k + 1), n / total) for k, n in enumerate(WIKIPEDIA_SEQ512_BIN_COUNTS))
 
 
-def _measured(rec: dict, path: str, index: int, rid: str) -> tuple[Optional[float], str]:
+def _measured(rec: dict, path: str, index: int, rid: str, gpus: int, global_batch: int,
+              seq: Optional[int]) -> tuple[Optional[float], str]:
     derived = rec.get("derived") or {}
     measured = rec.get("measured") or {}
     if not isinstance(derived, dict) or not isinstance(measured, dict):
@@ -106,9 +131,11 @@ def _measured(rec: dict, path: str, index: int, rid: str) -> tuple[Optional[floa
     for key in ("seconds_per_iteration", "seconds_per_optimizer_step"):
         if derived.get(key) is not None:
             return _positive_float(derived[key], path, index, rid, f"derived.{key}"), ""
-    if measured.get("iteration_time_ms") is not None:
-        return _positive_float(measured["iteration_time_ms"], path, index, rid, "measured.iteration_time_ms") / 1e3, ""
-    return None, "no per-iteration time in the record"
+    if not measured:
+        return None, "no per-iteration time in the record"
+    return iteration_seconds(measured, gpus, {"samples": global_batch, "tokens": global_batch * seq if seq else None},
+                             {"samples": "", "tokens": "a token rate without model_details.seq_len"},
+                             path, index, rid)
 
 
 def parse_transformer_record(rec: Any, index: int, path: str) -> PublishedRun:
@@ -120,6 +147,7 @@ def parse_transformer_record(rec: Any, index: int, path: str) -> PublishedRun:
     for name, value in (("model_details", details), ("parallelism", parallel)):
         if not isinstance(value, dict):
             raise _fail(path, index, rid, name, "must be a mapping")
+    details = _canonical_details(details, path, index, rid)
     for key in ("layers", "hidden", "heads", "seq_len", "kv_heads", "ffn", "experts", "top_k"):
         _positive_int(details.get(key), path, index, rid, f"model_details.{key}", allow_none=True)
     for key, known in MODEL_CHOICES.items():
@@ -151,7 +179,7 @@ def parse_transformer_record(rec: Any, index: int, path: str) -> PublishedRun:
     if granularity not in RECOMPUTE_GRANULARITIES:
         raise _fail(path, index, rid, "recompute_granularity", f"must be one of "
                     f"{', '.join(RECOMPUTE_GRANULARITIES)}, got {granularity!r}")
-    measured_s, note = _measured(rec, path, index, rid)
+    measured_s, note = _measured(rec, path, index, rid, gpus, global_batch, details.get("seq_len"))
     source = rec.get("source") or {}
     degrees = " ".join(f"{k}={parallel[k]}" for k in ("data", "tensor", "pipeline", "micro_batch", "grad_accum",
                                                        "fsdp_sharding") if k in parallel)

@@ -113,3 +113,60 @@ def test_a_malformed_user_row_is_one_line_exit_2(tmp_path, capsys):
     assert main(["validate", "--published", str(path)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "parallelism.tensor" in err and "mine-bad" in err
+
+
+def _as_user_states_it(rid: str, measured: dict, **details) -> dict:
+    """A tiny Megatron row as a user writes it: a throughput instead of the corpus's derived seconds."""
+    rec = _tiny_megatron(rid, **details)
+    rec.pop("derived", None)
+    rec["measured"] = measured
+    return rec
+
+
+@pytest.mark.parametrize("measured, seconds", [
+    ({"seconds_per_iteration": 0.5}, 0.5),
+    ({"iteration_time_ms": 250}, 0.25),
+    ({"value": 400, "unit": "ms/iteration"}, 0.4),
+    ({"value": 16, "unit": "samples/s"}, 8 / 16),  # global batch 8
+    ({"value": 4, "unit": "sequences/s/GPU"}, 8 / (4 * 4)),  # 4 GPUs
+    ({"value": 512, "unit": "tokens/s"}, 8 * 32 / 512),  # sequence length 32
+    ({"tokens_per_sec_per_gpu": 64}, 8 * 32 / (64 * 4)),
+    ({"sequences_per_sec": 2, "tokens_per_sec": 1}, 8 * 32 / 1),  # the token rate is read first
+])
+def test_a_user_states_a_rate_or_a_time_and_the_row_reads_its_seconds(tmp_path, measured, seconds):
+    run = read_corpus(_write(tmp_path, [_as_user_states_it("mine", measured)]))[1][0]
+    assert run.measured_s == pytest.approx(seconds) and run.measured_note == ""
+
+
+def test_a_rate_the_row_cannot_convert_is_skipped_with_its_reason(tmp_path):
+    runs = read_corpus(_write(tmp_path, [_as_user_states_it("a", {"value": 3, "unit": "minutes"}),
+                               _as_user_states_it("b", {"value": 512, "unit": "tokens/s"}, seq_len=None)]))[1]
+    assert runs[0].measured_s is None and "not a per-iteration throughput" in runs[0].measured_note
+    assert runs[1].measured_s is None and "seq_len" in runs[1].measured_note
+    cnn = _cnn_rows(1)[0]
+    cnn.pop("derived", None)
+    cnn["measured"] = {"value": 2000, "unit": "samples/s"}
+    run = read_corpus(_write(tmp_path, [cnn]))[0][0]
+    assert run.measured_s == pytest.approx(cnn["batch_per_gpu"] * cnn["num_gpus"] / 2000)
+
+
+def test_hugging_face_and_megatron_names_of_model_details(tmp_path):
+    rec = _tiny_megatron("hf")
+    details = rec["model_details"]
+    for key in ("layers", "hidden", "heads", "seq_len", "vocab"):
+        details.pop(key)
+    details.update(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
+                   intermediate_size=172, seq_length=32, vocab_size=512)
+    run = read_corpus(_write(tmp_path, [rec]))[1][0]
+    got = run.extra["model_details"]
+    assert (got["layers"], got["hidden"], got["heads"], got["kv_heads"], got["ffn"], got["seq_len"], got["vocab"]) == \
+        (2, 64, 4, 2, 172, 32, 512)
+    details["hidden"] = 96  # the corpus's own key saying otherwise
+    with pytest.raises(UserError, match=r"model_details\.hidden_size.*says 64.*says 96"):
+        read_corpus(_write(tmp_path, [rec]))
+
+
+def _write(folder, records: list):
+    path = folder / f"corpus{len(list(folder.iterdir()))}.yaml"
+    path.write_text(yaml.safe_dump(records), encoding="utf-8")
+    return path
