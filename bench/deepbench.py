@@ -1,16 +1,13 @@
 """GPU kernel model held out by application on DeepBench's measured kernels (targets: median >= 90%, mean >= 85%).
 
 For every GPU and dtype of the DeepBench workbooks (default: calibrate/data/deepbench; or any DeepBench workbook
-or text output given as FILE), the GPU kernel model is fitted to every application's GEMMs and convolutions but
-one and predicts that one's; each family's median and mean held-out accuracy are the figures, in-sample beside
-them. Writes results/deepbench.json, results/deepbench-rows.jsonl and docs/deepbench.md; --json prints
-{gpu: {dtype: {family: {rows, median_accuracy, mean_accuracy}}}}. A shape's application is read from any file
-that names it, the carried workbooks always among them (calibrate.deepbench_kernels.read_labelled).
+or text output given as FILE, text with --gpu naming its GPU), the GPU kernel model is fitted to every
+application's GEMMs and convolutions but one and predicts that one's; each family's median and mean held-out
+accuracy are the figures, in-sample beside them. Writes results/deepbench.json, results/deepbench-rows.jsonl and
+docs/deepbench.md; --json prints {gpu: {dtype: {family: {rows, median_accuracy, mean_accuracy}}}}. A shape's
+application is read from any file that names it, the carried ones among them (deepbench_kernels.read_labelled).
 
     python -m bench deepbench [FILE...] [--gpu NAME] [--json]
-
-Text output names no GPU: `--gpu NAME` names the one it ran on (a workbook's own Specs sheet is kept; one naming
-another GPU than --gpu is an error).
 """
 from __future__ import annotations
 
