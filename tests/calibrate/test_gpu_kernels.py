@@ -664,7 +664,8 @@ def test_gpu_kernel_mode_names_exactly_the_models_constants():
                                            ("AMD Vega Frontier Edition 16GB", "Radeon Vega Frontier Edition"),
                                            # ... and no false friends: a MI250X is not a MI25, a GT 430 not a T4
                                            ("AMD Instinct MI250X", None), ("NVIDIA GeForce GT 430", None),
-                                           ("NVIDIA A100-SXM4-80GB", "A100-SXM4"),
+                                           ("NVIDIA A100-SXM4-80GB", "A100-SXM4-80GB"),
+                                           ("NVIDIA A100 80GB PCIe", "A100-PCIe-80GB"),
                                            ("Radeon RX 7900 XTX", None), ("", None),
                                            # whole words only: an A10 is not an A100, an A10G or an RTX A4000
                                            ("NVIDIA A10", "NVIDIA A10"), ("NVIDIA A10G", None),
