@@ -722,7 +722,9 @@ DEVICES = [("Tesla V100-SXM2-16GB", 80, 1530, "7.0", 877, 4096), ("NVIDIA A100-S
            ("NVIDIA L4", 58, 2040, "8.9", 6251, 192), ("NVIDIA A40", 84, 1740, "8.6", 7251, 384),
            ("NVIDIA GeForce RTX 3090", 82, 1695, "8.6", 9751, 384),
            ("NVIDIA GeForce RTX 4090", 128, 2520, "8.9", 10501, 384),
-           ("NVIDIA GeForce RTX 2080 Ti", 68, 1545, "7.5", 7000, 352), ("GeForce GTX 1080 Ti", 28, 1582, "6.1", 5505, 352)]
+           ("NVIDIA GeForce RTX 2080 Ti", 68, 1545, "7.5", 7000, 352), ("GeForce GTX 1080 Ti", 28, 1582, "6.1", 5505, 352),
+           # as NVML reported a real H200 (calibrate/profiles/h200.yaml, 2026-11-30: its HBM clock idles at its maximum)
+           ("NVIDIA H200", 132, 1980, "9.0", 3201, 6016)]
 
 
 @pytest.mark.parametrize("name,sms,sm_mhz,cc,mem_mhz,bus", DEVICES)
