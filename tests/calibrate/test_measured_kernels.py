@@ -59,7 +59,7 @@ def test_a_published_profile_costs_its_3d_convolutions_with_the_borrowed_model_o
     profile = build_profile(node)
     cm = cost_model_from_profile(profile)
     record = cm.coefficients.gpu_kernels
-    assert record.ops == ["conv3d"] and record.gpu == "A100-SXM4"
+    assert record.ops == ["conv3d"] and record.gpu == "A100-SXM4-80GB"
     layer = {"N": 1, "C": 4, "D": 32, "H": 32, "W": 32, "F": 32, "kernel": 3, "stride": 1, "padding": 1}
     mode = record.modes["float16"]
     hw = gk.Hardware(record.sms, mode.peak_flops_per_s, mode.fallback_flops_per_s, record.memory_bytes_per_s,

@@ -147,7 +147,7 @@ def test_first_screen_names_the_kernel_model_and_what_it_costs(capsys):
     says so, with that model's held-out accuracy of those families; a profile without one has no such line."""
     lines = _lines(capsys, str(shipped_profile("a100-80gb-dgx-8gpu.published")))
     head = [line for line in lines if line.startswith("GPU kernel model")]
-    assert head == ["GPU kernel model (A100-SXM4, 108 SMs) costs conv3d; dtypes bfloat16, float16, float32, tf32"]
+    assert head == ["GPU kernel model (A100-SXM4-80GB, 108 SMs) costs conv3d; dtypes bfloat16, float16, float32, tf32"]
     held = [line for line in lines if line.startswith("  float16 held out")]
     assert len(held) == 1 and "conv3d/fwd" in held[0] and "conv2d" not in held[0]
     assert not any(line.startswith("GPU kernel model") for line in _lines(capsys, QUICK_CPU))
