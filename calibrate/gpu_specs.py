@@ -55,15 +55,15 @@ TENSOR_MODES = {"tf32": "tf32_tensor", "float16": "float16_tensor", "bfloat16": 
 def find_spec(gpu_name: str, path: Path = SPECS_FILE) -> Optional[GpuSpec]:
     """The datasheet entry whose longest name fragment occurs in gpu_name as whole words (case and spaces ignored:
     "1080ti" is in "GTX 1080 Ti"; "a10" is not in "A100" or "A10G", "v100" not in "Quadro GV100")."""
+    text, gap = _words(gpu_name)
     matches = [(len(fragment), spec) for spec in load_specs(path) for fragment in spec.names
-               if _names_words(gpu_name, fragment)]
+               if _names_words(text, gap, fragment)]
     return max(matches, key=lambda m: m[0])[1] if matches else None
 
 
-def _names_words(name: str, fragment: str) -> bool:
-    """Whether `fragment` occurs in `name`, spaces ignored, not cut out of a longer run of letters and digits (a
-    space in `name` separates words even where the comparison ignores it)."""
-    chars, gap = [], []  # the name without spaces; whether a space preceded each character
+def _words(name: str) -> tuple[str, list[bool]]:
+    """A name lower-cased without its spaces, and whether a space preceded each of its characters."""
+    chars, gap = [], []
     spaced = True
     for ch in name.lower():
         if ch.isspace():
@@ -72,7 +72,13 @@ def _names_words(name: str, fragment: str) -> bool:
         chars.append(ch)
         gap.append(spaced)
         spaced = False
-    text, frag = "".join(chars), fragment.lower().replace(" ", "")
+    return "".join(chars), gap
+
+
+def _names_words(text: str, gap: list[bool], fragment: str) -> bool:
+    """Whether `fragment` occurs in a name (`_words`), spaces ignored, not cut out of a longer run of letters and
+    digits (a space in the name separates words even where the comparison ignores it)."""
+    frag = fragment.lower().replace(" ", "")
     start = text.find(frag)
     while frag and start >= 0:
         end = start + len(frag)

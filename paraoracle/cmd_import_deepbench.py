@@ -74,8 +74,8 @@ def run(args) -> int:
     base = base_profile(args)
     devices = {run.device for run in runs}
     if len(devices) > 1 or (devices == {"cpu"} and args.gpu is not None):
-        cpu = next(Path(run.path).name for run in runs if run.device == "cpu")
-        raise UserError(f"{cpu} timed a CPU (its Specs sheet names no GPU): import it into a profile of its own, "
+        named = next(Path(run.path).name for run in runs if run.device == "cpu")
+        raise UserError(f"{named} timed a CPU (its Specs sheet names no GPU): import it into a profile of its own, "
                         "without --gpu")
     cpu = devices == {"cpu"}
     gpu = None if cpu else _gpu(runs, args.gpu, base.machine.gpus[0].name if base is not None and base.machine.gpus
