@@ -3,9 +3,10 @@
 All GEMM and convolution samples of a math mode are fitted together: the per-SM efficiency, feed bandwidth, DRAM
 efficiency, floors and wave time are properties of the GPU, shared by cuBLAS and cuDNN; the families differ by
 one efficiency ratio each and the convolution algorithms by one relative efficiency per pass. The loss is the
-robust (soft L1, scale 0.15) least squares of log(predicted / measured) plus a Gaussian prior on each log constant
-(PARAMS), weighted as PRIOR_WEIGHT measured rows, so that a family with few samples (or none) falls back to
-physically plausible values instead of running away (docs/decisions/2026-12-06-gpu-kernel-model.md).
+robust (soft L1, scale 0.15) least squares of log(predicted / measured) plus a prior on each log constant (PARAMS:
+centre and spread; its residual goes through the same robust loss), weighted as PRIOR_WEIGHT measured rows, so
+that a family with few samples (or none) falls back to physically plausible values instead of running away
+(docs/decisions/2026-12-06-gpu-kernel-model.md).
 """
 from __future__ import annotations
 
