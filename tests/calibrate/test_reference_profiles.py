@@ -17,7 +17,8 @@ EXPECTED = {"v100-abci-4gpu.published.yaml": (4, 16), "v100-dgx1-8gpu.published.
             "v100-dgx1-1edr-8gpu.published.yaml": (8, 16), "v100-dgx2-16gpu.published.yaml": (16, 32),
             "a100-80gb-dgx-8gpu.published.yaml": (8, 80), "a100-sxm-4gpu-2hdr.published.yaml": (4, 40),
             "a100-pcie-8gpu-1edr.published.yaml": (8, 40), "a100-pcie-4gpu-1edr.published.yaml": (4, 80),
-            "p100-dgx1-8gpu.published.yaml": (8, 16), "a100-40gb-4hdr-8gpu.published.yaml": (8, 40)}
+            "p100-dgx1-8gpu.published.yaml": (8, 16), "a100-40gb-4hdr-8gpu.published.yaml": (8, 40),
+            "a100-80gb-4hdr-8gpu.published.yaml": (8, 80)}
 
 
 def datasheet(file: str):
@@ -320,3 +321,19 @@ def test_a_measured_all_reduce_sweep_sets_the_nodes_intra_node_all_reduce(tmp_pa
     with pytest.raises(UserError) as err:
         published.read_sweep("bad.csv")
     assert "line 2" in str(err.value) and "bad.csv" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_node_with_half_the_rails_moves_half_the_inter_node_bytes():
+    """HPE's XL675d (MLPerf v2.1): a DGX A100 80 GB's GPUs and NVSwitch with 4 of its 8 HDR rails. Across nodes its
+    all-reduce bandwidth term is twice the DGX's (96 against 192 GB/s of bus bandwidth); inside a node the two are
+    the same; its GPU and memory are the 80 GB part's."""
+    half, full = datasheet("a100-80gb-4hdr-8gpu.published.yaml"), datasheet("a100-80gb-dgx-8gpu.published.yaml")
+    size = 1e9
+
+    def bandwidth_s(cm, n, nodes):
+        return cm.collective_time_s("allreduce", size, n, nodes) - cm.collective_time_s("allreduce", 1.0, n, nodes)
+    assert bandwidth_s(half, 8, 1) == pytest.approx(bandwidth_s(full, 8, 1), rel=1e-9)
+    assert bandwidth_s(half, 32, 4) > 1.5 * bandwidth_s(full, 32, 4)
+    assert half.coefficients.links["allreduce"]["inter"].bus_bandwidth_bytes_per_s.value == 96.0e9
+    assert load_profile(PROFILES / "a100-80gb-4hdr-8gpu.published.yaml").machine.gpus[0].memory_bytes \
+        == load_profile(PROFILES / "a100-80gb-dgx-8gpu.published.yaml").machine.gpus[0].memory_bytes
