@@ -323,7 +323,7 @@ def test_a_measured_all_reduce_sweep_sets_the_nodes_intra_node_all_reduce(tmp_pa
     assert "line 2" in str(err.value) and "bad.csv" in str(err.value) and "\n" not in str(err.value)
 
 
-def test_a_node_with_half_the_rails_moves_half_the_inter_node_bytes():
+def test_a_node_with_half_the_rails_has_half_the_inter_node_bandwidth():
     """HPE's XL675d (MLPerf v2.1): a DGX A100 80 GB's GPUs and NVSwitch with 4 of its 8 HDR rails. Across nodes its
     all-reduce bandwidth term is twice the DGX's (96 against 192 GB/s of bus bandwidth); inside a node the two are
     the same; its GPU and memory are the 80 GB part's."""
