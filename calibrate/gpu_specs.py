@@ -178,21 +178,14 @@ def main(argv=None) -> int:
     reports (a lent GPU checks the derivation: docs/method.md §3b); prints nothing to compare without NVML."""
     import argparse
 
-    from profiler.metadata import nvml_gpus
+    from profiler.metadata import nvml_gpus, with_sm_counts
 
     argparse.ArgumentParser(prog="python -m calibrate.gpu_specs", description=main.__doc__).parse_args(argv)
-    gpus, _ = nvml_gpus()
+    gpus = with_sm_counts(nvml_gpus()[0])  # NVML's facts with torch's SM counts, as a profile records them
     if not gpus:
         print("no GPU reported by NVML")
         return 0
-    try:
-        import torch
-        counts = [torch.cuda.get_device_properties(i).multi_processor_count for i in range(torch.cuda.device_count())]
-    except Exception:  # noqa: BLE001 - torch without CUDA: NVML's facts alone
-        counts = []
     for index, gpu in enumerate(gpus):
-        if index < len(counts):
-            gpu = gpu.model_copy(update={"sms": counts[index]})
         listed, derived = find_spec(gpu.name), derive_spec(gpu)
         print(f"GPU {index}: {gpu.name}; " + ", ".join(f"{k} {getattr(gpu, k, None)}" for k in DEVICE_FACTS))
         for label, spec in (("datasheet", listed), ("derived", derived)):

@@ -372,6 +372,10 @@ def _locate(kind: str, title: str, header: tuple, where: str) -> _Block:
     quantity is a UserError naming the row."""
     block = _Block(kind, title)
     texts = [_norm(v) for v in header]
+
+    def missing(key: str) -> UserError:
+        return UserError(f"{where}: {title} block has no {key!r} column (header: "
+                         f"{', '.join(repr(str(v)) for v in header if v is not None)[:200]})")
     for key, (matches, required) in _COLUMNS[kind].items():
         hits = [i for i, h in enumerate(texts) if h and matches(h)]
         if len(hits) > 1:
@@ -382,13 +386,11 @@ def _locate(kind: str, title: str, header: tuple, where: str) -> _Block:
             if key in ("time", "fwd", "bwd_data", "bwd_weight", "std"):
                 block.units_per_s[key] = _units_per_s(texts[hits[0]])
         elif required:
-            raise UserError(f"{where}: {title} block has no {key!r} column (header: "
-                            f"{', '.join(repr(str(v)) for v in header if v is not None)[:200]})")
+            raise missing(key)
     if kind == "allreduce" and "gpus" not in block.columns:
         # a CPU cluster's sheet counts ranks as nodes ('# nodes (1 process per node)': Intel's KNL workbook)
         if "nodes" not in block.columns or "process per node" not in texts[block.columns["nodes"]]:
-            raise UserError(f"{where}: {title} block has no 'gpus' column (header: "
-                            f"{', '.join(repr(str(v)) for v in header if v is not None)[:200]})")
+            raise missing("gpus")
         block.columns["gpus"] = block.columns["nodes"]
     if kind == "allreduce" and "nodes" not in block.columns:
         after = block.columns["gpus"] + 1  # the workbooks leave the nodes column beside '# chips' unlabeled
@@ -645,8 +647,8 @@ def parse_text(path: Path, text: str, digest: str) -> tuple[list[Sample], DeepBe
             continue
         if _GEMM_HEADER.match(stripped):
             table = _TextTable("gemm", "gemm_bench", training, padded="pad_ker" in stripped)
-        elif _GEMM_HEADER_BARE.match(stripped):
-            rocm = _GEMM_HEADER_BARE.match(stripped).group(1) == "usec"
+        elif bare := _GEMM_HEADER_BARE.match(stripped):
+            rocm = bare.group(1) == "usec"
             table = _TextTable("gemm", "gemm_bench (ROCm)" if rocm else "gemm_bench (ARM)", rocm,
                                precision="float" if rocm else "int8")
         elif _CONV_HEADER.match(stripped):

@@ -133,6 +133,14 @@ def software_versions() -> dict[str, Optional[str]]:
     }
 
 
+def with_sm_counts(gpus: list[GPUInfo]) -> list[GPUInfo]:
+    """The GPUs with their SM counts, which NVML does not report, from torch where CUDA runs (unchanged without)."""
+    if not torch.cuda.is_available():
+        return gpus
+    return [g.model_copy(update={"sms": torch.cuda.get_device_properties(i).multi_processor_count})
+            if i < torch.cuda.device_count() else g for i, g in enumerate(gpus)]
+
+
 def collect_machine(device: str = "cpu", nvml=None) -> Machine:
     """Everything the profile records about this machine. `device_memory_bytes` is the memory of one
     GPU (cuda) or the host memory (cpu); `gpus_per_node` is the GPU count (cuda) or 1 (cpu: the host is the one device)."""
@@ -142,9 +150,8 @@ def collect_machine(device: str = "cpu", nvml=None) -> Machine:
     if cuda and not gpus and torch.cuda.is_available():  # NVML unusable: torch still knows the basics
         props = [torch.cuda.get_device_properties(i) for i in range(torch.cuda.device_count())]
         gpus = [GPUInfo(name=p.name, memory_bytes=float(p.total_memory)) for p in props]
-    if cuda and torch.cuda.is_available():  # the SM count, which NVML does not report
-        gpus = [g.model_copy(update={"sms": torch.cuda.get_device_properties(i).multi_processor_count})
-                if i < torch.cuda.device_count() else g for i, g in enumerate(gpus)]
+    if cuda:
+        gpus = with_sm_counts(gpus)
     device_memory = gpus[0].memory_bytes if cuda and gpus else memory_bytes
     return Machine(
         hostname=socket.gethostname(),
