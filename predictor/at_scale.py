@@ -52,7 +52,14 @@ IMAGENET = DataSource("imagenet", sample_bytes=147.8e9 / 1_281_167, files_per_sa
 COSMOFLOW = DataSource("cosmoflow", sample_bytes=128 ** 3 * 4 * 2, files_per_sample=2.0, samples=524_288,
                        source="MLPerf HPC CosmoFlow: 524,288 training samples of 4 x 128^3 int16 (16 MiB), one data and "
                               "one label .npy file each (NVIDIA's implementation, mlcommons/hpc_results_v1.0)")
-DATASETS = {"imagenet": IMAGENET, "cosmoflow": COSMOFLOW}
+#: MLPerf HPC DeepCAM: 121,266 training and 15,158 validation samples (the logs' train_samples and eval_samples,
+#: mlcommons/hpc_results_v1.0 @2ba081f NVIDIA/results/dgxa100_n64_ngc21.09_pytorch) in 8.8 TB ("8.8 TB in the case
+#: of DeepCAM", mlcommons.org/en/news/mlperf-hpc-v07): 64.5 MB a sample, a data and a label .npy file each
+#: (NVIDIA's src/utils/convert_hdf52npy.py)
+DEEPCAM = DataSource("deepcam", sample_bytes=8.8e12 / (121_266 + 15_158), files_per_sample=2.0, samples=121_266,
+                     source="MLPerf HPC DeepCAM: 121,266 training samples of 16 x 768 x 1152, 8.8 TB with the 15,158 "
+                            "validation ones (mlcommons.org MLPerf HPC v0.7 news), one data and one label .npy file each")
+DATASETS = {"imagenet": IMAGENET, "cosmoflow": COSMOFLOW, "deepcam": DEEPCAM}
 #: loaders that decode on the host CPU with a published cost: name -> figure of
 #: calibrate/data/published/figures.yaml (core-seconds per ImageNet sample; docs/method.md §19)
 DECODERS = {"opencv": "decode_opencv", "tf.data": "decode_tfdata"}

@@ -47,6 +47,10 @@ class Layer:
     stride: tuple[int, ...] = ()
     padding: tuple[int, ...] = ()
     groups: int = 1
+    #: conv2d/conv3d: the kernel's dilation per spatial dim (empty: 1); transposed: a ConvTranspose (its forward is
+    #: the backward-data pass of the convolution from its output's shape to its input's, docs/method.md §1)
+    dilation: tuple[int, ...] = ()
+    transposed: bool = False
     flops_fwd: float = 0.0
     flops_bwd_data: float = 0.0
     flops_bwd_weight: float = 0.0
@@ -81,8 +85,17 @@ class Layer:
     @cached_property
     def halo_width(self) -> tuple[int, ...]:
         """Rows/columns a spatial split needs from each neighbour per spatial dim: the kernel's reach beyond
-        a stride-aligned block, (k - 1) // 2 for 'same' padding (ParaDL's code too; docs/method.md §10)."""
-        return tuple(max(k - 1, 0) // 2 if p else max(k - s, 0) for k, s, p in zip(self.kernel, self.stride, self.padding))
+        a stride-aligned block, (k - 1) // 2 for 'same' padding (ParaDL's code too; docs/method.md §10), k the
+        dilated kernel's extent; a transposed convolution's reach on its input, that divided by its stride."""
+        reach = tuple(max(k - 1, 0) // 2 if p else max(k - s, 0) for k, s, p in zip(self.extent, self.stride, self.padding))
+        if self.transposed:
+            return tuple(-(-r // max(s, 1)) for r, s in zip(reach, self.stride))
+        return reach
+
+    @property
+    def extent(self) -> tuple[int, ...]:
+        """The kernel's extent per spatial dim: (k - 1) d + 1 for dilation d."""
+        return tuple((k - 1) * d + 1 for k, d in zip(self.kernel, self.dilation or (1,) * len(self.kernel)))
 
 
 @dataclass(frozen=True)

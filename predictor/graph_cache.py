@@ -22,7 +22,7 @@ VERSION = 2  # 2: the graph under "payload" (profiler.disk_cache)
 _PACKAGE = Path(__file__).resolve().parent
 #: the code every zoo graph depends on
 ZOO_SOURCES = tuple(sorted((_PACKAGE / "zoo").glob("*.py"))) + (_PACKAGE / "trace.py", _PACKAGE / "graph.py")
-_TUPLE_FIELDS = ("input_shape", "output_shape", "weight_shape", "kernel", "stride", "padding", "inputs")
+_TUPLE_FIELDS = ("input_shape", "output_shape", "weight_shape", "kernel", "stride", "padding", "dilation", "inputs")
 
 
 def fingerprint(paths: Iterable[Path]) -> str:

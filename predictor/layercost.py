@@ -113,6 +113,21 @@ def local_dims(dims: tuple[int, ...], spatial: tuple[int, ...]) -> tuple[int, ..
     return tuple(_div(x, s) for x, s in zip(dims, spatial))
 
 
+def undilated(dims: tuple[int, ...], kernel: tuple[int, ...], padding: tuple[int, ...],
+              dilation: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(input dims, padding) of the undilated convolution with a dilated one's output and implicit GEMM (the same
+    M, N and K): the dilation widens the window by (d - 1)(k - 1), taken off the padding as far as it goes and
+    off the input for the rest. cuDNN runs dilated kernels as implicit GEMMs only: in FP32 with cuDNN's search the
+    equivalent may be given a Winograd or FFT time it would not get (docs/method.md §1)."""
+    out_dims, out_pad = [], []
+    for x, k, p, d in zip(dims, kernel, padding, dilation):
+        shrink = (d - 1) * (k - 1)
+        q = max(p - shrink // 2, 0)
+        out_dims.append(max(x - (shrink - 2 * (p - q)), 1))
+        out_pad.append(q)
+    return tuple(out_dims), tuple(out_pad)
+
+
 def _pass_params(layer: Layer, split: Split) -> tuple[str, dict[str, int]] | None:
     """The cost-model op and shape parameters of `layer` on one device (None: no kernel): a grouped linear's one
     expert GEMM (grouped_gemms of them), an attention block's one block under context parallelism."""
@@ -124,10 +139,17 @@ def _pass_params(layer: Layer, split: Split) -> tuple[str, dict[str, int]] | Non
         return "linear", {"M": n * _div(math.prod(layer.input_shape[:-1]), split.filter_div),
                           "N": layer.output_shape[-1], "K": layer.input_shape[-1]}
     if op in ("conv2d", "conv3d"):
-        c_in = _div(layer.input_shape[0], split.channel_div)
-        f_out = _div(layer.output_shape[0], split.filter_div)
-        dims = local_dims(layer.input_shape[1:], split.spatial)
+        if layer.transposed:  # the convolution from its output's shape to its input's (LayerCoster.times swaps passes)
+            c_in = _div(layer.output_shape[0], split.filter_div)
+            f_out = _div(layer.input_shape[0], split.channel_div)
+            dims = local_dims(layer.output_shape[1:], split.spatial)
+        else:
+            c_in = _div(layer.input_shape[0], split.channel_div)
+            f_out = _div(layer.output_shape[0], split.filter_div)
+            dims = local_dims(layer.input_shape[1:], split.spatial)
         kernel, stride, pad = layer.kernel, layer.stride, layer.padding
+        if layer.dilation:
+            dims, pad = undilated(dims, kernel, pad, layer.dilation)
         groups = layer.groups
         if groups > 1 and (c_in % groups or f_out % groups):  # a channel/filter split that cuts groups
             groups = math.gcd(math.gcd(c_in, f_out), groups)
@@ -266,7 +288,7 @@ def layer_signatures(graph: ModelGraph) -> tuple[list[bool], list[int], list[int
     signatures: dict[tuple, int] = {}
     signature = [signatures.setdefault(
         (l.op, l.input_shape, l.output_shape, l.weight_shape if l.op == "embedding" else (), l.kernel, l.stride,
-         l.padding, l.groups, l.causal, bool(l.params), f, r), len(signatures))
+         l.padding, l.groups, l.dilation, l.transposed, l.causal, bool(l.params), f, r), len(signatures))
         for l, f, r in zip(graph.layers, first, readers)]
     return first, readers, signature
 
@@ -345,13 +367,15 @@ class LayerCoster:
                 bwd = self.cm.memory_time_s(bwd_bytes)
         else:
             op, params = spec
-            fwd = self._call(op, "fwd", params, cm_dtype)
+            # a transposed convolution runs its convolution's backward-data pass forward and its forward backward
+            forward, data = ("bwd_data", "fwd") if layer.transposed else ("fwd", BACKWARD_PASS.get(layer.op, "bwd_data"))
+            fwd = self._call(op, forward, params, cm_dtype)
             if self.first[index] or layer.op in NO_GRADIENT_OPS:
                 bwd = 0.0
             elif layer.op in STREAMED_BACKWARD:
                 bwd = self.cm.memory_time_s(streamed_backward_bytes(local, split, act_bytes))
             else:
-                bwd = self._call(op, BACKWARD_PASS.get(layer.op, "bwd_data"), params, cm_dtype)
+                bwd = self._call(op, data, params, cm_dtype)
                 if layer.op in TWO_PASS_BACKWARD:
                     bwd += self._call(op, "fwd", params, cm_dtype)
             if layer.params or layer.tied:  # a tied head's weight gradient is computed too (Layer.tied)

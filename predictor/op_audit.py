@@ -61,6 +61,10 @@ AUDIT: dict[tuple[str, str], OpCost] = {
     ("forward", "aten::conv2d"): _family(("conv2d",), "conv2d/fwd",
                                          "grouped: conv2d_grouped/fwd if measured; non-square kernels: gemm/fwd"),
     ("forward", "aten::conv3d"): _family(("conv3d",), "conv3d/fwd", "3-D convolution"),
+    ("forward", "aten::conv_transpose2d"): _family(("conv2d",), "conv2d/bwd_data of its convolution (Layer.transposed)",
+                                                   "a transposed convolution runs its convolution's backward data"),
+    ("forward", "aten::conv_transpose3d"): _family(("conv3d",), "conv3d/bwd_data of its convolution (Layer.transposed)",
+                                                   "a transposed convolution runs its convolution's backward data"),
     ("forward", "aten::linear"): _family(("linear",), "linear/fwd",
                                          "addmm over W's transposed view; gemm/fwd in profiles without linear families"),
     ("forward", "aten::batch_norm"): _family(("batchnorm",), "batchnorm/fwd", "training-mode batch norm"),
@@ -96,6 +100,7 @@ AUDIT: dict[tuple[str, str], OpCost] = {
                                          "a view of its input, or a copy when its input is transposed (attention's "
                                          "heads merged back: the tracer's copy layer)"),
     ("forward", "aten::transpose"): _FREE_VIEW,
+    ("forward", "aten::expand"): _FREE_VIEW,
     ("forward", "aten::split"): _FREE_VIEW,
     # transformer ops (predictor.zoo.gpt, predictor.zoo.bert)
     ("forward", "aten::embedding"): OpCost("modelled", "memory_time_s(opmath.embedding_bytes fwd)",
@@ -133,6 +138,9 @@ AUDIT: dict[tuple[str, str], OpCost] = {
     ("backward", "aten::mm"): _family(("linear",), "linear/bwd_data and linear/bwd_weight",
                                       "AddmmBackward0: dX = dY W and dW = dY^T X on dY's transposed view"),
     ("backward", "aten::t"): _FREE_VIEW,
+    ("backward", "aten::sum"): OpCost("ignored", "-", "ExpandBackward0: the gradient of a broadcast view summed over "
+                                      "the positions it was broadcast to (DeepCAM's pooled ASPP branch: one read of "
+                                      "256 x 48 x 72 elements per sample, under 0.1% of its step's traffic)"),
     ("backward", "aten::native_batch_norm_backward"): _family(("batchnorm",), "batchnorm/bwd (as bwd_data)",
                                                               "one call for the input and affine gradients"),
     ("backward", "aten::threshold_backward"): _family(("relu",), "relu/bwd", "read dy and y, write dx"),
@@ -238,6 +246,7 @@ SMALL_KNOBS: dict[str, dict] = {
     "alexnet": dict(width=4, image=64, fc=64, num_classes=10),
     "inception_v3": dict(width=0.125, image=75, num_classes=10),
     "cosmoflow": dict(width=4, blocks=3, image=32, fc=32),
+    "deepcam": dict(width=2, image=32, in_channels=4),
     "ssd300": dict(width=4, image=300, num_classes=5),  # six maps need 300 x 300 (38 .. 1)
     "small_cnn2d": dict(width=4, image=16),
     "small_cnn3d": dict(width=2, image=8),

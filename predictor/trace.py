@@ -26,6 +26,7 @@ from profiler.opmath import (ELEMENT_FLOPS, bmm_flops, conv_flops, cross_entropy
 
 _MODULE_OPS = {
     nn.Conv2d: "conv2d", nn.Conv3d: "conv3d", nn.Linear: "linear",
+    nn.ConvTranspose2d: "conv2d", nn.ConvTranspose3d: "conv3d",  # Layer.transposed
     nn.BatchNorm2d: "batchnorm", nn.BatchNorm3d: "batchnorm", nn.BatchNorm1d: "batchnorm",
     nn.ReLU: "relu", nn.SiLU: "silu", nn.Sigmoid: "sigmoid", nn.MaxPool2d: "maxpool", nn.MaxPool3d: "maxpool",
     nn.AvgPool2d: "avgpool", nn.AvgPool3d: "avgpool", nn.AdaptiveAvgPool2d: "avgpool", nn.AdaptiveAvgPool3d: "avgpool",
@@ -187,8 +188,11 @@ def _flops(op: str, x: tuple[int, ...], y: tuple[int, ...], module, n_inputs: in
     """(fwd, bwd_data, bwd_weight) FLOPs per sample; operands: the shapes of the tensor inputs (bmm, sdpa)."""
     ye = math.prod(y)
     if op in ("conv2d", "conv3d"):
-        # per sample
-        f = conv_flops(1, x[0] // module.groups, y[0], math.prod(module.kernel_size), math.prod(y[1:]))
+        # per sample; a transposed one's are those of the convolution from its output's shape to its input's
+        if _transposed(module):
+            f = conv_flops(1, y[0] // module.groups, x[0], math.prod(module.kernel_size), math.prod(x[1:]))
+        else:
+            f = conv_flops(1, x[0] // module.groups, y[0], math.prod(module.kernel_size), math.prod(y[1:]))
         return f, f, f
     if op == "linear":
         f = gemm_flops(math.prod(x[:-1]), module.out_features, module.in_features)  # per sample
@@ -222,6 +226,17 @@ def _flops(op: str, x: tuple[int, ...], y: tuple[int, ...], module, n_inputs: in
             module, (nn.AdaptiveAvgPool2d, nn.AdaptiveAvgPool3d)) else math.prod(_tuple(module.kernel_size, len(y) - 1))
         return k * ye, float(ye), 0.0
     return 0.0, 0.0, 0.0
+
+
+def _transposed(module) -> bool:
+    return isinstance(module, nn.modules.conv._ConvTransposeNd)
+
+
+def _dilation(op: str, module) -> tuple[int, ...]:
+    """A convolution's dilation per spatial dim, () when it is 1 everywhere (Layer.dilation)."""
+    if op not in ("conv2d", "conv3d") or module is None or set(module.dilation) == {1}:
+        return ()
+    return tuple(int(d) for d in module.dilation)
 
 
 def _geometry(op: str, module, x: tuple[int, ...], y: tuple[int, ...]):
@@ -263,8 +278,9 @@ def _known_output(module: nn.Module, x: torch.Tensor) -> torch.Tensor | None:
         start, end = module.start_dim % x.dim(), module.end_dim % x.dim()
         return x.new_empty((*x.shape[:start], math.prod(x.shape[start:end + 1]), *x.shape[end + 1:]))
     if isinstance(module, (nn.Conv2d, nn.Conv3d)) and not isinstance(module.padding, str) \
-            and set(module.dilation) == {1} and x.dim() == 2 + len(module.kernel_size):
-        dims = window_output_dims(x.shape[2:], module.kernel_size, module.stride, module.padding)
+            and x.dim() == 2 + len(module.kernel_size):
+        extent = tuple((k - 1) * d + 1 for k, d in zip(module.kernel_size, module.dilation))
+        dims = window_output_dims(x.shape[2:], extent, module.stride, module.padding)
         return x.new_empty((x.shape[0], module.out_channels, *dims))
     if isinstance(module, (nn.MaxPool2d, nn.MaxPool3d, nn.AvgPool2d, nn.AvgPool3d)) and not module.ceil_mode \
             and not getattr(module, "return_indices", False) and getattr(module, "dilation", 1) in (1, (1, 1), (1, 1, 1)):
@@ -571,6 +587,7 @@ def trace_module(module: nn.Module, input_shape: tuple[int, ...], name: str = "m
             name=layer_name, op=op, input_shape=x, output_shape=y, weight_shape=weight, params=params,
             kernel=tuple(kernel), stride=tuple(stride), padding=tuple(padding),
             groups=getattr(module, "groups", 1) if op in ("conv2d", "conv3d") else getattr(module, "experts", 1),
+            dilation=_dilation(op, module), transposed=op in ("conv2d", "conv3d") and _transposed(module),
             capacity_factor=float(getattr(module, "capacity_factor", 0.0)) if op == "moe_dispatch" else 0.0,
             flops_fwd=fwd, flops_bwd_data=bwd_d, flops_bwd_weight=bwd_w,
             inputs=tuple(names.get(i, "") for i in inputs), causal=causal))

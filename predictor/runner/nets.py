@@ -88,10 +88,16 @@ def build_layer(layer: Layer) -> nn.Module | None:
     """The torch module of one graph layer (None for layers with no computation in training: dropout at
     p=0 for determinism, and the loss, which the runner applies itself)."""
     spatial_dims = len(layer.input_shape) - 1
+    if layer.op in ("conv2d", "conv3d") and layer.transposed:
+        conv = nn.ConvTranspose2d if layer.op == "conv2d" else nn.ConvTranspose3d
+        extra = tuple(y - ((x - 1) * s - 2 * p + k) for x, y, k, s, p in  # output_padding
+                      zip(layer.input_shape[1:], layer.output_shape[1:], layer.kernel, layer.stride, layer.padding))
+        return conv(layer.channels_in, layer.channels_out, layer.kernel, layer.stride, layer.padding, extra,
+                    groups=layer.groups, bias=_has_bias(layer))
     if layer.op in ("conv2d", "conv3d"):
         conv = nn.Conv2d if layer.op == "conv2d" else nn.Conv3d
         return conv(layer.channels_in, layer.channels_out, layer.kernel, layer.stride, layer.padding,
-                    groups=layer.groups, bias=_has_bias(layer))
+                    dilation=layer.dilation or 1, groups=layer.groups, bias=_has_bias(layer))
     if layer.op == "batchnorm":
         return (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d)[max(spatial_dims, 1) - 1](layer.channels_in)
     if layer.op == "relu":

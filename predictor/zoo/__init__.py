@@ -23,6 +23,7 @@ ZOO: dict[str, tuple[str, str, str]] = {
     "alexnet": ("alexnet", "alexnet", "input_shape"),
     "inception_v3": ("inception", "inception_v3", "input_shape"),
     "cosmoflow": ("cosmoflow", "cosmoflow", "input_shape"),
+    "deepcam": ("deepcam", "deepcam", "input_shape"),
     "ssd300": ("ssd", "ssd300", "input_shape"),
     "small_cnn2d": ("small", "small_cnn2d", "input_shape_2d"),
     "small_cnn3d": ("small", "small_cnn3d", "input_shape_3d"),

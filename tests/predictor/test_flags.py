@@ -76,7 +76,7 @@ def test_the_walk_covers_the_commands_and_flags_of_the_issue():
             "predictor train-correction", "profiler calibrate", "profiler show", "profiler fit", "profiler drift",
             "profiler history"} <= walked
     run = {_flag(a): a for a in _actions(PREDICTOR_COMMANDS["run"][0])}
-    assert set(run["--dtype"].choices) == {"fp32", "tf32", "fp16", "bf16", "fp8"} and len(ZOO) == 17
+    assert set(run["--dtype"].choices) == {"fp32", "tf32", "fp16", "bf16", "fp8"} and len(ZOO) == 18
     assert all(name in run["--model"].help for name in ("gpt", "bert", "efficientnet_b4", "resnext101_32x4d"))
 
 
