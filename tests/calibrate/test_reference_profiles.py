@@ -337,3 +337,17 @@ def test_a_node_with_half_the_rails_has_half_the_inter_node_bandwidth():
     assert half.coefficients.links["allreduce"]["inter"].bus_bandwidth_bytes_per_s.value == 96.0e9
     assert load_profile(PROFILES / "a100-80gb-4hdr-8gpu.published.yaml").machine.gpus[0].memory_bytes \
         == load_profile(PROFILES / "a100-80gb-dgx-8gpu.published.yaml").machine.gpus[0].memory_bytes
+
+
+def test_juwels_booster_has_twice_the_rails_of_the_two_rail_a100_node():
+    """JUWELS Booster (JSC: 4 x A100 40 GB on NVLink3, 4 x HDR200): the 4-GPU SXM node with four rails where
+    a100-sxm-4gpu-2hdr has two; the same inside a node, twice the inter-node bus bandwidth, its 48 cores and 512 GB."""
+    four, two = datasheet("a100-sxm-4gpu-4hdr.published.yaml"), datasheet("a100-sxm-4gpu-2hdr.published.yaml")
+
+    def bandwidth_s(cm, n, nodes):
+        return cm.collective_time_s("allreduce", 1e9, n, nodes) - cm.collective_time_s("allreduce", 1.0, n, nodes)
+    assert bandwidth_s(four, 4, 1) == pytest.approx(bandwidth_s(two, 4, 1), rel=1e-9)
+    assert bandwidth_s(four, 32, 8) < 0.7 * bandwidth_s(two, 32, 8)
+    assert four.coefficients.links["allreduce"]["inter"].bus_bandwidth_bytes_per_s.value == 96.0e9
+    machine = load_profile(PROFILES / "a100-sxm-4gpu-4hdr.published.yaml").machine
+    assert (machine.cpu_cores, machine.memory_bytes, machine.gpus_per_node) == (48, 512e9, 4)

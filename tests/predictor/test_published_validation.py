@@ -138,6 +138,8 @@ def test_rows_above_64_gpus_carry_their_evidence_and_map_as_stated(corpus, recor
     assert (eos.profile, eos.framework, eos.dtype) == ("h100-dgx-8gpu.published.yaml", "no-overlap", "fp16")
     hpe = by_id["mlperf-v2_1-hpe-xl675d_a100_sxm_80gb_16n_mxnet"]  # 4 HDR rails per 8-GPU A100-80GB node
     assert (hpe.profile, hpe.framework, hpe.dtype) == ("a100-80gb-4hdr-8gpu.published.yaml", "no-overlap", "fp16")
+    juwels = by_id["mlperfhpc-v1_0-helmholtzai-juwelsbooster_n1024_mxnet1_9"]  # JSC: NVLink3 all-to-all, 4 HDR
+    assert juwels.profile == "a100-sxm-4gpu-4hdr.published.yaml"
     for rid, words in [("mlperfhpc-v1_0-lbnl-perlmutter_256x4_ngc21_09_mxnet", "Slingshot"),
                        ("mlperfhpc-v2_0-helmholtzai-horeka_n512_pytorch1_13", "4 x HDR200 per 4-GPU"),
                        ("mlperfhpc-v0_7-cscs-daint_gpu_n128_tf2_2_0", "P100-PCIE per node")]:
