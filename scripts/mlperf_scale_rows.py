@@ -3,7 +3,8 @@ corpus rows added above 64 GPUs.
 
 Reads result_*.txt of one submission from a local git mirror of mlcommons/training_results_vX or hpc_results_vX
 (git show <commit>:<path>) and prints, per run, the epochs used and the median training throughput, and over runs
-the median and range, in the form the corpus records it. Nothing is fitted. An epoch's interval is read from the
+the median and range, in the form the corpus records it. Where the log counts an epoch's steps (MLLOG step_num), the
+rate is steps x global batch over the interval and is preferred to a logged rate. Nothing is fitted. An epoch's interval is read from the
 MLLOG events (v0.6 on: epoch_start to the first of throughput, eval_start, epoch_stop; the first epoch left out)
 or the v0.5 train_epoch timestamps where no eval ran between: predictor/data/groundtruth/SOURCES.md (MLPerf,
 "How the rate was computed"). A repository with no mirror here is read from a hand transcription of its logs' per-epoch
@@ -44,19 +45,22 @@ def mllog_run(text: str) -> dict:
         events.append(event)
     keys = {e["key"]: e.get("value") for e in events if e["event_type"] == "POINT_IN_TIME"}
     samples = keys.get("train_samples") or IMAGENET
-    starts, ends, thr, lines = {}, {}, {}, {}
+    starts, ends, thr, lines, step0, step1 = {}, {}, {}, {}, {}, {}
     for e in events:
         md = e.get("metadata") or {}
         k = md.get("epoch_num")
         if e["key"] == "epoch_start" and k is not None:
             starts.setdefault(k, e["time_ms"])
             lines.setdefault(k, [e["_line"]])
+            step0.setdefault(k, md.get("step_num"))
         elif e["key"] in ("throughput", "eval_start", "epoch_stop") and k is not None and k in starts:
             if k not in ends:
                 ends[k] = e["time_ms"]
                 lines[k].append(e["_line"])
             if e["key"] == "throughput":
                 thr.setdefault(k, float(e["value"]))
+            if e["key"] == "epoch_stop" and md.get("step_num") is not None:
+                step1.setdefault(k, md["step_num"])
         elif e["key"] == "throughput" and k is None:  # ResNet logs: throughput right after epoch_stop, no epoch_num
             last = max(starts) if starts else None
             if last is not None:
@@ -66,7 +70,14 @@ def mllog_run(text: str) -> dict:
     if not used:
         return {"n_epochs": 0, "note": "no complete epoch after the first (aborted or truncated log): not used"}
     intervals = {k: (ends[k] - starts[k]) / 1000.0 for k in used}
-    from_ts = [samples / intervals[k] for k in used if intervals[k] > 0]
+    # samples an epoch ran: its steps (MLLOG step_num at epoch_stop minus at epoch_start) x the global batch where the
+    # log counts steps (DeepCAM's loader drops each shard's remainder: 117 x 1024 = 119,808 of its 121,266), else
+    # train_samples
+    batch = keys.get("global_batch_size")
+    steps = {k: step1[k] - step0[k] for k in used if step0.get(k) is not None and step1.get(k) is not None}
+    counted = bool(batch) and len(steps) == len(used)
+    per_epoch = {k: steps[k] * batch if counted else samples for k in used}
+    from_ts = [per_epoch[k] / intervals[k] for k in used if intervals[k] > 0]
     logged = [thr[k] for k in used if k in thr]
     run_start = next((e["time_ms"] for e in events if e["key"] == "run_start"), None)
     run_stop = next((e["time_ms"] for e in events if e["key"] == "run_stop"), None)
@@ -75,6 +86,7 @@ def mllog_run(text: str) -> dict:
         "example": {"epoch": first, "lines": lines[first], "time_ms": [starts[first], ends[first]],
                     "end_key": next(e["key"] for e in events if e["_line"] == lines[first][1])},
         "samples_per_epoch": samples, "global_batch": keys.get("global_batch_size"),
+        "steps_per_epoch": sorted(set(steps.values())) if counted else None,
         "epochs_used": [used[0], used[-1]] if used else [], "n_epochs": len(used),
         "median_epoch_train_s": statistics.median(intervals.values()) if intervals else None,
         "throughput_from_timestamps": statistics.median(from_ts) if from_ts else None,
@@ -116,7 +128,8 @@ def submission(repo: str, commit: str, folder: str) -> dict:
     for path in result_files(repo, commit, folder):
         text = git_show(repo, commit, path)
         runs[path.rsplit("/", 1)[1]] = v05_run(text) if ":::MLPv0.5.0" in text else mllog_run(text)
-    per_run = [r["throughput_logged"] or r["throughput_from_timestamps"] for r in runs.values() if r["n_epochs"]]
+    per_run = [r["throughput_from_timestamps"] if r.get("steps_per_epoch") else
+               r["throughput_logged"] or r["throughput_from_timestamps"] for r in runs.values() if r["n_epochs"]]
     return {"runs": runs, "median": statistics.median(per_run), "range": [min(per_run), max(per_run)]}
 
 

@@ -27,9 +27,9 @@ def records():
 
 
 def test_shipped_corpus_loads_with_sources(corpus):
-    assert len(corpus) == 362
+    assert len(corpus) == 383
     timed = [r for r in corpus if r.measured_s is not None]
-    assert len(timed) == 337 and all(r.measured_s > 0 for r in timed)
+    assert len(timed) == 358 and all(r.measured_s > 0 for r in timed)
     assert {r.source for r in corpus} == {"dle", "dlperf", "mlperf", "mlperfhpc", "tfbench", "horovod", "akiba2017",
                                           "jia2018"}
     assert all(r.url for r in corpus if r.source in ("dle", "dlperf", "mlperf", "mlperfhpc", "tfbench"))
@@ -115,7 +115,7 @@ def test_rows_above_64_gpus_carry_their_evidence_and_map_as_stated(corpus, recor
     """Issue 38 item 4: every MLPerf row added above 64 GPUs names its logs and commit and keeps, per run, the
     epochs and the rate it was computed from; the mapping gives each a profile or a stated reason."""
     added = [r for r in records if "evidence" in r]
-    assert len(added) == 22 and all(r["num_gpus"] > 64 for r in added)
+    assert len(added) == 43 and all(r["num_gpus"] > 64 for r in added)
     for r in added:
         runs = [p for p in r["evidence"]["per_run"] if p.get("used", True)]
         assert r["source"]["commit"] in r["source"]["url"] and r["evidence"]["example"]["file"].endswith(".txt")
@@ -126,7 +126,7 @@ def test_rows_above_64_gpus_carry_their_evidence_and_map_as_stated(corpus, recor
     rules = load_rules()
     by_id = {r.id: interpret(r, rules) for r in corpus}
     kept = [s for rid, s in by_id.items() if isinstance(s, Setup) and s.run.num_gpus > 64]
-    assert len(kept) >= 22
+    assert len(kept) >= 40
     cosmo = by_id["mlperfhpc-v1_0-nvidia-dgxa100_n128_ngc21_09_mxnet"]
     assert (cosmo.model, dict(cosmo.knobs), cosmo.framework, cosmo.dtype) == ("cosmoflow", {"image": 128}, "no-overlap",
                                                                               "fp16")
@@ -172,16 +172,28 @@ def test_unknown_model_is_skipped_with_its_reason(corpus):
     assert isinstance(result, Skipped) and "mobilenet_v9" in result.reason
 
 
-def test_cosmoflow_rows_read_their_own_staged_dataset(corpus):
-    """CosmoFlow rows read MLPerf HPC's 16 MiB samples, staged to the nodes; ImageNet rows keep ImageNet."""
+def test_mlperf_hpc_rows_read_their_own_datasets(corpus):
+    """CosmoFlow rows read MLPerf HPC's 16 MiB samples, staged to the nodes; DeepCAM rows its 64.5 MB ones, staged by
+    NVIDIA's implementation and read from the shared file system by the reference one (ThetaGPU, Longhorn); ImageNet
+    rows keep ImageNet."""
     from predictor.at_scale import DATASETS
 
     rules = load_rules()
     setups = [s for s in (interpret(r, rules) for r in corpus) if isinstance(s, Setup)]
     cosmo = [s for s in setups if s.model == "cosmoflow"]
     assert cosmo and all(s.dataset == "cosmoflow" and s.staged for s in cosmo)
-    assert all(s.dataset == "imagenet" for s in setups if s.model != "cosmoflow")
+    deepcam = {s.run.id: s for s in setups if s.model == "deepcam"}
+    assert len(deepcam) == 14 and all(s.dataset == "deepcam" and dict(s.knobs) == {"image": 768} for s in deepcam.values())
+    assert [rid for rid, s in deepcam.items() if not s.staged] == [
+        "mlperfhpc-v1_0-anl-thetagpu_n128_pt1_9_0_deepcam", "mlperfhpc-v1_0-tacc-longhorn_pytorch_deepcam",
+        "mlperfhpc-v2_0-tacc-longhorn_pytorch_deepcam"]
+    assert all(s.dataset == "imagenet" for s in setups if s.model not in ("cosmoflow", "deepcam"))
     assert DATASETS["cosmoflow"].sample_bytes == 16 * 2 ** 20 and DATASETS["cosmoflow"].files_per_sample == 2
+    assert DATASETS["deepcam"].sample_bytes == pytest.approx(64.5e6, rel=1e-3)
+    # --disable_comm_overlap: the all-reduce after backward; the reference code's DDP overlaps it
+    assert deepcam["mlperfhpc-v1_0-nvidia-dgxa100_n64_ngc21_09_pytorch_deepcam"].framework == "no-overlap"
+    assert deepcam["mlperfhpc-v1_0-anl-thetagpu_n128_pt1_9_0_deepcam"].framework == "ddp"
+    assert deepcam["mlperfhpc-v1_0-anl-thetagpu_n128_pt1_9_0_deepcam"].profile == "a100-dgx-8gpu.published.yaml"
 
 
 def test_buckets_and_accuracy():
@@ -291,9 +303,15 @@ def test_framework_blind_ceiling_by_hand():
 
 
 def test_the_rows_stating_batch_norm_groups_run_them():
-    """The two MLPerf rows whose configs set BN_GROUP=2 state bn_group: 2, and their plans carry it (Plan.bn_group)."""
+    """The two MLPerf ResNet rows whose configs set BN_GROUP=2, and the nine DeepCAM rows of one sample per GPU
+    (MLLOG batchnorm_group_size 2), state bn_group: 2, and their plans carry it (Plan.bn_group)."""
     corpus = load_corpus(CORPUS_DIR / "cnn_runs.yaml")
     grouped = {r.id: r.extra["bn_group"] for r in corpus if r.extra.get("bn_group")}
-    assert grouped == {"mlperf-v1_1-nvidia-dgxa100_n540_ngc21_09_mxnet": 2, "mlperf-v4_0-nvidia-eos_n316_ngc24_04_mxnet": 2}
+    resnet = {rid: g for rid, g in grouped.items() if not rid.endswith("_deepcam")}
+    assert resnet == {"mlperf-v1_1-nvidia-dgxa100_n540_ngc21_09_mxnet": 2, "mlperf-v4_0-nvidia-eos_n316_ngc24_04_mxnet": 2}
+    deepcam = {r.id: r.extra.get("bn_group") or 1 for r in corpus if r.id.endswith("_deepcam")}
+    assert all(g == (2 if r.batch_per_gpu == 1 else 1) for r in corpus if r.id in deepcam for g in [deepcam[r.id]])
+    assert sum(g == 2 for g in deepcam.values()) == 9
     rules = load_rules()
-    assert {interpret(r, rules).bn_group for r in corpus if r.id in grouped} == {2}
+    setups = [s for s in (interpret(r, rules) for r in corpus if r.id in grouped) if isinstance(s, Setup)]
+    assert len(setups) == 2 + 7 and {s.bn_group for s in setups} == {2}  # Perlmutter's two are skipped (Slingshot)
