@@ -1,14 +1,12 @@
 """Per-iteration times from MLPerf Training / HPC result logs (issue 38 item 4): the evidence behind the
-corpus rows added above 64 GPUs.
-
-Reads result_*.txt of one submission from a local git mirror of mlcommons/training_results_vX or hpc_results_vX
-(git show <commit>:<path>) and prints, per run, the epochs used and the median training throughput, and over runs
-the median and range, in the form the corpus records it. Where the log counts an epoch's steps (MLLOG step_num), the
-rate is steps x global batch over the interval and is preferred to a logged rate. Nothing is fitted. An epoch's interval is read from the
-MLLOG events (v0.6 on: epoch_start to the first of throughput, eval_start, epoch_stop; the first epoch left out)
-or the v0.5 train_epoch timestamps where no eval ran between: predictor/data/groundtruth/SOURCES.md (MLPerf,
-"How the rate was computed"). A repository with no mirror here is read from a hand transcription of its logs' per-epoch
-values (mlperf_extracts/*.tsv, extract_submission), which gives the same figures.
+corpus rows added above 64 GPUs. Reads result_*.txt of one submission from a local git mirror (git show
+<commit>:<path>) and prints, per run, the epochs used and the median training rate, and over runs the median and
+range, as the corpus records them. Nothing is fitted. An epoch's interval runs from epoch_start to the first of
+throughput, eval_start, epoch_stop (v0.6 on; v0.5: train_epoch timestamps with no eval between), the first epoch
+left out; its samples are its steps (MLLOG step_num) x the global batch where the log counts steps, preferred to a
+logged rate, else train_samples. `--nested-evals`: logs that evaluate inside their epochs (nested_eval_run).
+SOURCES.md (MLPerf, "How the rate was computed"). A repository with no mirror here is read from a hand
+transcription of its logs' per-epoch values (mlperf_extracts/*.tsv, extract_submission): the same figures.
 """
 from __future__ import annotations
 
@@ -32,7 +30,7 @@ def result_files(repo: str, commit: str, folder: str) -> list[str]:
     return sorted(p for p in out if re.search(r"result_\d+\.txt$", p))
 
 
-def mllog_run(text: str) -> dict:
+def mllog_events(text: str) -> list[dict]:
     events = []
     for number, line in enumerate(text.splitlines(), 1):
         if ":::MLLOG" not in line:
@@ -43,6 +41,46 @@ def mllog_run(text: str) -> dict:
             continue
         event["_line"] = number
         events.append(event)
+    return events
+
+
+def nested_eval_run(text: str) -> dict:
+    """A log that evaluates (and checkpoints) inside its epochs (MLPerf HPC v0.7 DeepCAM: every 100 steps of 59 an
+    epoch): epoch k's training time is epoch_start -> epoch_stop minus every eval_start -> eval_stop and
+    save_start -> save_stop inside it; its samples its steps (step_num) x the global batch. The first epoch and any
+    epoch shorter than the usual (the last, stopped at the target) are left out."""
+    events = mllog_events(text)
+    keys = {e["key"]: e.get("value") for e in events if e["event_type"] == "POINT_IN_TIME"}
+    batch = keys["global_batch_size"]
+    pauses = []
+    for start_key, stop_key in (("eval_start", "eval_stop"), ("save_start", "save_stop")):
+        opened = None
+        for e in events:
+            if e["key"] == start_key:
+                opened = e["time_ms"]
+            elif e["key"] == stop_key and opened is not None:
+                pauses.append((opened, e["time_ms"]))
+                opened = None
+    starts = {e["metadata"]["epoch_num"]: e for e in events if e["key"] == "epoch_start"}
+    stops = {e["metadata"]["epoch_num"]: e for e in events if e["key"] == "epoch_stop"}
+    epochs = {}
+    for k in sorted(set(starts) & set(stops))[1:]:
+        t0, t1 = starts[k]["time_ms"], stops[k]["time_ms"]
+        paused = sum(b - a for a, b in pauses if t0 <= a and b <= t1)
+        steps = stops[k]["metadata"]["step_num"] - starts[k]["metadata"]["step_num"]
+        epochs[k] = (steps, (t1 - t0 - paused) / 1000.0, paused / 1000.0, [starts[k]["_line"], stops[k]["_line"]])
+    usual = statistics.mode(steps for steps, _, _, _ in epochs.values())
+    used = {k: v for k, v in epochs.items() if v[0] == usual}
+    first = min(used)
+    return {"example": {"epoch": first, "lines": used[first][3], "steps": usual, "paused_s": used[first][2]},
+            "global_batch": batch, "steps_per_epoch": [usual], "epochs_used": [first, max(used)],
+            "n_epochs": len(used), "median_epoch_train_s": statistics.median(v[1] for v in used.values()),
+            "throughput_from_timestamps": statistics.median(usual * batch / v[1] for v in used.values()),
+            "throughput_logged": None}
+
+
+def mllog_run(text: str) -> dict:
+    events = mllog_events(text)
     keys = {e["key"]: e.get("value") for e in events if e["event_type"] == "POINT_IN_TIME"}
     samples = keys.get("train_samples") or IMAGENET
     starts, ends, thr, lines, step0, step1 = {}, {}, {}, {}, {}, {}
@@ -123,11 +161,12 @@ def v05_run(text: str) -> dict:
             "throughput_logged": None, "run_s": rp - rs if rs and rp else None}
 
 
-def submission(repo: str, commit: str, folder: str) -> dict:
+def submission(repo: str, commit: str, folder: str, nested_evals: bool = False) -> dict:
     runs = {}
     for path in result_files(repo, commit, folder):
         text = git_show(repo, commit, path)
-        runs[path.rsplit("/", 1)[1]] = v05_run(text) if ":::MLPv0.5.0" in text else mllog_run(text)
+        runs[path.rsplit("/", 1)[1]] = (v05_run(text) if ":::MLPv0.5.0" in text else
+                                        nested_eval_run(text) if nested_evals else mllog_run(text))
     per_run = [r["throughput_from_timestamps"] if r.get("steps_per_epoch") else
                r["throughput_logged"] or r["throughput_from_timestamps"] for r in runs.values() if r["n_epochs"]]
     return {"runs": runs, "median": statistics.median(per_run), "range": [min(per_run), max(per_run)]}
@@ -187,7 +226,8 @@ if __name__ == "__main__":
                 return True
         print(yaml.dump(records(sys.argv[2] if len(sys.argv) > 2 else "/work/.mirror"), Dumper=NoAliases,
                         sort_keys=False, width=120, allow_unicode=True), end="")
-    else:
-        repo, commit, folder = sys.argv[1:4]
-        json.dump(submission(repo, commit, folder), sys.stdout, indent=1)
+    else:  # [--nested-evals] MIRROR COMMIT FOLDER: one submission's runs (nested_eval_run for logs that evaluate mid-epoch)
+        nested = sys.argv[1] == "--nested-evals"
+        repo, commit, folder = sys.argv[1 + nested:4 + nested]
+        json.dump(submission(repo, commit, folder, nested), sys.stdout, indent=1)
         print()

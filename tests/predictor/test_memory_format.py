@@ -92,7 +92,7 @@ def test_the_corpus_rows_state_the_layout_layouts_md_gives():
     listed = {x.strip() for m in re.finditer(r"\* \*\*G\d+\*\* \(NCHW, \d+\): (.*)", text) for x in m.group(1).split(",")}
     corpus = load_corpus(CORPUS_DIR / "cnn_runs.yaml")
     stated = {r.id for r in corpus if r.extra.get("memory_format") == "nchw"}
-    assert len(listed) == 42 and stated == listed
+    assert len(listed) == 43 and stated == listed
     rules = load_rules()
     setups = [interpret(r, rules) for r in corpus if r.id in listed]
     assert {s.memory_format for s in setups if hasattr(s, "memory_format")} == {"nchw"}

@@ -27,9 +27,9 @@ def records():
 
 
 def test_shipped_corpus_loads_with_sources(corpus):
-    assert len(corpus) == 383
+    assert len(corpus) == 384
     timed = [r for r in corpus if r.measured_s is not None]
-    assert len(timed) == 358 and all(r.measured_s > 0 for r in timed)
+    assert len(timed) == 359 and all(r.measured_s > 0 for r in timed)
     assert {r.source for r in corpus} == {"dle", "dlperf", "mlperf", "mlperfhpc", "tfbench", "horovod", "akiba2017",
                                           "jia2018"}
     assert all(r.url for r in corpus if r.source in ("dle", "dlperf", "mlperf", "mlperfhpc", "tfbench"))
@@ -115,7 +115,7 @@ def test_rows_above_64_gpus_carry_their_evidence_and_map_as_stated(corpus, recor
     """Issue 38 item 4: every MLPerf row added above 64 GPUs names its logs and commit and keeps, per run, the
     epochs and the rate it was computed from; the mapping gives each a profile or a stated reason."""
     added = [r for r in records if "evidence" in r]
-    assert len(added) == 43 and all(r["num_gpus"] > 64 for r in added)
+    assert len(added) == 44 and all(r["num_gpus"] > 64 for r in added)
     for r in added:
         runs = [p for p in r["evidence"]["per_run"] if p.get("used", True)]
         assert r["source"]["commit"] in r["source"]["url"] and r["evidence"]["example"]["file"].endswith(".txt")
@@ -126,7 +126,7 @@ def test_rows_above_64_gpus_carry_their_evidence_and_map_as_stated(corpus, recor
     rules = load_rules()
     by_id = {r.id: interpret(r, rules) for r in corpus}
     kept = [s for rid, s in by_id.items() if isinstance(s, Setup) and s.run.num_gpus > 64]
-    assert len(kept) >= 40
+    assert len(kept) >= 41
     cosmo = by_id["mlperfhpc-v1_0-nvidia-dgxa100_n128_ngc21_09_mxnet"]
     assert (cosmo.model, dict(cosmo.knobs), cosmo.framework, cosmo.dtype) == ("cosmoflow", {"image": 128}, "no-overlap",
                                                                               "fp16")
@@ -183,7 +183,7 @@ def test_mlperf_hpc_rows_read_their_own_datasets(corpus):
     cosmo = [s for s in setups if s.model == "cosmoflow"]
     assert cosmo and all(s.dataset == "cosmoflow" and s.staged for s in cosmo)
     deepcam = {s.run.id: s for s in setups if s.model == "deepcam"}
-    assert len(deepcam) == 14 and all(s.dataset == "deepcam" and dict(s.knobs) == {"image": 768} for s in deepcam.values())
+    assert len(deepcam) == 15 and all(s.dataset == "deepcam" and dict(s.knobs) == {"image": 768} for s in deepcam.values())
     assert [rid for rid, s in deepcam.items() if not s.staged] == [
         "mlperfhpc-v1_0-anl-thetagpu_n128_pt1_9_0_deepcam", "mlperfhpc-v1_0-tacc-longhorn_pytorch_deepcam",
         "mlperfhpc-v2_0-tacc-longhorn_pytorch_deepcam"]
@@ -194,6 +194,8 @@ def test_mlperf_hpc_rows_read_their_own_datasets(corpus):
     assert deepcam["mlperfhpc-v1_0-nvidia-dgxa100_n64_ngc21_09_pytorch_deepcam"].framework == "no-overlap"
     assert deepcam["mlperfhpc-v1_0-anl-thetagpu_n128_pt1_9_0_deepcam"].framework == "ddp"
     assert deepcam["mlperfhpc-v1_0-anl-thetagpu_n128_pt1_9_0_deepcam"].profile == "a100-dgx-8gpu.published.yaml"
+    abci = deepcam["mlperfhpc-v0_7-fujitsu-abci_1024xv100_pytorch_closed_deepcam"]  # staged to node-local NVMe
+    assert (abci.profile, abci.framework, abci.staged) == ("v100-abci-4gpu.published.yaml", "ddp", True)
 
 
 def test_buckets_and_accuracy():
