@@ -7,7 +7,8 @@
       - {name: fc, op: linear, out: 10}
       - {name: sum, op: add, inputs: [relu1, other]}  # inputs default to the previous layer
 
-ops: conv2d, conv3d, linear, batchnorm, relu, maxpool, avgpool, add, concat (channels), flatten, dropout.
+ops: conv2d, conv3d (groups, dilation), conv_transpose2d, conv_transpose3d (groups, output_padding), linear,
+batchnorm, relu, maxpool, avgpool, add, concat (channels), flatten, dropout.
 `bias: false` drops conv/linear bias. FLOPs follow trace.py's formulas.
 """
 from __future__ import annotations
@@ -20,7 +21,8 @@ from profiler.errors import UserError
 from profiler.inputs import read_structured
 from profiler.opmath import conv_flops, gemm_flops, window_output_dims
 
-OPS = ("conv2d", "conv3d", "linear", "batchnorm", "relu", "maxpool", "avgpool", "add", "concat", "flatten", "dropout")
+OPS = ("conv2d", "conv3d", "conv_transpose2d", "conv_transpose3d", "linear", "batchnorm", "relu", "maxpool", "avgpool",
+       "add", "concat", "flatten", "dropout")
 
 
 MAX_DIM = 1 << 24  # largest size of one dimension, channel count or feature count
@@ -91,26 +93,51 @@ def load_layer_spec(path: str | Path) -> ModelGraph:
     return ModelGraph(name=str(doc.get("name", path.stem)), input_shape=input_shape, layers=tuple(layers))
 
 
+def _convolution(name, op, x, inputs, item, where) -> Layer:
+    """A convolution (groups, dilation) or a transposed one (groups, output_padding): as trace.py records
+    nn.Conv2d/3d and nn.ConvTranspose2d/3d (Layer.dilation, Layer.transposed; docs/method.md §1)."""
+    nd, transposed = len(x) - 1, op.startswith("conv_transpose")
+    want = 2 if op.endswith("2d") else 3
+    if nd != want:
+        raise UserError(f"{where}: {op} needs a {want}-D input, got shape {x}")
+    f = _positive(item.get("filters"), "filters", where)
+    groups = _positive(item.get("groups", 1), "groups", where)
+    if x[0] % groups or f % groups:
+        raise UserError(f"{where}: groups {groups} must divide the input channels {x[0]} and the filters {f}")
+    kernel = _ints(item.get("kernel", 3), nd, "kernel", where)
+    stride = _ints(item.get("stride", 1), nd, "stride", where)
+    padding = _ints(item.get("padding", 0), nd, "padding", where, minimum=0)
+    dilation = _ints(item.get("dilation", 1), nd, "dilation", where)
+    if transposed:
+        if set(dilation) != {1}:
+            raise UserError(f"{where}: {op} takes no dilation (only 1 is supported), got {item.get('dilation')!r}")
+        extra = _ints(item.get("output_padding", 0), nd, "output_padding", where, minimum=0)
+        if any(e >= s for e, s in zip(extra, stride)):
+            raise UserError(f"{where}: output_padding {extra} must be smaller than the stride {stride}")
+        out = tuple((i - 1) * s - 2 * p + k + e for i, s, p, k, e in zip(x[1:], stride, padding, kernel, extra))
+        if min(out) < 1 or max(out) > MAX_DIM:
+            raise UserError(f"{where}: output {out} of {op} is out of range (kernel {kernel}, padding {padding})")
+        weight = (x[0], f // groups, *kernel)
+        flop = conv_flops(1, f // groups, x[0], math.prod(kernel), math.prod(x[1:]))  # per sample
+    else:
+        out = _window(x, tuple((k - 1) * d + 1 for k, d in zip(kernel, dilation)), stride, padding, where)
+        weight = (f, x[0] // groups, *kernel)
+        flop = conv_flops(1, x[0] // groups, f, math.prod(kernel), math.prod(out))  # per sample
+    params = math.prod(weight) + (f if item.get("bias", True) else 0)
+    return Layer(name=name, op="conv2d" if want == 2 else "conv3d", input_shape=x, output_shape=(f, *out),
+                 weight_shape=weight, params=params, kernel=kernel, stride=stride, padding=padding, groups=groups,
+                 dilation=dilation if set(dilation) != {1} else (), transposed=transposed, flops_fwd=flop,
+                 flops_bwd_data=flop, flops_bwd_weight=flop, inputs=inputs)
+
+
 def _layer(name, op, x, xs, inputs, item, where) -> Layer:
     nd = len(x) - 1
     kernel = stride = padding = ()
     params = 0
     weight: tuple[int, ...] = ()
-    if op in ("conv2d", "conv3d"):
-        want = 2 if op == "conv2d" else 3
-        if nd != want:
-            raise UserError(f"{where}: {op} needs a {want}-D input, got shape {x}")
-        f = _positive(item.get("filters"), "filters", where)
-        kernel = _ints(item.get("kernel", 3), nd, "kernel", where)
-        stride = _ints(item.get("stride", 1), nd, "stride", where)
-        padding = _ints(item.get("padding", 0), nd, "padding", where, minimum=0)
-        out = _window(x, kernel, stride, padding, where)
-        y = (f, *out)
-        weight = (f, x[0], *kernel)
-        params = math.prod(weight) + (f if item.get("bias", True) else 0)
-        flop = conv_flops(1, x[0], f, math.prod(kernel), math.prod(out))  # per sample
-        flops = (flop, flop, flop)
-    elif op == "linear":
+    if op in ("conv2d", "conv3d", "conv_transpose2d", "conv_transpose3d"):
+        return _convolution(name, op, x, inputs, item, where)
+    if op == "linear":
         out = _positive(item.get("out"), "out", where)
         y = (out,)
         weight = (out, math.prod(x))

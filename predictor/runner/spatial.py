@@ -30,7 +30,7 @@ def halo_rows(layer: Layer) -> tuple[int, int]:
     reach past the local slab after (kernel - stride - padding) for stride-aligned slabs."""
     if layer.op not in ("conv2d", "conv3d", "maxpool", "avgpool"):
         return 0, 0
-    k, s, p = layer.kernel[0], layer.stride[0], (layer.padding[0] if layer.padding else 0)
+    k, s, p = layer.extent[0], layer.stride[0], (layer.padding[0] if layer.padding else 0)  # a dilated kernel's reach
     return p, max(k - s - p, 0)
 
 
@@ -92,6 +92,9 @@ class SpatialReplica(Replica):
 
     def _check(self, layers: list[Layer]) -> None:
         for layer in layers[:self.split_count]:
+            if layer.transposed:
+                raise UserError(f"spatial split: layer {layer.name} is a transposed convolution, which the measured "
+                                "runner does not split (the prediction does)")
             length_in, length_out = layer.input_shape[1], layer.output_shape[1]
             if length_in % self.p_model or length_out % self.p_model:
                 raise UserError(f"spatial split over {self.p_model} ranks: layer {layer.name} has split-dim size "
@@ -108,7 +111,7 @@ class SpatialReplica(Replica):
             if layer.op in ("conv2d", "conv3d", "maxpool", "avgpool"):
                 # each rank's slab with its halo must give exactly its share of the serial output (a window
                 # without padding along the split dim gives the last rank rows the serial layer never computes)
-                local_out = window_output_size(before + local_in + after, layer.kernel[0], layer.stride[0], 0)
+                local_out = window_output_size(before + local_in + after, layer.extent[0], layer.stride[0], 0)
                 if local_out != length_out // self.p_model:
                     raise UserError(f"spatial split over {self.p_model} ranks: layer {layer.name} (kernel "
                                     f"{layer.kernel[0]}, stride {layer.stride[0]}, padding {before}) gives each rank "

@@ -22,6 +22,8 @@ DEEPBENCH_V100 = REPO / "calibrate" / "data" / "deepbench" / "DeepBench_NV_V100.
 SPEC = {"name": "tiny", "input": [3, 16, 16], "layers": [
     {"name": "conv1", "op": "conv2d", "filters": 4, "kernel": 3, "padding": 1},
     {"name": "bn1", "op": "batchnorm"}, {"name": "relu1", "op": "relu"},
+    {"name": "dw1", "op": "conv2d", "filters": 4, "kernel": 3, "padding": 2, "dilation": 2, "groups": 4},
+    {"name": "up1", "op": "conv_transpose2d", "filters": 4, "kernel": 2, "stride": 2},
     {"name": "pool1", "op": "maxpool", "kernel": 2},
     {"name": "flat", "op": "flatten"}, {"name": "fc", "op": "linear", "out": 10}]}
 SUITE = {"warmup": 1, "iterations": 2, "runs": [

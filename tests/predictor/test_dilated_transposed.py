@@ -76,3 +76,22 @@ def test_the_runner_rebuilds_them_as_traced():
         assert type(rebuilt) is type(module) and rebuilt.dilation == module.dilation
         assert tuple(rebuilt(torch.zeros(1, *shape)).shape[1:]) == layer.output_shape
         assert sum(p.numel() for p in rebuilt.parameters()) == layer.params
+
+
+def test_a_layer_spec_describes_them_as_the_tracer_does(tmp_path):
+    import yaml
+    from predictor.layerspec import load_layer_spec
+    spec = {"input": [8, 12, 18], "layers": [
+        {"name": "dw", "op": "conv2d", "filters": 8, "kernel": 3, "padding": 2, "dilation": 2, "groups": 8,
+         "bias": False},
+        {"name": "up", "op": "conv_transpose2d", "filters": 4, "kernel": 3, "stride": 2, "padding": 1,
+         "output_padding": 1}]}
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    got = load_layer_spec(path).layers
+    want = trace_module(nn.Sequential(nn.Conv2d(8, 8, 3, padding=2, dilation=2, groups=8, bias=False),
+                                      nn.ConvTranspose2d(8, 4, 3, stride=2, padding=1, output_padding=1)),
+                        (8, 12, 18)).layers[:2]  # the tracer appends its loss on the (4, 24, 36) output
+    fields = ("op", "input_shape", "output_shape", "weight_shape", "params", "kernel", "stride", "padding", "groups",
+              "dilation", "transposed", "flops_fwd", "flops_bwd_data", "flops_bwd_weight")
+    assert [[getattr(l, f) for f in fields] for l in got] == [[getattr(l, f) for f in fields] for l in want]

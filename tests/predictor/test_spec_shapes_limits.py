@@ -26,6 +26,13 @@ CONV = {"name": "c", "op": "conv2d", "filters": 4, "kernel": 3}
     ({"input": [3, 8, 8], "layers": [dict(CONV), dict(CONV)]}, "used by an earlier layer"),
     ({"input": [3, 8, 8], "layers": [{**CONV, "inputs": "c"}]}, "inputs must be a non-empty list"),
     ({"input": [3, 8, 8], "layers": [{"op": ["conv2d"]}]}, "unsupported op"),
+    ({"input": [4, 8, 8], "layers": [{**CONV, "filters": 6, "groups": 4}]}, "groups 4 must divide"),
+    ({"input": [3, 8, 8], "layers": [{**CONV, "dilation": 5}]}, "larger than the padded input"),
+    ({"input": [3, 8, 8], "layers": [{**CONV, "dilation": 0}]}, "dilation"),
+    ({"input": [3, 8, 8], "layers": [{**CONV, "op": "conv_transpose2d", "dilation": 2}]}, "takes no dilation"),
+    ({"input": [3, 8, 8], "layers": [{**CONV, "op": "conv_transpose2d", "output_padding": 1}]}, "smaller than the stride"),
+    ({"input": [3, 2, 2], "layers": [{**CONV, "op": "conv_transpose2d", "padding": 3}]}, "out of range"),
+    ({"input": [3, 8, 8], "layers": [{**CONV, "op": "conv_transpose3d"}]}, "needs a 3-D input"),
 ])
 def test_impossible_layer_spec_is_refused(tmp_path, spec, needle):
     path = tmp_path / "spec.yaml"
