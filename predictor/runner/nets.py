@@ -143,6 +143,8 @@ def view_like(x: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
                 return x.permute(0, *(i + 1 for i in perm))
     if len(have) == len(shape) and all(o <= i for o, i in zip(shape, have)):
         return x[(slice(None),) + tuple(slice(0, o) for o in shape)]
+    if len(have) == len(shape) and all(i in (1, o) for o, i in zip(shape, have)):
+        return x.expand(x.shape[0], *shape)  # a broadcast view (DeepCAM's pooled branch)
     return x.reshape(x.shape[0], *shape)
 
 

@@ -95,3 +95,20 @@ def test_a_layer_spec_describes_them_as_the_tracer_does(tmp_path):
     fields = ("op", "input_shape", "output_shape", "weight_shape", "params", "kernel", "stride", "padding", "groups",
               "dilation", "transposed", "flops_fwd", "flops_bwd_data", "flops_bwd_weight")
     assert [[getattr(l, f) for f in fields] for l in got] == [[getattr(l, f) for f in fields] for l in want]
+
+
+def test_the_runner_trains_a_small_deepcam_from_its_graph():
+    """The measured runner rebuilds DeepCAM from its traced graph (dilated, depthwise and transposed convolutions,
+    the pooled branch broadcast back over the map) and runs a training step."""
+    from predictor.runner.build import build_replica
+    from predictor.runner.config import RunConfig
+    from predictor.runner.nets import synthetic_batch
+    from predictor.zoo import build
+    module, shape = build("deepcam", width=2, image=32, in_channels=4)
+    graph = trace_module(module, shape, "deepcam")
+    replica = build_replica(RunConfig("deepcam", "serial", 1, 2), graph)
+    loss = replica.forward(*synthetic_batch(graph, 2, seed=1))
+    replica.backward(loss)
+    grads = replica.serial_grads()
+    assert loss.isfinite() and len(grads) == sum(1 for p in module.parameters()) and all(
+        g.isfinite().all() for g in grads.values())
