@@ -8,8 +8,7 @@
       - {name: sum, op: add, inputs: [relu1, other]}  # inputs default to the previous layer
 
 ops: conv2d, conv3d (groups, dilation), conv_transpose2d, conv_transpose3d (groups, output_padding), linear,
-batchnorm, relu, maxpool, avgpool, add, concat (channels), flatten, dropout.
-`bias: false` drops conv/linear bias. FLOPs follow trace.py's formulas.
+batchnorm, relu, maxpool, avgpool, add, concat (channels), flatten, dropout; `bias: false` drops a bias. FLOPs as trace.py's.
 """
 from __future__ import annotations
 
