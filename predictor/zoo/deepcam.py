@@ -58,6 +58,9 @@ class Block(nn.Module):
 class DeepCAM(nn.Module):
     def __init__(self, width: int = 32, in_channels: int = 16, classes: int = 3):
         super().__init__()
+        for knob, value in (("width", width), ("in_channels", in_channels), ("classes", classes)):
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{knob} must be a positive integer, got {value!r}")
         w = lambda c: max(1, c * width // 32)  # noqa: E731 - every channel count scales with conv1's
         self.stem = nn.Sequential(nn.Conv2d(in_channels, w(32), 3, 2, 1, bias=False), *_bn_relu(w(32)),
                                   nn.Conv2d(w(32), w(64), 3, 1, 1, bias=False), *_bn_relu(w(64)))

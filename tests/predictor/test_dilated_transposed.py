@@ -112,3 +112,11 @@ def test_the_runner_trains_a_small_deepcam_from_its_graph():
     grads = replica.serial_grads()
     assert loss.isfinite() and len(grads) == sum(1 for p in module.parameters()) and all(
         g.isfinite().all() for g in grads.values())
+
+
+def test_deepcam_refuses_knobs_it_cannot_build():
+    from predictor.zoo import build
+    for knobs, words in [({"width": 0}, "width must be a positive integer"), ({"image": 100}, "multiple of 16"),
+                         ({"classes": -1}, "classes must be")]:
+        with pytest.raises(ValueError, match=words):
+            build("deepcam", **knobs)
