@@ -5,8 +5,8 @@ deeplab_xception.py): depthwise-separable 3x3 convolutions, dilated in the exit 
 (6, 12, 18), transposed 3x3 stride-2 convolutions upsampling back to the input. Its fused batch norm + ReLU is a
 batch norm and a ReLU here; the pooled ASPP branch is broadcast (expand) where the original tiles it, and its
 per-channel affine on 256 pooled values (TrainableAffine) is left out.
-Knobs: width (the 32 of conv1; every channel count scales with it), image (height; the width is 1.5 x), channels,
-classes."""
+Knobs: width (the 32 of conv1; every channel count scales with it), image (height; the width is 1.5 x),
+in_channels, classes."""
 from __future__ import annotations
 
 import torch
