@@ -351,3 +351,19 @@ def test_juwels_booster_has_twice_the_rails_of_the_two_rail_a100_node():
     assert four.coefficients.links["allreduce"]["inter"].bus_bandwidth_bytes_per_s.value == 96.0e9
     machine = load_profile(PROFILES / "a100-sxm-4gpu-4hdr.published.yaml").machine
     assert (machine.cpu_cores, machine.memory_bytes, machine.gpus_per_node) == (48, 512e9, 4)
+
+
+def test_perlmutter_went_from_two_100_gbps_rails_to_four_200_gbps_ones():
+    """Perlmutter's GPU nodes (NERSC): two Slingshot 10 NICs at 100 Gb/s in 2021, four Slingshot 11 at 200 Gb/s
+    since; the same four NVLink-joined A100s, one 64-core EPYC and 256 GB."""
+    old, new = datasheet("a100-sxm-4gpu-2ss10.published.yaml"), datasheet("a100-sxm-4gpu-4ss11.published.yaml")
+
+    def bandwidth_s(cm, n, nodes):
+        return cm.collective_time_s("allreduce", 1e9, n, nodes) - cm.collective_time_s("allreduce", 1.0, n, nodes)
+    assert bandwidth_s(old, 4, 1) == pytest.approx(bandwidth_s(new, 4, 1), rel=1e-9)
+    assert bandwidth_s(old, 64, 16) > 3 * bandwidth_s(new, 64, 16)
+    links = [cm.coefficients.links["allreduce"]["inter"].bus_bandwidth_bytes_per_s.value for cm in (old, new)]
+    assert links == [24.0e9, 96.0e9]
+    for name in ("a100-sxm-4gpu-2ss10", "a100-sxm-4gpu-4ss11"):
+        machine = load_profile(PROFILES / f"{name}.published.yaml").machine
+        assert (machine.cpu_cores, machine.memory_bytes, machine.gpus_per_node) == (64, 256e9, 4)

@@ -126,7 +126,7 @@ def test_rows_above_64_gpus_carry_their_evidence_and_map_as_stated(corpus, recor
     rules = load_rules()
     by_id = {r.id: interpret(r, rules) for r in corpus}
     kept = [s for rid, s in by_id.items() if isinstance(s, Setup) and s.run.num_gpus > 64]
-    assert len(kept) >= 41
+    assert len(kept) >= 47
     cosmo = by_id["mlperfhpc-v1_0-nvidia-dgxa100_n128_ngc21_09_mxnet"]
     assert (cosmo.model, dict(cosmo.knobs), cosmo.framework, cosmo.dtype) == ("cosmoflow", {"image": 128}, "no-overlap",
                                                                               "fp16")
@@ -140,7 +140,10 @@ def test_rows_above_64_gpus_carry_their_evidence_and_map_as_stated(corpus, recor
     assert (hpe.profile, hpe.framework, hpe.dtype) == ("a100-80gb-4hdr-8gpu.published.yaml", "no-overlap", "fp16")
     juwels = by_id["mlperfhpc-v1_0-helmholtzai-juwelsbooster_n1024_mxnet1_9"]  # JSC: NVLink3 all-to-all, 4 HDR
     assert juwels.profile == "a100-sxm-4gpu-4hdr.published.yaml"
-    for rid, words in [("mlperfhpc-v1_0-lbnl-perlmutter_256x4_ngc21_09_mxnet", "Slingshot"),
+    # Perlmutter (NERSC): two Slingshot 10 NICs a node in 2021 (LBNL's v1.0 runs), four Slingshot 11 since (v3.0)
+    assert by_id["mlperfhpc-v1_0-lbnl-perlmutter_256x4_ngc21_09_mxnet"].profile == "a100-sxm-4gpu-2ss10.published.yaml"
+    assert by_id["mlperfhpc-v3_0-hpe_lbnl-perlmutter_128x4"].profile == "a100-sxm-4gpu-4ss11.published.yaml"
+    for rid, words in [
                        ("mlperfhpc-v2_0-helmholtzai-horeka_n512_pytorch1_13", "4 x HDR200 per 4-GPU"),
                        ("mlperfhpc-v0_7-cscs-daint_gpu_n128_tf2_2_0", "P100-PCIE per node")]:
         assert isinstance(by_id[rid], Skipped) and words in by_id[rid].reason
@@ -183,7 +186,7 @@ def test_mlperf_hpc_rows_read_their_own_datasets(corpus):
     cosmo = [s for s in setups if s.model == "cosmoflow"]
     assert cosmo and all(s.dataset == "cosmoflow" and s.staged for s in cosmo)
     deepcam = {s.run.id: s for s in setups if s.model == "deepcam"}
-    assert len(deepcam) == 15 and all(s.dataset == "deepcam" and dict(s.knobs) == {"image": 768} for s in deepcam.values())
+    assert len(deepcam) == 18 and all(s.dataset == "deepcam" and dict(s.knobs) == {"image": 768} for s in deepcam.values())
     assert [rid for rid, s in deepcam.items() if not s.staged] == [
         "mlperfhpc-v1_0-anl-thetagpu_n128_pt1_9_0_deepcam", "mlperfhpc-v1_0-tacc-longhorn_pytorch_deepcam",
         "mlperfhpc-v2_0-tacc-longhorn_pytorch_deepcam"]
@@ -316,4 +319,4 @@ def test_the_rows_stating_batch_norm_groups_run_them():
     assert sum(g == 2 for g in deepcam.values()) == 9
     rules = load_rules()
     setups = [s for s in (interpret(r, rules) for r in corpus if r.id in grouped) if isinstance(s, Setup)]
-    assert len(setups) == 2 + 7 and {s.bn_group for s in setups} == {2}  # Perlmutter's two are skipped (Slingshot)
+    assert len(setups) == 2 + 9 and {s.bn_group for s in setups} == {2}
