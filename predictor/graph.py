@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from profiler.dtypes import dtype_bytes  # noqa: F401 - the predictor's callers read it here
+from profiler.opmath import dilated_extent
 
 #: element-wise functions of one tensor a model written in primitives calls (predictor.zoo.tf_ops), one kernel each
 UNARY_OPS = ("tanh", "pow", "rsqrt", "sqrt", "exp")
@@ -95,7 +96,7 @@ class Layer:
     @property
     def extent(self) -> tuple[int, ...]:
         """The kernel's extent per spatial dim: (k - 1) d + 1 for dilation d."""
-        return tuple((k - 1) * d + 1 for k, d in zip(self.kernel, self.dilation or (1,) * len(self.kernel)))
+        return dilated_extent(self.kernel, self.dilation or (1,) * len(self.kernel))
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from pathlib import Path
 from predictor.graph import Layer, ModelGraph
 from profiler.errors import UserError
 from profiler.inputs import read_structured
-from profiler.opmath import conv_flops, gemm_flops, window_output_dims
+from profiler.opmath import conv_flops, dilated_extent, gemm_flops, transposed_output_size, window_output_dims
 
 OPS = ("conv2d", "conv3d", "conv_transpose2d", "conv_transpose3d", "linear", "batchnorm", "relu", "maxpool", "avgpool",
        "add", "concat", "flatten", "dropout")
@@ -113,13 +113,13 @@ def _convolution(name, op, x, inputs, item, where) -> Layer:
         extra = _ints(item.get("output_padding", 0), nd, "output_padding", where, minimum=0)
         if any(e >= s for e, s in zip(extra, stride)):
             raise UserError(f"{where}: output_padding {extra} must be smaller than the stride {stride}")
-        out = tuple((i - 1) * s - 2 * p + k + e for i, s, p, k, e in zip(x[1:], stride, padding, kernel, extra))
+        out = tuple(map(transposed_output_size, x[1:], kernel, stride, padding, extra))
         if min(out) < 1 or max(out) > MAX_DIM:
             raise UserError(f"{where}: output {out} of {op} is out of range (kernel {kernel}, padding {padding})")
         weight = (x[0], f // groups, *kernel)
         flop = conv_flops(1, f // groups, x[0], math.prod(kernel), math.prod(x[1:]))  # per sample
     else:
-        out = _window(x, tuple((k - 1) * d + 1 for k, d in zip(kernel, dilation)), stride, padding, where)
+        out = _window(x, dilated_extent(kernel, dilation), stride, padding, where)
         weight = (f, x[0] // groups, *kernel)
         flop = conv_flops(1, x[0] // groups, f, math.prod(kernel), math.prod(out))  # per sample
     params = math.prod(weight) + (f if item.get("bias", True) else 0)

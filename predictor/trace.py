@@ -21,8 +21,8 @@ from torch.fx import GraphModule, Interpreter, Node, Tracer
 
 from predictor.graph import UNARY_OPS, Layer, ModelGraph
 from profiler.errors import UserError
-from profiler.opmath import (ELEMENT_FLOPS, bmm_flops, conv_flops, cross_entropy_flops, gemm_flops, sdpa_flops,
-                             window_output_dims)
+from profiler.opmath import (ELEMENT_FLOPS, bmm_flops, conv_flops, cross_entropy_flops, dilated_extent, gemm_flops,
+                             sdpa_flops, window_output_dims)
 
 _MODULE_OPS = {
     nn.Conv2d: "conv2d", nn.Conv3d: "conv3d", nn.Linear: "linear",
@@ -279,8 +279,8 @@ def _known_output(module: nn.Module, x: torch.Tensor) -> torch.Tensor | None:
         return x.new_empty((*x.shape[:start], math.prod(x.shape[start:end + 1]), *x.shape[end + 1:]))
     if isinstance(module, (nn.Conv2d, nn.Conv3d)) and not isinstance(module.padding, str) \
             and x.dim() == 2 + len(module.kernel_size):
-        extent = tuple((k - 1) * d + 1 for k, d in zip(module.kernel_size, module.dilation))
-        dims = window_output_dims(x.shape[2:], extent, module.stride, module.padding)
+        dims = window_output_dims(x.shape[2:], dilated_extent(module.kernel_size, module.dilation), module.stride,
+                                  module.padding)
         return x.new_empty((x.shape[0], module.out_channels, *dims))
     if isinstance(module, (nn.MaxPool2d, nn.MaxPool3d, nn.AvgPool2d, nn.AvgPool3d)) and not module.ceil_mode \
             and not getattr(module, "return_indices", False) and getattr(module, "dilation", 1) in (1, (1, 1), (1, 1, 1)):

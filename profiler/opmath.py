@@ -23,6 +23,17 @@ def window_output_dims(dims: Sequence[int], kernel: Sequence[int], stride: Seque
     return tuple(window_output_size(s, k, st, p) for s, k, st, p in zip(dims, kernel, stride, padding))
 
 
+def dilated_extent(kernel: Sequence[int], dilation: Sequence[int]) -> tuple[int, ...]:
+    """Positions a dilated kernel spans per dimension: (k - 1) d + 1 (a window of that size in window_output_size)."""
+    return tuple((k - 1) * d + 1 for k, d in zip(kernel, dilation))
+
+
+def transposed_output_size(size: int, kernel: int, stride: int, padding: int, output_padding: int = 0) -> int:
+    """Positions a transposed convolution writes along one dimension: (size - 1) stride - 2 padding + kernel +
+    output_padding (PyTorch's ConvTranspose output size, dilation 1)."""
+    return (size - 1) * stride - 2 * padding + kernel + output_padding
+
+
 def gemm_flops(m: int, n: int, k: int) -> float:
     """2 M N K: C (M x N) = A (M x K) B (K x N)."""
     return 2.0 * m * n * k

@@ -44,13 +44,18 @@ def mllog_events(text: str) -> list[dict]:
     return events
 
 
+def point_values(events: list[dict]) -> dict:
+    """Each POINT_IN_TIME key's value (the last one logged)."""
+    return {e["key"]: e.get("value") for e in events if e["event_type"] == "POINT_IN_TIME"}
+
+
 def nested_eval_run(text: str) -> dict:
     """A log that evaluates (and checkpoints) inside its epochs (MLPerf HPC v0.7 DeepCAM: every 100 steps of 59 an
     epoch): epoch k's training time is epoch_start -> epoch_stop minus every eval_start -> eval_stop and
     save_start -> save_stop inside it; its samples its steps (step_num) x the global batch. The first epoch and any
     epoch shorter than the usual (the last, stopped at the target) are left out."""
     events = mllog_events(text)
-    keys = {e["key"]: e.get("value") for e in events if e["event_type"] == "POINT_IN_TIME"}
+    keys = point_values(events)
     batch = keys["global_batch_size"]
     pauses = []
     for start_key, stop_key in (("eval_start", "eval_stop"), ("save_start", "save_stop")):
@@ -81,7 +86,7 @@ def nested_eval_run(text: str) -> dict:
 
 def mllog_run(text: str) -> dict:
     events = mllog_events(text)
-    keys = {e["key"]: e.get("value") for e in events if e["event_type"] == "POINT_IN_TIME"}
+    keys = point_values(events)
     samples = keys.get("train_samples") or IMAGENET
     starts, ends, thr, lines, step0, step1 = {}, {}, {}, {}, {}, {}
     for e in events:

@@ -94,6 +94,8 @@ def _canonical_details(details: dict, path: str, index: int, rid: str) -> dict:
                         f"model_details.{key} (or another name of it) says {out[key]!r}")
         out[key] = details[alias]
     return out
+
+
 #: the longest key sequence Megatron's fused scale-mask-softmax kernel takes (FusedScaleMaskSoftmax.forward)
 FUSED_SOFTMAX_MAX_SEQ = 2048
 #: DLE PyTorch BERT's phase 2 (seq 512) reads LDDL's binned data: README @729963dd, changelog January 2022 "Binned

@@ -21,6 +21,7 @@ from torch import nn
 
 from predictor.graph import REDUCE_OPS, UNARY_OPS, Layer, ModelGraph
 from profiler.errors import UserError
+from profiler.opmath import transposed_output_size
 
 RUNNABLE_OPS = ("conv2d", "conv3d", "batchnorm", "relu", "maxpool", "avgpool", "flatten", "linear", "dropout", "softmax_loss")
 #: ops of nets with branches (residual sums, concatenations) and transformers: run by GraphNet, serially or
@@ -90,7 +91,7 @@ def build_layer(layer: Layer) -> nn.Module | None:
     spatial_dims = len(layer.input_shape) - 1
     if layer.op in ("conv2d", "conv3d") and layer.transposed:
         conv = nn.ConvTranspose2d if layer.op == "conv2d" else nn.ConvTranspose3d
-        extra = tuple(y - ((x - 1) * s - 2 * p + k) for x, y, k, s, p in  # output_padding
+        extra = tuple(y - transposed_output_size(x, k, s, p) for x, y, k, s, p in  # output_padding
                       zip(layer.input_shape[1:], layer.output_shape[1:], layer.kernel, layer.stride, layer.padding))
         return conv(layer.channels_in, layer.channels_out, layer.kernel, layer.stride, layer.padding, extra,
                     groups=layer.groups, bias=_has_bias(layer))
