@@ -55,7 +55,8 @@ def add_arguments(parser) -> None:
                              "CNN or transformer records or both, each read by its schema; a vTrain-format .csv; or "
                              "'cnn' for the shipped corpus, 'transformer' for the shipped transformer runs and vTrain's CSV, 'all' for "
                              "both, 'vtrain-single' for vTrain's 1440 single-node runs, reported apart); a row the "
-                             "predictor cannot represent is skipped with its reason; --profile is then not needed")
+                             "predictor cannot represent is skipped with its reason; each row takes its system's "
+                             "reference profile, or --profile's when given (rows from another GPU skipped)")
     parser.add_argument("--json", action="store_true", help="with --published: print the report as JSON")
     add_profile_argument(parser, "profile the predictions use (calibrated on this machine)")
     parser.add_argument("--suite", default="cpu_default",

@@ -32,7 +32,7 @@ def series_key(r: RowResult) -> tuple:
 
 def _labels(r: RowResult) -> dict:
     s = r.setup
-    system = s.profile.removesuffix(".published.yaml")
+    system = s.system
     framework = r.run.framework.split(" (")[0][:40]
     synthetic = "synthetic" in r.run.data.lower()  # as the row states it (a transformer row's Setup assumes it)
     return {"group": f"{system} {s.dtype}",

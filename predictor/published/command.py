@@ -12,15 +12,17 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+from calibrate.gpu_specs import find_spec
+from calibrate.shipped import resolve_profile
 from predictor.published.corpus import CORPUS_DIR, load_corpus, load_records, parse_record
 from predictor.published.correction import loso_corrected
 from predictor.published.constants_fit import Decompositions
 from predictor.published.loso import base_cost_models, deepbench_cost_models, interval_coverage, loso_predictions
 from predictor.published.report import plot, render_text, subset_summary, summarise
-from predictor.published.rowmap import load_rules
+from predictor.published.rowmap import Skipped, interpret, load_rules
 from predictor.published.validate import Predictor, validate_runs
 from predictor.report import finite_json
-from profiler.profile import check_writable, write_atomic
+from profiler.profile import check_writable, load_profile, write_atomic
 
 SHIPPED = {"cnn": CORPUS_DIR / "cnn_runs.yaml"}
 #: corpus names whose report comes from predictor.published.transformer (both transformer files together)
@@ -32,12 +34,13 @@ VTRAIN_SINGLE = "vtrain-single"
 
 
 def transformer_report(profiles_dir: Path | None = None, corpus=None, vtrain=None, attention: str | None = None,
-                       runs=None, sources=None) -> dict:
+                       runs=None, sources=None, profile: Path | None = None) -> dict:
     """The report of the published transformer runs (transformer_runs.yaml and vTrain's CSV), predicted with the
     shipped profiles. Nothing is fitted to these rows (the profiles' constants come from the CNN corpus), so the
     figure is already a held-out one and there is no leave-one-source-out refit. attention: every row's attention
     knob replaced (a sensitivity, docs/validation.md); None keeps the mapping's. runs (with sources, the files they
-    came from): a user's transformer rows instead of the shipped files (`read_corpus`)."""
+    came from): a user's transformer rows instead of the shipped files (`read_corpus`). profile: predict every row
+    with this profile instead of its system's (`with_profile`)."""
     from predictor.published.transformer import (TRANSFORMER_FILE, VTRAIN_FILE, interpret_transformer,
                                                   load_transformer_corpus, load_vtrain_csv)
     corpus, vtrain = corpus or TRANSFORMER_FILE, vtrain or VTRAIN_FILE
@@ -49,7 +52,10 @@ def transformer_report(profiles_dir: Path | None = None, corpus=None, vtrain=Non
             return setup
         return replace(setup, knobs=tuple(sorted({**dict(setup.knobs), "attention": attention}.items())))
 
-    results, skipped = validate_runs(runs, load_rules(), Predictor(profiles_dir), interpret_row=interpret_row)
+    rules = load_rules()
+    if profile is not None:
+        rules, interpret_row = with_profile(rules, interpret_row, profile)
+    results, skipped = validate_runs(runs, rules, Predictor(profiles_dir), interpret_row=interpret_row)
     report = summarise(results, skipped)
     report["corpus"] = [str(x) for x in sources]
     report["fitted_to_these_rows"] = "nothing (profile constants fitted to the CNN corpus only)"
@@ -66,13 +72,13 @@ def transformer_report(profiles_dir: Path | None = None, corpus=None, vtrain=Non
     return report
 
 
-def vtrain_single_report(profiles_dir: Path | None = None) -> dict:
+def vtrain_single_report(profiles_dir: Path | None = None, profile: Path | None = None) -> dict:
     """The report of vTrain's 1440 single-node runs (2-8 A100s, Megatron-DeepSpeed; data/ground_truth_single.csv),
     reported apart from the transformer report: nothing is fitted to them either."""
     from predictor.published.transformer import VTRAIN_SINGLE_FILE, VTRAIN_SINGLE_SOURCE, load_vtrain_csv
 
     runs = load_vtrain_csv(VTRAIN_SINGLE_FILE, source=VTRAIN_SINGLE_SOURCE)
-    return transformer_report(profiles_dir, runs=runs, sources=[VTRAIN_SINGLE_FILE])
+    return transformer_report(profiles_dir, runs=runs, sources=[VTRAIN_SINGLE_FILE], profile=profile)
 
 
 def is_transformer_record(rec) -> bool:
@@ -101,12 +107,21 @@ def read_corpus(path: str | Path) -> tuple[list, list]:
     return [r for r in runs if "parallel" not in r.extra], transformer
 
 
-def published_report(corpus: str | Path, profiles_dir: Path | None = None, runs=None) -> dict:
+def published_report(corpus: str | Path, profiles_dir: Path | None = None, runs=None,
+                     profile: Path | None = None) -> dict:
     """The full report of one corpus file (see predictor.published.report.summarise), predicted with the
-    profiles in `profiles_dir` (default: the shipped ones); runs: the file's CNN runs when already read."""
+    profiles in `profiles_dir` (default: the shipped ones); runs: the file's CNN runs when already read.
+    profile: every row predicted with this profile instead (`with_profile`): the analytical figures only, since
+    the datasheet, leave-one-source-out and DeepBench columns are variants of the shipped profiles."""
     runs = load_corpus(corpus) if runs is None else runs
     rules = load_rules()
     predictor = Predictor(profiles_dir)
+    if profile is not None:
+        rules, interpret_row = with_profile(rules, interpret, profile)
+        results, skipped = validate_runs(runs, rules, predictor, interpret_row=interpret_row)
+        report = summarise(results, skipped)
+        report["corpus"], report["profile"] = str(corpus), str(profile)
+        return report
     results, skipped = validate_runs(runs, rules, predictor)
     base = base_cost_models()
     setups = [r.setup for r in results]
@@ -132,10 +147,42 @@ def published_report(corpus: str | Path, profiles_dir: Path | None = None, runs=
     return report
 
 
+def with_profile(rules: dict, interpret_row, profile: Path):
+    """(rules, interpret_row) that predict every row with `profile` (a user's calibrated cluster) instead of the
+    reference profile of its system: one system rule matching every record names the file; a row that ran on
+    another GPU than the profile's is skipped with both names (a GPU neither datasheet names is compared by its
+    name as given); a profile of a host without GPUs skips every row."""
+    gpus = load_profile(profile).machine.gpus
+    profile_gpu = gpus[0].name if gpus else None
+    rules = {**rules, "systems": [{"profile": str(profile)}], "transformer_systems": []}
+
+    def interpret_with(run, rules_):
+        ran_on = str(run.system.get("gpu", ""))
+        if profile_gpu is None:
+            return Skipped(run, f"--profile {profile} describes a host without GPUs; the row ran on {ran_on!r}")
+        if not same_gpu(ran_on, profile_gpu):
+            return Skipped(run, f"ran on {ran_on!r}; --profile {profile} describes {profile_gpu!r}")
+        return interpret_row(run, rules_)
+    return rules, interpret_with
+
+
+def same_gpu(a: str, b: str) -> bool:
+    """Whether two GPU names are the same part: the same datasheet entry (calibrate/data/gpus.yaml, whose name
+    fragments match the names nvidia-smi and published records give), else the same name ignoring case."""
+    spec_a, spec_b = find_spec(a), find_spec(b)
+    if spec_a is not None or spec_b is not None:
+        return spec_a is not None and spec_b is not None and spec_a.name == spec_b.name
+    return a.strip().lower() == b.strip().lower()
+
+
 def run_published(args) -> int:
-    """`--published FILE|cnn|transformer|all`: `all` reports the CNN corpus and the transformer runs side by side
-    (JSON {"cnn": ..., "transformer": ...}; one scatter plot of every row)."""
+    """`--published FILE|cnn|transformer|all [--profile P]`: `all` reports the CNN corpus and the transformer runs
+    side by side (JSON {"cnn": ..., "transformer": ...}; one scatter plot of every row). --profile: every row
+    predicted with P (`with_profile`)."""
     corpus = SHIPPED.get(args.published, args.published)
+    profile = resolve_profile(args.profile).resolve() if args.profile else None
+    if profile is not None:
+        load_profile(profile)  # a malformed profile stops here, with its one-line error
     if args.out:
         check_writable(args.out)
     if args.plot:
@@ -144,21 +191,22 @@ def run_published(args) -> int:
     if args.published not in SHIPPED and args.published not in (TRANSFORMER, ALL, VTRAIN_SINGLE):
         cnn_runs, transformer_runs = read_corpus(corpus)
     if args.published == ALL or (cnn_runs and transformer_runs):  # both kinds: reported side by side
-        reports = {"cnn": published_report(corpus if cnn_runs else SHIPPED["cnn"], runs=cnn_runs),
-                   TRANSFORMER: transformer_report(runs=transformer_runs, sources=[corpus] if transformer_runs else None)}
+        reports = {"cnn": published_report(corpus if cnn_runs else SHIPPED["cnn"], runs=cnn_runs, profile=profile),
+                   TRANSFORMER: transformer_report(runs=transformer_runs, sources=[corpus] if transformer_runs else None,
+                                                   profile=profile)}
         text = json.dumps(finite_json(reports), indent=1)
         rendered = "\n\n".join(f"== {name} ==\n{render_text(r)}" for name, r in reports.items())
         rows = [row for r in reports.values() for row in r["rows"]]
         merged = {"rows": rows, "overall_accuracy": sum(r["accuracy"] for r in rows) / len(rows) if rows else 0.0}
     else:
         if args.published == TRANSFORMER:
-            report = transformer_report()
+            report = transformer_report(profile=profile)
         elif args.published == VTRAIN_SINGLE:
-            report = vtrain_single_report()
+            report = vtrain_single_report(profile=profile)
         elif transformer_runs:
-            report = transformer_report(runs=transformer_runs, sources=[corpus])
+            report = transformer_report(runs=transformer_runs, sources=[corpus], profile=profile)
         else:
-            report = published_report(corpus, runs=cnn_runs)
+            report = published_report(corpus, runs=cnn_runs, profile=profile)
         text, rendered, merged = json.dumps(finite_json(report), indent=1), render_text(report), report
     if args.out:
         write_atomic(args.out, text)

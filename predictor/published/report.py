@@ -69,7 +69,7 @@ def summarise(results: Sequence[RowResult], skipped: Sequence[Skipped], *,
         "rows_skipped": len(skipped),
         "by_gpu_bucket": {b: by_bucket[b] for b in order if b in by_bucket},
         "by_source": _group(results, lambda r: r.run.source),
-        "by_system": _group(results, lambda r: r.setup.profile.removesuffix(".published.yaml")),
+        "by_system": _group(results, lambda r: r.setup.system),
         "by_framework": _group(results, lambda r: r.setup.framework),
         "scaling_efficiency_error_points": _scaling_summary(scaling),
         "interval_coverage": _coverage(results),
@@ -85,7 +85,7 @@ def summarise(results: Sequence[RowResult], skipped: Sequence[Skipped], *,
             if results else None,
             "by_gpu_bucket": {b: v for b, v in _group(results, lambda r: r.bucket, fn).items()},
             "by_source": _group(results, lambda r: r.run.source, fn),
-            "by_system": _group(results, lambda r: r.setup.profile.removesuffix(".published.yaml"), fn),
+            "by_system": _group(results, lambda r: r.setup.system, fn),
             "by_framework": _group(results, lambda r: r.setup.framework, fn),
             "scaling_efficiency_error_points": _scaling_summary(scaling_errors(results, fn))}
     return report
@@ -141,12 +141,12 @@ def subset_summary(rows: Sequence[RowResult], predictions: dict[str, Callable[[R
     """Mean accuracy of each named prediction over the same rows, overall and by system (a column of the report
     that covers some rows only, e.g. the DeepBench-kernel profiles' 1-GPU rows)."""
     score = lambda fn, rs: statistics.fmean(1 - abs(fn(r) - r.measured_s) / r.measured_s for r in rs)  # noqa: E731
-    systems = sorted({r.setup.profile.removesuffix(".published.yaml") for r in rows})
+    systems = sorted({r.setup.system for r in rows})
     return {"rows": len(rows),
             "accuracy": {name: score(fn, rows) if rows else None for name, fn in predictions.items()},
             "by_system": {system: {"rows": len(sub), **{name: score(fn, sub) for name, fn in predictions.items()}}
                           for system in systems
-                          for sub in [[r for r in rows if r.setup.profile.removesuffix(".published.yaml") == system]]}}
+                          for sub in [[r for r in rows if r.setup.system == system]]}}
 
 
 def _coverage(results: Sequence[RowResult]) -> dict:
@@ -157,7 +157,7 @@ def _coverage(results: Sequence[RowResult]) -> dict:
 def _row(r: RowResult, scaling: Optional[float], extra) -> dict:
     s = r.setup
     out = {"id": r.run.id, "source": r.run.source, "model": s.model, "dtype": s.dtype, "optimizer": s.optimizer,
-           "framework": s.framework, "system": s.profile.removesuffix(".published.yaml"), "gpus": r.run.num_gpus,
+           "framework": s.framework, "system": s.system, "gpus": r.run.num_gpus,
            "nodes": r.run.nodes, "batch_per_gpu": r.run.batch_per_gpu, "measured_s": r.measured_s,
            "predicted_s": r.predicted_s, "interval_s": list(r.interval_s), "accuracy": r.accuracy,
            "gpu_bucket": r.bucket, "scaling_error_points": scaling, "fits_in_memory": r.fits, "terms": r.terms,

@@ -57,6 +57,11 @@ class Setup:
     def batch(self) -> int:
         return self.run.batch_per_gpu * self.run.num_gpus
 
+    @property
+    def system(self) -> str:
+        """The profile's name as reports show it: a shipped profile's node name, a user's profile file's stem."""
+        return Path(self.profile).name.removesuffix(".published.yaml").removesuffix(".yaml")
+
 
 @dataclass(frozen=True)
 class Skipped:

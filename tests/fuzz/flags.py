@@ -207,6 +207,8 @@ CLOBBER = [  # (label, argv, existing output that must survive)
     ("nccl-out", ["profiler", "import-nccl-tests", "{d}/ar.txt", "--out", "{d}/keep.yaml"], "keep.yaml"),
     ("scale-plot", SCALE + ["--batch", "8", "--gpus", "1-2", "--plot", "{d}/keep.png"], "keep.png"),
     ("report-html", REPORT + ["--html", "{d}/keep.html"], "keep.html"),
+    ("validate-published-profile-missing", ["predictor", "validate", "--published", "vtrain-single", "--profile",
+                                            "{d}/none.yaml"], "--profile"),
 ]
 
 CONTROLS = [  # valid commands: exit 0 and nothing written
@@ -228,6 +230,8 @@ CONTROLS = [  # valid commands: exit 0 and nothing written
     ("run-moe-expert-context", MOE + ["--expert-parallel", "2", "--context-parallel", "2", "--wide"]),
     ("search-cuda-graphs", SEARCH + ["--max-gpus", "4", "--cuda-graphs", "--top", "2"]),
     ("validate-vtrain-single-json", ["predictor", "validate", "--published", "vtrain-single", "--json"]),
+    ("validate-published-own-profile", ["predictor", "validate", "--published", "vtrain-single", "--profile",
+                                        "{d}/good.yaml", "--json"]),
 ]
 
 

@@ -170,3 +170,53 @@ def _write(folder, records: list):
     path = folder / f"corpus{len(list(folder.iterdir()))}.yaml"
     path.write_text(yaml.safe_dump(records), encoding="utf-8")
     return path
+
+
+def _dell_a100_row(rid: str, system_name: str) -> dict:
+    rec = copy.deepcopy(next(r for r in _cnn_corpus() if r["id"] == "mlperf-v2_0-dell-16xXE8545x4A100-SXM-40GB"))
+    rec["id"], rec["system"]["name"] = rid, system_name
+    return rec
+
+
+def test_a_users_profile_predicts_every_row_of_its_gpu(tmp_path, capsys):
+    """--profile with --published was ignored before: a user who calibrated their own cluster validates against
+    their own measured runs. Every row of the profile's GPU takes it (without --profile each takes the reference
+    profile its system maps to); a row from another GPU is skipped, naming both."""
+    rows = [_dell_a100_row("mine-a100", "Acme research cluster"),
+            {**_dell_a100_row("mine-v100", "Acme old cluster"), "system": {**_dell_a100_row("x", "y")["system"],
+                                                                           "gpu": "Tesla V100-SXM2-16GB"}}]
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump(rows), encoding="utf-8")
+    assert main(["validate", "--published", str(path), "--json"]) == 0
+    without = {r["id"]: r["system"] for r in json.loads(capsys.readouterr().out)["rows"]}
+    assert without["mine-a100"] == "a100-sxm-4gpu-2hdr"
+    assert main(["validate", "--published", str(path), "--profile", "a100-sxm-4gpu-4hdr.published", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [r["id"] for r in report["rows"]] == ["mine-a100"]
+    assert report["rows"][0]["system"] == "a100-sxm-4gpu-4hdr" and report["profile"].endswith("a100-sxm-4gpu-4hdr.published.yaml")
+    assert "loso" not in report  # the leave-one-source-out columns are variants of the shipped profiles
+    (skip,) = report["skipped"]
+    assert skip["id"] == "mine-v100" and "V100" in skip["reason"] and "A100" in skip["reason"]
+
+
+def test_a_users_profile_on_transformer_rows_and_a_cpu_profile(tmp_path, capsys):
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump([_tiny_megatron("mine-a")]), encoding="utf-8")  # DLPerf's V100 cluster
+    assert main(["validate", "--published", str(path), "--profile", "v100-dgx1-8gpu.published", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["rows_validated"] == 1 and report["rows"][0]["system"] == "v100-dgx1-8gpu"
+    cpu = CORPUS_DIR.parents[2] / "tests" / "data" / "drift_quick_cpu_profile.yaml"  # a host without GPUs
+    assert main(["validate", "--published", str(path), "--profile", str(cpu), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["rows_validated"] == 0 and "host without GPUs" in report["skipped"][0]["reason"]
+
+
+def test_a_bad_profile_with_published_is_one_line_exit_2(tmp_path, capsys):
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump([_tiny_megatron("mine-a")]), encoding="utf-8")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("machine: [1, 2\n", encoding="utf-8")
+    for profile in (str(bad), "no-such-profile"):
+        assert main(["validate", "--published", str(path), "--profile", profile]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and ("bad.yaml" in err or "no-such-profile" in err)
