@@ -7,7 +7,7 @@ import sys
 
 from predictor.flags import (add_context_expert_arguments, add_overlap_arguments, add_prediction_arguments,
                              add_strategy_argument, check_overlaps, context_expert_degrees)
-from predictor.plan import (ADDON_STRATEGIES, MIXED_PRECISIONS, PIPELINE_BOUNDARIES,
+from predictor.plan import (ADDON_STRATEGIES, HYBRID_3D, MIXED_PRECISIONS, PIPELINE_BOUNDARIES,
                             PIPELINE_SCHEDULES, RECOMPUTE_GRANULARITIES, STRATEGIES)
 from profiler.cliutil import batch_size, device_count, int_in
 from profiler.errors import UserError
@@ -133,10 +133,31 @@ def _mark_extrapolation(preds, graph, cm) -> list:
     return [p for p in feasible if p.extrapolated_share is not None and p.extrapolated_share > FLAG_SHARE]
 
 
+def _best_3d_layout(graph, cm, args, cap, cp, ep) -> list:
+    """`--strategy all`: the fastest data+tensor+pipeline layout at exactly --gpus devices (tensor, pipeline and data
+    degrees, schedule, ZeRO 1, micro-batches: the space `predictor search` walks, predictor.search), or nothing when
+    no layout runs there (a model without transformer blocks). The 3-D hybrid has no single default layout, so `all`
+    takes the best one the search finds rather than leaving the strategy out (docs/planning.md)."""
+    from predictor.api import predict, search
+
+    try:
+        result = search(graph, cm, batch=args.batch, max_devices=args.gpus, min_devices=args.gpus,
+                        devices_per_node=args.gpus_per_node, dtype=args.dtype, optimizer=args.optimizer,
+                        memory_cap_bytes=cap, top=1, strategies=HYBRID_3D, framework=args.framework,
+                        synthetic_data=args.synthetic_data, context_parallel=cp if cp > 1 else None,
+                        expert_parallel=ep if ep > 1 else None, tp_comm_overlap=args.tp_comm_overlap,
+                        overlap_param_gather=args.overlap_param_gather, memory_format=args.memory_format,
+                        cross_entropy=args.cross_entropy, bn_group=args.bn_group, cuda_graphs=args.cuda_graphs)
+    except UserError:  # the profile cannot cost it: the other strategies' table stands
+        return []
+    # re-predicted as predict_all predicts every other strategy's best plan (the same interval terms)
+    return [predict(graph, p.plan, cm, device_memory_bytes=cap) for p in result.best[:1] if p.feasible]
+
+
 def run(args) -> int:
     from rich.console import Console
 
-    from predictor.api import predict_all
+    from predictor.api import predict_all, rank
     from predictor.extrapolation import FLAG_SHARE, measure_command
     from predictor.report import at_scale_lines, chrome_trace, memory_table, moe_context_lines, ranked_table, to_json
 
@@ -160,6 +181,8 @@ def run(args) -> int:
                         overlap_param_gather=args.overlap_param_gather, memory_format=args.memory_format,
                         bn_group=args.bn_group, cross_entropy=args.cross_entropy,
                         cuda_graphs=args.cuda_graphs, shard_group=args.shard_group or 0)
+    if args.strategy == "all":
+        preds = rank(preds + _best_3d_layout(graph, cm, args, cap, cp, ep))
     if args.strategy != "all" and not preds[0].feasible:
         raise UserError(f"{args.strategy} on {args.gpus} devices with batch {args.batch}: {preds[0].reason}")
     meta = {"profile": str(path), "profile_provenance": cm.provenance, "model": graph.name, "batch": args.batch,

@@ -128,6 +128,10 @@ def interval_pct(pred: Prediction) -> str:
     return f"\u00b1{max(high - pred.iteration_s, pred.iteration_s - low) / pred.iteration_s:.0%}"
 
 
+#: the widest the compact table's split column grows (a searched 3-D layout is longer)
+SPLIT_WIDTH = 14
+
+
 def compact_table(preds: Sequence[Prediction], dataset_size: int | None = None, title: str = "") -> Table:
     """`predictor run`'s default table, one line per feasible plan in at most 100 columns: rank, strategy,
     split, iteration +- interval, samples/s, memory / fits, bottleneck (and GPU-hours with a dataset size).
@@ -135,9 +139,12 @@ def compact_table(preds: Sequence[Prediction], dataset_size: int | None = None, 
     from rich import box
 
     table = Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1), collapse_padding=True)
+    # a long split (a searched 3-D layout) is cut at SPLIT_WIDTH rather than squeezing the other columns; the
+    # recommendation's line and --wide give it whole
     for col, just in (("#", "right"), ("strategy", "left"), ("split", "left"), ("iteration", "right"),
                       ("\u00b1", "right"), ("samples/s", "right"), ("mem GB", "right"), ("bottleneck", "left")):
-        table.add_column(col, justify=just, no_wrap=True, overflow="ellipsis")
+        table.add_column(col, justify=just, no_wrap=True, overflow="ellipsis",
+                         max_width=SPLIT_WIDTH if col == "split" else None)
     if dataset_size:
         table.add_column("GPU-h", justify="right", no_wrap=True)
     for k, p in enumerate(preds, 1):

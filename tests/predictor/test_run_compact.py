@@ -70,3 +70,35 @@ def test_a_long_command_is_broken_before_its_flags():
     assert all(len(line) <= 60 for line in text.splitlines()) and len(text.splitlines()) == 2
     assert text.replace(" \\\n    ", " ").strip() == command
     assert shell_lines("a --b", 100) == "  a --b"
+
+
+H100 = str(shipped_profile("h100-dgx-8gpu.published"))
+GPT = ["run", "--profile", H100, "--model", "gpt", "--model-arg", "layers=8", "--model-arg", "hidden=2048",
+       "--model-arg", "heads=16", "--model-arg", "seq=1024", "--dtype", "bf16", "--optimizer", "adam", "--batch", "64",
+       "--gpus", "16", "--strategy", "all"]
+
+
+def test_all_takes_the_searched_3d_layout(capsys, monkeypatch):
+    """`--strategy all` left data+tensor+pipeline out (it has no single default layout), so a language model's
+    recommendation could be a plan twice as slow as the layout `predictor search` finds at the same device count.
+    Its row now is the search's best layout there, predicted as the other rows are; a CNN gets no such row."""
+    from predictor.api import _trace_zoo, load_cost_model, predict, search
+
+    assert main(GPT + ["--json"]) == 0
+    preds = json.loads(capsys.readouterr().out)["predictions"]
+    (row,) = [p for p in preds if p["plan"]["strategy"] == "data+tensor+pipeline"]
+    graph = _trace_zoo("gpt", None, {"layers": 8, "hidden": 2048, "heads": 16, "seq": 1024})
+    cm = load_cost_model(H100)[0]
+    best = search(graph, cm, batch=64, max_devices=16, min_devices=16, dtype="bf16", optimizer="adam", top=1,
+                  strategies=("data+tensor+pipeline",)).best[0]
+    assert row["plan"]["p_tensor"] == best.plan.p_tensor and row["plan"]["stages"] == best.plan.stages
+    assert abs(row["iteration_s"] - predict(graph, best.plan, cm).iteration_s) < 1e-12
+    monkeypatch.setenv("COLUMNS", "100")
+    assert main(GPT) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in lines) <= 100
+    header = next(line for line in lines if line.split()[:2] == ["#", "strategy"])
+    assert all(col in header for col in ("iteration", "samples/s", "mem GB", "bottleneck"))  # no column squeezed
+    assert main(ARGS + ["--json"]) == 0
+    assert not [p for p in json.loads(capsys.readouterr().out)["predictions"]
+                if p["plan"]["strategy"] == "data+tensor+pipeline"]
