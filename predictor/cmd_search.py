@@ -23,6 +23,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--top", type=int_in(1, 10000), default=10, help="how many configurations to show")
     add_context_expert_arguments(parser, search=True)
     add_overlap_arguments(parser, search=True)
+    parser.add_argument("--wide", action="store_true",
+                        help="every column of every plan (compute, communication, bubble, update, max batch, ...), "
+                             "the memory table and the out-of-core comparison; default: a table of at most 100 "
+                             "columns and the best plan's line")
 
 
 def run(args) -> int:
@@ -53,7 +57,9 @@ def run(args) -> int:
     if args.json:
         print(to_json(result.best, summary, args.dataset_size))
         return 0
-    console = Console(width=max(Console().width, 200), file=sys.stdout)
+    if not args.wide:
+        return _print_compact(args, result, graph, cm, path)
+    console = Console(width=max(Console().width, 280), file=sys.stdout)
     console.print(f"profile: {path} ({cm.provenance})   model: {graph.name}   batch {args.batch}, "
                   f"{args.min_gpus}..{args.max_gpus} devices, objective {args.objective}")
     console.print(f"evaluated {result.evaluated} plans ({result.feasible} feasible, {result.fitting} fit in memory; "
@@ -67,4 +73,33 @@ def run(args) -> int:
         console.print(line)
     console.print(memory_table(result.best[0]))
     console.print(swap_vs_model_parallel(result.best_by_strategy))  # out-of-core section of the README
+    return 0
+
+
+def _print_compact(args, result, graph, cm, path) -> int:
+    """The default output: what was searched, a table of at most 100 columns (predictor.report.compact_table with
+    the device count), the best plan's line and, for a mixture of experts or context parallelism, its split."""
+    from rich.console import Console
+
+    from predictor.cmd_run import console_width
+    from predictor.report import compact_table, moe_context_lines
+
+    console = Console(width=console_width(), file=sys.stdout, highlight=False)
+    console.print(f"{graph.name} ({graph.params / 1e6:.2f} M params), batch {args.batch}, {args.min_gpus}..{args.max_gpus} "
+                  f"devices, objective {args.objective}; profile {path.name} ({cm.provenance})")
+    console.print(f"evaluated {result.evaluated} plans ({result.fitting} fit in memory, {result.pruned} more pruned "
+                  f"by bounds) in {result.seconds:.2f} s")
+    if not result.best:
+        console.print("no configuration fits; raise --memory-cap or lower --batch")
+        return 1
+    console.print(compact_table(result.best, args.dataset_size, title=f"best {len(result.best)} by {args.objective}",
+                                devices=True))
+    best = result.best[0]
+    console.print(f"best: {best.plan.strategy} ({best.plan.describe()}) on {best.plan.devices} devices, "
+                  f"{best.iteration_s:.4g} s/iteration, {best.throughput_samples_per_s:,.4g} samples/s, bottleneck: "
+                  f"{best.bottleneck}" + ("" if best.fits else "  (does NOT fit in memory)"))
+    for line in moe_context_lines(best):
+        console.print(line)
+    console.print("--wide: every term of every plan, the memory table and swap against model parallelism; "
+                  "--json: every field")
     return 0

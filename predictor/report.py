@@ -132,19 +132,26 @@ def interval_pct(pred: Prediction) -> str:
 SPLIT_WIDTH = 14
 
 
-def compact_table(preds: Sequence[Prediction], dataset_size: int | None = None, title: str = "") -> Table:
+def compact_table(preds: Sequence[Prediction], dataset_size: int | None = None, title: str = "",
+                  devices: bool = False) -> Table:
     """`predictor run`'s default table, one line per feasible plan in at most 100 columns: rank, strategy,
-    split, iteration +- interval, samples/s, memory / fits, bottleneck (and GPU-hours with a dataset size).
+    split, iteration +- interval, samples/s, memory / fits, bottleneck (and GPU-hours with a dataset size);
+    devices: a GPUs column after the strategy and the split wrapped in its column rather than cut (`predictor
+    search`, whose plans differ in device count and split).
     Infeasible plans are left to `infeasible_line`; `ranked_table` (--wide) has every term."""
     from rich import box
 
     table = Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1), collapse_padding=True)
     # a long split (a searched 3-D layout) is cut at SPLIT_WIDTH rather than squeezing the other columns; the
     # recommendation's line and --wide give it whole
-    for col, just in (("#", "right"), ("strategy", "left"), ("split", "left"), ("iteration", "right"),
-                      ("\u00b1", "right"), ("samples/s", "right"), ("mem GB", "right"), ("bottleneck", "left")):
-        table.add_column(col, justify=just, no_wrap=True, overflow="ellipsis",
-                         max_width=SPLIT_WIDTH if col == "split" else None)
+    columns = [("#", "right"), ("strategy", "left"), ("split", "left"), ("iteration", "right"), ("\u00b1", "right"),
+               ("samples/s", "right"), ("mem GB", "right"), ("bottleneck", "left")]
+    if devices:
+        columns.insert(2, ("GPUs", "right"))
+    for col, just in columns:
+        wrap = devices and col == "split"  # a search's plans differ mostly in their split: wrapped, not cut
+        table.add_column(col, justify=just, no_wrap=not wrap, overflow="fold" if wrap else "ellipsis",
+                         max_width=(SPLIT_WIDTH + 8 if wrap else SPLIT_WIDTH) if col == "split" else None)
     if dataset_size:
         table.add_column("GPU-h", justify="right", no_wrap=True)
     for k, p in enumerate(preds, 1):
@@ -153,6 +160,8 @@ def compact_table(preds: Sequence[Prediction], dataset_size: int | None = None, 
         row = [str(k), p.plan.strategy, p.plan.describe(), _t(p.iteration_s), interval_pct(p),
                rate_text(p.throughput_samples_per_s), _gb(p.memory_bytes),
                p.bottleneck if p.fits else "does not fit (OOM)"]
+        if devices:
+            row.insert(2, str(p.plan.devices))
         if dataset_size:
             row.append(f"{p.gpu_hours(dataset_size):.4g}")
         table.add_row(*row)

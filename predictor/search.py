@@ -96,10 +96,12 @@ def search(graph: ModelGraph, cost_model: CostModel, *, batch: int, max_devices:
              experts=(expert_parallel,) if expert_parallel else None, first_index=index)
     seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
     best = ranking.best()
-    if interval:
-        low, high = Context(graph, cost_model.at_bound("low")), Context(graph, cost_model.at_bound("high"))
+    if interval:  # as `predictor run` gives each plan's: coefficient bounds, the model's error, the at-scale range
+        from predictor.api import predict
         for pred in best:
-            pred.interval_s = (min(evaluate(low, pred.plan, cap).iteration_s, pred.iteration_s),
-                               max(evaluate(high, pred.plan, cap).iteration_s, pred.iteration_s))
+            full = predict(graph, pred.plan, cost_model, device_memory_bytes=cap, context=ctx)
+            pred.interval_s = full.interval_s
+            if "at_scale_range" in full.details:
+                pred.details["at_scale_range"] = full.details["at_scale_range"]
     return SearchResult(best, counts.evaluated, counts.feasible, counts.fitting, seconds, cpu_seconds,
                         ranking.best_by_strategy, counts.pruned)

@@ -2,6 +2,8 @@
 cannot run in one line, the recommendation and its why; `--wide` keeps every column and the memory table."""
 import json
 
+import pytest
+
 from calibrate.shipped import shipped_profile
 from predictor.cli import main
 from predictor.plan import Plan, Prediction
@@ -102,3 +104,41 @@ def test_all_takes_the_searched_3d_layout(capsys, monkeypatch):
     assert main(ARGS + ["--json"]) == 0
     assert not [p for p in json.loads(capsys.readouterr().out)["predictions"]
                 if p["plan"]["strategy"] == "data+tensor+pipeline"]
+
+
+SEARCH = ["search", "--profile", H100, "--model", "gpt", "--model-arg", "layers=8", "--model-arg", "hidden=2048",
+          "--model-arg", "heads=16", "--model-arg", "seq=1024", "--dtype", "bf16", "--optimizer", "adam", "--batch", "64",
+          "--max-gpus", "16", "--min-gpus", "8", "--top", "5"]
+
+
+def test_search_default_is_compact_and_its_intervals_are_run_s(capsys, monkeypatch):
+    """`predictor search` printed a 200-column table only; its default is now run's compact table with the device
+    count and each split whole (wrapped in its column), and `--wide` keeps the full one. Its intervals were the
+    coefficient bounds alone; they are now what `predictor run` gives the same plan (the model's error and the
+    at-scale range too)."""
+    from predictor.api import _trace_zoo, load_cost_model, predict
+    from predictor.plan import Plan
+
+    assert main(SEARCH + ["--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    top = doc["predictions"][0]
+    graph = _trace_zoo("gpt", None, {"layers": 8, "hidden": 2048, "heads": 16, "seq": 1024})
+    fields = {k: v for k, v in top["plan"].items() if k in Plan.__dataclass_fields__}
+    plan = Plan(**{k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()})
+    again = predict(graph, plan, load_cost_model(H100)[0])
+    assert top["interval_s"] == pytest.approx(list(again.interval_s), rel=1e-9)
+    monkeypatch.setenv("COLUMNS", "100")
+    assert main(SEARCH) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= 100 and "compute f+b" not in out
+    header = next(line for line in lines if line.split()[:3] == ["#", "strategy", "GPUs"])
+    assert all(col in header for col in ("split", "iteration", "samples/s", "mem GB"))
+    best = next(line for line in lines if line.startswith("best: "))
+    assert top["plan"]["strategy"] in best and f"on {top['plan']['devices']} devices" in best
+    split = "".join(line[header.index("split"):header.index("iteration")].strip() for line in lines
+                    if line.strip() and lines.index(line) > lines.index(header) + 1)
+    assert plan.describe().replace(" ", "") in split.replace(" ", "")  # the top split whole, though wrapped
+    monkeypatch.delenv("COLUMNS")
+    assert main(SEARCH + ["--wide"]) == 0
+    assert "compute f+b" in capsys.readouterr().out
