@@ -133,6 +133,34 @@ def _mark_extrapolation(preds, graph, cm) -> list:
     return [p for p in feasible if p.extrapolated_share is not None and p.extrapolated_share > FLAG_SHARE]
 
 
+#: data+tensor+pipeline on its default degrees names the searched layout when that is this much faster or more
+SEARCH_HINT_GAIN = 0.95
+
+
+def layout_flags(plan) -> str:
+    """The `predictor run` flags that pin a data+tensor+pipeline plan's layout."""
+    flags = [f"--tensor-parallel {plan.p_tensor}", f"--pipeline-stages {plan.stages}",
+             f"--micro-batches {plan.micro_batches}", f"--schedule {plan.schedule}"]
+    if plan.schedule == "interleaved":
+        flags.append(f"--virtual-stages {plan.virtual_stages}")
+    if plan.zero_stage:
+        flags.append(f"--zero {plan.zero_stage}")
+    if plan.sequence_parallel:
+        flags.append("--sequence-parallel")
+    if plan.recompute:
+        flags.append(f"--recompute --recompute-granularity {plan.recompute_granularity}")
+    if plan.pipeline_boundary != "whole":
+        flags.append(f"--pipeline-boundary {plan.pipeline_boundary}")
+    return " ".join(flags)
+
+
+def searched_line(searched, default) -> str:
+    """One line: the searched layout, how much faster than the default degrees' plan, and the flags that pin it."""
+    return (f"search: {searched.plan.describe()} takes {searched.iteration_s:.4g} s, "
+            f"{default.iteration_s / searched.iteration_s:.2f}x faster than the default degrees "
+            f"({default.plan.describe()}); pin it with {layout_flags(searched.plan)}")
+
+
 def _best_3d_layout(graph, cm, args, cap, cp, ep) -> list:
     """`--strategy all`: the fastest data+tensor+pipeline layout at exactly --gpus devices (tensor, pipeline and data
     degrees, schedule, ZeRO 1, micro-batches: the space `predictor search` walks, predictor.search), or nothing when
@@ -183,10 +211,18 @@ def run(args) -> int:
                         cuda_graphs=args.cuda_graphs, shard_group=args.shard_group or 0)
     if args.strategy == "all":
         preds = rank(preds + _best_3d_layout(graph, cm, args, cap, cp, ep))
+    searched = None  # data+tensor+pipeline on its default degrees: the layout the search finds, when much faster
+    if args.strategy in HYBRID_3D and (args.tensor_parallel is None or args.pipeline_stages is None) and preds[0].feasible:
+        searched = next(iter(_best_3d_layout(graph, cm, args, cap, cp, ep)), None)
+        if searched is not None and not (searched.fits and searched.iteration_s < SEARCH_HINT_GAIN * preds[0].iteration_s):
+            searched = None
     if args.strategy != "all" and not preds[0].feasible:
         raise UserError(f"{args.strategy} on {args.gpus} devices with batch {args.batch}: {preds[0].reason}")
     meta = {"profile": str(path), "profile_provenance": cm.provenance, "model": graph.name, "batch": args.batch,
             "gpus": args.gpus, "params": graph.params}
+    if searched is not None:
+        meta["searched_layout"] = {"split": searched.plan.describe(), "iteration_s": searched.iteration_s,
+                                   "flags": layout_flags(searched.plan), "line": searched_line(searched, preds[0])}
     flagged = _mark_extrapolation(preds, graph, cm)
     if flagged:
         meta["extrapolation"] = {"flag_share": FLAG_SHARE, "strategies": [p.plan.strategy for p in flagged],
@@ -241,6 +277,8 @@ def run(args) -> int:
                       f"bottleneck: {best.bottleneck}" + ("" if best.fits else "  (does NOT fit in memory)"))
         for line in at_scale_lines(best, cluster_load_times(graph, best, cm, args)):
             console.print(line)
+    if "searched_layout" in meta:
+        console.print(meta["searched_layout"]["line"])
     if args.trace:
         console.print(f"trace of the top row written to {args.trace}")
     return 0
@@ -336,6 +374,8 @@ def _print_compact(args, preds, meta, path, cm, graph, flagged, substituted, cor
     if corrected is not None:
         from predictor.corrected import correction_table
         console.print(correction_table(meta["correction"]))
+    if "searched_layout" in meta:
+        console.print(meta["searched_layout"]["line"])
     console.print("--wide: every term of every plan and the memory table; --json: every field")
     if args.trace:
         console.print(f"trace of the top row written to {args.trace}")

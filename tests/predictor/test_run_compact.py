@@ -142,3 +142,20 @@ def test_search_default_is_compact_and_its_intervals_are_run_s(capsys, monkeypat
     monkeypatch.delenv("COLUMNS")
     assert main(SEARCH + ["--wide"]) == 0
     assert "compute f+b" in capsys.readouterr().out
+
+
+def test_3d_on_default_degrees_names_the_searched_layout_and_its_flags(capsys):
+    """data+tensor+pipeline without --tensor-parallel and --pipeline-stages runs one node's GPUs as the tensor
+    group and the nodes as stages; when the search finds a layout at least 5% faster the output names it with the
+    flags that pin it, and those flags reproduce it."""
+    argv = [a for a in GPT if a != "all"][:-1] + ["--strategy", "data+tensor+pipeline"]
+    assert main(argv + ["--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    hint = doc["searched_layout"]
+    assert hint["iteration_s"] < 0.95 * doc["predictions"][0]["iteration_s"]
+    assert main(argv + hint["flags"].split() + ["--json"]) == 0
+    pinned = json.loads(capsys.readouterr().out)
+    assert "searched_layout" not in pinned  # degrees given: no hint
+    assert pinned["predictions"][0]["iteration_s"] == pytest.approx(hint["iteration_s"], rel=1e-9)
+    assert main(argv) == 0
+    assert any(line.startswith("search: ") for line in capsys.readouterr().out.splitlines())
