@@ -151,7 +151,7 @@ def compact_table(preds: Sequence[Prediction], dataset_size: int | None = None, 
     for col, just in columns:
         wrap = devices and col == "split"  # a search's plans differ mostly in their split: wrapped, not cut
         table.add_column(col, justify=just, no_wrap=not wrap, overflow="fold" if wrap else "ellipsis",
-                         max_width=(SPLIT_WIDTH + 8 if wrap else SPLIT_WIDTH) if col == "split" else None)
+                         max_width=(SPLIT_WIDTH + 10 if wrap else SPLIT_WIDTH) if col == "split" else None)
     if dataset_size:
         table.add_column("GPU-h", justify="right", no_wrap=True)
     for k, p in enumerate(preds, 1):

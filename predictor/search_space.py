@@ -70,6 +70,9 @@ def megatron_3d_shape(graph: ModelGraph) -> tuple[int, int]:
     return ts.width_gcd, len(cut_points(Context(graph, None)))
 
 
+#: the ZeRO stages data-parallel candidates take beside DDP: optimizer state (1), + gradients (2), + parameters
+#: (3, FSDP's FULL_SHARD); the plan's own memory and communication decide between them (predictor.strategies.data)
+ZERO_STAGES = (1, 2, 3)
 #: what data+tensor+pipeline candidates recompute: nothing, the attention cores (selective), every transformer layer
 RECOMPUTE_CHOICES = ("none", "selective", "full")
 
@@ -148,6 +151,8 @@ def candidate_specs(graph: ModelGraph, batch: int, devices: range, devices_per_n
             if inner == 1:
                 if "data" in strategies:
                     yield ("data", "data" if p > 1 else "serial", p, p, 1, None)
+                    for zero in (ZERO_STAGES if p > 1 else ()):  # sharded data parallelism: ZeRO 1-2, FSDP
+                        yield ("data", "data", p, p, 1, zero)
                 continue
             prefix = "data+" if p_data > 1 else ""
             if "filter" in strategies:
@@ -189,7 +194,7 @@ def spec_plan(spec: tuple, base: dict) -> Plan:
         return spec[1]
     _, strategy, p, p_data, inner, extra = spec
     if kind == "data":
-        return Plan(strategy, devices=p, p_data=p, **base)
+        return Plan(strategy, devices=p, p_data=p, **base, **({"zero_stage": extra} if extra else {}))
     if kind == "filter":
         return Plan(strategy, devices=p, p_data=p_data, p_filter=inner, **base)
     if kind == "channel":
@@ -210,7 +215,7 @@ def spec_plan(spec: tuple, base: dict) -> Plan:
 def candidates(graph: ModelGraph, batch: int, devices: range, devices_per_node: int, dtype: str,
                optimizer: str, strategies=SEARCH_STRATEGIES, plan_options: dict | None = None) -> Iterator[Plan]:
     """Every plan the search considers, in its order: for each device count P, each divisor `inner` of P that
-    leaves whole samples per replica: data (inner = 1); filter, channel, tensor (inner dividing its widths),
+    leaves whole samples per replica: data (inner = 1; DDP, then each of ZERO_STAGES); filter, channel, tensor (inner dividing its widths),
     spatial and spatial-then-data over every factorisation of inner, pipeline over every micro-batch count,
     data+tensor+pipeline over every T · K = inner and its `hybrid3d_variants` (transformers); then the add-on
     families."""
