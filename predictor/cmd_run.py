@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 
 from predictor.flags import (add_context_expert_arguments, add_overlap_arguments, add_prediction_arguments,
                              add_strategy_argument, check_overlaps, context_expert_degrees)
@@ -178,8 +179,10 @@ def _best_3d_layout(graph, cm, args, cap, cp, ep) -> list:
                         cross_entropy=args.cross_entropy, bn_group=args.bn_group, cuda_graphs=args.cuda_graphs)
     except UserError:  # the profile cannot cost it: the other strategies' table stands
         return []
-    # re-predicted as predict_all predicts every other strategy's best plan (the same interval terms)
-    return [predict(graph, p.plan, cm, device_memory_bytes=cap) for p in result.best[:1] if p.feasible]
+    # re-predicted as predict_all predicts every other strategy's best plan (the same interval terms), under the
+    # run's software stack and mixed precision, which the search's candidates leave at their defaults
+    return [predict(graph, replace(p.plan, stack=args.stack, mixed_precision=args.mixed_precision), cm,
+                    device_memory_bytes=cap) for p in result.best[:1] if p.feasible]
 
 
 def run(args) -> int:
