@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from predictor.flags import (add_context_expert_arguments, add_overlap_arguments, add_prediction_arguments,
                              add_strategy_argument, check_overlaps, context_expert_degrees)
-from predictor.plan import (ADDON_STRATEGIES, HYBRID_3D, MIXED_PRECISIONS, PIPELINE_BOUNDARIES,
+from predictor.plan import (ADDON_STRATEGIES, HYBRID_3D, MIXED_PRECISIONS, PIPELINE_BOUNDARIES, ZERO_STAGES,
                             PIPELINE_SCHEDULES, RECOMPUTE_GRANULARITIES, STRATEGIES)
 from profiler.cliutil import batch_size, device_count, int_in
 from profiler.errors import UserError
@@ -24,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--micro-batches", type=batch_size,
                         help="pipeline micro-batches (default: the best that divides the batch); serial, data and their "
                              "+recompute: gradient-accumulation micro-batches per replica (default 1)")
-    parser.add_argument("--zero", type=int, default=0, choices=(0, 1, 2, 3),
+    parser.add_argument("--zero", type=int, default=0, choices=(0,) + ZERO_STAGES,
                         help="sharded data parallelism for the data strategy: ZeRO stage 1 (optimizer state), "
                              "2 (+ gradients), 3 (+ parameters, as FSDP); data+tensor+pipeline: 1, Megatron's "
                              "distributed optimizer; 0 = DDP (default)")

@@ -32,6 +32,9 @@ ALL_STRATEGIES = STRATEGIES + ADDON_STRATEGIES + SPLIT_RECOMPUTE + HYBRID_3D
 #: the pipelines whose Plan.recompute `predictor run --recompute` sets: GPipe keeps only stage-boundary activations
 #: and recomputes inside a stage; data+tensor+pipeline re-runs the transformer layers (Megatron's full checkpointing)
 PIPELINE_RECOMPUTE = ("pipeline", "data+pipeline") + HYBRID_3D
+#: the ZeRO stages sharded data parallelism takes: optimizer state (1), + gradients (2), + parameters (3, FSDP's
+#: FULL_SHARD); `predictor search` tries each beside DDP (predictor.search_space, predictor.outofcore_strategies)
+ZERO_STAGES = (1, 2, 3)
 #: pipeline schedules (predictor.strategies.pipeline): GPipe (all forwards, then all backwards), 1F1B
 #: (PipeDream-Flush as Megatron-LM runs it) and interleaved 1F1B with virtual stages
 PIPELINE_SCHEDULES = ("gpipe", "1f1b", "interleaved")

@@ -12,7 +12,7 @@ from typing import Iterator
 
 from predictor.graph import ModelGraph
 from predictor.outofcore_strategies import SEARCH_FAMILIES, search_candidates
-from predictor.plan import Plan, Prediction
+from predictor.plan import ZERO_STAGES, Plan, Prediction
 from predictor.strategies.context import Context
 from predictor.strategies.tensor import tensor_split
 
@@ -70,9 +70,6 @@ def megatron_3d_shape(graph: ModelGraph) -> tuple[int, int]:
     return ts.width_gcd, len(cut_points(Context(graph, None)))
 
 
-#: the ZeRO stages data-parallel candidates take beside DDP: optimizer state (1), + gradients (2), + parameters
-#: (3, FSDP's FULL_SHARD); the plan's own memory and communication decide between them (predictor.strategies.data)
-ZERO_STAGES = (1, 2, 3)
 #: what data+tensor+pipeline candidates recompute: nothing, the attention cores (selective), every transformer layer
 RECOMPUTE_CHOICES = ("none", "selective", "full")
 
@@ -215,10 +212,10 @@ def spec_plan(spec: tuple, base: dict) -> Plan:
 def candidates(graph: ModelGraph, batch: int, devices: range, devices_per_node: int, dtype: str,
                optimizer: str, strategies=SEARCH_STRATEGIES, plan_options: dict | None = None) -> Iterator[Plan]:
     """Every plan the search considers, in its order: for each device count P, each divisor `inner` of P that
-    leaves whole samples per replica: data (inner = 1; DDP, then each of ZERO_STAGES); filter, channel, tensor (inner dividing its widths),
-    spatial and spatial-then-data over every factorisation of inner, pipeline over every micro-batch count,
-    data+tensor+pipeline over every T · K = inner and its `hybrid3d_variants` (transformers); then the add-on
-    families."""
+    leaves whole samples per replica: data (inner = 1; DDP, then each of ZERO_STAGES); filter, channel, tensor
+    (inner dividing its widths), spatial and spatial-then-data over every factorisation of inner, pipeline over
+    every micro-batch count, data+tensor+pipeline over every T · K = inner and its `hybrid3d_variants`
+    (transformers); then the add-on families."""
     base = dict(batch=batch, devices_per_node=devices_per_node, dtype=dtype, optimizer=optimizer, **(plan_options or {}))
     for spec in candidate_specs(graph, batch, devices, devices_per_node, dtype, optimizer, strategies,
                                 plan_options=plan_options):

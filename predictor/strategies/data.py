@@ -14,7 +14,7 @@ from __future__ import annotations
 from predictor.layercost import Split
 from predictor.memory import MIXED_DTYPES, gradient_bytes_per_param, parameter_bytes
 from predictor.layout import data_network_share, data_nodes
-from predictor.plan import Plan, Prediction
+from predictor.plan import ZERO_STAGES, Plan, Prediction
 from predictor.strategies.bounds import Bounds
 from predictor.strategies.context import Context, Infeasible
 
@@ -141,8 +141,8 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     pred.workspace_bytes = n * ctx.workspace_per_sample(plan.dtype, "all", lambda t: 1.0, lambda i: 1.0)
     pred.details["nodes_data_group"] = nodes
     if plan.zero_stage:
-        if plan.zero_stage not in (1, 2, 3):
-            raise Infeasible(f"ZeRO stage {plan.zero_stage}: known stages are 1, 2 and 3")
+        if plan.zero_stage not in ZERO_STAGES:
+            raise Infeasible(f"ZeRO stage {plan.zero_stage}: known stages are {', '.join(map(str, ZERO_STAGES))}")
         if plan.p_data > 1:
             pred.comm_buffers_bytes = 0.0  # no DDP bucket copy: _zero sets its own buckets
             _zero(ctx, plan, pred, fwd, bwd, bwd_list, nodes)
