@@ -105,11 +105,12 @@ def hybrid3d_variants(t: int, stages: int, p_data: int, per_pipeline: int, layer
 
 @lru_cache(maxsize=1 << 14)
 def hybrid3d_schedules(stages: int, per_pipeline: int, layers: int) -> tuple[tuple[int, tuple[int, ...]], ...]:
-    """(micro-batches S, the virtual-stage counts v searched with it) of `hybrid3d_variants`, in its order."""
+    """(micro-batches S, the virtual-stage counts v searched with it) of `hybrid3d_variants`, in its order (no
+    interleaving on one stage)."""
     out = []
     for s in divisors(per_pipeline):
         vs = (1,)
-        if layers and layers % stages == 0 and s % stages == 0:
+        if stages >= 2 and layers and layers % stages == 0 and s % stages == 0:
             vs += tuple(v for v in divisors(layers // stages) if v >= 2)
         out.append((s, vs))
     return tuple(out)
@@ -174,7 +175,9 @@ def candidate_specs(graph: ModelGraph, batch: int, devices: range, devices_per_n
             if widths_3d:
                 for t in divisors(inner):
                     stages = inner // t
-                    if 2 <= stages <= blocks_3d and widths_3d % t == 0:
+                    # K = 1 with T >= 2: Megatron without pipelining (tensor and data parallel, the distributed
+                    # optimizer, sequence parallelism, recomputation, gradient accumulation)
+                    if (stages >= 2 or t >= 2) and stages <= blocks_3d and widths_3d % t == 0:
                         if grouped:
                             yield ("3d-group", "data+tensor+pipeline", p, p_data, inner, (t, stages))
                             continue

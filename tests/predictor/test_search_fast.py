@@ -99,7 +99,8 @@ GPT_3D_SEARCH = dict(batch=64, min_devices=16, max_devices=16, dtype="fp16", opt
 
 
 def test_data_tensor_pipeline_candidates_for_transformers():
-    """T · K = inner with T dividing the heads' widths and 2 <= K <= the blocks between cut points; per layout every
+    """T · K = inner with T dividing the heads' widths and 2 <= K <= the blocks between cut points, or K = 1 with
+    T >= 2 (Megatron without pipelining); per layout every
     micro-batch count, 1F1B and the interleaved schedule (every v with whole layers per chunk, S a multiple of K),
     no / selective / full recomputation, sequence parallelism with T > 1, ZeRO-1 with replicas; none for a CNN (no
     attention), even with a tensor pair (VGG)."""
@@ -112,14 +113,15 @@ def test_data_tensor_pipeline_candidates_for_transformers():
     assert megatron_layers(gpt) == GPT_3D["layers"]
     specs = [s for s in candidate_specs(gpt, 64, range(16, 17), 8, "fp16", "adam") if s[0] == "3d"]
     layouts = {(s[3], s[5][0], s[5][1]) for s in specs}  # (data, tensor, stages)
-    assert layouts == {(16 // (t * k), t, k) for t in (1, 2, 4, 8) for k in (2, 4, 8, 16) if t * k <= 16}
+    assert layouts == {(16 // (t * k), t, k) for t in (1, 2, 4, 8, 16) for k in (1, 2, 4, 8, 16)
+                       if t * k <= 16 and (k >= 2 or t >= 2)}
 
     def expected(d, t, k):
         n = 0
         for s in range(1, 64 // d + 1):
             if (64 // d) % s:
                 continue
-            vs = 1 + (sum(1 for v in range(2, 9) if (8 // k) % v == 0 and 8 % k == 0) if s % k == 0 else 0)
+            vs = 1 + (sum(1 for v in range(2, 9) if (8 // k) % v == 0 and 8 % k == 0) if s % k == 0 and k >= 2 else 0)
             n += vs * len(RECOMPUTE_CHOICES) * (2 if t > 1 else 1) * (2 if d > 1 else 1)
         return n
     assert len(specs) == sum(expected(d, t, k) for d, t, k in layouts)
