@@ -11,11 +11,15 @@ KNOBS = {"layers": 4, "hidden": 1024, "heads": 16, "seq": 512}
 
 
 def test_candidates_shard_the_data_replicas():
+    """DDP and each ZeRO stage at every device count above one; HSDP (ZeRO 3 sharded inside each node) where the
+    devices span whole nodes."""
     graph = _trace_zoo("gpt", None, KNOBS)
-    seen = {(p.strategy, p.devices, p.zero_stage) for p in candidates(graph, 16, range(1, 9), 8, "bf16", "adam")}
+    seen = {(p.strategy, p.devices, p.zero_stage, p.shard_group)
+            for p in candidates(graph, 16, range(1, 17), 8, "bf16", "adam")}
     for strategy in ("data", "data+recompute"):
-        assert {(strategy, 8, z) for z in (0,) + ZERO_STAGES} <= seen
-    assert not {z for s, d, z in seen if d == 1 and s in ("serial", "serial+recompute") and z}
+        assert {(strategy, 8, z, 0) for z in (0,) + ZERO_STAGES} <= seen
+        assert (strategy, 16, 3, 8) in seen and not {g for s, d, z, g in seen if s == strategy and d <= 8 and g}
+    assert not {z for s, d, z, g in seen if d == 1 and s in ("serial", "serial+recompute") and z}
 
 
 def test_a_cap_only_fsdp_meets_makes_it_the_answer():
