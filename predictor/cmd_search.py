@@ -22,8 +22,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--objective", default="time", choices=("time", "cost"),
                         help="time = iteration seconds; cost = device-seconds per sample (GPU-hours)")
     parser.add_argument("--top", type=int_in(1, 10000), default=10, help="how many configurations to show")
-    parser.add_argument("--strategy", action="append", choices=SEARCH_STRATEGIES, metavar="NAME",
-                        help="search only this family (repeatable): " + ", ".join(SEARCH_STRATEGIES)
+    parser.add_argument("--family", action="append", choices=SEARCH_STRATEGIES, metavar="NAME",
+                        help="search only this family of plans (repeatable): " + ", ".join(SEARCH_STRATEGIES)
                              + "; its data-parallel hybrids come with it (default: every one)")
     add_context_expert_arguments(parser, search=True)
     add_overlap_arguments(parser, search=True)
@@ -51,7 +51,7 @@ def run(args) -> int:
                     expert_parallel=args.expert_parallel, tp_comm_overlap=args.tp_comm_overlap,
                     overlap_param_gather=args.overlap_param_gather, memory_format=args.memory_format,
                     cross_entropy=args.cross_entropy, bn_group=args.bn_group,
-                    cuda_graphs=args.cuda_graphs, strategies=tuple(dict.fromkeys(args.strategy or SEARCH_STRATEGIES)))
+                    cuda_graphs=args.cuda_graphs, strategies=tuple(dict.fromkeys(args.family or SEARCH_STRATEGIES)))
     summary = {"profile": str(path), "profile_provenance": cm.provenance, "model": graph.name, "batch": args.batch,
                "max_gpus": args.max_gpus, "objective": args.objective, "evaluated": result.evaluated,
                "feasible": result.feasible, "fitting": result.fitting, "pruned": result.pruned,

@@ -207,7 +207,7 @@ CLOBBER = [  # (label, argv, existing output that must survive)
     ("nccl-out", ["profiler", "import-nccl-tests", "{d}/ar.txt", "--out", "{d}/keep.yaml"], "keep.yaml"),
     ("scale-plot", SCALE + ["--batch", "8", "--gpus", "1-2", "--plot", "{d}/keep.png"], "keep.png"),
     ("report-html", REPORT + ["--html", "{d}/keep.html"], "keep.html"),
-    ("search-strategy-unknown", SEARCH + ["--max-gpus", "4", "--strategy", "fsdp"], "--strategy"),
+    ("search-family-unknown", SEARCH + ["--max-gpus", "4", "--family", "fsdp"], "--family"),
     ("validate-published-profile-missing", ["predictor", "validate", "--published", "vtrain-single", "--profile",
                                             "{d}/none.yaml"], "--profile"),
 ]

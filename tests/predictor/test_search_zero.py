@@ -38,8 +38,8 @@ def test_a_cap_only_fsdp_meets_makes_it_the_answer():
     assert all(p.plan.zero_stage for p in result.best if p.plan.strategy == "data")
 
 
-def test_search_strategy_flag_keeps_the_search_to_those_families(capsys):
-    """`predictor search --strategy data --strategy recompute`: the plans a user who trains with FSDP can run."""
+def test_search_family_flag_keeps_the_search_to_those_families(capsys):
+    """`predictor search --family data --family recompute`: the plans a user who trains with FSDP can run."""
     import json
 
     from predictor.cli import main
@@ -47,7 +47,7 @@ def test_search_strategy_flag_keeps_the_search_to_those_families(capsys):
     argv = ["search", "--profile", H100, "--model", "gpt", *[x for k, v in KNOBS.items() for x in ("--model-arg", f"{k}={v}")],
             "--dtype", "bf16", "--optimizer", "adam", "--batch", "16", "--max-gpus", "16", "--min-gpus", "8",
             "--top", "20", "--json"]
-    assert main(argv + ["--strategy", "data", "--strategy", "recompute"]) == 0
+    assert main(argv + ["--family", "data", "--family", "recompute"]) == 0
     kinds = {p["plan"]["strategy"] for p in json.loads(capsys.readouterr().out)["predictions"]}
     assert kinds and kinds <= {"data", "data+recompute"}
     assert main(argv) == 0
