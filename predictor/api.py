@@ -422,6 +422,24 @@ def predict_all(graph: ModelGraph, batch: int, devices: int, cost_model: CostMod
     return rank(out)
 
 
+def best_3d_layout(graph: ModelGraph, cost_model: CostModel, *, batch: int, devices: int,
+                   device_memory_bytes: float | None = None, stack: str = DEFAULT_STACK,
+                   mixed_precision: str = "autocast", **options) -> list[Prediction]:
+    """[the fastest data+tensor+pipeline plan at exactly `devices`] (tensor, pipeline and data degrees, schedule,
+    ZeRO 1, micro-batches: the space `predictor search` walks) re-predicted as predict_all predicts each strategy's
+    best (the same interval terms) under the run's stack and mixed precision, which the search's candidates leave at
+    their defaults; [] when no layout runs there (a model without transformer blocks) or the profile cannot cost it.
+    The 3-D hybrid has no single default layout: `predictor run --strategy all` and `report` take this one
+    (docs/planning.md). options: search's (devices_per_node, dtype, optimizer, framework, overlaps, settings)."""
+    try:
+        result = search(graph, cost_model, batch=batch, max_devices=devices, min_devices=devices,
+                        memory_cap_bytes=device_memory_bytes, top=1, strategies=HYBRID_3D, **options)
+    except UserError:
+        return []
+    return [predict(graph, replace(p.plan, stack=stack, mixed_precision=mixed_precision), cost_model,
+                    device_memory_bytes=device_memory_bytes) for p in result.best[:1] if p.feasible]
+
+
 def search(graph: ModelGraph, cost_model: CostModel, *, batch: int, max_devices: int, **options):
     """Best configurations over strategies, splits, device counts and micro-batch counts (search.py)."""
     from predictor.search import search as _search

@@ -4,7 +4,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import replace
 
 from predictor.flags import (add_context_expert_arguments, add_overlap_arguments, add_prediction_arguments,
                              add_strategy_argument, check_overlaps, context_expert_degrees)
@@ -163,26 +162,16 @@ def searched_line(searched, default) -> str:
 
 
 def _best_3d_layout(graph, cm, args, cap, cp, ep) -> list:
-    """`--strategy all`: the fastest data+tensor+pipeline layout at exactly --gpus devices (tensor, pipeline and data
-    degrees, schedule, ZeRO 1, micro-batches: the space `predictor search` walks, predictor.search), or nothing when
-    no layout runs there (a model without transformer blocks). The 3-D hybrid has no single default layout, so `all`
-    takes the best one the search finds rather than leaving the strategy out (docs/planning.md)."""
-    from predictor.api import predict, search
+    """predictor.api.best_3d_layout at --gpus with the run's flags."""
+    from predictor.api import best_3d_layout
 
-    try:
-        result = search(graph, cm, batch=args.batch, max_devices=args.gpus, min_devices=args.gpus,
-                        devices_per_node=args.gpus_per_node, dtype=args.dtype, optimizer=args.optimizer,
-                        memory_cap_bytes=cap, top=1, strategies=HYBRID_3D, framework=args.framework,
-                        synthetic_data=args.synthetic_data, context_parallel=cp if cp > 1 else None,
-                        expert_parallel=ep if ep > 1 else None, tp_comm_overlap=args.tp_comm_overlap,
-                        overlap_param_gather=args.overlap_param_gather, memory_format=args.memory_format,
-                        cross_entropy=args.cross_entropy, bn_group=args.bn_group, cuda_graphs=args.cuda_graphs)
-    except UserError:  # the profile cannot cost it: the other strategies' table stands
-        return []
-    # re-predicted as predict_all predicts every other strategy's best plan (the same interval terms), under the
-    # run's software stack and mixed precision, which the search's candidates leave at their defaults
-    return [predict(graph, replace(p.plan, stack=args.stack, mixed_precision=args.mixed_precision), cm,
-                    device_memory_bytes=cap) for p in result.best[:1] if p.feasible]
+    return best_3d_layout(graph, cm, batch=args.batch, devices=args.gpus, device_memory_bytes=cap, stack=args.stack,
+                          mixed_precision=args.mixed_precision, devices_per_node=args.gpus_per_node,
+                          dtype=args.dtype, optimizer=args.optimizer, framework=args.framework,
+                          synthetic_data=args.synthetic_data, context_parallel=cp if cp > 1 else None,
+                          expert_parallel=ep if ep > 1 else None, tp_comm_overlap=args.tp_comm_overlap,
+                          overlap_param_gather=args.overlap_param_gather, memory_format=args.memory_format,
+                          cross_entropy=args.cross_entropy, bn_group=args.bn_group, cuda_graphs=args.cuda_graphs)
 
 
 def run(args) -> int:

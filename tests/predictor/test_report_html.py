@@ -124,3 +124,18 @@ def test_the_page_renders_in_headless_chromium(page, tmp_path):
         assert image.size == (1200, 2400)
         colours = image.convert("RGB").resize((120, 240)).getcolors(maxcolors=1 << 16)
     assert colours is not None and len(colours) > 50  # text, tables and plots: not a blank page
+
+
+def test_a_language_models_strategy_table_holds_the_searched_3d_layout(tmp_path):
+    """The page's "every strategy" table had no data+tensor+pipeline row (predict_all leaves it out) while its answer
+    was a 3-D layout: the table now takes the searched layout at the compared count, as `predictor run --strategy
+    all` does, so the table and the answer agree."""
+    folder = tmp_path / "out"
+    argv = ["report", "--model", "gpt", "--model-arg", "layers=8", "--model-arg", "hidden=2048", "--model-arg",
+            "heads=16", "--model-arg", "seq=1024", "--profile", str(shipped_profile("h100-dgx-8gpu.published")),
+            "--dtype", "bf16", "--optimizer", "adam", "--batch", "64", "--gpus", "8-16", "--out", str(folder)]
+    assert main(argv) == 0
+    text = (folder / "report.html").read_text(encoding="utf-8")
+    table = text[text.index('<table id="strategy-table">'):]
+    table = table[:table.index("</table>")]
+    assert "data+tensor+pipeline" in table
