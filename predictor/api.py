@@ -422,22 +422,35 @@ def predict_all(graph: ModelGraph, batch: int, devices: int, cost_model: CostMod
     return rank(out)
 
 
-def best_3d_layout(graph: ModelGraph, cost_model: CostModel, *, batch: int, devices: int,
-                   device_memory_bytes: float | None = None, stack: str = DEFAULT_STACK,
-                   mixed_precision: str = "autocast", **options) -> list[Prediction]:
-    """[the fastest data+tensor+pipeline plan at exactly `devices`] (tensor, pipeline and data degrees, schedule,
-    ZeRO 1, micro-batches: the space `predictor search` walks) re-predicted as predict_all predicts each strategy's
-    best (the same interval terms) under the run's stack and mixed precision, which the search's candidates leave at
-    their defaults; [] when no layout runs there (a model without transformer blocks) or the profile cannot cost it.
-    The 3-D hybrid has no single default layout: `predictor run --strategy all` and `report` take this one
-    (docs/planning.md). options: search's (devices_per_node, dtype, optimizer, framework, overlaps, settings)."""
-    try:
-        result = search(graph, cost_model, batch=batch, max_devices=devices, min_devices=devices,
-                        memory_cap_bytes=device_memory_bytes, top=1, strategies=HYBRID_3D, **options)
-    except UserError:
-        return []
-    return [predict(graph, replace(p.plan, stack=stack, mixed_precision=mixed_precision), cost_model,
-                    device_memory_bytes=device_memory_bytes) for p in result.best[:1] if p.feasible]
+#: the families whose best plan `searched_layouts` adds to an every-strategy table: the 3-D hybrid (no default
+#: layout) and data parallelism, whose sharded variants (ZeRO 1-3, HSDP) fit where DDP does not
+SEARCHED_FAMILIES = (HYBRID_3D, ("data",))
+
+
+def searched_layouts(graph: ModelGraph, cost_model: CostModel, *, batch: int, devices: int,
+                     device_memory_bytes: float | None = None, stack: str = DEFAULT_STACK,
+                     mixed_precision: str = "autocast", known: Sequence[Prediction] = (),
+                     families: Sequence[tuple[str, ...]] = SEARCHED_FAMILIES, **options) -> list[Prediction]:
+    """Per family (default SEARCHED_FAMILIES), the fastest plan that fits at exactly `devices` as `predictor search`
+    finds it (the 3-D hybrid's degrees, schedule, ZeRO 1 and micro-batches; data parallelism as DDP, ZeRO 1-3 or
+    HSDP), re-predicted as predict_all predicts each strategy's best (the same interval terms) under the run's stack
+    and mixed precision, which the search's candidates leave at their defaults; a family the model cannot run (no
+    transformer blocks), the profile cannot cost, or whose best is a plan in `known` adds nothing. `predictor run
+    --strategy all` and `report` add these to their tables (docs/planning.md). options: search's (devices_per_node,
+    dtype, optimizer, framework, overlaps, settings)."""
+    seen = {(p.plan.strategy, p.plan.describe()) for p in known if p.feasible}
+    out = []
+    for family in families:
+        try:
+            result = search(graph, cost_model, batch=batch, max_devices=devices, min_devices=devices,
+                            memory_cap_bytes=device_memory_bytes, top=1, strategies=family, **options)
+        except UserError:
+            continue
+        for p in result.best[:1]:
+            plan = replace(p.plan, stack=stack, mixed_precision=mixed_precision)
+            if p.feasible and (plan.strategy, plan.describe()) not in seen:
+                out.append(predict(graph, plan, cost_model, device_memory_bytes=device_memory_bytes))
+    return out
 
 
 def search(graph: ModelGraph, cost_model: CostModel, *, batch: int, max_devices: int, **options):

@@ -161,17 +161,18 @@ def searched_line(searched, default) -> str:
             f"({default.plan.describe()}); pin it with {layout_flags(searched.plan)}")
 
 
-def _best_3d_layout(graph, cm, args, cap, cp, ep) -> list:
-    """predictor.api.best_3d_layout at --gpus with the run's flags."""
-    from predictor.api import best_3d_layout
+def _searched(graph, cm, args, cap, cp, ep, known=(), families=None) -> list:
+    """predictor.api.searched_layouts at --gpus with the run's flags (families: SEARCHED_FAMILIES by default)."""
+    from predictor.api import SEARCHED_FAMILIES, searched_layouts
 
-    return best_3d_layout(graph, cm, batch=args.batch, devices=args.gpus, device_memory_bytes=cap, stack=args.stack,
-                          mixed_precision=args.mixed_precision, devices_per_node=args.gpus_per_node,
-                          dtype=args.dtype, optimizer=args.optimizer, framework=args.framework,
-                          synthetic_data=args.synthetic_data, context_parallel=cp if cp > 1 else None,
-                          expert_parallel=ep if ep > 1 else None, tp_comm_overlap=args.tp_comm_overlap,
-                          overlap_param_gather=args.overlap_param_gather, memory_format=args.memory_format,
-                          cross_entropy=args.cross_entropy, bn_group=args.bn_group, cuda_graphs=args.cuda_graphs)
+    return searched_layouts(graph, cm, batch=args.batch, devices=args.gpus, device_memory_bytes=cap,
+                            stack=args.stack, mixed_precision=args.mixed_precision, known=known,
+                            families=families or SEARCHED_FAMILIES, devices_per_node=args.gpus_per_node,
+                            dtype=args.dtype, optimizer=args.optimizer, framework=args.framework,
+                            synthetic_data=args.synthetic_data, context_parallel=cp if cp > 1 else None,
+                            expert_parallel=ep if ep > 1 else None, tp_comm_overlap=args.tp_comm_overlap,
+                            overlap_param_gather=args.overlap_param_gather, memory_format=args.memory_format,
+                            cross_entropy=args.cross_entropy, bn_group=args.bn_group, cuda_graphs=args.cuda_graphs)
 
 
 def run(args) -> int:
@@ -202,12 +203,13 @@ def run(args) -> int:
                         bn_group=args.bn_group, cross_entropy=args.cross_entropy,
                         cuda_graphs=args.cuda_graphs, shard_group=args.shard_group or 0)
     if args.strategy == "all":
-        preds = rank(preds + _best_3d_layout(graph, cm, args, cap, cp, ep))
+        preds = rank(preds + _searched(graph, cm, args, cap, cp, ep, known=preds))
     searched = None  # data+tensor+pipeline on its default degrees: the layout the search finds, when much faster
-    if args.strategy in HYBRID_3D and (args.tensor_parallel is None or args.pipeline_stages is None) and preds[0].feasible:
-        searched = next(iter(_best_3d_layout(graph, cm, args, cap, cp, ep)), None)
-        if searched is not None and not (searched.fits and searched.iteration_s < SEARCH_HINT_GAIN * preds[0].iteration_s):
-            searched = None
+    default_degrees = args.tensor_parallel is None or args.pipeline_stages is None
+    if args.strategy in HYBRID_3D and default_degrees and preds[0].feasible:
+        searched = next(iter(_searched(graph, cm, args, cap, cp, ep, families=(HYBRID_3D,))), None)
+        faster = searched is not None and searched.iteration_s < SEARCH_HINT_GAIN * preds[0].iteration_s
+        searched = searched if faster and searched.fits else None
     if args.strategy != "all" and not preds[0].feasible:
         raise UserError(f"{args.strategy} on {args.gpus} devices with batch {args.batch}: {preds[0].reason}")
     meta = {"profile": str(path), "profile_provenance": cm.provenance, "model": graph.name, "batch": args.batch,

@@ -89,8 +89,9 @@ def _print_compact(args, result, graph, cm, path) -> int:
     from predictor.report import compact_table, moe_context_lines
 
     console = Console(width=console_width(), file=sys.stdout, highlight=False)
-    console.print(f"{graph.name} ({graph.params / 1e6:.2f} M params), batch {args.batch}, {args.min_gpus}..{args.max_gpus} "
-                  f"devices, objective {args.objective}; profile {path.name} ({cm.provenance})")
+    console.print(f"{graph.name} ({graph.params / 1e6:.2f} M params), batch {args.batch}, "
+                  f"{args.min_gpus}..{args.max_gpus} devices, objective {args.objective}; profile {path.name} "
+                  f"({cm.provenance})")
     console.print(f"evaluated {result.evaluated} plans ({result.fitting} fit in memory, {result.pruned} more pruned "
                   f"by bounds) in {result.seconds:.2f} s")
     if not result.best:

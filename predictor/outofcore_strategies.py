@@ -400,8 +400,8 @@ SEARCH_FAMILIES = {"recompute": ("serial+recompute", "data+recompute"), "outofco
 def search_candidates(batch: int, devices: int, devices_per_node: int, dtype: str, optimizer: str,
                       families) -> list[Plan]:
     """Add-on plans for `predictor search` at one device count: recompute (data, also sharded with each of
-    ZERO_STAGES and as HSDP over a node's devices, or serial) and out-of-core data parallelism when the batch splits over the devices, cooperative over
-    2+ devices with every micro-batch count dividing the batch."""
+    ZERO_STAGES and as HSDP over a node's devices, or serial) and out-of-core data parallelism when the batch splits
+    over the devices, cooperative over 2+ devices with every micro-batch count dividing the batch."""
     plans = []
     if batch % devices == 0:
         if "recompute" in families:
@@ -411,7 +411,8 @@ def search_candidates(batch: int, devices: int, devices_per_node: int, dtype: st
             plans += recompute + [replace(plan, zero_stage=zero) for zero in (ZERO_STAGES if devices > 1 else ())
                                   for plan in recompute]
             if devices > devices_per_node and devices % devices_per_node == 0:  # HSDP: FSDP inside each node
-                plans += [replace(plan, zero_stage=max(ZERO_STAGES), shard_group=devices_per_node) for plan in recompute]
+                plans += [replace(plan, zero_stage=max(ZERO_STAGES), shard_group=devices_per_node)
+                          for plan in recompute]
         if "outofcore" in families:
             plans += addon_plans("outofcore", batch, devices, devices_per_node, dtype, optimizer)
         if "cooperative" in families and devices > 1:

@@ -192,8 +192,8 @@ def run_published(args) -> int:
         cnn_runs, transformer_runs = read_corpus(corpus)
     if args.published == ALL or (cnn_runs and transformer_runs):  # both kinds: reported side by side
         reports = {"cnn": published_report(corpus if cnn_runs else SHIPPED["cnn"], runs=cnn_runs, profile=profile),
-                   TRANSFORMER: transformer_report(runs=transformer_runs, sources=[corpus] if transformer_runs else None,
-                                                   profile=profile)}
+                   TRANSFORMER: transformer_report(runs=transformer_runs, profile=profile,
+                                                   sources=[corpus] if transformer_runs else None)}
         text = json.dumps(finite_json(reports), indent=1)
         rendered = "\n\n".join(f"== {name} ==\n{render_text(r)}" for name, r in reports.items())
         rows = [row for r in reports.values() for row in r["rows"]]

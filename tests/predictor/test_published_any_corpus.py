@@ -193,7 +193,8 @@ def test_a_users_profile_predicts_every_row_of_its_gpu(tmp_path, capsys):
     assert main(["validate", "--published", str(path), "--profile", "a100-sxm-4gpu-4hdr.published", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert [r["id"] for r in report["rows"]] == ["mine-a100"]
-    assert report["rows"][0]["system"] == "a100-sxm-4gpu-4hdr" and report["profile"].endswith("a100-sxm-4gpu-4hdr.published.yaml")
+    assert report["rows"][0]["system"] == "a100-sxm-4gpu-4hdr"
+    assert report["profile"].endswith("a100-sxm-4gpu-4hdr.published.yaml")
     assert "loso" not in report  # the leave-one-source-out columns are variants of the shipped profiles
     (skip,) = report["skipped"]
     assert skip["id"] == "mine-v100" and "V100" in skip["reason"] and "A100" in skip["reason"]

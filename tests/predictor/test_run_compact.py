@@ -107,8 +107,8 @@ def test_all_takes_the_searched_3d_layout(capsys, monkeypatch):
 
 
 SEARCH = ["search", "--profile", H100, "--model", "gpt", "--model-arg", "layers=8", "--model-arg", "hidden=2048",
-          "--model-arg", "heads=16", "--model-arg", "seq=1024", "--dtype", "bf16", "--optimizer", "adam", "--batch", "64",
-          "--max-gpus", "16", "--min-gpus", "8", "--top", "5"]
+          "--model-arg", "heads=16", "--model-arg", "seq=1024", "--dtype", "bf16", "--optimizer", "adam",
+          "--batch", "64", "--max-gpus", "16", "--min-gpus", "8", "--top", "5"]
 
 
 def test_search_default_is_compact_and_its_intervals_are_run_s(capsys, monkeypatch):
@@ -159,3 +159,17 @@ def test_3d_on_default_degrees_names_the_searched_layout_and_its_flags(capsys):
     assert pinned["predictions"][0]["iteration_s"] == pytest.approx(hint["iteration_s"], rel=1e-9)
     assert main(argv) == 0
     assert any(line.startswith("search: ") for line in capsys.readouterr().out.splitlines())
+
+
+def test_all_takes_the_sharded_data_plan_when_ddp_does_not_fit(capsys):
+    """Under a memory cap DDP's replicas exceed, `--strategy all` also lists the fastest sharded data plan (ZeRO 1-3
+    or HSDP, as `predictor search` finds it): data parallelism is then not reported as out of memory alone."""
+    assert main(GPT + ["--json"]) == 0
+    ddp = next(p for p in json.loads(capsys.readouterr().out)["predictions"]
+               if p["plan"]["strategy"] == "data" and not p["plan"]["zero_stage"])
+    cap_gb = 0.8 * ddp["memory_bytes"] / 1e9
+    assert main(GPT + ["--memory-cap", f"{cap_gb:.3f}", "--json"]) == 0
+    data = [p for p in json.loads(capsys.readouterr().out)["predictions"] if p["plan"]["strategy"] == "data"]
+    assert any(not p["fits"] and not p["plan"]["zero_stage"] for p in data)
+    sharded = [p for p in data if p["plan"]["zero_stage"]]
+    assert len(sharded) == 1 and sharded[0]["fits"] and sharded[0]["memory_bytes"] <= cap_gb * 1e9

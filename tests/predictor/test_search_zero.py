@@ -44,7 +44,8 @@ def test_search_family_flag_keeps_the_search_to_those_families(capsys):
 
     from predictor.cli import main
 
-    argv = ["search", "--profile", H100, "--model", "gpt", *[x for k, v in KNOBS.items() for x in ("--model-arg", f"{k}={v}")],
+    knobs = [x for k, v in KNOBS.items() for x in ("--model-arg", f"{k}={v}")]
+    argv = ["search", "--profile", H100, "--model", "gpt", *knobs,
             "--dtype", "bf16", "--optimizer", "adam", "--batch", "16", "--max-gpus", "16", "--min-gpus", "8",
             "--top", "20", "--json"]
     assert main(argv + ["--family", "data", "--family", "recompute"]) == 0
