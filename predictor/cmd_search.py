@@ -66,9 +66,7 @@ def run(args) -> int:
     console = Console(width=max(Console().width, 280), file=sys.stdout)
     console.print(f"profile: {path} ({cm.provenance})   model: {graph.name}   batch {args.batch}, "
                   f"{args.min_gpus}..{args.max_gpus} devices, objective {args.objective}")
-    console.print(f"evaluated {result.evaluated} plans ({result.feasible} feasible, {result.fitting} fit in memory; "
-                  f"{result.pruned} more pruned by bounds) "
-                  f"in {result.seconds:.2f} s = {result.plans_per_s:,.0f} plans/s")
+    console.print(evaluated_line(result))
     if not result.best:
         console.print("no configuration fits; raise --memory-cap or lower --batch")
         return 1
@@ -78,6 +76,12 @@ def run(args) -> int:
     console.print(memory_table(result.best[0]))
     console.print(swap_vs_model_parallel(result.best_by_strategy))  # out-of-core section of the README
     return 0
+
+
+def evaluated_line(result) -> str:
+    """What the search evaluated and how fast, one line (both outputs)."""
+    return (f"evaluated {result.evaluated} plans ({result.feasible} feasible, {result.fitting} fit in memory; "
+            f"{result.pruned} more pruned by bounds) in {result.seconds:.2f} s = {result.plans_per_s:,.0f} plans/s")
 
 
 def _print_compact(args, result, graph, cm, path) -> int:
@@ -92,8 +96,7 @@ def _print_compact(args, result, graph, cm, path) -> int:
     console.print(f"{graph.name} ({graph.params / 1e6:.2f} M params), batch {args.batch}, "
                   f"{args.min_gpus}..{args.max_gpus} devices, objective {args.objective}; profile {path.name} "
                   f"({cm.provenance})")
-    console.print(f"evaluated {result.evaluated} plans ({result.fitting} fit in memory, {result.pruned} more pruned "
-                  f"by bounds) in {result.seconds:.2f} s")
+    console.print(evaluated_line(result))
     if not result.best:
         console.print("no configuration fits; raise --memory-cap or lower --batch")
         return 1
