@@ -24,8 +24,8 @@ ADDON_STRATEGIES = ("serial+recompute", "data+recompute", "serial+offload", "dat
 #: model-parallel strategies with checkpointing (pipeline has its own re-materialisation flag)
 SPLIT_RECOMPUTE = tuple(f"{name}+recompute" for name in ("spatial", "filter", "channel", "data+spatial",
                                                            "data+filter", "data+channel"))
-#: three-way hybrids: evaluated when named (with their degrees); `predictor run --strategy all` takes the layout the
-#: search finds fastest at its device count (predictor.cmd_run)
+#: three-way hybrids: evaluated when named (with their degrees); `predictor run --strategy all` and `report` take the
+#: layout the search finds fastest at their device count (predictor.api.searched_layouts)
 HYBRID_3D = ("data+tensor+pipeline",)
 #: every strategy name `predictor run --strategy` accepts
 ALL_STRATEGIES = STRATEGIES + ADDON_STRATEGIES + SPLIT_RECOMPUTE + HYBRID_3D

@@ -220,10 +220,9 @@ def candidates(graph: ModelGraph, batch: int, devices: range, devices_per_node: 
                optimizer: str, strategies=SEARCH_STRATEGIES, plan_options: dict | None = None) -> Iterator[Plan]:
     """Every plan the search considers, in its order: for each device count P, each divisor `inner` of P that
     leaves whole samples per replica: data (inner = 1; DDP, each of ZERO_STAGES, HSDP over a node's devices);
-    filter, channel, tensor
-    (inner dividing its widths), spatial and spatial-then-data over every factorisation of inner, pipeline over
-    every micro-batch count, data+tensor+pipeline over every T · K = inner and its `hybrid3d_variants`
-    (transformers); then the add-on families."""
+    filter, channel, tensor (inner dividing its widths), spatial and spatial-then-data over every factorisation of
+    inner, pipeline over every micro-batch count, data+tensor+pipeline over every T · K = inner and its
+    `hybrid3d_variants` (transformers); then the add-on families."""
     base = dict(batch=batch, devices_per_node=devices_per_node, dtype=dtype, optimizer=optimizer, **(plan_options or {}))
     for spec in candidate_specs(graph, batch, devices, devices_per_node, dtype, optimizer, strategies,
                                 plan_options=plan_options):
