@@ -1,5 +1,7 @@
 """`predictor run`'s compact default (issue 39): one table line per runnable plan within COLUMNS=100, the plans that
-cannot run in one line, the recommendation and its why; `--wide` keeps every column and the memory table."""
+cannot run in one line, the recommendation and its why; `--wide` keeps every column and the memory table. Its
+`--strategy all` rows from the search (the 3-D layout, the sharded data plan), and `predictor search`'s compact
+default."""
 import json
 
 import pytest
