@@ -78,6 +78,10 @@ def _program_in_filename(path: Path) -> str | None:
 MAX_SIZE_BYTES = 1 << 48  # larger than any message nccl-tests can allocate
 
 
+#: a result row starts with its size: a number, signed ones included so that a negative size is refused, not skipped
+_NUMBER_FIRST = re.compile(r"[-+]?\d")
+
+
 def _float(text, path: Path, line_no, column: str) -> float:
     """A finite number from a text cell or a JSON value (a bool is not a number)."""
     try:
@@ -166,7 +170,7 @@ def parse_text(path: Path, text: str, op_override: str | None = None) -> tuple[l
             elif stripped.startswith("# nThread") or stripped.startswith("# nccl-tests version"):
                 run.header.append(stripped.lstrip("# "))
             continue
-        if not stripped[0].isdigit():
+        if not _NUMBER_FIRST.match(stripped):
             continue  # launcher and library chatter between the tables (NCCL_DEBUG=INFO lines, 'NCCL version ...')
         op = _require(run, path, op_override or _op_from_program(run.program))
         samples.extend(_row(op, run, path, digest, line_no, stripped.split(), columns))

@@ -92,6 +92,8 @@ def test_cli_writes_a_new_profile_and_merges_into_one(tmp_path, capsys):
 
 @pytest.mark.parametrize("edit, expected", [
     (lambda t: t.replace("    15.79", "     oops", 1), r":18: column 'time' is 'oops'"),
+    # a negative size had been taken for chatter (the row starts with '-') and skipped
+    (lambda t: t.replace("           8             2", "          -8             2", 1), r":18: column 'size' is -8"),
     (lambda t: t.replace("       0    16.13    0.00    0.00       0", "", 1), r":18: expected at least 13 columns, found 8"),
     (lambda t: "\n".join(l for l in t.splitlines() if "Rank" not in l), "no '# Rank N"),
     (lambda t: "\n".join(l for l in t.splitlines() if not l.startswith("  ") and not l[:1].isdigit()), "no result rows"),
@@ -144,3 +146,4 @@ def test_cli_error_is_one_line_exit_2(tmp_path):
                            "--out", str(tmp_path / "o.yaml")], capture_output=True, text=True)
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1 and str(bad) in done.stderr
     assert not (tmp_path / "o.yaml").exists()
+
