@@ -442,7 +442,7 @@ def searched_layouts(graph: ModelGraph, cost_model: CostModel, *, batch: int, de
     out = []
     for family in families:
         try:
-            result = search(graph, cost_model, batch=batch, max_devices=devices, min_devices=devices,
+            result = search(graph, cost_model, batch=batch, max_devices=devices, min_devices=devices, interval=False,
                             memory_cap_bytes=device_memory_bytes, top=1, strategies=family, **options)
         except UserError:
             continue

@@ -69,6 +69,7 @@ def run(args) -> int:
     target = _target(args)
     result, graph, cm, path = run_sweep(args)
     from predictor.api import predict_all, rank, searched_layouts
+    from predictor.flags import search_options
     from predictor.known_accuracy import for_prediction
     from predictor.plan import ADDON_STRATEGIES, STRATEGIES
     from predictor.scale_plot import breakdown_figure, png_bytes, scaling_figure
@@ -88,11 +89,7 @@ def run(args) -> int:
                         bn_group=args.bn_group, cuda_graphs=args.cuda_graphs)
     cap = args.memory_cap * 1e9 if args.memory_cap else None  # the searched 3-D and sharded layouts, as run's
     preds = rank(preds + searched_layouts(graph, cm, batch=batch, devices=compare, device_memory_bytes=cap,
-                                          stack=args.stack, known=preds, devices_per_node=args.gpus_per_node,
-                                          dtype=args.dtype, optimizer=args.optimizer, framework=args.framework,
-                                          synthetic_data=args.synthetic_data, memory_format=args.memory_format,
-                                          cross_entropy=args.cross_entropy, bn_group=args.bn_group,
-                                          cuda_graphs=args.cuda_graphs))
+                                          stack=args.stack, known=preds, **search_options(args)))
     at = next((pt for pt in result.lines[lead] if pt.devices == compare and pt.usable), None)
     winner = at.prediction if at is not None else next((p for p in preds if p.feasible), None)
     usable = [pt for pt in result.lines[lead] if pt.usable]

@@ -6,7 +6,7 @@ import json
 import sys
 
 from predictor.flags import (add_context_expert_arguments, add_overlap_arguments, add_prediction_arguments,
-                             add_strategy_argument, check_overlaps, context_expert_degrees)
+                             add_strategy_argument, check_overlaps, context_expert_degrees, search_options)
 from predictor.plan import (ADDON_STRATEGIES, HYBRID_3D, MIXED_PRECISIONS, PIPELINE_BOUNDARIES, ZERO_STAGES,
                             PIPELINE_SCHEDULES, RECOMPUTE_GRANULARITIES, STRATEGIES)
 from profiler.cliutil import batch_size, device_count, int_in
@@ -167,12 +167,8 @@ def _searched(graph, cm, args, cap, cp, ep, known=(), families=None) -> list:
 
     return searched_layouts(graph, cm, batch=args.batch, devices=args.gpus, device_memory_bytes=cap,
                             stack=args.stack, mixed_precision=args.mixed_precision, known=known,
-                            families=families or SEARCHED_FAMILIES, devices_per_node=args.gpus_per_node,
-                            dtype=args.dtype, optimizer=args.optimizer, framework=args.framework,
-                            synthetic_data=args.synthetic_data, context_parallel=cp if cp > 1 else None,
-                            expert_parallel=ep if ep > 1 else None, tp_comm_overlap=args.tp_comm_overlap,
-                            overlap_param_gather=args.overlap_param_gather, memory_format=args.memory_format,
-                            cross_entropy=args.cross_entropy, bn_group=args.bn_group, cuda_graphs=args.cuda_graphs)
+                            families=families or SEARCHED_FAMILIES, context_parallel=cp if cp > 1 else None,
+                            expert_parallel=ep if ep > 1 else None, **search_options(args))
 
 
 def run(args) -> int:

@@ -5,7 +5,8 @@ import argparse
 import sys
 
 from predictor.cmd_run import load_inputs
-from predictor.flags import add_context_expert_arguments, add_overlap_arguments, add_prediction_arguments
+from predictor.flags import (add_context_expert_arguments, add_overlap_arguments, add_prediction_arguments,
+                             search_options)
 from predictor.search_space import SEARCH_STRATEGIES
 from profiler.cliutil import batch_size, int_in
 
@@ -44,14 +45,10 @@ def run(args) -> int:
     graph, cm, path = load_inputs(args)
     cm = stack_scaled(cm, args.stack)  # every plan runs under --stack (predictor.stacks)
     result = search(graph, cm, batch=args.batch, max_devices=args.max_gpus, min_devices=args.min_gpus,
-                    devices_per_node=args.gpus_per_node, dtype=args.dtype, optimizer=args.optimizer,
                     memory_cap_bytes=args.memory_cap * 1e9 if args.memory_cap else None,
-                    objective=args.objective, top=args.top, framework=args.framework,
-                    synthetic_data=args.synthetic_data, context_parallel=args.context_parallel,
-                    expert_parallel=args.expert_parallel, tp_comm_overlap=args.tp_comm_overlap,
-                    overlap_param_gather=args.overlap_param_gather, memory_format=args.memory_format,
-                    cross_entropy=args.cross_entropy, bn_group=args.bn_group,
-                    cuda_graphs=args.cuda_graphs, strategies=tuple(dict.fromkeys(args.family or SEARCH_STRATEGIES)))
+                    objective=args.objective, top=args.top, context_parallel=args.context_parallel,
+                    expert_parallel=args.expert_parallel, **search_options(args),
+                    strategies=tuple(dict.fromkeys(args.family or SEARCH_STRATEGIES)))
     summary = {"profile": str(path), "profile_provenance": cm.provenance, "model": graph.name, "batch": args.batch,
                "max_gpus": args.max_gpus, "objective": args.objective, "evaluated": result.evaluated,
                "feasible": result.feasible, "fitting": result.fitting, "pruned": result.pruned,

@@ -150,6 +150,16 @@ def add_overlap_arguments(parser: argparse.ArgumentParser, search: bool = False)
                              "overlapped with the next step's forward passes (Megatron-Core's --overlap-param-gather)")
 
 
+def search_options(args: argparse.Namespace) -> dict:
+    """The search's settings (predictor.search.search keywords) from a command's prediction flags; the overlap flags
+    only where the command has them (False otherwise)."""
+    return dict(devices_per_node=args.gpus_per_node, dtype=args.dtype, optimizer=args.optimizer,
+                framework=args.framework, synthetic_data=args.synthetic_data,
+                tp_comm_overlap=getattr(args, "tp_comm_overlap", False),
+                overlap_param_gather=getattr(args, "overlap_param_gather", False), memory_format=args.memory_format,
+                cross_entropy=args.cross_entropy, bn_group=args.bn_group, cuda_graphs=args.cuda_graphs)
+
+
 def check_overlaps(args: argparse.Namespace) -> None:
     """UserError when `predictor run` asks for an overlap its layout cannot have."""
     if args.tp_comm_overlap and not args.sequence_parallel:

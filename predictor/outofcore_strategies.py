@@ -19,7 +19,7 @@ from predictor.cooperative import cooperative
 from predictor.layercost import OPTIMIZER_STATE_WORDS, Split, update_bytes
 from predictor.layout import data_nodes, inner_nodes
 from predictor.memory import parameter_bytes
-from predictor.plan import ADDON_STRATEGIES, SPLIT_RECOMPUTE, ZERO_STAGES, Plan, Prediction
+from predictor.plan import ADDON_STRATEGIES, SPLIT_RECOMPUTE, Plan, Prediction, sharding_choices
 from predictor.recompute import chain_segments, checkpoint_terms, sqrt_segment_count
 from predictor.strategies.bounds import Bounds, refinement
 from predictor.strategies.data import evaluate as evaluate_data, local_batch, lower_bound as data_bound, micro_batch
@@ -256,7 +256,7 @@ def whole_model_bound(b: Bounds, strategy: str, p: int, p_data: int, inner: int,
     whole model's parameter state); offload refused on a CPU profile."""
     if strategy.endswith("+offload") and b.ctx.cm.device_is_host:
         return None
-    return data_bound(b, strategy, p, p_data, inner, plan.zero_stage)
+    return data_bound(b, strategy, p, p_data, inner, (plan.zero_stage, plan.shard_group))
 
 
 def _block_weights(ctx: Context) -> list[list[float]]:
@@ -399,20 +399,17 @@ SEARCH_FAMILIES = {"recompute": ("serial+recompute", "data+recompute"), "outofco
 
 def search_candidates(batch: int, devices: int, devices_per_node: int, dtype: str, optimizer: str,
                       families) -> list[Plan]:
-    """Add-on plans for `predictor search` at one device count: recompute (data, also sharded with each of
-    ZERO_STAGES and as HSDP over a node's devices, or serial) and out-of-core data parallelism when the batch splits
+    """Add-on plans for `predictor search` at one device count: recompute (data, also with each of
+    `sharding_choices`, or serial) and out-of-core data parallelism when the batch splits
     over the devices, cooperative over 2+ devices with every micro-batch count dividing the batch."""
     plans = []
     if batch % devices == 0:
         if "recompute" in families:
             recompute = addon_plans("serial+recompute" if devices == 1 else "data+recompute", batch, devices,
                                     devices_per_node, dtype, optimizer)
-            # sharded replicas beside it (FSDP with activation checkpointing: ZeRO 3), as the data candidates
-            plans += recompute + [replace(plan, zero_stage=zero) for zero in (ZERO_STAGES if devices > 1 else ())
-                                  for plan in recompute]
-            if devices > devices_per_node and devices % devices_per_node == 0:  # HSDP: FSDP inside each node
-                plans += [replace(plan, zero_stage=max(ZERO_STAGES), shard_group=devices_per_node)
-                          for plan in recompute]
+            # sharded replicas beside it (FSDP with activation checkpointing), as the data candidates
+            plans += recompute + [replace(plan, zero_stage=zero, shard_group=group)
+                                  for zero, group in sharding_choices(devices, devices_per_node) for plan in recompute]
         if "outofcore" in families:
             plans += addon_plans("outofcore", batch, devices, devices_per_node, dtype, optimizer)
         if "cooperative" in families and devices > 1:

@@ -33,8 +33,18 @@ ALL_STRATEGIES = STRATEGIES + ADDON_STRATEGIES + SPLIT_RECOMPUTE + HYBRID_3D
 #: and recomputes inside a stage; data+tensor+pipeline re-runs the transformer layers (Megatron's full checkpointing)
 PIPELINE_RECOMPUTE = ("pipeline", "data+pipeline") + HYBRID_3D
 #: the ZeRO stages sharded data parallelism takes: optimizer state (1), + gradients (2), + parameters (3, FSDP's
-#: FULL_SHARD); `predictor search` tries each beside DDP (predictor.search_space, predictor.outofcore_strategies)
+#: FULL_SHARD); `predictor search` tries each beside DDP (sharding_choices)
 ZERO_STAGES = (1, 2, 3)
+
+
+def sharding_choices(devices: int, devices_per_node: int) -> tuple[tuple[int, int], ...]:
+    """(ZeRO stage, HSDP shard group; 0 = every replica) of each sharded data-parallel layout the search tries over
+    `devices` replicas: every one of ZERO_STAGES and, where the devices span whole nodes, ZeRO 3 inside each node
+    (HSDP, replicated across the nodes); none on one device."""
+    if devices <= 1:
+        return ()
+    hsdp = devices > devices_per_node and devices % devices_per_node == 0
+    return tuple((zero, 0) for zero in ZERO_STAGES) + (((max(ZERO_STAGES), devices_per_node),) if hsdp else ())
 #: pipeline schedules (predictor.strategies.pipeline): GPipe (all forwards, then all backwards), 1F1B
 #: (PipeDream-Flush as Megatron-LM runs it) and interleaved 1F1B with virtual stages
 PIPELINE_SCHEDULES = ("gpipe", "1f1b", "interleaved")

@@ -128,8 +128,9 @@ def interval_pct(pred: Prediction) -> str:
     return f"\u00b1{max(high - pred.iteration_s, pred.iteration_s - low) / pred.iteration_s:.0%}"
 
 
-#: the widest the compact table's split column grows (a searched 3-D layout is longer)
-SPLIT_WIDTH = 14
+#: the widest the compact table's split column grows (a searched 3-D layout is longer), cut or, in a search's table,
+#: wrapped
+SPLIT_WIDTH, WRAPPED_SPLIT_WIDTH = 14, 24
 
 
 def compact_table(preds: Sequence[Prediction], dataset_size: int | None = None, title: str = "",
@@ -148,10 +149,11 @@ def compact_table(preds: Sequence[Prediction], dataset_size: int | None = None, 
                ("samples/s", "right"), ("mem GB", "right"), ("bottleneck", "left")]
     if devices:
         columns.insert(2, ("GPUs", "right"))
+    wrap = devices  # a search's plans differ mostly in their split: wrapped, not cut
     for col, just in columns:
-        wrap = devices and col == "split"  # a search's plans differ mostly in their split: wrapped, not cut
-        table.add_column(col, justify=just, no_wrap=not wrap, overflow="fold" if wrap else "ellipsis",
-                         max_width=(SPLIT_WIDTH + 10 if wrap else SPLIT_WIDTH) if col == "split" else None)
+        split = col == "split"
+        table.add_column(col, justify=just, no_wrap=not (split and wrap), overflow="fold" if split and wrap
+                         else "ellipsis", max_width=(WRAPPED_SPLIT_WIDTH if wrap else SPLIT_WIDTH) if split else None)
     if dataset_size:
         table.add_column("GPU-h", justify="right", no_wrap=True)
     for k, p in enumerate(preds, 1):

@@ -12,7 +12,7 @@ from typing import Iterator
 
 from predictor.graph import ModelGraph
 from predictor.outofcore_strategies import SEARCH_FAMILIES, search_candidates
-from predictor.plan import ZERO_STAGES, Plan, Prediction
+from predictor.plan import Plan, Prediction, sharding_choices
 from predictor.strategies.context import Context
 from predictor.strategies.tensor import tensor_split
 
@@ -149,10 +149,8 @@ def candidate_specs(graph: ModelGraph, batch: int, devices: range, devices_per_n
             if inner == 1:
                 if "data" in strategies:
                     yield ("data", "data" if p > 1 else "serial", p, p, 1, None)
-                    for zero in (ZERO_STAGES if p > 1 else ()):  # sharded data parallelism: ZeRO 1-2, FSDP
-                        yield ("data", "data", p, p, 1, zero)
-                    if p > devices_per_node and p % devices_per_node == 0:  # HSDP: FSDP inside each node
-                        yield ("data", "data", p, p, 1, (max(ZERO_STAGES), devices_per_node))
+                    for sharding in sharding_choices(p, devices_per_node):  # ZeRO 1-2, FSDP, HSDP
+                        yield ("data", "data", p, p, 1, sharding)
                 continue
             prefix = "data+" if p_data > 1 else ""
             if "filter" in strategies:
@@ -195,10 +193,10 @@ def spec_plan(spec: tuple, base: dict) -> Plan:
     if kind == "addon":
         return spec[1]
     _, strategy, p, p_data, inner, extra = spec
-    if kind == "data":  # extra: None (DDP), a ZeRO stage, or (ZeRO stage, HSDP shard group)
-        zero, group = extra if isinstance(extra, tuple) else (extra or 0, 0)
-        return Plan(strategy, devices=p, p_data=p, **base, **({"zero_stage": zero} if zero else {}),
-                    **({"shard_group": group} if group else {}))
+    if kind == "data":  # extra: None (DDP) or (ZeRO stage, HSDP shard group) of sharding_choices
+        zero, group = extra or (0, 0)
+        sharded = {"zero_stage": zero, "shard_group": group} if zero else {}
+        return Plan(strategy, devices=p, p_data=p, **base, **sharded)
     if kind == "filter":
         return Plan(strategy, devices=p, p_data=p_data, p_filter=inner, **base)
     if kind == "channel":
@@ -219,7 +217,7 @@ def spec_plan(spec: tuple, base: dict) -> Plan:
 def candidates(graph: ModelGraph, batch: int, devices: range, devices_per_node: int, dtype: str,
                optimizer: str, strategies=SEARCH_STRATEGIES, plan_options: dict | None = None) -> Iterator[Plan]:
     """Every plan the search considers, in its order: for each device count P, each divisor `inner` of P that
-    leaves whole samples per replica: data (inner = 1; DDP, each of ZERO_STAGES, HSDP over a node's devices);
+    leaves whole samples per replica: data (inner = 1; DDP, then each of `sharding_choices`);
     filter, channel, tensor (inner dividing its widths), spatial and spatial-then-data over every factorisation of
     inner, pipeline over every micro-batch count, data+tensor+pipeline over every T · K = inner and its
     `hybrid3d_variants` (transformers); then the add-on families."""

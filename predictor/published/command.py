@@ -180,9 +180,7 @@ def run_published(args) -> int:
     side by side (JSON {"cnn": ..., "transformer": ...}; one scatter plot of every row). --profile: every row
     predicted with P (`with_profile`)."""
     corpus = SHIPPED.get(args.published, args.published)
-    profile = resolve_profile(args.profile).resolve() if args.profile else None
-    if profile is not None:
-        load_profile(profile)  # a malformed profile stops here, with its one-line error
+    profile = resolve_profile(args.profile).resolve() if args.profile else None  # read (and checked) by with_profile
     if args.out:
         check_writable(args.out)
     if args.plot:

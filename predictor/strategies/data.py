@@ -157,8 +157,7 @@ def lower_bound(b: Bounds, strategy: str, p: int, p_data: int, inner: int, knob)
     """Serial and data parallelism (strategies.bounds): every replica holds the whole model's parameter state
     (`Context.set_parameters`; none bounded under a ZeRO stage: the candidate's knob, else the base plan's); no time
     bound (a data plan is quick to evaluate)."""
-    zero = knob[0] if isinstance(knob, tuple) else knob if isinstance(knob, int) else b.plan.zero_stage
-    if zero:
+    if (knob[0] if knob else b.plan.zero_stage):  # knob: the candidate's (ZeRO stage, shard group), or None
         return 0.0, 0.0, None
     memory = b.memo.get(("data-parameters", p_data > 1))
     if memory is None:
