@@ -67,8 +67,9 @@ def transformer_report(profiles_dir: Path | None = None, corpus=None, vtrain=Non
     if any(row["source"] in megatron_papers.SOURCES for row in report["rows"]):  # reported apart (issue 41)
         report["megatron_papers"] = {"rows": megatron_papers.rows(report), "table5": megatron_papers.table5(report)}
     from predictor.published import moe_context_rows
-    if any(row["source"] in moe_context_rows.SOURCES for row in report["rows"]):  # reported apart (issue 41 item 4)
-        report["moe_context"] = {"rows": moe_context_rows.rows(report)}
+    found = moe_context_rows.rows(report)
+    if found:  # reported apart (issue 41 item 4)
+        report["moe_context"] = {"rows": found}
     return report
 
 

@@ -69,12 +69,13 @@ DDP_REGIMES = {"torch": "ddp", "local": "no-overlap"}
 MODEL_CHOICES = {"zoo_attention": ("sdpa", "math", "fused-softmax"), "mlp": ("gelu", "swiglu"),
                  "norm": ("layernorm", "rmsnorm"), "tie": (True, False)}
 #: model_details keys passed to the zoo GPT as they are
-MODEL_KNOBS = ("kv_heads", "ffn", "mlp", "norm", "tie", "dropout", "experts", "top_k", "capacity_factor")
+MODEL_KNOBS = ("kv_heads", "head_dim", "ffn", "mlp", "norm", "tie", "dropout", "experts", "top_k", "capacity_factor")
 #: other names a record may give these (Hugging Face config.json's and Megatron's arguments) -> the corpus's own
 DETAIL_ALIASES = {"num_hidden_layers": "layers", "num_layers": "layers", "n_layers": "layers", "n_layer": "layers",
                   "hidden_size": "hidden", "d_model": "hidden", "n_embd": "hidden",
                   "num_attention_heads": "heads", "n_heads": "heads", "n_head": "heads",
                   "num_key_value_heads": "kv_heads", "num_query_groups": "kv_heads", "n_kv_heads": "kv_heads",
+                  "kv_channels": "head_dim",
                   "intermediate_size": "ffn", "ffn_hidden_size": "ffn", "ffn_hidden": "ffn",
                   "seq_length": "seq_len", "max_seq_len": "seq_len",
                   "sequence_length": "seq_len", "vocab_size": "vocab", "padded_vocab_size": "vocab",
@@ -150,7 +151,7 @@ def parse_transformer_record(rec: Any, index: int, path: str) -> PublishedRun:
         if not isinstance(value, dict):
             raise _fail(path, index, rid, name, "must be a mapping")
     details = _canonical_details(details, path, index, rid)
-    for key in ("layers", "hidden", "heads", "seq_len", "kv_heads", "ffn", "experts", "top_k"):
+    for key in ("layers", "hidden", "heads", "seq_len", "kv_heads", "head_dim", "ffn", "experts", "top_k"):
         _positive_int(details.get(key), path, index, rid, f"model_details.{key}", allow_none=True)
     for key, known in MODEL_CHOICES.items():
         if key in details and details[key] not in known:

@@ -34,6 +34,9 @@ def _plan(p: dict) -> str:
         parts.append(f"t{p['p_tensor']}")
     if p.get("stages", 1) > 1:
         parts.append(f"p{p['stages']}")
+    for key, tag in (("p_context", "cp"), ("p_expert", "ep")):
+        if p.get(key, 1) > 1:
+            parts.append(f"{tag}{p[key]}")
     if p.get("micro_batches", 1) > 1:
         parts.append(f"S{p['micro_batches']}")
     if p.get("pipeline_boundary", "whole") != "whole" and p.get("stages", 1) > 1 and p.get("p_tensor", 1) > 1:

@@ -71,13 +71,17 @@ class BiasDropoutAdd(nn.Module):
 class SelfAttention(nn.Module):
     """Multi-head self-attention: QKV projection, per-head attention, output projection, residual dropout. kv_heads
     < heads: grouped-query attention (Ainslie et al. 2023; LLaMA-2 70B, Mixtral), keys and values of kv_heads heads
-    each shared by heads / kv_heads query heads (fused attention only: F.scaled_dot_product_attention's enable_gqa)."""
+    each shared by heads / kv_heads query heads (fused attention only: F.scaled_dot_product_attention's enable_gqa).
+    head_dim: each head's width where it is not hidden / heads (Qwen3: 32 heads of 128 on a 2048 hidden), so the
+    queries are heads x head_dim wide and the output projection maps that width back to hidden."""
 
     def __init__(self, hidden: int, heads: int, seq: int, dropout: float, causal: bool, attention: str,
-                 drop_out: bool = True, kv_heads: int | None = None):
+                 drop_out: bool = True, kv_heads: int | None = None, head_dim: int | None = None):
         super().__init__()
-        if hidden % heads:
+        if head_dim is None and hidden % heads:
             raise ValueError(f"hidden {hidden} is not a multiple of heads {heads}")
+        if head_dim is not None and (not isinstance(head_dim, int) or isinstance(head_dim, bool) or head_dim < 1):
+            raise ValueError(f"head_dim must be a positive integer, got {head_dim!r}")
         if attention not in ATTENTION:
             raise ValueError(f"attention must be one of {', '.join(ATTENTION)}, got {attention!r}")
         kv_heads = heads if kv_heads is None else kv_heads
@@ -85,10 +89,11 @@ class SelfAttention(nn.Module):
             raise ValueError(f"kv_heads must be a positive divisor of heads {heads}, got {kv_heads!r}")
         if kv_heads != heads and attention != "sdpa":
             raise ValueError(f"kv_heads {kv_heads} < heads {heads} (grouped-query attention) needs attention=sdpa")
-        self.hidden, self.heads, self.head_dim, self.kv_heads = hidden, heads, hidden // heads, kv_heads
+        self.head_dim = hidden // heads if head_dim is None else head_dim
+        self.hidden, self.heads, self.kv_heads, self.width = hidden, heads, kv_heads, heads * self.head_dim
         self.causal, self.attention, self.p = causal, attention, dropout
-        self.qkv = nn.Linear(hidden, hidden + 2 * kv_heads * (hidden // heads))
-        self.proj = nn.Linear(hidden, hidden)
+        self.qkv = nn.Linear(hidden, self.width + 2 * kv_heads * self.head_dim)
+        self.proj = nn.Linear(self.width, hidden)
         self.attn_drop = nn.Dropout(dropout)
         self.resid_drop = nn.Dropout(dropout) if drop_out else None  # else fused into the residual add
         if causal and attention == "math":
@@ -100,7 +105,7 @@ class SelfAttention(nn.Module):
 
     def forward(self, x):
         batch, kv = x.size(0), self.kv_heads * self.head_dim
-        q, k, v = self.qkv(x).split(self.hidden if kv == self.hidden else (self.hidden, kv, kv), dim=2)
+        q, k, v = self.qkv(x).split(self.width if kv == self.width else (self.width, kv, kv), dim=2)
         q = q.view(batch, -1, self.heads, self.head_dim).transpose(1, 2)
         k = k.view(batch, -1, self.kv_heads, self.head_dim).transpose(1, 2)
         v = v.view(batch, -1, self.kv_heads, self.head_dim).transpose(1, 2)
@@ -119,7 +124,7 @@ class SelfAttention(nn.Module):
             if self.causal:
                 scores = scores.masked_fill(self.future, float("-inf"))
             y = torch.matmul(self.attn_drop(F.softmax(scores, dim=-1)), v)
-        y = self.proj(y.transpose(1, 2).reshape(batch, -1, self.hidden))
+        y = self.proj(y.transpose(1, 2).reshape(batch, -1, self.width))
         return y if self.resid_drop is None else self.resid_drop(y)
 
 
@@ -272,14 +277,16 @@ class Block(nn.Module):
 
     def __init__(self, hidden: int, heads: int, seq: int, ffn: int, dropout: float, causal: bool, attention: str,
                  pre_norm: bool, mlp: str = "gelu", norm: str = "layernorm", residual: str = "add", experts: int = 0,
-                 top_k: int = 2, capacity_factor: float = 1.25, kv_heads: int | None = None):
+                 top_k: int = 2, capacity_factor: float = 1.25, kv_heads: int | None = None,
+                 head_dim: int | None = None):
         super().__init__()
         if residual not in RESIDUALS:
             raise ValueError(f"residual must be one of {', '.join(RESIDUALS)}, got {residual!r}")
         fused = residual == "bias-dropout-add"
         self.pre_norm = pre_norm
         self.ln1 = norm_layer(hidden, norm)
-        self.attn = SelfAttention(hidden, heads, seq, dropout, causal, attention, drop_out=not fused, kv_heads=kv_heads)
+        self.attn = SelfAttention(hidden, heads, seq, dropout, causal, attention, drop_out=not fused, kv_heads=kv_heads,
+                                  head_dim=head_dim)
         self.ln2 = norm_layer(hidden, norm)
         self.mlp = MoE(hidden, ffn, experts, top_k, capacity_factor, dropout, mlp, drop_out=not fused) if experts \
             else MLP(hidden, ffn, dropout, mlp, drop_out=not fused)

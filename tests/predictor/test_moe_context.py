@@ -70,7 +70,8 @@ def test_moe_graph_has_router_dispatch_experts_and_combine(moe, dense):
 
 
 def test_bad_knobs_are_one_line_errors(capsys):
-    for knobs in (["experts=1"], ["experts=4", "top_k=5"], ["experts=4", "capacity_factor=-1"], ["kv_heads=3"]):
+    for knobs in (["experts=1"], ["experts=4", "top_k=5"], ["experts=4", "capacity_factor=-1"], ["kv_heads=3"],
+                  ["head_dim=0"]):
         args = ["run", "--model", "gpt", "--batch", "8", "--gpus", "2"] + [a for k in knobs for a in ("--model-arg", k)]
         assert main(args) == 2
         err = capsys.readouterr().err.strip().splitlines()
@@ -233,6 +234,25 @@ def test_grouped_query_attention_sends_fewer_keys_and_values():
     assert qkv.output_shape == (SEQ, H + 2 * 2 * (H // HEADS))
 
 
+def test_head_dim_sets_the_query_width_and_the_output_projection():
+    """Qwen3's heads are 128 wide on a 2048 hidden: q is heads x head_dim wide, k and v kv_heads x head_dim, and the
+    output projection maps heads x head_dim back to hidden; attention params by hand."""
+    hd = 2 * (H // HEADS)  # twice the default width
+    graph = load_model("gpt", layers=1, hidden=H, heads=HEADS, kv_heads=2, head_dim=hd, seq=SEQ, vocab=VOCAB,
+                       dropout=0.0)
+    linears = [l for l in graph.layers if l.op == "linear"]
+    qkv, proj = linears[0], linears[1]
+    assert qkv.output_shape == (SEQ, HEADS * hd + 2 * 2 * hd)
+    assert proj.input_shape == (SEQ, HEADS * hd) and proj.output_shape == (SEQ, H)
+    default = load_model("gpt", layers=1, hidden=H, heads=HEADS, kv_heads=2, seq=SEQ, vocab=VOCAB, dropout=0.0)
+    extra = (H * (HEADS * hd + 4 * hd) + HEADS * hd + 4 * hd) - (H * (H + 4 * (H // HEADS)) + H + 4 * (H // HEADS))
+    extra += HEADS * hd * H - H * H  # the output projection's weight (its bias is hidden wide either way)
+    assert graph.params - default.params == extra
+    ctx = Context(graph, None)
+    ts = tensor_split(graph)
+    assert kv_elems(ctx, attention_spans(ctx, ts.rows, ts.columns)[0]) == 2 * SEQ * 2 * hd
+
+
 def test_context_parallel_checks(dense):
     _, _, ctx = dense
     assert "must divide into 2 x 3 chunks" in evaluate(ctx, plan(p_context=3, p_data=2)).reason
@@ -279,6 +299,10 @@ def test_published_rows_map_to_expert_and_context_plans():
         (8, 1, 16, 4, 8)
     assert (knobs["experts"], knobs["top_k"], knobs["capacity_factor"], knobs["kv_heads"], knobs["attention"]) == \
         (8, 2, 0, 8, "sdpa")
+    qwen = interpret_transformer(runs["mbridge-qwen3-30b-a3b-16gpu-ep16d16"], rules)
+    plan_, knobs = dict(qwen.plan), dict(qwen.knobs)
+    assert (plan_["p_expert"], plan_["p_data"], plan_["p_tensor"]) == (16, 16, 1)
+    assert (knobs["experts"], knobs["top_k"], knobs["head_dim"], knobs["hidden"], knobs["heads"]) == (128, 8, 128, 2048, 32)
     cp_row = interpret_transformer(runs["nemocp-llama2-7b-1024k-1024gpu-t8cp32d4"], rules)
     plan_ = dict(cp_row.plan)
     assert (plan_["p_context"], plan_["p_tensor"], plan_["p_data"], plan_["sequence_parallel"]) == (32, 8, 4, True)
@@ -321,3 +345,17 @@ def test_the_report_lists_them_apart(tmp_path, capsys):
     assert "mixture-of-experts and context-parallel runs (reported apart)" in out
     line = next(l for l in out.splitlines() if l.strip().startswith("mcoremoe-mixtral"))
     assert line.split()[2:4] == ["8", "1"] and float(line.split()[-2]) > 0  # EP 8, CP 1, an exposed all-to-all
+
+
+def test_rows_with_expert_or_context_parallelism_are_reported_apart_whatever_their_source():
+    from predictor.published import moe_context_rows
+    report = {"rows": [
+        {"id": "a", "source": "other", "gpus": 16, "plan": {"p_expert": 16, "p_context": 1}, "measured_s": 2.0,
+         "predicted_s": 1.5, "accuracy": 0.75, "fits_in_memory": True, "terms": {"expert_alltoall_s": 0.5}},
+        {"id": "b", "source": "other", "gpus": 8, "plan": {"p_expert": 1, "p_context": 1}, "measured_s": 1.0,
+         "predicted_s": 1.0, "accuracy": 1.0, "fits_in_memory": True, "terms": {}},
+        {"id": "c", "source": "nemocp", "gpus": 8, "plan": {}, "measured_s": 1.0, "predicted_s": 0.9,
+         "accuracy": 0.9, "fits_in_memory": True, "terms": {}}]}
+    assert [r["id"] for r in moe_context_rows.rows(report)] == ["a", "c"]
+    text = "\n".join(moe_context_rows.render_text(report))
+    assert "other: 1 rows, mean 75.0%" in text and "nemocp: 1 rows, mean 90.0%" in text
