@@ -335,9 +335,24 @@ class ProfileCostModel:
         slowdown = (contention(nodes, fabric.nodes_per_leaf, fabric.oversubscription, self.cluster_load_share())
                     if fabric and nodes > 1 else 1.0)
         bandwidth = link.bandwidth_for(group_size) if nodes == 1 else link.bus_bandwidth_bytes_per_s
-        bandwidth_s = x * slowdown / bandwidth.at(other)
+        bus_bytes_per_s = bandwidth.at(other)
+        if op == "alltoall" and nodes > 1:
+            bus_bytes_per_s = min(bus_bytes_per_s, self._alltoall_nic_bus_bytes_per_s(group_size, nodes, other))
+        bandwidth_s = x * slowdown / bus_bytes_per_s
         fill_s = link.fill_latency_s.at(b) if link.fill_latency_s is not None and nodes > 1 else 0.0
         return alpha + bandwidth_s + min(bandwidth_s, fill_s)
+
+
+    def _alltoall_nic_bus_bytes_per_s(self, group_size: int, nodes: int, bound: str) -> float:
+        """The bus bandwidth an all-to-all over `nodes` nodes cannot beat: every rank sends the share
+        (g - g/N)/g of its buffer to ranks on other nodes through its own NIC (the profile's inter-node send/recv
+        rate, a GPU's share of the node's line rate), which no reduction inside the node shrinks as it does an
+        all-reduce's, so busbw <= NIC x (g - 1)/(g - g/N) (docs/method.md §6); unbounded without that link."""
+        nic = self.coefficients.links.get("sendrecv", {}).get("inter")
+        if nic is None:
+            return float("inf")
+        remote = group_size - group_size / nodes
+        return nic.bus_bandwidth_bytes_per_s.at(bound) * (group_size - 1) / remote
 
 
 def _device_memory_bytes(profile: Profile, name: str) -> float:

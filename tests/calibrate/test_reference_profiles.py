@@ -116,6 +116,27 @@ def test_dgx1_sub_groups_take_their_links_bus_bandwidth():
         .bus_bandwidth_by_group[4].value == pytest.approx(35.88e9)
 
 
+def test_an_all_to_all_across_nodes_is_bound_by_each_ranks_nic_by_hand():
+    """DGX H100: 8 x 400 Gb/s per node, 50 GB/s a GPU (the inter-node send/recv link). An all-to-all of S bytes a
+    rank over 16 ranks on 2 nodes sends half of S through its NIC: S/2 / 50 GB/s of bandwidth time (plus the
+    link's fill start-up), well above the all-reduce's 320 GB/s inter-node bus rate a reduction inside the node
+    allows; inside one node it keeps NVLink's figure."""
+    cm = datasheet("h100-dgx-8gpu.published.yaml")
+    size, nic = 1e9, cm.coefficients.links["sendrecv"]["inter"].bus_bandwidth_bytes_per_s.value
+    link = cm.coefficients.links["alltoall"]["inter"]
+    bandwidth_s = (cm.collective_time_s("alltoall", size, 16, 2) - cm.collective_time_s("alltoall", 1.0, 16, 2)
+                   - min(size / 2 / nic, link.fill_latency_s.value))
+    assert nic == 50e9 and bandwidth_s == pytest.approx(size / 2 / nic, rel=1e-3)
+    eight = cm.collective_time_s("alltoall", size, 64, 8) - cm.collective_time_s("alltoall", 1.0, 64, 8)
+    assert eight - link.fill_latency_s.value == pytest.approx(size * 56 / 64 / nic, rel=1e-3)
+    intra = cm.coefficients.links["alltoall"]["intra"].bus_bandwidth_bytes_per_s.value
+    one = cm.collective_time_s("alltoall", size, 8, 1) - cm.collective_time_s("alltoall", 1.0, 8, 1)
+    assert one == pytest.approx(size * 7 / 8 / intra, rel=1e-3)
+    # an all-gather still takes the inter-node bus rate (a node receives the other nodes' shards on all its NICs)
+    ag = cm.collective_time_s("allgather", size, 16, 2) - cm.collective_time_s("allgather", 1.0, 16, 2)
+    assert ag < bandwidth_s
+
+
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_profile_is_published_and_complete(name):
     path = PROFILES / name
