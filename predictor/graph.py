@@ -60,6 +60,8 @@ class Layer:
     #: moe_dispatch: the experts' capacity factor (each expert takes at most capacity_factor x its mean share of the
     #: routed tokens, the rest dropped; 0 = dropless). Its `groups` is the expert count, as a grouped linear's
     capacity_factor: float = 0.0
+    #: moe_dispatch: how tokens reach experts on other nodes ("alltoall" or "deepep", predictor.zoo.transformer)
+    dispatcher: str = ""
 
     @property
     def tied(self) -> bool:

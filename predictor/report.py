@@ -193,7 +193,8 @@ def moe_context_lines(pred: Prediction) -> list[str]:
         out.append(f"experts: 1/{plan.p_expert} of them per rank ({share:.0%} of its {params / 1e6:.4g} M parameters, "
                    f"about {share * state / 1e9:.3g} GB of weights, gradients and optimizer state); the busiest expert "
                    f"rank takes {d.get('expert_busiest_factor', 1.0):.3f}x the mean routed tokens; dispatch and combine "
-                   f"all-to-alls over {plan.p_expert} ranks on {d.get('nodes_expert_group', 1)} node(s): "
+                   + ("deduplicated per node (deepep) " if d.get("expert_dispatcher") == "deepep" else "")
+                   + f"all-to-alls over {plan.p_expert} ranks on {d.get('nodes_expert_group', 1)} node(s): "
                    f"{_t(pred.comm_exposed_s.get('expert_alltoall', 0.0))} exposed")
     if plan.p_context > 1:
         out.append(f"context: the sequence over {plan.p_context} ranks on {d.get('nodes_context_group', 1)} node(s), "

@@ -589,6 +589,7 @@ def trace_module(module: nn.Module, input_shape: tuple[int, ...], name: str = "m
             groups=getattr(module, "groups", 1) if op in ("conv2d", "conv3d") else getattr(module, "experts", 1),
             dilation=_dilation(op, module), transposed=op in ("conv2d", "conv3d") and _transposed(module),
             capacity_factor=float(getattr(module, "capacity_factor", 0.0)) if op == "moe_dispatch" else 0.0,
+            dispatcher=str(getattr(module, "dispatcher", "alltoall")) if op == "moe_dispatch" else "",
             flops_fwd=fwd, flops_bwd_data=bwd_d, flops_bwd_weight=bwd_w,
             inputs=tuple(names.get(i, "") for i in inputs), causal=causal))
         names[node] = layer_name

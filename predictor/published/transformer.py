@@ -67,9 +67,10 @@ DDP_REGIMES = {"torch": "ddp", "local": "no-overlap"}
 #: GPT's attention (zoo_attention: `attention` is the sources' own words in other rows), MLP and norm (predictor.zoo.transformer) and whether the head is tied to the embedding; with
 #: kv_heads, ffn, experts, top_k, capacity_factor (0 = dropless) and dropout as numbers (docs/method.md §3c)
 MODEL_CHOICES = {"zoo_attention": ("sdpa", "math", "fused-softmax"), "mlp": ("gelu", "swiglu"),
-                 "norm": ("layernorm", "rmsnorm"), "tie": (True, False)}
+                 "norm": ("layernorm", "rmsnorm"), "tie": (True, False), "dispatcher": ("alltoall", "deepep")}
 #: model_details keys passed to the zoo GPT as they are
-MODEL_KNOBS = ("kv_heads", "head_dim", "ffn", "mlp", "norm", "tie", "dropout", "experts", "top_k", "capacity_factor")
+MODEL_KNOBS = ("kv_heads", "head_dim", "ffn", "mlp", "norm", "tie", "dropout", "experts", "top_k", "capacity_factor",
+               "dispatcher")
 #: other names a record may give these (Hugging Face config.json's and Megatron's arguments) -> the corpus's own
 DETAIL_ALIASES = {"num_hidden_layers": "layers", "num_layers": "layers", "n_layers": "layers", "n_layer": "layers",
                   "hidden_size": "hidden", "d_model": "hidden", "n_embd": "hidden",

@@ -25,8 +25,8 @@ from predictor.plan import (PIPELINE_BOUNDARIES, PIPELINE_SCHEDULES, RECOMPUTE_G
 from predictor.strategies.bounds import Bounds
 from predictor.strategies.context import Context, Infeasible
 from predictor.strategies.data import local_batch, zero3_exposure
-from predictor.strategies.moe_context import (alltoall_seconds, attention_spans, busiest_factor, group_nodes,
-                                              kv_elems, moe_layers, ring_exposed)
+from predictor.strategies.moe_context import (alltoall_seconds, attention_spans, busiest_factor, deepep_seconds,
+                                              group_nodes, kv_elems, moe_layers, ring_exposed)
 from predictor.strategies.moe_context import check as check_moe_cp
 from predictor.strategies.pipeline import in_flight, partition, schedule_in_flight
 from predictor.strategies.tensor import (SequenceSplit, TensorSplit, _producers, check_degree,
@@ -537,7 +537,12 @@ def moe_cp_terms(ctx: Context, ts: TensorSplit, dtype: str, t: int, m: int, tens
             rows = m * ctx.layers[i].output_shape[0] / cp
             busiest = busiest_factor(rows, ep, ctx.layers[i].capacity_factor)
             size = m * ctx.layers[i].output_elems * act / cp / (t if i in tokens else 1) * busiest
-            seconds = alltoall_seconds(ctx, ep, size, ep_nodes)
+            layer = ctx.layers[i]
+            if layer.dispatcher == "deepep":
+                top_k = layer.output_shape[-2] // max(1, layer.input_shape[-2])
+                seconds = deepep_seconds(ctx, ep, size, ep_nodes, layer.groups, top_k)
+            else:
+                seconds = alltoall_seconds(ctx, ep, size, ep_nodes)
             for j in (i, next(c for c in combine if c > i)):  # dispatch, then its combine: forward and backward
                 a2a_f[j] += seconds
                 a2a_b[j] += seconds
@@ -846,7 +851,8 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     if moe_cp:
         pred.details.update(context_parallel=cp, expert_parallel=ep, nodes_context_group=groups["context"][0],
                             nodes_expert_group=groups["expert"][0], expert_params_per_device=dev_expert[heavy],
-                            expert_busiest_factor=busiest(ctx, plan, m))
+                            expert_busiest_factor=busiest(ctx, plan, m),
+                            expert_dispatcher=next((ctx.layers[i].dispatcher for i in moe_layers(ctx)[0]), ""))
     pred.details.update(layer_activations_bytes=pred.activations_bytes - outside, recomputed_layer_bytes=pred.workspace_bytes)
     pred.details.update(stage_bounds=bounds, slowest_stage=slow, memory_stage=heavy, nodes_tensor_group=tensor_nodes,
                         nodes_data_group=d_nodes, nodes_pipeline_pair=pipe_nodes, micro_batch=m,

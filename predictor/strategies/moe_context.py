@@ -150,3 +150,27 @@ def alltoall_seconds(ctx: Context, ep: int, size_bytes: float, nodes: int) -> fl
     """One dispatch or combine all-to-all over the ep expert ranks: each rank's send buffer size_bytes (the busiest
     rank's routed tokens x hidden x bytes), of which (ep - 1)/ep leaves the rank (calibrate's alltoall bus factor)."""
     return ctx.collective("alltoall", size_bytes, ep, nodes) if ep > 1 else 0.0
+
+
+def expected_remote_nodes(experts: int, top_k: int, nodes: int) -> float:
+    """Distinct other nodes one token's top_k experts sit on, expected, with the experts spread evenly over `nodes`
+    nodes and the k distinct experts a uniform draw (a balanced router): (N - 1)(1 - C(E - E/N, k) / C(E, k))."""
+    if nodes <= 1:
+        return 0.0
+    per_node = experts // nodes
+    return (nodes - 1) * (1.0 - math.comb(experts - per_node, top_k) / math.comb(experts, top_k))
+
+
+def deepep_seconds(ctx: Context, ep: int, size_bytes: float, nodes: int, experts: int, top_k: int) -> float:
+    """One dispatch or combine of a deduplicating dispatcher (DeepEP, Megatron-Core's HybridEP; DeepSeek-V3's
+    scheme, arXiv 2412.19437 §3.2.2: a token goes over InfiniBand once to each node holding one of its experts, then
+    over NVLink to the experts' GPUs): each rank sends its tokens' bytes (size_bytes / top_k) x the expected remote
+    nodes through its NIC, while the k copies fan out inside the nodes; the slower of the two. Inside one node it
+    is the all-to-all (docs/method.md §14b)."""
+    if ep <= 1:
+        return 0.0
+    if nodes <= 1:
+        return alltoall_seconds(ctx, ep, size_bytes, 1)
+    local = ep // nodes
+    inter = ctx.collective("sendrecv", size_bytes / top_k * expected_remote_nodes(experts, top_k, nodes), 2, 2)
+    return max(inter, alltoall_seconds(ctx, local, size_bytes, 1))

@@ -4,7 +4,8 @@ Defaults are small so CPU tests are fast; GPT-2 small is layers=12, hidden=768, 
 vocab=50257. Parameters: 12 h^2 + 13 h per layer (ffn = 4h), (vocab + seq) h embeddings, 2 h final norm.
 `mlp="swiglu"` and `norm="rmsnorm"` give LLaMA's MLP (three bias-free projections of width ffn) and norms;
 `attention="fused-softmax"` and `residual="bias-dropout-add"` Megatron-LM's fused kernels; `experts=E` (with
-`top_k`, default 2, and `capacity_factor`, default 1.25; 0 = dropless) a mixture of E experts of width ffn in every
+`top_k`, default 2, `capacity_factor`, default 1.25, 0 = dropless, and `dispatcher`, alltoall or deepep) a mixture
+of E experts of width ffn in every
 layer; `kv_heads` grouped-query attention; `head_dim` heads narrower or wider than hidden / heads (Qwen3)
 (predictor.zoo.transformer)."""
 from __future__ import annotations
@@ -19,17 +20,19 @@ class GPT(nn.Module):
     def __init__(self, layers: int = 2, hidden: int = 64, heads: int = 4, seq: int = 32, vocab: int = 512,
                  ffn: int | None = None, dropout: float = 0.1, attention: str = "sdpa", tie: bool = True,
                  mlp: str = "gelu", norm: str = "layernorm", residual: str = "add", experts: int = 0, top_k: int = 2,
-                 capacity_factor: float = 1.25, kv_heads: int | None = None, head_dim: int | None = None):
+                 capacity_factor: float = 1.25, kv_heads: int | None = None, head_dim: int | None = None,
+                 dispatcher: str = "alltoall"):
         super().__init__()
         ffn = 4 * hidden if ffn is None else ffn
         check_sizes(layers, hidden, heads, seq, vocab, ffn)
-        check_experts(experts, top_k, capacity_factor)
+        check_experts(experts, top_k, capacity_factor, dispatcher)
         self.tok = nn.Embedding(vocab, hidden)
         self.pos = nn.Embedding(seq, hidden)
         self.register_buffer("positions", torch.arange(seq)[None], persistent=False)
         self.drop = nn.Dropout(dropout)
         self.blocks = nn.Sequential(*(Block(hidden, heads, seq, ffn, dropout, True, attention, True, mlp, norm,
-                                            residual, experts, top_k, capacity_factor, kv_heads, head_dim)
+                                            residual, experts, top_k, capacity_factor, kv_heads, head_dim,
+                                            dispatcher)
                                       for _ in range(layers)))
         self.ln_f = norm_layer(hidden, norm)
         self.head = nn.Linear(hidden, vocab, bias=False)

@@ -22,6 +22,9 @@ ATTENTION = ("sdpa", "math", "fused-softmax")
 MLPS = ("gelu", "swiglu")
 NORMS = ("layernorm", "rmsnorm")
 RESIDUALS = ("add", "bias-dropout-add")
+#: how routed tokens reach expert ranks on other nodes: "alltoall" (NCCL's all-to-all, one copy per routed slot) or
+#: "deepep" (DeepEP / HybridEP: a token crosses to each node once, then fans out over NVLink; docs/method.md §14b)
+DISPATCHERS = ("alltoall", "deepep")
 
 
 class FusedScaleMaskSoftmax(nn.Module):
@@ -170,12 +173,13 @@ class Router(nn.Module):
 
 class TokenDispatch(nn.Module):
     """(x, router probabilities) -> each token's copy for each of its top-k experts, grouped by expert (Megatron-Core's
-    permute): (..., s, h) -> (..., s·k, h). capacity_factor is what the cost model reads (docs/method.md §3c); this
-    forward drops nothing. One `moe_dispatch` layer."""
+    permute): (..., s, h) -> (..., s·k, h). capacity_factor and dispatcher (DISPATCHERS) are what the cost model
+    reads (docs/method.md §3c, §14b); this forward drops nothing. One `moe_dispatch` layer."""
 
-    def __init__(self, experts: int, top_k: int, capacity_factor: float):
+    def __init__(self, experts: int, top_k: int, capacity_factor: float, dispatcher: str = "alltoall"):
         super().__init__()
         self.experts, self.top_k, self.capacity_factor = experts, top_k, capacity_factor
+        self.dispatcher = dispatcher
 
     def forward(self, x, probs):
         order = probs.topk(self.top_k, dim=-1).indices.flatten(1).argsort(dim=1, stable=True)
@@ -226,13 +230,13 @@ class MoE(nn.Module):
     `experts` MLPs of width ffn (GELU with biases, or SwiGLU without), combine, dropout unless drop_out is False."""
 
     def __init__(self, hidden: int, ffn: int, experts: int, top_k: int, capacity_factor: float, dropout: float,
-                 kind: str = "gelu", drop_out: bool = True):
+                 kind: str = "gelu", drop_out: bool = True, dispatcher: str = "alltoall"):
         super().__init__()
         if kind not in MLPS:
             raise ValueError(f"mlp must be one of {', '.join(MLPS)}, got {kind!r}")
         bias = kind == "gelu"
         self.router = Router(hidden, experts)
-        self.dispatch = TokenDispatch(experts, top_k, capacity_factor)
+        self.dispatch = TokenDispatch(experts, top_k, capacity_factor, dispatcher)
         self.fc = ExpertLinear(experts, hidden, ffn, bias)
         self.gate = ExpertLinear(experts, hidden, ffn, False) if kind == "swiglu" else None
         self.act = nn.GELU() if kind == "gelu" else nn.SiLU()
@@ -250,8 +254,11 @@ class MoE(nn.Module):
         return y if self.drop is None else self.drop(y)
 
 
-def check_experts(experts: int, top_k: int, capacity_factor: float) -> None:
-    """experts = 0 (dense MLPs) or >= 2; 1 <= top_k <= experts; capacity_factor 0 (dropless) or positive."""
+def check_experts(experts: int, top_k: int, capacity_factor: float, dispatcher: str = "alltoall") -> None:
+    """experts = 0 (dense MLPs) or >= 2; 1 <= top_k <= experts; capacity_factor 0 (dropless) or positive; dispatcher
+    one of DISPATCHERS."""
+    if dispatcher not in DISPATCHERS:
+        raise ValueError(f"dispatcher must be one of {', '.join(DISPATCHERS)}, got {dispatcher!r}")
     for knob, value in (("experts", experts), ("top_k", top_k)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise ValueError(f"{knob} must be a non-negative integer, got {value!r}")
@@ -278,7 +285,7 @@ class Block(nn.Module):
     def __init__(self, hidden: int, heads: int, seq: int, ffn: int, dropout: float, causal: bool, attention: str,
                  pre_norm: bool, mlp: str = "gelu", norm: str = "layernorm", residual: str = "add", experts: int = 0,
                  top_k: int = 2, capacity_factor: float = 1.25, kv_heads: int | None = None,
-                 head_dim: int | None = None):
+                 head_dim: int | None = None, dispatcher: str = "alltoall"):
         super().__init__()
         if residual not in RESIDUALS:
             raise ValueError(f"residual must be one of {', '.join(RESIDUALS)}, got {residual!r}")
@@ -288,7 +295,8 @@ class Block(nn.Module):
         self.attn = SelfAttention(hidden, heads, seq, dropout, causal, attention, drop_out=not fused, kv_heads=kv_heads,
                                   head_dim=head_dim)
         self.ln2 = norm_layer(hidden, norm)
-        self.mlp = MoE(hidden, ffn, experts, top_k, capacity_factor, dropout, mlp, drop_out=not fused) if experts \
+        self.mlp = MoE(hidden, ffn, experts, top_k, capacity_factor, dropout, mlp, drop_out=not fused,
+                       dispatcher=dispatcher) if experts \
             else MLP(hidden, ffn, dropout, mlp, drop_out=not fused)
         self.add1 = BiasDropoutAdd(dropout) if fused else None
         self.add2 = BiasDropoutAdd(dropout) if fused else None

@@ -303,6 +303,7 @@ def test_published_rows_map_to_expert_and_context_plans():
     plan_, knobs = dict(qwen.plan), dict(qwen.knobs)
     assert (plan_["p_expert"], plan_["p_data"], plan_["p_tensor"]) == (16, 16, 1)
     assert (knobs["experts"], knobs["top_k"], knobs["head_dim"], knobs["hidden"], knobs["heads"]) == (128, 8, 128, 2048, 32)
+    assert knobs["dispatcher"] == "deepep"
     cp_row = interpret_transformer(runs["nemocp-llama2-7b-1024k-1024gpu-t8cp32d4"], rules)
     plan_ = dict(cp_row.plan)
     assert (plan_["p_context"], plan_["p_tensor"], plan_["p_data"], plan_["sequence_parallel"]) == (32, 8, 4, True)
@@ -359,3 +360,38 @@ def test_rows_with_expert_or_context_parallelism_are_reported_apart_whatever_the
     assert [r["id"] for r in moe_context_rows.rows(report)] == ["a", "c"]
     text = "\n".join(moe_context_rows.render_text(report))
     assert "other: 1 rows, mean 75.0%" in text and "nemocp: 1 rows, mean 90.0%" in text
+
+
+def test_deduplicating_dispatch_sends_each_token_once_per_remote_node_by_hand():
+    """E = 8 experts on N = 2 nodes (4 each), top-2: a token misses a node with probability C(4,2)/C(8,2) = 6/28, so
+    it reaches 1 - 6/28 = 11/14 other nodes on average; DeepEP's dispatch of S bytes of routed copies sends
+    S/2 x 11/14 through the NIC, the slower of that and the all-to-all inside the node's 4 ranks."""
+    from predictor.strategies.moe_context import deepep_seconds, expected_remote_nodes
+
+    assert expected_remote_nodes(8, 2, 2) == pytest.approx(11 / 14)
+    assert expected_remote_nodes(8, 2, 1) == 0.0
+    assert expected_remote_nodes(128, 8, 2) == pytest.approx(1 - math.comb(64, 8) / math.comb(128, 8))
+
+    class Calls:
+        def __init__(self):
+            self.seen = []
+
+        def collective(self, op, size, group, nodes):
+            self.seen.append((op, size, group, nodes))
+            return {"sendrecv": 2.0, "alltoall": 1.0}[op]
+
+    ctx = Calls()
+    assert deepep_seconds(ctx, 8, 1000.0, 2, 8, 2) == 2.0  # the NIC send is the slower
+    assert ctx.seen == [("sendrecv", pytest.approx(1000.0 / 2 * 11 / 14), 2, 2), ("alltoall", 1000.0, 4, 1)]
+    ctx.seen.clear()
+    assert deepep_seconds(ctx, 8, 1000.0, 1, 8, 2) == 1.0 and ctx.seen == [("alltoall", 1000.0, 8, 1)]
+    assert deepep_seconds(ctx, 1, 1000.0, 1, 8, 2) == 0.0
+
+
+def test_the_dispatcher_knob_reaches_the_dispatch_layer_and_is_checked():
+    from profiler.errors import UserError
+    graph = load_model("gpt", layers=1, hidden=H, heads=HEADS, seq=SEQ, vocab=VOCAB, experts=4, dispatcher="deepep")
+    assert [l.dispatcher for l in graph.layers if l.op == "moe_dispatch"] == ["deepep"]
+    assert all(l.dispatcher == "" for l in graph.layers if l.op != "moe_dispatch")
+    with pytest.raises(UserError, match="dispatcher must be one of"):
+        load_model("gpt", layers=1, hidden=H, heads=HEADS, seq=SEQ, vocab=VOCAB, experts=4, dispatcher="nccl")
