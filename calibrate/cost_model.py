@@ -342,7 +342,6 @@ class ProfileCostModel:
         fill_s = link.fill_latency_s.at(b) if link.fill_latency_s is not None and nodes > 1 else 0.0
         return alpha + bandwidth_s + min(bandwidth_s, fill_s)
 
-
     def _alltoall_nic_bus_bytes_per_s(self, group_size: int, nodes: int, bound: str) -> float:
         """The bus bandwidth an all-to-all over `nodes` nodes cannot beat: every rank sends the share
         (g - g/N)/g of its buffer to ranks on other nodes through its own NIC (the profile's inter-node send/recv

@@ -5,9 +5,8 @@ vocab=50257. Parameters: 12 h^2 + 13 h per layer (ffn = 4h), (vocab + seq) h emb
 `mlp="swiglu"` and `norm="rmsnorm"` give LLaMA's MLP (three bias-free projections of width ffn) and norms;
 `attention="fused-softmax"` and `residual="bias-dropout-add"` Megatron-LM's fused kernels; `experts=E` (with
 `top_k`, default 2, `capacity_factor`, default 1.25, 0 = dropless, and `dispatcher`, alltoall or deepep) a mixture
-of E experts of width ffn in every
-layer; `kv_heads` grouped-query attention; `head_dim` heads narrower or wider than hidden / heads (Qwen3)
-(predictor.zoo.transformer)."""
+of E experts of width ffn in every layer; `kv_heads` grouped-query attention; `head_dim` heads narrower or wider than
+hidden / heads (Qwen3) (predictor.zoo.transformer)."""
 from __future__ import annotations
 
 import torch
