@@ -580,6 +580,8 @@ class GpuKernelMode(_Strict):
     peak_flops_per_s: PositiveFloat
     fallback_flops_per_s: PositiveFloat
     values: dict[str, PositiveFloat]
+    #: the GEMMs' peak over peak_flops_per_s (calibrate.gpu_specs.split_math: pseudo-FP16 GEMMs in FP32 arithmetic)
+    gemm_peak_scale: PositiveFloat = 1.0
     samples: int = Field(ge=1)
     held_out_median_accuracy: Optional[dict[str, float]] = None
 

@@ -37,6 +37,9 @@ class KernelSample:
     dtype: str
     time_s: float
     group: str = ""  # the application the shape comes from (held out together)
+    #: the call's peak over the fit's Hardware peak (a pseudo-FP16 GEMM beside true-half convolutions:
+    #: calibrate.gpu_specs.split_math)
+    peak_scale: float = 1.0
 
 
 class _Arrays:
@@ -48,6 +51,7 @@ class _Arrays:
         self.is_gemm = np.array([s.op == "gemm" for s in samples])
         self.pass_index = np.array([gk.PASSES.index(s.pass_) for s in samples])
         self.padded = np.array([gk.padded_on_tensor_cores(s.op, s.params, hardware.tensor_cores) for s in samples])
+        self.peak_scale = np.array([s.peak_scale for s in samples], float)
         self.transposed = np.array([gk.transposed(s.op, s.params) for s in samples])
         self.strided = np.array([gk.strided_backward_data(s.op, s.pass_, s.params) for s in samples])
         self.gapped = np.array([gk.gapped_backward_data(s.op, s.pass_, s.params) for s in samples])
@@ -69,7 +73,7 @@ def predict_arrays(values: Mapping[str, float], a: _Arrays) -> np.ndarray:
     """gk.kernel_time_s of every sample, vectorised over candidates."""
     hw = a.hardware
     padded_share = np.where(a.pass_index == 0, values["unaligned_ratio"], values["unaligned_bwd_ratio"])
-    sm_peak = np.where(a.padded, padded_share, 1.0)[a.sample] * hw.peak_flops_per_s / hw.sms
+    sm_peak = (np.where(a.padded, padded_share, 1.0) * a.peak_scale)[a.sample] * hw.peak_flops_per_s / hw.sms
     times = np.empty_like(a.flops)
     gemm = a.is_gemm[a.sample]
     passes = a.pass_index[a.sample]
@@ -171,6 +175,13 @@ def accuracy(predicted: np.ndarray, measured: np.ndarray) -> np.ndarray:
     return 1.0 - np.abs(predicted - measured) / measured
 
 
+def with_gemm_peak(samples: Sequence[KernelSample], scale: float) -> list[KernelSample]:
+    """The samples with each GEMM's peak_scale set to `scale` (calibrate.gpu_specs.split_math)."""
+    import dataclasses
+
+    return [dataclasses.replace(s, peak_scale=scale) if s.op == "gemm" and scale != 1.0 else s for s in samples]
+
+
 def kernel_samples(samples: Sequence) -> dict[tuple[str, Optional[str]], list[KernelSample]]:
     """(dtype, math mode) -> the profile Samples the kernel model covers (GEMM and linear passes as the forward
     GEMMs they run, ungrouped undilated 2-D and 3-D convolutions: gk.as_kernel_call), as KernelSamples labelled by
@@ -207,7 +218,8 @@ def fit_gpu_kernels(samples: Sequence, gpu_name: str, sms: Optional[int] = None,
         if dtype not in chosen or len(rows) > len(groups[(dtype, chosen[dtype])]):
             chosen[dtype] = math_name
     for (dtype, math_name), rows in sorted(((d, m), groups[(d, m)]) for d, m in chosen.items()):
-        hardware = gpu_specs.hardware(spec, dtype, math_name, sms)
+        hardware, gemm_scale = gpu_specs.split_math(spec, dtype, math_name, sms)
+        rows = with_gemm_peak(rows, gemm_scale)
         centres = tensor_core_centres if hardware.tensor_cores else None
         values = fit(rows, hardware, search, centres=centres)
         quality = None
@@ -223,6 +235,7 @@ def fit_gpu_kernels(samples: Sequence, gpu_name: str, sms: Optional[int] = None,
         modes[dtype] = GpuKernelMode(math=math_name or mode, tensor_cores=tensor_cores,
                                      peak_flops_per_s=hardware.peak_flops_per_s,
                                      fallback_flops_per_s=hardware.fallback_flops_per_s, values=values,
+                                     gemm_peak_scale=gemm_scale,
                                      samples=len(rows), held_out_median_accuracy=quality)
     return GpuKernels(gpu=spec.name, sms=int(sms or spec.sms), memory_bytes_per_s=spec.memory_bytes_per_s,
                       search=search, modes=modes,

@@ -173,6 +173,22 @@ def hardware(spec: GpuSpec, dtype: str, math: Optional[str] = None, sms: Optiona
                     memory_bytes_per_s=spec.memory_bytes_per_s, tensor_cores=tensor_cores)
 
 
+def split_math(spec: GpuSpec, dtype: str, math: Optional[str] = None, sms: Optional[int] = None
+               ) -> tuple[Hardware, float]:
+    """(the mode's Hardware, its GEMMs' peak over the mode's): DeepBench's pseudo-FP16 sheets (math
+    FP16_STORAGE_FP32_MATH) ran cuBLAS GEMMs with FP32 arithmetic (code/nvidia/gemm_bench.cu @7b75e76, the cuDNN 6
+    version of the P100 sheet: half operands, compute_type CUDA_R_32F) but cuDNN convolutions in true half
+    (cudnn_helper.h ConvolutionDescriptor: CUDNN_DATA_HALF), and the sheet's 1x1 convolutions run at up to 13.4
+    TFLOP/s on a 9.3 TFLOP/s FP32 P100: such a mode takes the GPU's half-precision CUDA-core peak and its GEMMs the
+    FP32 one. Every other mode: hardware() and 1.0 (docs/method.md §3b)."""
+    hw = hardware(spec, dtype, math, sms)
+    if canonical_dtype(dtype) != "float16" or math != FP16_STORAGE_FP32_MATH \
+            or "float16_cuda" not in spec.peak_flops_per_s:
+        return hw, 1.0
+    half = hardware(spec, dtype, None, sms)
+    return half, hw.peak_flops_per_s / half.peak_flops_per_s
+
+
 def main(argv=None) -> int:
     """`python -m calibrate.gpu_specs`: each local GPU's datasheet entry beside the figures derived from what it
     reports (a lent GPU checks the derivation: docs/method.md §3b); prints nothing to compare without NVML."""

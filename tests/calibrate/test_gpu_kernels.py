@@ -1071,3 +1071,25 @@ def test_a_3d_convolution_is_the_implicit_gemm_of_its_3d_window():
         2 * gk.kernel_time_s(no_floor, hw, "conv3d", "bwd_weight", big, "float32", search=False), rel=0.01)
     assert gk.kernel_time_s(half, hw, "conv3d", "fwd", big, "float32", search=False) == pytest.approx(
         gk.kernel_time_s(no_floor, hw, "conv3d", "fwd", big, "float32", search=False), rel=1e-12)
+
+
+def test_pseudo_fp16_gemms_run_at_the_float32_peak_beside_true_half_convolutions():
+    """DeepBench's P100 FP16 sheet (cuDNN 6 binaries): cuBLAS GEMMs with FP32 arithmetic, cuDNN convolutions in true
+    half (split_math). The mode takes the 18.7 TFLOP/s half peak, its GEMMs 9.3 / 18.7 of it; other modes 1.0. A
+    compute-bound GEMM at peak_scale 0.5 takes twice the main loop of one at 1.0, by hand."""
+    p100 = gpu_specs.find_spec("Tesla P100-PCIE-16GB")
+    hw, scale = gpu_specs.split_math(p100, "float16", gpu_specs.FP16_STORAGE_FP32_MATH)
+    assert hw.peak_flops_per_s == 18.7e12 and not hw.tensor_cores and scale == pytest.approx(9.3 / 18.7)
+    assert gpu_specs.split_math(p100, "float32")[1] == 1.0
+    v100 = gpu_specs.find_spec("Tesla V100-SXM2")
+    assert gpu_specs.split_math(v100, "float16")[1] == 1.0  # tensor cores: one mode
+    gemm = {"M": 4096, "N": 4096, "K": 4096}
+    values = dict(HAND, floor_s=1e-9, wave_s=1e-12)
+    whole, half = gf.predict(values, [gf.KernelSample("gemm", "fwd", gemm, "float32", 1.0),
+                                      gf.KernelSample("gemm", "fwd", gemm, "float32", 1.0, peak_scale=0.5)], HW)
+    assert half == pytest.approx(2 * whole, rel=1e-6)
+    assert half == pytest.approx(gk.kernel_time_s(values, HW._replace(peak_flops_per_s=5e12), "gemm", "fwd", gemm,
+                                                  "float32"), rel=1e-9)
+    assert [s.peak_scale for s in gf.with_gemm_peak(
+        [gf.KernelSample("gemm", "fwd", gemm, "float16", 1.0),
+         gf.KernelSample("conv2d", "fwd", {"N": 1, "C": 8, "H": 8, "W": 8, "F": 8}, "float16", 1.0)], 0.5)] == [0.5, 1.0]
