@@ -76,8 +76,7 @@ def evaluate(gpu: str, dtype: str, rows: list) -> tuple[list[dict], dict]:
     spec = gpu_specs.find_spec(gpu)
     if spec is None:
         raise UserError(f"GPU {gpu!r} is not in calibrate/data/gpus.yaml: add its SMs, peaks and bandwidth")
-    hardware, gemm_scale = gpu_specs.split_math(spec, dtype, rows[0][1])
-    samples = gf.with_gemm_peak([s for s, _ in rows], gemm_scale)
+    hardware, samples, _, _ = gf.with_math(spec, dtype, rows)
     values = gf.fit(samples, hardware)
     fitted = gf.predict(values, samples, hardware)
     held = gf.leave_one_group_out(samples, hardware)

@@ -580,8 +580,10 @@ class GpuKernelMode(_Strict):
     peak_flops_per_s: PositiveFloat
     fallback_flops_per_s: PositiveFloat
     values: dict[str, PositiveFloat]
-    #: the GEMMs' peak over peak_flops_per_s (calibrate.gpu_specs.split_math: pseudo-FP16 GEMMs in FP32 arithmetic)
+    #: the GEMMs' and the convolutions' peaks over peak_flops_per_s (calibrate.gpu_specs.split_math: FP16 calls in
+    #: FP32 arithmetic beside true-half ones)
     gemm_peak_scale: PositiveFloat = 1.0
+    conv_peak_scale: PositiveFloat = 1.0
     samples: int = Field(ge=1)
     held_out_median_accuracy: Optional[dict[str, float]] = None
 

@@ -175,11 +175,22 @@ def accuracy(predicted: np.ndarray, measured: np.ndarray) -> np.ndarray:
     return 1.0 - np.abs(predicted - measured) / measured
 
 
-def with_gemm_peak(samples: Sequence[KernelSample], scale: float) -> list[KernelSample]:
-    """The samples with each GEMM's peak_scale set to `scale` (calibrate.gpu_specs.split_math)."""
+def with_math(spec, dtype: str, rows: Sequence[tuple[KernelSample, Optional[str]]], sms: Optional[int] = None):
+    """(the dtype's Hardware, its samples each with the peak_scale of its own math, the GEMMs' and the convolutions'
+    scale: the larger set's of each op) from (sample, math) pairs of one GPU and dtype (gpu_specs.split_math)."""
     import dataclasses
+    from collections import Counter
 
-    return [dataclasses.replace(s, peak_scale=scale) if s.op == "gemm" and scale != 1.0 else s for s in samples]
+    from calibrate import gpu_specs
+
+    hardware = gpu_specs.split_math(spec, dtype, rows[0][1], sms)[0]
+    out, votes = [], {"gemm": Counter(), "conv": Counter()}
+    for sample, math_name in rows:
+        scale = gpu_specs.split_math(spec, dtype, math_name, sms)[1]
+        out.append(dataclasses.replace(sample, peak_scale=scale) if scale != 1.0 else sample)
+        votes["gemm" if sample.op == "gemm" else "conv"][scale] += 1
+    pick = lambda c: c.most_common(1)[0][0] if c else 1.0  # noqa: E731
+    return hardware, out, pick(votes["gemm"]), pick(votes["conv"])
 
 
 def kernel_samples(samples: Sequence) -> dict[tuple[str, Optional[str]], list[KernelSample]]:
@@ -212,14 +223,19 @@ def fit_gpu_kernels(samples: Sequence, gpu_name: str, sms: Optional[int] = None,
     if spec is None or not groups:
         return None
     modes = {}
-    # one mode per dtype: where samples of one dtype ran in two math modes, the larger set's
-    chosen = {}
-    for (dtype, math_name), rows in groups.items():
-        if dtype not in chosen or len(rows) > len(groups[(dtype, chosen[dtype])]):
-            chosen[dtype] = math_name
-    for (dtype, math_name), rows in sorted(((d, m), groups[(d, m)]) for d, m in chosen.items()):
-        hardware, gemm_scale = gpu_specs.split_math(spec, dtype, math_name, sms)
-        rows = with_gemm_peak(rows, gemm_scale)
+    # one mode per dtype: where samples of one dtype ran in two math modes on different Hardware, the larger set's;
+    # modes on the same Hardware (true half beside FP32 arithmetic: gpu_specs.split_math) fit together
+    chosen: dict[str, list] = {}
+    for (dtype, math_name), rows in sorted(groups.items(), key=lambda kv: -len(kv[1])):
+        if dtype not in chosen:
+            chosen[dtype] = [math_name]
+        elif gpu_specs.split_math(spec, dtype, math_name, sms)[0] == \
+                gpu_specs.split_math(spec, dtype, chosen[dtype][0], sms)[0]:
+            chosen[dtype].append(math_name)
+    for dtype, maths in sorted(chosen.items()):
+        math_name = maths[0]
+        hardware, rows, gemm_scale, conv_scale = with_math(
+            spec, dtype, [(r, m) for m in maths for r in groups[(dtype, m)]], sms)
         centres = tensor_core_centres if hardware.tensor_cores else None
         values = fit(rows, hardware, search, centres=centres)
         quality = None
@@ -235,7 +251,7 @@ def fit_gpu_kernels(samples: Sequence, gpu_name: str, sms: Optional[int] = None,
         modes[dtype] = GpuKernelMode(math=math_name or mode, tensor_cores=tensor_cores,
                                      peak_flops_per_s=hardware.peak_flops_per_s,
                                      fallback_flops_per_s=hardware.fallback_flops_per_s, values=values,
-                                     gemm_peak_scale=gemm_scale,
+                                     gemm_peak_scale=gemm_scale, conv_peak_scale=conv_scale,
                                      samples=len(rows), held_out_median_accuracy=quality)
     return GpuKernels(gpu=spec.name, sms=int(sms or spec.sms), memory_bytes_per_s=spec.memory_bytes_per_s,
                       search=search, modes=modes,

@@ -175,18 +175,20 @@ def hardware(spec: GpuSpec, dtype: str, math: Optional[str] = None, sms: Optiona
 
 def split_math(spec: GpuSpec, dtype: str, math: Optional[str] = None, sms: Optional[int] = None
                ) -> tuple[Hardware, float]:
-    """(the mode's Hardware, its GEMMs' peak over the mode's): DeepBench's pseudo-FP16 sheets (math
-    FP16_STORAGE_FP32_MATH) ran cuBLAS GEMMs with FP32 arithmetic (code/nvidia/gemm_bench.cu @7b75e76, the cuDNN 6
-    version of the P100 sheet: half operands, compute_type CUDA_R_32F) but cuDNN convolutions in true half
-    (cudnn_helper.h ConvolutionDescriptor: CUDNN_DATA_HALF), and the sheet's 1x1 convolutions run at up to 13.4
-    TFLOP/s on a 9.3 TFLOP/s FP32 P100: such a mode takes the GPU's half-precision CUDA-core peak and its GEMMs the
-    FP32 one. Every other mode: hardware() and 1.0 (docs/method.md §3b)."""
-    hw = hardware(spec, dtype, math, sms)
-    if canonical_dtype(dtype) != "float16" or math != FP16_STORAGE_FP32_MATH \
-            or "float16_cuda" not in spec.peak_flops_per_s:
-        return hw, 1.0
+    """(the dtype's Hardware, a call of this math's peak over it). FP16 on a GPU with a half-precision CUDA-core
+    rate and no tensor cores runs some calls in true half and others with FP32 arithmetic (FP16_STORAGE_FP32_MATH),
+    by library and version: DeepBench's P100 sheet (code @7b75e76) ran cuBLAS with CUDA_R_32F compute and cuDNN in
+    true half (a CUDNN_DATA_HALF convolution descriptor; its 1x1 convolutions reach 13.4 TFLOP/s on a 9.3 TFLOP/s
+    FP32 P100), today's binaries the reverse (profiler.deepbench labels each row). Both run on the half peak's
+    Hardware, an FP32-arithmetic call at FP32 / half of it; every other dtype and GPU: hardware() and 1.0
+    (docs/method.md §3b)."""
+    if canonical_dtype(dtype) != "float16" or "float16_cuda" not in spec.peak_flops_per_s \
+            or math_mode(spec, dtype)[1]:
+        return hardware(spec, dtype, math, sms), 1.0
     half = hardware(spec, dtype, None, sms)
-    return half, hw.peak_flops_per_s / half.peak_flops_per_s
+    if math != FP16_STORAGE_FP32_MATH:
+        return half, 1.0
+    return half, hardware(spec, dtype, math, sms).peak_flops_per_s / half.peak_flops_per_s
 
 
 def main(argv=None) -> int:

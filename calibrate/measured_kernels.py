@@ -92,10 +92,9 @@ def retarget(kernels: GpuKernels, gpu_name: str, float32_peak_flops_per_s: float
         math_name, tensor_cores = gpu_specs.math_mode(spec, dtype, mode.math)
         if tensor_cores != mode.tensor_cores:
             continue
-        hw, gemm_scale = gpu_specs.split_math(spec, dtype, mode.math)
+        hw = gpu_specs.split_math(spec, dtype, mode.math)[0]
         modes[dtype] = mode.model_copy(update={"math": math_name, "peak_flops_per_s": hw.peak_flops_per_s * factor,
-                                               "fallback_flops_per_s": hw.fallback_flops_per_s * factor,
-                                               "gemm_peak_scale": gemm_scale})
+                                               "fallback_flops_per_s": hw.fallback_flops_per_s * factor})
     if not modes:
         raise UserError(f"no dtype of {kernels.gpu}'s kernel model runs on the same units on the {spec.name}")
     same = spec.name == kernels.gpu

@@ -456,7 +456,11 @@ def _row_samples(block: _Block, row: tuple, dtype: str, math_: str, run: DeepBen
             return []
         passes = [(variant, _cell(row, col[variant]), block.units_per_s[variant])
                   for variant in ("fwd", "bwd_data", "bwd_weight") if variant in col]
-        return conv_passes(shape, passes, dtype, math_, extra, _text(_cell(row, col.get("algorithm"))), run, where)
+        # a pseudo-FP16 workbook (P100, DeepBench @7b75e76) ran its GEMMs in FP32 arithmetic (cublasGemmEx with
+        # CUDA_R_32F compute) but its convolutions in true half (a CUDNN_DATA_HALF convolution descriptor)
+        conv_math = "fp16" if math_ == "fp16_storage_fp32_math" else math_
+        return conv_passes(shape, passes, dtype, conv_math, extra, _text(_cell(row, col.get("algorithm"))), run,
+                           where)
     # all-reduce
     try:
         floats = _integer(_cell(row, col["floats"]), 1, MAX_FLOATS)

@@ -83,7 +83,7 @@ class GpuBackend:
         key = (kernel_op, kernel_pass, shapes.shape_key(kernel_params), dtype, search)
         time_s = cache.get(key)
         if time_s is None:
-            peak = mode.peak_flops_per_s * (mode.gemm_peak_scale if kernel_op == "gemm" else 1.0)
+            peak = mode.peak_flops_per_s * (mode.gemm_peak_scale if kernel_op == "gemm" else mode.conv_peak_scale)
             hardware = gpu_kernels.Hardware(model.sms, peak, mode.fallback_flops_per_s, model.memory_bytes_per_s,
                                             mode.tensor_cores)
             time_s = gpu_kernels.kernel_time_s(mode.values, hardware, kernel_op, kernel_pass, kernel_params, dtype,

@@ -1075,11 +1075,13 @@ def test_a_3d_convolution_is_the_implicit_gemm_of_its_3d_window():
 
 def test_pseudo_fp16_gemms_run_at_the_float32_peak_beside_true_half_convolutions():
     """DeepBench's P100 FP16 sheet (cuDNN 6 binaries): cuBLAS GEMMs with FP32 arithmetic, cuDNN convolutions in true
-    half (split_math). The mode takes the 18.7 TFLOP/s half peak, its GEMMs 9.3 / 18.7 of it; other modes 1.0. A
-    compute-bound GEMM at peak_scale 0.5 takes twice the main loop of one at 1.0, by hand."""
+    half (split_math). Both on the 18.7 TFLOP/s half peak, an FP32-arithmetic call at 9.3 / 18.7 of it; other modes
+    1.0. A compute-bound GEMM at peak_scale 0.5 takes twice the main loop of one at 1.0, by hand; with_math gives each
+    sample its own math's scale and each op the larger set's."""
     p100 = gpu_specs.find_spec("Tesla P100-PCIE-16GB")
     hw, scale = gpu_specs.split_math(p100, "float16", gpu_specs.FP16_STORAGE_FP32_MATH)
     assert hw.peak_flops_per_s == 18.7e12 and not hw.tensor_cores and scale == pytest.approx(9.3 / 18.7)
+    assert gpu_specs.split_math(p100, "float16", "fp16") == (hw, 1.0)
     assert gpu_specs.split_math(p100, "float32")[1] == 1.0
     v100 = gpu_specs.find_spec("Tesla V100-SXM2")
     assert gpu_specs.split_math(v100, "float16")[1] == 1.0  # tensor cores: one mode
@@ -1090,6 +1092,14 @@ def test_pseudo_fp16_gemms_run_at_the_float32_peak_beside_true_half_convolutions
     assert half == pytest.approx(2 * whole, rel=1e-6)
     assert half == pytest.approx(gk.kernel_time_s(values, HW._replace(peak_flops_per_s=5e12), "gemm", "fwd", gemm,
                                                   "float32"), rel=1e-9)
-    assert [s.peak_scale for s in gf.with_gemm_peak(
-        [gf.KernelSample("gemm", "fwd", gemm, "float16", 1.0),
-         gf.KernelSample("conv2d", "fwd", {"N": 1, "C": 8, "H": 8, "W": 8, "F": 8}, "float16", 1.0)], 0.5)] == [0.5, 1.0]
+    conv = {"N": 1, "C": 8, "H": 8, "W": 8, "F": 8}
+    hw2, rows, gemm_scale, conv_scale = gf.with_math(p100, "float16", [
+        (gf.KernelSample("gemm", "fwd", gemm, "float16", 1.0), gpu_specs.FP16_STORAGE_FP32_MATH),
+        (gf.KernelSample("conv2d", "fwd", conv, "float16", 1.0), "fp16")])
+    assert hw2 == hw and [s.peak_scale for s in rows] == [pytest.approx(9.3 / 18.7), 1.0]
+    assert (gemm_scale, conv_scale) == (pytest.approx(9.3 / 18.7), 1.0)
+    # today's binaries the reverse: true-half GEMMs, convolutions in FP32 arithmetic
+    _, _, gemm_scale, conv_scale = gf.with_math(p100, "float16", [
+        (gf.KernelSample("gemm", "fwd", gemm, "float16", 1.0), "fp16"),
+        (gf.KernelSample("conv2d", "fwd", conv, "float16", 1.0), gpu_specs.FP16_STORAGE_FP32_MATH)])
+    assert (gemm_scale, conv_scale) == (1.0, pytest.approx(9.3 / 18.7))

@@ -116,8 +116,9 @@ def test_fp16_sheets_carry_their_math(tmp_path):
     assert gemm.dtype == "float16" and gemm.extra["math"] == "tensor_core"
     assert gemm.bytes_moved == 2 * (1760 * 1760 + 1760 * 16 + 1760 * 16)
     p100, _ = read_deepbench(P100)
-    pseudo = {s.extra["math"] for s in p100 if s.dtype == "float16"}
-    assert pseudo == {"fp16_storage_fp32_math"}
+    # its binaries (@7b75e76) ran cuBLAS in FP32 arithmetic and cuDNN convolutions in true half
+    pseudo = {(s.benchmark, s.extra["math"]) for s in p100 if s.dtype == "float16" and s.benchmark in ("gemm", "conv2d")}
+    assert pseudo == {("gemm", "fp16_storage_fp32_math"), ("conv2d", "fp16")}
 
 
 def test_headers_are_found_by_text_not_position(tmp_path):
