@@ -22,6 +22,9 @@ UNARY_OPS = ("tanh", "pow", "rsqrt", "sqrt", "exp")
 REDUCE_OPS = ("mean", "sum")
 #: ops through which no gradient flows (a random tensor of an input's shape, a comparison)
 NO_GRADIENT_OPS = ("random", "compare")
+#: how routed tokens reach expert ranks on other nodes: "alltoall" (NCCL's all-to-all, one copy per routed slot) or
+#: "deepep" (DeepEP / HybridEP: a token crosses to each node once, then fans out over NVLink; docs/method.md §14b)
+DISPATCHERS = ("alltoall", "deepep")
 
 
 @dataclass(frozen=True)
@@ -60,7 +63,7 @@ class Layer:
     #: moe_dispatch: the experts' capacity factor (each expert takes at most capacity_factor x its mean share of the
     #: routed tokens, the rest dropped; 0 = dropless). Its `groups` is the expert count, as a grouped linear's
     capacity_factor: float = 0.0
-    #: moe_dispatch: how tokens reach experts on other nodes ("alltoall" or "deepep", predictor.zoo.transformer)
+    #: moe_dispatch: how tokens reach experts on other nodes (one of DISPATCHERS)
     dispatcher: str = ""
 
     @property

@@ -20,6 +20,7 @@ from typing import Any, Optional, Union
 
 from predictor.published.corpus import (CORPUS_DIR, PublishedRun, _fail, _positive_float, _positive_int, _text,
                                         iteration_seconds, load_records, record_head, unique_ids)
+from predictor.graph import DISPATCHERS
 from predictor.plan import PIPELINE_BOUNDARIES, RECOMPUTE_GRANULARITIES
 from predictor.published.rowmap import Setup, Skipped, _first, _system_rule
 from profiler.errors import UserError
@@ -67,7 +68,7 @@ DDP_REGIMES = {"torch": "ddp", "local": "no-overlap"}
 #: GPT's attention (zoo_attention: `attention` is the sources' own words in other rows), MLP and norm (predictor.zoo.transformer) and whether the head is tied to the embedding; with
 #: kv_heads, ffn, experts, top_k, capacity_factor (0 = dropless) and dropout as numbers (docs/method.md §3c)
 MODEL_CHOICES = {"zoo_attention": ("sdpa", "math", "fused-softmax"), "mlp": ("gelu", "swiglu"),
-                 "norm": ("layernorm", "rmsnorm"), "tie": (True, False), "dispatcher": ("alltoall", "deepep")}
+                 "norm": ("layernorm", "rmsnorm"), "tie": (True, False), "dispatcher": DISPATCHERS}
 #: model_details keys passed to the zoo GPT as they are
 MODEL_KNOBS = ("kv_heads", "head_dim", "ffn", "mlp", "norm", "tie", "dropout", "experts", "top_k", "capacity_factor",
                "dispatcher")

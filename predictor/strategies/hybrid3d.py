@@ -25,8 +25,8 @@ from predictor.plan import (PIPELINE_BOUNDARIES, PIPELINE_SCHEDULES, RECOMPUTE_G
 from predictor.strategies.bounds import Bounds
 from predictor.strategies.context import Context, Infeasible
 from predictor.strategies.data import local_batch, zero3_exposure
-from predictor.strategies.moe_context import (alltoall_seconds, attention_spans, busiest_factor, deepep_seconds,
-                                              group_nodes, kv_elems, moe_layers, ring_exposed)
+from predictor.strategies.moe_context import (attention_spans, busiest_factor, dispatch_seconds, group_nodes,
+                                              kv_elems, moe_layers, ring_exposed)
 from predictor.strategies.moe_context import check as check_moe_cp
 from predictor.strategies.pipeline import in_flight, partition, schedule_in_flight
 from predictor.strategies.tensor import (SequenceSplit, TensorSplit, _producers, check_degree,
@@ -534,15 +534,10 @@ def moe_cp_terms(ctx: Context, ts: TensorSplit, dtype: str, t: int, m: int, tens
         act, n = ctx.act_size(dtype), ctx.n_layers
         a2a_f, a2a_b, ring_f, ring_b = [0.0] * n, [0.0] * n, [0.0] * n, [0.0] * n
         for i in dispatch:  # each rank's routed tokens; the busiest expert rank paces the experts and the exchange
-            rows = m * ctx.layers[i].output_shape[0] / cp
-            busiest = busiest_factor(rows, ep, ctx.layers[i].capacity_factor)
-            size = m * ctx.layers[i].output_elems * act / cp / (t if i in tokens else 1) * busiest
             layer = ctx.layers[i]
-            if layer.dispatcher == "deepep":
-                top_k = layer.output_shape[-2] // max(1, layer.input_shape[-2])
-                seconds = deepep_seconds(ctx, ep, size, ep_nodes, layer.groups, top_k)
-            else:
-                seconds = alltoall_seconds(ctx, ep, size, ep_nodes)
+            busiest = busiest_factor(m * layer.output_shape[0] / cp, ep, layer.capacity_factor)
+            size = m * layer.output_elems * act / cp / (t if i in tokens else 1) * busiest
+            seconds = dispatch_seconds(ctx, layer, ep, size, ep_nodes)
             for j in (i, next(c for c in combine if c > i)):  # dispatch, then its combine: forward and backward
                 a2a_f[j] += seconds
                 a2a_b[j] += seconds

@@ -161,6 +161,15 @@ def expected_remote_nodes(experts: int, top_k: int, nodes: int) -> float:
     return (nodes - 1) * (1.0 - math.comb(experts - per_node, top_k) / math.comb(experts, top_k))
 
 
+def dispatch_seconds(ctx: Context, layer, ep: int, size_bytes: float, nodes: int) -> float:
+    """One dispatch or combine of a moe_dispatch `layer` over ep ranks on `nodes` nodes, by its dispatcher: the
+    all-to-all, or DeepEP's deduplicated exchange (its top-k: the layer's routed rows over its tokens)."""
+    if layer.dispatcher == "deepep":
+        top_k = layer.output_shape[-2] // max(1, layer.input_shape[-2])
+        return deepep_seconds(ctx, ep, size_bytes, nodes, layer.groups, top_k)
+    return alltoall_seconds(ctx, ep, size_bytes, nodes)
+
+
 def deepep_seconds(ctx: Context, ep: int, size_bytes: float, nodes: int, experts: int, top_k: int) -> float:
     """One dispatch or combine of a deduplicating dispatcher (DeepEP, Megatron-Core's HybridEP; DeepSeek-V3's
     scheme, arXiv 2412.19437 §3.2.2: a token goes over InfiniBand once to each node holding one of its experts, then

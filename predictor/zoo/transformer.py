@@ -18,13 +18,12 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from predictor.graph import DISPATCHERS
+
 ATTENTION = ("sdpa", "math", "fused-softmax")
 MLPS = ("gelu", "swiglu")
 NORMS = ("layernorm", "rmsnorm")
 RESIDUALS = ("add", "bias-dropout-add")
-#: how routed tokens reach expert ranks on other nodes: "alltoall" (NCCL's all-to-all, one copy per routed slot) or
-#: "deepep" (DeepEP / HybridEP: a token crosses to each node once, then fans out over NVLink; docs/method.md §14b)
-DISPATCHERS = ("alltoall", "deepep")
 
 
 class FusedScaleMaskSoftmax(nn.Module):
@@ -93,7 +92,7 @@ class SelfAttention(nn.Module):
         if kv_heads != heads and attention != "sdpa":
             raise ValueError(f"kv_heads {kv_heads} < heads {heads} (grouped-query attention) needs attention=sdpa")
         self.head_dim = hidden // heads if head_dim is None else head_dim
-        self.hidden, self.heads, self.kv_heads, self.width = hidden, heads, kv_heads, heads * self.head_dim
+        self.heads, self.kv_heads, self.width = heads, kv_heads, heads * self.head_dim
         self.causal, self.attention, self.p = causal, attention, dropout
         self.qkv = nn.Linear(hidden, self.width + 2 * kv_heads * self.head_dim)
         self.proj = nn.Linear(self.width, hidden)
