@@ -64,8 +64,9 @@ class _Arrays:
             offset += len(cands)
         table = np.vstack(rows)
         self.starts = np.array(starts)
-        self.algorithm, self.waves, self.flops, self.intensity, self.partials = (table[:, j] for j in range(5))
-        self.sample = table[:, 5].astype(int)
+        self.algorithm, self.waves, self.flops, self.intensity, self.partials, self.reductions = (
+            table[:, j] for j in range(6))
+        self.sample = table[:, 6].astype(int)
         self.hardware = hardware
 
 
@@ -82,7 +83,7 @@ def predict_arrays(values: Mapping[str, float], a: _Arrays) -> np.ndarray:
         if mask.any():
             times[mask] = gk.candidate_time(values, sm_peak[mask], a.algorithm[mask], a.waves[mask], a.flops[mask],
                                             a.intensity[mask], a.partials[mask], gk.PASSES[index], is_gemm,
-                                            hw.memory_bytes_per_s)
+                                            hw.memory_bytes_per_s, a.reductions[mask])
     compute = np.minimum.reduceat(times, a.starts) / np.where(
         a.gapped, values["gapped_bwd_data_ratio"], np.where(a.strided, values["strided_bwd_data_ratio"], 1.0))
     memory = (a.operand_bytes / (values["memory_efficiency"] * hw.memory_bytes_per_s)

@@ -2,9 +2,10 @@
 
 A cuBLAS/cuDNN kernel splits its (implicit) GEMM into output tiles, one thread block each, run in waves over the
 SMs, each streaming its operands at a rate bounded by the SM's peak and by its feed bandwidth; the kernel takes the
-fastest choice of tile and split-K, and the call max(floor, that, operand bytes / DRAM bandwidth). A convolution
-may also run Winograd or FFT algorithms (the fastest with cuDNN's search, the implicit GEMM with PyTorch's default
-heuristic). Formulas, sources and the choice of each regime: docs/method.md §3b ("GPU kernels") and
+fastest choice of tile and split-K (a split GEMM pays one more call floor: cuBLAS adds the partial results in a
+kernel of its own), and the call max(floor, that, operand bytes / DRAM bandwidth). A convolution may also run
+Winograd (fused F(2x2, 3x3) or F(4x4, 3x3) with its transforms through DRAM) or FFT algorithms (the fastest with
+cuDNN's search, the implicit GEMM with PyTorch's default heuristic). Formulas, sources and the choice of each regime: docs/method.md §3b ("GPU kernels") and
 docs/decisions/2026-12-06-gpu-kernel-model.md. Everything here is pure: the fit (calibrate.gpu_kernel_fit)
 evaluates the same `candidates` and `candidate_time` on arrays that prediction evaluates one call at a time.
 """
@@ -18,7 +19,7 @@ from profiler.errors import UserError
 from profiler.opmath import gemm_backward_shape, window_output_size
 
 #: the algorithms a convolution may run (indices are stored in candidate arrays)
-ALGORITHMS = ("implicit_gemm", "winograd", "fft", "implicit_gemm_3d")
+ALGORITHMS = ("implicit_gemm", "winograd", "fft", "implicit_gemm_3d", "winograd_fused")
 #: the implicit GEMM algorithms (2-D and 3-D windows: the same products, their own kernels)
 IMPLICIT = ("implicit_gemm", "implicit_gemm_3d")
 PASSES = ("fwd", "bwd_data", "bwd_weight")
@@ -40,6 +41,8 @@ SPLITS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 MIN_SPLIT_DEPTH = 32
 #: Winograd F(4x4, 3x3): 36 transformed points per 4x4 output tile (Lavin and Gray 2016)
 WINOGRAD_TILE, WINOGRAD_POINTS = 4, 36
+#: cuDNN's fused Winograd F(2x2, 3x3): 16 points per 2x2 output tile, transformed in shared memory (no DRAM pass)
+FUSED_TILE, FUSED_POINTS = 2, 16
 #: cuDNN's FFT_TILING: 32x32 tiles, a real FFT keeps 32 x 17 complex points, a complex product is 4 real ones
 FFT_SIZE, FFT_POINTS, COMPLEX_FLOPS = 32, 32 * 17, 4
 #: bytes of a float32 partial result of split-K (written once, read once)
@@ -179,7 +182,7 @@ def products(op: str, pass_: str, params: Mapping, algorithm: str) -> tuple[int,
     implicit GEMM forward (N P Q, F, C R S), backward-data (N H W / (sh sw), C, F R S: a strided one as one product
     per stride phase, which together do the forward's work; strided_bwd_data_ratio prices the rest), backward-weight
     (F, C R S, N P Q), a 3-D one over O P Q, D H W and C T R S; Winograd one product per transformed point over 4x4
-    output tiles; FFT one complex product per frequency over 32x32 tiles."""
+    output tiles (fused: over 2x2 tiles); FFT one complex product per frequency over 32x32 tiles."""
     if op == "gemm":
         return int(params["M"]), int(params["N"]), int(params["K"]), 1
     x = conv_shape(params)
@@ -189,10 +192,11 @@ def products(op: str, pass_: str, params: Mapping, algorithm: str) -> tuple[int,
         return {"fwd": (outputs, f, c * volume, g),
                 "bwd_data": (x.n * x.input_positions // x.strides or 1, c, f * volume, g),
                 "bwd_weight": (f, c * volume, outputs, g)}[pass_]
-    if algorithm == "winograd":
-        tiles = x.n * -(-x.p // WINOGRAD_TILE) * -(-x.q // WINOGRAD_TILE)
-        return {"fwd": (tiles, x.f, x.c, WINOGRAD_POINTS), "bwd_data": (tiles, x.c, x.f, WINOGRAD_POINTS),
-                "bwd_weight": (x.f, x.c, tiles, WINOGRAD_POINTS)}[pass_]
+    if algorithm in ("winograd", "winograd_fused"):
+        tile, points = (WINOGRAD_TILE, WINOGRAD_POINTS) if algorithm == "winograd" else (FUSED_TILE, FUSED_POINTS)
+        tiles = x.n * -(-x.p // tile) * -(-x.q // tile)
+        return {"fwd": (tiles, x.f, x.c, points), "bwd_data": (tiles, x.c, x.f, points),
+                "bwd_weight": (x.f, x.c, tiles, points)}[pass_]
     edge = FFT_SIZE - max(x.r, x.s) + 1
     tiles = x.n * -(-x.h // edge) * -(-x.w // edge)
     batch = FFT_POINTS * COMPLEX_FLOPS
@@ -203,8 +207,9 @@ def products(op: str, pass_: str, params: Mapping, algorithm: str) -> tuple[int,
 def transform_bytes(params: Mapping, algorithm: str, dtype: str) -> float:
     """DRAM bytes a Winograd or FFT convolution spends on its transforms: the input, the weight and the output
     (or their gradients) each written transformed and read back (36 points per 4x4 tile; 32 x 17 complex
-    points per FFT tile, in float32). 0 for the implicit GEMM."""
-    if algorithm in IMPLICIT:
+    points per FFT tile, in float32). 0 for the implicit GEMM and the fused Winograd (transforms in shared
+    memory)."""
+    if algorithm in IMPLICIT or algorithm == "winograd_fused":
         return 0.0
     x = conv_shape(params)
     if algorithm == "winograd":
@@ -220,7 +225,8 @@ def transform_bytes(params: Mapping, algorithm: str, dtype: str) -> float:
 def algorithms(op: str, pass_: str, params: Mapping, tensor_cores: bool, search: bool) -> tuple[str, ...]:
     """The algorithms a call may run: a GEMM and every tensor-core convolution its implicit GEMM (cuDNN 7 runs
     no Winograd or FFT kernel on tensor cores: DeepBench's V100 FP16 sheet records implicit GEMM for all 94
-    forward shapes); with cuDNN's search also Winograd (3x3, stride 1) and FFT (stride 1, kernel wider than 1);
+    forward shapes); with cuDNN's search also Winograd (3x3, stride 1; the fused F(2x2, 3x3) kernels forward and
+    backward-data only: cuDNN has none for the weight gradient) and FFT (stride 1, kernel wider than 1);
     with PyTorch's default heuristic (search False) the implicit GEMM; a 3-D convolution its own implicit GEMM
     kernels (implicit_gemm_3d)."""
     if op == "conv3d":
@@ -232,6 +238,8 @@ def algorithms(op: str, pass_: str, params: Mapping, tensor_cores: bool, search:
     unit_stride = x.stride_h == 1 and x.stride_w == 1
     if unit_stride and (x.r, x.s) == (3, 3):
         out.append("winograd")
+        if pass_ != "bwd_weight":
+            out.append("winograd_fused")
     if unit_stride and max(x.r, x.s) > 1 and max(x.r, x.s) < FFT_SIZE:
         out.append("fft")
     return tuple(out)
@@ -239,13 +247,15 @@ def algorithms(op: str, pass_: str, params: Mapping, tensor_cores: bool, search:
 
 def max_split(op: str, pass_: str, params: Mapping) -> int:
     """How many CTAs may share one output tile's reduction: cuBLAS splits K freely; cuDNN's weight gradient
-    reduces one image per CTA at most (its reduction runs over the batch and the output positions), a 3-D one one
-    output depth slice (an image) per CTA; its forward and backward-data kernels do not split."""
+    reduces one image per CTA at most (its reduction runs over the batch and the output positions), a strided one
+    one output row of one image (DeepSpeech's 5x10 stride-2 layers run at a rate proportional to N from N = 4),
+    a 3-D one one output depth slice (an image) per CTA; its forward and backward-data kernels do not split."""
     if op == "gemm":
         return SPLITS[-1]
     if pass_ != "bwd_weight":
         return 1
-    return int(params["N"]) * (conv_shape(params).o if op == "conv3d" else 1)
+    x = conv_shape(params)
+    return int(params["N"]) * (x.o if op == "conv3d" else (x.p if x.strides > 1 else 1))
 
 
 def gather_amplification(op: str, params: Mapping) -> float:
@@ -269,7 +279,8 @@ def window_reuse(op: str, params: Mapping) -> float:
 def candidates(op: str, pass_: str, params: Mapping, dtype: str, sms: int, tensor_cores: bool,
                search: bool = True) -> list[tuple[int, int, float, float, float]]:
     """Every (algorithm index, waves, FLOPs per CTA, intensity in FLOP/byte, extra DRAM bytes: split partials and
-    Winograd/FFT transforms) a call may run as (module docstring); a channel-padded call's over its padded shape."""
+    Winograd/FFT transforms, reduction kernels: 1 for a split GEMM) a call may run as (module docstring); a
+    channel-padded call's over its padded shape."""
     element = DTYPE_BYTES[canonical_dtype(dtype)]
     if padded_on_tensor_cores(op, params, tensor_cores):  # its tiles run over the padded channels
         params = padded_channels(params)
@@ -292,7 +303,8 @@ def candidates(op: str, pass_: str, params: Mapping, dtype: str, sms: int, tenso
                     break
                 ctas = tiles * split
                 partials = float(m * n * batch * split * PARTIAL_BYTES) if split > 1 else 0.0
-                out.append((index, -(-ctas // sms), 2.0 * tm * tn * -(-k // split), intensity, partials + transforms))
+                out.append((index, -(-ctas // sms), 2.0 * tm * tn * -(-k // split), intensity, partials + transforms,
+                            1 if split > 1 and op == "gemm" else 0))
     return out
 
 
@@ -382,9 +394,10 @@ def family(op: str, pass_: str) -> str:
 
 
 def candidate_time(values: Mapping[str, float], sm_peak, algorithm, waves, flops, intensity, partials,
-                   pass_: str, is_gemm: bool, memory_bytes_per_s: float):
+                   pass_: str, is_gemm: bool, memory_bytes_per_s: float, reductions=0):
     """Seconds of one candidate (module docstring): works on floats and on numpy arrays alike (the fit).
-    sm_peak: the math mode's peak per SM (the fallback's for unaligned calls)."""
+    sm_peak: the math mode's peak per SM (the fallback's for unaligned calls); reductions: kernels the call adds
+    after its main loop (cuBLAS's split-K reduction), one call floor each."""
     ratio = values["gemm_ratio"] if is_gemm else {"fwd": 1.0, "bwd_data": values["bwd_data_ratio"],
                                                   "bwd_weight": values["bwd_weight_ratio"]}[pass_]
     if is_gemm:
@@ -393,14 +406,14 @@ def candidate_time(values: Mapping[str, float], sm_peak, algorithm, waves, flops
         winograd, fft, three = values[f"winograd_{pass_}"], values[f"fft_{pass_}"], values[f"conv3d_{pass_}"]
         regime = _select(algorithm, winograd, fft, three)
     rate = _minimum(values["efficiency"] * ratio * regime * sm_peak, intensity * values["feed_bytes_per_s"])
-    return waves * (values["wave_s"] + flops / rate) + partials / memory_bytes_per_s
+    return waves * (values["wave_s"] + flops / rate) + partials / memory_bytes_per_s + reductions * values["floor_s"]
 
 
 def _select(algorithm, winograd: float, fft: float, three: float):
     if isinstance(algorithm, (int, float)):
-        return (1.0, winograd, fft, three)[int(algorithm)]
+        return (1.0, winograd, fft, three, winograd)[int(algorithm)]
     import numpy as np
-    return np.choose(algorithm.astype(int), (1.0, winograd, fft, three))
+    return np.choose(algorithm.astype(int), (1.0, winograd, fft, three, winograd))
 
 
 def _minimum(a, b):
@@ -434,8 +447,8 @@ def kernel_time_s(values: Mapping[str, float], hardware: Hardware, op: str, pass
     peak = sm_peak(values, hardware, op, params, pass_)
     is_gemm = op == "gemm"
     compute = 0.0 if depthwise(op, params) else min(
-        candidate_time(values, peak, a, w, f, i, p, pass_, is_gemm, hardware.memory_bytes_per_s)
-        for a, w, f, i, p in candidates(op, pass_, params, dtype, hardware.sms, hardware.tensor_cores, search))
+        candidate_time(values, peak, a, w, f, i, p, pass_, is_gemm, hardware.memory_bytes_per_s, r)
+        for a, w, f, i, p, r in candidates(op, pass_, params, dtype, hardware.sms, hardware.tensor_cores, search))
     if gapped_backward_data(op, pass_, params):
         compute /= values["gapped_bwd_data_ratio"]
     elif strided_backward_data(op, pass_, params):
@@ -455,5 +468,5 @@ def chosen_algorithm(values: Mapping[str, float], hardware: Hardware, op: str, p
     peak = sm_peak(values, hardware, op, params, pass_)
     best = min(candidates(op, pass_, params, dtype, hardware.sms, hardware.tensor_cores, search),
                key=lambda c: candidate_time(values, peak, c[0], c[1], c[2], c[3], c[4], pass_, False,
-                                            hardware.memory_bytes_per_s))
+                                            hardware.memory_bytes_per_s, c[5]))
     return ALGORITHMS[best[0]]

@@ -56,8 +56,9 @@ def overhead(values) -> float:
 
 
 def reference_compute(values, hw, m, n, k, batch=1, element=4, rows_amp=1.0, cols_amp=1.0, max_split=1,
-                      ratio=1.0, sm_peak=None, extra_bytes=0.0):
-    """The fastest tile and split of a (batched) product m x n x k, from the module docstring's formula."""
+                      ratio=1.0, sm_peak=None, extra_bytes=0.0, reduce_kernel=False):
+    """The fastest tile and split of a (batched) product m x n x k, from the module docstring's formula;
+    reduce_kernel: a split pays one more call floor (cuBLAS's split-K reduction kernel)."""
     sm_peak = hw.peak_flops_per_s / hw.sms if sm_peak is None else sm_peak
     best = math.inf
     for tm, tn in gk.TILES:
@@ -70,7 +71,8 @@ def reference_compute(values, hw, m, n, k, batch=1, element=4, rows_amp=1.0, col
             waves = math.ceil(tiles * split / hw.sms)
             partials = m * n * batch * split * gk.PARTIAL_BYTES if split > 1 else 0.0
             t = waves * (values["wave_s"] + 2 * tm * tn * math.ceil(k / split) / rate) \
-                + (partials + extra_bytes) / hw.memory_bytes_per_s
+                + (partials + extra_bytes) / hw.memory_bytes_per_s \
+                + (values["floor_s"] if reduce_kernel and split > 1 else 0.0)
             best = min(best, t)
     return best
 
@@ -81,7 +83,7 @@ def gemm_bytes(m, n, k, element=4):
 
 def reference_gemm(values, hw, m, n, k, transposed=False, element=4):
     compute = reference_compute(values, hw, m, n, k, element=element, max_split=gk.SPLITS[-1],
-                                ratio=values["gemm_ratio"])
+                                ratio=values["gemm_ratio"], reduce_kernel=True)
     memory = gemm_bytes(m, n, k, element) / (values["memory_efficiency"] * hw.memory_bytes_per_s)
     return max(values["floor_s"], compute, memory * (values["transposed_memory_ratio"] if transposed else 1.0))
 
@@ -109,7 +111,7 @@ def reference_conv_implicit(values, hw, pass_, p, element=4, sm_peak=None):
     compute = reference_compute(values, hw, m, n, k, element=element, ratio=ratio, sm_peak=sm_peak,
                                 rows_amp=amp if pass_ == "fwd" else 1.0,
                                 cols_amp=amp if pass_ == "bwd_weight" else 1.0,
-                                max_split=p["N"] if pass_ == "bwd_weight" else 1)
+                                max_split=p["N"] * (pp if (sh, sw) != (1, 1) else 1) if pass_ == "bwd_weight" else 1)
     if pass_ == "bwd_data" and (r < sh or s < sw):  # windows with gaps between them: their own kernels
         compute /= values.get("gapped_bwd_data_ratio", 1.0)
     elif pass_ == "bwd_data" and (sh, sw) != (1, 1):  # cuDNN's own strided backward-data kernels
@@ -122,7 +124,7 @@ def reference_conv_implicit(values, hw, pass_, p, element=4, sm_peak=None):
 def best_candidate(values, hw, op, pass_, params, dtype="float32", search=True):
     peak = gk.sm_peak(values, hw, op, params)
     return min(gk.candidates(op, pass_, params, dtype, hw.sms, hw.tensor_cores, search),
-               key=lambda c: gk.candidate_time(values, peak, *c, pass_, op == "gemm", hw.memory_bytes_per_s))
+               key=lambda c: gk.candidate_time(values, peak, *c[:5], pass_, op == "gemm", hw.memory_bytes_per_s, c[5]))
 
 
 # ------------------------------------------------------------------------------------------ regimes by hand
@@ -158,10 +160,11 @@ def test_a_feed_bound_tile_runs_at_its_intensity_times_the_feed():
     # one 16 x 32 CTA (K = 16: no split): 2 * 16 * 32 / ((16 + 32) * 4) FLOP per byte at 1e9 bytes/s
     cands = gk.candidates("gemm", "fwd", {"M": 16, "N": 32, "K": 16}, "float32", 10, False)
     index = gk.TILES.index((16, 32))
-    _, waves, flops, intensity, partials = cands[index]
-    assert (waves, flops, partials) == (1, 2 * 16 * 32 * 16, 0.0)
+    _, waves, flops, intensity, partials, reductions = cands[index]
+    assert (waves, flops, partials, reductions) == (1, 2 * 16 * 32 * 16, 0.0, 0)
     assert intensity == pytest.approx(2 * 16 * 32 / (48 * 4))
-    t = gk.candidate_time(values, HW.peak_flops_per_s / HW.sms, *cands[index], "fwd", True, HW.memory_bytes_per_s)
+    t = gk.candidate_time(values, HW.peak_flops_per_s / HW.sms, *cands[index][:5], "fwd", True,
+                          HW.memory_bytes_per_s, reductions)
     assert t == pytest.approx(flops / (intensity * 1e9))
 
 
@@ -173,8 +176,12 @@ def test_split_k_serves_a_small_output_with_a_long_reduction():
     unsplit = reference_compute(HAND, fast, 16, 32, 2 ** 20, max_split=1)
     assert unsplit == pytest.approx(HAND["wave_s"] + 2 * 16 * 32 * 2 ** 20 / (0.5 * 1e12))
     assert got < unsplit / 4  # 8 or more CTAs share the reduction instead of one
-    _, waves, flops, _, partials = best_candidate(HAND, fast, "gemm", "fwd", params)
+    _, waves, flops, _, partials, reductions = best_candidate(HAND, fast, "gemm", "fwd", params)
     assert partials > 0 and flops <= 2 * 16 * 32 * 2 ** 20 / 8
+    assert reductions == 1  # cuBLAS adds the partial results in a kernel of its own: one more call floor
+    floor_free = constants(**{**HAND, "floor_s": 0.0})
+    assert got == pytest.approx(gk.kernel_time_s(floor_free, fast, "gemm", "fwd", params, "float32")
+                                + HAND["floor_s"], rel=1e-9)
     assert gk.max_split("gemm", "fwd", params) == gk.SPLITS[-1]
     # never splits below MIN_SPLIT_DEPTH of the reduction each
     assert len(gk.candidates("gemm", "fwd", {"M": 64, "N": 64, "K": 63}, "float32", 10, False)) == len(gk.TILES)
@@ -187,6 +194,11 @@ def test_split_k_refused_to_convolution_forward_and_backward_data_limited_to_the
     p = conv(4, 2048, 3, 3, 64, 3, pad=0)
     assert gk.max_split("conv2d", "fwd", p) == 1 and gk.max_split("conv2d", "bwd_data", p) == 1
     assert gk.max_split("conv2d", "bwd_weight", p) == 4
+    # a strided one splits over images x output rows (DeepSpeech's 5x10 stride-2 layer: its rate grows with N)
+    strided = conv(4, 32, 79, 341, 32, 5, stride=2, pad=0)  # P = 38
+    assert gk.max_split("conv2d", "bwd_weight", strided) == 4 * 38
+    assert gk.kernel_time_s(HAND, HW, "conv2d", "bwd_weight", strided, "float32", search=False) == pytest.approx(
+        reference_conv_implicit(HAND, HW, "bwd_weight", strided), rel=1e-9)
     for pass_ in ("fwd", "bwd_data"):
         cands = gk.candidates("conv2d", pass_, p, "float32", 10, False, search=False)
         assert len(cands) == len(gk.TILES) and all(c[4] == 0.0 for c in cands)  # one per tile, no partials
@@ -274,7 +286,8 @@ def test_tensor_core_alignment_of_channels():
 def test_which_algorithms_a_convolution_may_run():
     three = conv(8, 64, 56, 56, 64, 3)
     for pass_ in gk.PASSES:
-        assert gk.algorithms("conv2d", pass_, three, False, True) == ("implicit_gemm", "winograd", "fft")
+        fused = ("winograd_fused",) if pass_ != "bwd_weight" else ()  # cuDNN has no fused weight-gradient one
+        assert gk.algorithms("conv2d", pass_, three, False, True) == ("implicit_gemm", "winograd") + fused + ("fft",)
         assert gk.algorithms("conv2d", pass_, three, False, False) == ("implicit_gemm",)  # PyTorch's heuristic
         assert gk.algorithms("conv2d", pass_, three, True, True) == ("implicit_gemm",)  # tensor cores
     assert gk.algorithms("conv2d", "fwd", conv(8, 64, 56, 56, 64, 3, stride=2), False, True) == ("implicit_gemm",)
@@ -282,7 +295,8 @@ def test_which_algorithms_a_convolution_may_run():
     assert gk.algorithms("conv2d", "fwd", conv(8, 64, 56, 56, 64, 5), False, True) == ("implicit_gemm", "fft")
     assert gk.algorithms("gemm", "fwd", {"M": 8, "N": 8, "K": 8}, False, True) == ("implicit_gemm",)
     # candidates carry the algorithm's index
-    assert {c[0] for c in gk.candidates("conv2d", "fwd", three, "float32", 10, False)} == {0, 1, 2}
+    assert {c[0] for c in gk.candidates("conv2d", "fwd", three, "float32", 10, False)} == {0, 1, 2, 4}
+    assert {c[5] for c in gk.candidates("conv2d", "bwd_weight", three, "float32", 10, False)} == {0}  # no reduce call
     assert {c[0] for c in gk.candidates("conv2d", "fwd", three, "float32", 10, False, search=False)} == {0}
 
 
@@ -294,6 +308,10 @@ def test_winograd_and_fft_products_and_the_fastest_algorithm():
     assert gk.products("conv2d", "bwd_weight", p, "winograd") == (64, 64, tiles, 36)
     fft_tiles = 8 * 2 * 2  # 30-wide valid edge: ceil(56 / 30) = 2 a side
     assert gk.products("conv2d", "fwd", p, "fft") == (fft_tiles, 64, 64, 32 * 17 * 4)
+    # cuDNN's fused Winograd: F(2x2, 3x3), 16 points per 2x2 output tile, transformed in shared memory
+    assert gk.products("conv2d", "fwd", p, "winograd_fused") == (8 * 28 * 28, 64, 64, 16)
+    assert gk.products("conv2d", "bwd_data", p, "winograd_fused") == (8 * 28 * 28, 64, 64, 16)
+    assert gk.transform_bytes(p, "winograd_fused", "float32") == 0.0
     assert gk.transform_bytes(p, "implicit_gemm", "float32") == 0.0
     assert gk.transform_bytes(p, "winograd", "float32") == 2.0 * (8 * 64 * 196 + 64 * 64 + 8 * 64 * 196) * 36 * 4
     assert gk.transform_bytes(p, "fft", "float16") == 2.0 * (8 * 64 * 4 + 64 * 64 + 8 * 64 * 4) * 2 * 32 * 17 * 4
@@ -304,17 +322,28 @@ def test_winograd_and_fft_products_and_the_fastest_algorithm():
     implicit = reference_conv_implicit(values, HW, "fwd", p)
     floor = values["floor_s"] * values["conv_floor_ratio"]
     memory = gk.operand_bytes("conv2d", p, "float32") / (values["memory_efficiency"] * HW.memory_bytes_per_s)
-    wino = reference_compute(values, HW, tiles, 256, 256, batch=36, ratio=2.0,
+    fast_dram = HW._replace(memory_bytes_per_s=1e14)  # the transforms' traffic costs next to nothing
+    wino = reference_compute(values, fast_dram, tiles, 256, 256, batch=36, ratio=2.0,
                              extra_bytes=gk.transform_bytes(p, "winograd", "float32"))
-    fft = reference_compute(values, HW, fft_tiles, 256, 256, batch=32 * 17 * 4, ratio=values["fft_fwd"],
+    fused = reference_compute(values, fast_dram, 8 * 14 * 14, 256, 256, batch=16, ratio=2.0)  # 2x2 tiles, in SMEM
+    fft = reference_compute(values, fast_dram, fft_tiles, 256, 256, batch=32 * 17 * 4, ratio=values["fft_fwd"],
                             extra_bytes=gk.transform_bytes(p, "fft", "float32"))
-    assert max(floor, memory) < wino < min(fft, implicit - overhead(values))
+    implicit_fast = reference_conv_implicit(values, fast_dram, "fwd", p)
+    memory_fast = memory * HW.memory_bytes_per_s / fast_dram.memory_bytes_per_s
+    assert max(floor, memory_fast) < wino < min(fused, fft, implicit_fast - overhead(values))
     searched = overhead(values) + wino
-    assert gk.kernel_time_s(values, HW, "conv2d", "fwd", p, "float32") == pytest.approx(searched, rel=1e-9)
+    assert gk.kernel_time_s(values, fast_dram, "conv2d", "fwd", p, "float32") == pytest.approx(searched, rel=1e-9)
     assert gk.kernel_time_s(values, HW, "conv2d", "fwd", p, "float32", search=False) == pytest.approx(implicit,
                                                                                                        rel=1e-9)
-    assert gk.chosen_algorithm(values, HW, "conv2d", "fwd", p, "float32") == "winograd"
-    fft_wins, fast_dram = constants(**{**HAND, "fft_fwd": 1e3}), HW._replace(memory_bytes_per_s=1e14)
+    assert gk.chosen_algorithm(values, fast_dram, "conv2d", "fwd", p, "float32") == "winograd"
+    # on the slow DRAM the F(4x4) transforms' round trips cost more than the fused F(2x2)'s 16/36 x 4 more products
+    fused_slow = reference_compute(values, HW, 8 * 14 * 14, 256, 256, batch=16, ratio=2.0)
+    assert fused_slow < reference_compute(values, HW, tiles, 256, 256, batch=36, ratio=2.0,
+                                          extra_bytes=gk.transform_bytes(p, "winograd", "float32"))
+    assert gk.kernel_time_s(values, HW, "conv2d", "fwd", p, "float32") == pytest.approx(
+        overhead(values) + max(floor, memory, fused_slow), rel=1e-9)
+    assert gk.chosen_algorithm(values, HW, "conv2d", "fwd", p, "float32") == "winograd_fused"
+    fft_wins = constants(**{**HAND, "fft_fwd": 1e3})
     assert gk.chosen_algorithm(fft_wins, fast_dram, "conv2d", "fwd", p, "float32") == "fft"
     assert gk.chosen_algorithm(values, HW, "conv2d", "fwd", p, "float32", search=False) == "implicit_gemm"
     assert gk.chosen_algorithm(values, HW_TC, "conv2d", "fwd", p, "float16") == "implicit_gemm"
@@ -373,7 +402,7 @@ def test_strided_backward_data_runs_one_product_per_stride_phase():
     assert gk.products("conv2d", "bwd_data", one, "implicit_gemm") == (8 * 56 * 56, 64, 128 * 9, 1)
     assert gk.products("gemm", "fwd", {"M": 3, "N": 5, "K": 7}, "implicit_gemm") == (3, 5, 7, 1)
     for q in (p, one):
-        assert gk.kernel_time_s(HAND, HW, "conv2d", "bwd_data", q, "float32") == pytest.approx(
+        assert gk.kernel_time_s(HAND, HW, "conv2d", "bwd_data", q, "float32", search=False) == pytest.approx(
             reference_conv_implicit(HAND, HW, "bwd_data", q), rel=1e-9)
     if "strided_bwd_data_ratio" in gk.PARAMS:  # a strided backward-data's own efficiency, nothing else's
         half = constants(**{**HAND, "strided_bwd_data_ratio": 0.5})
