@@ -6,6 +6,7 @@ application's GEMMs and convolutions but one and predicts that one's; each famil
 accuracy are the figures, in-sample beside them. Writes results/deepbench.json, results/deepbench-rows.jsonl and
 docs/deepbench.md; --json prints {gpu: {dtype: {family: {rows, median_accuracy, mean_accuracy}}}}. A shape's
 application is read from any file that names it, the carried ones among them (deepbench_kernels.read_labelled).
+Where a sheet records cuDNN's forward algorithm, the regime the model infers from the shape is compared with it.
 
     python -m bench deepbench [FILE...] [--gpu NAME] [--json]
 """
@@ -37,6 +38,17 @@ TARGET_MEDIAN, TARGET_MEAN = 0.90, 0.85
 WORST = 5  # shapes listed per GPU, dtype and family
 
 
+def cudnn_regime(name: Optional[str]) -> Optional[str]:
+    """The model's algorithm (gk.ALGORITHMS) for a cuDNN forward algorithm name as DeepBench records it (its V100
+    sheet truncates some: "LICIT_PRECOMP_GEMM"); None for none or an unknown one."""
+    name = (name or "").upper()
+    for marker, regime in (("WINOGRAD_NONFUSED", "winograd"), ("WINOGRAD", "winograd_fused"), ("FFT", "fft"),
+                           ("GEMM", "implicit_gemm")):
+        if marker in name:
+            return regime
+    return None
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     describe(parser, __doc__)
     parser.add_argument("files", nargs="*", metavar="FILE", type=Path,
@@ -53,7 +65,7 @@ def load(files: list[Path], gpu: Optional[str] = None
     """(GPU name, dtype) -> [(sample, math mode)] of every GEMM and convolution row, labelled by application
     (calibrate.deepbench_kernels.read_labelled: input-layer backward-data left out); `gpu` names the GPU of files
     that name none (text output)."""
-    groups: dict[tuple[str, str], list] = defaultdict(list)
+    groups: dict[tuple[str, str], list] = defaultdict(list)  # (sample, math, cuDNN's recorded forward algorithm)
     for path, samples, run in read_labelled(files, carried=True):
         if run.gpu and gpu and gpu_specs.find_spec(run.gpu) != gpu_specs.find_spec(gpu):
             raise UserError(f"--gpu {gpu!r}: {path} names the GPU {run.gpu!r}")
@@ -67,7 +79,7 @@ def load(files: list[Path], gpu: Optional[str] = None
                 continue
             sample = gf.KernelSample(*call, s.dtype, float(np.median(s.times_s)),
                                      s.extra.get("application") or "unlabelled")
-            groups[(name, s.dtype)].append((sample, s.extra.get("math")))
+            groups[(name, s.dtype)].append((sample, s.extra.get("math"), s.extra.get("algorithm")))
     return groups
 
 
@@ -76,14 +88,15 @@ def evaluate(gpu: str, dtype: str, rows: list) -> tuple[list[dict], dict]:
     spec = gpu_specs.find_spec(gpu)
     if spec is None:
         raise UserError(f"GPU {gpu!r} is not in calibrate/data/gpus.yaml: add its SMs, peaks and bandwidth")
-    hardware, samples, _, _ = gf.with_math(spec, dtype, rows)
+    hardware, samples, _, _ = gf.with_math(spec, dtype, [(sample, math) for sample, math, _ in rows])
     values = gf.fit(samples, hardware)
     fitted = gf.predict(values, samples, hardware)
     held = gf.leave_one_group_out(samples, hardware)
     out = [{"gpu": gpu, "dtype": dtype, "family": gk.family(s.op, s.pass_), "application": s.group,
             "params": s.params, "measured_s": s.time_s, "in_sample_s": float(f), "held_out_s": float(h),
-            "algorithm": gk.chosen_algorithm(values, hardware, s.op, s.pass_, s.params, s.dtype)}
-           for s, f, h in zip(samples, fitted, held)]
+            "algorithm": gk.chosen_algorithm(values, hardware, s.op, s.pass_, s.params, s.dtype),
+            "cudnn_algorithm": recorded}
+           for s, f, h, (_, _, recorded) in zip(samples, fitted, held, rows)]
     return out, values
 
 
@@ -100,6 +113,21 @@ def table(all_rows: list[dict]) -> dict:
         out.setdefault(r["gpu"], {}).setdefault(r["dtype"], {}).setdefault(r["family"], []).append(r)
     return {g: {d: {f: {"held_out": summarise(rs, "held_out_s"), "in_sample": summarise(rs, "in_sample_s")}
                     for f, rs in fams.items()} for d, fams in dts.items()} for g, dts in out.items()}
+
+
+def regime_agreement(all_rows: list[dict]) -> dict:
+    """(GPU, dtype) -> {rows, agree, pairs: {(recorded regime, model's): count}} over the forward convolutions whose
+    sheet records cuDNN's choice (cudnn_regime), the model's from its in-sample fit with the algorithm search."""
+    out: dict = {}
+    for r in all_rows:
+        recorded = cudnn_regime(r.get("cudnn_algorithm"))
+        if r["family"] != "conv2d/fwd" or recorded is None:
+            continue
+        cell = out.setdefault((r["gpu"], r["dtype"]), {"rows": 0, "agree": 0, "pairs": defaultdict(int)})
+        cell["rows"] += 1
+        cell["agree"] += recorded == r["algorithm"]
+        cell["pairs"][(recorded, r["algorithm"])] += 1
+    return out
 
 
 def _shape(family: str, p: dict) -> str:
@@ -138,12 +166,24 @@ def markdown(summary: dict, all_rows: list[dict], files: list[Path]) -> str:
             lines.append(f"| {gpu} | {dtype} | {family} | {_shape(family, r['params'])} | {r['application']} | "
                          f"{r['measured_s'] * 1e6:.0f} | {r['held_out_s'] * 1e6:.0f} | "
                          f"{r['held_out_s'] / r['measured_s']:.2f} | {r['algorithm'] or '-'} |")
+    agreement = regime_agreement(all_rows)
+    if agreement:
+        lines += ["", "## Forward algorithm: the regime the model infers against cuDNN's recorded choice", "",
+                  "The model's choice comes from its in-sample fit with cuDNN's search; cuDNN's from the sheet "
+                  "(IMPLICIT_GEMM, IMPLICIT_PRECOMP_GEMM and GEMM as implicit_gemm, WINOGRAD as winograd_fused, "
+                  "WINOGRAD_NONFUSED as winograd, FFT and FFT_TILING as fft).", "",
+                  "| GPU | dtype | rows | same regime | cuDNN -> model (rows) |", "|---|---|---:|---:|---|"]
+        for (gpu, dtype), cell in sorted(agreement.items()):
+            pairs = ", ".join(f"{a} -> {b} ({n})" for (a, b), n in sorted(cell["pairs"].items()) if a != b)
+            lines.append(f"| {gpu} | {dtype} | {cell['rows']} | {pct(cell['agree'] / cell['rows'])} | "
+                         f"{pairs or '-'} |")
     return "\n".join(lines) + "\n"
 
 
-def figures(summary: dict) -> list[Figure]:
+def figures(summary: dict, agreement: Optional[dict] = None) -> list[Figure]:
     """Headline figures with the targets (the worst cell's median and mean, how many cells meet both), then every
-    cell's held-out median and mean without a target (the README shows only figures with one)."""
+    cell's held-out median and mean without a target (the README shows only figures with one), and the share of
+    forward convolutions whose inferred regime is cuDNN's recorded one."""
     cells = [(f"{gpu} {dtype} {family}", fams[family]["held_out"]) for gpu, dts in sorted(summary.items())
              for dtype, fams in sorted(dts.items()) for family in gk.FAMILIES if family in fams]
     medians = [h["median_accuracy"] for _, h in cells if h["median_accuracy"] is not None]
@@ -160,6 +200,11 @@ def figures(summary: dict) -> list[Figure]:
     for label, h in cells:
         out.append(Figure(f"{label}: held-out median accuracy", _pct(h["median_accuracy"]), "%"))
         out.append(Figure(f"{label}: held-out mean accuracy", _pct(h["mean_accuracy"]), "%"))
+    rows = sum(c["rows"] for c in (agreement or {}).values())
+    if rows:
+        agree = sum(c["agree"] for c in agreement.values())
+        out.append(Figure("forward convolutions whose inferred algorithm regime is cuDNN's recorded one",
+                          _pct(agree / rows), "%"))
     return out
 
 
@@ -181,10 +226,10 @@ def run(args) -> int:
     write_atomic(args.results / f"{NAME}-rows.jsonl", "".join(json.dumps(r, sort_keys=True) + "\n" for r in all_rows))
     if args.json:  # stdout holds the JSON alone; the figures' listing goes to stderr
         with contextlib.redirect_stdout(sys.stderr):
-            record(NAME, figures(summary), args.results)
+            record(NAME, figures(summary, regime_agreement(all_rows)), args.results)
         print(json.dumps({g: {d: {f: v["held_out"] for f, v in fams.items()} for d, fams in dts.items()}
                           for g, dts in summary.items()}, indent=1, sort_keys=True))
         return 0
-    path = record(NAME, figures(summary), args.results)
+    path = record(NAME, figures(summary, regime_agreement(all_rows)), args.results)
     print(f"rows: {args.results / (NAME + '-rows.jsonl')}; tables: {args.docs}; figures: {path}")
     return 0
