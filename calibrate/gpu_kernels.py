@@ -4,10 +4,11 @@ A cuBLAS/cuDNN kernel splits its (implicit) GEMM into output tiles, one thread b
 SMs, each streaming its operands at a rate bounded by the SM's peak and by its feed bandwidth; the kernel takes the
 fastest choice of tile and split-K (a split GEMM pays one more call floor: cuBLAS adds the partial results in a
 kernel of its own), and the call max(floor, that, operand bytes / DRAM bandwidth). A convolution may also run
-Winograd (fused F(2x2, 3x3) or F(4x4, 3x3) with its transforms through DRAM) or FFT algorithms (the fastest with
-cuDNN's search, the implicit GEMM with PyTorch's default heuristic). Formulas, sources and the choice of each regime: docs/method.md §3b ("GPU kernels") and
-docs/decisions/2026-12-06-gpu-kernel-model.md. Everything here is pure: the fit (calibrate.gpu_kernel_fit)
-evaluates the same `candidates` and `candidate_time` on arrays that prediction evaluates one call at a time.
+Winograd (fused F(2x2, 3x3), or F(4x4, 3x3) with its transforms through DRAM) or FFT algorithms (the fastest with
+cuDNN's search, the implicit GEMM with PyTorch's default heuristic). Formulas, sources and the choice of each
+regime: docs/method.md §3b ("GPU kernels") and docs/decisions/2026-12-06-gpu-kernel-model.md. Everything here is
+pure: the fit (calibrate.gpu_kernel_fit) evaluates the same `candidates` and `candidate_time` on arrays that
+prediction evaluates one call at a time.
 """
 from __future__ import annotations
 
@@ -277,7 +278,7 @@ def window_reuse(op: str, params: Mapping) -> float:
 
 
 def candidates(op: str, pass_: str, params: Mapping, dtype: str, sms: int, tensor_cores: bool,
-               search: bool = True) -> list[tuple[int, int, float, float, float]]:
+               search: bool = True) -> list[tuple[int, int, float, float, float, int]]:
     """Every (algorithm index, waves, FLOPs per CTA, intensity in FLOP/byte, extra DRAM bytes: split partials and
     Winograd/FFT transforms, reduction kernels: 1 for a split GEMM) a call may run as (module docstring); a
     channel-padded call's over its padded shape."""
