@@ -17,12 +17,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from calibrate.gpu_kernels import Hardware
 from profiler import inputs
 from profiler.dtypes import canonical_dtype
+from profiler.deepbench import FP16_STORAGE_FP32_MATH
 from profiler.errors import UserError
 
 SPECS_FILE = Path(__file__).resolve().parent / "data" / "gpus.yaml"
 ARCHITECTURES_FILE = Path(__file__).resolve().parent / "data" / "gpu_architectures.yaml"
-#: DeepBench's and the importer's math modes (profiler.deepbench): how a sheet's FP16 kernels computed
-FP16_STORAGE_FP32_MATH = "fp16_storage_fp32_math"
 
 
 class GpuSpec(BaseModel):

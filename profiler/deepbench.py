@@ -36,6 +36,9 @@ MAX_ROWS = 20_000  # rows read per sheet (a real result sheet has < 400)
 MAX_COLUMNS = 64  # columns read per row (a real one has < 32)
 MAX_DIM = 1 << 31  # largest shape dimension (cuBLAS and cuDNN take 32-bit ints)
 MAX_FLOATS = 1 << 40  # largest all-reduce size in floats
+#: the math label of FP16 kernels that store half and compute in FP32 (the P100 "pseudo FP16" sheet's GEMMs; today's
+#: conv_bench training rows); calibrate.gpu_specs prices them at the FP32 peak
+FP16_STORAGE_FP32_MATH = "fp16_storage_fp32_math"
 _ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
 _OLE2_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # an Excel 97-2003 .xls
 
@@ -411,7 +414,7 @@ def _precision(sheet: str, precision_row: str) -> Optional[tuple[str, str]]:
     if re.search(r"\bint ?8\b|8 bit|8-bit", t):
         return "int8", "int8"  # inference sheets: int8 products summed in 32 bits (their rows are counted, not read)
     if "pseudo" in t or "psuedo" in t or "32 bit multiplication" in t:
-        return "float16", "fp16_storage_fp32_math"  # P100: FP16 storage, FP32 arithmetic
+        return "float16", FP16_STORAGE_FP32_MATH  # P100: FP16 storage, FP32 arithmetic
     if "mixed" in t or "16 bit multiplication, 32 bit addition" in t:
         return "float16", "tensor_core"  # V100: FP16 inputs, FP16 products summed in FP32
     if re.search(r"fp16|half|16 bit|16-bit", t):
@@ -458,7 +461,7 @@ def _row_samples(block: _Block, row: tuple, dtype: str, math_: str, run: DeepBen
                   for variant in ("fwd", "bwd_data", "bwd_weight") if variant in col]
         # a pseudo-FP16 workbook (P100, DeepBench @7b75e76) ran its GEMMs in FP32 arithmetic (cublasGemmEx with
         # CUDA_R_32F compute) but its convolutions in true half (a CUDNN_DATA_HALF convolution descriptor)
-        conv_math = "fp16" if math_ == "fp16_storage_fp32_math" else math_
+        conv_math = "fp16" if math_ == FP16_STORAGE_FP32_MATH else math_
         return conv_passes(shape, passes, dtype, conv_math, extra, _text(_cell(row, col.get("algorithm"))), run,
                            where)
     # all-reduce
@@ -754,7 +757,7 @@ def _text_precision(token: str, kind: str, table: _TextTable) -> tuple[str, str]
     if token == "float":
         return "float32", "fp32"
     if kind == "conv2d" and table.training:  # time_cnn<uint16_t, uint32_t>: FP16 storage, FP32 arithmetic
-        return "float16", "tensor_core" if table.padded else "fp16_storage_fp32_math"
+        return "float16", "tensor_core" if table.padded else FP16_STORAGE_FP32_MATH
     return "float16", "fp16"  # cublasGemmEx with CUDA_R_16F compute; conv inference time_cnn<uint16_t, uint16_t>
 
 
