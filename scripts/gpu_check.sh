@@ -14,7 +14,7 @@
 #   collectives NCCL collectives over every local GPU (skipped with a message on one GPU)
 #   cooperative cooperative-process vs GPipe measured runs (>= 2 GPUs)
 #   validate    predictor validate --suite gpu_full (ResNet-50, VGG16, BERT-base, GPT-2 small in fp32, tf32 and
-#               bf16 autocast, cuDNN's search on and off; CosmoFlow and DeepCAM in bf16; 50 timed steps each, one more profiled: device time by
+#               bf16 autocast, cuDNN's search on and off; CosmoFlow, DeepCAM and a Qwen3-shaped MoE in bf16; 50 timed steps each, one more profiled: device time by
 #               kind of kernel against the prediction's) -> OUTDIR/gpu_full.jsonl and .png;
 #               with >= 2 GPUs also gpu_full_ddp (data-parallel over NCCL) -> OUTDIR/gpu_full_ddp.jsonl
 # Exit status: 0 when every step passed, 1 otherwise (the failed steps are listed at the end), 2 on bad arguments.
@@ -79,7 +79,7 @@ if [ "$STAGE" != validate ]; then
 fi
 
 if [ "$STAGE" != calibrate ]; then
-  # the full-size networks, measured against the profile: 34 runs, about 5 minutes on an H100 (estimated)
+  # the full-size networks, measured against the profile: 36 runs, about 5 minutes on an H100 (estimated)
   step validate 420 predictor validate --profile "$PROFILE" --suite gpu_full --out "$OUT/gpu_full.jsonl" \
     --plot "$OUT/gpu_full.png"
   if [ "${NGPUS:-0}" -gt 1 ]; then

@@ -20,15 +20,19 @@ import torch.nn.functional as F
 from torch import nn
 
 from predictor.graph import REDUCE_OPS, UNARY_OPS, Layer, ModelGraph
+from predictor.zoo.transformer import ExpertLinear, Router, TokenCombine, TokenDispatch
 from profiler.errors import UserError
 from profiler.opmath import transposed_output_size
 
+#: a mixture of experts' own layers (its expert linears are `linear` layers with groups = E): run as the zoo's
+#: modules, each of the graph's shapes (predictor.zoo.transformer), reading (tokens, router probabilities)
+MOE_OPS = ("router", "moe_dispatch", "moe_combine")
 RUNNABLE_OPS = ("conv2d", "conv3d", "batchnorm", "relu", "maxpool", "avgpool", "flatten", "linear", "dropout", "softmax_loss")
 #: ops of nets with branches (residual sums, concatenations) and transformers: run by GraphNet, serially or
 #: data-parallel
 BRANCH_OPS = ("add", "concat", "mul", "embedding", "layernorm", "rmsnorm", "gelu", "silu", "softmax", "bmm", "sdpa",
               "copy", "cross_entropy", "bias_dropout_add", "scale", "bcast", "random", "compare", *UNARY_OPS,
-              *REDUCE_OPS)
+              *REDUCE_OPS, *MOE_OPS)
 #: the primitive ops (predictor.trace) as the runner runs them: its own number for a scale by one, inputs kept in
 #: range where the function needs it
 _UNARY = {"tanh": torch.tanh, "pow": lambda x: x * x * x, "rsqrt": lambda x: torch.rsqrt(x.abs() + 1e-6),
@@ -108,8 +112,17 @@ def build_layer(layer: Layer) -> nn.Module | None:
         return table[(layer.op, spatial_dims)](layer.kernel, layer.stride, layer.padding or 0)
     if layer.op == "flatten":
         return nn.Flatten()
+    if layer.op == "linear" and layer.groups > 1:  # E experts' linears over their dispatched tokens
+        return ExpertLinear(layer.groups, layer.input_shape[-1], layer.output_shape[-1], _has_bias(layer))
     if layer.op == "linear":
         return nn.Linear(layer.input_shape[-1], layer.output_shape[-1], bias=_has_bias(layer))
+    if layer.op == "router":
+        return Router(layer.input_shape[-1], layer.groups)
+    if layer.op == "moe_dispatch":  # s tokens to s k slots
+        return TokenDispatch(layer.groups, layer.output_shape[0] // layer.input_shape[0], layer.capacity_factor,
+                             layer.dispatcher or "alltoall")
+    if layer.op == "moe_combine":  # s k slots back to s tokens
+        return TokenCombine(layer.groups, layer.input_shape[0] // layer.output_shape[0])
     if layer.op == "embedding":
         return nn.Embedding(*layer.weight_shape)
     if layer.op in ("layernorm", "rmsnorm"):
@@ -226,8 +239,11 @@ class GraphNet(nn.Module):
             out = xs[0].reshape(xs[0].shape[0], *layer.output_shape)
         elif layer.op == "bmm":
             out = torch.matmul(xs[0], xs[1])
-        elif layer.op == "sdpa":
-            out = F.scaled_dot_product_attention(*xs[:3], is_causal=layer.causal)
+        elif layer.op == "sdpa":  # fewer key/value heads than query heads: grouped-query attention
+            out = F.scaled_dot_product_attention(*xs[:3], is_causal=layer.causal,
+                                                 enable_gqa=xs[1].shape[-3] != xs[0].shape[-3])
+        elif layer.op in ("moe_dispatch", "moe_combine"):  # (tokens or slots, router probabilities)
+            out = self.mods[i](xs[0], xs[1])
         elif not self.names[i]:
             ids = torch.arange(layer.input_shape[0], device=env[""].device) % layer.weight_shape[0]
             out = self.mods[i](ids[None])  # position (or token-type) ids, one row for the batch

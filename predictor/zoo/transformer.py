@@ -189,8 +189,9 @@ class TokenDispatch(nn.Module):
 class ExpertLinear(nn.Module):
     """E experts' linear layers over the dispatched tokens (Megatron-Core's GroupedMLP): weight (E, out, in). Traced as
     a `linear` with groups = E, costed as E GEMMs over each expert's tokens. This forward deals the slots to the
-    experts in E equal blocks (the balanced routing the cost model assumes): it has the shapes, not a trained
-    router's assignment."""
+    experts in E contiguous blocks of (near) equal size (the balanced routing the cost model assumes): it has the
+    shapes, not a trained router's assignment, and runs as the grouped GEMM it is costed as (one batched product
+    when E divides the slots, one product per expert otherwise), so a measured step does the FLOPs predicted."""
 
     def __init__(self, experts: int, in_features: int, out_features: int, bias: bool):
         super().__init__()
@@ -203,10 +204,18 @@ class ExpertLinear(nn.Module):
         return (*shape[:-1], self.out_features)
 
     def forward(self, z):
-        slots = z.size(-2)
-        expert = torch.div(torch.arange(slots, device=z.device) * self.experts, slots, rounding_mode="floor")
-        y = torch.einsum("...ni,noi->...no", z, self.weight[expert])
-        return y if self.bias is None else y + self.bias[expert]
+        slots, experts = z.size(-2), self.experts
+        if slots % experts == 0:  # equal blocks: one batched product over the experts
+            blocks = z.unflatten(-2, (experts, slots // experts))
+            y = torch.einsum("...eni,eoi->...eno", blocks, self.weight)
+            if self.bias is not None:
+                y = y + self.bias[:, None, :]
+            return y.flatten(-3, -2)
+        # slot i to expert floor(i E / slots): expert e's block starts at ceil(e slots / E)
+        starts = [-(-e * slots // experts) for e in range(experts + 1)]
+        outs = [F.linear(z[..., a:b, :], self.weight[e], None if self.bias is None else self.bias[e])
+                for e, (a, b) in enumerate(zip(starts, starts[1:]))]
+        return torch.cat(outs, dim=-2)
 
 
 class TokenCombine(nn.Module):

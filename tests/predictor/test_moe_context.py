@@ -69,6 +69,25 @@ def test_moe_graph_has_router_dispatch_experts_and_combine(moe, dense):
     assert fc.flops_fwd == 2 * SEQ * K * H * FFN  # every routed token through one expert's GEMM
 
 
+@pytest.mark.parametrize("slots,bias", [(24, True), (24, False), (21, True), (5, False)])
+def test_expert_linear_runs_each_slot_through_its_experts_weights(slots, bias):
+    """The module's forward (one batched product over equal blocks, one product per expert otherwise) gives each slot
+    i the output of expert floor(i E / slots)'s weights, slot by slot (5 slots over 8 experts: some experts idle)."""
+    import torch
+
+    from predictor.zoo.transformer import ExpertLinear
+
+    torch.manual_seed(0)
+    layer = ExpertLinear(8, 6, 5, bias)
+    if bias:
+        torch.nn.init.normal_(layer.bias)
+    z = torch.randn(3, slots, 6)
+    expert = [i * 8 // slots for i in range(slots)]
+    want = torch.stack([z[:, i] @ layer.weight[e].T + (layer.bias[e] if bias else 0) for i, e in enumerate(expert)],
+                       dim=1)
+    assert torch.allclose(layer(z), want, atol=1e-5)
+
+
 def test_bad_knobs_are_one_line_errors(capsys):
     for knobs in (["experts=1"], ["experts=4", "top_k=5"], ["experts=4", "capacity_factor=-1"], ["kv_heads=3"],
                   ["head_dim=0"]):

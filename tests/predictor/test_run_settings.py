@@ -99,13 +99,14 @@ def test_validate_runs_and_records_each_setting(tmp_path, capsys):
 
 def test_the_full_size_suite_is_predicted_by_the_shipped_h100_and_h200_profiles():
     """Every run of gpu_full (issue 40: ResNet-50, VGG16, BERT-base, GPT-2 small in fp32, tf32 and bf16 autocast;
-    CosmoFlow and DeepCAM in bf16) has a
+    CosmoFlow, DeepCAM and a Qwen3-shaped mixture of experts in bf16) has a
     prediction from the published H100 profile and from the calibrated H200 one (a tf32 run's memory-bound ops costed
     in float32, which the GPU grid measures them in); faster in bf16 than in fp32 throughout."""
     suite = load_suite("gpu_full")
     assert {r.model for r in suite.runs} == {"resnet50", "vgg16", "bert", "gpt", "cosmoflow", "deepcam"} \
         and suite.iterations == 50
     assert {r.plan_dtype for r in suite.runs} == {"fp32", "tf32", "bf16"}
+    assert len([r for r in suite.runs if dict(r.knobs).get("experts")]) == 2
     for name in ("h100-dgx-8gpu.published", "h200"):
         times = {}
         for run_, _, _, pred, why in predict_suite(suite, load_cost_model(shipped_profile(name))):

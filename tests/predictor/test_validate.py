@@ -125,3 +125,16 @@ def test_accuracy_and_ranking_maths():
     assert validate_report.overall_accuracy(rows) == pytest.approx((0.8 + 0.0 + 1.0 + 0.5) / 4)
     ranking = {r["scenario"]: r["agree"] for r in validate_report.ranking(rows)}
     assert ranking == {"s1": False, "s2": True}
+
+
+def test_a_mixture_of_experts_trains_and_is_measured(tmp_path):
+    """A GPT whose MLPs are mixtures of experts (router, dispatch, grouped expert GEMMs, combine: the gpu_full suite's
+    Qwen3-shaped rows, here tiny) trains serially under validate and gets its measured row and prediction."""
+    out = tmp_path / "moe.jsonl"
+    suite = _write(tmp_path, "warmup: 1\niterations: 2\nruns:\n"
+                   "  - {model: gpt, knobs: {layers: 2, hidden: 32, heads: 4, kv_heads: 2, head_dim: 16, seq: 16, "
+                   "vocab: 64, ffn: 24, mlp: swiglu, norm: rmsnorm, tie: false, dropout: 0.0, experts: 8, top_k: 2, "
+                   "capacity_factor: 0}, batch: 3, ranks: 1, strategy: serial}\n")
+    assert main(["validate", "--profile", PROFILE, "--suite", suite, "--out", str(out)]) == 0
+    (row,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert row["measured_time_s"] > 0 and row["predicted_time_s"] > 0 and row["knobs"]["experts"] == 8
