@@ -12,6 +12,7 @@ docs/calibration.md ("Published reference profiles"); docs/decisions/2026-12-06-
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import math
 import sys
@@ -92,13 +93,51 @@ def gemm_efficiency(frac: float, by_size: tuple[tuple[int, float], ...]) -> Effi
     return EfficiencyModel(features=list(FLOP_FEATURES), init=math.log(frac), trees=[tree])
 
 
-def gemm_grid_efficiency(frac: float, table: GemmGrid) -> EfficiencyModel:
+def converted_rates(gpu: GPU, dtype: str, table: GemmGrid) -> dict[tuple[int, int, int], float]:
+    """The table's single products in `dtype`'s math: each measured time times the GPU kernel model's time in that math
+    over its time in the column's (calibrate.gpu_kernels, fitted to every product of the column). The main loop runs
+    at the dtype's peak and at its plateau fraction over the column's (the efficiency scaled so); the call floor,
+    the waves' fixed time and the DRAM floor (operands of the dtype's size) do not shorten with the math: a small
+    product gains less than the peaks' ratio (docs/method.md §3; held out against DeepGEMM's measured FP8 products,
+    docs/gpu-kernels.md)."""
+    from calibrate import gpu_kernels, gpu_specs
+
+    spec = find_spec(gpu.name)
+    if spec is None:
+        raise UserError(f"GPU {gpu.name!r}: gemm_grid {dtype} via_kernel_model needs its SMs (calibrate/data/gpus.yaml)")
+    source = gpu_specs.hardware(spec, table.column)
+    target = source._replace(peak_flops_per_s=gpu.peak_flops[dtype].value)
+    values = dict(_column_fit(gpu.name, table.table, table.column))
+    converted = dict(values, efficiency=values["efficiency"] * gpu.achievable_fraction[dtype].value
+                     / gpu.achievable_fraction[table.column].value)
+    dims, measured = xla_matmul.grid(table.table, table.column)
+    out = {}
+    for (m, n, k), rate in measured.items():
+        params = {"M": m, "N": n, "K": k}
+        ratio = (gpu_kernels.kernel_time_s(converted, target, "gemm", "fwd", params, dtype)
+                 / gpu_kernels.kernel_time_s(values, source, "gemm", "fwd", params, table.column))
+        out[(m, n, k)] = rate / ratio
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def _column_fit(gpu_name: str, key: str, column: str) -> tuple[tuple[str, float], ...]:
+    """The GPU kernel model's constants fitted to every product of one column of an OpenXLA table."""
+    from calibrate import gpu_kernel_fit, gpu_specs
+
+    path = xla_matmul.DATA_FILES[tuple(xla_matmul.GPU_OF_KEY).index(key)]
+    samples = xla_matmul.load(path)[1][column]
+    return tuple(gpu_kernel_fit.fit(samples, gpu_specs.hardware(find_spec(gpu_name), column)).items())
+
+
+def gemm_grid_efficiency(frac: float, table: GemmGrid, rates: Optional[dict] = None) -> EfficiencyModel:
     """Matrix-product efficiency by M, N and K from a GPU's table of measured products (GPU.gemm_grid): the plateau
     `frac` times each product's share of the table's largest n^3 product (each net of the launch floor: net_rate), as
     gemm_efficiency reads a sweep by size, interpolated between the measured dimensions in log10 (the features
     log_batch, log_out_channels and log_in_channels are a GEMM's M, N and K: calibrate.shapes.work) and held beyond
-    them (docs/method.md §3)."""
+    them (docs/method.md §3). rates: the products in another math (converted_rates), else the column's own."""
     dims, measured = xla_matmul.grid(table.table, table.column)
+    measured = rates or measured
     rates = {shape: net_rate(2.0 * math.prod(shape), rate) for shape, rate in measured.items()}
     top = rates[(dims[-1],) * 3]
     values = [min(0.0, math.log(frac * rates[(m, n, k)] / top)) for m in dims for n in dims for k in dims]
@@ -130,7 +169,8 @@ def _compute(gpu: GPU) -> dict[str, ComputeFit]:
             by_size = gpu.gemm_by_size.get(dtype) if op == "gemm" else None
             grid = gpu.gemm_grid.get(dtype) if op == "gemm" else None
             # one efficiency for the op's three passes (a measured grid or sweep, else the plateau)
-            efficiency = (gemm_grid_efficiency(frac.value, grid) if grid else
+            rates = converted_rates(gpu, dtype, grid) if grid and grid.via_kernel_model else None
+            efficiency = (gemm_grid_efficiency(frac.value, grid, rates) if grid else
                           gemm_efficiency(frac.value, by_size.points) if by_size else
                           EfficiencyModel(features=[], init=math.log(frac.value)))
             for pass_ in ("fwd", "bwd_data", "bwd_weight"):

@@ -91,6 +91,10 @@ class GemmGrid(BaseModel):
 
     table: str = Field(min_length=1)  # the table's GPU key (calibrate.xla_matmul.GPU_OF_KEY)
     column: str = Field(min_length=1)  # the table's dtype column (calibrate.xla_matmul.COLUMNS)
+    #: True: each product's time carried from the column's math to this dtype's by the GPU kernel model fitted to the
+    #: column (what the faster math shortens and what it does not: calibrate.published.converted_rates); False: the
+    #: column's shares of its largest product taken as they are
+    via_kernel_model: bool = False
     source: str = Field(min_length=1)
 
     @model_validator(mode="after")

@@ -91,6 +91,35 @@ def test_h100_products_run_at_their_measured_share_of_the_plateau_by_m_n_k():
     assert rate(8192, 8192, 512) == pytest.approx(plateau * net((4096, 4096, 512), 5.51769e14) / top, rel=1e-6)
 
 
+def test_h100_fp8_products_are_the_bf16_ones_carried_by_the_kernel_model():
+    """FP8 on the H100 (gemm_grid.float8 via_kernel_model): each measured bf16 product's time times the kernel model's
+    FP8 time over its bf16 time, the model fitted to the bf16 column, its main loop at the FP8 peak and at FP8's MAMF
+    fraction over BF16's (1402.6 / 794.5 of their peaks), floors unchanged. By hand at 4096 x 4096 x 1024 from the
+    model's own pieces; then the physics: the large products gain about the plateaus' ratio (1.77x), a 512-deep one
+    less, a 256^3 one (launch-bound) nearly nothing."""
+    from calibrate import gpu_kernels, gpu_specs
+    from calibrate.published import _column_fit, converted_rates
+    from calibrate.systems import load_gpus
+    from calibrate.xla_matmul import grid
+
+    gpu = load_gpus()["H100-SXM5-80GB"]
+    table = gpu.gemm_grid["float8"]
+    assert table.via_kernel_model and not gpu.gemm_grid["bfloat16"].via_kernel_model
+    rates, (_, bf16) = converted_rates(gpu, "float8", table), grid("sm_90", "bfloat16")
+    values = dict(_column_fit(gpu.name, "sm_90", "bfloat16"))
+    hw = gpu_specs.hardware(gpu_specs.find_spec(gpu.name), "bfloat16")
+    fp8 = dict(values, efficiency=values["efficiency"] * (1402.6 / 1978.9) / (794.5 / 989.4))
+    shape = dict(M=4096, N=4096, K=1024)
+    ratio = (gpu_kernels.kernel_time_s(fp8, hw._replace(peak_flops_per_s=1978.9e12), "gemm", "fwd", shape, "float8")
+             / gpu_kernels.kernel_time_s(values, hw, "gemm", "fwd", shape, "bfloat16"))
+    assert rates[(4096, 4096, 1024)] == pytest.approx(bf16[(4096, 4096, 1024)] / ratio, rel=1e-3)
+    gain = {s: rates[s] / bf16[s] for s in ((4096,) * 3, (4096, 4096, 512), (256,) * 3)}
+    plateaus = (1402.6 / 1978.9) / (794.5 / 989.4) * 2
+    assert 0.85 * plateaus < gain[(4096,) * 3] <= plateaus * 1.01
+    assert 1.0 < gain[(4096, 4096, 512)] < gain[(4096,) * 3]
+    assert gain[(256,) * 3] < 1.2
+
+
 def test_dgx1_sub_groups_take_their_links_bus_bandwidth():
     """DGX-1's hybrid cube mesh (nodes.yaml allreduce_bus_bytes_per_s_by_group, vTrain's measured V100 sweep): 2 GPUs
     share one NVLink 2 (22.55 GB/s bus), 4 of a quad 85.36, 8 the node's 134.51; the same 1 GB all-reduce's bandwidth
