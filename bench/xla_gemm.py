@@ -1,12 +1,14 @@
-"""GPU kernel model on OpenXLA's measured H100 and B200 GEMMs, held out by reduction depth (DeepBench's targets beside).
+"""GPU kernel model on OpenXLA's measured H100 and B200 GEMMs, held out by reduction depth; the H100 profile's FP8 products.
 
 The GPU kernel model (calibrate.gpu_kernels) is fitted to every measured product of a table but those of one
 reduction depth K and predicts those (K = 256 ... 4096, five groups), per GPU and dtype (bf16; f32 as XLA runs it,
 on TF32 tensor cores); in-sample beside it, and for the H100 the shipped profile's own prediction of the same calls
 (in-sample too: the profile reads this table, GPU.gemm_grid).
-Data: calibrate/data/xla_matmul_<key>.yaml (calibrate.xla_matmul), or the tables given as FILE. Writes
-results/xla-gemm.json and results/xla-gemm-rows.jsonl; --json prints {gpu: {dtype: {held_out, in_sample,
-published_profile}}}.
+Data: calibrate/data/xla_matmul_<key>.yaml (calibrate.xla_matmul), or the tables given as FILE. Beside them, the
+shipped H100 profile's FP8 products against DeepGEMM's and tilelang's measured ones on an H800 (calibrate.fp8_products:
+nothing fitted to them; decisions/2026-12-07-fp8-gemm-shapes.md). Writes results/xla-gemm.json and
+results/xla-gemm-rows.jsonl; --json prints {gpu: {dtype: {held_out, in_sample, published_profile}}, "fp8": {source:
+figures}}.
 
     python -m bench xla-gemm [FILE...] [--json]
 """
@@ -74,6 +76,26 @@ def evaluate(gpu: str, dtype: str, samples: list, cm=None) -> tuple[dict, list[d
             "published_profile": stats(shipped, measured) if cm is not None else None, "constants": values}, rows
 
 
+def fp8_products(cm=None) -> tuple[dict, list[dict]]:
+    """The shipped profile's FP8 products (linear, forward) against the published measured ones, per source: stats of
+    predicted and measured seconds (a grouped product as that many products); and a row per product."""
+    from calibrate import fp8_products
+    from profiler.dtypes import FP8
+
+    gpu, products = fp8_products.load()
+    cm = cm if cm is not None else shipped_profile(gpu)
+    rows = [{"source": p.source, "groups": p.groups, "params": {"M": p.m, "N": p.n, "K": p.k}, "measured_s": p.time_s,
+             "published_profile_s": p.groups * cm.compute_time_s("linear", "fwd", {"M": p.m, "N": p.n, "K": p.k}, FP8)}
+            for p in products]
+    out = {}
+    for source in dict.fromkeys(r["source"] for r in rows):
+        mine = [r for r in rows if r["source"] == source]
+        out[source] = stats(np.array([r["published_profile_s"] for r in mine]), np.array([r["measured_s"] for r in mine]))
+        out[source]["least_accuracy"] = float(np.min(gf.accuracy(np.array([r["published_profile_s"] for r in mine]),
+                                                                 np.array([r["measured_s"] for r in mine]))))
+    return out, rows
+
+
 def shipped_profile(gpu: str):
     """The cost model of the GPU's shipped profile (PROFILES), or None."""
     from predictor.api import load_cost_model
@@ -81,8 +103,12 @@ def shipped_profile(gpu: str):
     return load_cost_model(PROFILES[gpu])[0] if gpu in PROFILES else None
 
 
-def figures(summary: dict) -> list[Figure]:
+def figures(summary: dict, fp8: dict | None = None) -> list[Figure]:
     out = []
+    for source, s in (fp8 or {}).items():
+        out += [Figure(f"{PROFILES['H100 SXM5']} FP8 products against {source}'s measured ({s['rows']}, held out): "
+                       f"mean accuracy", round(100 * s["mean_accuracy"], 2), "%"),
+                Figure(f"... {source}: least accuracy", round(100 * s["least_accuracy"], 2), "%")]
     for gpu, by_dtype in summary.items():
         for dtype, s in by_dtype.items():
             label = f"{gpu} {dtype}"
@@ -106,14 +132,16 @@ def run(args) -> int:
         for dtype, samples in by_dtype.items():
             summary.setdefault(gpu, {})[dtype], rows = evaluate(gpu, dtype, samples, cm)
             all_rows += rows
+    fp8, fp8_rows = fp8_products()
+    all_rows += fp8_rows
     args.results.mkdir(parents=True, exist_ok=True)
     write_atomic(args.results / f"{NAME}-rows.jsonl", "".join(json.dumps(r, sort_keys=True) + "\n" for r in all_rows))
     if args.json:  # stdout holds the JSON alone
         with contextlib.redirect_stdout(sys.stderr):
-            record(NAME, figures(summary), args.results)
-        print(json.dumps({g: {d: {k: v for k, v in s.items() if k != "constants"} for d, s in by.items()}
-                          for g, by in summary.items()}, indent=1, sort_keys=True))
+            record(NAME, figures(summary, fp8), args.results)
+        print(json.dumps({**{g: {d: {k: v for k, v in s.items() if k != "constants"} for d, s in by.items()}
+                             for g, by in summary.items()}, "fp8": fp8}, indent=1, sort_keys=True))
         return 0
-    path = record(NAME, figures(summary), args.results)
+    path = record(NAME, figures(summary, fp8), args.results)
     print(f"rows {args.results / (NAME + '-rows.jsonl')}; figures {path}")
     return 0

@@ -116,3 +116,50 @@ def test_a_table_missing_a_product_is_no_grid(tmp_path):
         grid("sm_90", "bfloat16", path)
     path.write_text("gpu_key: sm_90\nentries:\n" + "\n".join(rows) + "\n")
     assert grid("sm_90", "tf32", path)[0] == (256, 512)
+
+
+def test_the_published_fp8_products_read_by_hand():
+    """DeepGEMM's 28 products (4 grouped contiguous, 6 grouped masked among them) and tilelang's 7 on an H800, for the
+    H100 datasheet entry; 4 x 8192 x 4096 x 7168 at 1297 TFLOP/s is 4 products' FLOPs in their measured time."""
+    from calibrate.fp8_products import load as load_fp8
+    gpu, products = load_fp8()
+    assert gpu == "H100 SXM5" and len(products) == 35
+    assert sum(p.source == "deepgemm" for p in products) == 28 and sum(p.groups > 1 for p in products) == 8
+    grouped = next(p for p in products if (p.groups, p.m, p.n, p.k) == (4, 8192, 4096, 7168))
+    assert grouped.time_s == pytest.approx(2 * 4 * 8192 * 4096 * 7168 / 1297e12)
+
+
+@pytest.mark.parametrize("text, field", [
+    ("gpu: H100 SXM5\nsources: {a: x}\nentries: {a: []}\n", "entries.a"),
+    ("gpu: H100 SXM5\nsources: {}\nentries: {a: [[1, 64, 64, 64, 1.0]]}\n", "entries.a"),
+    ("gpu: H100 SXM5\nsources: {a: x}\nentries: {a: [[1, 64, 64, 64]]}\n", "entries.a[0]"),
+    ("gpu: H100 SXM5\nsources: {a: x}\nentries: {a: [[0, 64, 64, 64, 1.0]]}\n", "entries.a[0]"),
+    ("gpu: H100 SXM5\nsources: {a: x}\nentries: {a: [[1, 64, 64, 64, -1.0]]}\n", "entries.a[0]"),
+    ("entries: {a: [[1, 64, 64, 64, 1.0]]}\n", "gpu"),
+])
+def test_a_malformed_fp8_table_is_a_one_line_error(tmp_path, text, field):
+    from calibrate.fp8_products import load as load_fp8
+    path = tmp_path / "f.yaml"
+    path.write_text(text)
+    with pytest.raises(UserError, match=rf"f\.yaml.*{re.escape(field)}") as err:
+        load_fp8(path)
+    assert "\n" not in str(err.value)
+
+
+def test_the_benchmark_scores_a_profiles_fp8_products_by_hand():
+    """A cost model running every FP8 product at 1 PFLOP/s: each row's prediction is its products' FLOPs at that rate,
+    each source's mean and least accuracy 1 - |predicted - measured| / measured over its rows, by hand."""
+    from bench import xla_gemm
+    from calibrate.fp8_products import load as load_fp8
+
+    class Flat:
+        def compute_time_s(self, op, pass_, params, dtype):
+            assert (op, pass_, dtype) == ("linear", "fwd", "float8")
+            return 2.0 * params["M"] * params["N"] * params["K"] / 1e15
+    out, rows = xla_gemm.fp8_products(Flat())
+    assert set(out) == {"deepgemm", "tilelang"} and out["deepgemm"]["rows"] == 28 and len(rows) == 35
+    for source in out:
+        products = [p for p in load_fp8()[1] if p.source == source]
+        acc = [1 - abs(2.0 * p.groups * p.m * p.n * p.k / 1e15 - p.time_s) / p.time_s for p in products]
+        assert out[source]["mean_accuracy"] == pytest.approx(sum(acc) / len(acc))
+        assert out[source]["least_accuracy"] == pytest.approx(min(acc))
