@@ -1,14 +1,11 @@
 """GPU kernel model on OpenXLA's measured H100 and B200 GEMMs, held out by reduction depth; the H100 profile's FP8 products.
 
-The GPU kernel model (calibrate.gpu_kernels) is fitted to every measured product of a table but those of one
-reduction depth K and predicts those (K = 256 ... 4096, five groups), per GPU and dtype (bf16; f32 as XLA runs it,
-on TF32 tensor cores); in-sample beside it, and for the H100 the shipped profile's own prediction of the same calls
-(in-sample too: the profile reads this table, GPU.gemm_grid).
-Data: calibrate/data/xla_matmul_<key>.yaml (calibrate.xla_matmul), or the tables given as FILE. Beside them, the
-shipped H100 profile's FP8 products against DeepGEMM's and tilelang's measured ones on an H800 (calibrate.fp8_products:
-nothing fitted to them; decisions/2026-12-07-fp8-gemm-shapes.md). Writes results/xla-gemm.json and
-results/xla-gemm-rows.jsonl; --json prints {gpu: {dtype: {held_out, in_sample, published_profile}}, "fp8": {source:
-figures}}.
+The kernel model (calibrate.gpu_kernels) is fitted to every product of a table but those of one depth K and predicts
+those (K = 256 ... 4096), per GPU and dtype (bf16; f32 as XLA runs it, on TF32 tensor cores); in-sample beside it, and
+for the H100 the shipped profile's prediction (in-sample too: it reads this table). Data: calibrate.xla_matmul, or
+tables given as FILE; and the H100 profile's FP8 products against DeepGEMM's and tilelang's measured ones
+(calibrate.fp8_products, nothing fitted to them; decisions/2026-12-07-fp8-gemm-shapes.md). Writes
+results/xla-gemm.json and -rows.jsonl; --json prints {gpu: {dtype: figures}, "fp8": {source: figures}}.
 
     python -m bench xla-gemm [FILE...] [--json]
 """
