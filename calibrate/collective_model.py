@@ -13,6 +13,9 @@ from kernels.collectives import OPERATIONS
 from profiler.errors import UserError
 
 POINT_TO_POINT = ("sendrecv", "halo")
+#: the all-reduce algorithms NCCL chooses among (NCCL_ALGO's names), the faster per call; NCCL before 2.4 has the ring
+#: only (trees came with 2.4, Feb 2019: NVIDIA's NCCL 2.4 release notes), as has NCCL_ALGO=Ring
+ALGORITHMS = ("ring", "tree")
 _PAIRWISE = ("allgather", "reduce_scatter", "alltoall", "broadcast")
 
 

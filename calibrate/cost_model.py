@@ -16,7 +16,7 @@ from typing import Literal, Mapping, Optional, Union
 from calibrate import backends, shapes
 from calibrate.alphabeta import segment_for, segment_time_s
 from calibrate.coefficients import CollectiveFit, Coefficients, opposite, parse_coefficients
-from calibrate.collective_model import bus_factor, latency_steps, tree_latency_steps
+from calibrate.collective_model import ALGORITHMS, bus_factor, latency_steps, tree_latency_steps
 from calibrate.compute import predict_time
 from calibrate.domain import in_domain
 from calibrate.fabric import LOAD_PERCENTILES, contention, load_at
@@ -76,6 +76,9 @@ class ProfileCostModel:
         #: the bound the at-scale terms alone take ("low" / "high"; None: this model's bound), so a prediction can
         #: show the range they make by themselves (predictor.at_scale.at_scale_only)
         self.at_scale_bound: Optional[str] = None
+        #: the all-reduce algorithms the job's NCCL may choose among (calibrate.collective_model.ALGORITHMS): a
+        #: setting of the run (its NCCL version, NCCL_ALGO)
+        self.collective_algorithms: tuple[str, ...] = ALGORITHMS
 
     def at_bound(self, bound: Literal["low", "high"]) -> "ProfileCostModel":
         if bound not in ("low", "high"):
@@ -86,6 +89,7 @@ class ProfileCostModel:
         other.conv_algorithm_search = self.conv_algorithm_search
         other.cluster_load, other.host_memory_bytes, other.data_source = (self.cluster_load, self.host_memory_bytes,
                                                                            self.data_source)
+        other.collective_algorithms = self.collective_algorithms
         return other
 
     # ------------------------------------------------------------------------------------------ compute
@@ -327,7 +331,9 @@ class ProfileCostModel:
                             f"(needed for a group of {group_size} on {nodes} node(s)){hint}")
         b = self.bound
         step_s, inter_step_s = link.step_latency_s.at(b), link.inter_step_latency_s.at(b) if link.inter_step_latency_s else 0.0
-        algorithms = [latency_steps(op, group_size, nodes), tree_latency_steps(op, group_size, nodes)]
+        ring, tree = latency_steps(op, group_size, nodes), tree_latency_steps(op, group_size, nodes)
+        algorithms = [steps for name, steps in zip(ALGORITHMS, (ring, tree)) if name in self.collective_algorithms]
+        algorithms = algorithms if any(algorithms) else [ring]  # no tree for this op: the ring, as NCCL runs it
         alpha = link.base_latency_s.at(b) + min(n_intra * step_s + n_inter * inter_step_s
                                                 for n_intra, n_inter in filter(None, algorithms))
         other = opposite(b)

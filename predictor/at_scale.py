@@ -92,6 +92,17 @@ def with_cluster_load(cost_model, percentile: Optional[float]):
     return cost_model
 
 
+def with_collective_algorithms(cost_model, algorithms: tuple[str, ...]):
+    """Set the all-reduce algorithms the job's NCCL may choose among (calibrate.collective_model.ALGORITHMS; --nccl-algo,
+    a published row's NCCL version) on a cost model that models them; others are unchanged."""
+    inner = cost_model
+    while "_cm" in vars(inner):  # wrappers (published constants, shared cores) delegate the collectives inward
+        inner = vars(inner)["_cm"]
+    if hasattr(inner, "collective_algorithms"):
+        inner.collective_algorithms = tuple(algorithms)
+    return cost_model
+
+
 def _excess(cost_model, kind: str, ranks: int) -> float:
     fn = getattr(cost_model, "straggler_excess", None)
     return fn(kind, ranks) if fn is not None and ranks > 1 else 0.0

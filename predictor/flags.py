@@ -208,6 +208,16 @@ def decoder(text: str) -> float:
     return ms / 1e3
 
 
+#: --nccl-algo's choices
+NCCL_ALGOS = ("auto", "ring", "tree")
+
+
+def nccl_algorithms(choice: str) -> tuple[str, ...]:
+    """The all-reduce algorithms (calibrate.collective_model.ALGORITHMS) a --nccl-algo choice leaves NCCL."""
+    from calibrate.collective_model import ALGORITHMS
+    return ALGORITHMS if choice == "auto" else (choice,)
+
+
 def add_at_scale_arguments(parser: argparse.ArgumentParser) -> None:
     """What a job meets on a shared cluster (predictor.at_scale, docs/method.md §6, §19a): the load other jobs put on
     the fabric, and where the samples are read from (dataset, bytes and files per sample, node-local staging)."""
@@ -216,6 +226,10 @@ def add_at_scale_arguments(parser: argparse.ArgumentParser) -> None:
                         help="share of the fabric's uplinks other jobs take, from the profile's distribution: quiet, "
                              "typical, busy or a percentile 0-100 (default: typical, the interval spanning quiet..busy); "
                              "only traffic between leaf switches feels it")
+    parser.add_argument("--nccl-algo", default="auto", choices=NCCL_ALGOS,
+                        help="the all-reduce algorithms NCCL may use, as NCCL_ALGO sets them: auto (the faster of ring "
+                             "and tree per call, NCCL 2.4 on), ring (NCCL before 2.4, or NCCL_ALGO=Ring), tree (where "
+                             "it applies; the ring elsewhere)")
     parser.add_argument("--dataset", default="imagenet", choices=tuple(DATASETS),
                         help="where the samples come from: bytes and files per sample, samples per epoch (default "
                              "imagenet: ILSVRC2012 JPEGs, 115 KB each); with --synthetic-data nothing is read")
@@ -238,8 +252,9 @@ def apply_at_scale_arguments(args: argparse.Namespace, cost_model) -> None:
     --dataset-size) on the cost model (predictor.at_scale); a command without these flags leaves the defaults."""
     from dataclasses import replace
 
-    from predictor.at_scale import DATASETS, with_cluster_load, with_data_source
+    from predictor.at_scale import DATASETS, with_cluster_load, with_collective_algorithms, with_data_source
     with_cluster_load(cost_model, getattr(args, "cluster_load", None))
+    with_collective_algorithms(cost_model, nccl_algorithms(getattr(args, "nccl_algo", "auto")))
     source = DATASETS[getattr(args, "dataset", None) or "imagenet"]
     changes = {k: v for k, v in (("sample_bytes", getattr(args, "sample_bytes", None)),
                                  ("files_per_sample", getattr(args, "files_per_sample", None)),

@@ -178,7 +178,8 @@ def parse_record(rec: Any, index: int, path: str) -> PublishedRun:
         extra={"model_details": rec.get("model_details") if isinstance(rec.get("model_details"), dict) else {},
                "memory_format": _memory_format(rec, path, index, rid),
                "bn_group": _positive_int(rec.get("bn_group"), path, index, rid, "bn_group", allow_none=True),
-               "cuda_graphs": _flag(rec, "cuda_graphs", path, index, rid)})
+               "cuda_graphs": _flag(rec, "cuda_graphs", path, index, rid),
+               "framework_version": _text(rec, "framework_version", path, index, rid, False)})
 
 
 def _flag(rec: dict, key: str, path: str, index: int, rid: str) -> bool:

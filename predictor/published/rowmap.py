@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Union
 
+from calibrate.collective_model import ALGORITHMS
 from calibrate.system_constants import STACKS
 from predictor.plan import MIXED_PRECISIONS, OPTIMIZERS, PIPELINE_BOUNDARIES
 from predictor.zoo import MODEL_CODE
@@ -49,6 +50,8 @@ class Setup:
     memory_format: str = "nhwc"      # the convolutions' layout the record states (Plan.memory_format)
     bn_group: int = 1                # replicas per batch-norm statistics group the record states (Plan.bn_group)
     cuda_graphs: bool = False        # the record's configs capture the step as CUDA graphs (Plan.cuda_graphs)
+    #: the all-reduce algorithms the record's NCCL has (rules `nccl`, calibrate.collective_model.ALGORITHMS)
+    collective_algorithms: tuple[str, ...] = ALGORITHMS
     #: host core-seconds per sample of the record's loader when it decodes on the CPU (rules `input_pipelines`;
     #: DataSource.decode_core_s), None when it decodes on the GPU or is not known
     decode_core_s: Optional[float] = None
@@ -74,7 +77,7 @@ def load_rules(path: Union[str, Path] = RULES_FILE) -> dict[str, list[dict]]:
     data = read_yaml(path)
     if not isinstance(data, dict):
         raise UserError(f"{path}: must be a mapping with sections {', '.join(SECTIONS)}")
-    optional = tuple(s for s in ("stacks", "transformer_pipeline_boundaries", "transformer_code") if s in data)
+    optional = tuple(s for s in ("stacks", "transformer_pipeline_boundaries", "transformer_code", "nccl") if s in data)
     for section in SECTIONS + optional:
         rules = data.get(section)
         if not isinstance(rules, list) or not all(isinstance(r, dict) for r in rules):
@@ -99,6 +102,10 @@ def load_rules(path: Union[str, Path] = RULES_FILE) -> dict[str, list[dict]]:
         for key, choices in allowed.items():
             if key in rule and rule[key] not in choices:
                 raise UserError(f"{path}: section transformer_code[{i}].{key}: must be one of {', '.join(choices)}")
+    for i, rule in enumerate(data.get("nccl", [])):
+        algorithms = rule.get("algorithms")
+        if not isinstance(algorithms, list) or not algorithms or not set(algorithms) <= set(ALGORITHMS):
+            raise UserError(f"{path}: section nccl[{i}].algorithms: must be a list of {', '.join(ALGORITHMS)}")
     for i, rule in enumerate(data.get("transformer_pipeline_boundaries", [])):
         if rule.get("boundary") not in PIPELINE_BOUNDARIES:
             raise UserError(f"{path}: section transformer_pipeline_boundaries[{i}].boundary: must be one of "
@@ -172,7 +179,15 @@ def interpret(run: PublishedRun, rules: dict[str, list[dict]]) -> Union[Setup, S
                  synthetic_data="synthetic" in run.data.lower(), assumptions=tuple(assumptions), stack=stack,
                  dataset=model.get("dataset", "imagenet"), staged="staged" in run.data.lower(),
                  memory_format=run.extra.get("memory_format") or "nhwc", bn_group=run.extra.get("bn_group") or 1,
-                 cuda_graphs=bool(run.extra.get("cuda_graphs")), decode_core_s=decode_core_s(rules, run))
+                 cuda_graphs=bool(run.extra.get("cuda_graphs")), decode_core_s=decode_core_s(rules, run),
+                 collective_algorithms=nccl_algorithms(rules, run))
+
+
+def nccl_algorithms(rules: dict, run: PublishedRun) -> tuple[str, ...]:
+    """The all-reduce algorithms of a record's NCCL (rules `nccl`, on its framework and framework_version); a record
+    no rule names: NCCL 2.4 or later, ring and tree."""
+    rule = _first(rules.get("nccl", []), f"{run.framework} {run.extra.get('framework_version', '')}")
+    return tuple(rule["algorithms"]) if rule else ALGORITHMS
 
 
 def decode_core_s(rules: dict, run: PublishedRun) -> Optional[float]:

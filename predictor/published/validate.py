@@ -95,12 +95,13 @@ class Predictor:
 
         if setup.seq_mix:
             return self._mixed(setup, cost_model)
-        from predictor.at_scale import DATASETS, with_data_source
+        from predictor.at_scale import DATASETS, with_collective_algorithms, with_data_source
 
         graph = self.graph(setup)
         cm = cost_model if cost_model is not None else self.cost_model(setup.profile)
         with_data_source(cm, replace(DATASETS[setup.dataset], staged=setup.staged,
                                          decode_core_s=setup.decode_core_s))
+        with_collective_algorithms(cm, setup.collective_algorithms)
         gpus = setup.run.num_gpus
         if setup.plan:  # the row states its plan (predictor.published.transformer)
             plan = Plan(devices_per_node=setup.devices_per_node, dtype=setup.dtype, optimizer=setup.optimizer,

@@ -152,6 +152,17 @@ def test_inter_node_link_from_multi_node_groups():
     s, p, nodes = 1e3, 512, 256
     tree = BASE_S + STEP_S * 2 * 1 + inter_step_s * 2 * 8 + s * 2 * (p - 1) / p / inter_bw
     assert cm.collective_time_s("allreduce", s, p, nodes) == pytest.approx(tree, rel=0.10)
+    # NCCL before 2.4 (or NCCL_ALGO=Ring) has the ring only: 2(p - 1) - 2(nodes - 1) intra and 2(nodes - 1) inter
+    # steps; the tree alone is the tree
+    cm.collective_algorithms = ("tree",)
+    assert cm.collective_time_s("allreduce", s, p, nodes) == pytest.approx(tree, rel=0.10)
+    cm.collective_algorithms = ("ring",)
+    ring = (cm.collective_time_s("allreduce", 1e5, 8, 2) - bandwidth_s,
+            cm.collective_time_s("allreduce", s, p, nodes) - s * 2 * (p - 1) / p / inter_bw)
+    assert ring[0] == pytest.approx(BASE_S + STEP_S * 12 + inter_step_s * 2, rel=0.05)
+    assert ring[1] == pytest.approx(BASE_S + STEP_S * (2 * 511 - 2 * 255) + inter_step_s * 2 * 255, rel=0.10)
+    assert ring[1] > 10 * (tree - s * 2 * (p - 1) / p / inter_bw)
+    assert cm.at_bound("high").collective_algorithms == ("ring",)  # it rides along the interval's copies
 
 
 def test_gemm_backward_costs_as_the_transposed_forward_gemm():

@@ -139,6 +139,8 @@ BAD_FLAGS = [  # (label, argv, flag the error must name)
     ("cluster-load-negative", RUN + ["--cluster-load", "-5"], "--cluster-load"),
     ("cluster-load-above-100", RUN + ["--cluster-load", "150"], "--cluster-load"),
     ("cluster-load-nan", RUN + ["--cluster-load", "nan"], "--cluster-load"),
+    ("nccl-algo-unknown", RUN + ["--nccl-algo", "collnet"], "--nccl-algo"),
+    ("scale-nccl-algo-case", SCALE + ["--batch", "8", "--nccl-algo", "Ring"], "--nccl-algo"),
     ("scale-cluster-load-inf", SCALE + ["--batch", "8", "--cluster-load", "inf"], "--cluster-load"),
     ("search-cluster-load-percent-text", SEARCH + ["--max-gpus", "4", "--cluster-load", "50%%"], "--cluster-load"),
     ("sample-bytes-zero", RUN + ["--sample-bytes", "0"], "--sample-bytes"),

@@ -14,6 +14,7 @@ from predictor.api import default_plans, load_cost_model, load_model
 from predictor.at_scale import with_cluster_load
 from predictor.strategies import evaluate
 from predictor.strategies.context import Context
+from profiler.errors import UserError
 
 
 def test_contention_under_load_by_hand():
@@ -115,3 +116,35 @@ def test_run_shows_the_range_and_takes_a_load(capsys):
     assert main(base + ["--cluster-load", "loud"]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "--cluster-load" in err
+
+
+def test_an_nccl_without_trees_pays_the_rings_latency_at_scale(capsys):
+    """--nccl-algo ring (NCCL before 2.4, or NCCL_ALGO=Ring): 512 ranks on 128 nodes pay the ring's 2(p - 1) steps
+    where auto takes the tree's, so the step is slower; tree alone is auto where the tree is the faster; the v0.5
+    MLPerf rows (NGC 18.11, NCCL 2.3.7) map to the ring (rules `nccl`), every other row to both."""
+    from predictor.cli import main
+    from predictor.published.command import SHIPPED
+    from predictor.published.corpus import load_corpus
+    from predictor.published.rowmap import interpret, load_rules
+
+    base = ["run", "--profile", "v100-abci-4gpu.published", "--model", "resnet50", "--batch", "16384", "--gpus", "512",
+            "--strategy", "data", "--json"]
+    times = {}
+    for algo in ("auto", "ring", "tree"):
+        assert main(base + ["--nccl-algo", algo]) == 0
+        times[algo] = json.loads(capsys.readouterr().out)["predictions"][0]["iteration_s"]
+    assert times["ring"] > times["auto"] == pytest.approx(times["tree"])
+    rules = load_rules()
+    ring = {r.id for r in load_corpus(SHIPPED["cnn"]) if getattr(interpret(r, rules), "collective_algorithms",
+                                                                     ("ring", "tree")) == ("ring",)}
+    assert ring == {"mlperf-v0_5-nvidia-dgx1_multi_ngc18_11_mxnet", "mlperf-v0_5-nvidia-dgx2h_multi_ngc18_11_mxnet"}
+
+
+def test_a_malformed_nccl_rule_is_a_one_line_error(tmp_path):
+    from predictor.published.rowmap import RULES_FILE, load_rules
+
+    text = RULES_FILE.read_text().replace("algorithms: [ring]", "algorithms: [rings]")
+    path = tmp_path / "rules.yaml"
+    path.write_text(text)
+    with pytest.raises(UserError, match=r"rules\.yaml: section nccl\[0\]\.algorithms"):
+        load_rules(path)
