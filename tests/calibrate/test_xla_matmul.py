@@ -27,18 +27,27 @@ def test_the_carried_table_reads_as_samples_by_hand():
     assert cube.time_s == pytest.approx(2 * 4096 ** 3 / 1.41687e15, rel=1e-4)
 
 
-@pytest.mark.parametrize("text, field", [
-    ("gpu_key: sm_90\nentries: []\n", "entries"),
-    ("gpu_key: sm_75\nentries:\n  - [1, 256, 256, 256, 1.0e12, 1.0e12]\n", "gpu_key"),
-    ("gpu_key: sm_90\nentries:\n  - [1, 256, 256, 1.0e12, 1.0e12]\n", "entries[0]"),
-    ("gpu_key: sm_90\nentries:\n  - [1, 0, 256, 256, 1.0e12, 1.0e12]\n", "entries[0]"),
-    ("gpu_key: sm_90\nentries:\n  - [1, 256, 256, 256, -1.0, 1.0e12]\n", "entries[0]"),
+@pytest.mark.parametrize("table, text, field", [
+    ("xla", "gpu_key: sm_90\nentries: []\n", "entries"),
+    ("xla", "gpu_key: sm_75\nentries:\n  - [1, 256, 256, 256, 1.0e12, 1.0e12]\n", "gpu_key"),
+    ("xla", "gpu_key: sm_90\nentries:\n  - [1, 256, 256, 1.0e12, 1.0e12]\n", "entries[0]"),
+    ("xla", "gpu_key: sm_90\nentries:\n  - [1, 0, 256, 256, 1.0e12, 1.0e12]\n", "entries[0]"),
+    ("xla", "gpu_key: sm_90\nentries:\n  - [1, 256, 256, 256, -1.0, 1.0e12]\n", "entries[0]"),
+    ("fp8", "gpu: H100 SXM5\nsources: {a: x}\nentries: {a: []}\n", "entries.a"),
+    ("fp8", "gpu: H100 SXM5\nsources: {}\nentries: {a: [[1, 64, 64, 64, 1.0]]}\n", "entries.a"),
+    ("fp8", "gpu: H100 SXM5\nsources: {a: x}\nentries: {a: [[1, 64, 64, 64]]}\n", "entries.a[0]"),
+    ("fp8", "gpu: H100 SXM5\nsources: {a: x}\nentries: {a: [[0, 64, 64, 64, 1.0]]}\n", "entries.a[0]"),
+    ("fp8", "gpu: H100 SXM5\nsources: {a: x}\nentries: {a: [[1, 64, 64, 64, -1.0]]}\n", "entries.a[0]"),
+    ("fp8", "entries: {a: [[1, 64, 64, 64, 1.0]]}\n", "gpu"),
 ])
-def test_a_malformed_table_is_a_one_line_error(tmp_path, text, field):
+def test_a_malformed_table_is_a_one_line_error(tmp_path, table, text, field):
+    """OpenXLA's table (calibrate.xla_matmul) and the published FP8 products (calibrate.fp8_products) alike."""
+    from calibrate import fp8_products
     path = tmp_path / "t.yaml"
     path.write_text(text)
-    with pytest.raises(UserError, match=rf"t\.yaml.*{re.escape(field)}"):
-        load(path)
+    with pytest.raises(UserError, match=rf"t\.yaml.*{re.escape(field)}") as err:
+        (load if table == "xla" else fp8_products.load)(path)
+    assert "\n" not in str(err.value)
 
 
 def test_the_benchmark_holds_out_each_reduction_depth(tmp_path):
@@ -127,23 +136,6 @@ def test_the_published_fp8_products_read_by_hand():
     assert sum(p.source == "deepgemm" for p in products) == 28 and sum(p.groups > 1 for p in products) == 8
     grouped = next(p for p in products if (p.groups, p.m, p.n, p.k) == (4, 8192, 4096, 7168))
     assert grouped.time_s == pytest.approx(2 * 4 * 8192 * 4096 * 7168 / 1297e12)
-
-
-@pytest.mark.parametrize("text, field", [
-    ("gpu: H100 SXM5\nsources: {a: x}\nentries: {a: []}\n", "entries.a"),
-    ("gpu: H100 SXM5\nsources: {}\nentries: {a: [[1, 64, 64, 64, 1.0]]}\n", "entries.a"),
-    ("gpu: H100 SXM5\nsources: {a: x}\nentries: {a: [[1, 64, 64, 64]]}\n", "entries.a[0]"),
-    ("gpu: H100 SXM5\nsources: {a: x}\nentries: {a: [[0, 64, 64, 64, 1.0]]}\n", "entries.a[0]"),
-    ("gpu: H100 SXM5\nsources: {a: x}\nentries: {a: [[1, 64, 64, 64, -1.0]]}\n", "entries.a[0]"),
-    ("entries: {a: [[1, 64, 64, 64, 1.0]]}\n", "gpu"),
-])
-def test_a_malformed_fp8_table_is_a_one_line_error(tmp_path, text, field):
-    from calibrate.fp8_products import load as load_fp8
-    path = tmp_path / "f.yaml"
-    path.write_text(text)
-    with pytest.raises(UserError, match=rf"f\.yaml.*{re.escape(field)}") as err:
-        load_fp8(path)
-    assert "\n" not in str(err.value)
 
 
 def test_the_benchmark_scores_a_profiles_fp8_products_by_hand():
