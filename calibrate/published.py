@@ -130,14 +130,14 @@ def _column_fit(gpu_name: str, key: str, column: str) -> tuple[tuple[str, float]
     return tuple(gpu_kernel_fit.fit(samples, gpu_specs.hardware(find_spec(gpu_name), column)).items())
 
 
-def gemm_grid_efficiency(frac: float, table: GemmGrid, rates: Optional[dict] = None) -> EfficiencyModel:
+def gemm_grid_efficiency(frac: float, table: GemmGrid, converted: Optional[dict] = None) -> EfficiencyModel:
     """Matrix-product efficiency by M, N and K from a GPU's table of measured products (GPU.gemm_grid): the plateau
     `frac` times each product's share of the table's largest n^3 product (each net of the launch floor: net_rate), as
     gemm_efficiency reads a sweep by size, interpolated between the measured dimensions in log10 (the features
     log_batch, log_out_channels and log_in_channels are a GEMM's M, N and K: calibrate.shapes.work) and held beyond
-    them (docs/method.md §3). rates: the products in another math (converted_rates), else the column's own."""
+    them (docs/method.md §3). converted: the products in another math (converted_rates), else the column's own."""
     dims, measured = xla_matmul.grid(table.table, table.column)
-    measured = rates or measured
+    measured = converted or measured
     rates = {shape: net_rate(2.0 * math.prod(shape), rate) for shape, rate in measured.items()}
     top = rates[(dims[-1],) * 3]
     values = [min(0.0, math.log(frac * rates[(m, n, k)] / top)) for m in dims for n in dims for k in dims]
@@ -169,8 +169,8 @@ def _compute(gpu: GPU) -> dict[str, ComputeFit]:
             by_size = gpu.gemm_by_size.get(dtype) if op == "gemm" else None
             grid = gpu.gemm_grid.get(dtype) if op == "gemm" else None
             # one efficiency for the op's three passes (a measured grid or sweep, else the plateau)
-            rates = converted_rates(gpu, dtype, grid) if grid and grid.via_kernel_model else None
-            efficiency = (gemm_grid_efficiency(frac.value, grid, rates) if grid else
+            converted = converted_rates(gpu, dtype, grid) if grid and grid.via_kernel_model else None
+            efficiency = (gemm_grid_efficiency(frac.value, grid, converted) if grid else
                           gemm_efficiency(frac.value, by_size.points) if by_size else
                           EfficiencyModel(features=[], init=math.log(frac.value)))
             for pass_ in ("fwd", "bwd_data", "bwd_weight"):

@@ -96,8 +96,8 @@ def with_collective_algorithms(cost_model, algorithms: tuple[str, ...]):
     """Set the all-reduce algorithms the job's NCCL may choose among (calibrate.collective_model.ALGORITHMS; --nccl-algo,
     a published row's NCCL version) on a cost model that models them; others are unchanged."""
     inner = cost_model
-    while "_cm" in vars(inner):  # wrappers (published constants, shared cores) delegate the collectives inward
-        inner = vars(inner)["_cm"]
+    while "_cm" in getattr(inner, "__dict__", {}):  # wrappers (published constants, shared cores) delegate inward
+        inner = inner.__dict__["_cm"]
     if hasattr(inner, "collective_algorithms"):
         inner.collective_algorithms = tuple(algorithms)
     return cost_model
