@@ -86,10 +86,10 @@ def fp8_products(cm=None) -> tuple[dict, list[dict]]:
             for p in products]
     out = {}
     for source in dict.fromkeys(r["source"] for r in rows):
-        mine = [r for r in rows if r["source"] == source]
-        out[source] = stats(np.array([r["published_profile_s"] for r in mine]), np.array([r["measured_s"] for r in mine]))
-        out[source]["least_accuracy"] = float(np.min(gf.accuracy(np.array([r["published_profile_s"] for r in mine]),
-                                                                 np.array([r["measured_s"] for r in mine]))))
+        predicted, measured = (np.array([r[k] for r in rows if r["source"] == source])
+                               for k in ("published_profile_s", "measured_s"))
+        out[source] = {**stats(predicted, measured), "profile": PROFILES.get(gpu, gpu),
+                       "least_accuracy": float(np.min(gf.accuracy(predicted, measured)))}
     return out, rows
 
 
@@ -103,7 +103,7 @@ def shipped_profile(gpu: str):
 def figures(summary: dict, fp8: dict | None = None) -> list[Figure]:
     out = []
     for source, s in (fp8 or {}).items():
-        out += [Figure(f"{PROFILES['H100 SXM5']} FP8 products against {source}'s measured ({s['rows']}, held out): "
+        out += [Figure(f"{s['profile']} FP8 products against {source}'s measured ({s['rows']}, held out): "
                        f"mean accuracy", round(100 * s["mean_accuracy"], 2), "%"),
                 Figure(f"... {source}: least accuracy", round(100 * s["least_accuracy"], 2), "%")]
     for gpu, by_dtype in summary.items():

@@ -22,13 +22,13 @@ from typing import Optional
 from calibrate.coefficients import (CollectiveFit, Coefficients, ComputeFit, EfficiencyGrid, EfficiencyModel,
                                     Estimate, Execution, Fabric, FrameworkFit, GpuKernels, HostDispatch, LinkModel,
                                     ModelError, Segment, SegmentedFit, Tree)
-from calibrate import xla_matmul
+from calibrate import gpu_kernel_fit, gpu_kernels, xla_matmul
 from calibrate.cost_api import COLLECTIVES
 from calibrate.fabric import default_background
 from calibrate.spread import published_spread
 from calibrate.storage_fit import published_storage
 from calibrate.backends.gpu import WINOGRAD_FAMILY
-from calibrate.gpu_specs import find_spec
+from calibrate.gpu_specs import find_spec, hardware
 from calibrate.measured_kernels import conv3d_kernels
 from calibrate.shapes import FLOP_FEATURES, GROUPED_SUFFIX, MATMUL_OPS
 from calibrate.shipped import shipped_profiles_dir
@@ -100,12 +100,10 @@ def converted_rates(gpu: GPU, dtype: str, table: GemmGrid) -> dict[tuple[int, in
     the waves' fixed time and the DRAM floor (operands of the dtype's size) do not shorten with the math: a small
     product gains less than the peaks' ratio (docs/method.md §3; held out against DeepGEMM's measured FP8 products,
     docs/gpu-kernels.md)."""
-    from calibrate import gpu_kernels, gpu_specs
-
     spec = find_spec(gpu.name)
     if spec is None:
         raise UserError(f"GPU {gpu.name!r}: gemm_grid {dtype} via_kernel_model needs its SMs (calibrate/data/gpus.yaml)")
-    source = gpu_specs.hardware(spec, table.column)
+    source = hardware(spec, table.column)
     target = source._replace(peak_flops_per_s=gpu.peak_flops[dtype].value)
     values = dict(_column_fit(gpu.name, table.table, table.column))
     converted = dict(values, efficiency=values["efficiency"] * gpu.achievable_fraction[dtype].value
@@ -123,11 +121,9 @@ def converted_rates(gpu: GPU, dtype: str, table: GemmGrid) -> dict[tuple[int, in
 @functools.lru_cache(maxsize=None)
 def _column_fit(gpu_name: str, key: str, column: str) -> tuple[tuple[str, float], ...]:
     """The GPU kernel model's constants fitted to every product of one column of an OpenXLA table."""
-    from calibrate import gpu_kernel_fit, gpu_specs
-
     path = xla_matmul.DATA_FILES[tuple(xla_matmul.GPU_OF_KEY).index(key)]
     samples = xla_matmul.load(path)[1][column]
-    return tuple(gpu_kernel_fit.fit(samples, gpu_specs.hardware(find_spec(gpu_name), column)).items())
+    return tuple(gpu_kernel_fit.fit(samples, hardware(find_spec(gpu_name), column)).items())
 
 
 def gemm_grid_efficiency(frac: float, table: GemmGrid, converted: Optional[dict] = None) -> EfficiencyModel:
