@@ -309,6 +309,15 @@ def _framework(constants: Optional[SystemConstants]) -> Optional[FrameworkFit]:
                         sources=[f"framework time per layer and pass {constants.describe()}"])
 
 
+def _host_dispatch(node: Node) -> HostDispatch:
+    """The node's host time per layer pass: its own fitted figures where nodes.yaml gives them, else the shared
+    ones (HOST_LAYER: our H200 node's PyTorch 2.x chains)."""
+    fwd, bwd = ((node.host_layer_forward, node.host_layer_backward) if node.host_layer_forward is not None
+                else HOST_LAYER)
+    return HostDispatch(forward_per_layer_s=fwd.estimate(), backward_per_layer_s=bwd.estimate(),
+                        sources=[fwd.source, bwd.source])
+
+
 def build_profile(node: Node, constants: Optional[SystemConstants] = None,
                   model_error: Optional[dict] = None, stacks: Optional[StackScales] = None,
                   kernels: Optional[GpuKernels] = None) -> Profile:
@@ -326,9 +335,7 @@ def build_profile(node: Node, constants: Optional[SystemConstants] = None,
         kernels = conv3d_kernels(gpu.conv3d_kernels, gpu.name, gpu.peak_flops["float32"].value)
     coefficients = Coefficients(
         compute=compute, framework=_framework(constants), gpu_kernels=kernels,
-        host_dispatch=HostDispatch(forward_per_layer_s=HOST_LAYER[0].estimate(),
-                                   backward_per_layer_s=HOST_LAYER[1].estimate(),
-                                   sources=[HOST_LAYER[0].source, HOST_LAYER[1].source]),
+        host_dispatch=_host_dispatch(node),
         execution=Execution(overlap_efficiency=OVERLAP_EFFICIENCY.estimate(), sources=[OVERLAP_EFFICIENCY.source]),
         model_error=ModelError(**model_error) if model_error else None,
         software_stacks=stacks.scales if constants is not None and stacks is not None and stacks.scales else None,

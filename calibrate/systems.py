@@ -176,7 +176,17 @@ class Node(BaseModel):
     #: "unknown" where no source says: screened for the prediction, unscreened at the interval's slow end
     gpu_screening: Literal["screened", "unscreened", "unknown"]
     screening_source: str
+    #: the host time per layer pass of this system's software stack where its own measured runs give it
+    #: (predictor.published.host_fit); without them the shared figures (our H200 node's, figures.yaml)
+    host_layer_forward: Optional[Fig] = None
+    host_layer_backward: Optional[Fig] = None
     notes: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _host_figures_paired(self) -> "Node":
+        if (self.host_layer_forward is None) != (self.host_layer_backward is None):
+            raise ValueError("host_layer_forward and host_layer_backward go together (one fit gives both)")
+        return self
 
     @model_validator(mode="after")
     def _groups_inside_the_node(self) -> "Node":

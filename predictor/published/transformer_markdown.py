@@ -113,8 +113,11 @@ def single_node(report: dict) -> list[str]:
     for r in rows:
         by.setdefault((r["plan"]["p_tensor"], micro_batch(r)), []).append(r)
     lines = [f"vTrain's {len(rows)} single-node runs (2-8 A100s, Megatron-DeepSpeed, `predictor validate --published "
-             f"vtrain-single`), reported apart: {pct(report['overall_accuracy'])} mean accuracy, nothing fitted to them. "
-             "Mean accuracy (median predicted / measured) by tensor-parallel degree and micro-batch:", "",
+             f"vtrain-single`), reported apart: {pct(report['overall_accuracy'])} mean accuracy. In-sample for one "
+             "figure: their node's host time per layer pass is fitted to them (one factor on the H200 node's figures; "
+             "`python -m predictor.published.host_fit`, which also scores it held out by model width; the figures and "
+             "their source in calibrate/data/published/nodes.yaml). Mean accuracy (median predicted / measured) by "
+             "tensor-parallel degree and micro-batch:", "",
              "| tensor \\ micro-batch | " + " | ".join(str(m) for m in micro) + " | all |",
              "|---|" + "---:|" * (len(micro) + 1)]
     for t in tensors:

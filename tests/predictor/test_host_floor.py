@@ -63,3 +63,51 @@ def test_cuda_graphs_and_cpu_profiles_have_no_floor(cm, graph, tmp_path):
     assert ScaledCostModel(cm, {}, {}, 0.0, host_floor=False).host_dispatch_s("fwd") == 0.0  # ... decompose drops it
     assert with_coefficients(cm, device_is_host=True).host_dispatch_s("fwd") == 0.0
     assert kernels_only(cm).host_dispatch_s("bwd") == 0.0
+
+
+def test_a_node_with_its_own_host_figures_carries_them():
+    """vTrain's node carries the figures fitted to its own runs (nodes.yaml), 3.92 x the shared ones with their
+    range scaled alike; every other node the shared ones."""
+    vtrain = next(n for n in NODES if n.file == "a100-40gb-4hdr-8gpu.published.yaml")
+    own = load_cost_model(build_profile(vtrain, None))
+    assert own.host_dispatch_s("fwd") == pytest.approx(vtrain.host_layer_forward.value) == pytest.approx(
+        3.92 * HOST_LAYER[0].value, rel=0.01)
+    assert own.host_dispatch_s("bwd") == pytest.approx(3.92 * HOST_LAYER[1].value, rel=0.01)
+    assert vtrain.host_layer_backward.high == pytest.approx(3.92 * HOST_LAYER[1].high, rel=0.01)
+    others = [n for n in NODES if n.host_layer_forward is not None and n is not vtrain]
+    assert others == []
+
+
+def test_a_node_given_one_host_figure_only_is_refused(tmp_path):
+    """The two figures come from one fit: a nodes.yaml entry with one of them is a one-line error naming it."""
+    import shutil
+
+    from calibrate.systems import DATA_DIR, load_nodes
+    from profiler.errors import UserError
+
+    for name in ("figures.yaml", "gpus.yaml", "nodes.yaml", "vtrain_a100_allreduce.csv"):
+        shutil.copy(DATA_DIR / name, tmp_path / name)
+    text = (tmp_path / "nodes.yaml").read_text()
+    start = text.index("  host_layer_backward:")
+    end = text.index('"}\n', start) + 3
+    (tmp_path / "nodes.yaml").write_text(text[:start] + text[end:])
+    with pytest.raises(UserError, match=r"nodes.yaml: field 'a100-40gb-4hdr-8gpu': host_layer_forward and "
+                                        r"host_layer_backward go together"):
+        load_nodes(tmp_path)
+
+
+def test_the_host_fit_finds_the_best_factor_and_scales_both_figures(cm):
+    """predictor.published.host_fit: the golden-section search finds a known maximiser within its bracket (to 1%),
+    and a factor scales the forward and backward figures and their ranges alike."""
+    import copy
+    import math
+
+    from predictor.published.host_fit import best_scale, with_host_scale
+
+    assert best_scale(lambda s: -(math.log(s) - math.log(3.2)) ** 2) == pytest.approx(3.2, rel=0.01)
+    assert best_scale(lambda s: -s) == pytest.approx(1.0, rel=0.02)  # the bracket's end
+    scaled = with_host_scale(copy.deepcopy(cm), HOST_LAYER, 2.5)
+    assert scaled.host_dispatch_s("fwd") == pytest.approx(2.5 * 13.5e-6)
+    assert scaled.host_dispatch_s("bwd") == pytest.approx(2.5 * 25.4e-6)
+    assert scaled.coefficients.host_dispatch.backward_per_layer_s.high == pytest.approx(2.5 * HOST_LAYER[1].high)
+    assert cm.host_dispatch_s("fwd") == pytest.approx(13.5e-6)  # the copy was scaled, not the original
