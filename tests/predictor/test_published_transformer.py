@@ -107,7 +107,7 @@ def test_vtrain_single_node_file_reads_without_a_parameter_count(tmp_path):
     assert "# layers" in _one_line(err) and str(path) in _one_line(err)
 
 
-def test_vtrain_single_node_report_is_apart_and_held_out():
+def test_vtrain_single_node_report_is_apart_from_the_transformer_rows():
     """`--published vtrain-single`: every single-node row predicted, none in the transformer report's rows."""
     from predictor.published.command import vtrain_single_report
 
