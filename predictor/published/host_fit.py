@@ -46,8 +46,8 @@ def best_scale(score: Callable[[float], float], low: float = SCALE_RANGE[0], hig
 
 
 def with_host_scale(cost_model, base, scale: float):
-    """The cost model with its host figures set to `base` (forward, backward Fig-like: value, low, high) times
-    `scale` (the object holding the coefficients is found through any `_cm` wrappers)."""
+    """The cost model with its host figures set to `base` (forward and backward Estimates) times `scale` (the object
+    holding the coefficients is found through any `_cm` wrappers)."""
     from calibrate.coefficients import Estimate, HostDispatch
 
     holder = cost_model
@@ -86,8 +86,7 @@ def main(argv=None) -> int:
     predictor = Predictor()
     predictor.trace_ahead(setups)
     path = shipped_profiles_dir() / f"{NODE}.published.yaml"
-    base = [type("F", (), {"value": f.value, "low": f.low if f.low is not None else f.value,
-                           "high": f.high if f.high is not None else f.value}) for f in HOST_LAYER]
+    base = [f.estimate() for f in HOST_LAYER]
 
     def cost_model_at(scale):
         return with_host_scale(load_cost_model(path)[0], base, scale)
@@ -97,7 +96,8 @@ def main(argv=None) -> int:
 
     widths = sorted({dict(s.knobs)["hidden"] for s in setups})
     print(f"{len(setups)} runs of {NODE} ({VTRAIN_SINGLE_FILE.name}); hidden sizes {widths}")
-    print(f"  the H200 node's figures (x1): mean accuracy {100 * mean_accuracy(setups, predictor, cost_model_at, 1.0):.1f}%")
+    shared = mean_accuracy(setups, predictor, cost_model_at, 1.0)
+    print(f"  the H200 node's figures (x1): mean accuracy {100 * shared:.1f}%")
     for width in widths:
         fitted_on = [s for s in setups if dict(s.knobs)["hidden"] != width]
         held = [s for s in setups if dict(s.knobs)["hidden"] == width]
@@ -106,8 +106,8 @@ def main(argv=None) -> int:
               f"{100 * mean_accuracy(held, predictor, cost_model_at, 1.0):.1f}% -> "
               f"{100 * mean_accuracy(held, predictor, cost_model_at, scale):.1f}%")
     scale = fit(setups)
-    print(f"  fitted on all: x{scale:.2f}, mean accuracy {100 * mean_accuracy(setups, predictor, cost_model_at, scale):.1f}% "
-          "(in-sample)")
+    fitted = mean_accuracy(setups, predictor, cost_model_at, scale)
+    print(f"  fitted on all: x{scale:.2f}, mean accuracy {100 * fitted:.1f}% (in-sample)")
     for name, f in zip(("host_layer_forward", "host_layer_backward"), base):
         print(f"  {name}: {{value: {f.value * scale:.3g}, low: {f.low * scale:.3g}, high: {f.high * scale:.3g}}}")
     return 0

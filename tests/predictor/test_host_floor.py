@@ -106,7 +106,7 @@ def test_the_host_fit_finds_the_best_factor_and_scales_both_figures(cm):
 
     assert best_scale(lambda s: -(math.log(s) - math.log(3.2)) ** 2) == pytest.approx(3.2, rel=0.01)
     assert best_scale(lambda s: -s) == pytest.approx(1.0, rel=0.02)  # the bracket's end
-    scaled = with_host_scale(copy.deepcopy(cm), HOST_LAYER, 2.5)
+    scaled = with_host_scale(copy.deepcopy(cm), [f.estimate() for f in HOST_LAYER], 2.5)
     assert scaled.host_dispatch_s("fwd") == pytest.approx(2.5 * 13.5e-6)
     assert scaled.host_dispatch_s("bwd") == pytest.approx(2.5 * 25.4e-6)
     assert scaled.coefficients.host_dispatch.backward_per_layer_s.high == pytest.approx(2.5 * HOST_LAYER[1].high)
