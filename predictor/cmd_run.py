@@ -175,6 +175,7 @@ def run(args) -> int:
     from rich.console import Console
 
     from predictor.api import predict_all, rank
+    from predictor.host_bound import mark_host_bound
     from predictor.extrapolation import FLAG_SHARE, measure_command
     from predictor.report import at_scale_lines, chrome_trace, memory_table, moe_context_lines, ranked_table, to_json
 
@@ -214,6 +215,7 @@ def run(args) -> int:
         meta["searched_layout"] = {"split": searched.plan.describe(), "iteration_s": searched.iteration_s,
                                    "flags": layout_flags(searched.plan), "line": searched_line(searched, preds[0])}
     flagged = _mark_extrapolation(preds, graph, cm)
+    mark_host_bound(preds, graph, cm)  # the step time the host's dispatch adds; 'host dispatch' where it binds
     if flagged:
         meta["extrapolation"] = {"flag_share": FLAG_SHARE, "strategies": [p.plan.strategy for p in flagged],
                                  "measure_command": measure_command(args.model, args.model_arg or [], args.batch,
@@ -265,6 +267,9 @@ def run(args) -> int:
             console.print(line)
         console.print(f"recommended: {best.plan.strategy} ({best.plan.describe()}), {best.iteration_s:.4g} s/iteration, "
                       f"bottleneck: {best.bottleneck}" + ("" if best.fits else "  (does NOT fit in memory)"))
+        from predictor.host_bound import host_line
+        if host_line(best):
+            console.print(host_line(best))
         for line in at_scale_lines(best, cluster_load_times(graph, best, cm, args)):
             console.print(line)
     if "searched_layout" in meta:
@@ -336,6 +341,7 @@ def _print_compact(args, preds, meta, path, cm, graph, flagged, substituted, cor
     from rich.console import Console
 
     from predictor.extrapolation import FLAG_SHARE
+    from predictor.host_bound import host_line
     from predictor.report import at_scale_lines, compact_table, infeasible_line, moe_context_lines, why_lines
 
     console = Console(width=console_width(), file=sys.stdout, highlight=False)
@@ -348,6 +354,8 @@ def _print_compact(args, preds, meta, path, cm, graph, flagged, substituted, cor
     for line in why_lines(preds):
         console.print(line)
     best = next((p for p in preds if p.feasible), None)
+    if best is not None and host_line(best):
+        console.print(host_line(best))
     for line in moe_context_lines(best) if best is not None else ():
         console.print(line)
     if best is not None:

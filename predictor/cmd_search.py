@@ -37,6 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args) -> int:
     from rich.console import Console
 
+    from predictor.host_bound import mark_host_bound
     from predictor.outofcore_strategies import swap_vs_model_parallel
     from predictor.report import memory_table, moe_context_lines, ranked_table, to_json
     from predictor.search import search
@@ -49,6 +50,7 @@ def run(args) -> int:
                     objective=args.objective, top=args.top, context_parallel=args.context_parallel,
                     expert_parallel=args.expert_parallel, **search_options(args),
                     strategies=tuple(dict.fromkeys(args.family or SEARCH_STRATEGIES)))
+    mark_host_bound(result.best, graph, cm)  # the shown plans' host share: 'host dispatch' where it binds
     summary = {"profile": str(path), "profile_provenance": cm.provenance, "model": graph.name, "batch": args.batch,
                "max_gpus": args.max_gpus, "objective": args.objective, "evaluated": result.evaluated,
                "feasible": result.feasible, "fitting": result.fitting, "pruned": result.pruned,

@@ -285,15 +285,18 @@ _LABELS = {
 
 def bottleneck_label(pred: Prediction) -> str:
     """The largest term of the iteration, 'memory capacity' when the plan does not fit, or 'input pipeline' /
-    'shared storage' when the device waits for the host's loaders or for the storage they read from."""
+    'shared storage' when the device waits for the host's loaders or for the storage they read from; 'host
+    dispatch' where the host floor's share of the step (details["host_dispatch_s"], predictor.host_bound, taken
+    out of the compute) is the largest."""
     if not pred.fits:
         return "memory capacity"
     if pred.input_s > 0:  # the device waits for the host (or the storage): the step takes the input's time
         host_s = pred.details.get("input_host_s", 0.0)
         return "shared storage" if pred.storage_s > host_s else "input pipeline"
-    terms = {"compute": pred.compute_fwd_s + pred.compute_bwd_s, "weight update": pred.update_s,
+    host = pred.details.get("host_dispatch_s", 0.0)  # the host floor's share of the step (predictor.host_bound)
+    terms = {"compute": max(0.0, pred.compute_fwd_s + pred.compute_bwd_s - host), "weight update": pred.update_s,
              "pipeline bubble": pred.bubble_s, "swap": pred.swap_s, "recompute": pred.recompute_s,
-             "stragglers": pred.straggler_s}
+             "stragglers": pred.straggler_s, "host dispatch": host}
     for kind, t in pred.comm_exposed_s.items():
         label = _LABELS.get(kind, kind)
         terms[label] = terms.get(label, 0.0) + t

@@ -111,3 +111,43 @@ def test_the_host_fit_finds_the_best_factor_and_scales_both_figures(cm):
     assert scaled.host_dispatch_s("bwd") == pytest.approx(2.5 * 25.4e-6)
     assert scaled.coefficients.host_dispatch.backward_per_layer_s.high == pytest.approx(2.5 * HOST_LAYER[1].high)
     assert cm.host_dispatch_s("fwd") == pytest.approx(13.5e-6)  # the copy was scaled, not the original
+
+
+def test_a_plan_whose_host_floor_dominates_names_host_dispatch_as_its_bottleneck():
+    """predictor.host_bound: the step time the host floor adds is the plan's prediction less the same plan replayed
+    as CUDA graphs (by hand); a tiny GPT on eight tensor ranks is host-bound, the same plan as CUDA graphs is not
+    marked, and a CPU profile (no host floor) marks nothing."""
+    from predictor.host_bound import host_line, mark_host_bound
+
+    vtrain = next(n for n in NODES if n.file == "a100-40gb-4hdr-8gpu.published.yaml")
+    gpu = load_cost_model(build_profile(vtrain, None))
+    gpt = load_model("gpt", layers=2, hidden=256, heads=8, seq=128, vocab=1024)
+    plan = Plan(strategy="data+tensor+pipeline", batch=8, devices=8, devices_per_node=8, dtype="fp16",
+                optimizer="adam", p_tensor=8, p_data=1, stages=1, micro_batches=8, schedule="1f1b")
+    pred = predict(gpt, plan, gpu)
+    graphs = predict(gpt, replace(plan, cuda_graphs=True), gpu, interval=False)
+    mark_host_bound([pred], gpt, gpu)
+    assert pred.details["host_dispatch_s"] == pytest.approx(pred.iteration_s - graphs.iteration_s)
+    assert pred.details["host_dispatch_s"] > 0.5 * pred.iteration_s
+    assert pred.bottleneck == "host dispatch" and "--cuda-graphs" in host_line(pred)
+    replayed = predict(gpt, replace(plan, cuda_graphs=True), gpu)
+    mark_host_bound([replayed], gpt, gpu)
+    assert "host_dispatch_s" not in replayed.details and replayed.bottleneck != "host dispatch"
+    assert host_line(replayed) == ""
+    cpu = with_coefficients(gpu, device_is_host=True)
+    on_cpu = predict(gpt, plan, cpu)
+    mark_host_bound([on_cpu], gpt, cpu)
+    assert "host_dispatch_s" not in on_cpu.details
+
+
+def test_the_host_share_comes_out_of_the_compute_term():
+    """plan.bottleneck_label: details["host_dispatch_s"] is its own term and is taken out of the compute."""
+    from predictor.plan import Prediction, bottleneck_label
+
+    pred = Prediction(plan=Plan(strategy="serial", batch=1, devices=1, devices_per_node=1), compute_fwd_s=0.4, compute_bwd_s=0.6,
+                      update_s=0.3)
+    assert bottleneck_label(pred) == "compute"
+    pred.details["host_dispatch_s"] = 0.6
+    assert bottleneck_label(pred) == "host dispatch"  # 0.6 against compute 0.4 and update 0.3
+    pred.details["host_dispatch_s"] = 0.2
+    assert bottleneck_label(pred) == "compute"  # compute 0.8 left
