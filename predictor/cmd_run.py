@@ -175,8 +175,8 @@ def run(args) -> int:
     from rich.console import Console
 
     from predictor.api import predict_all, rank
-    from predictor.host_bound import mark_host_bound
     from predictor.extrapolation import FLAG_SHARE, measure_command
+    from predictor.host_bound import host_line, mark_host_bound
     from predictor.report import at_scale_lines, chrome_trace, memory_table, moe_context_lines, ranked_table, to_json
 
     if args.trace:
@@ -267,7 +267,6 @@ def run(args) -> int:
             console.print(line)
         console.print(f"recommended: {best.plan.strategy} ({best.plan.describe()}), {best.iteration_s:.4g} s/iteration, "
                       f"bottleneck: {best.bottleneck}" + ("" if best.fits else "  (does NOT fit in memory)"))
-        from predictor.host_bound import host_line
         if host_line(best):
             console.print(host_line(best))
         for line in at_scale_lines(best, cluster_load_times(graph, best, cm, args)):
