@@ -89,6 +89,7 @@ def _print_compact(args, result, graph, cm, path) -> int:
     from rich.console import Console
 
     from predictor.cmd_run import console_width
+    from predictor.host_bound import host_line
     from predictor.report import compact_table, moe_context_lines
 
     console = Console(width=console_width(), file=sys.stdout, highlight=False)
@@ -105,6 +106,8 @@ def _print_compact(args, result, graph, cm, path) -> int:
     console.print(f"best: {best.plan.strategy} ({best.plan.describe()}) on {best.plan.devices} devices, "
                   f"{best.iteration_s:.4g} s/iteration, {best.throughput_samples_per_s:,.4g} samples/s, bottleneck: "
                   f"{best.bottleneck}" + ("" if best.fits else "  (does NOT fit in memory)"))
+    if host_line(best):
+        console.print(host_line(best))
     for line in moe_context_lines(best):
         console.print(line)
     console.print("--wide: every term of every plan, the memory table and swap against model parallelism; "

@@ -36,6 +36,10 @@ def host_line(pred: Prediction) -> str:
     added = pred.details.get("host_dispatch_s", 0.0)
     if not pred.feasible or added < 0.1 * pred.iteration_s:
         return ""
+    plan = pred.plan
+    helps = ["larger micro-batches" if plan.micro_batches > 1 else "more samples per device"]
+    if plan.p_tensor > 1:
+        helps.append("fewer tensor ranks")
     return (f"host dispatch: the host issues this plan's kernels slower than they run, {added:.4g} s of its "
             f"{pred.iteration_s:.4g} s step; replayed as CUDA graphs (--cuda-graphs) "
-            f"{pred.details['cuda_graphs_iteration_s']:.4g} s; larger micro-batches or fewer tensor ranks also help")
+            f"{pred.details['cuda_graphs_iteration_s']:.4g} s; {' or '.join(helps)} also help")
