@@ -108,7 +108,7 @@ def converted_rates(gpu: GPU, dtype: str, table: GemmGrid) -> dict[tuple[int, in
     values = dict(_column_fit(gpu.name, table.table, table.column))
     converted = dict(values, efficiency=values["efficiency"] * gpu.achievable_fraction[dtype].value
                      / gpu.achievable_fraction[table.column].value)
-    dims, measured = xla_matmul.grid(table.table, table.column)
+    _, measured = xla_matmul.grid(table.table, table.column)
     out = {}
     for (m, n, k), rate in measured.items():
         params = {"M": m, "N": n, "K": k}

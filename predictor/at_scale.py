@@ -95,9 +95,7 @@ def with_cluster_load(cost_model, percentile: Optional[float]):
 def with_collective_algorithms(cost_model, algorithms: tuple[str, ...]):
     """Set the all-reduce algorithms the job's NCCL may choose among (calibrate.collective_model.ALGORITHMS; --nccl-algo,
     a published row's NCCL version) on a cost model that models them; others are unchanged."""
-    inner = cost_model
-    while "_cm" in getattr(inner, "__dict__", {}):  # wrappers (published constants, shared cores) delegate inward
-        inner = inner.__dict__["_cm"]
+    inner = innermost(cost_model)
     if hasattr(inner, "collective_algorithms"):
         inner.collective_algorithms = tuple(algorithms)
     return cost_model
@@ -152,7 +150,7 @@ def nodes_of(plan: Plan) -> int:
     return max(1, math.ceil(plan.devices / max(plan.devices_per_node, 1)))
 
 
-def _innermost(cost_model):
+def innermost(cost_model):
     """The cost model under any wrappers (predictor.stacks, predictor.shared_cores, the published constants' scaling:
     each keeps the model it wraps as `_cm`)."""
     while "_cm" in vars(cost_model):
@@ -165,7 +163,7 @@ def at_scale_only(cost_model, bound: str):
     """Within the block, the at-scale terms of `cost_model` (stragglers, cluster load, storage) sit at `bound`
     ("low": quiet fabric, the max's 10% quantile, known storage only; "high": busy, its 90% quantile, unknown storage
     at its floor) while every coefficient keeps its fitted value. A model without the knob is left as it is."""
-    inner = _innermost(cost_model)
+    inner = innermost(cost_model)
     if not hasattr(inner, "at_scale_bound"):
         yield cost_model
         return
@@ -184,7 +182,7 @@ def at_scale_range(graph, plan: Plan, cost_model, point_s: float, device_memory_
     from predictor.strategies.context import Context
 
     point = point_s
-    if not (point > 0 and math.isfinite(point)) or not hasattr(_innermost(cost_model), "at_scale_bound"):
+    if not (point > 0 and math.isfinite(point)) or not hasattr(innermost(cost_model), "at_scale_bound"):
         return 1.0, 1.0
     ends = []
     for bound in ("low", "high"):

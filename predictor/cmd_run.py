@@ -267,8 +267,8 @@ def run(args) -> int:
             console.print(line)
         console.print(f"recommended: {best.plan.strategy} ({best.plan.describe()}), {best.iteration_s:.4g} s/iteration, "
                       f"bottleneck: {best.bottleneck}" + ("" if best.fits else "  (does NOT fit in memory)"))
-        if host_line(best):
-            console.print(host_line(best))
+        if line := host_line(best):
+            console.print(line)
         for line in at_scale_lines(best, cluster_load_times(graph, best, cm, args)):
             console.print(line)
     if "searched_layout" in meta:
@@ -353,8 +353,8 @@ def _print_compact(args, preds, meta, path, cm, graph, flagged, substituted, cor
     for line in why_lines(preds):
         console.print(line)
     best = next((p for p in preds if p.feasible), None)
-    if best is not None and host_line(best):
-        console.print(host_line(best))
+    if best is not None and (line := host_line(best)):
+        console.print(line)
     for line in moe_context_lines(best) if best is not None else ():
         console.print(line)
     if best is not None:

@@ -106,8 +106,8 @@ def _print_compact(args, result, graph, cm, path) -> int:
     console.print(f"best: {best.plan.strategy} ({best.plan.describe()}) on {best.plan.devices} devices, "
                   f"{best.iteration_s:.4g} s/iteration, {best.throughput_samples_per_s:,.4g} samples/s, bottleneck: "
                   f"{best.bottleneck}" + ("" if best.fits else "  (does NOT fit in memory)"))
-    if host_line(best):
-        console.print(host_line(best))
+    if line := host_line(best):
+        console.print(line)
     for line in moe_context_lines(best):
         console.print(line)
     console.print("--wide: every term of every plan, the memory table and swap against model parallelism; "

@@ -35,10 +35,14 @@ def main(argv: list[str]) -> int:
         print(f"error: {folder}: not a folder", file=sys.stderr)
         return 2
     rng = np.random.default_rng(0)
-    for i in range(FILES):
-        with h5py.File(folder / f"s{i}.h5", "w") as f:
-            f.create_dataset("climate/data", data=rng.random((*SHAPE, CHANNELS), dtype=np.float32))
-            f.create_dataset("climate/labels_0", data=rng.integers(0, 3, SHAPE).astype(np.float32))
+    try:
+        for i in range(FILES):
+            with h5py.File(folder / f"s{i}.h5", "w") as f:
+                f.create_dataset("climate/data", data=rng.random((*SHAPE, CHANNELS), dtype=np.float32))
+                f.create_dataset("climate/labels_0", data=rng.integers(0, 3, SHAPE).astype(np.float32))
+    except OSError as err:
+        print(f"error: {folder}: cannot write the sample files ({err.strerror or err})", file=sys.stderr)
+        return 2
     channels = list(range(CHANNELS))
     shift, scale = np.zeros((1, 1, CHANNELS), np.float32), np.ones((1, 1, CHANNELS), np.float32)
     torch.set_num_threads(1)

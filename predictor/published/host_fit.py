@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import math
 import statistics
+import sys
 from typing import Callable, Sequence
 
 #: the factors searched (log-uniform): 1 is the H200 node's figures; the bracket's top is far above any host seen
@@ -46,13 +47,12 @@ def best_scale(score: Callable[[float], float], low: float = SCALE_RANGE[0], hig
 
 
 def with_host_scale(cost_model, base, scale: float):
-    """The cost model with its host figures set to `base` (forward and backward Estimates) times `scale` (the object
-    holding the coefficients is found through any `_cm` wrappers)."""
+    """The cost model with its host figures set to `base` (forward and backward Estimates) times `scale`, in place
+    (the model under any wrappers: predictor.at_scale.innermost)."""
     from calibrate.coefficients import Estimate, HostDispatch
+    from predictor.at_scale import innermost
 
-    holder = cost_model
-    while not hasattr(holder, "coefficients"):
-        holder = holder._cm
+    holder = innermost(cost_model)
     fwd, bwd = (Estimate(value=f.value * scale, low=f.low * scale, high=f.high * scale) for f in base)
     old = holder.coefficients.host_dispatch
     holder.coefficients = holder.coefficients.model_copy(update={"host_dispatch": HostDispatch(
@@ -69,6 +69,20 @@ def mean_accuracy(setups: Sequence, predictor, cost_model_at: Callable[[float], 
 
 
 def main(argv=None) -> int:
+    """The command (module docstring); a bad profile or corpus file is a one-line error, exit 2."""
+    from profiler.errors import UserError
+
+    parser = argparse.ArgumentParser(description="fit a published node's host time per layer pass to its own runs "
+                                                 "(vTrain's single-node runs), held out by model width")
+    parser.parse_args(argv)
+    try:
+        return _fit_and_report()
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+def _fit_and_report() -> int:
     from calibrate.published import HOST_LAYER
     from predictor.api import load_cost_model
     from predictor.published.rowmap import Skipped, load_rules
@@ -76,20 +90,17 @@ def main(argv=None) -> int:
                                                   load_vtrain_csv)
     from predictor.published.validate import Predictor, shipped_profiles_dir
 
-    parser = argparse.ArgumentParser(description="fit a published node's host time per layer pass to its own runs "
-                                                 "(vTrain's single-node runs), held out by model width")
-    parser.parse_args(argv)
     rules = load_rules()
     runs = load_vtrain_csv(VTRAIN_SINGLE_FILE, source=VTRAIN_SINGLE_SOURCE)
     setups = [s for s in (interpret_transformer(r, rules) for r in runs) if not isinstance(s, Skipped)]
     setups = [s for s in setups if s.profile == f"{NODE}.published.yaml"]
     predictor = Predictor()
     predictor.trace_ahead(setups)
-    path = shipped_profiles_dir() / f"{NODE}.published.yaml"
     base = [f.estimate() for f in HOST_LAYER]
+    cost_model = load_cost_model(shipped_profiles_dir() / f"{NODE}.published.yaml")[0]
 
-    def cost_model_at(scale):
-        return with_host_scale(load_cost_model(path)[0], base, scale)
+    def cost_model_at(scale):  # the figures are set, not scaled further, at each call: one model serves every factor
+        return with_host_scale(cost_model, base, scale)
 
     def fit(rows):
         return best_scale(lambda s: mean_accuracy(rows, predictor, cost_model_at, s))
