@@ -23,6 +23,7 @@ from typing import Optional
 import numpy as np
 
 from bench import describe
+from calibrate.monotone_ceiling import monotone_ceiling
 from bench.record import REPO, Figure, add_results_flag, record
 from calibrate import gpu_kernel_fit as gf
 from calibrate import gpu_kernels as gk
@@ -107,11 +108,30 @@ def summarise(rows: list[dict], key: str) -> dict:
             "mean_accuracy": float(np.mean(acc)) if kept else None}
 
 
+def size_key(family: str, p: dict) -> tuple:
+    """(configuration, sizes) of a row for the monotone ceiling: a GEMM's transposes and (M, N, K); a convolution's
+    kernel, stride and padding and (N, C, D, H, W, F) (D = 1 for a 2-D one)."""
+    if family.startswith("gemm"):
+        return (bool(p.get("transpose_a")), bool(p.get("transpose_b"))), (p["M"], p["N"], p["K"])
+    return ((tuple(p["kernel"]), tuple(p["stride"]), tuple(p["padding"])),
+            (p["N"], p["C"], p.get("D", 1), p["H"], p["W"], p["F"]))
+
+
+def ceiling(rows: list[dict]) -> dict:
+    """The cell's monotone ceiling (calibrate.monotone_ceiling): median and mean accuracy of the best predictions that
+    never fall as a shape grows, over the rows with a measured time."""
+    kept = [r for r in rows if np.isfinite(r["measured_s"]) and r["measured_s"] > 0]
+    acc = monotone_ceiling([size_key(r["family"], r["params"]) for r in kept], [r["measured_s"] for r in kept])
+    return {"rows": len(kept), "median_accuracy": float(np.median(acc)) if kept else None,
+            "mean_accuracy": float(np.mean(acc)) if kept else None}
+
+
 def table(all_rows: list[dict]) -> dict:
     out: dict = {}
     for r in all_rows:
         out.setdefault(r["gpu"], {}).setdefault(r["dtype"], {}).setdefault(r["family"], []).append(r)
-    return {g: {d: {f: {"held_out": summarise(rs, "held_out_s"), "in_sample": summarise(rs, "in_sample_s")}
+    return {g: {d: {f: {"held_out": summarise(rs, "held_out_s"), "in_sample": summarise(rs, "in_sample_s"),
+                        "monotone_ceiling": ceiling(rs)}
                     for f, rs in fams.items()} for d, fams in dts.items()} for g, dts in out.items()}
 
 
@@ -143,17 +163,23 @@ def markdown(summary: dict, all_rows: list[dict], files: list[Path], agreement: 
              "# DeepBench kernels predicted by the GPU kernel model, held out by application", "",
              f"Files: {', '.join(p.name for p in files)}. Each row's prediction comes from a fit to every other "
              "application's rows of the same GPU and dtype (held out); the in-sample column fits all rows. "
-             "Accuracy = 1 - |predicted - measured| / measured. Method: docs/gpu-kernels.md.", "",
-             "| GPU | dtype | family | rows | held-out median | held-out mean | in-sample median | in-sample mean |",
-             "|---|---|---|---:|---:|---:|---:|---:|"]
+             "Accuracy = 1 - |predicted - measured| / measured. The monotone ceiling is the best mean accuracy of "
+             "any prediction that never falls as a shape grows (every size at least as large, the same transposes "
+             "or kernel, stride and padding), fitted to all rows: what the measurements themselves allow such a "
+             "model (calibrate/monotone_ceiling.py). Method: docs/gpu-kernels.md.", "",
+             "| GPU | dtype | family | rows | held-out median | held-out mean | in-sample median | in-sample mean | "
+             "monotone ceiling (mean) |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|"]
     pct = lambda v: "-" if v is None else f"{100 * v:.1f}%"  # noqa: E731
     for gpu, dts in sorted(summary.items()):
         for dtype, fams in sorted(dts.items()):
             for family in gk.FAMILIES:
                 if family in fams:
                     h, i = fams[family]["held_out"], fams[family]["in_sample"]
+                    c = fams[family]["monotone_ceiling"]
                     lines.append(f"| {gpu} | {dtype} | {family} | {h['rows']} | {pct(h['median_accuracy'])} | "
-                                 f"{pct(h['mean_accuracy'])} | {pct(i['median_accuracy'])} | {pct(i['mean_accuracy'])} |")
+                                 f"{pct(h['mean_accuracy'])} | {pct(i['median_accuracy'])} | "
+                                 f"{pct(i['mean_accuracy'])} | {pct(c['mean_accuracy'])} |")
     lines += ["", f"## Worst held-out shapes ({WORST} per GPU, dtype and family)", "",
               "| GPU | dtype | family | shape | application | measured us | predicted us | predicted / measured | algorithm |",
               "|---|---|---|---|---|---:|---:|---:|---|"]
@@ -196,6 +222,12 @@ def figures(summary: dict, agreement: Optional[dict] = None) -> list[Figure]:
            Figure("held-out median accuracy, mean over the cells", _pct(float(np.mean(medians)) if medians else None),
                   "%"),
            Figure("cells meeting both targets", met, f"of {len(cells)}")]
+    ceilings = [fams[family]["monotone_ceiling"]["mean_accuracy"] for dts in summary.values() for fams in dts.values()
+                for family in gk.FAMILIES if family in fams and "monotone_ceiling" in fams[family]]
+    ceilings = [c for c in ceilings if c is not None]
+    if ceilings:  # what the measurements allow a model whose time never falls as a shape grows (module docstring)
+        out.append(Figure("monotone ceiling of the mean accuracy, worst GPU x dtype x family",
+                          _pct(min(ceilings)), "%"))
     for label, h in cells:
         out.append(Figure(f"{label}: held-out median accuracy", _pct(h["median_accuracy"]), "%"))
         out.append(Figure(f"{label}: held-out mean accuracy", _pct(h["mean_accuracy"]), "%"))
