@@ -151,6 +151,9 @@ def layout_flags(plan) -> str:
         flags.append(f"--recompute --recompute-granularity {plan.recompute_granularity}")
     if plan.pipeline_boundary != "whole":
         flags.append(f"--pipeline-boundary {plan.pipeline_boundary}")
+    if plan.p_expert > 1:
+        flags.append(f"--expert-parallel {plan.p_expert}" + (
+            f" --expert-tensor-parallel {plan.expert_tensor}" if plan.expert_tensor != plan.p_tensor else ""))
     return " ".join(flags)
 
 
@@ -168,7 +171,9 @@ def _searched(graph, cm, args, cap, cp, ep, known=(), families=None) -> list:
     return searched_layouts(graph, cm, batch=args.batch, devices=args.gpus, device_memory_bytes=cap,
                             stack=args.stack, mixed_precision=args.mixed_precision, known=known,
                             families=families or SEARCHED_FAMILIES, context_parallel=cp if cp > 1 else None,
-                            expert_parallel=ep if ep > 1 else None, **search_options(args))
+                            expert_parallel=ep if ep > 1 else None,
+                            expert_tensor_parallel=getattr(args, "expert_tensor_parallel", None),
+                            **search_options(args))
 
 
 def run(args) -> int:
@@ -198,7 +203,8 @@ def run(args) -> int:
                         context_parallel=cp, expert_parallel=ep, tp_comm_overlap=args.tp_comm_overlap,
                         overlap_param_gather=args.overlap_param_gather, memory_format=args.memory_format,
                         bn_group=args.bn_group, cross_entropy=args.cross_entropy,
-                        cuda_graphs=args.cuda_graphs, shard_group=args.shard_group or 0)
+                        cuda_graphs=args.cuda_graphs, shard_group=args.shard_group or 0,
+                        expert_tensor_parallel=getattr(args, "expert_tensor_parallel", None) or 0)
     if args.strategy == "all":
         preds = rank(preds + _searched(graph, cm, args, cap, cp, ep, known=preds))
     searched = None  # data+tensor+pipeline on its default degrees: the layout the search finds, when much faster

@@ -48,7 +48,8 @@ def run(args) -> int:
     result = search(graph, cm, batch=args.batch, max_devices=args.max_gpus, min_devices=args.min_gpus,
                     memory_cap_bytes=args.memory_cap * 1e9 if args.memory_cap else None,
                     objective=args.objective, top=args.top, context_parallel=args.context_parallel,
-                    expert_parallel=args.expert_parallel, **search_options(args),
+                    expert_parallel=args.expert_parallel, expert_tensor_parallel=args.expert_tensor_parallel,
+                    **search_options(args),
                     strategies=tuple(dict.fromkeys(args.family or SEARCH_STRATEGIES)))
     mark_host_bound(result.best, graph, cm)  # the shown plans' host share: 'host dispatch' where it binds
     summary = {"profile": str(path), "profile_provenance": cm.provenance, "model": graph.name, "batch": args.batch,

@@ -136,6 +136,12 @@ def add_context_expert_arguments(parser: argparse.ArgumentParser, search: bool =
                              "experts spread over EP of the data x context ranks, tokens exchanged by all-to-all ("
                              + ("the degree the search keeps; default: every EP dividing E" if search
                                 else "default 1") + ")")
+    parser.add_argument("--expert-tensor-parallel", type=device_count, metavar="ETP",
+                        help="with --expert-parallel: each expert's linears split over ETP ranks, a divisor of the "
+                             "tensor degree (Megatron-Core's --expert-tensor-parallel-size); below it the expert ranks "
+                             "fold over the tensor ranks, EP x ETP dividing tensor x data x context ("
+                             + ("the degree the search keeps; default: the tensor degree and 1" if search
+                                else "default: the tensor degree") + ")")
 
 
 def add_overlap_arguments(parser: argparse.ArgumentParser, search: bool = False) -> None:
@@ -172,9 +178,14 @@ def check_overlaps(args: argparse.Namespace) -> None:
 
 def context_expert_degrees(args: argparse.Namespace, strategy: str | None) -> tuple[int, int]:
     """(context, expert) degrees from --context-parallel and --expert-parallel (1 when not given); UserError when one
-    above 1 is given with a strategy other than data+tensor+pipeline."""
+    above 1 is given with a strategy other than data+tensor+pipeline, or --expert-tensor-parallel without
+    --expert-parallel above 1."""
     from predictor.plan import HYBRID_3D
     cp, ep = getattr(args, "context_parallel", None) or 1, getattr(args, "expert_parallel", None) or 1
+    etp = getattr(args, "expert_tensor_parallel", None)
+    if etp and ep <= 1:
+        raise UserError(f"--expert-tensor-parallel {etp}: needs --expert-parallel above 1 (it folds the expert ranks "
+                        "over the tensor ranks)")
     if (cp > 1 or ep > 1) and strategy is not None and strategy not in HYBRID_3D:
         flag = "--context-parallel" if cp > 1 else "--expert-parallel"
         raise UserError(f"{flag} {cp if cp > 1 else ep}: runs in --strategy {HYBRID_3D[0]} (Megatron-Core's layout; "

@@ -112,6 +112,10 @@ class Plan:
     tp_comm_overlap: bool = False  # data+tensor+pipeline, where SP is on: Megatron-Core's --tp-comm-overlap (§14a)
     p_context: int = 1  # data+tensor+pipeline: context parallelism, the sequence split over this many ranks (ring)
     p_expert: int = 1  # data+tensor+pipeline on a MoE: expert parallelism, the experts over this many data ranks
+    # expert tensor parallelism: each expert's linears split over this many ranks (Megatron-Core's
+    # --expert-tensor-parallel-size); 0: the tensor degree (its default). Below it, the expert ranks fold over the
+    # tensor ranks ("parallel folding": ETP x EP x expert-data = T x CP x data, docs/method.md §14b)
+    p_expert_tensor: int = 0
     stages: int = 1
     micro_batches: int = 1
     spatial_layers: Optional[int] = None  # spatial-then-data: layers [0, k) spatial; None = as many as can split
@@ -147,6 +151,11 @@ class Plan:
         return self.p_spatial * self.p_filter * self.p_channel * self.p_tensor * self.stages * self.p_context
 
     @property
+    def expert_tensor(self) -> int:
+        """The expert layers' tensor-parallel degree: p_expert_tensor, or the tensor degree when unset."""
+        return self.p_expert_tensor or self.p_tensor
+
+    @property
     def samples_per_group(self) -> float:
         return self.batch / self.p_data
 
@@ -171,7 +180,8 @@ class Plan:
         if self.p_context > 1:
             parts.append(f"cp{self.p_context}")
         if self.p_expert > 1:
-            parts.append(f"ep{self.p_expert}")
+            parts.append(f"ep{self.p_expert}" + (f"/etp{self.expert_tensor}" if self.expert_tensor != self.p_tensor
+                                                 else ""))
         if self.stages > 1:
             parts.append(f"p{self.stages}/S{self.micro_batches}" + (
                 "" if self.schedule == "gpipe" else f"/{self.schedule}" + (

@@ -190,7 +190,11 @@ def moe_context_lines(pred: Prediction) -> list[str]:
     params = d.get("params_per_device") or 0.0
     if plan.p_expert > 1:
         share = d.get("expert_params_per_device", 0.0) / params if params else 0.0
-        out.append(f"experts: 1/{plan.p_expert} of them per rank ({share:.0%} of its {params / 1e6:.4g} M parameters, "
+        etp = plan.expert_tensor
+        split = (f", each split over {etp} ranks" if etp > 1 else ", each whole") + (
+            f" (folded over the {plan.p_tensor} tensor ranks)" if etp != plan.p_tensor else "")
+        out.append(f"experts: 1/{plan.p_expert} of them per rank{split if plan.p_tensor > 1 else ''} "
+                   f"({share:.0%} of its {params / 1e6:.4g} M parameters, "
                    f"about {share * state / 1e9:.3g} GB of weights, gradients and optimizer state); the busiest expert "
                    f"rank takes {d.get('expert_busiest_factor', 1.0):.3f}x the mean routed tokens; dispatch and combine "
                    + ("deduplicated per node (deepep) " if d.get("expert_dispatcher") == "deepep" else "")

@@ -50,14 +50,15 @@ def search(graph: ModelGraph, cost_model: CostModel, *, batch: int, max_devices:
            synthetic_data: bool = False, context_parallel: int | None = None,
            expert_parallel: int | None = None, tp_comm_overlap: bool = False,
            overlap_param_gather: bool = False, memory_format: str = "nhwc", cross_entropy: str = "float32",
-           bn_group: int = 1, cuda_graphs: bool = False) -> SearchResult:
+           bn_group: int = 1, cuda_graphs: bool = False, expert_tensor_parallel: int | None = None) -> SearchResult:
     """The `top` best plans and the fastest per strategy. exhaustive=True evaluates every candidate in order
     (the reference); the default prunes with bounds (predictor.search_fast) and returns the same plans.
     framework, synthetic_data, the run's settings (memory_format, cross_entropy, bn_group, cuda_graphs: a plan it cannot take is
     infeasible) and the overlaps the stack runs (Plan.tp_comm_overlap, Plan.overlap_param_gather: applied where a
     layout allows them) are set on every candidate. A mixture of
     experts, or context_parallel > 1, adds Megatron-Core's expert/context layouts (predictor.search_moe_cp); a
-    context or expert degree given keeps the search to those layouts at that degree."""
+    context or expert degree given keeps the search to those layouts at that degree, an expert tensor degree given
+    (expert_tensor_parallel) the expert layouts to it (None: the tensor degree and, with one above 1, degree 1)."""
     if batch <= 0 or max_devices <= 0 or min_devices <= 0 or min_devices > max_devices:
         raise UserError(f"search needs 0 < min devices ({min_devices}) <= max devices ({max_devices}) and batch > 0 ({batch})")
     if objective not in ("time", "cost"):
@@ -93,7 +94,8 @@ def search(graph: ModelGraph, cost_model: CostModel, *, batch: int, max_devices:
     if (fixed or expert_count(ctx)) and "data+tensor+pipeline" in strategies:
         walk(ctx, ranking, counts, batch=batch, devices=devices, devices_per_node=dpn, dtype=dtype, optimizer=optimizer,
              cap=cap, plan_options=options, context=(context_parallel or 1,),
-             experts=(expert_parallel,) if expert_parallel else None, first_index=index)
+             experts=(expert_parallel,) if expert_parallel else None, first_index=index,
+             expert_tensor=expert_tensor_parallel)
     seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
     best = ranking.best()
     if interval:  # as `predictor run` gives each plan's: coefficient bounds, the model's error, the at-scale range

@@ -165,7 +165,7 @@ def parse_transformer_record(rec: Any, index: int, path: str) -> PublishedRun:
                                   or not 0 <= value < top):
             raise _fail(path, index, rid, f"model_details.{key}", f"must be a number in [0, {top:g}), got {value!r}")
     for key in ("data", "tensor", "pipeline", "micro_batch", "grad_accum", "micro_batch_per_gpu", "virtual_stages",
-                "context", "expert"):
+                "context", "expert", "expert_tensor"):
         _positive_int(parallel.get(key), path, index, rid, f"parallelism.{key}", allow_none=True)
     zero = parallel.get("zero_stage")
     if zero is not None and (isinstance(zero, bool) or zero not in (0, 1, 2, 3)):
@@ -383,7 +383,8 @@ def interpret_transformer(run: PublishedRun, rules: dict) -> Union[Setup, Skippe
                     tp_comm_overlap=parallel.get("tp_comm_overlap", False),
                     overlap_param_gather=parallel.get("overlap_param_gather", False),
                     zero_stage=1 if parallel.get("distributed_optimizer", False) or parallel.get("zero_stage") == 1
-                    else 0, p_context=cp, p_expert=ep)
+                    else 0, p_context=cp, p_expert=ep,
+                    p_expert_tensor=0 if parallel.get("expert_tensor", t) == t else parallel["expert_tensor"])
         if ckpt:
             plan["recompute_granularity"] = run.extra.get("granularity", "full")
         framework = DDP_REGIMES[parallel.get("ddp_impl", "local")]

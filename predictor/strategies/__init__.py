@@ -33,6 +33,8 @@ def _check_layout(plan: Plan) -> None:
                  "p_context", "p_expert"):
         if getattr(plan, name) < 1:
             raise Infeasible(f"{name} {getattr(plan, name)} < 1")
+    if plan.p_expert_tensor < 0:
+        raise Infeasible(f"p_expert_tensor {plan.p_expert_tensor} < 0")
     if (plan.p_context > 1 or plan.p_expert > 1) and plan.strategy not in HYBRID_3D:
         raise Infeasible(f"context and expert parallelism run in {HYBRID_3D[0]} (Megatron-Core's layout), not "
                          f"{plan.strategy}")

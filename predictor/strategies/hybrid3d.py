@@ -25,8 +25,8 @@ from predictor.plan import (PIPELINE_BOUNDARIES, PIPELINE_SCHEDULES, RECOMPUTE_G
 from predictor.strategies.bounds import Bounds
 from predictor.strategies.context import Context, Infeasible
 from predictor.strategies.data import local_batch, zero3_exposure
-from predictor.strategies.moe_context import (attention_spans, busiest_factor, dispatch_seconds, group_nodes,
-                                              kv_elems, moe_layers, ring_exposed)
+from predictor.strategies.moe_context import (attention_spans, busiest_factor, dispatch_seconds, expert_replicas,
+                                              group_nodes, kv_elems, moe_layers, ring_exposed)
 from predictor.strategies.moe_context import check as check_moe_cp
 from predictor.strategies.pipeline import in_flight, partition, schedule_in_flight
 from predictor.strategies.tensor import (SequenceSplit, TensorSplit, _producers, check_degree,
@@ -235,7 +235,8 @@ def _saved_layers(ctx: Context, dtype: str, region: frozenset[int], core: frozen
     return ctx.graph_cached(("3d-saved-layers", key), build) if key is not None else build()
 
 
-def sequence_collectives_by_layer(ctx: Context, ts: TensorSplit, seq: SequenceSplit, size, p: int, nodes: int
+def sequence_collectives_by_layer(ctx: Context, ts: TensorSplit, seq: SequenceSplit, size, p: int, nodes: int,
+                                  experts: frozenset[int] = frozenset(), etp: int = 0
                                   ) -> tuple[dict[int, float], dict[int, float]]:
     """Sequence parallelism's collectives per layer ({layer: forward seconds}, {layer: backward seconds}), the terms
     of strategies.tensor's sequence-parallel sums placed on the layer that waits for them: a row layer's
@@ -247,17 +248,24 @@ def sequence_collectives_by_layer(ctx: Context, ts: TensorSplit, seq: SequenceSp
     Table 4 shows: with sequence parallelism the layer's backward is no faster, 11.8 vs 11.9 ms, though its norms
     and dropouts run on 1/t of the tokens); at the first replicated reader of a token-split tensor its all-gather
     (forward); at the first token-split layer joined by a replicated tensor the all-gather of its gradient
-    (backward). size(x) = bytes of tensor x on one rank before the split."""
+    (backward). size(x) = bytes of tensor x on one rank before the split. An expert layer's (`experts`, at an
+    expert tensor degree etp below p: Plan.p_expert_tensor) run over its etp ranks, on etp/p of the tokens."""
     fwd: dict[int, float] = {}
     bwd: dict[int, float] = {}
 
     def add(into: dict[int, float], i: int, seconds: float) -> None:
         into[i] = into.get(i, 0.0) + seconds
 
-    coll = ctx.collective
+    folded = experts if 0 < etp < p else frozenset()
+
+    def coll(op: str, nbytes: float, group: int, on: int, layer: int) -> float:
+        if layer in folded:
+            return ctx.collective(op, nbytes * etp / group, etp, on)
+        return ctx.collective(op, nbytes, group, on)
+
     for i in ts.rows:
-        add(fwd, i, coll("reduce_scatter", size(i), p, nodes))
-        add(bwd, i, coll("allgather", size(i), p, nodes))
+        add(fwd, i, coll("reduce_scatter", size(i), p, nodes, i))
+        add(bwd, i, coll("allgather", size(i), p, nodes, i))
     inputs = ctx.graph_cached(("tensor-producers",), lambda: _producers(ctx.graph))
     first_reader: dict[int, int] = {}
     for i in ts.columns:
@@ -267,21 +275,21 @@ def sequence_collectives_by_layer(ctx: Context, ts: TensorSplit, seq: SequenceSp
             continue
         reader = first_reader[x]
         if x in seq.tokens:
-            add(fwd, reader, coll("allgather", size(x), p, nodes))
-            add(bwd, reader, coll("reduce_scatter", size(x), p, nodes))
+            add(fwd, reader, coll("allgather", size(x), p, nodes, reader))
+            add(bwd, reader, coll("reduce_scatter", size(x), p, nodes, reader))
         else:
-            add(bwd, reader, coll("allreduce", size(x), p, nodes))
+            add(bwd, reader, coll("allreduce", size(x), p, nodes, reader))
     for i in ts.columns:  # each column layer re-gathers its saved token-split input for its weight gradient
         x = inputs[i][0]
         if x in seq.tokens:
-            add(bwd, i, coll("allgather", size(x), p, nodes))
+            add(bwd, i, coll("allgather", size(x), p, nodes, i))
     columns = set(ts.columns)
     for x in seq.exits:
         reader = min(u for u in ctx.consumers[x] if u not in seq.tokens and u not in columns)
-        add(fwd, reader, coll("allgather", size(x), p, nodes))
+        add(fwd, reader, coll("allgather", size(x), p, nodes, reader))
     for x in seq.entries:
         reader = min(u for u in ctx.consumers[x] if u in seq.tokens)
-        add(bwd, reader, coll("allgather", size(x), p, nodes))
+        add(bwd, reader, coll("allgather", size(x), p, nodes, reader))
     return fwd, bwd
 
 
@@ -513,21 +521,30 @@ def _split_groups(ctx: Context, ts: TensorSplit, t: int, sp: bool) -> dict[tuple
 
 
 def moe_cp_terms(ctx: Context, ts: TensorSplit, dtype: str, t: int, m: int, tensor_nodes: int, sp: bool, cp: int,
-                 ep: int, cp_nodes: int, ep_nodes: int):
+                 ep: int, cp_nodes: int, ep_nodes: int, etp: int = 0):
     """`layer_terms` with context parallelism cp and expert parallelism ep (strategies.moe_context, method.md §14b),
     and, per layer, the all-to-all and the ring seconds its collectives hold: (times, forward collectives, backward
     collectives, forward all-to-all, backward all-to-all, forward ring, backward ring), cached on ctx. Every layer
     at 1/cp of the tokens (an attention block as cp blocks), the expert layers at ep's share of the experts and the
-    busiest expert rank's tokens; each dispatch and combine an all-to-all forward and backward."""
+    busiest expert rank's tokens; each dispatch and combine an all-to-all forward and backward. etp: the expert
+    tensor degree (0: t); below t an expert linear runs whole on etp/t of the tensor group's routed tokens, its
+    columns or rows over etp ranks (Megatron-Core's parallel folding, method.md §14b)."""
+    etp = etp or t
+
     def build():
         vocab, heads, embeds, seq = tensor_layout(ctx, ts, t, sp)
         tokens = seq.tokens if seq is not None else frozenset()
         dispatch, combine, experts = moe_layers(ctx)
         coster, split_of = ctx.coster(dtype), layer_split(ts, t, m, tokens)
         by_vocab, whole = Split(m, filter_div=t), Split(m)
+        fold = t // etp  # the expert linears' tokens: 1/fold of what the tensor group gathers
+        rows = frozenset(ts.rows)
 
         def split(i: int) -> Split:
             base = by_vocab if i in vocab else whole if i in embeds else split_of(i)
+            if fold > 1 and i in experts and ctx.layers[i].op == "linear" and ctx.layers[i].groups > 1:
+                base = Split(m, channel_div=etp) if i in rows else Split(m, filter_div=etp)
+                return base._replace(seq_div=cp * fold, expert_div=ep)
             return base._replace(seq_div=cp, expert_div=ep if i in experts else 1)
 
         times = [coster.times(i, split(i)) for i in range(ctx.n_layers)]
@@ -535,7 +552,7 @@ def moe_cp_terms(ctx: Context, ts: TensorSplit, dtype: str, t: int, m: int, tens
         a2a_f, a2a_b, ring_f, ring_b = [0.0] * n, [0.0] * n, [0.0] * n, [0.0] * n
         for i in dispatch:  # each rank's routed tokens; the busiest expert rank paces the experts and the exchange
             layer = ctx.layers[i]
-            busiest = busiest_factor(m * layer.output_shape[0] / cp, ep, layer.capacity_factor)
+            busiest = busiest_factor(m * layer.output_shape[0] / cp / fold, ep, layer.capacity_factor)
             size = m * layer.output_elems * act / cp / (t if i in tokens else 1) * busiest
             seconds = dispatch_seconds(ctx, layer, ep, size, ep_nodes)
             for j in (i, next(c for c in combine if c > i)):  # dispatch, then its combine: forward and backward
@@ -549,11 +566,11 @@ def moe_cp_terms(ctx: Context, ts: TensorSplit, dtype: str, t: int, m: int, tens
             block_b = sum(times[i][1] for i in span) / cp
             kv = m * kv_elems(ctx, span) * act / cp / t
             ring_f[span[0]], ring_b[span[0]] = ring_exposed(ctx, cp, block_f, block_b, kv, cp_nodes)
-        _, fwd_c, bwd_c = _collectives(ctx, ts, dtype, t, m, tensor_nodes, sp, cp)
+        _, fwd_c, bwd_c = _collectives(ctx, ts, dtype, t, m, tensor_nodes, sp, cp, experts, etp)
         fwd = [fwd_c.get(i, 0.0) + a2a_f[i] + ring_f[i] for i in range(n)]
         bwd = [bwd_c.get(i, 0.0) + a2a_b[i] + ring_b[i] for i in range(n)]
         return times, fwd, bwd, a2a_f, a2a_b, ring_f, ring_b
-    return ctx.cached(("3d-moe-cp", dtype, t, m, tensor_nodes, sp, cp, ep, cp_nodes, ep_nodes), build)
+    return ctx.cached(("3d-moe-cp", dtype, t, m, tensor_nodes, sp, cp, ep, cp_nodes, ep_nodes, etp), build)
 
 
 def busiest(ctx: Context, plan: Plan, m: int) -> float:
@@ -563,7 +580,8 @@ def busiest(ctx: Context, plan: Plan, m: int) -> float:
     if not dispatch or plan.p_expert <= 1:
         return 1.0
     layer = ctx.layers[dispatch[0]]
-    return busiest_factor(m * layer.output_shape[0] / plan.p_context, plan.p_expert, layer.capacity_factor)
+    fold = plan.p_tensor // plan.expert_tensor  # folded expert ranks: each routes 1/fold of the gathered tokens
+    return busiest_factor(m * layer.output_shape[0] / plan.p_context / fold, plan.p_expert, layer.capacity_factor)
 
 
 def moe_saved_extra(ctx: Context, plan: Plan, starts: list[int], region: frozenset[int], t: int, m: int
@@ -584,16 +602,17 @@ def moe_saved_extra(ctx: Context, plan: Plan, starts: list[int], region: frozens
 
 
 def _collectives(ctx: Context, ts: TensorSplit, dtype: str, t: int, m: int, tensor_nodes: int, sp: bool,
-                 cp: int = 1):
+                 cp: int = 1, experts: frozenset[int] = frozenset(), etp: int = 0):
     """(the sequence split or None, {layer: forward collective seconds}, {layer: backward ...}) of `layer_terms`;
-    with context parallelism cp every tensor holds 1/cp of its tokens."""
+    with context parallelism cp every tensor holds 1/cp of its tokens; the expert layers' over etp ranks
+    (sequence_collectives_by_layer)."""
     act = ctx.act_size(dtype)
     vocab, heads, embeds, seq = tensor_layout(ctx, ts, t, sp)
     size = lambda x: m * ctx.tensor_elems(x) * act / cp  # noqa: E731 - bytes of tensor x on one rank
     if t <= 1:
         fwd_c, bwd_c = {}, {}
     elif seq is not None:
-        fwd_c, bwd_c = sequence_collectives_by_layer(ctx, ts, seq, size, t, tensor_nodes)
+        fwd_c, bwd_c = sequence_collectives_by_layer(ctx, ts, seq, size, t, tensor_nodes, experts, etp)
     else:
         fwd_c, bwd_c = collectives_by_layer(ctx, ts, size, t, tensor_nodes)
     for i in embeds:  # VocabParallelEmbedding: partial lookups all-reduced in forward (then sliced under SP)
@@ -664,7 +683,8 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     cp, ep = plan.p_context, plan.p_expert
     check_moe_cp(ctx, plan, t, sp)
     groups = group_nodes(plan) if cp > 1 or ep > 1 else None  # context and expert groups (strategies.moe_context)
-    moe_cp = (cp, ep, groups["context"][0], groups["expert"][0]) if groups else ()
+    etp = plan.expert_tensor
+    moe_cp = (cp, ep, groups["context"][0], groups["expert"][0], etp) if groups else ()
     vocab, heads, embeds, seq = tensor_layout(ctx, ts, t, sp)
     tokens = seq.tokens if seq is not None else frozenset()
     # the stack overlaps where the layout lets it: with SP (Megatron-Core), inside one node (userbuffers: CUDA IPC)
@@ -730,11 +750,12 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
         out = local_parameters(ctx.graph, ts, t)
         for i in embeds:  # the word embedding: V/t rows per rank
             out[i] /= t
+        by_etp = local_parameters(ctx.graph, ts, etp) if etp != t else out  # experts split over etp ranks, not t
         for i in experts:  # expert parallelism: E/ep experts per rank
-            out[i] /= ep
+            out[i] = by_etp[i] / ep
         return out
 
-    by_ep = (ep,) if ep > 1 else ()
+    by_ep = (ep, etp) if ep > 1 else ()
     local = ctx.graph_cached(("3d-tensor-params", t) + by_ep, local_params)  # not tensor.py's: no V/t there
     pre_params = ctx.graph_cached(("3d-tensor-params-prefix", t) + by_ep, lambda: _prefix(local))
     pre_tensors = ctx.graph_cached(("3d-param-tensors-prefix",), lambda: _prefix(ctx.param_tensors))
@@ -745,7 +766,7 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     dev_expert = [rank_sum(pre_expert, k) for k in range(K)]  # of dev_params, the experts' (ep > 1)
     grad = groups["grad"] if groups else (d_nodes, data_network_share(plan.p_data, t, plan.devices_per_node))
     replicas = plan.p_data * cp  # the dense weights' copies: data x context ranks (Megatron-Core's dp-cp group)
-    edp = replicas // ep  # the experts' copies
+    edp = expert_replicas(plan) if ep > 1 else replicas  # the experts' copies: T x CP x d / (ETP x EP)
     zero = plan.zero_stage == 1 and replicas > 1  # the distributed optimizer: each replica updates 1/replicas
     zero3 = fsdp and replicas > 1  # FSDP: weights, gradients and optimizer state sharded over the replicas
 
@@ -837,14 +858,20 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
             pred.workspace_bytes += 2 * max(local, default=0.0) * compute_weight_bytes(dtype)
     else:
         ctx.set_parameters(pred, dev_params[heavy], plan, replicas)
-    if seq is not None:  # one buffer for the largest all-gathered tensor (strategies.tensor)
-        gathered = [x for x in ts.column_inputs if x in tokens] + list(seq.exits)
-        pred.comm_buffers_bytes += max((m * ctx.tensor_elems(x) * act / cp for x in gathered), default=0.0)
+    if seq is not None:  # one buffer for the largest all-gathered tensor (strategies.tensor); an expert linear's
+        # input gathered over its etp ranks only
+        readers = {x: min((i for i in ts.columns if ctx.producer(ctx.layers[i].inputs[0]) == x), default=-1)
+                   for x in ts.column_inputs if x in tokens}
+        share = {x: etp / t if r in experts else 1.0 for x, r in readers.items()}
+        gathered = [x for x in readers] + list(seq.exits)
+        pred.comm_buffers_bytes += max((m * ctx.tensor_elems(x) * act / cp * share.get(x, 1.0) for x in gathered),
+                                       default=0.0)
     if cp > 1:  # the ring's chunk of keys and values in flight beside the one in hand (send and receive buffers)
         pred.comm_buffers_bytes += max((2 * m * kv_elems(ctx, span) * act / cp / t
                                         for span in attention_spans(ctx, ts.rows, ts.columns)), default=0.0)
     if moe_cp:
-        pred.details.update(context_parallel=cp, expert_parallel=ep, nodes_context_group=groups["context"][0],
+        pred.details.update(context_parallel=cp, expert_parallel=ep, expert_tensor_parallel=etp,
+                            nodes_context_group=groups["context"][0],
                             nodes_expert_group=groups["expert"][0], expert_params_per_device=dev_expert[heavy],
                             expert_busiest_factor=busiest(ctx, plan, m),
                             expert_dispatcher=next((ctx.layers[i].dispatcher for i in moe_layers(ctx)[0]), ""))

@@ -62,35 +62,49 @@ def busiest_factor(rows: float, ep: int, capacity_factor: float) -> float:
     return min(spread, capacity_factor) if capacity_factor > 0 else spread
 
 
+def expert_replicas(plan: Plan) -> int:
+    """The expert layers' data-parallel copies (Megatron-Core's expert-data group): T x CP x d / (ETP x EP)."""
+    return plan.p_tensor * plan.p_context * plan.p_data // (plan.expert_tensor * plan.p_expert)
+
+
 def group_nodes(plan: Plan) -> dict[str, tuple[int, float]]:
     """(nodes spanned, network share) of each group in Megatron-Core's rank order (tensor fastest, then context, then
-    data, then pipeline; experts over the context x data ranks next to the tensor ranks, megatron/core/parallel_state.py
-    RankGenerator orders "tp-cp-ep-dp-pp"): "context" (cp ranks, stride t), "grad" (the dense gradients' d·cp ranks,
-    stride t), "expert" (ep ranks, stride t), "expert_grad" (the experts' d·cp/ep replicas, stride t·ep)."""
+    data, then pipeline, megatron/core/parallel_state.py RankGenerator "tp-cp-ep-dp-pp"; the expert layers' own grid
+    "tp-ep-dp-pp" over the same ranks with the expert tensor degree ETP fastest, "parallel folding"): "context" (cp
+    ranks, stride t), "grad" (the dense gradients' d·cp ranks, stride t), "expert" (ep ranks, stride ETP),
+    "expert_grad" (the experts' T·cp·d/(ETP·ep) replicas, stride ETP·ep). With ETP = t (the default) the expert
+    ranks are every t-th rank of the context x data ranks."""
     t, cp, d, ep, dpn = plan.p_tensor, plan.p_context, plan.p_data, plan.p_expert, plan.devices_per_node
-    groups = min(t, dpn)
-    edp = d * cp // ep
+    etp = plan.expert_tensor
 
     def at(size: int, stride: int) -> tuple[int, float]:
         nodes = nodes_spanned(size, stride, dpn, min(stride, dpn)) if size > 1 else 1
         return nodes, data_network_share(size, stride, dpn)
 
-    return {"context": at(cp, t), "grad": at(d * cp, t), "expert": (nodes_spanned(ep, t, dpn, groups), 1.0),
-            "expert_grad": at(edp, t * ep)}
+    return {"context": at(cp, t), "grad": at(d * cp, t), "expert": (nodes_spanned(ep, etp, dpn, min(etp, dpn)), 1.0),
+            "expert_grad": at(expert_replicas(plan), etp * ep)}
 
 
 def check(ctx: Context, plan: Plan, t: int, sp: bool) -> None:
     """Infeasible unless the plan's context and expert degrees fit the model (Megatron-Core's own checks)."""
     cp, ep = plan.p_context, plan.p_expert
     dispatch, _, _ = moe_layers(ctx)
+    if plan.expert_tensor != t and ep <= 1:
+        raise Infeasible(f"--expert-tensor-parallel {plan.expert_tensor} (unlike the tensor degree {t}) folds the "
+                         "expert ranks over the tensor ranks: it needs --expert-parallel above 1")
     if ep > 1:
         if not dispatch:
             raise Infeasible(f"--expert-parallel {ep} needs a mixture-of-experts model (--model-arg experts=E)")
         experts = ctx.layers[dispatch[0]].groups
         if experts % ep:
             raise Infeasible(f"--expert-parallel {ep} does not divide the {experts} experts")
-        if (plan.p_data * cp) % ep:
-            raise Infeasible(f"--expert-parallel {ep} does not divide the data x context ranks {plan.p_data * cp}")
+        etp = plan.expert_tensor
+        if t % etp:
+            raise Infeasible(f"--expert-tensor-parallel {etp} does not divide the tensor degree {t}")
+        if (t * plan.p_data * cp) % (etp * ep):
+            raise Infeasible(f"--expert-parallel {ep} x expert tensor degree {etp} does not divide the tensor x "
+                             f"data x context ranks {t * plan.p_data * cp}" if etp < t else
+                             f"--expert-parallel {ep} does not divide the data x context ranks {plan.p_data * cp}")
         if t > 1 and not sp:
             raise Infeasible(f"--expert-parallel {ep} with tensor parallelism {t} needs --sequence-parallel "
                              "(Megatron-Core asserts it)")

@@ -1,0 +1,142 @@
+"""Expert tensor parallelism and Megatron-Core's parallel folding (Plan.p_expert_tensor, `--expert-tensor-parallel`;
+docs/method.md §14b), each term by hand: an expert linear's GEMMs on its share of the tokens, no tensor-parallel
+collectives on whole experts, the expert parameters per rank, the expert and expert-data groups' ranks, the checks,
+the search and the command line."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from predictor.api import load_cost_model, load_model
+from predictor.cli import main
+from predictor.plan import Plan
+from predictor.search import search
+from predictor.strategies import evaluate
+from predictor.strategies.context import Context
+from predictor.strategies.hybrid3d import moe_cp_terms
+from predictor.strategies.moe_context import busiest_factor, expert_replicas, group_nodes, moe_layers
+from predictor.strategies.tensor import tensor_split
+from tests.kernels_only import kernels_only  # kernels alone: the host floor is tested apart
+
+L, H, HEADS, SEQ, VOCAB, FFN, E, K = 2, 256, 8, 256, 1024, 512, 8, 2
+
+
+@pytest.fixture(scope="module")
+def moe():
+    graph = load_model("gpt", layers=L, hidden=H, heads=HEADS, seq=SEQ, vocab=VOCAB, ffn=FFN, experts=E, top_k=K,
+                       capacity_factor=0, dropout=0.0)
+    cm = kernels_only(load_cost_model("h100-dgx-8gpu.published")[0])
+    return graph, cm, Context(graph, cm)
+
+
+def plan(**kw) -> Plan:
+    base = dict(batch=16, devices_per_node=8, p_data=4, p_tensor=2, stages=1, micro_batches=4, dtype="bf16",
+                optimizer="adam", schedule="1f1b", mixed_precision="half", p_expert=4, sequence_parallel=True)
+    base.update(kw)
+    devices = base["p_data"] * base["p_tensor"] * base["stages"]
+    return Plan("data+tensor+pipeline", devices=devices, **base)
+
+
+def _expert_linears(ctx):
+    _, _, experts = moe_layers(ctx)
+    return sorted(i for i in experts if ctx.layers[i].op == "linear" and ctx.layers[i].groups > 1)
+
+
+def test_a_folded_expert_linear_runs_whole_on_its_share_of_the_tokens(moe):
+    """t = 2, ep = 4, etp = 1: each rank routes its 1/t of the tokens; the ep ranks' slots land on E/ep local experts,
+    each GEMM of m·(s/t)·k·ep/E rows at the full width (no 1/t of the columns), times the busiest rank's factor."""
+    graph, cm, ctx = moe
+    ts = tensor_split(graph)
+    m, t, ep = 1, 2, 4
+    times = moe_cp_terms(ctx, ts, "bf16", t, m, 1, True, 1, ep, 1, 1, 1)[0]
+    fc1 = _expert_linears(ctx)[0]
+    rows = m * SEQ * K * ep // (E * t)
+    params = {"M": rows, "N": FFN, "K": H}
+    gemm = lambda p: cm.compute_time_s("linear", p, params, "bfloat16")  # noqa: E731
+    over_f = cm.framework_overhead_s("fwd")
+    busiest = busiest_factor(m * SEQ * K / t, ep, 0)
+    assert times[fc1][0] == pytest.approx(busiest * (E // ep * gemm("fwd") + over_f))
+    unfolded = moe_cp_terms(ctx, ts, "bf16", t, m, 1, True, 1, ep, 1, 1, 0)[0]  # etp = t: M whole, N / t
+    params_t = {"M": m * SEQ * K * ep // E, "N": FFN // t, "K": H}
+    gemm_t = cm.compute_time_s("linear", "fwd", params_t, "bfloat16")
+    assert unfolded[fc1][0] == pytest.approx(busiest_factor(m * SEQ * K, ep, 0) * (E // ep * gemm_t + over_f))
+
+
+def test_whole_experts_need_no_tensor_parallel_collectives(moe):
+    """At etp = t the experts' column linear all-gathers the dispatched slots over the t ranks and the row linear
+    reduce-scatters its output; at etp = 1 neither exists (the all-to-alls sit on the dispatch and combine)."""
+    graph, _, ctx = moe
+    ts = tensor_split(graph)
+    fc1, fc2 = _expert_linears(ctx)[:2]
+    _, fwd_t, bwd_t, *_ = moe_cp_terms(ctx, ts, "bf16", 2, 1, 1, True, 1, 4, 1, 1, 0)
+    _, fwd_1, bwd_1, *_ = moe_cp_terms(ctx, ts, "bf16", 2, 1, 1, True, 1, 4, 1, 1, 1)
+    assert fwd_t[fc1] > 0 and fwd_t[fc2] > 0 and bwd_t[fc1] > 0
+    assert fwd_1[fc1] == fwd_1[fc2] == bwd_1[fc1] == bwd_1[fc2] == 0.0
+    dense = [i for i in ts.rows if i not in _expert_linears(ctx)]  # the attention's row linear keeps its
+    assert dense and all(fwd_1[i] == pytest.approx(fwd_t[i]) for i in dense)
+
+
+def test_folded_experts_keep_whole_weights(moe):
+    """Each rank holds E/ep whole experts at etp = 1, E/ep experts at 1/t each at etp = t; their copies (the
+    expert-data group) number T x d / (ETP x EP)."""
+    graph, _, ctx = moe
+    _, _, experts = moe_layers(ctx)
+    expert = sum(graph.layers[i].params for i in experts)
+    folded, unfolded = evaluate(ctx, plan(p_expert_tensor=1)), evaluate(ctx, plan())
+    assert folded.feasible and unfolded.feasible, (folded.reason, unfolded.reason)
+    ts = tensor_split(graph)
+    bias = sum(graph.layers[i].params - math.prod(graph.layers[i].weight_shape) for i in experts if i in ts.rows)
+    assert bias > 0  # a row-parallel linear keeps its whole bias on every tensor rank
+    assert folded.details["expert_params_per_device"] == pytest.approx(expert / 4)
+    assert unfolded.details["expert_params_per_device"] == pytest.approx((expert - bias) / 8 + bias / 4)
+    assert expert_replicas(plan(p_expert_tensor=1)) == 2 and expert_replicas(plan()) == 1
+    assert folded.details["expert_tensor_parallel"] == 1 and unfolded.details["expert_tensor_parallel"] == 2
+
+
+def test_expert_groups_follow_the_expert_grid():
+    """Megatron-Core's expert grid "tp-ep-dp-pp" with ETP fastest: at etp = 1 the ep ranks are contiguous (ranks
+    0-3 on one 4-GPU node), at etp = t every t-th rank (0, 2, 4, 6: two nodes); the expert-data copies every
+    ETP x EP-th rank."""
+    folded, unfolded = plan(p_expert_tensor=1, devices_per_node=4), plan(devices_per_node=4)
+    assert group_nodes(folded)["expert"][0] == 1 and group_nodes(unfolded)["expert"][0] == 2
+    assert group_nodes(folded)["expert_grad"][0] == 2  # ranks 0 and 4
+    assert "ep4/etp1" in folded.describe()
+    assert "etp" not in unfolded.describe()
+
+
+def test_folding_checks(moe):
+    _, _, ctx = moe
+    assert evaluate(ctx, plan(p_expert=8, p_expert_tensor=1)).feasible  # ep 8 over t x d = 8 ranks: only folded
+    for kw, why in ((dict(p_expert=8), "does not divide the data x context ranks 4"),
+                    (dict(p_expert_tensor=3), "does not divide the tensor degree 2"),
+                    (dict(p_expert=1, p_expert_tensor=1), "needs --expert-parallel above 1"),
+                    (dict(p_expert=8, p_expert_tensor=1, p_data=2, batch=8),
+                     "x expert tensor degree 1 does not divide the tensor x data x context ranks 4")):
+        pred = evaluate(ctx, plan(**kw))
+        assert not pred.feasible and why in pred.reason, (kw, pred.reason)
+
+
+def test_search_tries_folded_layouts(moe):
+    graph, cm, _ = moe
+    found = search(graph, cm, batch=16, max_devices=8, min_devices=8, devices_per_node=8, dtype="bf16",
+                   optimizer="adam", top=400, interval=False)
+    folded = [p.plan for p in found.best if p.plan.strategy == "data+tensor+pipeline" and p.plan.p_tensor > 1
+              and p.plan.p_expert > 1]
+    assert any(p.expert_tensor == 1 for p in folded) and any(p.expert_tensor == p.p_tensor for p in folded)
+    assert all(p.expert_tensor in (1, p.p_tensor) for p in folded)
+    kept = search(graph, cm, batch=16, max_devices=8, min_devices=8, devices_per_node=8, dtype="bf16",
+                  optimizer="adam", top=100, interval=False, expert_parallel=8, expert_tensor_parallel=1)
+    assert kept.best and all(p.plan.p_expert == 8 and p.plan.expert_tensor == 1 for p in kept.best)
+
+
+def test_run_takes_the_flag_and_refuses_it_alone(capsys):
+    args = ["run", "--profile", "h100-dgx-8gpu.published", "--model", "gpt", "--model-arg", "layers=2",
+            "--model-arg", "experts=8", "--batch", "16", "--gpus", "8", "--strategy", "data+tensor+pipeline",
+            "--tensor-parallel", "2", "--pipeline-stages", "1", "--sequence-parallel", "--dtype", "bf16"]
+    assert main(args + ["--expert-parallel", "8", "--expert-tensor-parallel", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "ep8/etp1" in out and "each whole (folded over the 2 tensor ranks)" in out
+    assert main(args + ["--expert-tensor-parallel", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "--expert-tensor-parallel 1: needs --expert-parallel above 1" in err and "Traceback" not in err
