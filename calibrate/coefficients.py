@@ -495,6 +495,9 @@ class HostDispatch(_Strict):
 
     forward_per_layer_s: TimeEstimate
     backward_per_layer_s: TimeEstimate
+    # a grouped expert linear's per-expert GEMM launch on top of its kernels (the framework runs one library GEMM per
+    # expert; dropless MoE is not graph-captured): per GEMM, forward and each backward pass (docs/method.md §3c)
+    per_expert_gemm_s: Optional[TimeEstimate] = None
     sources: list[str] = Field(default_factory=list)
 
 

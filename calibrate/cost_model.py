@@ -234,6 +234,14 @@ class ProfileCostModel:
             return 0.0
         return (fit.forward_per_layer_s if pass_ == "fwd" else fit.backward_per_layer_s).at(self.bound)
 
+    def expert_gemm_dispatch_s(self) -> float:
+        """Seconds each expert GEMM of a grouped expert linear adds on a GPU beyond its kernel
+        (Coefficients.host_dispatch.per_expert_gemm_s; docs/method.md §3c); 0 without the figure or on a CPU profile."""
+        fit = self.coefficients.host_dispatch
+        if fit is None or fit.per_expert_gemm_s is None or self.coefficients.device_is_host:
+            return 0.0
+        return fit.per_expert_gemm_s.at(self.bound)
+
     def optimizer_overhead_s(self, tensors: int) -> float:
         fit = self.coefficients.framework
         if fit is None or fit.optimizer_per_tensor_s is None or not tensors:

@@ -195,6 +195,18 @@ def _pass_params(layer: Layer, split: Split) -> tuple[str, dict[str, int]] | Non
     return None
 
 
+def fused_expert_partners(graph: ModelGraph) -> frozenset[int]:
+    """Grouped expert linears that read the same input as an earlier one (SwiGLU's up projection beside its gate):
+    Megatron-Core's grouped MLP runs the pair as one fc1 GEMM per expert, so their launches count once."""
+    first: dict[tuple[str, ...], int] = {}
+    out = set()
+    for i, layer in enumerate(graph.layers):
+        if layer.op == "linear" and layer.groups > 1:
+            if first.setdefault(tuple(layer.inputs), i) != i:
+                out.add(i)
+    return frozenset(out)
+
+
 def layer_local(layer: Layer, seq_div: int) -> Layer:
     """`layer` with its input and output shapes on one of seq_div context-parallel ranks (seq_local), cached."""
     key = (layer, seq_div)
@@ -324,6 +336,14 @@ class LayerCoster:
         # none when the step replays CUDA graphs, Plan.cuda_graphs)
         dispatch = getattr(cost_model, "host_dispatch_s", None) if host_floor else None
         self.host_floor = (dispatch("fwd"), dispatch("bwd")) if dispatch else (0.0, 0.0)
+        # each expert GEMM's launch beyond its kernel (grouped expert linears; none under CUDA graphs, as the floor)
+        expert = getattr(cost_model, "expert_gemm_dispatch_s", None) if host_floor else None
+        self.expert_gemm_s = expert() if expert else 0.0
+        self.fused_partner = fused_expert_partners(graph) if self.expert_gemm_s else frozenset()
+        if self.fused_partner:  # a fused partner costs no launches: it shares no cache entry with its twin
+            keys = {}
+            self.signature = [keys.setdefault((sig, i in self.fused_partner), len(keys))
+                              for i, sig in enumerate(self.signature)]
         self._calls: dict[tuple, float] = {}  # (op, pass, params) -> seconds: layers of equal shape share it
 
     def _call(self, op: str, pass_: str, params: dict[str, int], cm_dtype: str | None = None) -> float:
@@ -390,6 +410,10 @@ class LayerCoster:
                 bwd += cast_bwd
             reps = grouped_gemms(layer, split)  # an expert linear: one GEMM per expert on this rank
             fwd, bwd = fwd * reps, bwd * reps
+            if layer.op == "linear" and layer.groups > 1:  # each expert GEMM's launch, forward and backward (§3c)
+                launches = 0.0 if index in self.fused_partner else reps * self.expert_gemm_s
+                fwd += launches
+                bwd += (2.0 if layer.params else 1.0) * launches if bwd > 0 else 0.0
         if split.seq_div > 1 and attention_block(layer):  # every chunk of keys: seq_div blocks
             fwd, bwd = fwd * split.seq_div, bwd * split.seq_div
         if self.readers[index] > 1:  # its output's gradients arrive from several readers and are summed

@@ -1037,7 +1037,8 @@ def test_bench_deepbench_on_a_small_workbook(tmp_path, capsys):
     assert recorded["name"] == "deepbench"
     names = [f["name"] for f in recorded["figures"]]
     # four headline figures (two with the targets), each cell's median and mean, the forward regimes' agreement
-    assert "NVIDIA V100 float32 gemm/fwd: held-out median accuracy" in names and len(names) == 5 + 2 * len(families)
+    assert "NVIDIA V100 float32 gemm/fwd: held-out median accuracy" in names and len(names) == 6 + 2 * len(families)
+    assert "monotone ceiling of the mean accuracy, worst GPU x dtype x family" in names
     assert [f["target"] for f in recorded["figures"][:2]] == [">= 90", ">= 85"]
     rows = [json.loads(line) for line in (results / "deepbench-rows.jsonl").read_text().splitlines()]
     assert len(rows) == sum(v["rows"] for v in families.values())

@@ -140,3 +140,33 @@ def test_run_takes_the_flag_and_refuses_it_alone(capsys):
     assert main(args + ["--expert-tensor-parallel", "1"]) == 2
     err = capsys.readouterr().err
     assert "--expert-tensor-parallel 1: needs --expert-parallel above 1" in err and "Traceback" not in err
+
+
+# ---- each expert GEMM's launch (docs/method.md §3c) ---------------------------------------------------------------
+def test_each_expert_gemm_adds_its_launch_once_per_pass():
+    """A grouped expert linear on a GPU profile: E/ep GEMMs, each adding the profile's per-expert launch in the
+    forward and in each backward pass (data and weight gradients); SwiGLU's up projection shares its gate's fc1
+    launch (one GEMM per expert in Megatron-Core's grouped MLP); none under CUDA graphs (host_floor=False), on a
+    CPU profile, or without the figure."""
+    from predictor.layercost import LayerCoster, Split, fused_expert_partners
+    from tests.kernels_only import kernels_only, with_coefficients
+
+    graph = load_model("gpt", layers=1, hidden=H, heads=HEADS, seq=SEQ, vocab=VOCAB, ffn=FFN, experts=E, top_k=K,
+                       dropout=0.0, mlp="swiglu")
+    cm = load_cost_model("h100-dgx-8gpu.published")[0]
+    c = cm.expert_gemm_dispatch_s()
+    assert c == pytest.approx(24.75e-6)
+    grouped = [i for i, l in enumerate(graph.layers) if l.op == "linear" and l.groups > 1]
+    partners = fused_expert_partners(graph)
+    assert len(grouped) == 3 and len(partners) == 1 and max(grouped) not in partners  # gate, up (fused), down
+    ep = 4
+    with_launch, without = LayerCoster(graph, cm, "bf16"), LayerCoster(graph, kernels_only(cm), "bf16")
+    host_f, host_b = cm.host_dispatch_s("fwd"), cm.host_dispatch_s("bwd")
+    for i in grouped:
+        (f1, b1), (f0, b0) = with_launch.times(i, Split(1, expert_div=ep)), without.times(i, Split(1, expert_div=ep))
+        launches = 0 if i in partners else E // ep
+        assert f1 == pytest.approx(max(f0 + launches * c, host_f))
+        assert b1 == pytest.approx(max(b0 + 2 * launches * c, host_b))
+    assert LayerCoster(graph, cm, "bf16", host_floor=False).expert_gemm_s == 0.0  # CUDA graphs
+    assert with_coefficients(cm, device_is_host=True).expert_gemm_dispatch_s() == 0.0
+    assert kernels_only(cm).expert_gemm_dispatch_s() == 0.0
