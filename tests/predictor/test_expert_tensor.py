@@ -13,21 +13,15 @@ from predictor.cli import main
 from predictor.plan import Plan
 from predictor.search import search
 from predictor.strategies import evaluate
-from predictor.strategies.context import Context
 from predictor.strategies.hybrid3d import moe_cp_terms
 from predictor.strategies.moe_context import busiest_factor, expert_replicas, group_nodes, moe_layers
 from predictor.strategies.tensor import tensor_split
-from tests.kernels_only import kernels_only  # kernels alone: the host floor is tested apart
-
-L, H, HEADS, SEQ, VOCAB, FFN, E, K = 2, 256, 8, 256, 1024, 512, 8, 2
+from tests.predictor.test_moe_context import E, FFN, HEADS, H, K, SEQ, VOCAB, moe_setup
 
 
 @pytest.fixture(scope="module")
 def moe():
-    graph = load_model("gpt", layers=L, hidden=H, heads=HEADS, seq=SEQ, vocab=VOCAB, ffn=FFN, experts=E, top_k=K,
-                       capacity_factor=0, dropout=0.0)
-    cm = kernels_only(load_cost_model("h100-dgx-8gpu.published")[0])
-    return graph, cm, Context(graph, cm)
+    return moe_setup(layers=2, capacity_factor=0)
 
 
 def plan(**kw) -> Plan:

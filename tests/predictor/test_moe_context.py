@@ -27,12 +27,17 @@ L, H, HEADS, SEQ, VOCAB, FFN, E, K = 4, 256, 8, 256, 1024, 512, 8, 2
 ACT = 2  # bf16
 
 
-@pytest.fixture(scope="module")
-def moe():
-    graph = load_model("gpt", layers=L, hidden=H, heads=HEADS, seq=SEQ, vocab=VOCAB, ffn=FFN, experts=E, top_k=K,
-                       capacity_factor=1.25, dropout=0.0)
+def moe_setup(layers: int = L, capacity_factor: float = 1.25):
+    """(graph, kernels-only H100 cost model, context) of the tests' small mixture of experts."""
+    graph = load_model("gpt", layers=layers, hidden=H, heads=HEADS, seq=SEQ, vocab=VOCAB, ffn=FFN, experts=E, top_k=K,
+                       capacity_factor=capacity_factor, dropout=0.0)
     cm = kernels_only(load_cost_model("h100-dgx-8gpu.published")[0])
     return graph, cm, Context(graph, cm)
+
+
+@pytest.fixture(scope="module")
+def moe():
+    return moe_setup()
 
 
 @pytest.fixture(scope="module")
