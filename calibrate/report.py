@@ -97,7 +97,9 @@ def fit_lines(profile: Profile) -> list[str]:
     if c.host_dispatch and not c.device_is_host:
         lines.append(f"host dispatch per layer (a GPU pass takes at least this, unless replayed as CUDA graphs): "
                      f"forward {_est(c.host_dispatch.forward_per_layer_s, 's')}, backward "
-                     f"{_est(c.host_dispatch.backward_per_layer_s, 's')}")
+                     f"{_est(c.host_dispatch.backward_per_layer_s, 's')}"
+                     + (f"; each expert GEMM of a grouped expert linear adds {_est(c.host_dispatch.per_expert_gemm_s, 's')}"
+                        if c.host_dispatch.per_expert_gemm_s is not None else ""))
     if c.measured_shapes:
         lines.append(f"measured shapes: {len(c.measured_shapes)} compute calls costed by their own measured times")
     lines += backends.for_coefficients(c).report_lines(c, _rate)

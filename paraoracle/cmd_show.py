@@ -307,7 +307,9 @@ def bandwidth_lines(profile: Profile, coefficients) -> list[str]:
     dispatch = getattr(coefficients, "host_dispatch", None)
     if dispatch is not None and not coefficients.device_is_host:
         lines.append(f"host dispatch per layer pass (its least time unless replayed as CUDA graphs): forward "
-                     f"{dispatch.forward_per_layer_s.value * 1e6:.1f} us, backward {dispatch.backward_per_layer_s.value * 1e6:.1f} us")
+                     f"{dispatch.forward_per_layer_s.value * 1e6:.1f} us, backward {dispatch.backward_per_layer_s.value * 1e6:.1f} us"
+                     + (f"; each expert GEMM {dispatch.per_expert_gemm_s.value * 1e6:.2f} us"
+                        if dispatch.per_expert_gemm_s is not None else ""))
     return lines
 
 

@@ -158,5 +158,6 @@ def test_first_screen_gives_a_gpu_profiles_host_dispatch(capsys):
     the first screen; a CPU profile, whose host runs the kernels, has no such line."""
     lines = _lines(capsys, str(shipped_profile("h100-dgx-8gpu.published")))
     assert [line for line in lines if line.startswith("host dispatch per layer pass")] == [
-        "host dispatch per layer pass (its least time unless replayed as CUDA graphs): forward 13.5 us, backward 25.4 us"]
+        "host dispatch per layer pass (its least time unless replayed as CUDA graphs): forward 13.5 us, backward 25.4 us;"
+        " each expert GEMM 24.75 us"]
     assert not any(line.startswith("host dispatch") for line in _lines(capsys, QUICK_CPU))
