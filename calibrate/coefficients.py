@@ -498,6 +498,7 @@ class HostDispatch(_Strict):
     # a grouped expert linear's per-expert GEMM launch on top of its kernels (the framework runs one library GEMM per
     # expert; dropless MoE is not graph-captured): per GEMM, forward and each backward pass (docs/method.md §3c)
     per_expert_gemm_s: Optional[TimeEstimate] = None
+    per_expert_gemm_fp8_s: Optional[TimeEstimate] = None  # the same for an FP8 plan's expert GEMMs
     sources: list[str] = Field(default_factory=list)
 
 

@@ -234,13 +234,16 @@ class ProfileCostModel:
             return 0.0
         return (fit.forward_per_layer_s if pass_ == "fwd" else fit.backward_per_layer_s).at(self.bound)
 
-    def expert_gemm_dispatch_s(self) -> float:
-        """Seconds each expert GEMM of a grouped expert linear adds on a GPU beyond its kernel
-        (Coefficients.host_dispatch.per_expert_gemm_s; docs/method.md §3c); 0 without the figure or on a CPU profile."""
+    def expert_gemm_dispatch_s(self, fp8: bool = False) -> float:
+        """Seconds each expert GEMM of a grouped expert linear adds on a GPU beyond its kernel (an FP8 plan's: fp8;
+        Coefficients.host_dispatch.per_expert_gemm_s, per_expert_gemm_fp8_s; docs/method.md §3c); 0 without the
+        figure or on a CPU profile."""
         fit = self.coefficients.host_dispatch
-        if fit is None or fit.per_expert_gemm_s is None or self.coefficients.device_is_host:
+        if fit is None or self.coefficients.device_is_host:
             return 0.0
-        return fit.per_expert_gemm_s.at(self.bound)
+        figure = (fit.per_expert_gemm_fp8_s if fp8 and fit.per_expert_gemm_fp8_s is not None
+                  else fit.per_expert_gemm_s)
+        return figure.at(self.bound) if figure is not None else 0.0
 
     def optimizer_overhead_s(self, tensors: int) -> float:
         fit = self.coefficients.framework

@@ -114,9 +114,10 @@ def fit_host_dispatch(samples: Sequence[Sample], rng: np.random.Generator) -> Ho
 
     points = {v: _points(samples, v) for v in ("forward", "step")}
     forward, backward = _bootstrapped_pair(points, _host_slopes, rng)
-    expert = load_figures()["expert_gemm_dispatch"]
+    figures = load_figures()
+    expert, expert_fp8 = figures["expert_gemm_dispatch"], figures["expert_gemm_dispatch_fp8"]
     return HostDispatch(forward_per_layer_s=forward, backward_per_layer_s=backward,
-                        per_expert_gemm_s=expert.estimate(),
+                        per_expert_gemm_s=expert.estimate(), per_expert_gemm_fp8_s=expert_fp8.estimate(),
                         sources=[f"measured: framework chains of {sorted({int(p.x) for p in points['step']})} layers",
                                  f"per expert GEMM: the published figure (not measured here): {expert.source}"])
 

@@ -52,7 +52,7 @@ NO_STREAM_LATENCY = _FIGURES["stream_latency"]
 #: a segment's bandwidth where a sweep's time does not rise with size (the line is flat: its time is its intercept)
 FLAT_BANDWIDTH = 1e18
 HOST_LAYER = (_FIGURES["host_layer_forward"], _FIGURES["host_layer_backward"])  # host time per layer pass
-EXPERT_GEMM = _FIGURES["expert_gemm_dispatch"]  # per expert GEMM of a grouped expert linear
+EXPERT_GEMM = (_FIGURES["expert_gemm_dispatch"], _FIGURES["expert_gemm_dispatch_fp8"])  # per expert GEMM, BF16/FP8
 NCCL_NET_FILL = _FIGURES["net_fill"]  # predictor.published.nccl reads its curves' spread against it
 #: a grouped convolution's memory traffic runs at this share of the triad, per pass (docs/method.md §3)
 GROUPED_TRIAD_SHARE = {"fwd": _FIGURES["grouped_conv_forward_triad_share"],
@@ -316,7 +316,8 @@ def _host_dispatch(node: Node) -> HostDispatch:
     fwd, bwd = ((node.host_layer_forward, node.host_layer_backward) if node.host_layer_forward is not None
                 else HOST_LAYER)
     return HostDispatch(forward_per_layer_s=fwd.estimate(), backward_per_layer_s=bwd.estimate(),
-                        per_expert_gemm_s=EXPERT_GEMM.estimate(), sources=[fwd.source, bwd.source, EXPERT_GEMM.source])
+                        per_expert_gemm_s=EXPERT_GEMM[0].estimate(), per_expert_gemm_fp8_s=EXPERT_GEMM[1].estimate(),
+                        sources=[fwd.source, bwd.source, EXPERT_GEMM[0].source, EXPERT_GEMM[1].source])
 
 
 def build_profile(node: Node, constants: Optional[SystemConstants] = None,

@@ -25,7 +25,8 @@ DATA_DIR = Path(__file__).resolve().parent / "data" / "published"
 REQUIRED_FIGURES = ("copy_alpha", "kernel_launch", "overlap_efficiency", "winograd_reduction", "stream_latency",
                     "net_fill", "grouped_conv_forward_triad_share", "grouped_conv_backward_triad_share",
                     "grouped_conv_reference_bytes_per_s", "grouped_conv_reference_sm_hz", "host_layer_forward",
-                    "host_layer_backward", "decode_opencv", "decode_tfdata", "expert_gemm_dispatch")
+                    "host_layer_backward", "decode_opencv", "decode_tfdata", "expert_gemm_dispatch",
+                    "expert_gemm_dispatch_fp8")
 #: the file name of a node's profile: its key in nodes.yaml and this suffix
 PROFILE_SUFFIX = ".published.yaml"
 

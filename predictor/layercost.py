@@ -338,7 +338,7 @@ class LayerCoster:
         self.host_floor = (dispatch("fwd"), dispatch("bwd")) if dispatch else (0.0, 0.0)
         # each expert GEMM's launch beyond its kernel (grouped expert linears; none under CUDA graphs, as the floor)
         expert = getattr(cost_model, "expert_gemm_dispatch_s", None) if host_floor else None
-        self.expert_gemm_s = expert() if expert else 0.0
+        self.expert_gemm_s = expert(fp8=dtype == "fp8") if expert else 0.0
         self.fused_partner = fused_expert_partners(graph) if self.expert_gemm_s else frozenset()
         if self.fused_partner:  # a fused partner costs no launches: it shares no cache entry with its twin
             keys = {}

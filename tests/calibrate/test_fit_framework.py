@@ -138,4 +138,5 @@ def test_a_gpu_calibration_fits_its_hosts_dispatch_time_per_layer_pass():
     assert coefficients.host_dispatch.backward_per_layer_s.value == pytest.approx(KERNEL_S + BACKWARD_S, rel=0.1)
     # each expert GEMM's launch is not measured by the chains: the published figure, and the fit says so
     assert fit.per_expert_gemm_s.value == pytest.approx(24.75e-6)
+    assert fit.per_expert_gemm_fp8_s.value == pytest.approx(49.5e-6)
     assert any("not measured here" in src for src in fit.sources)
