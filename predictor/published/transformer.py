@@ -170,7 +170,8 @@ def parse_transformer_record(rec: Any, index: int, path: str) -> PublishedRun:
     zero = parallel.get("zero_stage")
     if zero is not None and (isinstance(zero, bool) or zero not in (0, 1, 2, 3)):
         raise _fail(path, index, rid, "parallelism.zero_stage", f"must be 0, 1, 2 or 3, got {zero!r}")
-    for key in ("sequence_parallel", "distributed_optimizer", "tp_comm_overlap", "overlap_param_gather"):
+    for key in ("sequence_parallel", "distributed_optimizer", "tp_comm_overlap", "overlap_param_gather",
+                "moe_a2a_overlap"):
         if not isinstance(parallel.get(key, False), bool):
             raise _fail(path, index, rid, f"parallelism.{key}", f"must be true or false, got {parallel[key]!r}")
     for key, known in LAYOUT_CHOICES.items():
@@ -367,6 +368,9 @@ def interpret_transformer(run: PublishedRun, rules: dict) -> Union[Setup, Skippe
     per_node = run.system.get("gpus_used_per_node")
     per_node = per_node if isinstance(per_node, int) and per_node > 0 else min(gpus, run.gpus_per_node or 8)
     if family == "megatron":
+        if parallel.get("moe_a2a_overlap", False):
+            return Skipped(run, "the expert all-to-all overlapped with another micro-batch's compute (Megatron-Core's "
+                                "--overlap-moe-expert-parallel-comm) is not modelled")
         t, p = parallel.get("tensor", 1), parallel.get("pipeline", 1)
         cp, ep = parallel.get("context", 1), parallel.get("expert", 1)
         d = parallel.get("data", gpus // (t * p * cp))

@@ -166,3 +166,34 @@ def test_each_expert_gemm_adds_its_launch_once_per_pass():
     assert cm.expert_gemm_dispatch_s(fp8=True) == pytest.approx(2 * c)  # TE's FP8 linear: twice the host work
     assert with_coefficients(cm, device_is_host=True).expert_gemm_dispatch_s() == 0.0
     assert kernels_only(cm).expert_gemm_dispatch_s() == 0.0
+
+
+# ---- the published rows -----------------------------------------------------------------------------------------
+def test_rows_map_their_expert_tensor_degree_and_skip_an_overlapped_all_to_all(tmp_path):
+    """A row's `parallelism.expert_tensor` becomes the plan's expert tensor degree (0 when it is the tensor degree);
+    a row whose all-to-all overlaps another micro-batch's compute is skipped with that reason; a malformed field is a
+    one-line error naming it."""
+    import yaml
+
+    from predictor.published.transformer import (TRANSFORMER_FILE, interpret_transformer,
+                                                  load_transformer_corpus)
+    from predictor.published.rowmap import Skipped, load_rules
+    from profiler.errors import UserError
+
+    rules = load_rules()
+    runs = {r.id: r for r in load_transformer_corpus(TRANSFORMER_FILE)}
+    folded = interpret_transformer(runs["mzoo-qwen3-235b-a22b-256gpu-t4p8v4e8etp1"], rules)
+    assert dict(folded.plan)["p_expert_tensor"] == 1 and dict(folded.plan)["p_tensor"] == 4
+    default = interpret_transformer(runs["mcoremoe-mixtral-8x7b-64gpu-t1e8p4v8"], rules)
+    assert dict(default.plan)["p_expert_tensor"] == 0
+    skipped = interpret_transformer(runs["mbridge-qwen3-235b-a22b-256gpu-t2p8v4e32"], rules)
+    assert isinstance(skipped, Skipped) and "overlap-moe-expert-parallel-comm" in skipped.reason
+    rows = yaml.load(TRANSFORMER_FILE.read_text(encoding="utf-8"), Loader=yaml.CSafeLoader)
+    rec = next(r for r in rows if r["id"] == "mzoo-qwen3-235b-a22b-256gpu-t4p8v4e8etp1")
+    path = tmp_path / "t.yaml"
+    for key, value in (("expert_tensor", 0), ("moe_a2a_overlap", "yes")):
+        path.write_text(yaml.safe_dump([dict(rec, parallelism=dict(rec["parallelism"], **{key: value}))]),
+                        encoding="utf-8")
+        with pytest.raises(UserError) as err:
+            load_transformer_corpus(path)
+        assert f"parallelism.{key}" in str(err.value) and "\n" not in str(err.value)
