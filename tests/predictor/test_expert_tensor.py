@@ -161,7 +161,11 @@ def test_each_expert_gemm_adds_its_launch_once_per_pass():
         launches = 0 if i in partners else E // ep
         assert f1 == pytest.approx(max(f0 + launches * c, host_f))
         assert b1 == pytest.approx(max(b0 + 2 * launches * c, host_b))
-    assert LayerCoster(graph, cm, "bf16", host_floor=False).expert_gemm_s == 0.0  # CUDA graphs
+    # CUDA graphs capture the experts only where a capacity fixes their shapes; a dropless router's stay eager
+    dropless = load_model("gpt", layers=1, hidden=H, heads=HEADS, seq=SEQ, vocab=VOCAB, ffn=FFN, experts=E, top_k=K,
+                          dropout=0.0, mlp="swiglu", capacity_factor=0)
+    assert LayerCoster(graph, cm, "bf16", host_floor=False).expert_gemm_s == 0.0
+    assert LayerCoster(dropless, cm, "bf16", host_floor=False).expert_gemm_s == pytest.approx(c)
     assert LayerCoster(graph, cm, "fp8").expert_gemm_s == pytest.approx(cm.expert_gemm_dispatch_s(fp8=True))
     assert cm.expert_gemm_dispatch_s(fp8=True) == pytest.approx(2 * c)  # TE's FP8 linear: twice the host work
     assert with_coefficients(cm, device_is_host=True).expert_gemm_dispatch_s() == 0.0
