@@ -380,11 +380,13 @@ def predict_all(graph: ModelGraph, batch: int, devices: int, cost_model: CostMod
                 expert_parallel: int = 1, tp_comm_overlap: bool = False,
                 overlap_param_gather: bool = False, memory_format: str = "nhwc",
                 bn_group: int = 1, cross_entropy: str = "float32", cuda_graphs: bool = False,
-                shard_group: int = 0, expert_tensor_parallel: int = 0) -> list[Prediction]:
+                shard_group: int = 0, expert_tensor_parallel: int = 0,
+                recompute_modules: tuple[str, ...] = ()) -> list[Prediction]:
     """One prediction per strategy (for pipelines, the best micro-batch count), ranked. A strategy the
     profile cannot cost (missing coefficient) comes back infeasible with the message; if none can be
     costed, that UserError is raised. expert_tensor_parallel: data+tensor+pipeline's expert tensor degree
-    (Plan.p_expert_tensor; 0: the tensor degree)."""
+    (Plan.p_expert_tensor; 0: the tensor degree); recompute_modules: what its selective recomputation re-runs
+    (Plan.recompute_modules)."""
     _check_options(dtype, optimizer, framework, stack)
     if batch <= 0 or devices <= 0:
         raise UserError(f"batch ({batch}) and devices ({devices}) must be positive")
@@ -411,6 +413,8 @@ def predict_all(graph: ModelGraph, batch: int, devices: int, cost_model: CostMod
         plans = [replace(p, **settings) for p in plans]  # the run's settings, on every plan
         if expert_tensor_parallel and name in HYBRID_3D:
             plans = [replace(p, p_expert_tensor=expert_tensor_parallel) for p in plans]
+        if recompute_modules and name in HYBRID_3D:
+            plans = [replace(p, recompute_modules=tuple(recompute_modules)) for p in plans]
         try:
             preds = [evaluate(ctx, p, device_memory_bytes) for p in plans]
             best = rank(preds)[0]

@@ -6,9 +6,10 @@ import json
 import sys
 
 from predictor.flags import (add_context_expert_arguments, add_overlap_arguments, add_prediction_arguments,
-                             add_strategy_argument, check_overlaps, context_expert_degrees, search_options)
+                             add_strategy_argument, check_overlaps, context_expert_degrees, recompute_modules,
+                             search_options)
 from predictor.plan import (ADDON_STRATEGIES, HYBRID_3D, MIXED_PRECISIONS, PIPELINE_BOUNDARIES, ZERO_STAGES,
-                            PIPELINE_SCHEDULES, RECOMPUTE_GRANULARITIES, STRATEGIES)
+                            PIPELINE_SCHEDULES, RECOMPUTE_GRANULARITIES, RECOMPUTE_MODULES, STRATEGIES)
 from profiler.cliutil import batch_size, device_count, int_in
 from profiler.errors import UserError
 
@@ -50,6 +51,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="data+tensor+pipeline with --recompute: every transformer layer (full, default) or "
                              "only the attention core between the QKV and output projections (selective, "
                              "Korthikanti et al.)")
+    parser.add_argument("--recompute-modules", type=recompute_modules, metavar="MODULES",
+                        help="with --recompute --recompute-granularity selective: the modules re-run, comma-separated, "
+                             f"of {', '.join(RECOMPUTE_MODULES)} (Megatron-Core's --recompute-modules; default "
+                             "core_attn): layernorm and moe_act drop the norms' and the experts' activation outputs "
+                             "after the forward and re-make them in backward")
     parser.add_argument("--mixed-precision", default="autocast", choices=MIXED_PRECISIONS,
                         help="--dtype fp16/bf16: fp32 weights and gradients (autocast, default: PyTorch AMP; "
                              "graph-rewrite: TensorFlow's AMP, float32 islands and casts as its graph pass paints "
@@ -148,7 +154,8 @@ def layout_flags(plan) -> str:
     if plan.sequence_parallel:
         flags.append("--sequence-parallel")
     if plan.recompute:
-        flags.append(f"--recompute --recompute-granularity {plan.recompute_granularity}")
+        flags.append(f"--recompute --recompute-granularity {plan.recompute_granularity}" + (
+            f" --recompute-modules {','.join(plan.recompute_modules)}" if plan.recompute_modules else ""))
     if plan.pipeline_boundary != "whole":
         flags.append(f"--pipeline-boundary {plan.pipeline_boundary}")
     if plan.p_expert > 1:
@@ -204,7 +211,8 @@ def run(args) -> int:
                         overlap_param_gather=args.overlap_param_gather, memory_format=args.memory_format,
                         bn_group=args.bn_group, cross_entropy=args.cross_entropy,
                         cuda_graphs=args.cuda_graphs, shard_group=args.shard_group or 0,
-                        expert_tensor_parallel=getattr(args, "expert_tensor_parallel", None) or 0)
+                        expert_tensor_parallel=getattr(args, "expert_tensor_parallel", None) or 0,
+                        recompute_modules=getattr(args, "recompute_modules", None) or ())
     if args.strategy == "all":
         preds = rank(preds + _searched(graph, cm, args, cap, cp, ep, known=preds))
     searched = None  # data+tensor+pipeline on its default degrees: the layout the search finds, when much faster

@@ -41,7 +41,8 @@ def pooled_runs(paths: list[str]) -> dict[tuple[str, str], dict]:
 
 #: the JSON types a Plan field may hold in a dataset row, by its annotation (dataclasses.fields(Plan))
 _PLAN_TYPES = {"str": (str,), "int": (int,), "Optional[int]": (int, type(None)), "bool": (bool,),
-               "float": (int, float), "tuple[int, ...]": (list,), "tuple[tuple[str, Any], ...]": (list,)}
+               "float": (int, float), "tuple[int, ...]": (list,), "tuple[str, ...]": (list,),
+               "tuple[tuple[str, Any], ...]": (list,)}
 
 
 def check_row(row: dict, where: str) -> None:
@@ -77,6 +78,8 @@ def check_row(row: dict, where: str) -> None:
         raise UserError(f"{where}: field 'prediction.plan.spatial_split' must list integers in 1..{MAX_PLAN_INT}")
     if not all(isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str) for pair in plan.get("extra") or ()):
         raise UserError(f"{where}: field 'prediction.plan.extra' must list [name, value] pairs")
+    if not all(isinstance(name, str) for name in plan.get("recompute_modules") or ()):
+        raise UserError(f"{where}: field 'prediction.plan.recompute_modules' must list module names")
 
 
 #: the largest integer a dataset's plan may hold (devices, batch, micro-batches, ...: profiler.cliutil.MAX_BATCH)
@@ -89,6 +92,7 @@ def plan_of(row: dict) -> Plan:
     fields = {k: v for k, v in row["prediction"]["plan"].items() if k in names}
     fields["spatial_split"] = tuple(fields.get("spatial_split") or ())
     fields["extra"] = tuple(tuple(pair) for pair in fields.get("extra") or ())
+    fields["recompute_modules"] = tuple(fields.get("recompute_modules") or ())
     return Plan(**fields)
 
 

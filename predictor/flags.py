@@ -167,7 +167,12 @@ def search_options(args: argparse.Namespace) -> dict:
 
 
 def check_overlaps(args: argparse.Namespace) -> None:
-    """UserError when `predictor run` asks for an overlap its layout cannot have."""
+    """UserError when `predictor run` asks for an overlap its layout cannot have (or modules to recompute without
+    selective recomputation)."""
+    modules = getattr(args, "recompute_modules", None)
+    if modules and not (args.recompute and args.recompute_granularity == "selective"):
+        raise UserError(f"--recompute-modules {','.join(modules)}: needs --recompute --recompute-granularity "
+                        "selective (Megatron-Core recomputes modules only at selective granularity)")
     if args.tp_comm_overlap and not args.sequence_parallel:
         raise UserError("--tp-comm-overlap needs --sequence-parallel (Megatron-Core overlaps the tensor-parallel "
                         "all-gathers and reduce-scatters of sequence parallelism)")
@@ -192,6 +197,17 @@ def context_expert_degrees(args: argparse.Namespace, strategy: str | None) -> tu
                         f"--tensor-parallel 1 --pipeline-stages 1 for data x {'context' if cp > 1 else 'expert'} "
                         f"alone), not {strategy}")
     return cp, ep
+
+
+def recompute_modules(text: str) -> tuple[str, ...]:
+    """argparse type of --recompute-modules: comma-separated names of plan.RECOMPUTE_MODULES, each once."""
+    from predictor.plan import RECOMPUTE_MODULES
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    bad = [n for n in names if n not in RECOMPUTE_MODULES]
+    if not names or bad or len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated modules of "
+                                         f"{', '.join(RECOMPUTE_MODULES)}, each once")
+    return names
 
 
 def cluster_load(text: str) -> float:

@@ -57,6 +57,10 @@ PIPELINE_BOUNDARIES = ("whole", "partitioned")
 #: attention core between the QKV and output projections (scores, softmax, dropout, context), whose saved tensors
 #: (5·a·s² bytes per sample and layer in fp16) are not kept
 RECOMPUTE_GRANULARITIES = ("full", "selective")
+#: what "selective" recomputes, Megatron-Core's --recompute-modules: core_attn (the attention core, the default),
+#: layernorm and moe_act (output-discarding: the norms' outputs and the experts' activations dropped after the
+#: forward and re-made from their inputs in backward; docs/method.md §15)
+RECOMPUTE_MODULES = ("core_attn", "layernorm", "moe_act")
 #: adamw-ops: Adam with decoupled weight decay written in element-wise framework ops, one kernel per op and variable
 #: (BERT's TensorFlow AdamWeightDecayOptimizer; predictor.layercost.PER_OP_UPDATES); the others one streaming pass
 OPTIMIZERS = ("sgd", "momentum", "adam", "adamw-ops")
@@ -132,6 +136,7 @@ class Plan:
     virtual_stages: int = 1  # interleaved 1F1B: model chunks per device (v)
     pipeline_boundary: str = "whole"  # data+tensor+pipeline: boundary sent whole or partitioned (PIPELINE_BOUNDARIES)
     recompute_granularity: str = "full"  # data+tensor+pipeline with recompute: RECOMPUTE_GRANULARITIES
+    recompute_modules: tuple[str, ...] = ()  # with "selective": RECOMPUTE_MODULES it re-runs; () = ("core_attn",)
     mixed_precision: str = "autocast"  # fp16/bf16: per-op casts, TF's graph rewrite or a half model (MIXED_PRECISIONS)
     bucket_bytes: float = 25e6  # DDP gradient bucket size
     framework: str = "ddp"  # how the gradient allreduce is scheduled (predictor.overlap.FRAMEWORKS)
@@ -192,7 +197,9 @@ class Plan:
         if self.strategy == "spatial-then-data" and self.spatial_layers is not None:
             parts.append(f"k{self.spatial_layers}")
         if self.recompute and self.strategy in HYBRID_3D:
-            parts.append("recompute" + ("/selective" if self.recompute_granularity == "selective" else ""))
+            parts.append("recompute" + ("/selective" if self.recompute_granularity == "selective" else "") + (
+                "/" + "+".join(self.recompute_modules) if self.recompute_granularity == "selective"
+                and self.recompute_modules and self.recompute_modules != ("core_attn",) else ""))
         return " ".join(parts) or "1 device"
 
 

@@ -21,7 +21,7 @@ from typing import Any, Optional, Union
 from predictor.published.corpus import (CORPUS_DIR, PublishedRun, _fail, _positive_float, _positive_int, _text,
                                         iteration_seconds, load_records, record_head, unique_ids)
 from predictor.graph import DISPATCHERS
-from predictor.plan import PIPELINE_BOUNDARIES, RECOMPUTE_GRANULARITIES
+from predictor.plan import PIPELINE_BOUNDARIES, RECOMPUTE_GRANULARITIES, RECOMPUTE_MODULES
 from predictor.published.rowmap import Setup, Skipped, _first, _system_rule
 from profiler.errors import UserError
 
@@ -185,6 +185,10 @@ def parse_transformer_record(rec: Any, index: int, path: str) -> PublishedRun:
     if granularity not in RECOMPUTE_GRANULARITIES:
         raise _fail(path, index, rid, "recompute_granularity", f"must be one of "
                     f"{', '.join(RECOMPUTE_GRANULARITIES)}, got {granularity!r}")
+    modules = rec.get("recompute_modules", [])
+    if not isinstance(modules, list) or any(m not in RECOMPUTE_MODULES for m in modules):
+        raise _fail(path, index, rid, "recompute_modules", f"must be a list of {', '.join(RECOMPUTE_MODULES)}, "
+                    f"got {modules!r}")
     measured_s, note = _measured(rec, path, index, rid, gpus, global_batch, details.get("seq_len"))
     source = rec.get("source") or {}
     degrees = " ".join(f"{k}={parallel[k]}" for k in ("data", "tensor", "pipeline", "micro_batch", "grad_accum",
@@ -196,7 +200,7 @@ def parse_transformer_record(rec: Any, index: int, path: str) -> PublishedRun:
         batch_per_gpu=None, system=system, measured_s=measured_s, measured_note=note,
         url=str(source.get("url", "")) if isinstance(source, dict) else "", notes=_text(rec, "notes", path, index, rid, False),
         extra={"model_details": details, "parallel": parallel, "global_batch": global_batch, "checkpointing": ckpt,
-               "granularity": granularity})
+               "granularity": granularity, "recompute_modules": tuple(modules)})
 
 
 def load_transformer_corpus(path: Union[str, Path] = TRANSFORMER_FILE) -> list[PublishedRun]:
@@ -391,6 +395,7 @@ def interpret_transformer(run: PublishedRun, rules: dict) -> Union[Setup, Skippe
                     p_expert_tensor=0 if parallel.get("expert_tensor", t) == t else parallel["expert_tensor"])
         if ckpt:
             plan["recompute_granularity"] = run.extra.get("granularity", "full")
+            plan["recompute_modules"] = run.extra.get("recompute_modules", ())
         framework = DDP_REGIMES[parallel.get("ddp_impl", "local")]
     elif family in ("mpt", "sharded"):
         t = parallel.get("tensor", 1)

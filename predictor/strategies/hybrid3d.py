@@ -20,8 +20,8 @@ from itertools import accumulate
 from predictor.layercost import ACT_BYTES, Split, layer_signatures, update_time_s
 from predictor.layout import data_network_share, nodes_spanned
 from predictor.memory import MIXED_DTYPES, gradient_bytes_per_param, parameter_bytes
-from predictor.plan import (PIPELINE_BOUNDARIES, PIPELINE_SCHEDULES, RECOMPUTE_GRANULARITIES, Plan,
-                            Prediction)
+from predictor.plan import (PIPELINE_BOUNDARIES, PIPELINE_SCHEDULES, RECOMPUTE_GRANULARITIES, RECOMPUTE_MODULES,
+                            Plan, Prediction)
 from predictor.strategies.bounds import Bounds
 from predictor.strategies.context import Context, Infeasible
 from predictor.strategies.data import local_batch, zero3_exposure
@@ -101,6 +101,18 @@ def recomputed_layers(ctx: Context, ts: TensorSplit) -> range:
 
 #: ops that make a column/row span an attention core (the score softmax, or one fused attention op)
 ATTENTION_CORE_OPS = ("softmax", "sdpa")
+
+
+def module_layers(ctx: Context, modules: tuple[str, ...]) -> frozenset[int]:
+    """The layers of the output-discarding modules among `modules` (Plan.recompute_modules): "layernorm" every
+    layer or RMS norm, "moe_act" the experts' activation layers (the expert layers other than their linears)."""
+    out: set[int] = set()
+    if "layernorm" in modules:
+        out.update(i for i, layer in enumerate(ctx.layers) if layer.op in ("layernorm", "rmsnorm"))
+    if "moe_act" in modules:
+        _, _, experts = moe_layers(ctx)
+        out.update(i for i in experts if ctx.layers[i].op != "linear")
+    return frozenset(out)
 
 
 def attention_core(ctx: Context, ts: TensorSplit) -> frozenset[int]:
@@ -201,14 +213,14 @@ def megatron_partition(ctx: Context, ts: TensorSplit, chunks: int) -> list[int] 
 
 
 def rank_saved_bytes(ctx: Context, dtype: str, starts: list[int], K: int, region: frozenset[int],
-                     core: frozenset[int], t: int, key=None) -> list[float]:
+                     core: frozenset[int], t: int, key=None, discard: frozenset[int] = frozenset()) -> list[float]:
     """Per pipeline rank, bytes per sample of the saved tensors it keeps (all its chunks'): a tensor is kept by every
     rank holding one of its savers (chunk j on rank j mod K), at 1/t when a split layer (`region`) makes it, not at all
     when selective recomputation makes and reads it inside an attention core (`core`). The tensors saved by one layer
     are summed per layer once (`_saved_layers`, cached under `key`, which must identify dtype, region, core and t),
     each rank's chunks then read from their prefix sums; a tensor several layers save is added to each of their
     ranks."""
-    prefix, multi = _saved_layers(ctx, dtype, region, core, t, key)
+    prefix, multi = _saved_layers(ctx, dtype, region, core, t, key, discard)
     bounds = list(zip(starts, starts[1:] + [ctx.n_layers]))
     totals = [sum(prefix[z] - prefix[a] for a, z in bounds[k::K]) for k in range(K)]
     for savers, size in multi:
@@ -217,14 +229,17 @@ def rank_saved_bytes(ctx: Context, dtype: str, starts: list[int], K: int, region
     return totals
 
 
-def _saved_layers(ctx: Context, dtype: str, region: frozenset[int], core: frozenset[int], t: int, key=None):
+def _saved_layers(ctx: Context, dtype: str, region: frozenset[int], core: frozenset[int], t: int, key=None,
+                  discard: frozenset[int] = frozenset()):
     """(prefix sums over the layers of the bytes per sample of the tensors each layer alone saves, [(savers, bytes)]
-    of the tensors several layers save), as `rank_saved_bytes` weighs them."""
+    of the tensors several layers save), as `rank_saved_bytes` weighs them; the outputs of `discard`'s layers
+    (output-discarding recomputation, Plan.recompute_modules) not at all."""
     def build():
         single = [0.0] * ctx.n_layers
         multi = []
         for x in ctx.saved:
-            kept = 0.0 if x.producer in core and all(s in core for s in x.savers) else 1.0
+            inside = x.producer in core and all(s in core for s in x.savers)
+            kept = 0.0 if inside or x.producer in discard else 1.0
             size = x.size_bytes(dtype) * ((1.0 / t if x.producer in region else 1.0) * kept)
             savers = set(x.savers)
             if len(savers) == 1:
@@ -664,6 +679,9 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     if plan.recompute_granularity not in RECOMPUTE_GRANULARITIES:
         raise Infeasible(f"unknown recompute granularity {plan.recompute_granularity!r} "
                          f"(known: {', '.join(RECOMPUTE_GRANULARITIES)})")
+    unknown = [name for name in plan.recompute_modules if name not in RECOMPUTE_MODULES]
+    if unknown:
+        raise Infeasible(f"unknown recompute module {unknown[0]!r} (known: {', '.join(RECOMPUTE_MODULES)})")
     if plan.pipeline_boundary not in PIPELINE_BOUNDARIES:
         raise Infeasible(f"unknown pipeline boundary {plan.pipeline_boundary!r} "
                          f"(known: {', '.join(PIPELINE_BOUNDARIES)})")
@@ -707,10 +725,13 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
         return sum(prefix[z] - prefix[a] for a, z in chunks_of[k])
 
     selective = plan.recompute and plan.recompute_granularity == "selective"
-    core = ctx.graph_cached(("3d-attention-core",), lambda: attention_core(ctx, ts)) if selective else frozenset()
-    again = core if selective else (
+    modules = (plan.recompute_modules or ("core_attn",)) if selective else ()
+    core = ctx.graph_cached(("3d-attention-core",), lambda: attention_core(ctx, ts)) if "core_attn" in modules \
+        else frozenset()
+    discard = module_layers(ctx, modules)  # output-discarding modules: their outputs re-made in backward
+    again = core | discard if selective else (
         ctx.graph_cached(("3d-recomputed",), lambda: recomputed_layers(ctx, ts)) if plan.recompute else range(0))
-    kind = "selective" if selective else ("full" if plan.recompute else "none")
+    kind = "selective:" + "+".join(modules) if selective else ("full" if plan.recompute else "none")
     prefix_key = ("3d-prefix", dtype, t, m, tensor_nodes, sp, kind, overlap) + moe_cp
     pre_f, pre_b, pre_cf, pre_cb, pre_r = ctx.cached(prefix_key, lambda: (
         _prefix([f for f, _ in times]), _prefix([b_ for _, b_ in times]), _prefix(fwd_comm), _prefix(bwd_comm),
@@ -815,9 +836,9 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     # the head's logits too are V/t per rank; under sequence parallelism every token-split tensor
     region = ts.split | vocab | tokens if t > 1 else frozenset()
 
-    saved_by_rank = ctx.graph_cached(("3d-saved", dtype, t, K, v, tuple(starts), selective, sp),
+    saved_by_rank = ctx.graph_cached(("3d-saved", dtype, t, K, v, tuple(starts), kind, sp),
                                      lambda: rank_saved_bytes(ctx, dtype, starts, K, region, core, t,
-                                                              key=(dtype, t, selective, sp)))
+                                                              key=(dtype, t, kind, sp), discard=discard))
 
     full = plan.recompute and not selective
     units = ctx.graph_cached(("3d-checkpoint-units",), lambda: checkpoint_units(ctx, ts))

@@ -201,3 +201,68 @@ def test_rows_map_their_expert_tensor_degree_and_skip_an_overlapped_all_to_all(t
         with pytest.raises(UserError) as err:
             load_transformer_corpus(path)
         assert f"parallelism.{key}" in str(err.value) and "\n" not in str(err.value)
+
+
+# ---- Megatron-Core's --recompute-modules (docs/method.md §15) -----------------------------------------------------
+def test_output_discarding_modules_drop_their_outputs_and_rerun_their_forward(moe):
+    """Selective recomputation of layernorm and moe_act: the norms' and the experts' activation outputs are not kept
+    (every tensor those layers make, whoever saves it), and each such layer's forward runs again before backward:
+    on one stage, recompute = S x their forward times; the activations fall by exactly their outputs' bytes."""
+    from predictor.strategies.hybrid3d import module_layers, moe_cp_terms, rank_saved_bytes, tensor_split
+
+    graph, _, ctx = moe
+    ts = tensor_split(graph)
+    layers = module_layers(ctx, ("layernorm", "moe_act"))
+    _, _, experts = moe_layers(ctx)
+    norms = {i for i, l in enumerate(graph.layers) if l.op in ("layernorm", "rmsnorm")}
+    acts = {i for i in experts if graph.layers[i].op != "linear"}
+    assert norms and acts and layers == frozenset(norms | acts)
+    assert module_layers(ctx, ("core_attn",)) == frozenset()
+    base = plan(p_tensor=1, p_data=8, p_expert=8, sequence_parallel=False, batch=32)
+    none = evaluate(ctx, base)
+    mods = evaluate(ctx, replace_plan(base, recompute=True, recompute_granularity="selective",
+                                      recompute_modules=("layernorm", "moe_act")))
+    assert none.feasible and mods.feasible, (none.reason, mods.reason)
+    times = moe_cp_terms(ctx, ts, "bf16", 1, 1, 1, False, 1, 8, 1, 1, 0)[0]
+    S = base.micro_batches
+    assert mods.recompute_s == pytest.approx(S * sum(times[i][0] for i in layers))
+    dropped = sum(x.size_bytes("bf16") for x in ctx.saved if x.producer in layers)
+    whole = rank_saved_bytes(ctx, "bf16", [0], 1, frozenset(), frozenset(), 1)[0]
+    less = rank_saved_bytes(ctx, "bf16", [0], 1, frozenset(), frozenset(), 1, discard=layers)[0]
+    assert dropped > 0 and whole - less == pytest.approx(dropped)
+    assert mods.activations_bytes < none.activations_bytes
+    assert "recompute/selective/layernorm+moe_act" in mods.plan.describe()
+    bad = evaluate(ctx, replace_plan(base, recompute=True, recompute_granularity="selective",
+                                     recompute_modules=("mlp",)))
+    assert not bad.feasible and "unknown recompute module 'mlp'" in bad.reason
+
+
+def replace_plan(p: Plan, **kw) -> Plan:
+    from dataclasses import replace
+    return replace(p, **kw)
+
+
+def test_recompute_modules_flag_and_row_field(tmp_path, capsys):
+    import yaml
+
+    from predictor.published.transformer import TRANSFORMER_FILE, load_transformer_corpus
+    from profiler.errors import UserError
+
+    args = ["run", "--profile", "h100-dgx-8gpu.published", "--model", "gpt", "--model-arg", "layers=2",
+            "--model-arg", "experts=8", "--batch", "16", "--gpus", "8", "--strategy", "data+tensor+pipeline",
+            "--tensor-parallel", "1", "--pipeline-stages", "1", "--expert-parallel", "8", "--dtype", "bf16"]
+    assert main(args + ["--recompute", "--recompute-granularity", "selective", "--recompute-modules",
+                        "layernorm,moe_act"]) == 0
+    assert "recompute/selective/layernorm+moe_act" in capsys.readouterr().out
+    assert main(args + ["--recompute-modules", "layernorm"]) == 2
+    assert "needs --recompute --recompute-granularity selective" in capsys.readouterr().err
+    assert main(args + ["--recompute", "--recompute-granularity", "selective", "--recompute-modules", "mlp"]) == 2
+    assert "argument --recompute-modules: 'mlp'" in capsys.readouterr().err
+    rows = yaml.load(TRANSFORMER_FILE.read_text(encoding="utf-8"), Loader=yaml.CSafeLoader)
+    rec = next(r for r in rows if r["id"] == "mzoo-qwen3-235b-a22b-256gpu-t2p8v4e32etp1")
+    assert rec["recompute_modules"] == ["layernorm", "moe_act"]
+    path = tmp_path / "t.yaml"
+    path.write_text(yaml.safe_dump([dict(rec, recompute_modules=["mlp"])]), encoding="utf-8")
+    with pytest.raises(UserError) as err:
+        load_transformer_corpus(path)
+    assert "recompute_modules" in str(err.value) and "\n" not in str(err.value)
