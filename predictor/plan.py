@@ -115,7 +115,8 @@ class Plan:
     sequence_parallel: bool = False  # tensor: Korthikanti et al.'s sequence parallelism (RS + AG, split norms)
     tp_comm_overlap: bool = False  # data+tensor+pipeline, where SP is on: Megatron-Core's --tp-comm-overlap (§14a)
     p_context: int = 1  # data+tensor+pipeline: context parallelism, the sequence split over this many ranks (ring)
-    p_expert: int = 1  # data+tensor+pipeline on a MoE: expert parallelism, the experts over this many data ranks
+    p_expert: int = 1  # data+tensor+pipeline on a MoE: expert parallelism, the experts over this many ranks (of the
+    # data x context ranks, or of tensor x data x context where the expert tensor degree folds them: p_expert_tensor)
     # expert tensor parallelism: each expert's linears split over this many ranks (Megatron-Core's
     # --expert-tensor-parallel-size); 0: the tensor degree (its default). Below it, the expert ranks fold over the
     # tensor ranks ("parallel folding": ETP x EP x expert-data = T x CP x data, docs/method.md §14b)
