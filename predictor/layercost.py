@@ -338,9 +338,9 @@ class LayerCoster:
         self.host_floor = (dispatch("fwd"), dispatch("bwd")) if dispatch else (0.0, 0.0)
         # each expert GEMM's launch beyond its kernel (grouped expert linears): none under CUDA graphs, as the floor,
         # unless the router is dropless, whose variable token counts keep the experts out of the graphs (§3c)
-        dropless = any(layer.op == "moe_dispatch" and not layer.capacity_factor for layer in graph.layers)
-        expert = getattr(cost_model, "expert_gemm_dispatch_s", None) if host_floor or dropless else None
-        self.expert_gemm_s = expert(fp8=dtype == "fp8") if expert else 0.0
+        expert = getattr(cost_model, "expert_gemm_dispatch_s", None)
+        self.expert_gemm_s = expert(fp8=dtype == "fp8") if expert and (host_floor or any(
+            layer.op == "moe_dispatch" and not layer.capacity_factor for layer in graph.layers)) else 0.0
         self.fused_partner = fused_expert_partners(graph) if self.expert_gemm_s else frozenset()
         if self.fused_partner:  # a fused partner costs no launches: it shares no cache entry with its twin
             keys = {}

@@ -162,6 +162,14 @@ class Plan:
         return self.p_expert_tensor or self.p_tensor
 
     @property
+    def selective_modules(self) -> tuple[str, ...]:
+        """What recomputation re-runs module by module: recompute_modules, ("core_attn",) when none are named; ()
+        without selective recomputation."""
+        if not (self.recompute and self.recompute_granularity == "selective"):
+            return ()
+        return self.recompute_modules or ("core_attn",)
+
+    @property
     def samples_per_group(self) -> float:
         return self.batch / self.p_data
 
@@ -198,9 +206,9 @@ class Plan:
         if self.strategy == "spatial-then-data" and self.spatial_layers is not None:
             parts.append(f"k{self.spatial_layers}")
         if self.recompute and self.strategy in HYBRID_3D:
-            parts.append("recompute" + ("/selective" if self.recompute_granularity == "selective" else "") + (
-                "/" + "+".join(self.recompute_modules) if self.recompute_granularity == "selective"
-                and self.recompute_modules and self.recompute_modules != ("core_attn",) else ""))
+            modules = self.selective_modules
+            parts.append("recompute" + ("/selective" if modules else "") + (
+                "/" + "+".join(modules) if modules not in ((), ("core_attn",)) else ""))
         return " ".join(parts) or "1 device"
 
 

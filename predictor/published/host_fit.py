@@ -55,8 +55,9 @@ def with_host_scale(cost_model, base, scale: float):
     holder = innermost(cost_model)
     fwd, bwd = (Estimate(value=f.value * scale, low=f.low * scale, high=f.high * scale) for f in base)
     old = holder.coefficients.host_dispatch
-    holder.coefficients = holder.coefficients.model_copy(update={"host_dispatch": HostDispatch(
-        forward_per_layer_s=fwd, backward_per_layer_s=bwd, sources=(old.sources if old else []))})
+    dispatch = (old.model_copy(update={"forward_per_layer_s": fwd, "backward_per_layer_s": bwd}) if old
+                else HostDispatch(forward_per_layer_s=fwd, backward_per_layer_s=bwd))
+    holder.coefficients = holder.coefficients.model_copy(update={"host_dispatch": dispatch})
     return cost_model
 
 

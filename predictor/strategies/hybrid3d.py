@@ -103,6 +103,16 @@ def recomputed_layers(ctx: Context, ts: TensorSplit) -> range:
 ATTENTION_CORE_OPS = ("softmax", "sdpa")
 
 
+def expert_column_inputs(ctx: Context, ts: TensorSplit) -> frozenset[int]:
+    """The column inputs an expert linear reads first (the tensors an expert tensor group all-gathers)."""
+    _, _, experts = moe_layers(ctx)
+    inputs = ctx.graph_cached(("tensor-producers",), lambda: _producers(ctx.graph))
+    first: dict[int, int] = {}
+    for i in ts.columns:
+        first.setdefault(inputs[i][0], i)
+    return frozenset(x for x, reader in first.items() if reader in experts)
+
+
 def module_layers(ctx: Context, modules: tuple[str, ...]) -> frozenset[int]:
     """The layers of the output-discarding modules among `modules` (Plan.recompute_modules): "layernorm" every
     layer or RMS norm, "moe_act" the experts' activation layers (the expert layers other than their linears)."""
@@ -725,7 +735,7 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
         return sum(prefix[z] - prefix[a] for a, z in chunks_of[k])
 
     selective = plan.recompute and plan.recompute_granularity == "selective"
-    modules = (plan.recompute_modules or ("core_attn",)) if selective else ()
+    modules = plan.selective_modules
     core = ctx.graph_cached(("3d-attention-core",), lambda: attention_core(ctx, ts)) if "core_attn" in modules \
         else frozenset()
     discard = module_layers(ctx, modules)  # output-discarding modules: their outputs re-made in backward
@@ -881,12 +891,10 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
         ctx.set_parameters(pred, dev_params[heavy], plan, replicas)
     if seq is not None:  # one buffer for the largest all-gathered tensor (strategies.tensor); an expert linear's
         # input gathered over its etp ranks only
-        readers = {x: min((i for i in ts.columns if ctx.producer(ctx.layers[i].inputs[0]) == x), default=-1)
-                   for x in ts.column_inputs if x in tokens}
-        share = {x: etp / t if r in experts else 1.0 for x, r in readers.items()}
-        gathered = [x for x in readers] + list(seq.exits)
-        pred.comm_buffers_bytes += max((m * ctx.tensor_elems(x) * act / cp * share.get(x, 1.0) for x in gathered),
-                                       default=0.0)
+        gathered = [x for x in ts.column_inputs if x in tokens] + list(seq.exits)
+        folded = ctx.graph_cached(("3d-expert-gathered",), lambda: expert_column_inputs(ctx, ts)) if etp < t else ()
+        pred.comm_buffers_bytes += max((m * ctx.tensor_elems(x) * act / cp * (etp / t if x in folded else 1.0)
+                                        for x in gathered), default=0.0)
     if cp > 1:  # the ring's chunk of keys and values in flight beside the one in hand (send and receive buffers)
         pred.comm_buffers_bytes += max((2 * m * kv_elems(ctx, span) * act / cp / t
                                         for span in attention_spans(ctx, ts.rows, ts.columns)), default=0.0)
