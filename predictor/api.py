@@ -236,7 +236,8 @@ def default_plans(graph: ModelGraph, strategy: str, batch: int, devices: int, de
                   mixed_precision: str = "autocast", recompute: bool = False,
                   recompute_granularity: str = "full", context_parallel: int = 1,
                   expert_parallel: int = 1, tp_comm_overlap: bool = False,
-                  overlap_param_gather: bool = False, shard_group: int = 0) -> list[Plan]:
+                  overlap_param_gather: bool = False, shard_group: int = 0,
+                  moe_a2a_overlap: bool = False) -> list[Plan]:
     """The plans `predictor run` evaluates for one strategy name: the pure strategy over all devices;
     hybrids with the model-parallel group = one node (`inner`, ParaDL's df/ds mapping; for data+tensor and
     data+tensor+pipeline, the tensor-parallel degree); pipeline with every micro-batch count that divides the
@@ -245,12 +246,14 @@ def default_plans(graph: ModelGraph, strategy: str, batch: int, devices: int, de
     every device outside the tensor group) and the rest of the devices as data replicas; context_parallel and
     expert_parallel set data+tensor+pipeline's context and expert degrees (devices = T x CP x P x data);
     tp_comm_overlap its tensor-parallel collectives overlapped with their GEMMs (with sequence parallelism),
-    overlap_param_gather its ZeRO-1 parameter all-gather with the next step's forward passes; zero_stage and
+    overlap_param_gather its ZeRO-1 parameter all-gather with the next step's forward passes, moe_a2a_overlap its
+    expert all-to-alls with another micro-batch's compute (Plan.moe_a2a_overlap); zero_stage and
     shard_group (HSDP) the sharding of data parallelism and its add-ons."""
     from predictor.outofcore_strategies import addon_plans
     if (framework != "ddp" or synthetic_data or stack != DEFAULT_STACK or schedule != "gpipe" or zero_stage
             or sequence_parallel or pipeline_boundary != "whole" or mixed_precision != "autocast" or recompute
-            or recompute_granularity != "full" or tp_comm_overlap or overlap_param_gather or shard_group):
+            or recompute_granularity != "full" or tp_comm_overlap or overlap_param_gather or shard_group
+            or moe_a2a_overlap):
         # the schedule flag's default (gpipe) leaves data+tensor+pipeline on its own default, Megatron's 1f1b
         keep = schedule == "gpipe"
         return [replace(p, framework=framework, synthetic_data=synthetic_data, stack=stack,
@@ -264,7 +267,8 @@ def default_plans(graph: ModelGraph, strategy: str, batch: int, devices: int, de
             **(dict(recompute_granularity=recompute_granularity) if p.strategy in HYBRID_3D else {}),
             **(dict(sequence_parallel=True) if sequence_parallel and p.p_tensor > 1 else {}),
             **(dict(tp_comm_overlap=True) if tp_comm_overlap and p.strategy in HYBRID_3D else {}),
-            **(dict(overlap_param_gather=True) if overlap_param_gather and p.strategy in HYBRID_3D else {}))
+            **(dict(overlap_param_gather=True) if overlap_param_gather and p.strategy in HYBRID_3D else {}),
+            **(dict(moe_a2a_overlap=True) if moe_a2a_overlap and p.strategy in HYBRID_3D else {}))
             for p in default_plans(
             graph, strategy, batch, devices, devices_per_node, dtype, optimizer, micro_batches, inner,
             pipeline_stages=pipeline_stages, context_parallel=context_parallel, expert_parallel=expert_parallel)]
@@ -381,12 +385,13 @@ def predict_all(graph: ModelGraph, batch: int, devices: int, cost_model: CostMod
                 overlap_param_gather: bool = False, memory_format: str = "nhwc",
                 bn_group: int = 1, cross_entropy: str = "float32", cuda_graphs: bool = False,
                 shard_group: int = 0, expert_tensor_parallel: int = 0,
-                recompute_modules: tuple[str, ...] = ()) -> list[Prediction]:
+                recompute_modules: tuple[str, ...] = (), moe_a2a_overlap: bool = False) -> list[Prediction]:
     """One prediction per strategy (for pipelines, the best micro-batch count), ranked. A strategy the
     profile cannot cost (missing coefficient) comes back infeasible with the message; if none can be
     costed, that UserError is raised. expert_tensor_parallel: data+tensor+pipeline's expert tensor degree
     (Plan.p_expert_tensor; 0: the tensor degree); recompute_modules: what its selective recomputation re-runs
-    (Plan.recompute_modules)."""
+    (Plan.recompute_modules); moe_a2a_overlap: its expert all-to-alls hidden behind another micro-batch's compute
+    where the layout has it (Plan.moe_a2a_overlap)."""
     _check_options(dtype, optimizer, framework, stack)
     if batch <= 0 or devices <= 0:
         raise UserError(f"batch ({batch}) and devices ({devices}) must be positive")
@@ -407,7 +412,7 @@ def predict_all(graph: ModelGraph, batch: int, devices: int, cost_model: CostMod
                               pipeline_boundary=pipeline_boundary, mixed_precision=mixed_precision,
                               recompute=recompute, recompute_granularity=recompute_granularity,
                               tp_comm_overlap=tp_comm_overlap, overlap_param_gather=overlap_param_gather,
-                              shard_group=shard_group,
+                              shard_group=shard_group, moe_a2a_overlap=moe_a2a_overlap,
                               **(dict(context_parallel=context_parallel, expert_parallel=expert_parallel)
                                  if name in HYBRID_3D else {}))
         plans = [replace(p, **settings) for p in plans]  # the run's settings, on every plan

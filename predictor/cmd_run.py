@@ -212,7 +212,8 @@ def run(args) -> int:
                         bn_group=args.bn_group, cross_entropy=args.cross_entropy,
                         cuda_graphs=args.cuda_graphs, shard_group=args.shard_group or 0,
                         expert_tensor_parallel=getattr(args, "expert_tensor_parallel", None) or 0,
-                        recompute_modules=getattr(args, "recompute_modules", None) or ())
+                        recompute_modules=getattr(args, "recompute_modules", None) or (),
+                        moe_a2a_overlap=getattr(args, "moe_a2a_overlap", False))
     if args.strategy == "all":
         preds = rank(preds + _searched(graph, cm, args, cap, cp, ep, known=preds))
     searched = None  # data+tensor+pipeline on its default degrees: the layout the search finds, when much faster

@@ -154,6 +154,10 @@ def add_overlap_arguments(parser: argparse.ArgumentParser, search: bool = False)
     parser.add_argument("--overlap-param-gather", action="store_true",
                         help=f"{where} the distributed optimizer (--zero 1): the updated parameters' all-gather "
                              "overlapped with the next step's forward passes (Megatron-Core's --overlap-param-gather)")
+    parser.add_argument("--moe-a2a-overlap", action="store_true",
+                        help=f"{where} expert parallelism on one stage or interleaved, without full recomputation: "
+                             "each micro-batch's expert all-to-alls hidden behind another's compute (Megatron-Core's "
+                             "--overlap-moe-expert-parallel-comm, the combined 1F1B schedule)")
 
 
 def search_options(args: argparse.Namespace) -> dict:
@@ -162,7 +166,8 @@ def search_options(args: argparse.Namespace) -> dict:
     return dict(devices_per_node=args.gpus_per_node, dtype=args.dtype, optimizer=args.optimizer,
                 framework=args.framework, synthetic_data=args.synthetic_data,
                 tp_comm_overlap=getattr(args, "tp_comm_overlap", False),
-                overlap_param_gather=getattr(args, "overlap_param_gather", False), memory_format=args.memory_format,
+                overlap_param_gather=getattr(args, "overlap_param_gather", False),
+                moe_a2a_overlap=getattr(args, "moe_a2a_overlap", False), memory_format=args.memory_format,
                 cross_entropy=args.cross_entropy, bn_group=args.bn_group, cuda_graphs=args.cuda_graphs)
 
 
@@ -179,6 +184,15 @@ def check_overlaps(args: argparse.Namespace) -> None:
     if args.overlap_param_gather and args.zero != 1:
         raise UserError(f"--overlap-param-gather needs --zero 1 (the distributed optimizer's all-gather), not "
                         f"--zero {args.zero}")
+    if getattr(args, "moe_a2a_overlap", False):
+        if (getattr(args, "expert_parallel", None) or 1) <= 1:
+            raise UserError("--moe-a2a-overlap needs --expert-parallel above 1 (it hides the expert all-to-alls)")
+        if (args.pipeline_stages or 1) > 1 and args.schedule != "interleaved":
+            raise UserError("--moe-a2a-overlap with --pipeline-stages above 1 needs --schedule interleaved "
+                            "(Megatron-Core combines passes in the interleaved schedule only)")
+        if args.recompute and args.recompute_granularity == "full":
+            raise UserError("--moe-a2a-overlap: not with full recomputation (Megatron-Core runs the combined 1F1B "
+                            "with selective recomputation or none); use --recompute-granularity selective")
 
 
 def context_expert_degrees(args: argparse.Namespace, strategy: str | None) -> tuple[int, int]:

@@ -121,6 +121,10 @@ class Plan:
     # --expert-tensor-parallel-size); 0: the tensor degree (its default). Below it, the expert ranks fold over the
     # tensor ranks ("parallel folding": ETP x EP x expert-data = T x CP x data, docs/method.md §14b)
     p_expert_tensor: int = 0
+    # data+tensor+pipeline with p_expert > 1: the expert all-to-alls of one micro-batch hidden behind another's compute
+    # (Megatron-Core's --overlap-moe-expert-parallel-comm, the combined 1F1B schedule; docs/method.md §14c); applied
+    # where Megatron-Core runs it: one stage or the interleaved schedule, no full recomputation (moe_a2a_overlapped)
+    moe_a2a_overlap: bool = False
     stages: int = 1
     micro_batches: int = 1
     spatial_layers: Optional[int] = None  # spatial-then-data: layers [0, k) spatial; None = as many as can split
@@ -162,6 +166,14 @@ class Plan:
         return self.p_expert_tensor or self.p_tensor
 
     @property
+    def moe_a2a_overlapped(self) -> bool:
+        """Whether the expert all-to-alls run hidden (moe_a2a_overlap, where the layout has it: expert parallelism, one
+        stage or interleaving, no full recomputation; Megatron-Core's combined 1F1B)."""
+        return (self.moe_a2a_overlap and self.p_expert > 1 and self.strategy in HYBRID_3D
+                and (self.stages == 1 or self.schedule == "interleaved")
+                and not (self.recompute and self.recompute_granularity == "full"))
+
+    @property
     def selective_modules(self) -> tuple[str, ...]:
         """What recomputation re-runs module by module: recompute_modules, ("core_attn",) when none are named; ()
         without selective recomputation."""
@@ -195,7 +207,7 @@ class Plan:
             parts.append(f"cp{self.p_context}")
         if self.p_expert > 1:
             parts.append(f"ep{self.p_expert}" + (f"/etp{self.expert_tensor}" if self.expert_tensor != self.p_tensor
-                                                 else ""))
+                                                 else "") + ("/a2a-overlap" if self.moe_a2a_overlapped else ""))
         if self.stages > 1:
             parts.append(f"p{self.stages}/S{self.micro_batches}" + (
                 "" if self.schedule == "gpipe" else f"/{self.schedule}" + (

@@ -49,12 +49,14 @@ def search(graph: ModelGraph, cost_model: CostModel, *, batch: int, max_devices:
            strategies=SEARCH_STRATEGIES, interval: bool = True, exhaustive: bool = False, framework: str = "ddp",
            synthetic_data: bool = False, context_parallel: int | None = None,
            expert_parallel: int | None = None, tp_comm_overlap: bool = False,
-           overlap_param_gather: bool = False, memory_format: str = "nhwc", cross_entropy: str = "float32",
+           overlap_param_gather: bool = False, moe_a2a_overlap: bool = False, memory_format: str = "nhwc",
+           cross_entropy: str = "float32",
            bn_group: int = 1, cuda_graphs: bool = False, expert_tensor_parallel: int | None = None) -> SearchResult:
     """The `top` best plans and the fastest per strategy. exhaustive=True evaluates every candidate in order
     (the reference); the default prunes with bounds (predictor.search_fast) and returns the same plans.
     framework, synthetic_data, the run's settings (memory_format, cross_entropy, bn_group, cuda_graphs: a plan it cannot take is
-    infeasible) and the overlaps the stack runs (Plan.tp_comm_overlap, Plan.overlap_param_gather: applied where a
+    infeasible) and the overlaps the stack runs (Plan.tp_comm_overlap, Plan.overlap_param_gather, Plan.moe_a2a_overlap:
+    applied where a
     layout allows them) are set on every candidate. A mixture of
     experts, or context_parallel > 1, adds Megatron-Core's expert/context layouts (predictor.search_moe_cp); a
     context or expert degree given keeps the search to those layouts at that degree, an expert tensor degree given
@@ -72,7 +74,8 @@ def search(graph: ModelGraph, cost_model: CostModel, *, batch: int, max_devices:
     if memory_format not in MEMORY_FORMATS:
         raise UserError(f"unknown memory format {memory_format!r}; known: {', '.join(MEMORY_FORMATS)}")
     options = {"framework": framework, "synthetic_data": synthetic_data, "tp_comm_overlap": tp_comm_overlap,
-               "overlap_param_gather": overlap_param_gather, "memory_format": memory_format,
+               "overlap_param_gather": overlap_param_gather, "moe_a2a_overlap": moe_a2a_overlap,
+               "memory_format": memory_format,
                "cross_entropy": cross_entropy, "bn_group": bn_group, "cuda_graphs": cuda_graphs}
     ranking = Ranking(objective, batch, top)
     devices = range(min_devices, max_devices + 1)

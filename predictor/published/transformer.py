@@ -372,9 +372,6 @@ def interpret_transformer(run: PublishedRun, rules: dict) -> Union[Setup, Skippe
     per_node = run.system.get("gpus_used_per_node")
     per_node = per_node if isinstance(per_node, int) and per_node > 0 else min(gpus, run.gpus_per_node or 8)
     if family == "megatron":
-        if parallel.get("moe_a2a_overlap", False):
-            return Skipped(run, "the expert all-to-all overlapped with another micro-batch's compute (Megatron-Core's "
-                                "--overlap-moe-expert-parallel-comm) is not modelled")
         t, p = parallel.get("tensor", 1), parallel.get("pipeline", 1)
         cp, ep = parallel.get("context", 1), parallel.get("expert", 1)
         d = parallel.get("data", gpus // (t * p * cp))
@@ -390,6 +387,7 @@ def interpret_transformer(run: PublishedRun, rules: dict) -> Union[Setup, Skippe
                     sequence_parallel=parallel.get("sequence_parallel", False),
                     tp_comm_overlap=parallel.get("tp_comm_overlap", False),
                     overlap_param_gather=parallel.get("overlap_param_gather", False),
+                    moe_a2a_overlap=parallel.get("moe_a2a_overlap", False),
                     zero_stage=1 if parallel.get("distributed_optimizer", False) or parallel.get("zero_stage") == 1
                     else 0, p_context=cp, p_expert=ep,
                     p_expert_tensor=0 if parallel.get("expert_tensor", t) == t else parallel["expert_tensor"])

@@ -16,6 +16,7 @@ import math
 from bisect import bisect_right
 from dataclasses import replace
 from itertools import accumulate
+from typing import Iterable, Sequence
 
 from predictor.layercost import ACT_BYTES, Split, layer_signatures, update_time_s
 from predictor.layout import data_network_share, nodes_spanned
@@ -438,6 +439,49 @@ def overlap_exposed_s(comm_s: float, gemm_s: float, t: int) -> float:
     return comm_s / t + (t - 1) / t * max(0.0, comm_s - gemm_s)
 
 
+def combined_share(S: int, K: int, v: int, rank: int) -> float:
+    """Share of a rank's S x v chunk passes that Megatron-Core's combined 1F1B runs beside a pass of another
+    micro-batch (docs/method.md §14c): all but the warm-up forwards, and as many cool-down backwards, which run alone;
+    one of each without pipelining, (K - rank - 1) x 2 + (v - 1) x K + 1 with interleaving (schedules.py's warm-up,
+    one more with the overlap), at most all of them."""
+    total = S * v
+    warm = 1 if K == 1 else min(total, (K - rank - 1) * 2 + (v - 1) * K + 1)
+    return (total - warm) / total
+
+
+def a2a_overlap_s(a2a_f: Sequence[float], a2a_b: Sequence[float], times: Sequence[tuple[float, float]],
+                  blocks: Iterable[Sequence[int]], S: int, share: float, overlap_efficiency: float
+                  ) -> tuple[float, float]:
+    """(exposed_s, hidden_s) of a rank's expert all-to-alls over S micro-batches under the combined 1F1B schedule
+    (Megatron-Core's --overlap-moe-expert-parallel-comm; docs/method.md §14c). blocks: the rank's layers, one list per
+    transformer layer (`moe_blocks`). In a combined pass a transformer layer's forward all-to-alls hide behind the
+    same layer's backward compute (attention and MLP) of the other micro-batch, its backward all-to-alls behind that
+    layer's forward compute, min(all-to-all, compute) each; `share` of the passes are combined (combined_share), the
+    rest run alone, exposed; the hidden part slows the compute beside it by 1 - overlap_efficiency, as every
+    overlapped collective does (strategies.data.zero3_exposure)."""
+    total = hideable = 0.0
+    for block in blocks:
+        comm_f, comm_b = sum(a2a_f[i] for i in block), sum(a2a_b[i] for i in block)
+        total += comm_f + comm_b
+        hideable += (min(comm_f, sum(times[i][1] for i in block)) + min(comm_b, sum(times[i][0] for i in block)))
+    hidden = share * S * hideable
+    slowdown = (1.0 - overlap_efficiency) * hidden
+    return S * total - hidden + slowdown, hidden - slowdown
+
+
+def moe_blocks(combine: Sequence[int], layers: Iterable[int]) -> list[list[int]]:
+    """`layers` (a rank's) cut after each combine into transformer layers: what lies between two combines is one
+    layer's attention, router, dispatch, experts and combine; the rest (embedding, head) a block without
+    all-to-alls."""
+    cuts, out, block = set(combine), [], []
+    for i in sorted(layers):
+        block.append(i)
+        if i in cuts:
+            out.append(block)
+            block = []
+    return out + ([block] if block else [])
+
+
 def _overlapped(ts: TensorSplit, t: int, times, fwd, bwd, keep_fwd=None, keep_bwd=None):
     """The layer terms with each column/row layer's collectives overlapped with its own GEMM (overlap_exposed_s);
     keep_*: per-layer seconds of those lists that are not tensor-parallel (all-to-alls, the ring) and stay."""
@@ -766,6 +810,10 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
         rest = pred.comm_exposed_s["layer_collective"] - a2a - ring
         pred.comm_exposed_s["layer_collective"] = rest if rest > 1e-9 * (a2a + ring) else 0.0  # no rounding residue
         pred.comm_exposed_s["expert_alltoall"], pred.comm_exposed_s["context_ring"] = a2a, ring
+        if plan.moe_a2a_overlapped:  # the combined 1F1B's passes hide them (the bubble keeps the lone passes')
+            pred.comm_exposed_s["expert_alltoall"], pred.comm_hidden_s["expert_alltoall"] = a2a_overlap_s(
+                a2a_f, a2a_b, times, moe_blocks(moe_layers(ctx)[1], (i for a, z in chunks for i in range(a, z))), S,
+                combined_share(S, K, v, slow), ctx.cm.overlap_efficiency())
 
     boundary = max((ctx.crossing_elems(a) for a, _ in bounds[1:]), default=0)
     split = t if plan.pipeline_boundary == "partitioned" else 1

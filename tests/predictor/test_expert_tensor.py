@@ -173,10 +173,9 @@ def test_each_expert_gemm_adds_its_launch_once_per_pass():
 
 
 # ---- the published rows -----------------------------------------------------------------------------------------
-def test_rows_map_their_expert_tensor_degree_and_skip_an_overlapped_all_to_all(tmp_path):
-    """A row's `parallelism.expert_tensor` becomes the plan's expert tensor degree (0 when it is the tensor degree);
-    a row whose all-to-all overlaps another micro-batch's compute is skipped with that reason; a malformed field is a
-    one-line error naming it."""
+def test_rows_map_their_expert_tensor_degree_and_all_to_all_overlap(tmp_path):
+    """A row's `parallelism.expert_tensor` becomes the plan's expert tensor degree (0 when it is the tensor degree),
+    its `moe_a2a_overlap` the plan's (docs/method.md §14c); a malformed field is a one-line error naming it."""
     import yaml
 
     from predictor.published.transformer import (TRANSFORMER_FILE, interpret_transformer,
@@ -190,8 +189,9 @@ def test_rows_map_their_expert_tensor_degree_and_skip_an_overlapped_all_to_all(t
     assert dict(folded.plan)["p_expert_tensor"] == 1 and dict(folded.plan)["p_tensor"] == 4
     default = interpret_transformer(runs["mcoremoe-mixtral-8x7b-64gpu-t1e8p4v8"], rules)
     assert dict(default.plan)["p_expert_tensor"] == 0
-    skipped = interpret_transformer(runs["mbridge-qwen3-235b-a22b-256gpu-t2p8v4e32"], rules)
-    assert isinstance(skipped, Skipped) and "overlap-moe-expert-parallel-comm" in skipped.reason
+    overlapped = interpret_transformer(runs["mbridge-qwen3-235b-a22b-256gpu-t2p8v4e32"], rules)
+    assert not isinstance(overlapped, Skipped)
+    assert dict(overlapped.plan)["moe_a2a_overlap"] is True and dict(default.plan)["moe_a2a_overlap"] is False
     rows = yaml.load(TRANSFORMER_FILE.read_text(encoding="utf-8"), Loader=yaml.CSafeLoader)
     rec = next(r for r in rows if r["id"] == "mzoo-qwen3-235b-a22b-256gpu-t4p8v4e8etp1")
     path = tmp_path / "t.yaml"
