@@ -12,6 +12,8 @@ ends, widened by the model's own held-out error where the profile records it (do
 """
 from __future__ import annotations
 
+import contextlib
+
 import importlib
 import importlib.util
 import math
@@ -84,10 +86,18 @@ def trace_ahead(models: Iterable[tuple[str, dict]], workers: int | None = None) 
             or "fork" not in get_all_start_methods()):
         return 0
     try:
+        # the deepest models first: the workers finish together instead of one tracing the last 96-layer model alone
+        order = sorted(missing.values(), key=lambda model: -_layers(model[1]))
         with ProcessPoolExecutor(min(workers, len(missing)), mp_context=get_context("fork")) as pool:
-            return sum(pool.map(_trace_into_cache, missing.values()))
+            return sum(pool.map(_trace_into_cache, order))
     except Exception:  # noqa: BLE001 - a worker that died (memory, a signal): load_model traces what is missing
         return 0
+
+
+def _layers(knobs: dict) -> int:
+    """A zoo model's layer count from its knobs (0 when not an integer): what its trace's time grows with."""
+    value = knobs.get("layers", 0)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def _trace_into_cache(model: tuple[str, dict]) -> bool:
@@ -115,12 +125,37 @@ def _trace_zoo(name: str, input_shape, knobs: dict) -> ModelGraph:
 
     from predictor.trace import trace_module
     try:
-        with torch.device("meta"):  # shapes only: a large knob costs no memory
+        with torch.device("meta"), _no_weight_init():  # shapes only: a large knob costs no memory
             module, shape = zoo.build(name, **knobs)
     except Exception as err:  # noqa: BLE001 - the builders reject knobs with whatever torch raises
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise UserError(f"model {name}: bad knob ({', '.join(map(str, knobs)) or 'none'}): {first}") from None
     return trace_module(module, tuple(input_shape or shape), name)
+
+
+#: torch.nn.init's in-place initialisers, skipped while a zoo model is built on the meta device
+_INITIALISERS = ("uniform_", "normal_", "trunc_normal_", "constant_", "ones_", "zeros_", "kaiming_uniform_",
+                 "kaiming_normal_", "xavier_uniform_", "xavier_normal_", "orthogonal_")
+
+
+@contextlib.contextmanager
+def _no_weight_init():
+    """Build without initialising weights: on the meta device there are no values to fill, yet every initialiser
+    still dispatches through the device context (a tenth of tracing a deep transformer). Process-wide while it
+    lasts: the zoo builds one model at a time."""
+    import torch.nn.init as init
+    saved = {name: getattr(init, name) for name in _INITIALISERS if hasattr(init, name)}
+    for name in saved:
+        setattr(init, name, _keep)
+    try:
+        yield
+    finally:
+        for name, function in saved.items():
+            setattr(init, name, function)
+
+
+def _keep(tensor, *args, **kwargs):
+    return tensor
 
 
 def _trace_callable(ref: str, input_shape, knobs: dict) -> ModelGraph:

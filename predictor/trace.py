@@ -93,10 +93,15 @@ class _FusedLeafTracer(Tracer):
 
 
 def _symbolic_trace(module: nn.Module) -> GraphModule:
-    """torch.fx.symbolic_trace with the fused modules as leaves."""
+    """torch.fx.symbolic_trace with the fused modules as leaves. A lazy GraphModule where torch has one: only the
+    Interpreter walks it, so generating and compiling its Python code (a seventh of tracing a deep model) is skipped."""
     tracer = _FusedLeafTracer()
     graph = tracer.trace(module)
-    return GraphModule(tracer.root, graph, module.__class__.__name__)
+    try:
+        from torch.fx._lazy_graph_module import _LazyGraphModule
+    except ImportError:  # a torch without it: the eager GraphModule, the same graph
+        _LazyGraphModule = GraphModule
+    return _LazyGraphModule(tracer.root, graph, module.__class__.__name__)
 
 
 def _module_op(module: nn.Module) -> str | None:
@@ -318,14 +323,18 @@ def _broadcast(*shapes: tuple[int, ...]) -> tuple[int, ...] | None:
 
 def _known_function_output(target, args, kwargs) -> torch.Tensor | None:
     """The output of a shape-only function call on meta tensors (element-wise arithmetic, activations,
-    concatenation), else None: on meta tensors these go through torch's reference implementations, whose
-    first use imports torch's compiler stack (seconds)."""
+    concatenation, fused attention), else None: on meta tensors these go through torch's reference implementations,
+    whose first use imports torch's compiler stack (seconds), and fused attention's decomposes at every call."""
     tensors = [a for a in args if isinstance(a, torch.Tensor)]
     if target in _BROADCASTING and tensors and len(args) == 2 and not kwargs:
         shape = _broadcast(*(tuple(a.shape) for a in tensors))
         return tensors[0].new_empty(shape) if shape is not None else None
     if target in _SAME_SHAPE_FUNCTIONS and args and isinstance(args[0], torch.Tensor):
         return args[0].new_empty(args[0].shape)
+    if target is F.scaled_dot_product_attention and len(args) >= 3 \
+            and all(isinstance(a, torch.Tensor) and a.dim() >= 2 for a in args[:3]):
+        q, v = args[0], args[2]  # (..., L, E) queries, (..., S, Ev) values: (..., L, Ev), grouped heads or not
+        return q.new_empty(tuple(q.shape[:-1]) + (v.shape[-1],))
     if target is torch.cat and args and isinstance(args[0], (list, tuple)) and args[0] \
             and all(isinstance(t, torch.Tensor) for t in args[0]):
         parts = args[0]

@@ -263,19 +263,29 @@ def _out_of_range(value: Any) -> bool:
     return not (size <= MAX_MAGNITUDE and (size >= MIN_MAGNITUDE or size == 0))
 
 
-def check_numbers(data: Any, label: str) -> Any:
+def check_numbers(data: Any, label: str, max_depth: int | None = None) -> Any:
     """`data` unchanged when every number in it is in range (_out_of_range); else a UserError naming the
-    first bad field by its path (`coefficients.compute.gemm/fwd/float32.launch_s.value`)."""
-    stack = [data]
+    first bad field by its path (`coefficients.compute.gemm/fwd/float32.launch_s.value`). max_depth: also refuse
+    mappings and lists nested deeper (JSON's bound, MAX_DEPTH), in the same walk. Plain ints and floats are tested
+    inline (a graph of the cache holds hundreds of thousands), anything else numeric through _out_of_range."""
+    top, low = MAX_MAGNITUDE, MIN_MAGNITUDE
+    stack = [(data, 1)] if isinstance(data, (dict, list)) else []
     while stack:
-        item = stack.pop()
-        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
-        for child in children:
-            if isinstance(child, (dict, list)):
-                stack.append(child)
-            elif _out_of_range(child):
-                raise UserError(f"{label}: field '{_path_to(data, child)}': {child!r} is out of range (numbers must "
-                                f"be finite and, unless zero, within {MIN_MAGNITUDE:g} .. {MAX_MAGNITUDE:g} in magnitude)")
+        item, depth = stack.pop()
+        if max_depth is not None and depth > max_depth:
+            raise UserError(f"{label}: nested more than {max_depth} levels deep")
+        for child in (item.values() if isinstance(item, dict) else item):
+            cls = child.__class__
+            if cls is int or cls is float:
+                if -top <= child <= top and (child == 0 or child >= low or child <= -low):
+                    continue
+            elif cls is dict or cls is list or isinstance(child, (dict, list)):
+                stack.append((child, depth + 1))
+                continue
+            elif cls is str or cls is bool or child is None or not _out_of_range(child):
+                continue
+            raise UserError(f"{label}: field '{_path_to(data, child)}': {child!r} is out of range (numbers must "
+                            f"be finite and, unless zero, within {MIN_MAGNITUDE:g} .. {MAX_MAGNITUDE:g} in magnitude)")
     if _out_of_range(data):
         raise UserError(f"{label}: {data!r} is out of range (numbers must be finite, within {MAX_MAGNITUDE:g})")
     return data
@@ -321,16 +331,6 @@ def _json_object(label: str):
     return build
 
 
-def _check_depth(data: Any, label: str) -> None:
-    stack = [(data, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, (dict, list)):
-            if depth > MAX_DEPTH:
-                raise UserError(f"{label}: nested more than {MAX_DEPTH} levels deep")
-            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
-
-
 def parse_json(text: str, label: str, line: int | None = None) -> Any:
     """Plain data from JSON text: bounded nesting and integer literals, no duplicate keys. `line`: the
     line of a JSONL file the text is (errors then read path:line)."""
@@ -343,8 +343,7 @@ def parse_json(text: str, label: str, line: int | None = None) -> Any:
         raise UserError(f"{label}{where}: not valid JSON ({err.msg}, column {err.colno})") from None
     except RecursionError:
         raise UserError(f"{label}: nested more than {MAX_DEPTH} levels deep") from None
-    _check_depth(data, label)
-    return check_numbers(data, label)
+    return check_numbers(data, label, MAX_DEPTH)
 
 
 def read_json(path: str | os.PathLike, kind: str = "file", label: str | None = None) -> Any:

@@ -107,7 +107,10 @@ class SelfAttention(nn.Module):
 
     def forward(self, x):
         batch, kv = x.size(0), self.kv_heads * self.head_dim
-        q, k, v = self.qkv(x).split(self.width if kv == self.width else (self.width, kv, kv), dim=2)
+        # indexed, not unpacked: unpacking a torch.fx Proxy disassembles the caller's bytecode on every call (a fifth
+        # of tracing a deep model); the graph is the same three getitem nodes
+        parts = self.qkv(x).split(self.width if kv == self.width else (self.width, kv, kv), dim=2)
+        q, k, v = parts[0], parts[1], parts[2]
         q = q.view(batch, -1, self.heads, self.head_dim).transpose(1, 2)
         k = k.view(batch, -1, self.kv_heads, self.head_dim).transpose(1, 2)
         v = v.view(batch, -1, self.kv_heads, self.head_dim).transpose(1, 2)
