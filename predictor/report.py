@@ -199,7 +199,9 @@ def moe_context_lines(pred: Prediction) -> list[str]:
                    f"rank takes {d.get('expert_busiest_factor', 1.0):.3f}x the mean routed tokens; dispatch and combine "
                    + ("deduplicated per node (deepep) " if d.get("expert_dispatcher") == "deepep" else "")
                    + f"all-to-alls over {plan.p_expert} ranks on {d.get('nodes_expert_group', 1)} node(s): "
-                   f"{_t(pred.comm_exposed_s.get('expert_alltoall', 0.0))} exposed")
+                   f"{_t(pred.comm_exposed_s.get('expert_alltoall', 0.0))} exposed"
+                   + (f", {_t(pred.comm_hidden_s.get('expert_alltoall', 0.0))} hidden behind another micro-batch's "
+                      "compute (combined 1F1B)" if plan.moe_a2a_overlapped else ""))
     if plan.p_context > 1:
         out.append(f"context: the sequence over {plan.p_context} ranks on {d.get('nodes_context_group', 1)} node(s), "
                    f"activations 1/{plan.p_context} ({pred.activations_bytes / 1e9:.3g} GB); the ring of keys and "
