@@ -190,6 +190,10 @@ def check_overlaps(args: argparse.Namespace) -> None:
         if (args.pipeline_stages or 1) > 1 and args.schedule != "interleaved":
             raise UserError("--moe-a2a-overlap with --pipeline-stages above 1 needs --schedule interleaved "
                             "(Megatron-Core combines passes in the interleaved schedule only)")
+        from predictor.layercost import MIXED_DTYPES
+        if args.dtype not in MIXED_DTYPES:
+            raise UserError(f"--moe-a2a-overlap: not with --dtype {args.dtype} (Megatron-Core runs the combined 1F1B on "
+                            "bf16 or fp16 models only)")
         if args.recompute and args.recompute_granularity == "full":
             raise UserError("--moe-a2a-overlap: not with full recomputation (Megatron-Core runs the combined 1F1B "
                             "with selective recomputation or none); use --recompute-granularity selective")

@@ -123,7 +123,7 @@ class Plan:
     p_expert_tensor: int = 0
     # data+tensor+pipeline with p_expert > 1: the expert all-to-alls of one micro-batch hidden behind another's compute
     # (Megatron-Core's --overlap-moe-expert-parallel-comm, the combined 1F1B schedule; docs/method.md §14c); applied
-    # where Megatron-Core runs it: one stage or the interleaved schedule, no full recomputation (moe_a2a_overlapped)
+    # where Megatron-Core runs it: one stage or interleaved, no full recomputation, bf16/fp16 (moe_a2a_overlapped)
     moe_a2a_overlap: bool = False
     stages: int = 1
     micro_batches: int = 1
@@ -168,10 +168,11 @@ class Plan:
     @property
     def moe_a2a_overlapped(self) -> bool:
         """Whether the expert all-to-alls run hidden (moe_a2a_overlap, where the layout has it: expert parallelism, one
-        stage or interleaving, no full recomputation; Megatron-Core's combined 1F1B)."""
+        stage or interleaving, no full recomputation, a half-precision model; Megatron-Core's combined 1F1B)."""
+        from predictor.layercost import MIXED_DTYPES  # Megatron-Core runs it on bf16 or fp16 models only
         return (self.moe_a2a_overlap and self.p_expert > 1 and self.strategy in HYBRID_3D
                 and (self.stages == 1 or self.schedule == "interleaved")
-                and not (self.recompute and self.recompute_granularity == "full"))
+                and not (self.recompute and self.recompute_granularity == "full") and self.dtype in MIXED_DTYPES)
 
     @property
     def selective_modules(self) -> tuple[str, ...]:

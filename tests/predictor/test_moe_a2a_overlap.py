@@ -87,11 +87,11 @@ def test_the_overlap_replaces_the_exposed_all_to_all_by_the_formula(moe):
 
 
 def test_the_overlap_applies_only_where_megatron_runs_it(moe):
-    """No expert parallelism, two stages on plain 1F1B, or full recomputation: not applied (the same prediction);
-    two stages interleaved: applied."""
+    """No expert parallelism, two stages on plain 1F1B, full recomputation or a float32 model: not applied (the same
+    prediction; Megatron-Core's TransformerConfig refuses them); two stages interleaved: applied."""
     _, _, ctx = moe
     for kw in (dict(p_expert=1), dict(stages=2, p_data=4, p_expert=4),
-               dict(recompute=True, recompute_granularity="full")):
+               dict(recompute=True, recompute_granularity="full"), dict(dtype="fp32")):
         off, on = plan(**kw), plan(moe_a2a_overlap=True, **kw)
         assert not on.moe_a2a_overlapped and "a2a-overlap" not in on.describe()
         assert evaluate(ctx, on).iteration_s == pytest.approx(evaluate(ctx, off).iteration_s)
@@ -111,7 +111,8 @@ def test_run_takes_the_flag_and_refuses_it_where_it_cannot_apply(capsys):
     for extra, why in ((["--pipeline-stages", "1"], "needs --expert-parallel above 1"),
                        (["--pipeline-stages", "2", "--expert-parallel", "4"], "needs --schedule interleaved"),
                        (["--pipeline-stages", "1", "--expert-parallel", "8", "--recompute"],
-                        "not with full recomputation")):
+                        "not with full recomputation"),
+                       (["--pipeline-stages", "1", "--expert-parallel", "8", "--dtype", "fp32"], "bf16 or fp16")):
         assert main(args + extra + ["--moe-a2a-overlap"]) == 2
         err = capsys.readouterr().err
         assert why in err and "Traceback" not in err and err.count("\n") == 1
