@@ -170,8 +170,13 @@ def _devices(ctx: Context, st: Stages, K: int, v: int) -> Devices:
 
 
 def in_flight(plan: Plan, k: int) -> int:
-    """Micro-batches (interleaved: chunk micro-batches) device k holds saved tensors for (module docstring)."""
-    return schedule_in_flight(plan.schedule, plan.stages, plan.micro_batches, plan.virtual_stages, k)
+    """Micro-batches (interleaved: chunk micro-batches) device k holds saved tensors for (module docstring); one
+    more under interleaving with Megatron-Core's combined 1F1B (Plan.moe_a2a_overlapped: its warm-up runs one more
+    forward, docs/method.md §14c)."""
+    held = schedule_in_flight(plan.schedule, plan.stages, plan.micro_batches, plan.virtual_stages, k)
+    if plan.schedule == "interleaved" and plan.moe_a2a_overlapped:
+        held = min(plan.micro_batches * plan.virtual_stages, held + 1)
+    return held
 
 
 def schedule_in_flight(schedule: str, K: int, S: int, v: int, k: int) -> int:
