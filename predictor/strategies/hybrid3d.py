@@ -442,10 +442,10 @@ def overlap_exposed_s(comm_s: float, gemm_s: float, t: int) -> float:
 def combined_share(S: int, K: int, v: int, rank: int) -> float:
     """Share of a rank's S x v chunk passes that Megatron-Core's combined 1F1B runs beside a pass of another
     micro-batch (docs/method.md §14c): all but the warm-up forwards, and as many cool-down backwards, which run alone;
-    one of each without pipelining, (K - rank - 1) x 2 + (v - 1) x K + 1 with interleaving (schedules.py's warm-up,
-    one more with the overlap), at most all of them."""
+    one of each without pipelining; with interleaving schedules.py's warm-up, one more with the overlap: the
+    chunk micro-batches the interleaved schedule holds (pipeline.schedule_in_flight), at most all of them."""
     total = S * v
-    warm = 1 if K == 1 else min(total, (K - rank - 1) * 2 + (v - 1) * K + 1)
+    warm = 1 if K == 1 else schedule_in_flight("interleaved", K, S, v, rank)
     return (total - warm) / total
 
 
@@ -782,7 +782,8 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
     modules = plan.selective_modules
     core = ctx.graph_cached(("3d-attention-core",), lambda: attention_core(ctx, ts)) if "core_attn" in modules \
         else frozenset()
-    discard = module_layers(ctx, modules)  # output-discarding modules: their outputs re-made in backward
+    discard = ctx.graph_cached(("3d-module-layers", modules), lambda: module_layers(ctx, modules))  # output-
+    # discarding modules: their outputs re-made in backward
     again = core | discard if selective else (
         ctx.graph_cached(("3d-recomputed",), lambda: recomputed_layers(ctx, ts)) if plan.recompute else range(0))
     kind = "selective:" + "+".join(modules) if selective else ("full" if plan.recompute else "none")
@@ -811,9 +812,11 @@ def evaluate(ctx: Context, plan: Plan, pred: Prediction) -> None:
         pred.comm_exposed_s["layer_collective"] = rest if rest > 1e-9 * (a2a + ring) else 0.0  # no rounding residue
         pred.comm_exposed_s["expert_alltoall"], pred.comm_exposed_s["context_ring"] = a2a, ring
         if plan.moe_a2a_overlapped:  # the combined 1F1B's passes hide them (the bubble keeps the lone passes')
-            pred.comm_exposed_s["expert_alltoall"], pred.comm_hidden_s["expert_alltoall"] = a2a_overlap_s(
-                a2a_f, a2a_b, times, moe_blocks(moe_layers(ctx)[1], (i for a, z in chunks for i in range(a, z))), S,
-                combined_share(S, K, v, slow), ctx.cm.overlap_efficiency())
+            pred.comm_exposed_s["expert_alltoall"], pred.comm_hidden_s["expert_alltoall"] = ctx.cached(
+                ("3d-a2a-overlap", dtype, t, m, tensor_nodes, sp, tuple(chunks), S, K, v, slow) + moe_cp,
+                lambda: a2a_overlap_s(a2a_f, a2a_b, times,
+                                      moe_blocks(moe_layers(ctx)[1], (i for a, z in chunks for i in range(a, z))), S,
+                                      combined_share(S, K, v, slow), ctx.cm.overlap_efficiency()))
 
     boundary = max((ctx.crossing_elems(a) for a, _ in bounds[1:]), default=0)
     split = t if plan.pipeline_boundary == "partitioned" else 1
